@@ -1,0 +1,103 @@
+//! The command line, declared with clap derive. Doc comments are the help text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::commands::{align, claim, cleanup, conflicts, done, heartbeat, history, op, release, reset, start, status};
+
+/// Exit codes, shown at the end of `--help`.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  ok (or nothing to do)
+  1  operational error: lock_timeout, io, corrupt_state, unsafe_home
+  2  invalid input or usage: bad arguments, schema violations, unknown or ambiguous instance
+  3  claim conflict (the free files were still claimed)
+  4  blocked by the priority gate
+
+With --json, stdout carries exactly one JSON object; errors are
+{\"status\":\"error\",\"reason\":\"<snake_case>\",\"message\":\"...\"}.";
+
+/// Coordinate AI coding agents and people working on one machine: register tasks, claim files
+/// before editing them, release them when done.
+///
+/// All state lives in ~/.conductor (or CONDUCTOR_HOME): status.json, history.jsonl and
+/// conflicts.log, guarded by a lock and atomic renames. With no command, shows the status.
+#[derive(Debug, Parser)]
+#[command(name = "conductor", version, after_long_help = EXIT_CODES_HELP, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Options every command accepts.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Print exactly one JSON object on stdout (the protocol's output object).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// State directory [default: ~/.conductor].
+    #[arg(long, global = true, env = "CONDUCTOR_HOME", value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// Seconds to wait for the state lock before failing with `lock_timeout`.
+    #[arg(long, global = true, env = "CONDUCTOR_LOCK_TIMEOUT", default_value_t = 5.0, value_name = "SECS",
+          value_parser = parse_timeout)]
+    pub lock_timeout: f64,
+    /// Hide status messages on stderr (errors and warnings are still printed).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not a number of seconds between 0 and 86400")),
+    }
+}
+
+/// Which instance a command acts on.
+#[derive(Debug, Args, Clone)]
+pub struct InstanceArg {
+    /// The instance to act on [default: the one live instance whose working directory contains
+    /// the current directory].
+    #[arg(long, env = "CONDUCTOR_INSTANCE_ID", value_name = "ID")]
+    pub instance: Option<String>,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Register a task and get an instance id (runs the priority gate).
+    Start(start::StartArgs),
+    /// Claim files before editing them; a conflict is reported (exit 3), free files are still claimed.
+    Claim(claim::ClaimArgs),
+    /// Release claimed files without finishing the task.
+    Release(release::ReleaseArgs),
+    /// Finish the task: record it in history, release every claim, remove the instance.
+    Done(done::DoneArgs),
+    /// Record that an instance is still alive.
+    Heartbeat(heartbeat::HeartbeatArgs),
+    /// Remove orphaned instances (no heartbeat for an hour, or their process is gone).
+    Cleanup(cleanup::CleanupArgs),
+    /// Show live instances, their claims, unresolved conflicts and drift warnings.
+    Status(status::StatusArgs),
+    /// Check a task against the priority gate without registering it.
+    Align(align::AlignArgs),
+    /// Show recent entries of conflicts.log and the conflicts still unresolved.
+    Conflicts(conflicts::ConflictsArgs),
+    /// Back up status.json beside itself, then start from an empty state.
+    Reset(reset::ResetArgs),
+    /// Show finished tasks from history.jsonl (streamed, filterable).
+    History(history::HistoryArgs),
+    /// Run one protocol operation given as JSON, like {"operation":"claim",...}.
+    Op(op::OpArgs),
+}
+
+impl Cli {
+    /// True when the result is printed as JSON: `--json`, and always for `op`.
+    pub fn json_output(&self) -> bool {
+        self.global.json || matches!(self.command, Some(Command::Op(_)))
+    }
+}

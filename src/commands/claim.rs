@@ -1,0 +1,107 @@
+//! `conductor claim FILE... [--force WHY]`: lock files before editing them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{Ctx, Report, display_path};
+use crate::cli::InstanceArg;
+use crate::error::Result;
+use crate::protocol::ops::{self, ClaimOutcome};
+use crate::runtime::ProcessTable;
+
+/// Claim files.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = "Relative paths resolve against the current directory when it is inside the \
+instance's working directory, else against the working directory. Claims are keyed by the absolute path \
+with `.`/`..` collapsed and symlinks resolved.\n\nExit status 3 means some files are held by others; the \
+free ones were still claimed.")]
+pub struct ClaimArgs {
+    /// Files to claim.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<String>,
+    /// Take the files over from their holders, recording this reason in conflicts.log.
+    #[arg(long, value_name = "WHY")]
+    pub force: Option<String>,
+    #[command(flatten)]
+    pub instance: InstanceArg,
+}
+
+/// The `claim` operation input.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
+    pub files: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<String>,
+}
+
+impl ClaimArgs {
+    /// The request these arguments make.
+    pub fn into_request(self) -> ClaimRequest {
+        ClaimRequest { instance_id: self.instance.instance, files: self.files, force: self.force }
+    }
+}
+
+/// The claim result: the spec's success or conflict object.
+pub struct Claimed {
+    pub outcome: ClaimOutcome,
+    pub cwd: Option<std::path::PathBuf>,
+}
+
+impl Report for Claimed {
+    fn to_json(&self) -> serde_json::Value {
+        let o = &self.outcome;
+        if o.conflicts.is_empty() {
+            let mut v = json!({"status": "ok", "claimed": o.claimed, "message": "Files claimed. Safe to edit."});
+            if !o.forced.is_empty() {
+                v["forced"] = json!(o.forced);
+            }
+            v
+        } else {
+            json!({"status": "conflict", "conflicts": o.conflicts, "claimed": o.claimed, "message": conflict_message(o)})
+        }
+    }
+    fn to_text(&self) -> String {
+        let o = &self.outcome;
+        let show = |f: &str| display_path(f, self.cwd.as_deref());
+        let mut lines = Vec::new();
+        if !o.claimed.is_empty() {
+            let files: Vec<String> = o.claimed.iter().map(|f| show(f)).collect();
+            lines.push(format!("Claimed: {}.{}", files.join(", "), if o.conflicts.is_empty() { " Safe to edit." } else { "" }));
+        }
+        for f in &o.forced {
+            lines.push(format!("Forced: took {} from {} (logged)", show(&f.file), f.from));
+        }
+        for c in &o.conflicts {
+            let stale = if c.holder_alive { String::new() } else { format!(" [holder looks dead: last heartbeat {}]", c.holder_last_heartbeat) };
+            lines.push(format!("CONFLICT: {} is claimed by {} ({}). Coordinate or wait.{stale}", show(&c.file), c.held_by, c.holder_task));
+        }
+        lines.join("\n")
+    }
+    fn exit_code(&self) -> u8 {
+        if self.outcome.conflicts.is_empty() { 0 } else { 3 }
+    }
+}
+
+fn conflict_message(o: &ClaimOutcome) -> String {
+    let mut holders: Vec<&str> = Vec::new();
+    for c in &o.conflicts {
+        if !holders.contains(&c.held_by.as_str()) {
+            holders.push(&c.held_by);
+        }
+    }
+    let n = o.conflicts.len();
+    format!("{n} conflict{} detected. Coordinate with {} or wait for release.", if n == 1 { "" } else { "s" }, holders.join(", "))
+}
+
+/// Run `claim`.
+pub fn execute(ctx: &Ctx, req: ClaimRequest) -> Result<Box<dyn Report>> {
+    let (id, mut paths) = super::resolve_with_paths(ctx, &req.instance_id, &[&req.files])?;
+    let files = paths.remove(0);
+    let now = ctx.now;
+    let live = ProcessTable::new();
+    let outcome = ctx.store.transact(now, |st, fx| ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx))?;
+    Ok(Box::new(Claimed { outcome, cwd: ctx.cwd().ok() }))
+}

@@ -1,0 +1,64 @@
+//! `conductor heartbeat`: record that an instance is alive.
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{Ctx, Report};
+use crate::cli::InstanceArg;
+use crate::error::Result;
+use crate::protocol::ops;
+use crate::time::Timestamp;
+
+/// Record a heartbeat.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = "Instances with no heartbeat for an hour are orphans that `cleanup` removes. \
+Claims and releases count as heartbeats too. Long tasks should heartbeat every 5-10 minutes \
+(`conductor run` does it for you).")]
+pub struct HeartbeatArgs {
+    /// Also record this process as the instance's owner (see `start --owner-pid`).
+    #[arg(long, env = "CONDUCTOR_OWNER_PID", value_name = "PID")]
+    pub owner_pid: Option<u32>,
+    #[command(flatten)]
+    pub instance: InstanceArg,
+}
+
+/// The `heartbeat` operation input.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
+    /// Not part of the JSON protocol: set by the CLI.
+    #[serde(skip)]
+    pub owner_pid: Option<u32>,
+}
+
+impl HeartbeatArgs {
+    /// The request these arguments make.
+    pub fn into_request(self) -> HeartbeatRequest {
+        HeartbeatRequest { instance_id: self.instance.instance, owner_pid: self.owner_pid }
+    }
+}
+
+/// The heartbeat was recorded.
+pub struct Beat {
+    pub instance_id: String,
+    pub at: Timestamp,
+}
+
+impl Report for Beat {
+    fn to_json(&self) -> serde_json::Value {
+        json!({"status": "ok", "instance_id": self.instance_id, "last_heartbeat": self.at, "message": "Heartbeat recorded."})
+    }
+    fn to_text(&self) -> String {
+        format!("Heartbeat recorded for {} at {}", self.instance_id, self.at)
+    }
+}
+
+/// Run `heartbeat`.
+pub fn execute(ctx: &Ctx, req: HeartbeatRequest) -> Result<Box<dyn Report>> {
+    let (id, _) = super::resolve_with_paths(ctx, &req.instance_id, &[])?;
+    let now = ctx.now;
+    ctx.store.transact(now, |st, _| ops::heartbeat(st, &id, req.owner_pid, now))?;
+    Ok(Box::new(Beat { instance_id: id, at: now }))
+}

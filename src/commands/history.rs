@@ -1,0 +1,147 @@
+//! `conductor history`: finished tasks, streamed from history.jsonl.
+
+use std::collections::VecDeque;
+use std::io::Write;
+
+use super::Ctx;
+use crate::error::{Error, Result};
+use crate::protocol::types::{HistoryEntry, Outcome};
+use crate::schema::{self, Schema};
+use crate::store::{Ledger, ledger::Line};
+use crate::time::Timestamp;
+
+/// Show history.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = "--since takes an RFC 3339 time (2026-01-17T09:00:00Z), a date (2026-01-17) \
+or an age (30m, 12h, 7d). Lines that cannot be read are skipped with a warning on stderr.")]
+pub struct HistoryArgs {
+    /// Only this project.
+    #[arg(long)]
+    pub project: Option<String>,
+    /// Only this outcome.
+    #[arg(long, value_enum)]
+    pub outcome: Option<Outcome>,
+    /// Only tasks completed at or after this time.
+    #[arg(long, value_name = "TIME", value_parser = parse_since)]
+    pub since: Option<Since>,
+    /// Only the last N matching entries.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+/// A `--since` value, resolved against the clock when the command runs.
+#[derive(Clone, Debug)]
+pub enum Since {
+    At(Timestamp),
+    Ago(u64),
+}
+
+fn parse_since(s: &str) -> std::result::Result<Since, String> {
+    if let Some(t) = Timestamp::parse(s) {
+        return Ok(Since::At(t));
+    }
+    if let Some(t) = Timestamp::parse(&format!("{s}T00:00:00Z")) {
+        return Ok(Since::At(t));
+    }
+    let (num, unit) = s.split_at(s.len().saturating_sub(1));
+    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a time, a date or an age like 30m, 12h, 7d"))?;
+    let minutes = match unit {
+        "m" => n,
+        "h" => n * 60,
+        "d" => n * 1440,
+        _ => return Err(format!("`{s}` is not a time, a date or an age like 30m, 12h, 7d")),
+    };
+    Ok(Since::Ago(minutes))
+}
+
+fn human(e: &HistoryEntry) -> String {
+    format!(
+        "{}  {:<9}  {}  {}  {}  {:>4}m  {}",
+        e.completed_at,
+        e.outcome.as_str(),
+        e.id,
+        e.priority,
+        e.project,
+        e.duration_minutes.unwrap_or_else(|| e.started_at.minutes_until(e.completed_at)),
+        e.task
+    )
+}
+
+/// Run `history`.
+pub fn run(ctx: &Ctx, args: HistoryArgs) -> Result<u8> {
+    let since = args.since.map(|s| match s {
+        Since::At(t) => t,
+        Since::Ago(m) => ctx.now.minus_minutes(m),
+    });
+    let stdout = std::io::stdout();
+    let mut w = std::io::BufWriter::new(stdout.lock());
+    let io = |e: std::io::Error| Error::io("write to", std::path::Path::new("stdout"), e);
+    let json = ctx.out.json;
+    if json {
+        w.write_all(b"{\"status\":\"ok\",\"entries\":[").map_err(io)?;
+    }
+    let mut first = true;
+    let mut emit = |w: &mut std::io::BufWriter<_>, e: &HistoryEntry| -> Result<()> {
+        if json {
+            if !first {
+                w.write_all(b",").map_err(io)?;
+            }
+            serde_json::to_writer(&mut *w, e).map_err(|e| io(e.into()))?;
+        } else {
+            writeln!(w, "{}", human(e)).map_err(io)?;
+        }
+        first = false;
+        Ok(())
+    };
+    let mut tail: VecDeque<HistoryEntry> = VecDeque::new();
+    let mut count = 0usize;
+    ctx.store.read_ledger(Ledger::History, |n, line| {
+        let text = match line {
+            Line::Complete(t) => t,
+            Line::Torn(_) => {
+                ctx.out.warn(&format!("history.jsonl line {n} is incomplete (an interrupted write); skipped"));
+                return Ok(true);
+            }
+        };
+        let entry = serde_json::from_str::<serde_json::Value>(&text)
+            .map_err(|e| e.to_string())
+            .and_then(|v| schema::validate(Schema::HistoryEntry, &v).map(|_| v))
+            .and_then(|v| serde_json::from_value::<HistoryEntry>(v).map_err(|e| e.to_string()));
+        let entry = match entry {
+            Ok(e) => e,
+            Err(why) => {
+                ctx.out.warn(&format!("history.jsonl line {n} is not a valid entry ({why}); skipped"));
+                return Ok(true);
+            }
+        };
+        let keep = args.project.as_ref().is_none_or(|p| &entry.project == p)
+            && args.outcome.is_none_or(|o| entry.outcome == o)
+            && since.is_none_or(|s| entry.completed_at >= s);
+        if !keep {
+            return Ok(true);
+        }
+        count += 1;
+        match args.limit {
+            Some(limit) => {
+                if tail.len() == limit {
+                    tail.pop_front();
+                }
+                if limit > 0 {
+                    tail.push_back(entry);
+                }
+            }
+            None => emit(&mut w, &entry)?,
+        }
+        Ok(true)
+    })?;
+    for e in &tail {
+        emit(&mut w, e)?;
+    }
+    if json {
+        w.write_all(b"]}\n").map_err(io)?;
+    } else if count == 0 {
+        writeln!(w, "No matching history.").map_err(io)?;
+    }
+    w.flush().map_err(io)?;
+    Ok(0)
+}

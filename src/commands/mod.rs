@@ -1,0 +1,161 @@
+//! One file per command. Each turns its arguments into a [`Request`] (the protocol's operation
+//! input, the same object `conductor op` takes), and `execute` runs the request. Reports print
+//! as text, or with `--json` as exactly the protocol's output object.
+
+pub mod align;
+pub mod claim;
+pub mod cleanup;
+pub mod conflicts;
+pub mod done;
+pub mod heartbeat;
+pub mod history;
+pub mod op;
+pub mod release;
+pub mod reset;
+pub mod start;
+pub mod status;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{Cli, Command};
+use crate::error::{Error, Result};
+use crate::output::Output;
+use crate::protocol::State;
+use crate::runtime::{self, PathNormalizer};
+use crate::store::{Home, Store};
+use crate::time::Timestamp;
+
+/// Everything a command needs besides its arguments.
+pub struct Ctx<'a> {
+    pub store: Store,
+    pub now: Timestamp,
+    pub out: &'a Output,
+}
+
+impl Ctx<'_> {
+    /// The current directory (symlinks resolved).
+    pub fn cwd(&self) -> Result<PathBuf> {
+        runtime::current_dir()
+    }
+}
+
+/// A protocol operation, as `conductor op` reads it and every subcommand builds it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "operation", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Request {
+    Start(start::StartRequest),
+    Claim(claim::ClaimRequest),
+    Release(release::ReleaseRequest),
+    Done(done::DoneRequest),
+    Heartbeat(heartbeat::HeartbeatRequest),
+    Cleanup(cleanup::CleanupRequest),
+    Status(status::StatusRequest),
+    Align(align::AlignRequest),
+}
+
+/// What a command produced: printed by [`Report::print`], exit code by [`Report::exit_code`].
+pub trait Report {
+    /// The output object for `--json`.
+    fn to_json(&self) -> serde_json::Value;
+    /// The text for people.
+    fn to_text(&self) -> String;
+    /// 0, or 3 for a conflict, 4 for a blocked gate.
+    fn exit_code(&self) -> u8 {
+        0
+    }
+}
+
+/// Print a report in the chosen mode.
+pub fn print(out: &Output, report: &dyn Report) -> Result<u8> {
+    if out.json {
+        out.json_line(&report.to_json())?;
+    } else {
+        out.text(&report.to_text())?;
+    }
+    Ok(report.exit_code())
+}
+
+/// Run the command line.
+pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
+    let dir = match cli.global.home.clone() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Home::default_dir()?,
+    };
+    let timeout = Duration::from_secs_f64(cli.global.lock_timeout);
+    let store = Store::open(dir, timeout, cli.global.quiet || cli.global.json)?;
+    let ctx = Ctx { store, now: Timestamp::now(), out };
+    let request = match cli.command {
+        None => Request::Status(status::StatusRequest {}),
+        Some(Command::Start(a)) => Request::Start(a.into_request()?),
+        Some(Command::Claim(a)) => Request::Claim(a.into_request()),
+        Some(Command::Release(a)) => Request::Release(a.into_request()),
+        Some(Command::Done(a)) => Request::Done(a.into_request()),
+        Some(Command::Heartbeat(a)) => Request::Heartbeat(a.into_request()),
+        Some(Command::Cleanup(a)) => Request::Cleanup(a.into_request()),
+        Some(Command::Status(_)) => Request::Status(status::StatusRequest {}),
+        Some(Command::Align(a)) => Request::Align(a.into_request()?),
+        Some(Command::Conflicts(a)) => return conflicts::run(&ctx, a),
+        Some(Command::Reset(a)) => return reset::run(&ctx, a),
+        Some(Command::History(a)) => return history::run(&ctx, a),
+        Some(Command::Op(a)) => return op::run(&ctx, a),
+    };
+    validate_request(&request)?;
+    let report = execute(&ctx, request)?;
+    print(out, report.as_ref())
+}
+
+/// Check a request against its schema branch (the same check `op` applies to its input).
+pub fn validate_request(request: &Request) -> Result<()> {
+    let value = serde_json::to_value(request).expect("requests serialize");
+    let op = value["operation"].as_str().unwrap_or_default().to_string();
+    crate::schema::validate_op(&op, &value).map_err(|e| Error::invalid("invalid_input", format!("invalid {op} input {e}")))
+}
+
+/// Run a validated request.
+pub fn execute(ctx: &Ctx, request: Request) -> Result<Box<dyn Report>> {
+    match request {
+        Request::Start(r) => start::execute(ctx, r),
+        Request::Claim(r) => claim::execute(ctx, r),
+        Request::Release(r) => release::execute(ctx, r),
+        Request::Done(r) => done::execute(ctx, r),
+        Request::Heartbeat(r) => heartbeat::execute(ctx, r),
+        Request::Cleanup(r) => cleanup::execute(ctx, r),
+        Request::Status(_) => status::execute(ctx),
+        Request::Align(r) => align::execute(ctx, r),
+    }
+}
+
+/// The instance a request names, else `CONDUCTOR_INSTANCE_ID` (already folded in by clap for
+/// subcommands; read here for `op`).
+fn explicit_instance(id: &Option<String>) -> Option<String> {
+    id.clone().or_else(|| std::env::var("CONDUCTOR_INSTANCE_ID").ok().filter(|s| !s.is_empty()))
+}
+
+/// Resolve the acting instance from a lock-free read and normalize the given paths against it.
+/// Instances never change their working directory, so the normalized paths stay right when the
+/// transaction re-checks that the instance is still there.
+fn resolve_with_paths(ctx: &Ctx, explicit: &Option<String>, paths: &[&[String]]) -> Result<(String, Vec<Vec<String>>)> {
+    let cwd = ctx.cwd()?;
+    let state: State = ctx.store.read(ctx.now)?;
+    let id = crate::protocol::ops::resolve_instance(&state, explicit_instance(explicit).as_deref(), &cwd)?;
+    let inst = state.instance(&id).expect("just resolved");
+    let base = runtime::claim_base(&cwd, Path::new(&inst.working_directory));
+    let mut norm = PathNormalizer::new(base);
+    let mut out = Vec::new();
+    for list in paths {
+        out.push(list.iter().map(|p| norm.normalize(p)).collect::<Result<Vec<_>>>()?);
+    }
+    Ok((id, out))
+}
+
+/// Show a path relative to `cwd` when it is inside it.
+pub fn display_path(path: &str, cwd: Option<&Path>) -> String {
+    match cwd.and_then(|c| Path::new(path).strip_prefix(c).ok()) {
+        Some(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
+        _ => path.to_string(),
+    }
+}
+

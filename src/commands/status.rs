@@ -1,0 +1,96 @@
+//! `conductor status` (and bare `conductor`): the live picture, read without locking.
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{Ctx, Report, display_path};
+use crate::error::Result;
+use crate::protocol::State;
+use crate::protocol::ops::{self, LiveConflict, Summary};
+use crate::time::Timestamp;
+
+/// Show the status.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {}
+
+/// The `status` operation input (no fields).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusRequest {}
+
+/// The spec's status object.
+pub struct StatusReport {
+    pub state: State,
+    pub conflicts: Vec<LiveConflict>,
+    pub summary: Summary,
+    pub now: Timestamp,
+    pub cwd: Option<std::path::PathBuf>,
+}
+
+const WIDTH: usize = 80;
+
+fn fit(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+impl Report for StatusReport {
+    fn to_json(&self) -> serde_json::Value {
+        json!({"status": "ok", "instances": self.state.instances, "conflicts": self.conflicts,
+               "drift_warnings": self.state.drift_warnings, "summary": self.summary})
+    }
+    fn to_text(&self) -> String {
+        let s = &self.summary;
+        let mut out = vec![format!(
+            "conductor · {} active · {} file{} claimed{}",
+            s.active_count,
+            s.total_files_claimed,
+            if s.total_files_claimed == 1 { "" } else { "s" },
+            if s.active_count > 0 { format!(" · oldest {}m", s.oldest_instance_age_minutes) } else { String::new() }
+        )];
+        if self.state.instances.is_empty() {
+            out.push("No active instances. Start one with: conductor start \"TASK\" --priority P1".into());
+        }
+        for i in &self.state.instances {
+            out.push(fit(&format!("{}  {}  {} · {}", i.id, i.priority, i.project, i.task), WIDTH));
+            let beat = i.last_heartbeat.minutes_until(self.now);
+            out.push(fit(
+                &format!("    started {}m ago · heartbeat {}m ago · {}", i.started_at.minutes_until(self.now), beat, i.working_directory),
+                WIDTH,
+            ));
+            for f in &i.files_claimed {
+                out.push(fit(&format!("    {}", display_path(f, self.cwd.as_deref())), WIDTH));
+            }
+        }
+        if !self.conflicts.is_empty() {
+            out.push("Conflicts:".into());
+            for c in &self.conflicts {
+                out.push(fit(&format!("  {} wants {} (held by {})", c.requested_by, display_path(&c.file, self.cwd.as_deref()), c.held_by), WIDTH));
+            }
+        }
+        let open: Vec<_> = self.state.drift_warnings.iter().filter(|w| !w.acknowledged).collect();
+        if !open.is_empty() {
+            out.push("Drift warnings:".into());
+            for w in open {
+                out.push(fit(&format!("  {}: {}", w.instance_id, w.reason), WIDTH));
+            }
+        }
+        out.join("\n")
+    }
+}
+
+/// Build the status report from a state.
+pub fn report(state: State, now: Timestamp, cwd: Option<std::path::PathBuf>) -> StatusReport {
+    StatusReport { conflicts: ops::live_conflicts(&state), summary: ops::summary(&state, now), state, now, cwd }
+}
+
+/// Run `status`.
+pub fn execute(ctx: &Ctx) -> Result<Box<dyn Report>> {
+    let state = ctx.store.read(ctx.now)?;
+    Ok(Box::new(report(state, ctx.now, ctx.cwd().ok())))
+}

@@ -1,0 +1,13 @@
+//! The Conductor protocol: its documents ([`types`]), its operations as pure functions over the
+//! state ([`ops`]) and the priority gate ([`gate`]). Nothing here touches the disk, the clock or
+//! the terminal; `commands` gathers those inputs and `store` persists the result.
+//!
+//! Wire format: with `--json` every command prints exactly one object whose `status` is `ok`,
+//! `conflict` (exit 3), `blocked` (exit 4, `reason: "priority_gate"`) or `error` (exit 1 or 2,
+//! with a stable `reason`). The shapes are in `schemas/output.schema.json`.
+
+pub mod gate;
+pub mod ops;
+pub mod types;
+
+pub use types::*;

@@ -1,0 +1,529 @@
+//! The protocol's operations as pure functions over [`State`]: no I/O, no clock. `now` and
+//! anything learned from the machine (is a process alive?) are passed in, and what must be
+//! appended to the ledgers is pushed to `fx` as [`Effect`]s, so the store can write state and
+//! ledger lines in one locked transaction.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::types::*;
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+
+/// Heartbeat age after which an instance counts as orphaned (the protocol's one hour).
+pub const DEFAULT_MAX_AGE_MINUTES: u64 = 60;
+
+/// A ledger line an operation asks the store to append.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// A line of `history.jsonl`.
+    History(HistoryEntry),
+    /// A line of `conflicts.log`.
+    Log { kind: LogKind, text: String },
+}
+
+/// The event kinds of `conflicts.log`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum LogKind {
+    #[serde(rename = "CONFLICT")]
+    Conflict,
+    #[serde(rename = "RESOLVED")]
+    Resolved,
+    #[serde(rename = "FORCE")]
+    Force,
+    #[serde(rename = "RELEASE")]
+    Release,
+}
+
+impl LogKind {
+    /// The upper-case word written in the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogKind::Conflict => "CONFLICT",
+            LogKind::Resolved => "RESOLVED",
+            LogKind::Force => "FORCE",
+            LogKind::Release => "RELEASE",
+        }
+    }
+
+    /// Parse the word written in the log.
+    pub fn parse(s: &str) -> Option<LogKind> {
+        Some(match s {
+            "CONFLICT" => LogKind::Conflict,
+            "RESOLVED" => LogKind::Resolved,
+            "FORCE" => LogKind::Force,
+            "RELEASE" => LogKind::Release,
+            _ => return None,
+        })
+    }
+}
+
+fn log(fx: &mut Vec<Effect>, kind: LogKind, text: String) {
+    fx.push(Effect::Log { kind, text });
+}
+
+/// Tells whether an instance's process is known to be gone (pid dead on this host).
+pub trait Liveness {
+    fn process_gone(&self, inst: &Instance) -> bool;
+}
+
+/// For pure tests: every process is alive.
+pub struct AssumeAlive;
+impl Liveness for AssumeAlive {
+    fn process_gone(&self, _: &Instance) -> bool {
+        false
+    }
+}
+
+/// Alive means: heartbeat younger than `max_age` and process not known to be gone.
+pub fn is_alive(inst: &Instance, now: Timestamp, max_age: u64, live: &dyn Liveness) -> bool {
+    inst.last_heartbeat.minutes_until(now) < max_age && !live.process_gone(inst)
+}
+
+fn require<'a>(st: &'a mut State, id: &str) -> Result<&'a mut Instance> {
+    st.instance_mut(id).ok_or_else(|| Error::UnknownInstance(id.to_string()))
+}
+
+/// What `start` registers.
+#[derive(Clone, Debug)]
+pub struct NewInstance {
+    pub source: Source,
+    pub project: String,
+    pub task: String,
+    pub priority: Priority,
+    pub working_directory: String,
+    pub override_reason: Option<String>,
+    pub pid: Option<u32>,
+    pub host: Option<String>,
+    pub session_id: Option<String>,
+}
+
+/// Register an instance under a fresh id. `random_hex6` is asked until the id is unused.
+/// `drift` is the reason recorded when the priority gate was overridden.
+pub fn start(
+    st: &mut State,
+    new: NewInstance,
+    drift: Option<String>,
+    mut random_hex6: impl FnMut() -> String,
+    now: Timestamp,
+) -> String {
+    let id = loop {
+        let id = format!("{}-{}", new.source.code(), random_hex6());
+        if st.instance(&id).is_none() {
+            break id;
+        }
+    };
+    if let Some(reason) = drift {
+        st.drift_warnings.push(DriftWarning {
+            instance_id: id.clone(),
+            reason,
+            acknowledged: false,
+            acknowledged_at: None,
+        });
+    }
+    st.instances.push(Instance {
+        id: id.clone(),
+        source: new.source,
+        project: new.project,
+        task: new.task,
+        priority: new.priority,
+        files_claimed: Vec::new(),
+        started_at: now,
+        last_heartbeat: now,
+        working_directory: new.working_directory,
+        override_reason: new.override_reason,
+        pid: new.pid,
+        host: new.host,
+        session_id: new.session_id,
+        pending_conflicts: Vec::new(),
+    });
+    st.updated_at = now;
+    id
+}
+
+/// A file someone else holds, as the claim output reports it.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Conflict {
+    pub file: String,
+    pub held_by: String,
+    pub holder_task: String,
+    pub holder_started: Timestamp,
+    /// False when the holder's heartbeat expired or its process is gone: `--force` is safe-ish.
+    pub holder_alive: bool,
+    pub holder_last_heartbeat: Timestamp,
+}
+
+/// A file taken over with `--force`.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Forced {
+    pub file: String,
+    pub from: String,
+}
+
+/// The result of a claim: granted files and refused ones.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClaimOutcome {
+    pub claimed: Vec<String>,
+    pub conflicts: Vec<Conflict>,
+    pub forced: Vec<Forced>,
+}
+
+/// Claim normalized paths for `id`. Free files are granted even when others conflict (the spec's
+/// partial claim); with `force`, held files are taken over and the reason is logged.
+pub fn claim(
+    st: &mut State,
+    id: &str,
+    files: &[String],
+    force: Option<&str>,
+    now: Timestamp,
+    live: &dyn Liveness,
+    fx: &mut Vec<Effect>,
+) -> Result<ClaimOutcome> {
+    require(st, id)?.last_heartbeat = now;
+    let mut out = ClaimOutcome::default();
+    let mut seen = BTreeSet::new();
+    for file in files {
+        if !seen.insert(file.as_str()) {
+            continue;
+        }
+        let holder = st.global_claims.get(file).cloned().filter(|h| st.instance(h).is_some());
+        match holder {
+            Some(h) if h == id => out.claimed.push(file.clone()),
+            Some(h) => {
+                if let Some(why) = force {
+                    let prev = st.instance_mut(&h).expect("holder is live");
+                    prev.files_claimed.retain(|f| f != file);
+                    log(fx, LogKind::Force, format!("{id} took {file} from {h}: {why}"));
+                    out.forced.push(Forced { file: file.clone(), from: h.clone() });
+                    grant(st, id, file, None, fx);
+                    out.claimed.push(file.clone());
+                } else {
+                    let holder = st.instance(&h).expect("holder is live");
+                    out.conflicts.push(Conflict {
+                        file: file.clone(),
+                        held_by: h.clone(),
+                        holder_task: holder.task.clone(),
+                        holder_started: holder.started_at,
+                        holder_alive: is_alive(holder, now, DEFAULT_MAX_AGE_MINUTES, live),
+                        holder_last_heartbeat: holder.last_heartbeat,
+                    });
+                    log(fx, LogKind::Conflict, format!("{id} tried to claim {file} already held by {h}"));
+                    let me = st.instance_mut(id).expect("checked above");
+                    match me.pending_conflicts.iter_mut().find(|p| &p.file == file) {
+                        Some(p) => p.held_by = h,
+                        None => me.pending_conflicts.push(PendingConflict { file: file.clone(), held_by: h, since: now }),
+                    }
+                }
+            }
+            None => {
+                grant(st, id, file, Some(()), fx);
+                out.claimed.push(file.clone());
+            }
+        }
+    }
+    st.updated_at = now;
+    Ok(out)
+}
+
+/// Give `file` to `id`; when `log_resolution` is set and `id` had been refused it, log RESOLVED.
+fn grant(st: &mut State, id: &str, file: &str, log_resolution: Option<()>, fx: &mut Vec<Effect>) {
+    st.global_claims.insert(file.to_string(), id.to_string());
+    let me = st.instance_mut(id).expect("caller checked");
+    if !me.files_claimed.iter().any(|f| f == file) {
+        me.files_claimed.push(file.to_string());
+    }
+    if let Some(pos) = me.pending_conflicts.iter().position(|p| p.file == file) {
+        let p = me.pending_conflicts.remove(pos);
+        if log_resolution.is_some() {
+            log(fx, LogKind::Resolved, format!("{} released {file}, {id} claimed it", p.held_by));
+        }
+    }
+}
+
+/// Which files a release covers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Which {
+    Files(Vec<String>),
+    All,
+}
+
+/// Release files held by `id`. A file `id` does not hold is an error unless `force`, which
+/// releases it from whoever holds it (logged).
+pub fn release(
+    st: &mut State,
+    id: &str,
+    which: &Which,
+    force: bool,
+    reason: Option<&str>,
+    now: Timestamp,
+    fx: &mut Vec<Effect>,
+) -> Result<Vec<String>> {
+    let me = require(st, id)?;
+    me.last_heartbeat = now;
+    let files: Vec<String> = match which {
+        Which::All => me.files_claimed.clone(),
+        Which::Files(f) => {
+            let mut seen = BTreeSet::new();
+            f.iter().filter(|x| seen.insert(x.as_str())).cloned().collect()
+        }
+    };
+    let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
+    let mut released = Vec::new();
+    for file in files {
+        match st.global_claims.get(&file).cloned() {
+            Some(h) if h == id => {
+                drop_claim(st, &h, &file);
+                log(fx, LogKind::Release, format!("{id} released {file}{why}"));
+                released.push(file);
+            }
+            Some(h) if force => {
+                drop_claim(st, &h, &file);
+                log(fx, LogKind::Release, format!("{id} force-released {file} held by {h}{why}"));
+                released.push(file);
+            }
+            Some(h) => {
+                return Err(Error::invalid(
+                    "not_held",
+                    format!("{id} does not hold {file} (held by {h}); use --force to release it anyway"),
+                ));
+            }
+            None if force => {}
+            None => {
+                return Err(Error::invalid("not_held", format!("{id} does not hold {file} (nobody does)")));
+            }
+        }
+    }
+    st.updated_at = now;
+    Ok(released)
+}
+
+fn drop_claim(st: &mut State, holder: &str, file: &str) {
+    st.global_claims.remove(file);
+    if let Some(h) = st.instance_mut(holder) {
+        h.files_claimed.retain(|f| f != file);
+    }
+}
+
+/// Remove an instance: release its claims, write its history line, forget its warnings.
+fn retire(
+    st: &mut State,
+    id: &str,
+    outcome: Outcome,
+    files_modified: Option<Vec<String>>,
+    notes: Option<String>,
+    now: Timestamp,
+    fx: &mut Vec<Effect>,
+) -> Result<(Instance, Vec<String>)> {
+    let pos = st.instances.iter().position(|i| i.id == id).ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
+    let inst = st.instances.remove(pos);
+    let mut released = Vec::new();
+    for f in &inst.files_claimed {
+        if st.global_claims.get(f).map(String::as_str) == Some(id) {
+            st.global_claims.remove(f);
+            log(fx, LogKind::Release, format!("{id} released {f} ({})", outcome.as_str()));
+            released.push(f.clone());
+        }
+    }
+    st.global_claims.retain(|_, h| h != id);
+    st.drift_warnings.retain(|w| w.instance_id != id);
+    fx.push(Effect::History(HistoryEntry {
+        id: inst.id.clone(),
+        project: inst.project.clone(),
+        task: inst.task.clone(),
+        priority: inst.priority,
+        started_at: inst.started_at,
+        completed_at: now,
+        outcome,
+        duration_minutes: Some(inst.started_at.minutes_until(now)),
+        files_modified: Some(files_modified.unwrap_or_else(|| inst.files_claimed.clone())),
+        notes,
+    }));
+    st.updated_at = now;
+    Ok((inst, released))
+}
+
+/// Finish `id`: history line, all claims released, instance removed. `files_modified` defaults
+/// to the files the instance held.
+pub fn done(
+    st: &mut State,
+    id: &str,
+    outcome: Outcome,
+    files_modified: Option<Vec<String>>,
+    notes: Option<String>,
+    now: Timestamp,
+    fx: &mut Vec<Effect>,
+) -> Result<Vec<String>> {
+    if outcome == Outcome::Orphaned {
+        return Err(Error::invalid("invalid_outcome", "outcome `orphaned` is recorded by cleanup, not by done"));
+    }
+    Ok(retire(st, id, outcome, files_modified, notes, now, fx)?.1)
+}
+
+/// Record that `id` is alive.
+pub fn heartbeat(st: &mut State, id: &str, pid: Option<u32>, now: Timestamp) -> Result<()> {
+    let me = require(st, id)?;
+    me.last_heartbeat = now;
+    if pid.is_some() {
+        me.pid = pid;
+    }
+    st.updated_at = now;
+    Ok(())
+}
+
+/// One instance removed by cleanup, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Orphan {
+    pub id: String,
+    pub why: String,
+}
+
+/// Retire orphans: no heartbeat for `max_age` minutes, or a process known to be gone. With
+/// `only`, retire that one instance whatever its age (a human's explicit request).
+pub fn cleanup(
+    st: &mut State,
+    max_age: u64,
+    only: Option<&str>,
+    now: Timestamp,
+    live: &dyn Liveness,
+    fx: &mut Vec<Effect>,
+) -> Result<Vec<Orphan>> {
+    let targets: Vec<Orphan> = match only {
+        Some(id) => {
+            let inst = st.instance(id).ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
+            vec![Orphan { id: inst.id.clone(), why: "cleaned up by request".into() }]
+        }
+        None => st
+            .instances
+            .iter()
+            .filter_map(|i| {
+                let age = i.last_heartbeat.minutes_until(now);
+                if age >= max_age {
+                    Some(Orphan { id: i.id.clone(), why: format!("no heartbeat for {age} minutes") })
+                } else if live.process_gone(i) {
+                    Some(Orphan {
+                        id: i.id.clone(),
+                        why: format!("process {} on {} is gone", i.pid.unwrap_or(0), i.host.as_deref().unwrap_or("?")),
+                    })
+                } else {
+                    None
+                }
+            })
+            .collect(),
+    };
+    for o in &targets {
+        retire(st, &o.id, Outcome::Orphaned, None, Some(o.why.clone()), now, fx)?;
+    }
+    Ok(targets)
+}
+
+/// An unresolved conflict between two live instances, as `status` reports it.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct LiveConflict {
+    pub file: String,
+    pub requested_by: String,
+    pub held_by: String,
+    pub holder_task: String,
+    pub since: Timestamp,
+}
+
+/// The `summary` of the status output.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Summary {
+    pub active_count: usize,
+    pub total_files_claimed: usize,
+    pub oldest_instance_age_minutes: u64,
+}
+
+/// Refused claims whose holder still holds the file.
+pub fn live_conflicts(st: &State) -> Vec<LiveConflict> {
+    let mut out = Vec::new();
+    for inst in &st.instances {
+        for p in &inst.pending_conflicts {
+            let Some(holder) = st.global_claims.get(&p.file) else { continue };
+            if holder == &inst.id {
+                continue;
+            }
+            if let Some(h) = st.instance(holder) {
+                out.push(LiveConflict {
+                    file: p.file.clone(),
+                    requested_by: inst.id.clone(),
+                    held_by: h.id.clone(),
+                    holder_task: h.task.clone(),
+                    since: p.since,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The status summary.
+pub fn summary(st: &State, now: Timestamp) -> Summary {
+    Summary {
+        active_count: st.instances.len(),
+        total_files_claimed: st.global_claims.len(),
+        oldest_instance_age_minutes: st.instances.iter().map(|i| i.started_at.minutes_until(now)).max().unwrap_or(0),
+    }
+}
+
+/// Decide which live instance a command acts on: the explicit id, else the one instance whose
+/// working directory contains `cwd`. Never guesses between several.
+pub fn resolve_instance(st: &State, explicit: Option<&str>, cwd: &Path) -> Result<String> {
+    if let Some(id) = explicit {
+        if !is_valid_instance_id(id) {
+            return Err(Error::invalid(
+                "invalid_instance_id",
+                format!("`{}` is not an instance id (expected {{itm|cur|vsc|web|cow}}-{{6 hex digits}}, like itm-a1b2c3)", printable(id)),
+            ));
+        }
+        return st.instance(id).map(|i| i.id.clone()).ok_or_else(|| Error::UnknownInstance(id.to_string()));
+    }
+    let matching: Vec<&Instance> =
+        st.instances.iter().filter(|i| cwd.starts_with(Path::new(&i.working_directory))).collect();
+    let list = |v: &[&Instance]| v.iter().map(|i| format!("{} ({})", i.id, i.task)).collect::<Vec<_>>().join(", ");
+    match matching.as_slice() {
+        [one] => Ok(one.id.clone()),
+        [] => {
+            let all: Vec<&Instance> = st.instances.iter().collect();
+            let live = if all.is_empty() { "there are no live instances".to_string() } else { format!("live: {}", list(&all)) };
+            Err(Error::AmbiguousInstance {
+                message: format!(
+                    "no live instance works in {}; pass --instance ID or set CONDUCTOR_INSTANCE_ID ({live})",
+                    cwd.display()
+                ),
+            })
+        }
+        many => Err(Error::AmbiguousInstance {
+            message: format!(
+                "{} live instances work in {}: {}; pass --instance ID or set CONDUCTOR_INSTANCE_ID",
+                many.len(),
+                cwd.display(),
+                list(many)
+            ),
+        }),
+    }
+}
+
+/// A string made safe to quote in a one-line message: control characters escaped, long
+/// strings cut.
+pub fn printable(s: &str) -> String {
+    printable_max(s, 80)
+}
+
+/// [`printable`] with a chosen length limit, in characters.
+pub fn printable_max(s: &str, max: usize) -> String {
+    let mut out = String::new();
+    for c in s.chars().take(max) {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if s.chars().nth(max).is_some() {
+        out.push('…');
+    }
+    out
+}

@@ -1,0 +1,239 @@
+//! The documents conductor keeps: `status.json`, a `history.jsonl` line, `sprint.json` and the
+//! two `config.json` files. Field names and shapes are the protocol's; optional fields are omitted
+//! when absent, never written as `null`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::Timestamp;
+
+/// The only `status.json` version this build reads and writes.
+pub const STATE_VERSION: &str = "1.0";
+
+/// Where a session runs; the first part of an instance id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// iTerm
+    Itm,
+    /// Cursor
+    Cur,
+    /// VS Code
+    Vsc,
+    /// browser or anything else (the default)
+    Web,
+    /// Claude Cowork
+    Cow,
+}
+
+impl Source {
+    /// The three-letter code used in ids.
+    pub fn code(self) -> &'static str {
+        match self {
+            Source::Itm => "itm",
+            Source::Cur => "cur",
+            Source::Vsc => "vsc",
+            Source::Web => "web",
+            Source::Cow => "cow",
+        }
+    }
+}
+
+/// Task priority; P1 is the most important.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum)]
+pub enum Priority {
+    /// most important: always passes the gate
+    #[value(name = "P1", alias = "p1")]
+    P1,
+    /// second
+    #[value(name = "P2", alias = "p2")]
+    P2,
+    /// third
+    #[value(name = "P3", alias = "p3")]
+    P3,
+}
+
+impl std::fmt::Display for Priority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Priority::P1 => "P1",
+            Priority::P2 => "P2",
+            Priority::P3 => "P3",
+        })
+    }
+}
+
+/// How a task ended, as recorded in history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// the work is finished
+    Success,
+    /// the work was given up
+    Abandoned,
+    /// the instance stopped because of a conflict
+    Conflict,
+    /// cleaned up after missing heartbeats (recorded by `cleanup`, not chosen by `done`)
+    Orphaned,
+}
+
+impl Outcome {
+    /// The lowercase name used on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Abandoned => "abandoned",
+            Outcome::Conflict => "conflict",
+            Outcome::Orphaned => "orphaned",
+        }
+    }
+}
+
+/// `~/.conductor/status.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    pub version: String,
+    pub updated_at: Timestamp,
+    pub instances: Vec<Instance>,
+    /// Normalized absolute path → id of the instance holding it.
+    pub global_claims: BTreeMap<String, String>,
+    pub drift_warnings: Vec<DriftWarning>,
+}
+
+impl State {
+    /// A fresh state with nothing registered.
+    pub fn empty(now: Timestamp) -> State {
+        State {
+            version: STATE_VERSION.to_string(),
+            updated_at: now,
+            instances: Vec::new(),
+            global_claims: BTreeMap::new(),
+            drift_warnings: Vec::new(),
+        }
+    }
+
+    /// The live instance with this id.
+    pub fn instance(&self, id: &str) -> Option<&Instance> {
+        self.instances.iter().find(|i| i.id == id)
+    }
+
+    /// The live instance with this id, mutably.
+    pub fn instance_mut(&mut self, id: &str) -> Option<&mut Instance> {
+        self.instances.iter_mut().find(|i| i.id == id)
+    }
+}
+
+/// One registered session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Instance {
+    pub id: String,
+    pub source: Source,
+    pub project: String,
+    pub task: String,
+    pub priority: Priority,
+    #[serde(default)]
+    pub files_claimed: Vec<String>,
+    pub started_at: Timestamp,
+    pub last_heartbeat: Timestamp,
+    pub working_directory: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_reason: Option<String>,
+    /// The process that registered or last heartbeated the instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The host name of that process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The Claude Code session this instance belongs to, when a hook registered it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Files this instance asked for and was refused, until it gets them or ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_conflicts: Vec<PendingConflict>,
+}
+
+/// A refused claim that has not been resolved yet.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingConflict {
+    pub file: String,
+    pub held_by: String,
+    pub since: Timestamp,
+}
+
+/// A task that runs against the sprint's focus (recorded when the gate is overridden).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DriftWarning {
+    pub instance_id: String,
+    pub reason: String,
+    pub acknowledged: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acknowledged_at: Option<Timestamp>,
+}
+
+/// One line of `history.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub id: String,
+    pub project: String,
+    pub task: String,
+    pub priority: Priority,
+    pub started_at: Timestamp,
+    pub completed_at: Timestamp,
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_minutes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_modified: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+}
+
+/// `~/.conductor/sprint.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sprint {
+    pub sprint_name: String,
+    pub focus: Priority,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_date: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_date: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priorities: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explicitly_deferred: Option<Vec<String>>,
+}
+
+/// `~/.conductor/config.json`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// Where the north-stars file is; `~` expands to the user's home.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub north_stars_path: Option<String>,
+    /// Heartbeat age after which `cleanup` treats an instance as orphaned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_max_age_minutes: Option<u64>,
+}
+
+/// `<project>/.conductor/config.json`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProjectConfig {
+    /// A JSON file, relative to the project root, that lists the project's tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_source: Option<String>,
+    /// Where the priority sits in that file, like `tasks[].priority`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_field: Option<String>,
+    /// The task name sessions started by hooks use in this project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+}
+
+/// True for ids of the form `{source}-{6 lowercase hex}`.
+pub fn is_valid_instance_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    b.len() == 10
+        && matches!(&b[..3], b"itm" | b"cur" | b"vsc" | b"web" | b"cow")
+        && b[3] == b'-'
+        && b[4..].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}

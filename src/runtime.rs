@@ -1,0 +1,222 @@
+//! What conductor learns from the machine: where a session runs, a random id, the host name,
+//! whether a process is alive, and claim paths normalized against the file system.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::protocol::types::{Instance, Source};
+use crate::protocol::ops::{Liveness, printable};
+
+/// Detect the session's source from the environment, in the protocol's order. Cursor comes
+/// before VS Code because Cursor also sets the VS Code variables.
+pub fn detect_source(var: impl Fn(&str) -> Option<String>) -> Source {
+    let set = |k: &str| var(k).is_some_and(|v| !v.is_empty());
+    if set("CURSOR_SESSION") {
+        Source::Cur
+    } else if set("VSCODE_GIT_IPC_HANDLE") {
+        Source::Vsc
+    } else if var("TERM_PROGRAM").as_deref() == Some("iTerm.app") {
+        Source::Itm
+    } else if set("CLAUDE_COWORK_SESSION") {
+        Source::Cow
+    } else {
+        Source::Web
+    }
+}
+
+/// Six lowercase hex digits from the OS random source (`openssl rand -hex 3`).
+pub fn random_hex6() -> String {
+    let b: [u8; 3] = rand::random();
+    format!("{:02x}{:02x}{:02x}", b[0], b[1], b[2])
+}
+
+/// This machine's host name.
+pub fn hostname() -> Option<String> {
+    let mut buf = [0u8; 256];
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).into_owned();
+    (!name.is_empty()).then_some(name)
+}
+
+/// True if no process with this pid exists (on this host).
+pub fn pid_is_dead(pid: u32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
+/// Liveness by pid, for instances that recorded one on this host.
+pub struct ProcessTable {
+    host: Option<String>,
+}
+
+impl ProcessTable {
+    /// Look at this host's processes.
+    pub fn new() -> ProcessTable {
+        ProcessTable { host: hostname() }
+    }
+}
+
+impl Default for ProcessTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Liveness for ProcessTable {
+    fn process_gone(&self, inst: &Instance) -> bool {
+        match (inst.pid, &inst.host, &self.host) {
+            (Some(pid), Some(h), Some(me)) if h == me => pid_is_dead(pid),
+            _ => false,
+        }
+    }
+}
+
+/// The longest a claimed path may be.
+pub const MAX_PATH_LEN: usize = 4096;
+
+/// Turns claim arguments into the absolute, normalized paths claims are keyed by: relative
+/// paths are joined to `base`, `.` and `..` collapse, and symlinks in the part of the path that
+/// exists are resolved, so two spellings of one file are one claim. Canonical parents are cached,
+/// so 10,000 files in one directory cost one `realpath`.
+pub struct PathNormalizer {
+    base: PathBuf,
+    cache: HashMap<PathBuf, PathBuf>,
+}
+
+impl PathNormalizer {
+    /// Resolve relative paths against `base` (itself absolute).
+    pub fn new(base: PathBuf) -> PathNormalizer {
+        PathNormalizer { base, cache: HashMap::new() }
+    }
+
+    /// Normalize one path as typed by the user.
+    pub fn normalize(&mut self, input: &str) -> Result<String> {
+        let bad = |why: &str| Error::invalid("invalid_path", format!("invalid path `{}`: {why}", printable(input)));
+        if input.is_empty() {
+            return Err(bad("it is empty"));
+        }
+        if input.len() > MAX_PATH_LEN {
+            return Err(bad(&format!("it is longer than {MAX_PATH_LEN} bytes")));
+        }
+        if input.chars().any(char::is_control) {
+            return Err(bad("it contains a control character"));
+        }
+        let p = Path::new(input);
+        let lexical = if p.is_absolute() {
+            collapse(p, Path::new("/")).expect("an absolute path cannot escape the root")
+        } else {
+            collapse(p, &self.base).ok_or_else(|| {
+                Error::invalid(
+                    "path_outside_project",
+                    format!("`{}` climbs out of {} with `..`; pass an absolute path to claim outside it", printable(input), self.base.display()),
+                )
+            })?
+        };
+        let resolved = self.resolve_symlinks(&lexical);
+        resolved.into_os_string().into_string().map_err(|_| bad("it resolves to a name that is not UTF-8"))
+    }
+
+    fn resolve_symlinks(&mut self, path: &Path) -> PathBuf {
+        // Canonicalize the longest existing prefix; keep the rest as typed.
+        let mut existing = path.to_path_buf();
+        let mut rest = Vec::new();
+        loop {
+            if let Some(hit) = self.cache.get(&existing) {
+                let mut out = hit.clone();
+                out.extend(rest.iter().rev());
+                return out;
+            }
+            if let Ok(canon) = std::fs::canonicalize(&existing) {
+                self.cache.insert(existing.clone(), canon.clone());
+                let mut out = canon;
+                out.extend(rest.iter().rev());
+                return out;
+            }
+            match (existing.file_name().map(|n| n.to_os_string()), existing.parent()) {
+                (Some(name), Some(parent)) => {
+                    rest.push(name);
+                    existing = parent.to_path_buf();
+                }
+                _ => return path.to_path_buf(),
+            }
+        }
+    }
+}
+
+/// Join `p` to `base` and collapse `.` and `..` lexically. `None` if a relative `p` climbs
+/// above `base`.
+fn collapse(p: &Path, base: &Path) -> Option<PathBuf> {
+    let mut out = if p.is_absolute() { PathBuf::from("/") } else { base.to_path_buf() };
+    let floor = if p.is_absolute() { 1 } else { out.components().count() };
+    for c in p.components() {
+        match c {
+            Component::RootDir | Component::Prefix(_) | Component::CurDir => {}
+            Component::ParentDir => {
+                if out.components().count() <= floor {
+                    if p.is_absolute() {
+                        continue;
+                    }
+                    return None;
+                }
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+        }
+    }
+    Some(out)
+}
+
+/// Where relative claim paths resolve: the current directory when it is inside the instance's
+/// working directory (paths mean what the shell means), else the working directory.
+pub fn claim_base(cwd: &Path, working_directory: &Path) -> PathBuf {
+    if cwd.starts_with(working_directory) { cwd.to_path_buf() } else { working_directory.to_path_buf() }
+}
+
+/// The current directory, with symlinks resolved where possible.
+pub fn current_dir() -> Result<PathBuf> {
+    let cwd = std::env::current_dir().map_err(|e| {
+        Error::invalid("no_working_directory", format!("the current directory is not usable ({e}); cd somewhere that exists"))
+    })?;
+    Ok(std::fs::canonicalize(&cwd).unwrap_or(cwd))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collapses_dots_and_refuses_escapes() {
+        let base = Path::new("/w/app");
+        assert_eq!(collapse(Path::new("src/./a/../b.rs"), base).unwrap(), Path::new("/w/app/src/b.rs"));
+        assert_eq!(collapse(Path::new("../x"), base), None);
+        assert_eq!(collapse(Path::new("src/../../x"), base), None);
+        assert_eq!(collapse(Path::new("/../../etc/x"), base).unwrap(), Path::new("/etc/x"));
+    }
+
+    #[test]
+    fn source_detection_order() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(detect_source(env(&[("CURSOR_SESSION", "1"), ("VSCODE_GIT_IPC_HANDLE", "/x")])), Source::Cur);
+        assert_eq!(detect_source(env(&[("VSCODE_GIT_IPC_HANDLE", "/x"), ("TERM_PROGRAM", "iTerm.app")])), Source::Vsc);
+        assert_eq!(detect_source(env(&[("TERM_PROGRAM", "iTerm.app")])), Source::Itm);
+        assert_eq!(detect_source(env(&[("CLAUDE_COWORK_SESSION", "s")])), Source::Cow);
+        assert_eq!(detect_source(env(&[("TERM_PROGRAM", "Apple_Terminal")])), Source::Web);
+    }
+
+    #[test]
+    fn ids_are_six_hex() {
+        let h = random_hex6();
+        assert_eq!(h.len(), 6);
+        assert!(h.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    }
+}

@@ -1,0 +1,44 @@
+//! Whole-file replacement that a crash can never tear: write a uniquely named temp file in the
+//! same directory (created 0600 with O_EXCL by `tempfile`, so no predictable name and no followed
+//! symlink), fsync it, rename it over the target, fsync the directory.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, IoContext, Result};
+
+/// Prefix of every temp file the store creates; anything left with it is debris of a crash.
+pub const TEMP_PREFIX: &str = ".tmp-";
+
+/// Atomically replace `path` with `bytes`.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().expect("state files live in the home directory");
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .ctx("create a temp file in", dir)?;
+    tmp.write_all(bytes).ctx("write", tmp.path())?;
+    tmp.as_file().sync_all().ctx("sync", tmp.path())?;
+    tmp.persist(path).map_err(|e| Error::io("replace", path, e.error))?;
+    sync_dir(dir)
+}
+
+/// fsync a directory so a rename or a new file in it survives a power cut.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).ctx("sync directory", dir)
+}
+
+/// Remove temp files left by crashed writers. Only called with the lock held, when no other
+/// writer can have a temp file in flight.
+pub fn remove_stale_temps(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! Append-only ledgers (`history.jsonl`, `conflicts.log`): one line per record, each line written
+//! with a single `write` on an `O_APPEND` descriptor while the state lock is held, then fsynced.
+//!
+//! A crash can leave at most one torn line, at the end. Readers skip an unterminated last line
+//! (with a warning); the next append first cuts the file back to its last newline, so a torn line
+//! never ends up in the middle.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use crate::error::{IoContext, Result};
+
+/// Append `lines` (each without its newline) to the ledger at `path`.
+pub fn append(path: &Path, lines: &[String]) -> Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let mut f = OpenOptions::new().read(true).append(true).create(true).mode(0o600).open(path).ctx("open", path)?;
+    repair_torn_tail(&mut f).ctx("repair the torn last line of", path)?;
+    let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+    for l in lines {
+        buf.extend_from_slice(l.as_bytes());
+        buf.push(b'\n');
+    }
+    f.write_all(&buf).ctx("append to", path)?;
+    f.sync_data().ctx("sync", path)
+}
+
+/// If the file does not end with a newline, truncate it after its last newline.
+fn repair_torn_tail(f: &mut File) -> std::io::Result<()> {
+    let len = f.seek(SeekFrom::End(0))?;
+    if len == 0 {
+        return Ok(());
+    }
+    let mut last = [0u8; 1];
+    f.seek(SeekFrom::Start(len - 1))?;
+    f.read_exact(&mut last)?;
+    if last[0] == b'\n' {
+        return Ok(());
+    }
+    let mut end = len;
+    let mut chunk = vec![0u8; 4096];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let n = (end - start) as usize;
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut chunk[..n])?;
+        if let Some(p) = chunk[..n].iter().rposition(|b| *b == b'\n') {
+            return f.set_len(start + p as u64 + 1);
+        }
+        end = start;
+    }
+    f.set_len(0)
+}
+
+/// A ledger line as a reader sees it.
+pub enum Line {
+    /// A complete line (without its newline).
+    Complete(String),
+    /// The unterminated last line a crash left behind.
+    Torn(String),
+}
+
+/// Stream the lines of a ledger, never loading the whole file. A missing file has no lines.
+pub fn for_each_line(path: &Path, mut f: impl FnMut(usize, Line) -> Result<bool>) -> Result<()> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(crate::error::Error::io("open", path, e)),
+    };
+    let mut r = BufReader::with_capacity(64 * 1024, file);
+    let mut buf = Vec::new();
+    let mut n = 0;
+    loop {
+        buf.clear();
+        let read = r.read_until(b'\n', &mut buf).ctx("read", path)?;
+        if read == 0 {
+            return Ok(());
+        }
+        n += 1;
+        let torn = buf.last() != Some(&b'\n');
+        if !torn {
+            buf.pop();
+        }
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let keep_going = f(n, if torn { Line::Torn(text) } else { Line::Complete(text) })?;
+        if !keep_going {
+            return Ok(());
+        }
+    }
+}

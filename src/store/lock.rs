@@ -1,0 +1,102 @@
+//! The exclusive lock on `status.lock`, a sentinel file that is never the data file and is never
+//! renamed or deleted, so every process locks the same inode.
+//!
+//! Waiting: first a `try_lock`; if that would block, a helper thread blocks in `lock()` on a
+//! clone of the handle (same open file description, so the lock is ours when it returns) while
+//! this thread waits on a condition variable until the deadline. Blocking in the kernel is fair
+//! in practice; a sleep loop over `try_lock` is not (the style guide measured 190-344 ms worst
+//! waits with 8-32 processes against 44-101 ms this way). If the deadline passes first, the
+//! helper is told to drop the lock as soon as it gets it.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, IoContext, Result};
+
+/// Held for the lifetime of a transaction; dropping it closes the file and releases the lock.
+pub struct StoreLock {
+    _file: File,
+}
+
+#[derive(PartialEq)]
+enum Wait {
+    Waiting,
+    Acquired,
+    Failed(std::io::ErrorKind),
+    Abandoned,
+}
+
+/// Take the lock, waiting at most `timeout`. `announce` is called once if we have to wait.
+pub fn acquire(path: &Path, timeout: Duration, announce: &dyn Fn()) -> Result<StoreLock> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .ctx("open lock file", path)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::Error(e)) => return Err(Error::io("lock", path, e)),
+        Err(TryLockError::WouldBlock) => {
+            announce();
+            wait_for_lock(&file, path, timeout)?;
+        }
+    }
+    // Say who holds it, for the next process's timeout message. Best effort.
+    let me = format!("pid {} ({})", std::process::id(), holder_command());
+    let _ = file.set_len(0).and_then(|_| file.seek(SeekFrom::Start(0))).and_then(|_| file.write_all(me.as_bytes()));
+    Ok(StoreLock { _file: file })
+}
+
+fn holder_command() -> String {
+    let args: Vec<String> = std::env::args().skip(1).take(2).collect();
+    format!("conductor {}", args.join(" ")).trim_end().to_string()
+}
+
+fn wait_for_lock(file: &File, path: &Path, timeout: Duration) -> Result<()> {
+    let clone = file.try_clone().ctx("clone lock file handle", path)?;
+    let shared = Arc::new((Mutex::new(Wait::Waiting), Condvar::new()));
+    let theirs = Arc::clone(&shared);
+    std::thread::spawn(move || {
+        let result = clone.lock();
+        let (m, cv) = &*theirs;
+        let mut st = m.lock().unwrap_or_else(|p| p.into_inner());
+        match result {
+            Ok(()) if *st == Wait::Abandoned => {
+                let _ = clone.unlock();
+            }
+            Ok(()) => *st = Wait::Acquired,
+            Err(e) => *st = Wait::Failed(e.kind()),
+        }
+        cv.notify_all();
+    });
+    let deadline = Instant::now() + timeout;
+    let (m, cv) = &*shared;
+    let mut st = m.lock().unwrap_or_else(|p| p.into_inner());
+    while *st == Wait::Waiting {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            *st = Wait::Abandoned;
+            return Err(Error::LockTimeout { secs: timeout.as_secs_f64(), path: path.to_path_buf(), holder: read_holder(path) });
+        }
+        st = cv.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0;
+    }
+    match &*st {
+        Wait::Acquired => Ok(()),
+        Wait::Failed(kind) => Err(Error::io("lock", path, std::io::Error::from(*kind))),
+        _ => unreachable!("only this thread abandons"),
+    }
+}
+
+fn read_holder(path: &Path) -> Option<String> {
+    let mut s = String::new();
+    File::open(path).ok()?.take(200).read_to_string(&mut s).ok()?;
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_string())
+}

@@ -1,0 +1,242 @@
+//! The one layer that touches files in the conductor home. Nothing else opens them.
+//!
+//! Invariants:
+//! - Every read-modify-write happens in [`Store::transact`]: take the exclusive lock on
+//!   `status.lock`, read and validate `status.json`, run a pure operation, append its ledger
+//!   lines, then atomically replace `status.json` (only if it changed).
+//! - Ledger lines are appended before the state is replaced. A crash in between can leave a
+//!   ledger line for an operation whose state change was lost (the operation was never
+//!   acknowledged); it can never leave state without its ledger line.
+//! - Readers ([`Store::read`]) never lock: writers only ever rename whole files into place.
+//! - A file that fails to parse or validate is never overwritten: the command fails with
+//!   `corrupt_state` and the file stays byte-identical.
+//! - The home is created 0700 and files 0600; a home owned by another user is refused.
+//!
+//! The interface (read, transact, ledgers) is deliberately narrow so another backend could
+//! implement it.
+
+pub mod atomic;
+pub mod home;
+pub mod ledger;
+pub mod lock;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use home::Home;
+
+use crate::error::{Error, Result};
+use crate::protocol::ops::Effect;
+use crate::protocol::{Config, STATE_VERSION, Sprint, State};
+use crate::schema::{self, Schema};
+use crate::time::Timestamp;
+
+/// The append-only files in the home.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ledger {
+    /// `history.jsonl`
+    History,
+    /// `conflicts.log`
+    Conflicts,
+}
+
+/// Access to one conductor home.
+pub struct Store {
+    home: Home,
+    lock_timeout: Duration,
+    quiet: bool,
+}
+
+impl Store {
+    /// Open (creating if needed) the home at `dir`.
+    pub fn open(dir: PathBuf, lock_timeout: Duration, quiet: bool) -> Result<Store> {
+        let home = Home::ensure(dir)?;
+        Ok(Store { home, lock_timeout, quiet })
+    }
+
+    /// The home's paths.
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    /// The current state, without locking. A missing file is an empty state.
+    pub fn read(&self, now: Timestamp) -> Result<State> {
+        let path = self.home.status();
+        match read_bytes(&path)? {
+            None => Ok(State::empty(now)),
+            Some(bytes) => decode_state(&path, &bytes),
+        }
+    }
+
+    /// Run `op` on the state under the exclusive lock and persist what it did.
+    pub fn transact<T>(
+        &self,
+        now: Timestamp,
+        op: impl FnOnce(&mut State, &mut Vec<Effect>) -> Result<T>,
+    ) -> Result<T> {
+        let _lock = self.lock()?;
+        atomic::remove_stale_temps(self.home.dir());
+        let mut state = self.read(now)?;
+        let before = state.clone();
+        let mut effects = Vec::new();
+        let value = op(&mut state, &mut effects)?;
+        self.apply_effects(now, &effects)?;
+        if state != before || !self.home.status().exists() {
+            atomic::write_atomic(&self.home.status(), &encode_state(&state))?;
+        }
+        Ok(value)
+    }
+
+    /// Take the state lock (for operations that replace files wholesale, like `reset`).
+    pub fn lock(&self) -> Result<lock::StoreLock> {
+        let path = self.home.lock();
+        let quiet = self.quiet;
+        lock::acquire(&path, self.lock_timeout, &|| {
+            if !quiet {
+                eprintln!("Blocking: waiting for the state lock ({})", path.display());
+            }
+        })
+    }
+
+    fn apply_effects(&self, now: Timestamp, effects: &[Effect]) -> Result<()> {
+        let mut history = Vec::new();
+        let mut log = Vec::new();
+        for e in effects {
+            match e {
+                Effect::History(h) => history.push(serde_json::to_string(h).expect("history entries serialize")),
+                Effect::Log { kind, text } => log.push(format!("{now} | {} | {}", kind.as_str(), one_line(text))),
+            }
+        }
+        ledger::append(&self.home.history(), &history)?;
+        ledger::append(&self.home.conflicts_log(), &log)
+    }
+
+    /// Move `status.json` aside as `status.json.<stamp>.bak` (if it exists, parseable or not)
+    /// and write an empty state, under the lock. Returns the backup's path.
+    pub fn reset(&self, now: Timestamp) -> Result<Option<PathBuf>> {
+        let _lock = self.lock()?;
+        let status = self.home.status();
+        let backup = if status.exists() {
+            let stamp = now.compact();
+            let target = (0..)
+                .map(|n| if n == 0 { format!("status.json.{stamp}.bak") } else { format!("status.json.{stamp}-{n}.bak") })
+                .map(|name| self.home.dir().join(name))
+                .find(|t| !t.exists())
+                .expect("some suffix is free");
+            std::fs::hard_link(&status, &target).map_err(|e| Error::io("back up", &status, e))?;
+            Some(target)
+        } else {
+            None
+        };
+        atomic::write_atomic(&status, &encode_state(&State::empty(now)))?;
+        Ok(backup)
+    }
+
+    /// Stream the lines of a ledger in the home (see [`ledger::for_each_line`]).
+    pub fn read_ledger(&self, which: Ledger, f: impl FnMut(usize, ledger::Line) -> Result<bool>) -> Result<()> {
+        let path = match which {
+            Ledger::History => self.home.history(),
+            Ledger::Conflicts => self.home.conflicts_log(),
+        };
+        ledger::for_each_line(&path, f)
+    }
+
+    /// `sprint.json`, if present (validated).
+    pub fn sprint(&self) -> Result<Option<Sprint>> {
+        read_doc(&self.home.sprint(), Schema::Sprint)
+    }
+
+    /// `config.json`, or the defaults when absent (validated).
+    pub fn config(&self) -> Result<Config> {
+        Ok(read_doc(&self.home.config(), Schema::Config)?.unwrap_or_default())
+    }
+}
+
+/// Read a whole file; `None` if it does not exist.
+pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("read", path, e)),
+    }
+}
+
+/// Read and validate a JSON document against its schema; `None` if the file does not exist.
+pub fn read_doc<T: DeserializeOwned>(path: &Path, schema: Schema) -> Result<Option<T>> {
+    let Some(bytes) = read_bytes(path)? else { return Ok(None) };
+    decode(path, &bytes, schema).map(Some)
+}
+
+fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
+    Error::CorruptState { path: path.to_path_buf(), detail: detail.into() }
+}
+
+fn decode<T: DeserializeOwned>(path: &Path, bytes: &[u8], schema: Schema) -> Result<T> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
+    schema::validate(schema, &value).map_err(|e| corrupt(path, format!("schema violation {e}")))?;
+    serde_json::from_value(value).map_err(|e| corrupt(path, e.to_string()))
+}
+
+/// Parse, version-check, validate and consistency-check `status.json`.
+pub fn decode_state(path: &Path, bytes: &[u8]) -> Result<State> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
+    if let Some(v) = value.get("version").and_then(Value::as_str) {
+        if v != STATE_VERSION {
+            return Err(corrupt(
+                path,
+                format!("it has version \"{}\" and this conductor reads \"{STATE_VERSION}\" only; upgrade conductor", crate::protocol::ops::printable(v)),
+            ));
+        }
+    }
+    schema::validate(Schema::Status, &value).map_err(|e| corrupt(path, format!("schema violation {e}")))?;
+    let state: State = serde_json::from_value(value).map_err(|e| corrupt(path, e.to_string()))?;
+    check_consistency(&state).map_err(|e| corrupt(path, e))?;
+    Ok(state)
+}
+
+/// The invariants JSON Schema cannot express: unique ids, no file held twice, and
+/// `global_claims` equal to the union of every instance's `files_claimed`.
+pub fn check_consistency(st: &State) -> Result<(), String> {
+    let mut seen_ids = std::collections::BTreeSet::new();
+    let mut union = std::collections::BTreeMap::new();
+    for i in &st.instances {
+        if !seen_ids.insert(i.id.as_str()) {
+            return Err(format!("instance {} appears twice", i.id));
+        }
+        for f in &i.files_claimed {
+            if let Some(other) = union.insert(f.as_str(), i.id.as_str()) {
+                return Err(format!("{f} is claimed by both {other} and {}", i.id));
+            }
+        }
+    }
+    let claims: std::collections::BTreeMap<&str, &str> =
+        st.global_claims.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    if claims != union {
+        let diff = claims
+            .iter()
+            .find(|(k, v)| union.get(*k) != Some(v))
+            .map(|(k, v)| format!("global_claims says {k} is held by {v}"))
+            .or_else(|| union.iter().find(|(k, _)| !claims.contains_key(*k)).map(|(k, v)| format!("{v} claims {k} but global_claims does not list it")))
+            .unwrap_or_default();
+        return Err(format!("global_claims does not match the instances' files_claimed: {diff}"));
+    }
+    Ok(())
+}
+
+/// The bytes written for a state: pretty JSON and a final newline.
+pub fn encode_state(state: &State) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(state).expect("state serializes");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Ledger text must stay on one line: escape line breaks and other control characters.
+fn one_line(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
+}

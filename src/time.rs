@@ -1,0 +1,90 @@
+//! Timestamps as the protocol writes them: RFC 3339, UTC, whole seconds, ending in `Z`.
+
+use std::fmt;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A point in time, serialized as `2026-01-17T10:30:00Z`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(DateTime<Utc>);
+
+impl Timestamp {
+    /// Parse an RFC 3339 timestamp (any offset), truncated to whole seconds.
+    pub fn parse(s: &str) -> Option<Timestamp> {
+        let t = DateTime::parse_from_rfc3339(s).ok()?.with_timezone(&Utc);
+        Some(Timestamp::from_datetime(t))
+    }
+
+    fn from_datetime(t: DateTime<Utc>) -> Timestamp {
+        Timestamp(DateTime::from_timestamp(t.timestamp(), 0).unwrap_or(t))
+    }
+
+    /// The current time, or `CONDUCTOR_NOW` when set (tests pin the clock with it).
+    pub fn now() -> Timestamp {
+        if let Some(t) = std::env::var("CONDUCTOR_NOW").ok().and_then(|s| Timestamp::parse(&s)) {
+            return t;
+        }
+        Timestamp::from_datetime(Utc::now())
+    }
+
+    /// Whole minutes from `self` to `later` (0 if `later` is earlier).
+    pub fn minutes_until(self, later: Timestamp) -> u64 {
+        ((later.0 - self.0).num_seconds().max(0) / 60) as u64
+    }
+
+    /// Whole seconds from `self` to `later` (0 if `later` is earlier).
+    pub fn seconds_until(self, later: Timestamp) -> u64 {
+        (later.0 - self.0).num_seconds().max(0) as u64
+    }
+
+    /// `self` minus a number of minutes.
+    pub fn minus_minutes(self, minutes: u64) -> Timestamp {
+        Timestamp(self.0 - chrono::Duration::minutes(minutes.min(i64::MAX as u64 / 120) as i64))
+    }
+
+    /// A compact form for file names: `20260117T103000Z`.
+    pub fn compact(self) -> String {
+        self.0.format("%Y%m%dT%H%M%SZ").to_string()
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.to_rfc3339_opts(SecondsFormat::Secs, true))
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Timestamp::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("not an RFC 3339 timestamp: {s:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_like_the_spec() {
+        let t = Timestamp::parse("2026-01-17T11:30:00.789+01:00").unwrap();
+        assert_eq!(t.to_string(), "2026-01-17T10:30:00Z");
+        assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-01-17T10:30:00Z\"");
+    }
+
+    #[test]
+    fn minutes_between() {
+        let a = Timestamp::parse("2026-01-17T09:45:00Z").unwrap();
+        let b = Timestamp::parse("2026-01-17T10:30:59Z").unwrap();
+        assert_eq!(a.minutes_until(b), 45);
+        assert_eq!(b.minutes_until(a), 0);
+        assert_eq!(b.minus_minutes(60).to_string(), "2026-01-17T09:30:59Z");
+    }
+}
