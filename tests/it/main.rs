@@ -1,0 +1,5 @@
+//! Integration tests: the real binary against temp homes. One module per area.
+
+mod common;
+
+mod smoke;
