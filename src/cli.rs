@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{align, claim, cleanup, conflicts, done, heartbeat, history, op, release, reset, start, status};
+use crate::commands::{
+    align, claim, cleanup, conflicts, doctor, done, heartbeat, history, op, release, reset, start,
+    status,
+};
 
 /// Exit codes, shown at the end of `--help`.
 pub const EXIT_CODES_HELP: &str = "\
@@ -53,7 +56,9 @@ pub struct GlobalArgs {
 fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(v),
-        _ => Err(format!("`{s}` is not a number of seconds between 0 and 86400")),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds between 0 and 86400"
+        )),
     }
 }
 
@@ -93,11 +98,50 @@ pub enum Command {
     History(history::HistoryArgs),
     /// Run one protocol operation given as JSON, like {"operation":"claim",...}.
     Op(op::OpArgs),
+    /// Check the files in the home and explain what is wrong; --repair fixes it without deleting anything.
+    Doctor(doctor::DoctorArgs),
 }
 
 impl Cli {
     /// True when the result is printed as JSON: `--json`, and always for `op`.
     pub fn json_output(&self) -> bool {
         self.global.json || matches!(self.command, Some(Command::Op(_)))
+    }
+}
+
+/// Parse the command line. `--help` and `--version` print and exit 0. A usage error exits 2
+/// with clap's message on stderr, or, when `--json` is among the arguments, with the JSON error
+/// envelope (`reason: "usage"`) on stdout so scripts parsing stdout are never surprised.
+pub fn parse() -> Result<Cli, u8> {
+    use clap::error::ErrorKind;
+    match <Cli as Parser>::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            let _ = e.print();
+            Err(0)
+        }
+        Err(e) => {
+            let wants_json = std::env::args_os().any(|a| a == "--json")
+                || std::env::args_os().nth(1).is_some_and(|a| a == "op");
+            if wants_json {
+                let rendered = e
+                    .kind()
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| e.to_string());
+                let first = e
+                    .to_string()
+                    .lines()
+                    .next()
+                    .unwrap_or(&rendered)
+                    .trim_start_matches("error: ")
+                    .to_string();
+                let obj =
+                    serde_json::json!({"status": "error", "reason": "usage", "message": first});
+                println!("{obj}");
+            }
+            let _ = e.print();
+            Err(2)
+        }
     }
 }

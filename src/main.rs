@@ -1,8 +1,14 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = <conductor::cli::Cli as clap::Parser>::parse();
-    let out = conductor::output::Output { json: cli.json_output(), quiet: cli.global.quiet };
+    let cli = match conductor::cli::parse() {
+        Ok(cli) => cli,
+        Err(code) => return ExitCode::from(code),
+    };
+    let out = conductor::output::Output {
+        json: cli.json_output(),
+        quiet: cli.global.quiet,
+    };
     match conductor::run(cli, &out) {
         Ok(code) => ExitCode::from(code),
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,

@@ -2,14 +2,13 @@
 
 use std::collections::VecDeque;
 
-use serde::Serialize;
 use serde_json::json;
 
 use super::{Ctx, Report, print};
 use crate::error::Result;
-use crate::protocol::ops::{self, LiveConflict, LogKind};
-use crate::store::{Ledger, ledger::Line};
-use crate::time::Timestamp;
+use crate::protocol::ops::{self, LiveConflict};
+use crate::store::Ledger;
+use crate::store::ledger::{Line, LogEntry};
 
 /// Show conflicts.
 #[derive(Debug, clap::Args)]
@@ -17,22 +16,6 @@ pub struct ConflictsArgs {
     /// How many recent log entries to show.
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub limit: usize,
-}
-
-/// One parsed line of conflicts.log.
-#[derive(Clone, Debug, Serialize)]
-pub struct LogEntry {
-    pub at: Timestamp,
-    pub kind: LogKind,
-    pub text: String,
-}
-
-/// Parse `<RFC3339> | KIND | text`.
-pub fn parse_log_line(line: &str) -> Option<LogEntry> {
-    let mut parts = line.splitn(3, " | ");
-    let at = Timestamp::parse(parts.next()?)?;
-    let kind = LogKind::parse(parts.next()?)?;
-    Some(LogEntry { at, kind, text: parts.next()?.to_string() })
 }
 
 struct ConflictsReport {
@@ -50,13 +33,22 @@ impl Report for ConflictsReport {
             out.push("No conflicts logged.".to_string());
         } else {
             out.push("Recent (conflicts.log):".to_string());
-            out.extend(self.recent.iter().map(|e| format!("  {} | {} | {}", e.at, e.kind.as_str(), e.text)));
+            out.extend(
+                self.recent
+                    .iter()
+                    .map(|e| format!("  {} | {} | {}", e.at, e.kind.as_str(), e.text)),
+            );
         }
         if self.unresolved.is_empty() {
             out.push("Unresolved: none".into());
         } else {
             out.push("Unresolved:".into());
-            out.extend(self.unresolved.iter().map(|c| format!("  {} wants {} (held by {}: {}) since {}", c.requested_by, c.file, c.held_by, c.holder_task, c.since)));
+            out.extend(self.unresolved.iter().map(|c| {
+                format!(
+                    "  {} wants {} (held by {}: {}) since {}",
+                    c.requested_by, c.file, c.held_by, c.holder_task, c.since
+                )
+            }));
         }
         out.join("\n")
     }
@@ -67,7 +59,7 @@ pub fn run(ctx: &Ctx, args: ConflictsArgs) -> Result<u8> {
     let mut recent = VecDeque::with_capacity(args.limit.min(10_000));
     ctx.store.read_ledger(Ledger::Conflicts, |n, line| {
         match line {
-            Line::Complete(text) => match parse_log_line(&text) {
+            Line::Complete(text) => match LogEntry::parse(&text) {
                 Some(e) => {
                     if recent.len() == args.limit {
                         recent.pop_front();
@@ -76,12 +68,22 @@ pub fn run(ctx: &Ctx, args: ConflictsArgs) -> Result<u8> {
                         recent.push_back(e);
                     }
                 }
-                None => ctx.out.warn(&format!("conflicts.log line {n} is not `<time> | <KIND> | <text>`; skipped")),
+                None => ctx.out.warn(&format!(
+                    "conflicts.log line {n} is not `<time> | <KIND> | <text>`; skipped"
+                )),
             },
-            Line::Torn(_) => ctx.out.warn(&format!("conflicts.log line {n} is incomplete (an interrupted write); skipped")),
+            Line::Torn(_) => ctx.out.warn(&format!(
+                "conflicts.log line {n} is incomplete (an interrupted write); skipped"
+            )),
         }
         Ok(true)
     })?;
     let state = ctx.store.read(ctx.now)?;
-    print(ctx.out, &ConflictsReport { recent: recent.into(), unresolved: ops::live_conflicts(&state) })
+    print(
+        ctx.out,
+        &ConflictsReport {
+            recent: recent.into(),
+            unresolved: ops::live_conflicts(&state),
+        },
+    )
 }

@@ -41,7 +41,9 @@ impl Source {
 }
 
 /// Task priority; P1 is the most important.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+)]
 pub enum Priority {
     /// most important: always passes the gate
     #[value(name = "P1", alias = "p1")]
@@ -235,5 +237,7 @@ pub fn is_valid_instance_id(id: &str) -> bool {
     b.len() == 10
         && matches!(&b[..3], b"itm" | b"cur" | b"vsc" | b"web" | b"cow")
         && b[3] == b'-'
-        && b[4..].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+        && b[4..]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
 }

@@ -10,14 +10,64 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use serde::Serialize;
+
 use crate::error::{IoContext, Result};
+use crate::protocol::ops::LogKind;
+use crate::time::Timestamp;
+
+/// One line of `conflicts.log`: `<RFC3339> | <KIND> | <text>`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogEntry {
+    pub at: Timestamp,
+    pub kind: LogKind,
+    pub text: String,
+}
+
+impl LogEntry {
+    /// The line as written (text with control characters escaped, so it stays one line).
+    pub fn format(at: Timestamp, kind: LogKind, text: &str) -> String {
+        let text: String = if text.chars().any(char::is_control) {
+            text.chars()
+                .flat_map(|c| {
+                    if c.is_control() {
+                        c.escape_default().collect::<Vec<_>>()
+                    } else {
+                        vec![c]
+                    }
+                })
+                .collect()
+        } else {
+            text.to_string()
+        };
+        format!("{at} | {} | {text}", kind.as_str())
+    }
+
+    /// Parse a line written by [`LogEntry::format`].
+    pub fn parse(line: &str) -> Option<LogEntry> {
+        let mut parts = line.splitn(3, " | ");
+        let at = Timestamp::parse(parts.next()?)?;
+        let kind = LogKind::parse(parts.next()?)?;
+        Some(LogEntry {
+            at,
+            kind,
+            text: parts.next()?.to_string(),
+        })
+    }
+}
 
 /// Append `lines` (each without its newline) to the ledger at `path`.
 pub fn append(path: &Path, lines: &[String]) -> Result<()> {
     if lines.is_empty() {
         return Ok(());
     }
-    let mut f = OpenOptions::new().read(true).append(true).create(true).mode(0o600).open(path).ctx("open", path)?;
+    let mut f = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .ctx("open", path)?;
     repair_torn_tail(&mut f).ctx("repair the torn last line of", path)?;
     let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
     for l in lines {
@@ -85,7 +135,14 @@ pub fn for_each_line(path: &Path, mut f: impl FnMut(usize, Line) -> Result<bool>
             buf.pop();
         }
         let text = String::from_utf8_lossy(&buf).into_owned();
-        let keep_going = f(n, if torn { Line::Torn(text) } else { Line::Complete(text) })?;
+        let keep_going = f(
+            n,
+            if torn {
+                Line::Torn(text)
+            } else {
+                Line::Complete(text)
+            },
+        )?;
         if !keep_going {
             return Ok(());
         }

@@ -17,9 +17,17 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, IoContext, Result};
 
-/// Held for the lifetime of a transaction; dropping it closes the file and releases the lock.
+/// Held for the lifetime of a transaction; dropping it clears the holder note and closes the
+/// file, which releases the lock.
 pub struct StoreLock {
-    _file: File,
+    file: File,
+}
+
+impl Drop for StoreLock {
+    fn drop(&mut self) {
+        // A holder note left behind would name a process that no longer holds the lock.
+        let _ = self.file.set_len(0);
+    }
 }
 
 #[derive(PartialEq)]
@@ -50,13 +58,18 @@ pub fn acquire(path: &Path, timeout: Duration, announce: &dyn Fn()) -> Result<St
     }
     // Say who holds it, for the next process's timeout message. Best effort.
     let me = format!("pid {} ({})", std::process::id(), holder_command());
-    let _ = file.set_len(0).and_then(|_| file.seek(SeekFrom::Start(0))).and_then(|_| file.write_all(me.as_bytes()));
-    Ok(StoreLock { _file: file })
+    let _ = file
+        .set_len(0)
+        .and_then(|_| file.seek(SeekFrom::Start(0)))
+        .and_then(|_| file.write_all(me.as_bytes()));
+    Ok(StoreLock { file })
 }
 
 fn holder_command() -> String {
     let args: Vec<String> = std::env::args().skip(1).take(2).collect();
-    format!("conductor {}", args.join(" ")).trim_end().to_string()
+    format!("conductor {}", args.join(" "))
+        .trim_end()
+        .to_string()
 }
 
 fn wait_for_lock(file: &File, path: &Path, timeout: Duration) -> Result<()> {
@@ -83,9 +96,16 @@ fn wait_for_lock(file: &File, path: &Path, timeout: Duration) -> Result<()> {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             *st = Wait::Abandoned;
-            return Err(Error::LockTimeout { secs: timeout.as_secs_f64(), path: path.to_path_buf(), holder: read_holder(path) });
+            return Err(Error::LockTimeout {
+                secs: timeout.as_secs_f64(),
+                path: path.to_path_buf(),
+                holder: read_holder(path),
+            });
         }
-        st = cv.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0;
+        st = cv
+            .wait_timeout(st, left)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
     }
     match &*st {
         Wait::Acquired => Ok(()),
@@ -94,9 +114,17 @@ fn wait_for_lock(file: &File, path: &Path, timeout: Duration) -> Result<()> {
     }
 }
 
+/// The note the current holder wrote, if that process still exists. A crashed holder's note is
+/// ignored (the kernel released its lock anyway); a holder that is not conductor (say `flock(1)`)
+/// wrote none.
 fn read_holder(path: &Path) -> Option<String> {
     let mut s = String::new();
-    File::open(path).ok()?.take(200).read_to_string(&mut s).ok()?;
+    File::open(path)
+        .ok()?
+        .take(200)
+        .read_to_string(&mut s)
+        .ok()?;
     let s = s.trim();
-    (!s.is_empty()).then(|| s.to_string())
+    let pid: u32 = s.strip_prefix("pid ")?.split(' ').next()?.parse().ok()?;
+    (!crate::runtime::pid_is_dead(pid)).then(|| s.to_string())
 }

@@ -1,0 +1,366 @@
+//! `conductor doctor`: inspect every file in the home and, with `--repair`, put bad files aside
+//! (never deleting them) and rebuild what can be rebuilt. Repairs run under the state lock.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{Store, atomic, decode_state, encode_state, ledger, read_bytes, read_doc};
+use crate::error::{Error, Result};
+use crate::protocol::{Config, DriftWarning, Instance, STATE_VERSION, Sprint, State};
+use crate::schema::{self, Schema};
+use crate::time::Timestamp;
+
+/// What doctor found about one file.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    pub file: String,
+    pub ok: bool,
+    /// What is wrong, or a short health note when `ok`.
+    pub detail: String,
+    /// What `--repair` did (or would do).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repair: Option<String>,
+}
+
+fn good(file: &str, detail: impl Into<String>) -> Finding {
+    Finding {
+        file: file.into(),
+        ok: true,
+        detail: detail.into(),
+        repair: None,
+    }
+}
+
+fn bad(file: &str, detail: impl Into<String>, repair: impl Into<String>) -> Finding {
+    Finding {
+        file: file.into(),
+        ok: false,
+        detail: detail.into(),
+        repair: Some(repair.into()),
+    }
+}
+
+/// Check the home; with `repair`, fix what was found. Returns one finding per file looked at.
+pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> {
+    let _lock = if repair { Some(store.lock()?) } else { None };
+    let home = store.home();
+    let mut out = Vec::new();
+
+    // status.json
+    let status = home.status();
+    match read_bytes(&status)? {
+        None => out.push(good("status.json", "absent (no instance registered yet)")),
+        Some(bytes) => match decode_state(&status, &bytes) {
+            Ok(st) => out.push(good(
+                "status.json",
+                format!(
+                    "valid: {} instance(s), {} claim(s)",
+                    st.instances.len(),
+                    st.global_claims.len()
+                ),
+            )),
+            Err(e) => {
+                let detail = problem(&e);
+                if repair {
+                    let aside = move_aside(&status, now)?;
+                    let (state, notes) = salvage(&bytes, now);
+                    atomic::write_atomic(&status, &encode_state(&state))?;
+                    out.push(bad(
+                        "status.json",
+                        detail,
+                        format!(
+                            "moved to {}; rebuilt with {} instance(s) and {} claim(s){}",
+                            aside.display(),
+                            state.instances.len(),
+                            state.global_claims.len(),
+                            if notes.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" ({})", notes.join("; "))
+                            }
+                        ),
+                    ));
+                } else {
+                    out.push(bad("status.json", detail, "`conductor doctor --repair` moves it aside and rebuilds a valid state from what can be kept"));
+                }
+            }
+        },
+    }
+
+    // Append-only ledgers.
+    let history_ok = |line: &str| -> std::result::Result<(), String> {
+        let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON ({e})"))?;
+        schema::validate(Schema::HistoryEntry, &v)
+    };
+    let log_ok = |line: &str| -> std::result::Result<(), String> {
+        ledger::LogEntry::parse(line)
+            .map(|_| ())
+            .ok_or_else(|| "not `<time> | <KIND> | <text>`".to_string())
+    };
+    out.push(check_ledger(
+        &home.history(),
+        "history.jsonl",
+        &history_ok,
+        repair,
+        now,
+    )?);
+    out.push(check_ledger(
+        &home.conflicts_log(),
+        "conflicts.log",
+        &log_ok,
+        repair,
+        now,
+    )?);
+
+    // User-written settings.
+    out.push(check_doc::<Sprint>(
+        &home.sprint(),
+        "sprint.json",
+        Schema::Sprint,
+        repair,
+        now,
+    )?);
+    out.push(check_doc::<Config>(
+        &home.config(),
+        "config.json",
+        Schema::Config,
+        repair,
+        now,
+    )?);
+
+    // Debris of crashed writers.
+    let temps: Vec<PathBuf> = std::fs::read_dir(home.dir())
+        .map_err(|e| Error::io("list", home.dir(), e))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap_or_default().to_string_lossy();
+            n.starts_with(atomic::TEMP_PREFIX) && n.ends_with(".tmp")
+        })
+        .collect();
+    if temps.is_empty() {
+        out.push(good("temp files", "none left over"));
+    } else if repair {
+        atomic::remove_stale_temps(home.dir());
+        out.push(bad(
+            "temp files",
+            format!("{} left by interrupted writes", temps.len()),
+            "removed",
+        ));
+    } else {
+        out.push(bad(
+            "temp files",
+            format!("{} left by interrupted writes", temps.len()),
+            "removed by the next write or `doctor --repair`",
+        ));
+    }
+    Ok(out)
+}
+
+fn problem(e: &Error) -> String {
+    match e {
+        Error::CorruptState { detail, .. } => detail.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Keep the bad file under a new name beside it: `<name>.corrupt-<stamp>`.
+fn move_aside(path: &Path, now: Timestamp) -> Result<PathBuf> {
+    let name = path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let dir = path.parent().expect("home files have a parent");
+    let target = (0..)
+        .map(|n| {
+            dir.join(if n == 0 {
+                format!("{name}.corrupt-{}", now.compact())
+            } else {
+                format!("{name}.corrupt-{}-{n}", now.compact())
+            })
+        })
+        .find(|t| !t.exists())
+        .expect("some suffix is free");
+    std::fs::hard_link(path, &target).map_err(|e| Error::io("move aside", path, e))?;
+    Ok(target)
+}
+
+fn check_ledger(
+    path: &Path,
+    name: &str,
+    valid: &dyn Fn(&str) -> std::result::Result<(), String>,
+    repair: bool,
+    now: Timestamp,
+) -> Result<Finding> {
+    let mut total = 0usize;
+    let mut bad_lines: Vec<(usize, String)> = Vec::new();
+    let mut torn = false;
+    ledger::for_each_line(path, |n, line| {
+        total = n;
+        match line {
+            ledger::Line::Complete(t) => {
+                if let Err(why) = valid(&t) {
+                    bad_lines.push((n, why));
+                }
+            }
+            ledger::Line::Torn(_) => torn = true,
+        }
+        Ok(true)
+    })?;
+    if total == 0 && !path.exists() {
+        return Ok(good(name, "absent"));
+    }
+    if bad_lines.is_empty() && !torn {
+        return Ok(good(name, format!("valid: {total} line(s)")));
+    }
+    let mut detail = Vec::new();
+    if let Some((n, why)) = bad_lines.first() {
+        detail.push(format!(
+            "{} invalid line(s), first at line {n}: {why}",
+            bad_lines.len()
+        ));
+    }
+    if torn {
+        detail.push(format!("line {total} is torn (an interrupted write)"));
+    }
+    let detail = detail.join("; ");
+    if !repair {
+        return Ok(bad(
+            name,
+            detail,
+            "`conductor doctor --repair` keeps the valid lines and moves the original aside",
+        ));
+    }
+    let aside = move_aside(path, now)?;
+    let skip: std::collections::BTreeSet<usize> = bad_lines.iter().map(|(n, _)| *n).collect();
+    let mut kept = Vec::new();
+    ledger::for_each_line(&aside, |n, line| {
+        if let ledger::Line::Complete(t) = line {
+            if !skip.contains(&n) {
+                kept.extend_from_slice(t.as_bytes());
+                kept.push(b'\n');
+            }
+        }
+        Ok(true)
+    })?;
+    atomic::write_atomic(path, &kept)?;
+    Ok(bad(
+        name,
+        detail,
+        format!(
+            "kept {} valid line(s); the original is at {}",
+            total - skip.len() - usize::from(torn),
+            aside.display()
+        ),
+    ))
+}
+
+fn check_doc<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    name: &str,
+    schema: Schema,
+    repair: bool,
+    now: Timestamp,
+) -> Result<Finding> {
+    match read_doc::<T>(path, schema) {
+        Ok(None) => Ok(good(name, "absent")),
+        Ok(Some(_)) => Ok(good(name, "valid")),
+        Err(e) => {
+            let detail = problem(&e);
+            if repair {
+                let aside = move_aside(path, now)?;
+                std::fs::remove_file(path).map_err(|e| Error::io("move aside", path, e))?;
+                atomic::sync_dir(path.parent().expect("home file"))?;
+                Ok(bad(
+                    name,
+                    detail,
+                    format!(
+                        "moved to {} (defaults apply until you write a valid one)",
+                        aside.display()
+                    ),
+                ))
+            } else {
+                Ok(bad(
+                    name,
+                    detail,
+                    "fix it by hand, or `conductor doctor --repair` moves it aside",
+                ))
+            }
+        }
+    }
+}
+
+/// Rebuild a valid state from the bytes of a bad `status.json`: keep every instance that is
+/// valid on its own (first of duplicate ids), give each file to its first claimant, rebuild
+/// `global_claims` from `files_claimed`, keep drift warnings of kept instances.
+pub fn salvage(bytes: &[u8], now: Timestamp) -> (State, Vec<String>) {
+    let mut state = State::empty(now);
+    let mut notes = Vec::new();
+    let Ok(value) = serde_json::from_slice::<Value>(bytes) else {
+        notes.push("nothing readable".to_string());
+        return (state, notes);
+    };
+    if let Some(v) = value.get("version").and_then(Value::as_str) {
+        if v != STATE_VERSION {
+            notes.push(format!("converted from version {v}"));
+        }
+    }
+    let mut dropped = 0;
+    for item in value
+        .get("instances")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Ok(mut inst) = serde_json::from_value::<Instance>(item.clone()) else {
+            dropped += 1;
+            continue;
+        };
+        if state.instance(&inst.id).is_some() {
+            dropped += 1;
+            continue;
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        inst.files_claimed
+            .retain(|f| seen.insert(f.clone()) && !state.global_claims.contains_key(f));
+        let mut probe = State::empty(now);
+        probe.instances.push(inst.clone());
+        probe.global_claims = inst
+            .files_claimed
+            .iter()
+            .map(|f| (f.clone(), inst.id.clone()))
+            .collect();
+        if schema::validate(
+            Schema::Status,
+            &serde_json::to_value(&probe).expect("state serializes"),
+        )
+        .is_err()
+        {
+            dropped += 1;
+            continue;
+        }
+        for f in &inst.files_claimed {
+            state.global_claims.insert(f.clone(), inst.id.clone());
+        }
+        state.instances.push(inst);
+    }
+    if dropped > 0 {
+        notes.push(format!("{dropped} unreadable instance(s) dropped"));
+    }
+    for item in value
+        .get("drift_warnings")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Ok(w) = serde_json::from_value::<DriftWarning>(item.clone()) {
+            if state.instance(&w.instance_id).is_some() {
+                state.drift_warnings.push(w);
+            }
+        }
+    }
+    (state, notes)
+}
