@@ -127,12 +127,14 @@ pub fn validate_op(operation: &str, value: &Value) -> Result<(), String> {
         names
             .into_iter()
             .map(|n| {
-                let reference =
-                    serde_json::json!({ "$ref": format!("{BASE}op-input.schema.json#/$defs/{n}") });
+                // Compile the branch on its own, based where its file is so its relative
+                // `defs.schema.json` references resolve.
+                let mut branch = root["$defs"][&n].clone();
+                branch["$id"] = Value::String(format!("{BASE}op-input.schema.json"));
                 let v = jsonschema::options()
                     .offline()
                     .with_registry(registry())
-                    .build(&reference)
+                    .build(&branch)
                     .expect("op branches compile (tested)");
                 (n, v)
             })

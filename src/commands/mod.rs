@@ -153,15 +153,25 @@ fn resolve_with_paths(
     explicit: &Option<String>,
     paths: &[&[String]],
 ) -> Result<(String, Vec<Vec<String>>)> {
-    let cwd = ctx.cwd()?;
+    let explicit = explicit_instance(explicit);
+    // A vanished current directory only matters when it is needed to pick the instance.
+    let cwd = match ctx.cwd() {
+        Ok(c) => Some(c),
+        Err(e) if explicit.is_none() => return Err(e),
+        Err(_) => None,
+    };
     let state: State = ctx.store.read(ctx.now)?;
     let id = crate::protocol::ops::resolve_instance(
         &state,
-        explicit_instance(explicit).as_deref(),
-        &cwd,
+        explicit.as_deref(),
+        cwd.as_deref().unwrap_or(Path::new("/")),
     )?;
     let inst = state.instance(&id).expect("just resolved");
-    let base = runtime::claim_base(&cwd, Path::new(&inst.working_directory));
+    let wd = Path::new(&inst.working_directory);
+    let base = match &cwd {
+        Some(c) => runtime::claim_base(c, wd),
+        None => wd.to_path_buf(),
+    };
     let mut norm = PathNormalizer::new(base);
     let mut out = Vec::new();
     for list in paths {
