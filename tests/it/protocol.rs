@@ -1,1 +1,476 @@
+//! The real binary, field by field against conductor-protocol.md and the decisions in NOTES.md
+//! and issue 2. Every command goes through `exec`, which also checks status.json, history.jsonl
+//! and conflicts.log against their schemas and every JSON output against the Output schema.
 
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+const T0: &str = "2026-01-17T09:00:00Z";
+const REGISTERED: &str = "Registered. Use /conductor claim to lock files before editing.";
+
+fn is_id(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 10
+        && ["itm", "cur", "vsc", "web", "cow"].contains(&&s[..3])
+        && b[3] == b'-'
+        && b[4..]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
+fn keys(v: &Value) -> Vec<&str> {
+    let mut k: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    k.sort();
+    k
+}
+
+fn env_at(now: &str) -> TestEnv {
+    let mut e = TestEnv::new();
+    e.at(now);
+    e
+}
+
+fn id_of(r: &Run) -> String {
+    r.json()["instance_id"].as_str().unwrap().to_string()
+}
+
+fn sprint(env: &TestEnv, focus: &str, deferred: &[&str]) {
+    env.write_home(
+        "sprint.json",
+        &json!({"sprint_name": "2026-W03", "focus": focus, "explicitly_deferred": deferred})
+            .to_string(),
+    );
+}
+
+// ---------------------------------------------------------------- start
+
+#[test]
+fn start_prints_the_spec_object_and_records_the_instance() {
+    let env = env_at(T0);
+    let r = env.exec(&[
+        "--json",
+        "start",
+        "Fix auth bug",
+        "--project",
+        "pitchello",
+        "--priority",
+        "P1",
+    ]);
+    r.code(0);
+    let v = r.json();
+    assert_eq!(keys(&v), ["instance_id", "message", "status"]);
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["message"], REGISTERED);
+    let id = id_of(&r);
+    assert!(is_id(&id), "{id}");
+    assert!(id.starts_with("web-"), "no editor variables → web: {id}");
+
+    let st = env.state();
+    assert_eq!(st["version"], "1.0");
+    assert_eq!(st["updated_at"], T0);
+    let i = env.instance(&id).expect("instance recorded");
+    assert_eq!(i["source"], "web");
+    assert_eq!(i["project"], "pitchello");
+    assert_eq!(i["task"], "Fix auth bug");
+    assert_eq!(i["priority"], "P1");
+    assert_eq!(i["files_claimed"], json!([]));
+    assert_eq!(i["started_at"], T0);
+    assert_eq!(i["last_heartbeat"], T0);
+    assert_eq!(i["working_directory"], env.project.to_str().unwrap());
+    assert!(i.get("override_reason").is_none());
+    assert_eq!(st["global_claims"], json!({}));
+    assert_eq!(st["drift_warnings"], json!([]));
+}
+
+#[test]
+fn start_text_output_names_the_id() {
+    let env = env_at(T0);
+    let r = env.exec(&["start", "Fix auth bug", "--priority", "P1"]);
+    r.code(0);
+    let id = env.state()["instances"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        r.stdout.contains(&format!("Registered as {id}")),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("/conductor claim"), "{}", r.stdout);
+}
+
+#[test]
+fn source_is_detected_from_the_environment_in_the_spec_order() {
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[
+                ("CURSOR_SESSION", "1"),
+                ("VSCODE_GIT_IPC_HANDLE", "/tmp/x"),
+                ("TERM_PROGRAM", "iTerm.app"),
+            ],
+            "cur",
+        ),
+        (
+            &[
+                ("VSCODE_GIT_IPC_HANDLE", "/tmp/x"),
+                ("TERM_PROGRAM", "iTerm.app"),
+                ("CLAUDE_COWORK_SESSION", "s"),
+            ],
+            "vsc",
+        ),
+        (
+            &[
+                ("TERM_PROGRAM", "iTerm.app"),
+                ("CLAUDE_COWORK_SESSION", "s"),
+            ],
+            "itm",
+        ),
+        (&[("CLAUDE_COWORK_SESSION", "s")], "cow"),
+        (&[("TERM_PROGRAM", "Apple_Terminal")], "web"),
+        (&[], "web"),
+    ];
+    for (vars, want) in cases {
+        let env = env_at(T0);
+        let r = env.exec_env(&["--json", "start", "t", "--priority", "P1"], vars);
+        r.code(0);
+        let id = id_of(&r);
+        assert!(id.starts_with(&format!("{want}-")), "{vars:?} gave {id}");
+        assert_eq!(env.instance(&id).unwrap()["source"], *want);
+    }
+}
+
+#[test]
+fn source_flag_beats_the_environment() {
+    let env = env_at(T0);
+    let r = env.exec_env(
+        &[
+            "--json",
+            "start",
+            "t",
+            "--priority",
+            "P1",
+            "--source",
+            "cow",
+        ],
+        &[("CURSOR_SESSION", "1")],
+    );
+    let id = id_of(r.code(0));
+    assert!(id.starts_with("cow-"), "{id}");
+    assert_eq!(env.instance(&id).unwrap()["source"], "cow");
+}
+
+#[test]
+fn ids_are_unique_among_live_instances() {
+    let env = env_at(T0);
+    let mut ids: Vec<String> = (0..8)
+        .map(|_| env.start_in(&env.project, "p", "t", "P1"))
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 8);
+}
+
+#[test]
+fn dir_sets_the_working_directory_and_the_default_project_name() {
+    let env = env_at(T0);
+    let other = env.dir("clients/mission-control");
+    let r = env.exec(&[
+        "--json",
+        "start",
+        "t",
+        "--priority",
+        "P1",
+        "--dir",
+        other.to_str().unwrap(),
+    ]);
+    let i = env.instance(&id_of(r.code(0))).unwrap();
+    assert_eq!(i["working_directory"], other.to_str().unwrap());
+    assert_eq!(i["project"], "mission-control");
+
+    // Without --dir and --project: the current directory and its name.
+    let r = env.exec(&["--json", "start", "t", "--priority", "P1"]);
+    let i = env.instance(&id_of(r.code(0))).unwrap();
+    assert_eq!(i["working_directory"], env.project.to_str().unwrap());
+    assert_eq!(i["project"], "proj");
+
+    // A relative --dir resolves against the current directory.
+    let r = env.exec(&["--json", "start", "t", "--priority", "P1", "--dir", "src"]);
+    let i = env.instance(&id_of(r.code(0))).unwrap();
+    assert_eq!(i["working_directory"], env.abs("src"));
+    assert_eq!(i["project"], "src");
+}
+
+#[test]
+fn start_in_a_missing_directory_is_invalid_input() {
+    let env = env_at(T0);
+    let r = env.exec(&[
+        "--json",
+        "start",
+        "t",
+        "--priority",
+        "P1",
+        "--dir",
+        "/nonexistent/dir/x",
+    ]);
+    r.code(2);
+    assert_eq!(r.json()["reason"], "invalid_directory");
+    assert!(!env.home_file("status.json").exists() || env.state()["instances"] == json!([]));
+}
+
+// ---------------------------------------------------------------- priority gate
+
+#[test]
+fn sprint_focus_p1_blocks_p2_and_p3_with_the_spec_object_and_leaves_state_alone() {
+    let env = env_at(T0);
+    env.start("Existing P1 work", "P1");
+    sprint(&env, "P1", &[]);
+    let before = std::fs::read(env.home_file("status.json")).unwrap();
+    for p in ["P2", "P3"] {
+        let r = env.exec(&[
+            "--json",
+            "start",
+            "Write docs",
+            "--project",
+            "x",
+            "--priority",
+            p,
+        ]);
+        r.code(4);
+        assert_eq!(
+            r.json(),
+            json!({
+                "status": "blocked",
+                "reason": "priority_gate",
+                "message": format!("Task priority {p} doesn't align with current P1 sprint focus."),
+                "options": ["Use --override 'justification' to proceed anyway", "Change to a P1 task instead"]
+            })
+        );
+        assert_eq!(
+            std::fs::read(env.home_file("status.json")).unwrap(),
+            before,
+            "status.json unchanged"
+        );
+    }
+    // Text mode says so and exits 4 too.
+    let r = env.exec(&["start", "Write docs", "--priority", "P3"]);
+    r.code(4);
+    assert!(r.stdout.contains("BLOCKED"), "{}", r.stdout);
+    // P1 passes.
+    env.exec(&["--json", "start", "Ship it", "--priority", "P1"])
+        .code(0);
+}
+
+#[test]
+fn override_passes_the_gate_and_records_reason_and_drift_warning() {
+    let env = env_at(T0);
+    sprint(&env, "P1", &[]);
+    let r = env.exec(&[
+        "--json",
+        "start",
+        "Tidy docs",
+        "--priority",
+        "P3",
+        "--override",
+        "Customer asked",
+    ]);
+    r.code(0);
+    assert_eq!(r.json()["message"], REGISTERED);
+    let id = id_of(&r);
+    let i = env.instance(&id).unwrap();
+    assert_eq!(i["override_reason"], "Customer asked");
+    assert_eq!(
+        env.state()["drift_warnings"],
+        json!([{"instance_id": id, "reason": "P3 task during P1 sprint focus", "acknowledged": false}])
+    );
+    // The warning shows in status and goes away when the instance is done.
+    let s = env.exec(&["--json", "status"]);
+    assert_eq!(s.json()["drift_warnings"][0]["instance_id"], id.as_str());
+    env.exec(&["--json", "done", "--instance", &id]).code(0);
+    assert_eq!(env.state()["drift_warnings"], json!([]));
+}
+
+#[test]
+fn override_on_a_task_that_passes_records_no_drift_warning() {
+    let env = env_at(T0);
+    let r = env.exec(&[
+        "--json",
+        "start",
+        "t",
+        "--priority",
+        "P2",
+        "--override",
+        "just in case",
+    ]);
+    let id = id_of(r.code(0));
+    assert_eq!(
+        env.instance(&id).unwrap()["override_reason"],
+        "just in case"
+    );
+    assert_eq!(env.state()["drift_warnings"], json!([]));
+}
+
+#[test]
+fn explicitly_deferred_work_is_blocked_when_the_focus_is_not_p1() {
+    let env = env_at(T0);
+    sprint(&env, "P2", &["Documentation improvements", "Refactoring"]);
+    let r = env.exec(&[
+        "--json",
+        "start",
+        "Refactor the auth module",
+        "--priority",
+        "P2",
+    ]);
+    r.code(4);
+    let v = r.json();
+    assert_eq!(v["status"], "blocked");
+    assert_eq!(v["reason"], "priority_gate");
+    assert!(
+        v["message"].as_str().unwrap().contains("Refactoring"),
+        "{v}"
+    );
+    assert_eq!(
+        v["options"][0],
+        "Use --override 'justification' to proceed anyway"
+    );
+    env.exec(&[
+        "--json",
+        "start",
+        "Lead scoring endpoint",
+        "--priority",
+        "P2",
+    ])
+    .code(0);
+    // Override records a drift warning naming the deferred item.
+    let r = env.exec(&[
+        "--json",
+        "start",
+        "Documentation improvements",
+        "--priority",
+        "P3",
+        "--override",
+        "ok",
+    ]);
+    r.code(0);
+    let w = &env.state()["drift_warnings"][0];
+    assert_eq!(w["instance_id"], id_of(&r).as_str());
+    assert_eq!(w["acknowledged"], false);
+}
+
+#[test]
+fn north_stars_file_from_config_gates_non_p1_tasks() {
+    let env = env_at(T0);
+    let ns = env.root.path().join("north-stars.md");
+    std::fs::write(&ns, "# Me\n- bullet outside\n## Priority hierarchy\n1. Pitchello revenue features\n2. Mission Control lead scoring\n## Later\n- Knitting\n").unwrap();
+    env.write_home(
+        "config.json",
+        &json!({"north_stars_path": ns.to_str().unwrap()}).to_string(),
+    );
+    env.exec(&[
+        "--json",
+        "start",
+        "Add revenue dashboard",
+        "--priority",
+        "P2",
+    ])
+    .code(0);
+    env.exec(&[
+        "--json",
+        "align",
+        "Tune lead-scoring weights",
+        "--priority",
+        "P3",
+    ])
+    .code(0);
+    let r = env.exec(&["--json", "start", "Knitting patterns", "--priority", "P2"]);
+    r.code(4);
+    assert_eq!(r.json()["reason"], "priority_gate");
+    // P1 always passes.
+    env.exec(&["--json", "start", "Knitting patterns", "--priority", "P1"])
+        .code(0);
+}
+
+#[test]
+fn north_stars_path_with_tilde_expands_to_home() {
+    let env = env_at(T0);
+    std::fs::write(env.root.path().join("ns.md"), "## Priorities\n- Revenue\n").unwrap();
+    env.write_home("config.json", r#"{"north_stars_path":"~/ns.md"}"#);
+    env.exec(&["--json", "align", "Gardening", "--priority", "P2"])
+        .code(4);
+    env.exec(&["--json", "align", "Revenue report", "--priority", "P2"])
+        .code(0);
+}
+
+#[test]
+fn project_priority_source_gates_tasks_in_that_project() {
+    let env = env_at(T0);
+    std::fs::create_dir_all(env.project.join(".conductor")).unwrap();
+    std::fs::create_dir_all(env.project.join("plans")).unwrap();
+    std::fs::write(
+        env.project.join(".conductor/config.json"),
+        r#"{"priority_source":"plans/prd.json","priority_field":"tasks[].priority"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        env.project.join("plans/prd.json"),
+        r#"{"tasks":[{"title":"Billing webhooks","priority":"P1"},{"title":"Invoice export","priority":"P2"}]}"#,
+    )
+    .unwrap();
+    env.exec(&[
+        "--json",
+        "start",
+        "Retry billing webhooks",
+        "--priority",
+        "P2",
+    ])
+    .code(0);
+    env.exec(&["--json", "start", "Dark mode", "--priority", "P3"])
+        .code(4);
+    // Another directory without that config is not gated.
+    let other = env.dir("other");
+    env.exec_in(
+        &other,
+        &["--json", "start", "Dark mode", "--priority", "P3"],
+    )
+    .code(0);
+}
+
+#[test]
+fn align_runs_the_gate_without_registering() {
+    let env = env_at(T0);
+    sprint(&env, "P1", &[]);
+    let r = env.exec(&["--json", "align", "Write docs", "--priority", "P3"]);
+    r.code(4);
+    assert_eq!(r.json()["status"], "blocked");
+    assert_eq!(
+        r.json()["message"],
+        "Task priority P3 doesn't align with current P1 sprint focus."
+    );
+    let r = env.exec(&["--json", "align", "Fix login", "--priority", "P1"]);
+    r.code(0);
+    assert_eq!(r.json()["status"], "ok");
+    assert_eq!(r.json()["aligned"], true);
+    let st = env.home_file("status.json");
+    assert!(
+        !st.exists() || env.state()["instances"] == json!([]),
+        "align registered nothing"
+    );
+}
+
+#[test]
+fn an_invalid_sprint_file_is_reported_not_ignored() {
+    let env = env_at(T0);
+    env.write_home("sprint.json", r#"{"sprint_name":"x","focus":"P9"}"#);
+    let r = env.exec(&["--json", "start", "t", "--priority", "P2"]);
+    r.code(1);
+    assert_eq!(r.json()["reason"], "corrupt_state");
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("sprint.json")
+    );
+}
