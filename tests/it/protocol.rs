@@ -474,3 +474,358 @@ fn an_invalid_sprint_file_is_reported_not_ignored() {
             .contains("sprint.json")
     );
 }
+
+// ---------------------------------------------------------------- claim
+
+/// Two instances in the project directory; returns (a, b).
+fn two(env: &TestEnv) -> (String, String) {
+    let a = env.start_in(&env.project, "proj", "Refactoring user service", "P1");
+    let b = env.start_in(&env.project, "proj", "Fix auth bug", "P1");
+    (a, b)
+}
+
+#[test]
+fn claim_success_is_the_spec_object_with_absolute_paths() {
+    let env = env_at(T0);
+    let id = env.start("Fix auth bug", "P1");
+    let r = env.exec(&[
+        "--json",
+        "claim",
+        "--instance",
+        &id,
+        "src/api/users.ts",
+        "src/lib/auth.ts",
+    ]);
+    r.code(0);
+    let (u, a) = (env.abs("src/api/users.ts"), env.abs("src/lib/auth.ts"));
+    assert_eq!(
+        r.json(),
+        json!({"status": "ok", "claimed": [u, a], "message": "Files claimed. Safe to edit."})
+    );
+    let st = env.state();
+    assert_eq!(st["global_claims"], json!({ &u: id, &a: id }));
+    assert_eq!(env.instance(&id).unwrap()["files_claimed"], json!([u, a]));
+}
+
+#[test]
+fn claim_text_output() {
+    let env = env_at(T0);
+    let id = env.start("t", "P1");
+    let r = env.exec(&["claim", "--instance", &id, "src/a.rs"]);
+    r.code(0);
+    assert_eq!(r.stdout.trim(), "Claimed: src/a.rs. Safe to edit.");
+}
+
+#[test]
+fn conflict_reports_the_holder_grants_the_rest_exits_3_and_logs() {
+    let env = env_at(T0);
+    let (a, b) = two(&env);
+    env.exec(&["--json", "claim", "--instance", &a, "src/api/users.ts"])
+        .code(0);
+    let mut env = env;
+    env.at("2026-01-17T09:10:00Z");
+    let r = env.exec(&[
+        "--json",
+        "claim",
+        "--instance",
+        &b,
+        "src/api/users.ts",
+        "src/lib/auth.ts",
+    ]);
+    r.code(3);
+    let users = env.abs("src/api/users.ts");
+    assert_eq!(
+        r.json(),
+        json!({
+            "status": "conflict",
+            "conflicts": [{
+                "file": users,
+                "held_by": a,
+                "holder_task": "Refactoring user service",
+                "holder_started": T0,
+                "holder_alive": true,
+                "holder_last_heartbeat": T0,
+            }],
+            "claimed": [env.abs("src/lib/auth.ts")],
+            "message": format!("1 conflict detected. Coordinate with {a} or wait for release."),
+        })
+    );
+    // The free file was granted; the held one stayed with its holder.
+    let st = env.state();
+    assert_eq!(st["global_claims"][&users], a.as_str());
+    assert_eq!(st["global_claims"][env.abs("src/lib/auth.ts")], b.as_str());
+    assert_eq!(
+        env.log(),
+        [format!(
+            "2026-01-17T09:10:00Z | CONFLICT | {b} tried to claim {users} already held by {a}"
+        )]
+    );
+    // Text form.
+    let r = env.exec(&["claim", "--instance", &b, "src/api/users.ts"]);
+    r.code(3);
+    assert!(
+        r.stdout.contains(&format!("CONFLICT: src/api/users.ts is claimed by {a} (Refactoring user service). Coordinate or wait.")),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_conflict_with_a_stale_holder_says_so() {
+    let mut env = env_at(T0);
+    let (a, b) = two(&env);
+    env.exec(&["--json", "claim", "--instance", &a, "src/x.rs"])
+        .code(0);
+    env.at("2026-01-17T10:30:00Z");
+    let r = env.exec(&["--json", "claim", "--instance", &b, "src/x.rs"]);
+    r.code(3);
+    assert_eq!(r.json()["conflicts"][0]["holder_alive"], false);
+    assert_eq!(r.json()["conflicts"][0]["holder_last_heartbeat"], T0);
+}
+
+#[test]
+fn several_conflicts_name_every_holder() {
+    let env = env_at(T0);
+    let (a, b) = two(&env);
+    let c = env.start_in(&env.project, "proj", "third", "P1");
+    env.exec(&["--json", "claim", "--instance", &a, "src/a.rs"])
+        .code(0);
+    env.exec(&["--json", "claim", "--instance", &b, "src/b.rs"])
+        .code(0);
+    let r = env.exec(&["--json", "claim", "--instance", &c, "src/a.rs", "src/b.rs"]);
+    r.code(3);
+    let v = r.json();
+    assert_eq!(v["conflicts"][0]["held_by"], a.as_str());
+    assert_eq!(v["conflicts"][1]["held_by"], b.as_str());
+    assert_eq!(v["claimed"], json!([]));
+    assert_eq!(
+        v["message"],
+        format!("2 conflicts detected. Coordinate with {a}, {b} or wait for release.")
+    );
+}
+
+#[test]
+fn reclaiming_your_own_file_is_a_no_op_success() {
+    let env = env_at(T0);
+    let id = env.start("t", "P1");
+    env.exec(&["--json", "claim", "--instance", &id, "src/a.rs"])
+        .code(0);
+    let before = env.state();
+    let r = env.exec(&[
+        "--json",
+        "claim",
+        "--instance",
+        &id,
+        "src/a.rs",
+        "./src/a.rs",
+    ]);
+    r.code(0);
+    assert_eq!(r.json()["claimed"], json!([env.abs("src/a.rs")]));
+    let after = env.state();
+    assert_eq!(after["global_claims"], before["global_claims"]);
+    assert_eq!(
+        after["instances"][0]["files_claimed"],
+        json!([env.abs("src/a.rs")])
+    );
+    assert!(env.log().is_empty());
+}
+
+#[test]
+fn force_takes_the_file_over_and_logs_a_force_line() {
+    let mut env = env_at(T0);
+    let (a, b) = two(&env);
+    env.exec(&["--json", "claim", "--instance", &a, "src/a.rs", "src/b.rs"])
+        .code(0);
+    env.at("2026-01-17T09:20:00Z");
+    let r = env.exec(&[
+        "--json",
+        "claim",
+        "--instance",
+        &b,
+        "src/a.rs",
+        "--force",
+        "Talked to other instance, taking over",
+    ]);
+    r.code(0);
+    let f = env.abs("src/a.rs");
+    assert_eq!(
+        r.json(),
+        json!({"status": "ok", "claimed": [f], "message": "Files claimed. Safe to edit.", "forced": [{"file": f, "from": a}]})
+    );
+    assert_eq!(env.state()["global_claims"][&f], b.as_str());
+    assert_eq!(
+        env.instance(&a).unwrap()["files_claimed"],
+        json!([env.abs("src/b.rs")])
+    );
+    assert_eq!(env.instance(&b).unwrap()["files_claimed"], json!([f]));
+    let log = env.log();
+    assert_eq!(log.len(), 1, "{log:?}");
+    let parts: Vec<&str> = log[0].splitn(3, " | ").collect();
+    assert_eq!(parts[..2], ["2026-01-17T09:20:00Z", "FORCE"]);
+    for needle in [
+        a.as_str(),
+        b.as_str(),
+        f.as_str(),
+        "Talked to other instance, taking over",
+    ] {
+        assert!(
+            parts[2].contains(needle),
+            "FORCE line lacks {needle}: {}",
+            log[0]
+        );
+    }
+}
+
+#[test]
+fn a_refused_file_claimed_later_logs_resolved() {
+    let mut env = env_at(T0);
+    let (a, b) = two(&env);
+    let f = env.abs("src/api/users.ts");
+    env.exec(&["--json", "claim", "--instance", &a, "src/api/users.ts"])
+        .code(0);
+    env.exec(&["--json", "claim", "--instance", &b, "src/api/users.ts"])
+        .code(3);
+    env.at("2026-01-17T09:35:00Z");
+    env.exec(&["--json", "release", "--instance", &a, "src/api/users.ts"])
+        .code(0);
+    let r = env.exec(&["--json", "claim", "--instance", &b, "src/api/users.ts"]);
+    r.code(0);
+    let log = env.log();
+    assert!(log[0].contains("| CONFLICT |"), "{log:?}");
+    assert_eq!(
+        log.last().unwrap(),
+        &format!("2026-01-17T09:35:00Z | RESOLVED | {a} released {f}, {b} claimed it"),
+        "{log:?}"
+    );
+    // Only once: claiming again logs nothing new.
+    let n = env.log().len();
+    env.exec(&["--json", "claim", "--instance", &b, "src/api/users.ts"])
+        .code(0);
+    assert_eq!(env.log().len(), n);
+    // A claim with no earlier conflict writes no RESOLVED line.
+    env.exec(&["--json", "claim", "--instance", &a, "src/other.rs"])
+        .code(0);
+    assert_eq!(
+        env.log().iter().filter(|l| l.contains("RESOLVED")).count(),
+        1
+    );
+}
+
+#[test]
+fn relative_paths_resolve_against_the_cwd_inside_the_working_directory() {
+    let env = env_at(T0);
+    let id = env.start("t", "P1");
+    let sub = env.project.join("src");
+    let r = env.exec_in(&sub, &["--json", "claim", "--instance", &id, "a.rs"]);
+    assert_eq!(r.code(0).json()["claimed"], json!([env.abs("src/a.rs")]));
+    // Outside the working directory they resolve against the working directory.
+    let elsewhere = env.dir("elsewhere");
+    let r = env.exec_in(&elsewhere, &["--json", "claim", "--instance", &id, "b.rs"]);
+    assert_eq!(r.code(0).json()["claimed"], json!([env.abs("b.rs")]));
+}
+
+#[test]
+fn dot_and_dotdot_collapse() {
+    let env = env_at(T0);
+    let id = env.start("t", "P1");
+    let r = env.exec(&[
+        "--json",
+        "claim",
+        "--instance",
+        &id,
+        "./src/../src/./lib/x.rs",
+        "src//y.rs",
+    ]);
+    assert_eq!(
+        r.code(0).json()["claimed"],
+        json!([env.abs("src/lib/x.rs"), env.abs("src/y.rs")])
+    );
+    let abs = format!("{}/src/../src/lib/x.rs", env.project.display());
+    let r = env.exec(&["--json", "claim", "--instance", &id, &abs]);
+    assert_eq!(
+        r.code(0).json()["claimed"],
+        json!([env.abs("src/lib/x.rs")])
+    );
+}
+
+#[test]
+fn a_symlinked_parent_is_the_same_claim_as_the_real_path() {
+    let env = env_at(T0);
+    let (a, b) = two(&env);
+    let link = env.root.path().join("link-to-src");
+    std::os::unix::fs::symlink(env.project.join("src"), &link).unwrap();
+    env.exec(&["--json", "claim", "--instance", &a, "src/a.rs"])
+        .code(0);
+    let via_link = format!("{}/a.rs", link.display());
+    let r = env.exec(&["--json", "claim", "--instance", &b, &via_link]);
+    r.code(3);
+    assert_eq!(r.json()["conflicts"][0]["file"], env.abs("src/a.rs"));
+    // Also for a file in a directory that does not exist yet below the link.
+    let r = env.exec(&[
+        "--json",
+        "claim",
+        "--instance",
+        &a,
+        &format!("{}/new/dir/z.rs", link.display()),
+    ]);
+    assert_eq!(
+        r.code(0).json()["claimed"],
+        json!([env.abs("src/new/dir/z.rs")])
+    );
+}
+
+#[test]
+fn dotdot_escaping_the_base_is_refused() {
+    let env = env_at(T0);
+    let id = env.start("t", "P1");
+    let r = env.exec(&["--json", "claim", "--instance", &id, "../outside.rs"]);
+    r.code(2);
+    assert_eq!(r.json()["reason"], "path_outside_project");
+    let r = env.exec(&["--json", "claim", "--instance", &id, "src/../../outside.rs"]);
+    r.code(2);
+    assert_eq!(r.json()["reason"], "path_outside_project");
+    assert_eq!(env.state()["global_claims"], json!({}), "nothing claimed");
+    // An absolute path outside the project is allowed (explicit).
+    let outside = env.root.path().join("outside.rs");
+    env.exec(&[
+        "--json",
+        "claim",
+        "--instance",
+        &id,
+        outside.to_str().unwrap(),
+    ])
+    .code(0);
+}
+
+#[test]
+fn two_projects_with_the_same_relative_path_never_collide() {
+    let env = env_at(T0);
+    let p2 = env.dir("proj2");
+    let a = env.start_in(&env.project, "one", "t", "P1");
+    let b = env.start_in(&p2, "two", "t", "P1");
+    env.exec(&["--json", "claim", "src/main.rs"]).code(0);
+    let r = env.exec_in(&p2, &["--json", "claim", "src/main.rs"]);
+    r.code(0);
+    assert_eq!(
+        r.json()["claimed"],
+        json!([p2.join("src/main.rs").to_str().unwrap()])
+    );
+    let st = env.state();
+    assert_eq!(st["global_claims"][env.abs("src/main.rs")], a.as_str());
+    assert_eq!(
+        st["global_claims"][p2.join("src/main.rs").to_str().unwrap()],
+        b.as_str()
+    );
+}
+
+#[test]
+fn invalid_claim_paths_are_rejected_without_change() {
+    let env = env_at(T0);
+    let id = env.start("t", "P1");
+    let r = env.exec(&["--json", "claim", "--instance", &id, ""]);
+    r.code(2);
+    let r = env.exec(&["--json", "claim", "--instance", &id, "a\nb"]);
+    r.code(2);
+    assert_eq!(r.json()["reason"], "invalid_path");
+    assert_eq!(env.state()["global_claims"], json!({}));
+}
