@@ -829,3 +829,393 @@ fn invalid_claim_paths_are_rejected_without_change() {
     assert_eq!(r.json()["reason"], "invalid_path");
     assert_eq!(env.state()["global_claims"], json!({}));
 }
+
+// ---------------------------------------------------------------- release, done, heartbeat, cleanup
+
+#[test]
+fn release_files_all_and_reason() {
+    let env = env_at(T0);
+    let id = env.start("t", "P1");
+    env.exec(&[
+        "--json",
+        "claim",
+        "--instance",
+        &id,
+        "src/a.rs",
+        "src/b.rs",
+        "src/c.rs",
+    ])
+    .code(0);
+    let r = env.exec(&[
+        "--json",
+        "release",
+        "--instance",
+        &id,
+        "src/a.rs",
+        "--reason",
+        "Switching to higher priority task",
+    ]);
+    r.code(0);
+    let a = env.abs("src/a.rs");
+    assert_eq!(
+        r.json(),
+        json!({"status": "ok", "released": [a], "message": format!("Released: {a}")})
+    );
+    assert!(env.state()["global_claims"].get(&a).is_none());
+    assert_eq!(
+        env.instance(&id).unwrap()["files_claimed"],
+        json!([env.abs("src/b.rs"), env.abs("src/c.rs")])
+    );
+    let last = env.log().pop().unwrap();
+    assert_eq!(
+        last,
+        format!("{T0} | RELEASE | {id} released {a}: Switching to higher priority task")
+    );
+
+    let r = env.exec(&["--json", "release", "--instance", &id, "--all"]);
+    r.code(0);
+    assert_eq!(
+        r.json()["released"],
+        json!([env.abs("src/b.rs"), env.abs("src/c.rs")])
+    );
+    assert_eq!(env.state()["global_claims"], json!({}));
+    assert_eq!(env.instance(&id).unwrap()["files_claimed"], json!([]));
+    // Text form of an empty release.
+    let r = env.exec(&["release", "--instance", &id, "--all"]);
+    assert_eq!(r.code(0).stdout.trim(), "Nothing to release.");
+}
+
+#[test]
+fn releasing_a_file_you_do_not_hold_is_not_held_unless_forced() {
+    let env = env_at(T0);
+    let (a, b) = two(&env);
+    env.exec(&["--json", "claim", "--instance", &a, "src/a.rs"])
+        .code(0);
+    let before = std::fs::read(env.home_file("status.json")).unwrap();
+    for file in ["src/a.rs", "src/nobody.rs"] {
+        let r = env.exec(&["--json", "release", "--instance", &b, file]);
+        r.code(2);
+        assert_eq!(r.json()["reason"], "not_held");
+        assert_eq!(std::fs::read(env.home_file("status.json")).unwrap(), before);
+    }
+    let r = env.exec(&["--json", "release", "--instance", &b, "--force", "src/a.rs"]);
+    r.code(0);
+    assert_eq!(r.json()["released"], json!([env.abs("src/a.rs")]));
+    assert_eq!(env.state()["global_claims"], json!({}));
+    assert_eq!(env.instance(&a).unwrap()["files_claimed"], json!([]));
+    assert!(env.log().last().unwrap().contains(&format!(
+        "{b} force-released {} held by {a}",
+        env.abs("src/a.rs")
+    )));
+}
+
+#[test]
+fn release_needs_files_or_all() {
+    let env = env_at(T0);
+    let id = env.start("t", "P1");
+    env.run(&["release", "--instance", &id]).code(2);
+}
+
+#[test]
+fn done_writes_the_history_line_releases_and_removes_the_instance() {
+    let mut env = env_at(T0);
+    let id = env.start_in(&env.project, "pitchello", "Fix auth bug", "P2");
+    let other = env.start_in(&env.project, "pitchello", "Other", "P1");
+    env.exec(&[
+        "--json",
+        "claim",
+        "--instance",
+        &id,
+        "src/api/users.ts",
+        "src/lib/auth.ts",
+    ])
+    .code(0);
+    env.exec(&["--json", "claim", "--instance", &other, "src/keep.rs"])
+        .code(0);
+    env.at("2026-01-17T09:45:30Z");
+    let r = env.exec(&["--json", "done", "--instance", &id, "--notes", "shipped"]);
+    r.code(0);
+    let (u, a) = (env.abs("src/api/users.ts"), env.abs("src/lib/auth.ts"));
+    assert_eq!(
+        r.json(),
+        json!({"status": "ok", "instance_id": id, "outcome": "success", "released": [u, a],
+               "message": "Task complete. All claims released."})
+    );
+    assert_eq!(
+        env.history(),
+        [json!({
+            "id": id, "project": "pitchello", "task": "Fix auth bug", "priority": "P2",
+            "started_at": T0, "completed_at": "2026-01-17T09:45:30Z", "outcome": "success",
+            "duration_minutes": 45, "files_modified": [u, a], "notes": "shipped"
+        })]
+    );
+    let st = env.state();
+    assert!(env.instance(&id).is_none());
+    assert_eq!(
+        st["global_claims"],
+        json!({ env.abs("src/keep.rs"): other })
+    );
+    assert_eq!(st["updated_at"], "2026-01-17T09:45:30Z");
+    // The id is gone now.
+    let r = env.exec(&["--json", "done", "--instance", &id]);
+    r.code(2);
+    assert_eq!(r.json()["reason"], "unknown_instance");
+}
+
+#[test]
+fn done_with_outcome_abandoned_and_files_modified() {
+    let env = env_at(T0);
+    let id = env.start("t", "P1");
+    env.exec(&["--json", "claim", "--instance", &id, "src/a.rs"])
+        .code(0);
+    let r = env.exec(&[
+        "--json",
+        "done",
+        "--instance",
+        &id,
+        "--outcome",
+        "abandoned",
+        "--files-modified",
+        "src/b.rs",
+        "/etc/x",
+    ]);
+    r.code(0);
+    assert_eq!(r.json()["outcome"], "abandoned");
+    let h = &env.history()[0];
+    assert_eq!(h["outcome"], "abandoned");
+    assert_eq!(h["files_modified"], json!([env.abs("src/b.rs"), "/etc/x"]));
+    assert!(h.get("notes").is_none());
+    // orphaned is cleanup's word, not done's.
+    let id = env.start("t", "P1");
+    env.run(&["done", "--instance", &id, "--outcome", "orphaned"])
+        .code(2);
+    assert!(env.instance(&id).is_some());
+}
+
+#[test]
+fn done_text_output() {
+    let env = env_at(T0);
+    let id = env.start("t", "P1");
+    let r = env.exec(&["done", "--instance", &id]);
+    assert!(r.code(0).stdout.contains("Task complete"), "{}", r.stdout);
+}
+
+#[test]
+fn heartbeat_updates_last_heartbeat_only() {
+    let mut env = env_at(T0);
+    let id = env.start("t", "P1");
+    env.at("2026-01-17T09:07:00Z");
+    let r = env.exec(&["--json", "heartbeat", "--instance", &id]);
+    r.code(0);
+    assert_eq!(
+        r.json(),
+        json!({"status": "ok", "instance_id": id, "last_heartbeat": "2026-01-17T09:07:00Z", "message": "Heartbeat recorded."})
+    );
+    let i = env.instance(&id).unwrap();
+    assert_eq!(i["last_heartbeat"], "2026-01-17T09:07:00Z");
+    assert_eq!(i["started_at"], T0);
+}
+
+#[test]
+fn cleanup_orphans_after_more_than_an_hour_without_heartbeat() {
+    let mut env = env_at(T0);
+    let old = env.start("old task", "P1");
+    env.exec(&["--json", "claim", "--instance", &old, "src/old.rs"])
+        .code(0);
+    env.at("2026-01-17T09:02:00Z");
+    let young = env.start_in(&env.dir("young"), "young", "young task", "P1");
+    env.exec(&["--json", "claim", "--instance", &young, "/tmp/young.rs"])
+        .code(0);
+    // 59 minutes after the old one's last heartbeat: nothing to do.
+    env.at("2026-01-17T09:59:00Z");
+    let r = env.exec(&["--json", "cleanup"]);
+    r.code(0);
+    assert_eq!(
+        r.json(),
+        json!({"status": "ok", "orphaned": [], "message": "Cleaned up 0 orphaned instances"})
+    );
+    assert!(env.instance(&old).is_some());
+    // 61 minutes: the old one is orphaned, the young one (59 min) stays.
+    env.at("2026-01-17T10:01:00Z");
+    let r = env.exec(&["--json", "cleanup"]);
+    r.code(0);
+    assert_eq!(
+        r.json(),
+        json!({"status": "ok", "orphaned": [old], "message": "Cleaned up 1 orphaned instances"})
+    );
+    assert!(env.instance(&old).is_none());
+    assert!(env.instance(&young).is_some());
+    assert_eq!(
+        env.state()["global_claims"],
+        json!({"/tmp/young.rs": young})
+    );
+    let h = &env.history()[0];
+    assert_eq!(h["id"], old.as_str());
+    assert_eq!(h["outcome"], "orphaned");
+    assert_eq!(h["completed_at"], "2026-01-17T10:01:00Z");
+    assert_eq!(h["duration_minutes"], 61);
+    assert_eq!(h["files_modified"], json!([env.abs("src/old.rs")]));
+}
+
+#[test]
+fn a_heartbeat_keeps_an_instance_from_being_orphaned() {
+    let mut env = env_at(T0);
+    let id = env.start("t", "P1");
+    env.at("2026-01-17T09:30:00Z");
+    env.exec(&["--json", "heartbeat", "--instance", &id])
+        .code(0);
+    env.at("2026-01-17T10:29:00Z");
+    assert_eq!(
+        env.exec(&["--json", "cleanup"]).code(0).json()["orphaned"],
+        json!([])
+    );
+    env.at("2026-01-17T10:31:00Z");
+    assert_eq!(
+        env.exec(&["--json", "cleanup"]).code(0).json()["orphaned"],
+        json!([id])
+    );
+}
+
+#[test]
+fn cleanup_max_age_and_config_default() {
+    let mut env = env_at(T0);
+    let id = env.start("t", "P1");
+    env.at("2026-01-17T09:11:00Z");
+    assert_eq!(
+        env.exec(&["--json", "cleanup", "--max-age-minutes", "20"])
+            .code(0)
+            .json()["orphaned"],
+        json!([])
+    );
+    env.write_home("config.json", r#"{"default_max_age_minutes": 10}"#);
+    assert_eq!(
+        env.exec(&["--json", "cleanup"]).code(0).json()["orphaned"],
+        json!([id])
+    );
+}
+
+#[test]
+fn cleanup_instance_retires_that_one_now() {
+    let env = env_at(T0);
+    let (a, b) = two(&env);
+    env.exec(&["--json", "claim", "--instance", &a, "src/a.rs"])
+        .code(0);
+    let r = env.exec(&["--json", "cleanup", "--instance", &a]);
+    assert_eq!(r.code(0).json()["orphaned"], json!([a]));
+    assert!(env.instance(&a).is_none());
+    assert!(env.instance(&b).is_some());
+    assert_eq!(env.state()["global_claims"], json!({}));
+    assert_eq!(env.history()[0]["outcome"], "orphaned");
+    let r = env.exec(&["--json", "cleanup", "--instance", &a]);
+    r.code(2);
+    assert_eq!(r.json()["reason"], "unknown_instance");
+    let r = env.exec(&["--json", "cleanup", "--instance", "nope"]);
+    r.code(2);
+    assert!(
+        r.json()["message"].as_str().unwrap().contains("nope"),
+        "{}",
+        r.stdout
+    );
+}
+
+// ---------------------------------------------------------------- which instance
+
+#[test]
+fn the_instance_comes_from_flag_env_or_cwd() {
+    let env = env_at(T0);
+    let p2 = env.dir("proj2");
+    let a = env.start_in(&env.project, "one", "t", "P1");
+    let b = env.start_in(&p2, "two", "t", "P1");
+    // The one instance whose working directory contains the cwd (also from a subdirectory).
+    let r = env.exec_in(&env.project.join("src"), &["--json", "heartbeat"]);
+    assert_eq!(r.code(0).json()["instance_id"], a.as_str());
+    let r = env.exec_in(&p2, &["--json", "heartbeat"]);
+    assert_eq!(r.code(0).json()["instance_id"], b.as_str());
+    // CONDUCTOR_INSTANCE_ID beats the cwd; --instance beats both.
+    let r = env.exec_env(&["--json", "heartbeat"], &[("CONDUCTOR_INSTANCE_ID", &b)]);
+    assert_eq!(r.code(0).json()["instance_id"], b.as_str());
+    let r = env.exec_env(
+        &["--json", "heartbeat", "--instance", &a],
+        &[("CONDUCTOR_INSTANCE_ID", &b)],
+    );
+    assert_eq!(r.code(0).json()["instance_id"], a.as_str());
+    // Same through `op`.
+    let r = env.exec_env(
+        &["op", r#"{"operation":"heartbeat"}"#],
+        &[("CONDUCTOR_INSTANCE_ID", &b)],
+    );
+    assert_eq!(r.code(0).json()["instance_id"], b.as_str());
+}
+
+#[test]
+fn no_matching_instance_is_ambiguous_and_lists_the_candidates() {
+    let env = env_at(T0);
+    let r = env.exec(&["--json", "claim", "src/a.rs"]);
+    r.code(2);
+    assert_eq!(r.json()["reason"], "ambiguous_instance");
+    let a = env.start_in(&env.project, "one", "task one", "P1");
+    let elsewhere = env.dir("elsewhere");
+    let r = env.exec_in(&elsewhere, &["--json", "claim", "a.rs"]);
+    r.code(2);
+    assert_eq!(r.json()["reason"], "ambiguous_instance");
+    assert!(
+        r.json()["message"].as_str().unwrap().contains(&a),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(env.state()["global_claims"], json!({}));
+}
+
+#[test]
+fn several_matching_instances_are_ambiguous_and_listed() {
+    let env = env_at(T0);
+    let (a, b) = two(&env);
+    for args in [
+        &["--json", "claim", "src/a.rs"][..],
+        &["--json", "done"],
+        &["--json", "heartbeat"],
+        &["--json", "release", "--all"],
+    ] {
+        let r = env.exec(args);
+        r.code(2);
+        let v = r.json();
+        assert_eq!(v["reason"], "ambiguous_instance", "{args:?}");
+        let m = v["message"].as_str().unwrap();
+        assert!(m.contains(&a) && m.contains(&b), "{m}");
+    }
+    assert_eq!(
+        env.state()["instances"].as_array().unwrap().len(),
+        2,
+        "nothing done"
+    );
+    // Text mode: the message is on stderr.
+    let r = env.exec(&["claim", "src/a.rs"]);
+    r.code(2);
+    assert!(
+        r.stderr.contains(&a) && r.stderr.contains(&b),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn malformed_and_unknown_ids_are_invalid() {
+    let env = env_at(T0);
+    env.start("t", "P1");
+    for bad in ["itm-ABCDEF", "xyz-a1b2c3", "itm-a1b2c", "../../etc"] {
+        let r = env.exec(&["--json", "claim", "--instance", bad, "src/a.rs"]);
+        r.code(2);
+        // The schema check names the field and the rule (reason invalid_input).
+        let m = r.json()["message"].as_str().unwrap().to_string();
+        assert!(m.contains("/instance_id") && m.contains(bad), "{bad}: {m}");
+    }
+    let r = env.exec(&["--json", "claim", "--instance", "itm-000000", "src/a.rs"]);
+    r.code(2);
+    assert_eq!(r.json()["reason"], "unknown_instance");
+    let r = env.exec_env(
+        &["--json", "heartbeat"],
+        &[("CONDUCTOR_INSTANCE_ID", "web-ffffff")],
+    );
+    r.code(2);
+    assert_eq!(r.json()["reason"], "unknown_instance");
+}
