@@ -1219,3 +1219,602 @@ fn malformed_and_unknown_ids_are_invalid() {
     r.code(2);
     assert_eq!(r.json()["reason"], "unknown_instance");
 }
+
+// ---------------------------------------------------------------- status
+
+#[test]
+fn status_json_is_the_spec_object() {
+    let mut env = env_at(T0);
+    sprint(&env, "P1", &[]);
+    let (a, b) = two(&env);
+    env.at("2026-01-17T09:20:00Z");
+    let c = env.exec(&[
+        "--json",
+        "start",
+        "docs",
+        "--priority",
+        "P3",
+        "--override",
+        "asked",
+    ]);
+    let c = id_of(c.code(0));
+    env.exec(&["--json", "claim", "--instance", &a, "src/a.rs", "src/b.rs"])
+        .code(0);
+    env.exec(&["--json", "claim", "--instance", &b, "src/a.rs", "src/c.rs"])
+        .code(3);
+    env.at("2026-01-17T09:45:00Z");
+    let r = env.exec(&["--json", "status"]);
+    r.code(0);
+    let v = r.json();
+    assert_eq!(
+        keys(&v),
+        [
+            "conflicts",
+            "drift_warnings",
+            "instances",
+            "status",
+            "summary"
+        ]
+    );
+    assert_eq!(v["status"], "ok");
+    let st = env.state();
+    assert_eq!(v["instances"], st["instances"]);
+    assert_eq!(v["drift_warnings"], st["drift_warnings"]);
+    assert_eq!(v["drift_warnings"][0]["instance_id"], c.as_str());
+    assert_eq!(
+        v["conflicts"],
+        json!([{"file": env.abs("src/a.rs"), "requested_by": b, "held_by": a,
+                "holder_task": "Refactoring user service", "since": "2026-01-17T09:20:00Z"}])
+    );
+    assert_eq!(
+        v["summary"],
+        json!({"active_count": 3, "total_files_claimed": 3, "oldest_instance_age_minutes": 45})
+    );
+    // Parsed back, the instances are the same State the store holds.
+    let from_status: Vec<conductor::protocol::Instance> =
+        serde_json::from_value(v["instances"].clone()).unwrap();
+    let from_disk: conductor::protocol::State = serde_json::from_value(st).unwrap();
+    assert_eq!(from_status, from_disk.instances);
+
+    // The conflict is gone from status once the holder lets go (no longer between live instances).
+    env.exec(&["--json", "done", "--instance", &a]).code(0);
+    assert_eq!(
+        env.exec(&["--json", "status"]).json()["conflicts"],
+        json!([])
+    );
+}
+
+#[test]
+fn status_on_an_empty_home() {
+    let env = env_at(T0);
+    let r = env.exec(&["--json", "status"]);
+    assert_eq!(
+        r.code(0).json(),
+        json!({"status": "ok", "instances": [], "conflicts": [], "drift_warnings": [],
+               "summary": {"active_count": 0, "total_files_claimed": 0, "oldest_instance_age_minutes": 0}})
+    );
+    let r = env.exec(&["status"]);
+    assert!(
+        r.code(0).stdout.contains("No active instances"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn bare_conductor_shows_the_status() {
+    let env = env_at(T0);
+    let id = env.start("t", "P1");
+    env.exec(&["--json", "claim", "--instance", &id, "src/a.rs"])
+        .code(0);
+    let bare = env.exec(&[]);
+    let status = env.exec(&["status"]);
+    assert_eq!(bare.code(0).stdout, status.code(0).stdout);
+    assert!(bare.stdout.contains(&id));
+    assert_eq!(
+        env.exec(&["--json"]).code(0).json(),
+        env.exec(&["--json", "status"]).json()
+    );
+}
+
+#[test]
+fn human_status_fits_80_columns_and_shows_files_relative_to_the_cwd() {
+    let mut env = env_at(T0);
+    sprint(&env, "P1", &[]);
+    let long_task = "Refactor the whole authentication subsystem so that every service uses the new token broker and nothing else";
+    let a = env.start_in(
+        &env.project,
+        &"long-project-name-".repeat(4),
+        long_task,
+        "P1",
+    );
+    let deep = format!("src/{}/file.rs", "very_long_directory_name".repeat(5));
+    env.exec(&["--json", "claim", "--instance", &a, "src/a.rs", &deep])
+        .code(0);
+    let b = env.exec(&[
+        "--json",
+        "start",
+        &"x".repeat(120),
+        "--priority",
+        "P3",
+        "--override",
+        "y",
+    ]);
+    let b = id_of(b.code(0));
+    env.exec(&["--json", "claim", "--instance", &b, "src/a.rs"])
+        .code(3);
+    env.at("2026-01-17T09:05:00Z");
+    let r = env.exec(&["status"]);
+    r.code(0);
+    for line in r.stdout.lines() {
+        assert!(
+            line.chars().count() <= 80,
+            "line wider than 80 columns ({}):\n{line}",
+            line.chars().count()
+        );
+    }
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(
+        lines.iter().any(|l| l.trim() == "src/a.rs"),
+        "relative path shown:\n{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains(&env.abs("src/a.rs")),
+        "absolute path not shown:\n{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains(&a) && r.stdout.contains(&b));
+    assert!(
+        r.stdout.contains("Conflicts:") && r.stdout.contains("Drift warnings:"),
+        "{}",
+        r.stdout
+    );
+    // From a subdirectory, paths are relative to it; from outside, absolute.
+    let r = env.exec_in(&env.project.join("src"), &["status"]);
+    assert!(r.stdout.lines().any(|l| l.trim() == "a.rs"), "{}", r.stdout);
+    let elsewhere = env.dir("elsewhere");
+    let r = env.exec_in(&elsewhere, &["status"]);
+    assert!(
+        r.stdout.lines().any(|l| l.trim() == env.abs("src/a.rs")),
+        "{}",
+        r.stdout
+    );
+}
+
+// ---------------------------------------------------------------- conflicts, reset, history
+
+#[test]
+fn conflicts_shows_the_log_and_the_unresolved() {
+    let env = env_at(T0);
+    let (a, b) = two(&env);
+    env.exec(&["--json", "claim", "--instance", &a, "src/a.rs"])
+        .code(0);
+    env.exec(&["--json", "claim", "--instance", &b, "src/a.rs"])
+        .code(3);
+    let r = env.exec(&["--json", "conflicts"]);
+    r.code(0);
+    let v = r.json();
+    assert_eq!(
+        v["recent"],
+        json!([{"at": T0, "kind": "CONFLICT", "text": format!("{b} tried to claim {} already held by {a}", env.abs("src/a.rs"))}])
+    );
+    assert_eq!(v["unresolved"][0]["requested_by"], b.as_str());
+    assert_eq!(v["unresolved"][0]["held_by"], a.as_str());
+    let r = env.exec(&["conflicts"]);
+    assert!(r.code(0).stdout.contains("CONFLICT"), "{}", r.stdout);
+    // Once released, nothing is unresolved; the log still has the history.
+    env.exec(&["--json", "release", "--instance", &a, "--all"])
+        .code(0);
+    let v = env.exec(&["--json", "conflicts", "--limit", "1"]).json();
+    assert_eq!(v["unresolved"], json!([]));
+    assert_eq!(v["recent"].as_array().unwrap().len(), 1);
+    assert_eq!(v["recent"][0]["kind"], "RELEASE");
+}
+
+#[test]
+fn reset_backs_up_status_json_byte_for_byte_then_starts_fresh() {
+    let mut env = env_at(T0);
+    let id = env.start("t", "P1");
+    env.exec(&["--json", "claim", "--instance", &id, "src/a.rs"])
+        .code(0);
+    let old = std::fs::read(env.home_file("status.json")).unwrap();
+    env.at("2026-01-17T10:00:00Z");
+    let r = env.exec(&["--json", "reset"]);
+    r.code(0);
+    let backup = r.json()["backup"].as_str().unwrap().to_string();
+    assert!(Path::new(&backup).is_absolute());
+    assert_eq!(
+        Path::new(&backup).parent().unwrap(),
+        env.home.as_path(),
+        "beside status.json"
+    );
+    assert!(backup.contains("20260117T100000Z"), "{backup}");
+    assert_eq!(std::fs::read(&backup).unwrap(), old);
+    let st = env.state();
+    assert_eq!(st["instances"], json!([]));
+    assert_eq!(st["global_claims"], json!({}));
+    assert_eq!(st["updated_at"], "2026-01-17T10:00:00Z");
+    // A second reset at the same second keeps both backups.
+    let r2 = env.exec(&["--json", "reset"]);
+    let backup2 = r2.code(0).json()["backup"].as_str().unwrap().to_string();
+    assert_ne!(backup, backup2);
+    assert_eq!(std::fs::read(&backup).unwrap(), old);
+}
+
+#[test]
+fn reset_rescues_a_corrupt_status_json() {
+    let env = env_at(T0);
+    env.write_home("status.json", "{ this is not json");
+    let r = env.run(&["--json", "status"]);
+    r.code(1);
+    assert_schema(conductor::schema::Schema::Output, &r.json());
+    assert_eq!(r.json()["reason"], "corrupt_state");
+    let r = env.run(&["--json", "claim", "--instance", "itm-000000", "a"]);
+    r.code(1);
+    assert_eq!(
+        std::fs::read_to_string(env.home_file("status.json")).unwrap(),
+        "{ this is not json",
+        "never overwritten"
+    );
+    let r = env.exec(&["--json", "reset"]);
+    r.code(0);
+    let backup = r.json()["backup"].as_str().unwrap().to_string();
+    assert_eq!(
+        std::fs::read_to_string(backup).unwrap(),
+        "{ this is not json"
+    );
+    env.exec(&["--json", "start", "t", "--priority", "P1"])
+        .code(0);
+}
+
+#[test]
+fn reset_without_a_status_json() {
+    let env = env_at(T0);
+    let r = env.exec(&["--json", "reset"]);
+    assert_eq!(r.code(0).json()["backup"], Value::Null);
+}
+
+/// A home with four finished tasks across two projects and outcomes.
+fn history_env() -> (TestEnv, Vec<String>) {
+    let mut env = env_at(T0);
+    let p2 = env.dir("proj2");
+    let mut ids = Vec::new();
+    for (i, (dir, project, outcome)) in [
+        (env.project.clone(), "one", "success"),
+        (p2.clone(), "two", "abandoned"),
+        (env.project.clone(), "one", "abandoned"),
+        (p2.clone(), "two", "success"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        env.at(&format!("2026-01-1{}T09:00:00Z", 5 + i));
+        let id = env.start_in(&dir, project, &format!("task {i}"), "P1");
+        env.at(&format!("2026-01-1{}T10:00:00Z", 5 + i));
+        env.exec(&["--json", "done", "--instance", &id, "--outcome", outcome])
+            .code(0);
+        ids.push(id);
+    }
+    (env, ids)
+}
+
+fn history_ids(r: &Run) -> Vec<String> {
+    r.json()["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn history_filters() {
+    let (env, ids) = history_env();
+    let all = env.exec(&["--json", "history"]);
+    assert_eq!(history_ids(all.code(0)), ids);
+    assert_eq!(all.json()["entries"][0], env.history()[0]);
+    assert_eq!(
+        history_ids(&env.exec(&["--json", "history", "--project", "two"])),
+        [ids[1].clone(), ids[3].clone()]
+    );
+    assert_eq!(
+        history_ids(&env.exec(&["--json", "history", "--outcome", "abandoned"])),
+        [ids[1].clone(), ids[2].clone()]
+    );
+    assert_eq!(
+        history_ids(&env.exec(&["--json", "history", "--since", "2026-01-17T10:00:00Z"])),
+        [ids[2].clone(), ids[3].clone()]
+    );
+    assert_eq!(
+        history_ids(&env.exec(&["--json", "history", "--since", "2026-01-18"])),
+        [ids[3].clone()]
+    );
+    assert_eq!(
+        history_ids(&env.exec(&["--json", "history", "--limit", "2"])),
+        [ids[2].clone(), ids[3].clone()],
+        "the last N"
+    );
+    assert_eq!(
+        history_ids(&env.exec(&["--json", "history", "--limit", "1", "--project", "one"])),
+        [ids[2].clone()]
+    );
+    assert_eq!(
+        history_ids(&env.exec(&["--json", "history", "--limit", "0"])),
+        Vec::<String>::new()
+    );
+    // --since as an age, against the pinned clock (2026-01-18T10:00:00Z).
+    assert_eq!(
+        history_ids(&env.exec(&["--json", "history", "--since", "25h"])),
+        [ids[2].clone(), ids[3].clone()]
+    );
+    // Text form: one line per entry.
+    let r = env.exec(&["history", "--project", "one"]);
+    assert_eq!(r.code(0).stdout.lines().count(), 2, "{}", r.stdout);
+    let r = env.exec(&["history", "--project", "nope"]);
+    assert_eq!(r.code(0).stdout.trim(), "No matching history.");
+    env.run(&["history", "--since", "yesterday-ish"]).code(2);
+}
+
+#[test]
+fn history_skips_unreadable_lines_with_a_warning() {
+    let (env, ids) = history_env();
+    let path = env.home_file("history.jsonl");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.insert_str(0, "{\"not\":\"an entry\"}\n");
+    std::fs::write(&path, text).unwrap();
+    let r = env.run(&["--json", "history"]);
+    assert_eq!(history_ids(r.code(0)), ids);
+    assert!(r.stderr.contains("line 1"), "{}", r.stderr);
+}
+
+// ---------------------------------------------------------------- op
+
+#[test]
+fn op_runs_every_operation() {
+    let mut env = env_at(T0);
+    let dir = env.project.to_str().unwrap().to_string();
+    let r = env.exec(&["op", &json!({"operation": "start", "task": "Fix auth", "project": "pitchello", "priority": "P1", "working_directory": dir}).to_string()]);
+    r.code(0);
+    assert_eq!(keys(&r.json()), ["instance_id", "message", "status"]);
+    let id = id_of(&r);
+    assert_eq!(
+        env.instance(&id).unwrap()["working_directory"],
+        dir.as_str()
+    );
+
+    let r = env.exec(&[
+        "op",
+        &json!({"operation": "claim", "instance_id": id, "files": ["src/a.rs", "src/b.rs"]})
+            .to_string(),
+    ]);
+    assert_eq!(
+        r.code(0).json()["claimed"],
+        json!([env.abs("src/a.rs"), env.abs("src/b.rs")])
+    );
+
+    let r = env.exec(&[
+        "op",
+        &json!({"operation": "release", "instance_id": id, "files": ["src/a.rs"], "reason": "r"})
+            .to_string(),
+    ]);
+    assert_eq!(r.code(0).json()["released"], json!([env.abs("src/a.rs")]));
+    let r = env.exec(&[
+        "op",
+        &json!({"operation": "release", "instance_id": id, "all": true}).to_string(),
+    ]);
+    assert_eq!(r.code(0).json()["released"], json!([env.abs("src/b.rs")]));
+
+    env.at("2026-01-17T09:05:00Z");
+    let r = env.exec(&[
+        "op",
+        &json!({"operation": "heartbeat", "instance_id": id}).to_string(),
+    ]);
+    assert_eq!(r.code(0).json()["last_heartbeat"], "2026-01-17T09:05:00Z");
+
+    let r = env.exec(&["op", r#"{"operation":"status"}"#]);
+    assert_eq!(r.code(0).json()["summary"]["active_count"], 1);
+
+    let r = env.exec(&["op", r#"{"operation":"align","task":"x","priority":"P2"}"#]);
+    assert_eq!(r.code(0).json()["aligned"], true);
+
+    let r = env.exec(&["op", &json!({"operation": "done", "instance_id": id, "outcome": "success", "files_modified": ["src/api/users.ts"]}).to_string()]);
+    r.code(0);
+    assert_eq!(
+        env.history()[0]["files_modified"],
+        json!([env.abs("src/api/users.ts")])
+    );
+
+    let id2 = env.start("t", "P1");
+    env.at("2026-01-17T11:00:00Z");
+    let r = env.exec(&["op", r#"{"operation":"cleanup","max_age_minutes":60}"#]);
+    assert_eq!(r.code(0).json()["orphaned"], json!([id2]));
+}
+
+#[test]
+fn op_reads_stdin() {
+    let env = env_at(T0);
+    let r = env.exec_stdin(
+        &["op"],
+        r#"{"operation":"start","task":"t","project":"p","priority":"P1"}"#,
+    );
+    let id = id_of(r.code(0));
+    let r = env.exec_stdin(
+        &["op", "-"],
+        &json!({"operation": "claim", "instance_id": id, "files": ["src/a.rs"]}).to_string(),
+    );
+    assert_eq!(r.code(0).json()["claimed"], json!([env.abs("src/a.rs")]));
+    let r = env.exec_stdin(&["op"], "{\"operation\":\"status\"}\n");
+    assert_eq!(r.code(0).json()["summary"]["total_files_claimed"], 1);
+}
+
+#[test]
+fn op_gate_and_conflict_exit_codes() {
+    let env = env_at(T0);
+    sprint(&env, "P1", &[]);
+    let r = env.exec(&[
+        "op",
+        r#"{"operation":"start","task":"docs","project":"p","priority":"P3"}"#,
+    ]);
+    r.code(4);
+    assert_eq!(r.json()["reason"], "priority_gate");
+    let r = env.exec(&[
+        "op",
+        r#"{"operation":"start","task":"docs","project":"p","priority":"P3","override":"asked"}"#,
+    ]);
+    let a = id_of(r.code(0));
+    assert_eq!(env.instance(&a).unwrap()["override_reason"], "asked");
+    let b = env.start("t", "P1");
+    env.exec(&[
+        "op",
+        &json!({"operation": "claim", "instance_id": a, "files": ["src/a.rs"]}).to_string(),
+    ])
+    .code(0);
+    let r = env.exec(&[
+        "op",
+        &json!({"operation": "claim", "instance_id": b, "files": ["src/a.rs"]}).to_string(),
+    ]);
+    assert_eq!(r.code(3).json()["status"], "conflict");
+    let r = env.exec(&["op", &json!({"operation": "claim", "instance_id": b, "files": ["src/a.rs"], "force": "mine now"}).to_string()]);
+    assert_eq!(
+        r.code(0).json()["forced"],
+        json!([{"file": env.abs("src/a.rs"), "from": a}])
+    );
+}
+
+#[test]
+fn op_rejects_bad_input_with_exit_2() {
+    let env = env_at(T0);
+    let cases = [
+        ("not json", "invalid_input"),
+        ("[1,2]", "invalid_input"),
+        (r#"{"task":"x"}"#, "invalid_input"),
+        (r#"{"operation":"explode"}"#, "unknown_operation"),
+        (
+            r#"{"operation":"Claim","files":["a"]}"#,
+            "unknown_operation",
+        ),
+        (r#"{"operation":"claim","files":[]}"#, "invalid_input"),
+        (
+            r#"{"operation":"start","task":"t","project":"p","priority":"P1","extra":1}"#,
+            "invalid_input",
+        ),
+        (
+            r#"{"operation":"release","all":true,"files":["a"]}"#,
+            "invalid_input",
+        ),
+        (
+            r#"{"operation":"done","outcome":"orphaned"}"#,
+            "invalid_input",
+        ),
+    ];
+    for (input, reason) in cases {
+        let r = env.exec(&["op", input]);
+        r.code(2);
+        assert_eq!(r.json()["reason"], reason, "{input}");
+    }
+    let r = env.exec_stdin(&["op"], "");
+    assert_eq!(r.code(2).json()["reason"], "invalid_input");
+    assert!(!env.home_file("status.json").exists() || env.state()["instances"] == json!([]));
+}
+
+// ---------------------------------------------------------------- errors and files
+
+#[test]
+fn json_errors_are_one_object_on_stdout_with_exit_1_or_2() {
+    let env = env_at(T0);
+    // exit 2: invalid input.
+    let r = env.exec(&["--json", "claim", "--instance", "web-abcdef", "a"]);
+    r.code(2);
+    assert_eq!(r.json()["status"], "error");
+    assert_eq!(r.json()["reason"], "unknown_instance");
+    assert!(!r.json()["message"].as_str().unwrap().is_empty());
+    assert!(
+        r.stderr.contains("error:"),
+        "the message also goes to stderr"
+    );
+    // exit 1: corrupt state.
+    env.write_home("status.json", r#"{"version":"9.9","updated_at":"x","instances":[],"global_claims":{},"drift_warnings":[]}"#);
+    let r = env.run(&["--json", "status"]);
+    r.code(1);
+    let v = r.json();
+    assert_eq!(keys(&v), ["message", "reason", "status"]);
+    assert_eq!(v["reason"], "corrupt_state");
+    assert!(v["message"].as_str().unwrap().contains("9.9"), "{v}");
+    // Without --json, nothing on stdout.
+    let r = env.run(&["status"]);
+    r.code(1);
+    assert!(r.stdout.is_empty(), "{r:?}");
+}
+
+#[test]
+fn usage_errors_with_json_are_json_too() {
+    let env = env_at(T0);
+    for args in [
+        &["--json", "start", "t"][..],
+        &["--json", "claim"],
+        &["--json", "frobnicate"],
+        &["--json", "start", "t", "--priority", "P7"],
+    ] {
+        let r = env.run(args);
+        r.code(2);
+        let v = r.json();
+        assert_schema(conductor::schema::Schema::Output, &v);
+        assert_eq!(v["status"], "error", "{args:?}");
+    }
+}
+
+#[test]
+fn the_home_is_private() {
+    let env = env_at(T0);
+    let (a, b) = two(&env);
+    env.exec(&["--json", "claim", "--instance", &a, "src/a.rs"])
+        .code(0);
+    env.exec(&["--json", "claim", "--instance", &b, "src/a.rs"])
+        .code(3);
+    env.exec(&["--json", "done", "--instance", &a]).code(0);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&env.home), 0o700);
+    for name in [
+        "status.json",
+        "history.jsonl",
+        "conflicts.log",
+        "status.lock",
+    ] {
+        assert_eq!(mode(&env.home_file(name)), 0o600, "{name}");
+    }
+    let r = env.exec(&["--json", "reset"]);
+    let backup = r.code(0).json()["backup"].as_str().unwrap().to_string();
+    assert_eq!(mode(Path::new(&backup)), 0o600, "backup");
+    assert_eq!(mode(&env.home_file("status.json")), 0o600, "after reset");
+}
+
+#[test]
+fn a_group_readable_home_is_tightened() {
+    let env = env_at(T0);
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::set_permissions(&env.home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    env.exec(&["--json", "status"]).code(0);
+    assert_eq!(
+        std::fs::metadata(&env.home).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+}
+
+#[test]
+fn home_flag_overrides_conductor_home() {
+    let env = env_at(T0);
+    let other = env.root.path().join("other-home");
+    let r = env.exec(&[
+        "--json",
+        "--home",
+        other.to_str().unwrap(),
+        "start",
+        "t",
+        "--priority",
+        "P1",
+    ]);
+    r.code(0);
+    assert!(other.join("status.json").exists());
+    assert!(!env.home_file("status.json").exists());
+}
