@@ -1818,3 +1818,63 @@ fn home_flag_overrides_conductor_home() {
     assert!(other.join("status.json").exists());
     assert!(!env.home_file("status.json").exists());
 }
+
+// ---------------------------------------------------------------- concurrency
+
+#[test]
+fn concurrent_claims_of_one_file_have_exactly_one_winner() {
+    let env = env_at(T0);
+    let ids: Vec<String> = (0..6)
+        .map(|i| env.start_in(&env.project, "proj", &format!("agent {i}"), "P1"))
+        .collect();
+    let children: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let mut c = env.cmd();
+            c.args(["--json", "claim", "--instance", id, "src/shared.rs"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            (id.clone(), c.spawn().unwrap())
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for (id, child) in children {
+        let o = child.wait_with_output().unwrap();
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_schema(conductor::schema::Schema::Output, &v);
+        match o.status.code() {
+            Some(0) => winners.push(id),
+            Some(3) => assert_eq!(v["conflicts"][0]["file"], env.abs("src/shared.rs")),
+            other => panic!("unexpected exit {other:?}: {v}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    check_home(&env.home);
+    assert_eq!(
+        env.state()["global_claims"],
+        json!({ env.abs("src/shared.rs"): winners[0] })
+    );
+    let conflicts = env
+        .log()
+        .iter()
+        .filter(|l| l.contains("| CONFLICT |"))
+        .count();
+    assert_eq!(conflicts, 5);
+    assert!(
+        env.log()
+            .iter()
+            .all(|l| l.contains(&format!("already held by {}", winners[0])))
+    );
+}
+
+#[test]
+fn op_cleanup_of_one_instance() {
+    let env = env_at(T0);
+    let (a, b) = two(&env);
+    let r = env.exec(&[
+        "op",
+        &json!({"operation": "cleanup", "instance_id": b}).to_string(),
+    ]);
+    assert_eq!(r.code(0).json()["orphaned"], json!([b]));
+    assert!(env.instance(&a).is_some());
+}
