@@ -143,7 +143,7 @@ fn resolve_with_paths(ctx: &Ctx, explicit: &Option<String>, paths: &[&[String]])
     let id = crate::protocol::ops::resolve_instance(&state, explicit_instance(explicit).as_deref(), &cwd)?;
     let inst = state.instance(&id).expect("just resolved");
     let base = runtime::claim_base(&cwd, Path::new(&inst.working_directory));
-    let mut norm = PathNormalizer::new(base);
+    let mut norm = PathNormalizer::new(base).with_floor(Path::new(&inst.working_directory));
     let mut out = Vec::new();
     for list in paths {
         out.push(list.iter().map(|p| norm.normalize(p)).collect::<Result<Vec<_>>>()?);
