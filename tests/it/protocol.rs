@@ -798,6 +798,30 @@ fn dotdot_escaping_the_base_is_refused() {
 }
 
 #[test]
+fn dotdot_from_a_subdirectory_may_climb_to_the_working_directory_but_not_above() {
+    let env = env_at(T0);
+    let id = env.start("t", "P1");
+    let sub = env.project.join("src");
+    let r = env.exec_in(
+        &sub,
+        &["--json", "claim", "--instance", &id, "../README.md"],
+    );
+    assert_eq!(r.code(0).json()["claimed"], json!([env.abs("README.md")]));
+    let r = env.exec_in(
+        &sub,
+        &["--json", "claim", "--instance", &id, "../../outside.rs"],
+    );
+    r.code(2);
+    assert_eq!(r.json()["reason"], "path_outside_project");
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains(env.project.to_str().unwrap())
+    );
+}
+
+#[test]
 fn two_projects_with_the_same_relative_path_never_collide() {
     let env = env_at(T0);
     let p2 = env.dir("proj2");
