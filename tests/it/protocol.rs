@@ -1406,6 +1406,29 @@ fn human_status_fits_80_columns_and_shows_files_relative_to_the_cwd() {
     );
 }
 
+#[test]
+fn control_characters_in_a_task_do_not_break_the_dashboard() {
+    let env = env_at(T0);
+    let id = env.start("line one\nline two \u{1b}[31mred", "P1");
+    let r = env.exec(&["status"]);
+    r.code(0);
+    assert!(
+        !r.stdout.contains('\u{1b}'),
+        "raw escape reaches the terminal:\n{}",
+        r.stdout
+    );
+    let line = r.stdout.lines().find(|l| l.starts_with(&id)).unwrap();
+    assert!(
+        line.contains("line one") && line.contains("line two"),
+        "task on one line: {line:?}"
+    );
+    // The JSON keeps the task as given.
+    assert_eq!(
+        env.exec(&["--json", "status"]).json()["instances"][0]["task"],
+        "line one\nline two \u{1b}[31mred"
+    );
+}
+
 // ---------------------------------------------------------------- conflicts, reset, history
 
 #[test]
