@@ -88,6 +88,7 @@ pub const MAX_PATH_LEN: usize = 4096;
 /// so 10,000 files in one directory cost one `realpath`.
 pub struct PathNormalizer {
     base: PathBuf,
+    floor: PathBuf,
     cache: HashMap<PathBuf, PathBuf>,
 }
 
@@ -95,9 +96,19 @@ impl PathNormalizer {
     /// Resolve relative paths against `base` (itself absolute).
     pub fn new(base: PathBuf) -> PathNormalizer {
         PathNormalizer {
+            floor: base.clone(),
             base,
             cache: HashMap::new(),
         }
+    }
+
+    /// Let relative `..` climb from `base` up to `floor` (an ancestor of `base`, like the
+    /// instance's working directory when `base` is a subdirectory of it), but not above it.
+    pub fn with_floor(mut self, floor: &Path) -> PathNormalizer {
+        if self.base.starts_with(floor) {
+            self.floor = floor.to_path_buf();
+        }
+        self
     }
 
     /// Normalize one path as typed by the user.
@@ -121,10 +132,10 @@ impl PathNormalizer {
         let lexical = if p.is_absolute() {
             collapse(p, Path::new("/")).expect("an absolute path cannot escape the root")
         } else {
-            collapse(p, &self.base).ok_or_else(|| {
+            collapse_within(p, &self.base, &self.floor).ok_or_else(|| {
                 Error::invalid(
                     "path_outside_project",
-                    format!("`{}` climbs out of {} with `..`; pass an absolute path to claim outside it", printable(input), self.base.display()),
+                    format!("`{}` climbs out of {} with `..`; pass an absolute path to claim outside it", printable(input), self.floor.display()),
                 )
             })?
         };
@@ -168,6 +179,11 @@ impl PathNormalizer {
 /// Join `p` to `base` and collapse `.` and `..` lexically. `None` if a relative `p` climbs
 /// above `base`.
 fn collapse(p: &Path, base: &Path) -> Option<PathBuf> {
+    collapse_within(p, base, base)
+}
+
+/// [`collapse`], letting a relative `p` climb from `base` up to `floor` (a prefix of `base`).
+fn collapse_within(p: &Path, base: &Path, floor: &Path) -> Option<PathBuf> {
     let mut out = if p.is_absolute() {
         PathBuf::from("/")
     } else {
@@ -176,7 +192,7 @@ fn collapse(p: &Path, base: &Path) -> Option<PathBuf> {
     let floor = if p.is_absolute() {
         1
     } else {
-        out.components().count()
+        floor.components().count()
     };
     for c in p.components() {
         match c {
@@ -234,6 +250,12 @@ mod tests {
             collapse(Path::new("/../../etc/x"), base).unwrap(),
             Path::new("/etc/x")
         );
+        let sub = Path::new("/w/app/src");
+        assert_eq!(
+            collapse_within(Path::new("../lib/x.rs"), sub, base).unwrap(),
+            Path::new("/w/app/lib/x.rs")
+        );
+        assert_eq!(collapse_within(Path::new("../../x"), sub, base), None);
     }
 
     #[test]

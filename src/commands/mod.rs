@@ -6,7 +6,6 @@ pub mod align;
 pub mod claim;
 pub mod cleanup;
 pub mod conflicts;
-pub mod doctor;
 pub mod done;
 pub mod heartbeat;
 pub mod history;
@@ -106,7 +105,6 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Reset(a)) => return reset::run(&ctx, a),
         Some(Command::History(a)) => return history::run(&ctx, a),
         Some(Command::Op(a)) => return op::run(&ctx, a),
-        Some(Command::Doctor(a)) => return doctor::run(&ctx, a),
     };
     validate_request(&request)?;
     let report = execute(&ctx, request)?;
@@ -172,7 +170,7 @@ fn resolve_with_paths(
         Some(c) => runtime::claim_base(c, wd),
         None => wd.to_path_buf(),
     };
-    let mut norm = PathNormalizer::new(base);
+    let mut norm = PathNormalizer::new(base).with_floor(wd);
     let mut out = Vec::new();
     for list in paths {
         out.push(

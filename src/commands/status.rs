@@ -30,6 +30,24 @@ pub struct StatusReport {
 const WIDTH: usize = 80;
 
 fn fit(s: &str, width: usize) -> String {
+    // Control characters (a newline or an escape sequence in a task) must not break the
+    // dashboard's lines or reach the terminal raw.
+    let escaped: String;
+    let s = if s.chars().any(char::is_control) {
+        escaped = s
+            .chars()
+            .flat_map(|c| {
+                if c.is_control() {
+                    c.escape_default().collect::<Vec<_>>()
+                } else {
+                    vec![c]
+                }
+            })
+            .collect();
+        escaped.as_str()
+    } else {
+        s
+    };
     if s.chars().count() <= width {
         s.to_string()
     } else {

@@ -2,4 +2,7 @@
 
 mod common;
 
+mod props;
+mod protocol;
+mod schemas;
 mod smoke;

@@ -196,3 +196,157 @@ pub fn wait_until(secs: f64, mut cond: impl FnMut() -> bool) -> bool {
     }
     cond()
 }
+
+// ---- Helpers added for the protocol / schema suites (existing helpers above are unchanged). ----
+
+/// Check every state file in the home against its schema: status.json (Status, plus the claims
+/// consistency rule), each history.jsonl line (HistoryEntry), and that conflicts.log lines have
+/// the `<RFC3339> | KIND | text` layout.
+#[track_caller]
+pub fn check_home(home: &Path) {
+    use conductor::schema::Schema;
+    if let Ok(text) = std::fs::read_to_string(home.join("status.json")) {
+        let v: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("status.json does not parse ({e}):\n{text}"));
+        assert_schema(Schema::Status, &v);
+        let st: conductor::protocol::State =
+            serde_json::from_value(v).expect("status.json deserializes");
+        if let Err(e) = conductor::store::check_consistency(&st) {
+            panic!("status.json breaks the claims consistency rule: {e}");
+        }
+    }
+    for line in read_lines(&home.join("history.jsonl")) {
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("history line does not parse ({e}): {line}"));
+        assert_schema(Schema::HistoryEntry, &v);
+    }
+    for line in read_lines(&home.join("conflicts.log")) {
+        let parts: Vec<&str> = line.splitn(3, " | ").collect();
+        assert_eq!(
+            parts.len(),
+            3,
+            "conflicts.log line is not `<time> | KIND | text`: {line}"
+        );
+        assert!(
+            conductor::time::Timestamp::parse(parts[0]).is_some(),
+            "bad timestamp in conflicts.log line: {line}"
+        );
+        assert!(
+            ["CONFLICT", "RESOLVED", "FORCE", "RELEASE"].contains(&parts[1]),
+            "bad kind in conflicts.log line: {line}"
+        );
+    }
+}
+
+/// The lines of a text file (empty if it does not exist).
+pub fn read_lines(path: &Path) -> Vec<String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => t.lines().map(str::to_string).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+impl TestEnv {
+    /// Run, then check the home's files against their schemas and, when the output is JSON
+    /// (`--json` or `op`), check stdout against the Output schema.
+    #[track_caller]
+    pub fn exec(&self, args: &[&str]) -> Run {
+        let r = self.run(args);
+        self.checked(args, r)
+    }
+
+    /// [`TestEnv::exec`] with extra environment variables.
+    #[track_caller]
+    pub fn exec_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let r = self.run_env(args, env);
+        self.checked(args, r)
+    }
+
+    /// [`TestEnv::exec`] in another directory.
+    #[track_caller]
+    pub fn exec_in(&self, dir: &Path, args: &[&str]) -> Run {
+        let r = self.run_in(dir, args);
+        self.checked(args, r)
+    }
+
+    /// [`TestEnv::exec`] with stdin.
+    #[track_caller]
+    pub fn exec_stdin(&self, args: &[&str], input: &str) -> Run {
+        let r = self.run_stdin(args, input);
+        self.checked(args, r)
+    }
+
+    #[track_caller]
+    fn checked(&self, args: &[&str], r: Run) -> Run {
+        check_home(&self.home);
+        if args.contains(&"--json") || args.contains(&"op") {
+            let v = r.json();
+            assert_schema(conductor::schema::Schema::Output, &v);
+            if v["status"] == "error" {
+                let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+                assert_eq!(
+                    keys,
+                    ["status", "reason", "message"],
+                    "error object has exactly these keys: {v}"
+                );
+                assert!(r.code == 1 || r.code == 2, "an error exits 1 or 2:\n{r:#?}");
+            }
+        }
+        r
+    }
+
+    /// `start` in `dir` (via `--dir`) with a project name; returns the id.
+    #[track_caller]
+    pub fn start_in(&self, dir: &Path, project: &str, task: &str, priority: &str) -> String {
+        let d = dir.to_str().unwrap();
+        let r = self.exec(&[
+            "--json",
+            "start",
+            task,
+            "--project",
+            project,
+            "--priority",
+            priority,
+            "--dir",
+            d,
+        ]);
+        r.code(0);
+        r.json()["instance_id"].as_str().unwrap().to_string()
+    }
+
+    /// A new directory under the temp root (symlinks resolved), created.
+    pub fn dir(&self, rel: &str) -> PathBuf {
+        let p = std::fs::canonicalize(self.root.path()).unwrap().join(rel);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    /// Write a file in the home (creating the home).
+    pub fn write_home(&self, name: &str, contents: &str) {
+        std::fs::create_dir_all(&self.home).unwrap();
+        std::fs::write(self.home_file(name), contents).unwrap();
+    }
+
+    /// The history.jsonl lines, parsed.
+    pub fn history(&self) -> Vec<Value> {
+        read_lines(&self.home_file("history.jsonl"))
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The conflicts.log lines.
+    pub fn log(&self) -> Vec<String> {
+        read_lines(&self.home_file("conflicts.log"))
+    }
+
+    /// The instance object with this id in status.json.
+    pub fn instance(&self, id: &str) -> Option<Value> {
+        self.state()["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["id"] == id)
+            .cloned()
+    }
+}

@@ -1,0 +1,464 @@
+//! The checked-in schemas against the fixtures and against the Rust types.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use conductor::protocol::ops::{Conflict, LiveConflict, Summary};
+use conductor::protocol::*;
+use conductor::schema::{self, Schema};
+use conductor::time::Timestamp;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+fn manifest() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixtures().join("manifest.json")).unwrap())
+        .unwrap()
+}
+
+/// The schema for a fixture file name, by the manifest's prefix rule (longest prefix first,
+/// after an optional `spec-`, followed by `-` or `.`).
+fn schema_for(name: &str) -> Schema {
+    let m = manifest();
+    let stem = name.strip_prefix("spec-").unwrap_or(name);
+    let mut prefixes: Vec<(&String, &Value)> =
+        m["schema_for_prefix"].as_object().unwrap().iter().collect();
+    prefixes.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+    let file = prefixes
+        .iter()
+        .find(|(p, _)| stem.starts_with(&format!("{p}-")) || stem.starts_with(&format!("{p}.")))
+        .unwrap_or_else(|| panic!("no manifest prefix for fixture {name}"))
+        .1
+        .as_str()
+        .unwrap();
+    if name.ends_with(".jsonl") {
+        return Schema::HistoryEntry;
+    }
+    [
+        Schema::Status,
+        Schema::HistoryEntry,
+        Schema::Sprint,
+        Schema::Config,
+        Schema::ProjectConfig,
+        Schema::OpInput,
+        Schema::Output,
+    ]
+    .into_iter()
+    .find(|s| s.file() == file)
+    .unwrap_or_else(|| panic!("manifest names unknown schema {file}"))
+}
+
+/// Fixture files (`.json`, `.jsonl`) in a directory, sorted.
+fn files(dir: &str) -> Vec<(String, PathBuf)> {
+    let mut v: Vec<(String, PathBuf)> = std::fs::read_dir(fixtures().join(dir))
+        .unwrap()
+        .flatten()
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .filter(|(n, _)| n.ends_with(".json") || n.ends_with(".jsonl"))
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "fixtures/{dir} has fixtures");
+    v
+}
+
+/// Every document in a fixture file: the whole file, or each line of a `.jsonl`.
+fn documents(name: &str, path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    if name.ends_with(".jsonl") {
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    } else {
+        vec![serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name} is not JSON: {e}"))]
+    }
+}
+
+/// Ok if every document validates; Err with the first failure.
+fn check(name: &str, path: &Path) -> Result<(), String> {
+    let s = schema_for(name);
+    for d in documents(name, path) {
+        schema::validate(s, &d)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn valid_fixtures_validate() {
+    let mut failures = Vec::new();
+    for (name, path) in files("valid") {
+        if let Err(e) = check(&name, &path) {
+            failures.push(format!("{name}: {e}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "valid fixtures rejected:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn valid_status_fixtures_are_consistent_and_round_trip() {
+    for (name, path) in files("valid")
+        .into_iter()
+        .filter(|(n, _)| schema_for(n) == Schema::Status)
+    {
+        let v = &documents(&name, &path)[0];
+        let st: State = serde_json::from_value(v.clone())
+            .unwrap_or_else(|e| panic!("{name} does not deserialize: {e}"));
+        conductor::store::check_consistency(&st)
+            .unwrap_or_else(|e| panic!("{name} is inconsistent: {e}"));
+        let back = serde_json::to_value(&st).unwrap();
+        assert_eq!(&back, v, "{name} does not round-trip through State");
+    }
+}
+
+#[test]
+fn invalid_fixtures_fail() {
+    let accepted: Vec<String> = files("invalid")
+        .into_iter()
+        .filter(|(n, p)| check(n, p).is_ok())
+        .map(|(n, _)| n)
+        .collect();
+    assert!(
+        accepted.is_empty(),
+        "invalid fixtures accepted by their schema: {accepted:?}"
+    );
+}
+
+#[test]
+fn inconsistent_fixtures_validate_but_fail_the_consistency_check() {
+    for (name, path) in files("inconsistent") {
+        check(&name, &path).unwrap_or_else(|e| panic!("{name} should pass its schema: {e}"));
+        let st: State = serde_json::from_value(documents(&name, &path).remove(0)).unwrap();
+        assert!(
+            conductor::store::check_consistency(&st).is_err(),
+            "{name} passes check_consistency"
+        );
+    }
+}
+
+#[test]
+fn the_store_refuses_inconsistent_states() {
+    for (name, path) in files("inconsistent") {
+        let bytes = std::fs::read(&path).unwrap();
+        let err = conductor::store::decode_state(&path, &bytes).expect_err(&name);
+        assert_eq!(err.reason(), "corrupt_state", "{name}");
+    }
+}
+
+#[test]
+fn spec_fixtures_as_the_manifest_says() {
+    let m = manifest();
+    let expected_invalid: BTreeSet<&str> = m["spec_expected_invalid"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    // The spec's files have no `spec-` prefix for status/history; the prefix rule still applies.
+    for (name, path) in files("spec") {
+        let r = check(&name, &path);
+        if expected_invalid.contains(name.as_str()) {
+            assert!(
+                r.is_err(),
+                "spec/{name} is listed as failing our schemas but validates"
+            );
+        } else {
+            r.unwrap_or_else(|e| panic!("spec/{name} should validate: {e}"));
+        }
+    }
+    for (spec, twin) in m["spec_corrected_twins"].as_object().unwrap() {
+        assert!(
+            expected_invalid.contains(spec.as_str()),
+            "twin listed for {spec}, which is not expected invalid"
+        );
+        let path = fixtures().join(twin.as_str().unwrap());
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        check(&name, &path)
+            .unwrap_or_else(|e| panic!("corrected twin {twin} should validate: {e}"));
+    }
+}
+
+#[test]
+fn the_spec_history_example_fails_only_on_its_non_hex_id() {
+    let path = fixtures().join("spec/history.jsonl");
+    let docs = documents("history.jsonl", &path);
+    assert_eq!(docs.len(), 2);
+    schema::validate(Schema::HistoryEntry, &docs[0]).expect("line 1 validates");
+    let e = schema::validate(Schema::HistoryEntry, &docs[1]).expect_err("line 2 fails");
+    assert!(e.contains("/id"), "fails at the id: {e}");
+}
+
+// ---- the schemas and the Rust types stay in step ----
+
+fn schema_doc(file: &str) -> Value {
+    let text = schema::FILES.iter().find(|(n, _)| *n == file).unwrap().1;
+    serde_json::from_str(text).unwrap()
+}
+
+/// `(properties, required)` of a schema object.
+fn shape(def: &Value) -> (BTreeSet<String>, BTreeSet<String>) {
+    let props = def["properties"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no properties in {def}"))
+        .keys()
+        .cloned()
+        .collect();
+    let req = def["required"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default();
+    (props, req)
+}
+
+fn keys(v: &impl Serialize) -> BTreeSet<String> {
+    serde_json::to_value(v)
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect()
+}
+
+/// `maximal` sets every optional field, `minimal` none: their keys must be the schema's
+/// `properties` and `required`.
+#[track_caller]
+fn in_step(what: &str, def: &Value, maximal: &impl Serialize, minimal: &impl Serialize) {
+    let (props, req) = shape(def);
+    assert_eq!(
+        keys(maximal),
+        props,
+        "{what}: serialized keys (every field set) vs schema properties"
+    );
+    assert_eq!(
+        keys(minimal),
+        req,
+        "{what}: serialized keys (optional fields unset) vs schema required"
+    );
+}
+
+fn ts(s: &str) -> Timestamp {
+    Timestamp::parse(s).unwrap()
+}
+
+fn instance(max: bool) -> Instance {
+    Instance {
+        id: "itm-a1b2c3".into(),
+        source: Source::Itm,
+        project: "p".into(),
+        task: "t".into(),
+        priority: Priority::P2,
+        files_claimed: if max { vec!["/p/a".into()] } else { vec![] },
+        started_at: ts("2026-01-17T09:00:00Z"),
+        last_heartbeat: ts("2026-01-17T09:10:00Z"),
+        working_directory: "/p".into(),
+        override_reason: max.then(|| "why".into()),
+        pid: max.then_some(42),
+        host: max.then(|| "h".into()),
+        session_id: max.then(|| "s".into()),
+        pending_conflicts: if max {
+            vec![PendingConflict {
+                file: "/p/b".into(),
+                held_by: "cur-000001".into(),
+                since: ts("2026-01-17T09:05:00Z"),
+            }]
+        } else {
+            vec![]
+        },
+    }
+}
+
+#[test]
+fn rust_types_and_schemas_have_the_same_fields() {
+    let defs = schema_doc("defs.schema.json")["$defs"].clone();
+    let t = ts("2026-01-17T10:00:00Z");
+
+    let max_state = State {
+        version: STATE_VERSION.into(),
+        updated_at: t,
+        instances: vec![instance(true)],
+        global_claims: BTreeMap::from([("/p/a".to_string(), "itm-a1b2c3".to_string())]),
+        drift_warnings: vec![],
+    };
+    // Every State field is required.
+    in_step(
+        "State",
+        &schema_doc("status.schema.json"),
+        &max_state,
+        &State::empty(t),
+    );
+    in_step(
+        "Instance",
+        &defs["instance"],
+        &instance(true),
+        &instance(false),
+    );
+
+    let dw = |max: bool| DriftWarning {
+        instance_id: "itm-a1b2c3".into(),
+        reason: "r".into(),
+        acknowledged: max,
+        acknowledged_at: max.then_some(t),
+    };
+    in_step(
+        "DriftWarning",
+        &defs["drift_warning"],
+        &dw(true),
+        &dw(false),
+    );
+
+    let pc = PendingConflict {
+        file: "/p/b".into(),
+        held_by: "cur-000001".into(),
+        since: t,
+    };
+    in_step("PendingConflict", &defs["pending_conflict"], &pc, &pc);
+
+    let he = |max: bool| HistoryEntry {
+        id: "itm-a1b2c3".into(),
+        project: "p".into(),
+        task: "t".into(),
+        priority: Priority::P1,
+        started_at: t,
+        completed_at: t,
+        outcome: Outcome::Success,
+        duration_minutes: max.then_some(3),
+        files_modified: max.then(|| vec!["/p/a".into()]),
+        notes: max.then(|| "n".into()),
+    };
+    in_step(
+        "HistoryEntry",
+        &defs["history_entry"],
+        &he(true),
+        &he(false),
+    );
+
+    let sp = |max: bool| Sprint {
+        sprint_name: "s".into(),
+        focus: Priority::P1,
+        start_date: max.then(|| "2026-01-12".into()),
+        end_date: max.then(|| "2026-01-18".into()),
+        priorities: max.then(|| vec!["x".into()]),
+        explicitly_deferred: max.then(|| vec!["y".into()]),
+    };
+    in_step(
+        "Sprint",
+        &schema_doc("sprint.schema.json"),
+        &sp(true),
+        &sp(false),
+    );
+
+    let cfg = Config {
+        north_stars_path: Some("~/ns.md".into()),
+        default_max_age_minutes: Some(60),
+    };
+    in_step(
+        "Config",
+        &schema_doc("config.schema.json"),
+        &cfg,
+        &Config::default(),
+    );
+
+    let pcfg = ProjectConfig {
+        priority_source: Some("plans/prd.json".into()),
+        priority_field: Some("tasks[].priority".into()),
+        task: Some("t".into()),
+    };
+    in_step(
+        "ProjectConfig",
+        &schema_doc("project-config.schema.json"),
+        &pcfg,
+        &ProjectConfig::default(),
+    );
+
+    // Output pieces built from Rust types.
+    let c = Conflict {
+        file: "/p/a".into(),
+        held_by: "cur-000001".into(),
+        holder_task: "t".into(),
+        holder_started: t,
+        holder_alive: true,
+        holder_last_heartbeat: t,
+    };
+    let (props, _) = shape(&defs["conflict"]);
+    assert_eq!(keys(&c), props, "ops::Conflict vs $defs/conflict");
+    let lc = LiveConflict {
+        file: "/p/a".into(),
+        requested_by: "itm-a1b2c3".into(),
+        held_by: "cur-000001".into(),
+        holder_task: "t".into(),
+        since: t,
+    };
+    in_step("LiveConflict", &defs["live_conflict"], &lc, &lc);
+    let sm = Summary {
+        active_count: 1,
+        total_files_claimed: 2,
+        oldest_instance_age_minutes: 3,
+    };
+    let out = schema_doc("output.schema.json");
+    in_step(
+        "Summary",
+        &out["$defs"]["status"]["properties"]["summary"],
+        &sm,
+        &sm,
+    );
+
+    // And the maximal values are valid documents.
+    schema::validate(Schema::Status, &serde_json::to_value(&max_state).unwrap()).unwrap();
+    schema::validate(
+        Schema::HistoryEntry,
+        &serde_json::to_value(he(true)).unwrap(),
+    )
+    .unwrap();
+    schema::validate(Schema::Sprint, &serde_json::to_value(sp(true)).unwrap()).unwrap();
+    schema::validate(Schema::Config, &serde_json::to_value(&cfg).unwrap()).unwrap();
+    schema::validate(Schema::ProjectConfig, &serde_json::to_value(&pcfg).unwrap()).unwrap();
+    let mut with_dw = max_state.clone();
+    with_dw.drift_warnings.push(dw(true));
+    schema::validate(Schema::Status, &serde_json::to_value(&with_dw).unwrap()).unwrap();
+}
+
+#[test]
+fn every_operation_in_the_schema_is_a_request_variant() {
+    // `conductor op` dispatches on the schema's $defs; each must deserialize as a Request.
+    let minimal = |op: &str| -> Value {
+        match op {
+            "start" => json!({"operation": "start", "task": "t", "project": "p", "priority": "P1"}),
+            "claim" => json!({"operation": "claim", "files": ["a"]}),
+            "release" => json!({"operation": "release", "all": true}),
+            "align" => json!({"operation": "align", "task": "t", "priority": "P2"}),
+            other => json!({ "operation": other }),
+        }
+    };
+    let ops = schema::operations();
+    assert_eq!(
+        ops.iter().map(String::as_str).collect::<BTreeSet<_>>(),
+        BTreeSet::from([
+            "start",
+            "claim",
+            "release",
+            "done",
+            "heartbeat",
+            "cleanup",
+            "status",
+            "align"
+        ])
+    );
+    for op in &ops {
+        let v = minimal(op);
+        schema::validate(Schema::OpInput, &v).unwrap_or_else(|e| panic!("{op}: {e}"));
+        conductor::commands::op::parse(&v.to_string()).unwrap_or_else(|e| panic!("{op}: {e}"));
+    }
+}
+
+#[test]
+fn clap_definition_is_consistent() {
+    use clap::CommandFactory;
+    conductor::cli::Cli::command().debug_assert();
+}
