@@ -6,6 +6,7 @@ pub mod align;
 pub mod claim;
 pub mod cleanup;
 pub mod conflicts;
+pub mod doctor;
 pub mod done;
 pub mod heartbeat;
 pub mod history;
@@ -105,6 +106,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Reset(a)) => return reset::run(&ctx, a),
         Some(Command::History(a)) => return history::run(&ctx, a),
         Some(Command::Op(a)) => return op::run(&ctx, a),
+        Some(Command::Doctor(a)) => return doctor::run(&ctx, a),
     };
     validate_request(&request)?;
     let report = execute(&ctx, request)?;
