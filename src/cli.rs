@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{align, claim, cleanup, conflicts, done, heartbeat, history, op, release, reset, start, status};
+use crate::commands::{
+    align, claim, cleanup, completions, conflicts, done, heartbeat, history, hook, integrate, man,
+    op, prompt, release, reset, shell_init, start, status,
+};
 
 /// Exit codes, shown at the end of `--help`.
 pub const EXIT_CODES_HELP: &str = "\
@@ -53,7 +56,9 @@ pub struct GlobalArgs {
 fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(v),
-        _ => Err(format!("`{s}` is not a number of seconds between 0 and 86400")),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds between 0 and 86400"
+        )),
     }
 }
 
@@ -93,6 +98,18 @@ pub enum Command {
     History(history::HistoryArgs),
     /// Run one protocol operation given as JSON, like {"operation":"claim",...}.
     Op(op::OpArgs),
+    /// Run as an agent hook (Claude Code): register sessions, block edits of held files.
+    Hook(hook::HookArgs),
+    /// Install the Claude Code command and hooks into .claude/ (project) or ~/.claude/ (user).
+    Integrate(integrate::IntegrateArgs),
+    /// Print shell functions: `start` exports CONDUCTOR_INSTANCE_ID, `done` unsets it, plus a prompt segment.
+    ShellInit(shell_init::ShellInitArgs),
+    /// Print a prompt segment like `[itm-a1b2c3 · 3 claimed]` for CONDUCTOR_INSTANCE_ID (no locking).
+    Prompt(prompt::PromptArgs),
+    /// Print a shell completion script generated from the command definitions.
+    Completions(completions::CompletionsArgs),
+    /// Print the man page (roff) generated from the command definitions.
+    Man(man::ManArgs),
 }
 
 impl Cli {

@@ -83,7 +83,8 @@ pub fn is_alive(inst: &Instance, now: Timestamp, max_age: u64, live: &dyn Livene
 }
 
 fn require<'a>(st: &'a mut State, id: &str) -> Result<&'a mut Instance> {
-    st.instance_mut(id).ok_or_else(|| Error::UnknownInstance(id.to_string()))
+    st.instance_mut(id)
+        .ok_or_else(|| Error::UnknownInstance(id.to_string()))
 }
 
 /// What `start` registers.
@@ -188,15 +189,26 @@ pub fn claim(
         if !seen.insert(file.as_str()) {
             continue;
         }
-        let holder = st.global_claims.get(file).cloned().filter(|h| st.instance(h).is_some());
+        let holder = st
+            .global_claims
+            .get(file)
+            .cloned()
+            .filter(|h| st.instance(h).is_some());
         match holder {
             Some(h) if h == id => out.claimed.push(file.clone()),
             Some(h) => {
                 if let Some(why) = force {
                     let prev = st.instance_mut(&h).expect("holder is live");
                     prev.files_claimed.retain(|f| f != file);
-                    log(fx, LogKind::Force, format!("{id} took {file} from {h}: {why}"));
-                    out.forced.push(Forced { file: file.clone(), from: h.clone() });
+                    log(
+                        fx,
+                        LogKind::Force,
+                        format!("{id} took {file} from {h}: {why}"),
+                    );
+                    out.forced.push(Forced {
+                        file: file.clone(),
+                        from: h.clone(),
+                    });
                     grant(st, id, file, None, fx);
                     out.claimed.push(file.clone());
                 } else {
@@ -209,11 +221,19 @@ pub fn claim(
                         holder_alive: is_alive(holder, now, DEFAULT_MAX_AGE_MINUTES, live),
                         holder_last_heartbeat: holder.last_heartbeat,
                     });
-                    log(fx, LogKind::Conflict, format!("{id} tried to claim {file} already held by {h}"));
+                    log(
+                        fx,
+                        LogKind::Conflict,
+                        format!("{id} tried to claim {file} already held by {h}"),
+                    );
                     let me = st.instance_mut(id).expect("checked above");
                     match me.pending_conflicts.iter_mut().find(|p| &p.file == file) {
                         Some(p) => p.held_by = h,
-                        None => me.pending_conflicts.push(PendingConflict { file: file.clone(), held_by: h, since: now }),
+                        None => me.pending_conflicts.push(PendingConflict {
+                            file: file.clone(),
+                            held_by: h,
+                            since: now,
+                        }),
                     }
                 }
             }
@@ -237,7 +257,11 @@ fn grant(st: &mut State, id: &str, file: &str, log_resolution: Option<()>, fx: &
     if let Some(pos) = me.pending_conflicts.iter().position(|p| p.file == file) {
         let p = me.pending_conflicts.remove(pos);
         if log_resolution.is_some() {
-            log(fx, LogKind::Resolved, format!("{} released {file}, {id} claimed it", p.held_by));
+            log(
+                fx,
+                LogKind::Resolved,
+                format!("{} released {file}, {id} claimed it", p.held_by),
+            );
         }
     }
 }
@@ -266,7 +290,10 @@ pub fn release(
         Which::All => me.files_claimed.clone(),
         Which::Files(f) => {
             let mut seen = BTreeSet::new();
-            f.iter().filter(|x| seen.insert(x.as_str())).cloned().collect()
+            f.iter()
+                .filter(|x| seen.insert(x.as_str()))
+                .cloned()
+                .collect()
         }
     };
     let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
@@ -280,18 +307,27 @@ pub fn release(
             }
             Some(h) if force => {
                 drop_claim(st, &h, &file);
-                log(fx, LogKind::Release, format!("{id} force-released {file} held by {h}{why}"));
+                log(
+                    fx,
+                    LogKind::Release,
+                    format!("{id} force-released {file} held by {h}{why}"),
+                );
                 released.push(file);
             }
             Some(h) => {
                 return Err(Error::invalid(
                     "not_held",
-                    format!("{id} does not hold {file} (held by {h}); use --force to release it anyway"),
+                    format!(
+                        "{id} does not hold {file} (held by {h}); use --force to release it anyway"
+                    ),
                 ));
             }
             None if force => {}
             None => {
-                return Err(Error::invalid("not_held", format!("{id} does not hold {file} (nobody does)")));
+                return Err(Error::invalid(
+                    "not_held",
+                    format!("{id} does not hold {file} (nobody does)"),
+                ));
             }
         }
     }
@@ -316,13 +352,21 @@ fn retire(
     now: Timestamp,
     fx: &mut Vec<Effect>,
 ) -> Result<(Instance, Vec<String>)> {
-    let pos = st.instances.iter().position(|i| i.id == id).ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
+    let pos = st
+        .instances
+        .iter()
+        .position(|i| i.id == id)
+        .ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
     let inst = st.instances.remove(pos);
     let mut released = Vec::new();
     for f in &inst.files_claimed {
         if st.global_claims.get(f).map(String::as_str) == Some(id) {
             st.global_claims.remove(f);
-            log(fx, LogKind::Release, format!("{id} released {f} ({})", outcome.as_str()));
+            log(
+                fx,
+                LogKind::Release,
+                format!("{id} released {f} ({})", outcome.as_str()),
+            );
             released.push(f.clone());
         }
     }
@@ -356,7 +400,10 @@ pub fn done(
     fx: &mut Vec<Effect>,
 ) -> Result<Vec<String>> {
     if outcome == Outcome::Orphaned {
-        return Err(Error::invalid("invalid_outcome", "outcome `orphaned` is recorded by cleanup, not by done"));
+        return Err(Error::invalid(
+            "invalid_outcome",
+            "outcome `orphaned` is recorded by cleanup, not by done",
+        ));
     }
     Ok(retire(st, id, outcome, files_modified, notes, now, fx)?.1)
 }
@@ -391,8 +438,13 @@ pub fn cleanup(
 ) -> Result<Vec<Orphan>> {
     let targets: Vec<Orphan> = match only {
         Some(id) => {
-            let inst = st.instance(id).ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
-            vec![Orphan { id: inst.id.clone(), why: "cleaned up by request".into() }]
+            let inst = st
+                .instance(id)
+                .ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
+            vec![Orphan {
+                id: inst.id.clone(),
+                why: "cleaned up by request".into(),
+            }]
         }
         None => st
             .instances
@@ -400,11 +452,18 @@ pub fn cleanup(
             .filter_map(|i| {
                 let age = i.last_heartbeat.minutes_until(now);
                 if age >= max_age {
-                    Some(Orphan { id: i.id.clone(), why: format!("no heartbeat for {age} minutes") })
+                    Some(Orphan {
+                        id: i.id.clone(),
+                        why: format!("no heartbeat for {age} minutes"),
+                    })
                 } else if live.process_gone(i) {
                     Some(Orphan {
                         id: i.id.clone(),
-                        why: format!("process {} on {} is gone", i.pid.unwrap_or(0), i.host.as_deref().unwrap_or("?")),
+                        why: format!(
+                            "process {} on {} is gone",
+                            i.pid.unwrap_or(0),
+                            i.host.as_deref().unwrap_or("?")
+                        ),
                     })
                 } else {
                     None
@@ -413,7 +472,15 @@ pub fn cleanup(
             .collect(),
     };
     for o in &targets {
-        retire(st, &o.id, Outcome::Orphaned, None, Some(o.why.clone()), now, fx)?;
+        retire(
+            st,
+            &o.id,
+            Outcome::Orphaned,
+            None,
+            Some(o.why.clone()),
+            now,
+            fx,
+        )?;
     }
     Ok(targets)
 }
@@ -441,7 +508,9 @@ pub fn live_conflicts(st: &State) -> Vec<LiveConflict> {
     let mut out = Vec::new();
     for inst in &st.instances {
         for p in &inst.pending_conflicts {
-            let Some(holder) = st.global_claims.get(&p.file) else { continue };
+            let Some(holder) = st.global_claims.get(&p.file) else {
+                continue;
+            };
             if holder == &inst.id {
                 continue;
             }
@@ -464,7 +533,12 @@ pub fn summary(st: &State, now: Timestamp) -> Summary {
     Summary {
         active_count: st.instances.len(),
         total_files_claimed: st.global_claims.len(),
-        oldest_instance_age_minutes: st.instances.iter().map(|i| i.started_at.minutes_until(now)).max().unwrap_or(0),
+        oldest_instance_age_minutes: st
+            .instances
+            .iter()
+            .map(|i| i.started_at.minutes_until(now))
+            .max()
+            .unwrap_or(0),
     }
 }
 
@@ -475,19 +549,37 @@ pub fn resolve_instance(st: &State, explicit: Option<&str>, cwd: &Path) -> Resul
         if !is_valid_instance_id(id) {
             return Err(Error::invalid(
                 "invalid_instance_id",
-                format!("`{}` is not an instance id (expected {{itm|cur|vsc|web|cow}}-{{6 hex digits}}, like itm-a1b2c3)", printable(id)),
+                format!(
+                    "`{}` is not an instance id (expected {{itm|cur|vsc|web|cow}}-{{6 hex digits}}, like itm-a1b2c3)",
+                    printable(id)
+                ),
             ));
         }
-        return st.instance(id).map(|i| i.id.clone()).ok_or_else(|| Error::UnknownInstance(id.to_string()));
+        return st
+            .instance(id)
+            .map(|i| i.id.clone())
+            .ok_or_else(|| Error::UnknownInstance(id.to_string()));
     }
-    let matching: Vec<&Instance> =
-        st.instances.iter().filter(|i| cwd.starts_with(Path::new(&i.working_directory))).collect();
-    let list = |v: &[&Instance]| v.iter().map(|i| format!("{} ({})", i.id, i.task)).collect::<Vec<_>>().join(", ");
+    let matching: Vec<&Instance> = st
+        .instances
+        .iter()
+        .filter(|i| cwd.starts_with(Path::new(&i.working_directory)))
+        .collect();
+    let list = |v: &[&Instance]| {
+        v.iter()
+            .map(|i| format!("{} ({})", i.id, i.task))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     match matching.as_slice() {
         [one] => Ok(one.id.clone()),
         [] => {
             let all: Vec<&Instance> = st.instances.iter().collect();
-            let live = if all.is_empty() { "there are no live instances".to_string() } else { format!("live: {}", list(&all)) };
+            let live = if all.is_empty() {
+                "there are no live instances".to_string()
+            } else {
+                format!("live: {}", list(&all))
+            };
             Err(Error::AmbiguousInstance {
                 message: format!(
                     "no live instance works in {}; pass --instance ID or set CONDUCTOR_INSTANCE_ID ({live})",

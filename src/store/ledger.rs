@@ -17,7 +17,13 @@ pub fn append(path: &Path, lines: &[String]) -> Result<()> {
     if lines.is_empty() {
         return Ok(());
     }
-    let mut f = OpenOptions::new().read(true).append(true).create(true).mode(0o600).open(path).ctx("open", path)?;
+    let mut f = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .ctx("open", path)?;
     repair_torn_tail(&mut f).ctx("repair the torn last line of", path)?;
     let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
     for l in lines {
@@ -85,7 +91,14 @@ pub fn for_each_line(path: &Path, mut f: impl FnMut(usize, Line) -> Result<bool>
             buf.pop();
         }
         let text = String::from_utf8_lossy(&buf).into_owned();
-        let keep_going = f(n, if torn { Line::Torn(text) } else { Line::Complete(text) })?;
+        let keep_going = f(
+            n,
+            if torn {
+                Line::Torn(text)
+            } else {
+                Line::Complete(text)
+            },
+        )?;
         if !keep_going {
             return Ok(());
         }
