@@ -2,4 +2,6 @@
 
 mod common;
 
+mod hooks;
+mod shell;
 mod smoke;
