@@ -3,7 +3,8 @@
 //! agent), exit 2 with a one-line reason on stderr to block an edit. Any failure of conductor
 //! itself allows the edit and prints a warning: the hook never blocks because of its own bug.
 //!
-//! Speed: PreToolUse reads `config.json` and `status.json` without the lock and decides; only an
+//! Speed: PreToolUse reads `config.json` and `status.json` without the lock (and without schema
+//! validation, see [`Store::read_unvalidated`]) and decides; only an
 //! auto-claim of a free file (or a heartbeat older than five minutes) takes the lock.
 
 use std::io::{Read, Write};
@@ -234,7 +235,7 @@ fn pre_tool_use(global: &GlobalArgs, p: &Payload) -> Result<Answer> {
     let file = PathNormalizer::new(dir.clone()).normalize(raw)?;
     let live = ProcessTable::new();
     // Lock-free first: most edits are of files the session already holds, or are blocked.
-    let state = store.read(now)?;
+    let state = store.read_unvalidated(now)?;
     let me = hooks::session_instance(&state, &p.session_id);
     match hooks::decide(&state, me, &file, enforce, now, &live) {
         Decision::Allow => {
@@ -290,7 +291,7 @@ fn session_end(global: &GlobalArgs, p: &Payload) -> Result<Answer> {
     require_session(p)?;
     let store = open_store(global)?;
     let now = Timestamp::now();
-    if hooks::session_instance(&store.read(now)?, &p.session_id).is_none() {
+    if hooks::session_instance(&store.read_unvalidated(now)?, &p.session_id).is_none() {
         return Ok(Answer::allow()); // already done, or never registered
     }
     let why = p
