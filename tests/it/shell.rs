@@ -236,3 +236,58 @@ fn prompt_segment_is_quiet_without_an_instance() {
     r.code(0);
     assert_eq!(r.stdout, "");
 }
+
+/// The first ```sh block after a README heading.
+fn readme_block(heading: &str) -> String {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme
+        .split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("README has {heading}"));
+    section
+        .split("```sh\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn readme_shell_section_runs() {
+    let env = TestEnv::new();
+    let r = bash(
+        &env,
+        &format!("set -e\n{}", readme_block("## Use it from your shell")),
+    );
+    r.code(0);
+    assert!(
+        r.stdout.contains("Registered as web-") && r.stdout.contains(" · 2 claimed]"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("Task complete"), "{r:?}");
+}
+
+#[test]
+fn readme_claude_section_runs() {
+    let env = TestEnv::new();
+    let r = bash(
+        &env,
+        &format!("set -e\n{}", readme_block("## Use it from Claude Code")),
+    );
+    r.code(0);
+    assert!(
+        r.stdout.contains("installed the /conductor command"),
+        "{r:?}"
+    );
+    assert!(
+        env.root.path().join(".claude/settings.json").exists(),
+        "--user installed into HOME"
+    );
+    assert!(
+        !env.project.join(".claude").exists(),
+        "--uninstall removed the project install"
+    );
+}
