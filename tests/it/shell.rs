@@ -291,3 +291,9 @@ fn readme_claude_section_runs() {
         "--uninstall removed the project install"
     );
 }
+
+#[test]
+fn cli_definition_is_consistent() {
+    use clap::CommandFactory;
+    conductor::cli::Cli::command().debug_assert();
+}
