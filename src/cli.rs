@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    align, claim, cleanup, conflicts, doctor, done, heartbeat, history, op, release, reset, start,
-    status,
+    align, claim, cleanup, completions, conflicts, doctor, done, heartbeat, history, hook,
+    integrate, man, op, prompt, release, reset, shell_init, start, status,
 };
 
 /// Exit codes, shown at the end of `--help`.
@@ -100,6 +100,18 @@ pub enum Command {
     Op(op::OpArgs),
     /// Check the files in the home and explain what is wrong; --repair fixes it without deleting anything.
     Doctor(doctor::DoctorArgs),
+    /// Run as an agent hook (Claude Code): register sessions, block edits of held files.
+    Hook(hook::HookArgs),
+    /// Install the Claude Code command and hooks into .claude/ (project) or ~/.claude/ (user).
+    Integrate(integrate::IntegrateArgs),
+    /// Print shell functions: `start` exports CONDUCTOR_INSTANCE_ID, `done` unsets it, plus a prompt segment.
+    ShellInit(shell_init::ShellInitArgs),
+    /// Print a prompt segment like `[itm-a1b2c3 · 3 claimed]` for CONDUCTOR_INSTANCE_ID (no locking).
+    Prompt(prompt::PromptArgs),
+    /// Print a shell completion script generated from the command definitions.
+    Completions(completions::CompletionsArgs),
+    /// Print the man page (roff) generated from the command definitions.
+    Man(man::ManArgs),
 }
 
 impl Cli {

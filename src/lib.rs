@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod commands;
 pub mod error;
+pub mod hooks;
 pub mod output;
 pub mod protocol;
 pub mod runtime;

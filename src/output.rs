@@ -36,8 +36,14 @@ impl Output {
             .map_err(stdout_err)
     }
 
-    /// Print result text (a newline is added if missing).
+    /// Print result text (a newline is added if missing). On a terminal, and unless `NO_COLOR`
+    /// is set, the words CONFLICT and BLOCKED are coloured.
     pub fn text(&self, text: &str) -> Result<()> {
+        let text = if color_stdout() {
+            paint(text)
+        } else {
+            text.to_string()
+        };
         let mut out = std::io::stdout().lock();
         out.write_all(text.as_bytes()).map_err(stdout_err)?;
         if !text.ends_with('\n') {
@@ -74,4 +80,16 @@ impl Output {
             eprintln!("hint: {h}");
         }
     }
+}
+
+/// True when stdout is a terminal and `NO_COLOR` is not set (https://no-color.org).
+pub fn color_stdout() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+}
+
+/// Colour the alarm words of human output: CONFLICT and BLOCKED in bold red.
+pub fn paint(text: &str) -> String {
+    text.replace("CONFLICT", "\x1b[1;31mCONFLICT\x1b[0m")
+        .replace("BLOCKED", "\x1b[1;31mBLOCKED\x1b[0m")
 }

@@ -5,14 +5,20 @@
 pub mod align;
 pub mod claim;
 pub mod cleanup;
+pub mod completions;
 pub mod conflicts;
 pub mod doctor;
 pub mod done;
 pub mod heartbeat;
 pub mod history;
+pub mod hook;
+pub mod integrate;
+pub mod man;
 pub mod op;
+pub mod prompt;
 pub mod release;
 pub mod reset;
+pub mod shell_init;
 pub mod start;
 pub mod status;
 
@@ -81,6 +87,16 @@ pub fn print(out: &Output, report: &dyn Report) -> Result<u8> {
 
 /// Run the command line.
 pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
+    // Commands that never open the store (or open it their own way).
+    let command = match cli.command {
+        Some(Command::Hook(a)) => return hook::run(&cli.global, a, out),
+        Some(Command::Integrate(a)) => return integrate::run(a, out),
+        Some(Command::ShellInit(a)) => return shell_init::run(a, out),
+        Some(Command::Prompt(a)) => return prompt::run(&cli.global, a, out),
+        Some(Command::Completions(a)) => return completions::run(a),
+        Some(Command::Man(a)) => return man::run(a),
+        c => c,
+    };
     let dir = match cli.global.home.clone() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Home::default_dir()?,
@@ -92,7 +108,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         now: Timestamp::now(),
         out,
     };
-    let request = match cli.command {
+    let request = match command {
         None => Request::Status(status::StatusRequest {}),
         Some(Command::Start(a)) => Request::Start(a.into_request()?),
         Some(Command::Claim(a)) => Request::Claim(a.into_request()),
@@ -107,6 +123,10 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::History(a)) => return history::run(&ctx, a),
         Some(Command::Op(a)) => return op::run(&ctx, a),
         Some(Command::Doctor(a)) => return doctor::run(&ctx, a),
+        Some(
+            Command::Hook(_) | Command::Integrate(_) | Command::ShellInit(_) | Command::Prompt(_),
+        )
+        | Some(Command::Completions(_) | Command::Man(_)) => unreachable!("handled above"),
     };
     validate_request(&request)?;
     let report = execute(&ctx, request)?;

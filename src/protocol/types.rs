@@ -215,6 +215,36 @@ pub struct Config {
     /// Heartbeat age after which `cleanup` treats an instance as orphaned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_max_age_minutes: Option<u64>,
+    /// What the Claude Code hook does with edits of files this session has not claimed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforce: Option<Enforce>,
+}
+
+/// The `enforce` setting: how `conductor hook claude` treats an edit (PreToolUse).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Enforce {
+    /// block files held by another live instance; claim a free file on its first edit
+    #[default]
+    AutoClaim,
+    /// block files held by another live instance; never claim
+    BlockForeign,
+    /// block every edit of a file this session has not claimed itself
+    RequireClaim,
+    /// never block and never claim (sessions are still registered and ended)
+    Off,
+}
+
+impl Enforce {
+    /// The name used in config.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Enforce::AutoClaim => "auto-claim",
+            Enforce::BlockForeign => "block-foreign",
+            Enforce::RequireClaim => "require-claim",
+            Enforce::Off => "off",
+        }
+    }
 }
 
 /// `<project>/.conductor/config.json`.

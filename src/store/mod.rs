@@ -76,6 +76,30 @@ impl Store {
         }
     }
 
+    /// The current state for a quick read-only decision (agent hooks): parsed, version- and
+    /// consistency-checked, but not validated against the JSON Schema, which costs most of the
+    /// time at a thousand claims. Anything that writes goes through [`Store::transact`], which
+    /// validates. No lock.
+    pub fn read_unvalidated(&self, now: Timestamp) -> Result<State> {
+        let path = self.home.status();
+        let Some(bytes) = read_bytes(&path)? else {
+            return Ok(State::empty(now));
+        };
+        let state: State = serde_json::from_slice(&bytes)
+            .map_err(|e| corrupt(&path, format!("not valid conductor state ({e})")))?;
+        if state.version != STATE_VERSION {
+            return Err(corrupt(
+                &path,
+                format!(
+                    "it has version \"{}\" and this conductor reads \"{STATE_VERSION}\" only",
+                    crate::protocol::ops::printable(&state.version)
+                ),
+            ));
+        }
+        check_consistency(&state).map_err(|e| corrupt(&path, e))?;
+        Ok(state)
+    }
+
     /// Run `op` on the state under the exclusive lock and persist what it did.
     pub fn transact<T>(
         &self,

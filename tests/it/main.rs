@@ -2,7 +2,9 @@
 
 mod common;
 
+mod hooks;
 mod props;
 mod protocol;
 mod schemas;
+mod shell;
 mod smoke;

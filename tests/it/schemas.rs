@@ -357,6 +357,7 @@ fn rust_types_and_schemas_have_the_same_fields() {
     let cfg = Config {
         north_stars_path: Some("~/ns.md".into()),
         default_max_age_minutes: Some(60),
+        enforce: Some(conductor::protocol::types::Enforce::BlockForeign),
     };
     in_step(
         "Config",

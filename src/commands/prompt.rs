@@ -1,0 +1,40 @@
+//! `conductor prompt`: `[itm-a1b2c3 · 3 claimed]` for the shell prompt. Reads `status.json`
+//! without the lock and without schema validation (a prompt must be fast and never fail): any
+//! problem prints nothing.
+
+use crate::cli::{GlobalArgs, InstanceArg};
+use crate::error::Result;
+use crate::output::Output;
+use crate::protocol::State;
+use crate::store::Home;
+
+/// Print a prompt segment.
+#[derive(Debug, clap::Args)]
+pub struct PromptArgs {
+    #[command(flatten)]
+    pub instance: InstanceArg,
+}
+
+/// Run `prompt`: prints the segment, or nothing when the instance is unknown.
+pub fn run(global: &GlobalArgs, args: PromptArgs, _out: &Output) -> Result<u8> {
+    let Some(id) = args.instance.instance.filter(|s| !s.is_empty()) else {
+        return Ok(0);
+    };
+    let dir = match global.home.clone() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => match Home::default_dir() {
+            Ok(d) => d,
+            Err(_) => return Ok(0),
+        },
+    };
+    let Ok(bytes) = std::fs::read(dir.join("status.json")) else {
+        return Ok(0);
+    };
+    let Ok(state) = serde_json::from_slice::<State>(&bytes) else {
+        return Ok(0);
+    };
+    if let Some(seg) = crate::hooks::prompt_segment(&state, &id) {
+        super::completions::write_stdout(format!("{seg}\n").as_bytes())?;
+    }
+    Ok(0)
+}

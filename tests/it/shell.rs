@@ -1,0 +1,299 @@
+//! Shell and editor integration (issue 5): shell-init wrappers, the prompt segment, completions,
+//! the man page, source detection per editor, colour rules and the 80-column status.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::*;
+
+/// Run a bash script in the project with `conductor` on PATH and the test's home.
+fn bash(env: &TestEnv, script: &str) -> Run {
+    let path = format!(
+        "{}:{}",
+        bin().parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut c = Command::new("bash");
+    c.arg("-c")
+        .arg(script)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", env.root.path())
+        .env("CONDUCTOR_HOME", &env.home)
+        .env("NO_COLOR", "1")
+        .current_dir(&env.project);
+    env.run_cmd(&mut c)
+}
+
+#[test]
+fn bash_wrappers_export_and_unset_the_instance_id() {
+    let env = TestEnv::new();
+    // README: "Use it from your shell"
+    let r = bash(
+        &env,
+        r#"eval "$(conductor shell-init bash)"
+conductor start "Fix auth bug" --priority P1 >/dev/null || exit 9
+echo "id=$CONDUCTOR_INSTANCE_ID"
+conductor claim src/a.rs src/b.rs >/dev/null
+echo "prompt=$(conductor_prompt)"
+conductor done >/dev/null
+echo "after=${CONDUCTOR_INSTANCE_ID-unset}"
+echo "prompt=$(conductor_prompt)""#,
+    );
+    r.code(0);
+    let id = r
+        .stdout
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("id=")
+        .unwrap()
+        .to_string();
+    assert!(id.starts_with("web-") && id.len() == 10, "{r:?}");
+    assert!(
+        r.stdout.contains(&format!("prompt=[{id} · 2 claimed]")),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("after=unset"), "{r:?}");
+    assert!(
+        r.stdout.trim_end().ends_with("prompt="),
+        "no segment without an instance: {r:?}"
+    );
+    // The shell's pid was recorded, so cleanup can reap the instance once the shell is gone.
+    let history = std::fs::read_to_string(env.home_file("history.jsonl")).unwrap();
+    assert!(history.contains(&id));
+}
+
+#[test]
+fn bash_wrapper_keeps_failures_and_other_commands() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(
+        env.home_file("sprint.json"),
+        r#"{"sprint_name": "W03", "focus": "P1"}"#,
+    )
+    .unwrap();
+    let r = bash(
+        &env,
+        r#"eval "$(conductor shell-init bash)"
+conductor start "Polish docs" --priority P3; echo "rc=$? id=${CONDUCTOR_INSTANCE_ID-unset}"
+conductor status >/dev/null; echo "status=$?""#,
+    );
+    assert!(r.stdout.contains("BLOCKED by the priority gate"), "{r:?}");
+    assert!(r.stdout.contains("rc=4 id=unset"), "{r:?}");
+    assert!(r.stdout.contains("status=0"), "{r:?}");
+}
+
+#[test]
+fn zsh_wrappers_work_when_zsh_is_installed() {
+    let env = TestEnv::new();
+    if Command::new("zsh").arg("-c").arg("true").output().is_err() {
+        eprintln!("zsh not installed; skipped");
+        return;
+    }
+    let path = format!(
+        "{}:{}",
+        bin().parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut c = Command::new("zsh");
+    c.arg("-fc")
+        .arg(r#"eval "$(conductor shell-init zsh)"; conductor start "T" --priority P1 >/dev/null; echo "id=$CONDUCTOR_INSTANCE_ID"; conductor done >/dev/null; echo "after=${CONDUCTOR_INSTANCE_ID-unset}""#)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", env.root.path())
+        .env("CONDUCTOR_HOME", &env.home)
+        .current_dir(&env.project);
+    let r = env.run_cmd(&mut c);
+    r.code(0);
+    assert!(
+        r.stdout.contains("id=web-") && r.stdout.contains("after=unset"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn checked_in_shell_scripts_equal_the_command_output() {
+    let env = TestEnv::new();
+    for (shell, file) in [
+        ("bash", "shell/conductor.bash"),
+        ("zsh", "shell/conductor.zsh"),
+        ("fish", "shell/conductor.fish"),
+    ] {
+        let r = env.run(&["shell-init", shell]);
+        r.code(0);
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        if std::env::var_os("CONDUCTOR_WRITE_SHELL").is_some() {
+            std::fs::write(&path, &r.stdout).unwrap();
+        }
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(
+            checked_in, r.stdout,
+            "{file} drifted; regenerate with CONDUCTOR_WRITE_SHELL=1 cargo test shell"
+        );
+    }
+}
+
+#[test]
+fn completions_and_man_page_come_from_the_cli() {
+    let env = TestEnv::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let r = env.run(&["completions", shell]);
+        r.code(0);
+        assert!(
+            r.stdout.contains("shell-init") && r.stdout.contains("integrate"),
+            "{shell}"
+        );
+    }
+    let bash_completion = env.root.path().join("conductor.bash");
+    std::fs::write(&bash_completion, env.run(&["completions", "bash"]).stdout).unwrap();
+    let syntax = Command::new("bash")
+        .arg("-n")
+        .arg(&bash_completion)
+        .status()
+        .unwrap();
+    assert!(syntax.success());
+    let man = env.run(&["man"]);
+    man.code(0);
+    assert!(man.stdout.contains(".TH conductor") && man.stdout.contains("integrate"));
+}
+
+#[test]
+fn source_detection_per_editor() {
+    let env = TestEnv::new();
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[
+                ("CURSOR_SESSION", "1"),
+                ("VSCODE_GIT_IPC_HANDLE", "/tmp/vscode-git.sock"),
+            ],
+            "cur",
+        ),
+        (
+            &[
+                ("VSCODE_GIT_IPC_HANDLE", "/tmp/vscode-git.sock"),
+                ("TERM_PROGRAM", "vscode"),
+            ],
+            "vsc",
+        ),
+        (&[("TERM_PROGRAM", "iTerm.app")], "itm"),
+        (&[("CLAUDE_COWORK_SESSION", "abc")], "cow"),
+        (&[("TERM_PROGRAM", "Apple_Terminal")], "web"),
+        (&[], "web"),
+    ];
+    for (vars, code) in cases {
+        let r = env.run_env(&["--json", "start", "T", "--priority", "P1"], vars);
+        r.code(0);
+        let id = r.json()["instance_id"].as_str().unwrap().to_string();
+        assert!(id.starts_with(&format!("{code}-")), "{vars:?} gave {id}");
+    }
+}
+
+#[test]
+fn no_colour_when_piped_or_with_no_color() {
+    let env = TestEnv::new();
+    let a = env.start("Holder", "P1");
+    env.run(&["claim", "--instance", &a, "src/a.rs"]).code(0);
+    let b = env.start("Other", "P1");
+    let mut c = env.cmd();
+    c.env_remove("NO_COLOR")
+        .args(["claim", "--instance", &b, "src/a.rs"]);
+    let r = env.run_cmd(&mut c);
+    r.code(3);
+    assert!(
+        r.stdout.contains("CONFLICT") && !r.stdout.contains('\x1b'),
+        "piped output is never coloured: {r:?}"
+    );
+    assert_eq!(
+        conductor::output::paint("CONFLICT: x"),
+        "\x1b[1;31mCONFLICT\x1b[0m: x"
+    );
+}
+
+#[test]
+fn status_fits_eighty_columns() {
+    let env = TestEnv::new();
+    let long = "Refactor the whole authentication subsystem including tokens, sessions, refresh and the admin UI";
+    let id = env.start(long, "P1");
+    let deep = "src/".to_string() + &"very_long_directory_name/".repeat(5) + "file.rs";
+    env.run(&["claim", "--instance", &id, &deep]).code(0);
+    let r = env.run(&["status"]);
+    r.code(0);
+    for line in r.stdout.lines() {
+        assert!(
+            line.chars().count() <= 80,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+}
+
+#[test]
+fn prompt_segment_is_quiet_without_an_instance() {
+    let env = TestEnv::new();
+    env.run(&["prompt"]).code(0);
+    let r = env.run_env(&["prompt"], &[("CONDUCTOR_INSTANCE_ID", "web-000000")]);
+    r.code(0);
+    assert_eq!(r.stdout, "");
+}
+
+/// The first ```sh block after a README heading.
+fn readme_block(heading: &str) -> String {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme
+        .split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("README has {heading}"));
+    section
+        .split("```sh\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn readme_shell_section_runs() {
+    let env = TestEnv::new();
+    let r = bash(
+        &env,
+        &format!("set -e\n{}", readme_block("## Use it from your shell")),
+    );
+    r.code(0);
+    assert!(
+        r.stdout.contains("Registered as web-") && r.stdout.contains(" · 2 claimed]"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("Task complete"), "{r:?}");
+}
+
+#[test]
+fn readme_claude_section_runs() {
+    let env = TestEnv::new();
+    let r = bash(
+        &env,
+        &format!("set -e\n{}", readme_block("## Use it from Claude Code")),
+    );
+    r.code(0);
+    assert!(
+        r.stdout.contains("installed the /conductor command"),
+        "{r:?}"
+    );
+    assert!(
+        env.root.path().join(".claude/settings.json").exists(),
+        "--user installed into HOME"
+    );
+    assert!(
+        !env.project.join(".claude").exists(),
+        "--uninstall removed the project install"
+    );
+}
+
+#[test]
+fn cli_definition_is_consistent() {
+    use clap::CommandFactory;
+    conductor::cli::Cli::command().debug_assert();
+}
