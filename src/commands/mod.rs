@@ -102,7 +102,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         _ => Home::default_dir()?,
     };
     let timeout = Duration::from_secs_f64(cli.global.lock_timeout);
-    let store = Store::open(dir, timeout, cli.global.quiet || cli.global.json)?;
+    let store = Store::open(dir, timeout, cli.global.quiet)?;
     let ctx = Ctx {
         store,
         now: Timestamp::now(),

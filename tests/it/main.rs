@@ -2,9 +2,12 @@
 
 mod common;
 
+mod crash;
+
 mod hooks;
 mod props;
 mod protocol;
+mod races;
 mod schemas;
 mod shell;
 mod smoke;
