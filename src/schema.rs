@@ -1,13 +1,12 @@
-//! The JSON Schemas in `schemas/`, compiled into the binary, and validation against them with the
-//! `jsonschema` crate (offline: every `$ref` resolves to one of these files, nothing is fetched).
+//! The JSON Schemas in `schemas/`, compiled into Rust at build time by `jsonschema`'s
+//! `validator` macro (offline: every `$ref` resolves to one of these files, nothing is fetched).
 //! Inputs to `conductor op` and every state file read from disk pass through [`validate`].
+//!
+//! Compiling at build time matters: every conductor call is a process start, and building the
+//! validators at run time (meta-validating the schemas, resolving references) cost more than
+//! reading, checking and rewriting a 1,000-claim state.
 
-use std::sync::OnceLock;
-
-use jsonschema::{Registry, Resource, Validator};
 use serde_json::Value;
-
-const BASE: &str = "https://conductor.invalid/schemas/";
 
 /// The schema files, by name, as checked in.
 pub const FILES: &[(&str, &str)] = &[
@@ -45,6 +44,73 @@ pub const FILES: &[(&str, &str)] = &[
     ),
 ];
 
+/// A validator generated from one checked-in schema file, resolving `defs.schema.json`.
+macro_rules! from_file {
+    ($name:ident, $path:literal) => {
+        #[jsonschema::validator(
+            path = $path,
+            resources = { "https://conductor.invalid/schemas/defs.schema.json" => { path = "schemas/defs.schema.json" } }
+        )]
+        struct $name;
+    };
+}
+
+/// A validator for one branch (`$defs/<op>`) of `op-input.schema.json`, so an error names the
+/// field that is wrong rather than "matches none of the branches".
+macro_rules! op_branch {
+    ($name:ident, $reference:literal) => {
+        #[jsonschema::validator(
+            schema = $reference,
+            resources = {
+                "https://conductor.invalid/schemas/defs.schema.json" => { path = "schemas/defs.schema.json" },
+                "https://conductor.invalid/schemas/op-input.schema.json" => { path = "schemas/op-input.schema.json" }
+            }
+        )]
+        struct $name;
+    };
+}
+
+from_file!(StatusSchema, "schemas/status.schema.json");
+from_file!(HistoryEntrySchema, "schemas/history-entry.schema.json");
+from_file!(SprintSchema, "schemas/sprint.schema.json");
+from_file!(ConfigSchema, "schemas/config.schema.json");
+from_file!(ProjectConfigSchema, "schemas/project-config.schema.json");
+from_file!(OpInputSchema, "schemas/op-input.schema.json");
+from_file!(OutputSchema, "schemas/output.schema.json");
+
+op_branch!(
+    OpStart,
+    r#"{"$ref": "https://conductor.invalid/schemas/op-input.schema.json#/$defs/start"}"#
+);
+op_branch!(
+    OpClaim,
+    r#"{"$ref": "https://conductor.invalid/schemas/op-input.schema.json#/$defs/claim"}"#
+);
+op_branch!(
+    OpRelease,
+    r#"{"$ref": "https://conductor.invalid/schemas/op-input.schema.json#/$defs/release"}"#
+);
+op_branch!(
+    OpDone,
+    r#"{"$ref": "https://conductor.invalid/schemas/op-input.schema.json#/$defs/done"}"#
+);
+op_branch!(
+    OpHeartbeat,
+    r#"{"$ref": "https://conductor.invalid/schemas/op-input.schema.json#/$defs/heartbeat"}"#
+);
+op_branch!(
+    OpCleanup,
+    r#"{"$ref": "https://conductor.invalid/schemas/op-input.schema.json#/$defs/cleanup"}"#
+);
+op_branch!(
+    OpStatus,
+    r#"{"$ref": "https://conductor.invalid/schemas/op-input.schema.json#/$defs/status"}"#
+);
+op_branch!(
+    OpAlign,
+    r#"{"$ref": "https://conductor.invalid/schemas/op-input.schema.json#/$defs/align"}"#
+);
+
 /// Which document a value claims to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Schema {
@@ -70,10 +136,6 @@ impl Schema {
             Schema::Output => "output.schema.json",
         }
     }
-
-    fn index(self) -> usize {
-        self as usize
-    }
 }
 
 fn parsed(name: &str) -> Value {
@@ -85,65 +147,20 @@ fn parsed(name: &str) -> Value {
     serde_json::from_str(text).expect("checked-in schemas are valid JSON (tested)")
 }
 
-fn registry() -> &'static Registry<'static> {
-    static REGISTRY: OnceLock<Registry<'static>> = OnceLock::new();
-    REGISTRY.get_or_init(|| {
-        let mut builder = Registry::new();
-        for (name, _) in FILES {
-            builder = builder
-                .add(
-                    format!("{BASE}{name}"),
-                    Resource::from_contents(parsed(name)),
-                )
-                .expect("schema URIs are valid");
-        }
-        builder
-            .prepare()
-            .expect("checked-in schemas resolve (tested)")
-    })
-}
-
-fn validator(schema: Schema) -> &'static Validator {
-    static VALIDATORS: [OnceLock<Validator>; 7] = [const { OnceLock::new() }; 7];
-    VALIDATORS[schema.index()].get_or_init(|| {
-        jsonschema::options()
-            .offline()
-            .with_registry(registry())
-            .build(&parsed(schema.file()))
-            .expect("checked-in schemas compile (tested)")
-    })
-}
-
-/// Check an operation input against its own branch of `op-input.schema.json`, so the error
-/// names the field that is wrong rather than "matches none of the branches".
+/// Check an operation input against its own branch of `op-input.schema.json`.
 pub fn validate_op(operation: &str, value: &Value) -> Result<(), String> {
-    static OPS: OnceLock<Vec<(String, Validator)>> = OnceLock::new();
-    let ops = OPS.get_or_init(|| {
-        let root = parsed("op-input.schema.json");
-        let names: Vec<String> = root["$defs"]
-            .as_object()
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default();
-        names
-            .into_iter()
-            .map(|n| {
-                // Compile the branch on its own, based where its file is so its relative
-                // `defs.schema.json` references resolve.
-                let mut branch = root["$defs"][&n].clone();
-                branch["$id"] = Value::String(format!("{BASE}op-input.schema.json"));
-                let v = jsonschema::options()
-                    .offline()
-                    .with_registry(registry())
-                    .build(&branch)
-                    .expect("op branches compile (tested)");
-                (n, v)
-            })
-            .collect()
-    });
-    let Some((_, v)) = ops.iter().find(|(n, _)| n == operation) else {
-        return Err(format!("unknown operation"));
+    let mut errors = match operation {
+        "start" => OpStart::iter_errors(value),
+        "claim" => OpClaim::iter_errors(value),
+        "release" => OpRelease::iter_errors(value),
+        "done" => OpDone::iter_errors(value),
+        "heartbeat" => OpHeartbeat::iter_errors(value),
+        "cleanup" => OpCleanup::iter_errors(value),
+        "status" => OpStatus::iter_errors(value),
+        "align" => OpAlign::iter_errors(value),
+        _ => return Err("unknown operation".to_string()),
     };
-    first_error(v, value)
+    first_error(errors.next())
 }
 
 /// The operation names `conductor op` accepts.
@@ -155,8 +172,8 @@ pub fn operations() -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn first_error(v: &Validator, value: &Value) -> Result<(), String> {
-    match v.iter_errors(value).next() {
+fn first_error(err: Option<jsonschema::ValidationError<'_>>) -> Result<(), String> {
+    match err {
         None => Ok(()),
         Some(err) => {
             let at = err.instance_path().to_string();
@@ -170,5 +187,14 @@ fn first_error(v: &Validator, value: &Value) -> Result<(), String> {
 /// Check `value` against a schema. The error names where in the document the first violation
 /// is and which rule it breaks, on one line.
 pub fn validate(schema: Schema, value: &Value) -> Result<(), String> {
-    first_error(validator(schema), value)
+    let mut errors = match schema {
+        Schema::Status => StatusSchema::iter_errors(value),
+        Schema::HistoryEntry => HistoryEntrySchema::iter_errors(value),
+        Schema::Sprint => SprintSchema::iter_errors(value),
+        Schema::Config => ConfigSchema::iter_errors(value),
+        Schema::ProjectConfig => ProjectConfigSchema::iter_errors(value),
+        Schema::OpInput => OpInputSchema::iter_errors(value),
+        Schema::Output => OutputSchema::iter_errors(value),
+    };
+    first_error(errors.next())
 }
