@@ -2,4 +2,5 @@
 
 mod common;
 
+mod hostile;
 mod smoke;
