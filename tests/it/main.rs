@@ -2,5 +2,6 @@
 
 mod common;
 
+mod corrupt;
 mod hostile;
 mod smoke;
