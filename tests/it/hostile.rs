@@ -80,7 +80,6 @@ const PANIC_MARKERS: &[&str] = &["panicked", "stack backtrace", "RUST_BACKTRACE"
 /// error line on stdout with the reason and a one-line message naming `needle`; without
 /// `json` an empty stdout. Either way the first stderr line is `error: ...` and names `needle`.
 #[track_caller]
-#[allow(dead_code)]
 pub fn assert_error(label: &str, r: &Run, code: i32, reason: &str, needle: &str, json: bool) {
     let problems = error_problems(r, code, reason, needle, json);
     assert!(

@@ -4,4 +4,5 @@ mod common;
 
 mod corrupt;
 mod hostile;
+mod security;
 mod smoke;
