@@ -161,7 +161,7 @@ pub fn error_problems(r: &Run, code: i32, reason: &str, needle: &str, json: bool
 
 /// Collects failures so one run shows every bad case, then fails once.
 #[derive(Default)]
-pub struct Failures(Vec<String>);
+pub struct Failures(pub Vec<String>);
 
 impl Failures {
     pub fn check(
@@ -568,4 +568,66 @@ fn generated_arguments_are_rejected_cleanly() {
         }
     }
     f.assert_none(cases.len());
+}
+
+/// A task is free text (newlines, tabs, terminal escapes are valid); an error that quotes it
+/// must still be one line.
+#[test]
+fn errors_quoting_hostile_tasks_stay_one_line() {
+    let r = realistic();
+    let env = &r.env;
+    let evil = "line one\nline two\t\u{1b}[2J\u{7}";
+    env.run(&["start", evil, "--project", "proj", "--priority", "P1"])
+        .code(0);
+    let before = env.snapshot();
+    let mut f = Failures::default();
+    // Two instances work in the project directory now: which one is meant is ambiguous.
+    for json in [false, true] {
+        let mut args = vec!["claim", "src/x.rs"];
+        if json {
+            args.insert(0, "--json");
+        }
+        let run = env.run(&args);
+        f.check(
+            "ambiguous",
+            &run,
+            2,
+            "ambiguous_instance",
+            "pass --instance",
+            json,
+        );
+        if !json && run.stderr.lines().count() != 1 {
+            f.0.push(format!(
+                "ambiguous: stderr is not one line: {:?}",
+                run.stderr
+            ));
+        }
+        f.unchanged("ambiguous", &before, env);
+    }
+    // From outside every working directory: no instance works there, and the list names them.
+    let elsewhere = env.root.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    for json in [false, true] {
+        let mut args = vec!["heartbeat"];
+        if json {
+            args.insert(0, "--json");
+        }
+        let run = env.run_in(&elsewhere, &args);
+        f.check(
+            "no match",
+            &run,
+            2,
+            "ambiguous_instance",
+            "no live instance",
+            json,
+        );
+        if !json && run.stderr.lines().count() != 1 {
+            f.0.push(format!(
+                "no match: stderr is not one line: {:?}",
+                run.stderr
+            ));
+        }
+        f.unchanged("no match", &before, env);
+    }
+    f.assert_none(4);
 }
