@@ -291,20 +291,19 @@ fn check_op_input(
 ) {
     let env = &r.env;
     let before = env.snapshot();
-    let ways: Vec<(&str, Vec<&OsStr>, Option<&[u8]>)> = {
-        let mut v: Vec<(&str, Vec<&OsStr>, Option<&[u8]>)> =
-            vec![("stdin", vec![os("op")], Some(input))];
-        v.push((
+    // Twice: on stdin, and as the argument (or, when an argument cannot hold it because of a
+    // NUL byte or MAX_ARG_STRLEN, on stdin again as `--json op -`).
+    let mut ways: Vec<(&str, Vec<&OsStr>, Option<&[u8]>)> =
+        vec![("stdin", vec![os("op")], Some(input))];
+    if !input.contains(&0) && input.len() < MAX_ARG {
+        ways.push(("arg", vec![os("op"), OsStr::from_bytes(input)], None));
+    } else {
+        ways.push((
             "stdin -",
             vec![os("--json"), os("op"), os("-")],
             Some(input),
         ));
-        // An argument cannot hold a NUL byte or exceed MAX_ARG_STRLEN.
-        if !input.contains(&0) && input.len() < MAX_ARG {
-            v.push(("arg", vec![os("op"), OsStr::from_bytes(input)], None));
-        }
-        v
-    };
+    }
     for (how, args, stdin) in ways {
         let run = run_bytes(env, &args, stdin);
         // Arguments are checked for UTF-8 by clap, before `op` sees them.
