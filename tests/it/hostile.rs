@@ -293,8 +293,8 @@ fn check_op_input(
     let before = env.snapshot();
     // Twice: on stdin, and as the argument (or, when an argument cannot hold it because of a
     // NUL byte or MAX_ARG_STRLEN, on stdin again as `--json op -`).
-    let mut ways: Vec<(&str, Vec<&OsStr>, Option<&[u8]>)> =
-        vec![("stdin", vec![os("op")], Some(input))];
+    type Way<'a> = (&'a str, Vec<&'a OsStr>, Option<&'a [u8]>);
+    let mut ways: Vec<Way> = vec![("stdin", vec![os("op")], Some(input))];
     if !input.contains(&0) && input.len() < MAX_ARG {
         ways.push(("arg", vec![os("op"), OsStr::from_bytes(input)], None));
     } else {
@@ -333,7 +333,7 @@ fn op_corpus_is_rejected_cleanly() {
     for n in &names {
         assert!(expect.contains_key(n), "{n} has no line in op.expect");
     }
-    for (n, _) in &expect {
+    for n in expect.keys() {
         assert!(names.contains(n), "op.expect names missing file {n}");
     }
     let mut f = Failures::default();
