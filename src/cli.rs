@@ -136,18 +136,21 @@ pub fn parse() -> Result<Cli, u8> {
             let wants_json = std::env::args_os().any(|a| a == "--json")
                 || std::env::args_os().nth(1).is_some_and(|a| a == "op");
             if wants_json {
-                let rendered = e
-                    .kind()
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| e.to_string());
-                let first = e
-                    .to_string()
+                // clap's message up to the first blank line, on one line: "the following
+                // required arguments were not provided:" alone would not say which.
+                let rendered = e.to_string();
+                let mut lines = rendered
                     .lines()
-                    .next()
-                    .unwrap_or(&rendered)
-                    .trim_start_matches("error: ")
-                    .to_string();
+                    .take_while(|l| !l.trim().is_empty())
+                    .map(str::trim);
+                let head = lines.next().unwrap_or_default();
+                let rest: Vec<&str> = lines.collect();
+                let first = if rest.is_empty() {
+                    head.to_string()
+                } else {
+                    format!("{head} {}", rest.join(", "))
+                };
+                let first = first.trim_start_matches("error: ").to_string();
                 let obj =
                     serde_json::json!({"status": "error", "reason": "usage", "message": first});
                 println!("{obj}");

@@ -41,9 +41,13 @@ impl Timestamp {
         (later.0 - self.0).num_seconds().max(0) as u64
     }
 
-    /// `self` minus a number of minutes.
+    /// `self` minus a number of minutes, saturating at the earliest representable time.
     pub fn minus_minutes(self, minutes: u64) -> Timestamp {
-        Timestamp(self.0 - chrono::Duration::minutes(minutes.min(i64::MAX as u64 / 120) as i64))
+        i64::try_from(minutes)
+            .ok()
+            .and_then(chrono::TimeDelta::try_minutes)
+            .and_then(|d| self.0.checked_sub_signed(d))
+            .map_or(Timestamp(DateTime::<Utc>::MIN_UTC), Timestamp)
     }
 
     /// A compact form for file names: `20260117T103000Z`.
@@ -93,5 +97,8 @@ mod tests {
         assert_eq!(a.minutes_until(b), 45);
         assert_eq!(b.minutes_until(a), 0);
         assert_eq!(b.minus_minutes(60).to_string(), "2026-01-17T09:30:59Z");
+        // Huge ages saturate instead of panicking (`history --since 6000000000000d`).
+        assert!(b.minus_minutes(u64::MAX) < b.minus_minutes(60));
+        assert!(b.minus_minutes(8_640_000_000_000_000) < b);
     }
 }

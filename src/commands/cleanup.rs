@@ -29,10 +29,29 @@ pub struct CleanupArgs {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CleanupRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_minutes"
+    )]
     pub max_age_minutes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_id: Option<String>,
+}
+
+/// `max_age_minutes` as a u64. The schema's `integer` admits `1e2` and integers beyond u64;
+/// serde's own error for those does not say which field is wrong.
+fn whole_minutes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    n.as_u64().map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "max_age_minutes must be a whole number of minutes written without a fraction or \
+             exponent, at most {} (got {n})",
+            u64::MAX
+        ))
+    })
 }
 
 impl CleanupArgs {

@@ -38,6 +38,9 @@ pub enum Since {
     Ago(u64),
 }
 
+/// The longest `--since` age: 10,000 years.
+const MAX_AGE_MINUTES: u64 = 10_000 * 366 * 1440;
+
 fn parse_since(s: &str) -> std::result::Result<Since, String> {
     if let Some(t) = Timestamp::parse(s) {
         return Ok(Since::At(t));
@@ -49,16 +52,20 @@ fn parse_since(s: &str) -> std::result::Result<Since, String> {
     let n: u64 = num
         .parse()
         .map_err(|_| format!("`{s}` is not a time, a date or an age like 30m, 12h, 7d"))?;
-    let minutes = match unit {
-        "m" => n,
-        "h" => n * 60,
-        "d" => n * 1440,
+    let per = match unit {
+        "m" => 1,
+        "h" => 60,
+        "d" => 1440,
         _ => {
             return Err(format!(
                 "`{s}` is not a time, a date or an age like 30m, 12h, 7d"
             ));
         }
     };
+    let minutes = n
+        .checked_mul(per)
+        .filter(|m| *m <= MAX_AGE_MINUTES)
+        .ok_or_else(|| format!("`{s}` is too long ago (at most 10000 years)"))?;
     Ok(Since::Ago(minutes))
 }
 

@@ -567,7 +567,8 @@ pub fn resolve_instance(st: &State, explicit: Option<&str>, cwd: &Path) -> Resul
         .collect();
     let list = |v: &[&Instance]| {
         v.iter()
-            .map(|i| format!("{} ({})", i.id, i.task))
+            // Tasks are free text: escape newlines and terminal controls to keep one line.
+            .map(|i| format!("{} ({})", i.id, printable(&i.task)))
             .collect::<Vec<_>>()
             .join(", ")
     };

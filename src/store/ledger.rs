@@ -66,6 +66,8 @@ pub fn append(path: &Path, lines: &[String]) -> Result<()> {
         .append(true)
         .create(true)
         .mode(0o600)
+        // Never append (or cut a torn tail) through a planted symlink.
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .ctx("open", path)?;
     repair_torn_tail(&mut f).ctx("repair the torn last line of", path)?;

@@ -46,6 +46,8 @@ pub fn acquire(path: &Path, timeout: Duration, announce: &dyn Fn()) -> Result<St
         .create(true)
         .truncate(false)
         .mode(0o600)
+        // Never through a planted symlink: the holder note truncates the file.
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .ctx("open lock file", path)?;
     match file.try_lock() {

@@ -2,12 +2,14 @@
 
 mod common;
 
+mod corrupt;
 mod crash;
-
 mod hooks;
+mod hostile;
 mod props;
 mod protocol;
 mod races;
 mod schemas;
+mod security;
 mod shell;
 mod smoke;

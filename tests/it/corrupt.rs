@@ -1,0 +1,481 @@
+//! Issue 3 item 3: corrupt or foreign state. A status.json that cannot be trusted is never
+//! overwritten: every command that reads it exits 1 with `corrupt_state` and the file's path,
+//! and the home stays byte-identical; `doctor` explains, `doctor --repair` moves the bad file
+//! aside and rebuilds a state every command accepts. The ledgers (history.jsonl, conflicts.log)
+//! are read around a bad middle line or a torn last line, repaired on the next append, and
+//! cleaned by `doctor --repair` without losing the original.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::*;
+use crate::hostile::{Failures, Realistic, realistic};
+
+fn fixture(rel: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(rel),
+    )
+    .unwrap()
+}
+
+/// Files in the home whose name starts with `prefix`.
+fn beside(env: &TestEnv, prefix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&env.home)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    v
+}
+
+fn instance_ids(state: &Value) -> Vec<String> {
+    let mut v: Vec<String> = state["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Every command that reads the state, as argument vectors (`@ID@` is a live instance id).
+/// (`align` and `history` do not read status.json and rightly keep working.)
+const READERS: &[&[&str]] = &[
+    &["status"],
+    &[],
+    &["start", "New task", "--project", "proj", "--priority", "P1"],
+    &["claim", "--instance", "@ID@", "src/new.rs"],
+    &["release", "--instance", "@ID@", "--all"],
+    &["done", "--instance", "@ID@"],
+    &["heartbeat", "--instance", "@ID@"],
+    &["cleanup"],
+    &["cleanup", "--instance", "@ID@"],
+    &["conflicts"],
+    &["op", r#"{"operation":"status"}"#],
+    &[
+        "op",
+        r#"{"operation":"claim","instance_id":"@ID@","files":["src/new.rs"]}"#,
+    ],
+    &["op", r#"{"operation":"heartbeat","instance_id":"@ID@"}"#],
+    &[
+        "op",
+        r#"{"operation":"start","task":"t","project":"p","priority":"P1"}"#,
+    ],
+];
+
+/// Put `bytes` in place of status.json and check every reader refuses it without changing a
+/// byte; then doctor, doctor --repair, and every command on the repaired state.
+fn check_corrupt_status(
+    r: &Realistic,
+    label: &str,
+    bytes: &[u8],
+    doctor_needle: &str,
+    keep: &[String],
+) {
+    let env = &r.env;
+    let status = env.home_file("status.json");
+    std::fs::write(&status, bytes).unwrap();
+    let before = env.snapshot();
+    let path = status.to_string_lossy().into_owned();
+    let mut f = Failures::default();
+    let mut n = 0;
+    for args in READERS {
+        let args: Vec<String> = args.iter().map(|a| a.replace("@ID@", &r.ids[0])).collect();
+        for json in [false, true] {
+            let mut full: Vec<&str> = args.iter().map(String::as_str).collect();
+            if json {
+                full.insert(0, "--json");
+            }
+            let label = format!("{label}: {full:?}");
+            let run = env.run(&full);
+            let json = json || args.first().is_some_and(|a| a == "op");
+            f.check(&label, &run, 1, "corrupt_state", &path, json);
+            f.unchanged(&label, &before, env);
+            n += 1;
+        }
+    }
+    f.assert_none(n);
+
+    // doctor explains, changes nothing, exits 1.
+    let d = env.run(&["doctor"]);
+    d.code(1);
+    assert!(
+        d.stdout.contains("status.json") && d.stdout.contains(doctor_needle),
+        "{label}: doctor does not explain (`{doctor_needle}`):\n{d:#?}"
+    );
+    assert!(env.snapshot() == before, "{label}: doctor changed the home");
+    let dj = env.run(&["--json", "doctor"]);
+    dj.code(1);
+    assert_eq!(dj.json()["status"], "problems", "{label}: {dj:#?}");
+
+    // doctor --repair keeps the original bytes beside and rebuilds.
+    let rep = env.run(&["doctor", "--repair"]);
+    rep.code(0);
+    let aside = beside(env, "status.json.corrupt-");
+    assert_eq!(
+        aside.len(),
+        1,
+        "{label}: want one corrupt copy: {aside:?}\n{rep:#?}"
+    );
+    assert_eq!(
+        std::fs::read(&aside[0]).unwrap(),
+        bytes,
+        "{label}: the corrupt copy is not the original"
+    );
+    let mut keep = keep.to_vec();
+    keep.sort();
+    assert_eq!(
+        instance_ids(&env.state()),
+        keep,
+        "{label}: the repaired state did not keep the valid instances\n{rep:#?}"
+    );
+    // The other files were fine and are untouched.
+    for name in ["history.jsonl", "conflicts.log"] {
+        let old = before
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.clone());
+        assert_eq!(
+            std::fs::read(env.home_file(name)).ok(),
+            old,
+            "{label}: repair changed {name}"
+        );
+    }
+    env.run(&["doctor"]).code(0);
+
+    // Every command accepts the repaired state.
+    env.run(&["status"]).code(0);
+    env.run(&["--json", "op", r#"{"operation":"status"}"#])
+        .code(0);
+    env.run(&["conflicts"]).code(0);
+    let id = env.start("After repair", "P1");
+    let file = env.abs("src/after-repair.rs");
+    env.run(&["claim", "--instance", &id, &file]).code(0);
+    env.run(&["heartbeat", "--instance", &id]).code(0);
+    env.run(&["release", "--instance", &id, &file]).code(0);
+    env.run(&["claim", "--instance", &id, &file]).code(0);
+    env.run(&["done", "--instance", &id]).code(0);
+    env.run(&["cleanup"]).code(0);
+    env.run(&["history"]).code(0);
+    env.run(&["doctor"]).code(0);
+}
+
+fn realistic_status(r: &Realistic) -> Value {
+    r.env.state()
+}
+
+#[test]
+fn status_not_json() {
+    let r = realistic();
+    check_corrupt_status(&r, "not JSON", b"this is not JSON {", "not valid JSON", &[]);
+}
+
+#[test]
+fn status_truncated_midway() {
+    let r = realistic();
+    let bytes = std::fs::read(r.env.home_file("status.json")).unwrap();
+    let cut = bytes[..bytes.len() / 2].to_vec();
+    check_corrupt_status(&r, "truncated", &cut, "not valid JSON", &[]);
+}
+
+#[test]
+fn status_empty_file() {
+    let r = realistic();
+    check_corrupt_status(&r, "empty", b"", "not valid JSON", &[]);
+}
+
+#[test]
+fn status_schema_invalid() {
+    let r = realistic();
+    let mut st = realistic_status(&r);
+    // The second instance breaks the schema; the other two are fine and must be kept.
+    let bad = r.ids[1].clone();
+    for i in st["instances"].as_array_mut().unwrap() {
+        if i["id"] == bad.as_str() {
+            i["priority"] = "P9".into();
+        }
+    }
+    let bytes = serde_json::to_vec_pretty(&st).unwrap();
+    check_corrupt_status(
+        &r,
+        "schema-invalid",
+        &bytes,
+        "/priority",
+        &[r.ids[0].clone(), r.ids[2].clone()],
+    );
+}
+
+#[test]
+fn status_newer_version() {
+    let r = realistic();
+    let mut st = realistic_status(&r);
+    st["version"] = "2.0".into();
+    let bytes = serde_json::to_vec_pretty(&st).unwrap();
+    check_corrupt_status(&r, "version 2.0", &bytes, "\"2.0\"", &r.ids.clone());
+}
+
+#[test]
+fn status_inconsistent_global_claims() {
+    let r = realistic();
+    let mut st = realistic_status(&r);
+    let claims = st["global_claims"].as_object_mut().unwrap();
+    let first = claims.keys().next().unwrap().clone();
+    claims.remove(&first);
+    let bytes = serde_json::to_vec_pretty(&st).unwrap();
+    check_corrupt_status(
+        &r,
+        "global_claims missing a file",
+        &bytes,
+        "global_claims",
+        &r.ids.clone(),
+    );
+    // The rebuilt global_claims is the union of files_claimed again.
+    assert!(r.env.state()["global_claims"].get(&first).is_some());
+}
+
+#[test]
+fn status_inconsistent_fixtures() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/inconsistent");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 5);
+    for name in names {
+        let bytes = fixture(&format!("inconsistent/{name}"));
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        let keep = instance_ids(&v);
+        let r = realistic();
+        let needle = if name.contains("two-instances") {
+            "claimed by both"
+        } else {
+            "global_claims"
+        };
+        check_corrupt_status(&r, &name, &bytes, needle, &keep);
+    }
+}
+
+// ---- ledgers ----
+
+#[derive(Clone, Copy, Debug)]
+enum Ledger {
+    History,
+    Conflicts,
+}
+
+impl Ledger {
+    fn file(self) -> &'static str {
+        match self {
+            Ledger::History => "history.jsonl",
+            Ledger::Conflicts => "conflicts.log",
+        }
+    }
+    /// The command that reads it.
+    fn reader(self) -> &'static str {
+        match self {
+            Ledger::History => "history",
+            Ledger::Conflicts => "conflicts",
+        }
+    }
+    /// Run a command that appends one or more lines to it.
+    fn append(self, r: &Realistic) {
+        let env = &r.env;
+        match self {
+            Ledger::History => {
+                let id = env.start("Append a history line", "P1");
+                env.run(&["done", "--instance", &id]).code(0);
+            }
+            Ledger::Conflicts => {
+                let f = env.abs("api/auth.rs");
+                env.run(&["claim", "--instance", &r.ids[1], &f]).code(3);
+            }
+        }
+    }
+    fn line_ok(self, line: &str) -> bool {
+        match self {
+            Ledger::History => serde_json::from_str::<Value>(line).is_ok_and(|v| {
+                conductor::schema::validate(conductor::schema::Schema::HistoryEntry, &v).is_ok()
+            }),
+            Ledger::Conflicts => conductor::store::ledger::LogEntry::parse(line).is_some(),
+        }
+    }
+    /// How many entries the reader shows (with --json).
+    fn shown(self, out: &Value) -> usize {
+        match self {
+            Ledger::History => out["entries"].as_array().unwrap().len(),
+            Ledger::Conflicts => out["recent"].as_array().unwrap().len(),
+        }
+    }
+}
+
+/// The valid lines of a realistic ledger (at least two).
+fn valid_lines(r: &Realistic, l: Ledger) -> Vec<String> {
+    if matches!(l, Ledger::History) {
+        // realistic() finished one task; finish a second so there is a middle.
+        l.append(r);
+    }
+    let text = std::fs::read_to_string(r.env.home_file(l.file())).unwrap();
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    assert!(lines.len() >= 2, "{} has {} lines", l.file(), lines.len());
+    assert!(lines.iter().all(|x| l.line_ok(x)));
+    lines
+}
+
+fn check_bad_middle_line(l: Ledger) {
+    let r = realistic();
+    let env = &r.env;
+    let lines = valid_lines(&r, l);
+    let path = env.home_file(l.file());
+    let mut text = String::new();
+    text.push_str(&lines[0]);
+    text.push('\n');
+    text.push_str("{\"this is\": not a valid line\n");
+    for x in &lines[1..] {
+        text.push_str(x);
+        text.push('\n');
+    }
+    std::fs::write(&path, &text).unwrap();
+    let before = env.snapshot();
+
+    // The reader skips it with a warning naming the line, and shows the rest.
+    let out = env.run(&["--json", l.reader()]);
+    out.code(0);
+    assert!(
+        out.stderr.contains("warning:") && out.stderr.contains("line 2"),
+        "{l:?}: no warning for line 2:\n{out:#?}"
+    );
+    assert_eq!(l.shown(&out.json()), lines.len(), "{l:?}: {out:#?}");
+    assert!(env.snapshot() == before, "{l:?}: reading changed the home");
+
+    // doctor reports it (and changes nothing).
+    let d = env.run(&["doctor"]);
+    d.code(1);
+    assert!(
+        d.stdout.contains(l.file()) && d.stdout.contains("line 2"),
+        "{l:?}: doctor does not name line 2:\n{d:#?}"
+    );
+    assert!(env.snapshot() == before, "{l:?}: doctor changed the home");
+
+    // An append leaves the earlier bytes alone and adds whole lines.
+    l.append(&r);
+    let after = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        after.starts_with(&text),
+        "{l:?}: append rewrote earlier lines"
+    );
+    assert!(after.len() > text.len() && after.ends_with('\n'));
+    assert!(after[text.len()..].lines().all(|x| l.line_ok(x)));
+
+    // --repair keeps the valid lines, in order, and the original beside.
+    let original = std::fs::read(&path).unwrap();
+    env.run(&["doctor", "--repair"]).code(0);
+    let aside = beside(env, &format!("{}.corrupt-", l.file()));
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), original);
+    let repaired = std::fs::read_to_string(&path).unwrap();
+    let expect: String = String::from_utf8(original)
+        .unwrap()
+        .lines()
+        .filter(|x| l.line_ok(x))
+        .map(|x| format!("{x}\n"))
+        .collect();
+    assert_eq!(
+        repaired, expect,
+        "{l:?}: repair lost or kept the wrong lines"
+    );
+    env.run(&["doctor"]).code(0);
+    env.run(&[l.reader()]).code(0);
+}
+
+fn check_torn_last_line(l: Ledger) {
+    let r = realistic();
+    let env = &r.env;
+    let lines = valid_lines(&r, l);
+    let path = env.home_file(l.file());
+    let mut text: String = lines.iter().map(|x| format!("{x}\n")).collect();
+    let last = &lines[lines.len() - 1];
+    let torn = &last[..last.len() / 2];
+    text.push_str(torn);
+    std::fs::write(&path, &text).unwrap();
+    let before = env.snapshot();
+
+    let out = env.run(&["--json", l.reader()]);
+    out.code(0);
+    let n = lines.len() + 1;
+    assert!(
+        out.stderr.contains("warning:") && out.stderr.contains(&format!("line {n}")),
+        "{l:?}: no warning for the torn line {n}:\n{out:#?}"
+    );
+    assert_eq!(l.shown(&out.json()), lines.len(), "{l:?}: {out:#?}");
+    assert!(env.snapshot() == before, "{l:?}: reading changed the home");
+
+    let d = env.run(&["doctor"]);
+    d.code(1);
+    assert!(
+        d.stdout.contains(l.file()) && d.stdout.contains("torn"),
+        "{l:?}: doctor does not report the torn line:\n{d:#?}"
+    );
+    assert!(env.snapshot() == before, "{l:?}: doctor changed the home");
+
+    // doctor --repair on a copy of this home: keeps the complete lines, moves the original aside.
+    let copy = TestEnv::new();
+    std::fs::create_dir_all(&copy.home).unwrap();
+    for (name, bytes) in &before {
+        std::fs::write(copy.home.join(name), bytes).unwrap();
+    }
+    copy.run(&["doctor", "--repair"]).code(0);
+    let aside = beside(&copy, &format!("{}.corrupt-", l.file()));
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), text.as_bytes());
+    let kept: String = lines.iter().map(|x| format!("{x}\n")).collect();
+    assert_eq!(
+        std::fs::read_to_string(copy.home.join(l.file())).unwrap(),
+        kept
+    );
+    copy.run(&["doctor"]).code(0);
+
+    // The next append cuts the torn tail first: no torn line ever ends up in the middle.
+    l.append(&r);
+    let after = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        after.starts_with(&kept),
+        "{l:?}: append lost complete lines"
+    );
+    assert!(after.ends_with('\n'));
+    // Every line is whole and valid: torn bytes glued to the next line would not parse.
+    for x in after.lines() {
+        assert!(
+            l.line_ok(x),
+            "{l:?}: line {x:?} is not valid after the append:\n{after}"
+        );
+    }
+    assert!(after.lines().count() > lines.len());
+    env.run(&["doctor"]).code(0);
+}
+
+#[test]
+fn history_bad_middle_line() {
+    check_bad_middle_line(Ledger::History);
+}
+
+#[test]
+fn history_torn_last_line() {
+    check_torn_last_line(Ledger::History);
+}
+
+#[test]
+fn conflicts_log_bad_middle_line() {
+    check_bad_middle_line(Ledger::Conflicts);
+}
+
+#[test]
+fn conflicts_log_torn_last_line() {
+    check_torn_last_line(Ledger::Conflicts);
+}
