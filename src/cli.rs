@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{align, claim, cleanup, conflicts, done, heartbeat, history, op, release, reset, start, status};
+use crate::commands::{
+    align, claim, cleanup, conflicts, done, events, heartbeat, history, op, release, reset, start,
+    status,
+};
 
 /// Exit codes, shown at the end of `--help`.
 pub const EXIT_CODES_HELP: &str = "\
@@ -53,7 +56,9 @@ pub struct GlobalArgs {
 fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(v),
-        _ => Err(format!("`{s}` is not a number of seconds between 0 and 86400")),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds between 0 and 86400"
+        )),
     }
 }
 
@@ -93,11 +98,17 @@ pub enum Command {
     History(history::HistoryArgs),
     /// Run one protocol operation given as JSON, like {"operation":"claim",...}.
     Op(op::OpArgs),
+    /// Print a page of the event journal as JSON (resumable with --after).
+    Events(events::EventsArgs),
 }
 
 impl Cli {
     /// True when the result is printed as JSON: `--json`, and always for `op`.
     pub fn json_output(&self) -> bool {
-        self.global.json || matches!(self.command, Some(Command::Op(_)))
+        self.global.json
+            || matches!(
+                self.command,
+                Some(Command::Op(_)) | Some(Command::Events(_))
+            )
     }
 }

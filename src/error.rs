@@ -8,11 +8,20 @@ use std::path::{Path, PathBuf};
 pub enum Error {
     /// Another process held `status.lock` for longer than the timeout.
     #[error("timed out after {secs}s waiting for the state lock `{}`{}", path.display(), holder_suffix(.holder))]
-    LockTimeout { secs: f64, path: PathBuf, holder: Option<String> },
+    LockTimeout {
+        secs: f64,
+        path: PathBuf,
+        holder: Option<String>,
+    },
 
     /// A file system call failed.
     #[error("could not {action} `{}`: {source}", path.display())]
-    Io { action: &'static str, path: PathBuf, #[source] source: std::io::Error },
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 
     /// A state file exists but cannot be trusted; it is never overwritten.
     #[error("`{}` is not valid conductor state: {detail}", path.display())]
@@ -24,7 +33,10 @@ pub enum Error {
 
     /// The input was rejected before anything was changed.
     #[error("{message}")]
-    Invalid { reason: &'static str, message: String },
+    Invalid {
+        reason: &'static str,
+        message: String,
+    },
 
     /// No live instance has this id.
     #[error("no instance `{0}` (it may have finished or been cleaned up after missing heartbeats)")]
@@ -45,12 +57,19 @@ fn holder_suffix(holder: &Option<String>) -> String {
 impl Error {
     /// An invalid-input error (exit 2) with a stable reason.
     pub fn invalid(reason: &'static str, message: impl Into<String>) -> Self {
-        Error::Invalid { reason, message: message.into() }
+        Error::Invalid {
+            reason,
+            message: message.into(),
+        }
     }
 
     /// An I/O error attached to the path it happened on.
     pub fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
-        Error::Io { action, path: path.to_path_buf(), source }
+        Error::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
     }
 
     /// The stable machine-readable reason for `--json` output.
@@ -94,7 +113,9 @@ impl Error {
             | Error::Io { .. }
             | Error::CorruptState { .. }
             | Error::UnsafeHome { .. } => 1,
-            Error::Invalid { .. } | Error::UnknownInstance(_) | Error::AmbiguousInstance { .. } => 2,
+            Error::Invalid { .. } | Error::UnknownInstance(_) | Error::AmbiguousInstance { .. } => {
+                2
+            }
         }
     }
 

@@ -2,7 +2,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = <conductor::cli::Cli as clap::Parser>::parse();
-    let out = conductor::output::Output { json: cli.json_output(), quiet: cli.global.quiet };
+    let out = conductor::output::Output {
+        json: cli.json_output(),
+        quiet: cli.global.quiet,
+    };
     match conductor::run(cli, &out) {
         Ok(code) => ExitCode::from(code),
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,

@@ -30,7 +30,10 @@ impl Output {
     pub fn json_line(&self, value: &impl Serialize) -> Result<()> {
         let mut s = serde_json::to_string(value).expect("reports serialize");
         s.push('\n');
-        std::io::stdout().lock().write_all(s.as_bytes()).map_err(stdout_err)
+        std::io::stdout()
+            .lock()
+            .write_all(s.as_bytes())
+            .map_err(stdout_err)
     }
 
     /// Print result text (a newline is added if missing).
@@ -60,7 +63,11 @@ impl Output {
     pub fn error(&self, e: &Error) {
         let message = e.to_string();
         if self.json {
-            let _ = self.json_line(&ErrorObject { status: "error", reason: e.reason(), message: message.clone() });
+            let _ = self.json_line(&ErrorObject {
+                status: "error",
+                reason: e.reason(),
+                message: message.clone(),
+            });
         }
         eprintln!("error: {message}");
         if let Some(h) = e.hint() {

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::protocol::types::{Instance, Source};
 use crate::protocol::ops::{Liveness, printable};
+use crate::protocol::types::{Instance, Source};
 
 /// Detect the session's source from the environment, in the protocol's order. Cursor comes
 /// before VS Code because Cursor also sets the VS Code variables.
@@ -94,12 +94,20 @@ pub struct PathNormalizer {
 impl PathNormalizer {
     /// Resolve relative paths against `base` (itself absolute).
     pub fn new(base: PathBuf) -> PathNormalizer {
-        PathNormalizer { base, cache: HashMap::new() }
+        PathNormalizer {
+            base,
+            cache: HashMap::new(),
+        }
     }
 
     /// Normalize one path as typed by the user.
     pub fn normalize(&mut self, input: &str) -> Result<String> {
-        let bad = |why: &str| Error::invalid("invalid_path", format!("invalid path `{}`: {why}", printable(input)));
+        let bad = |why: &str| {
+            Error::invalid(
+                "invalid_path",
+                format!("invalid path `{}`: {why}", printable(input)),
+            )
+        };
         if input.is_empty() {
             return Err(bad("it is empty"));
         }
@@ -121,7 +129,10 @@ impl PathNormalizer {
             })?
         };
         let resolved = self.resolve_symlinks(&lexical);
-        resolved.into_os_string().into_string().map_err(|_| bad("it resolves to a name that is not UTF-8"))
+        resolved
+            .into_os_string()
+            .into_string()
+            .map_err(|_| bad("it resolves to a name that is not UTF-8"))
     }
 
     fn resolve_symlinks(&mut self, path: &Path) -> PathBuf {
@@ -140,7 +151,10 @@ impl PathNormalizer {
                 out.extend(rest.iter().rev());
                 return out;
             }
-            match (existing.file_name().map(|n| n.to_os_string()), existing.parent()) {
+            match (
+                existing.file_name().map(|n| n.to_os_string()),
+                existing.parent(),
+            ) {
                 (Some(name), Some(parent)) => {
                     rest.push(name);
                     existing = parent.to_path_buf();
@@ -154,8 +168,16 @@ impl PathNormalizer {
 /// Join `p` to `base` and collapse `.` and `..` lexically. `None` if a relative `p` climbs
 /// above `base`.
 fn collapse(p: &Path, base: &Path) -> Option<PathBuf> {
-    let mut out = if p.is_absolute() { PathBuf::from("/") } else { base.to_path_buf() };
-    let floor = if p.is_absolute() { 1 } else { out.components().count() };
+    let mut out = if p.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        base.to_path_buf()
+    };
+    let floor = if p.is_absolute() {
+        1
+    } else {
+        out.components().count()
+    };
     for c in p.components() {
         match c {
             Component::RootDir | Component::Prefix(_) | Component::CurDir => {}
@@ -177,13 +199,20 @@ fn collapse(p: &Path, base: &Path) -> Option<PathBuf> {
 /// Where relative claim paths resolve: the current directory when it is inside the instance's
 /// working directory (paths mean what the shell means), else the working directory.
 pub fn claim_base(cwd: &Path, working_directory: &Path) -> PathBuf {
-    if cwd.starts_with(working_directory) { cwd.to_path_buf() } else { working_directory.to_path_buf() }
+    if cwd.starts_with(working_directory) {
+        cwd.to_path_buf()
+    } else {
+        working_directory.to_path_buf()
+    }
 }
 
 /// The current directory, with symlinks resolved where possible.
 pub fn current_dir() -> Result<PathBuf> {
     let cwd = std::env::current_dir().map_err(|e| {
-        Error::invalid("no_working_directory", format!("the current directory is not usable ({e}); cd somewhere that exists"))
+        Error::invalid(
+            "no_working_directory",
+            format!("the current directory is not usable ({e}); cd somewhere that exists"),
+        )
     })?;
     Ok(std::fs::canonicalize(&cwd).unwrap_or(cwd))
 }
@@ -195,28 +224,63 @@ mod tests {
     #[test]
     fn collapses_dots_and_refuses_escapes() {
         let base = Path::new("/w/app");
-        assert_eq!(collapse(Path::new("src/./a/../b.rs"), base).unwrap(), Path::new("/w/app/src/b.rs"));
+        assert_eq!(
+            collapse(Path::new("src/./a/../b.rs"), base).unwrap(),
+            Path::new("/w/app/src/b.rs")
+        );
         assert_eq!(collapse(Path::new("../x"), base), None);
         assert_eq!(collapse(Path::new("src/../../x"), base), None);
-        assert_eq!(collapse(Path::new("/../../etc/x"), base).unwrap(), Path::new("/etc/x"));
+        assert_eq!(
+            collapse(Path::new("/../../etc/x"), base).unwrap(),
+            Path::new("/etc/x")
+        );
     }
 
     #[test]
     fn source_detection_order() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
         };
-        assert_eq!(detect_source(env(&[("CURSOR_SESSION", "1"), ("VSCODE_GIT_IPC_HANDLE", "/x")])), Source::Cur);
-        assert_eq!(detect_source(env(&[("VSCODE_GIT_IPC_HANDLE", "/x"), ("TERM_PROGRAM", "iTerm.app")])), Source::Vsc);
-        assert_eq!(detect_source(env(&[("TERM_PROGRAM", "iTerm.app")])), Source::Itm);
-        assert_eq!(detect_source(env(&[("CLAUDE_COWORK_SESSION", "s")])), Source::Cow);
-        assert_eq!(detect_source(env(&[("TERM_PROGRAM", "Apple_Terminal")])), Source::Web);
+        assert_eq!(
+            detect_source(env(&[
+                ("CURSOR_SESSION", "1"),
+                ("VSCODE_GIT_IPC_HANDLE", "/x")
+            ])),
+            Source::Cur
+        );
+        assert_eq!(
+            detect_source(env(&[
+                ("VSCODE_GIT_IPC_HANDLE", "/x"),
+                ("TERM_PROGRAM", "iTerm.app")
+            ])),
+            Source::Vsc
+        );
+        assert_eq!(
+            detect_source(env(&[("TERM_PROGRAM", "iTerm.app")])),
+            Source::Itm
+        );
+        assert_eq!(
+            detect_source(env(&[("CLAUDE_COWORK_SESSION", "s")])),
+            Source::Cow
+        );
+        assert_eq!(
+            detect_source(env(&[("TERM_PROGRAM", "Apple_Terminal")])),
+            Source::Web
+        );
     }
 
     #[test]
     fn ids_are_six_hex() {
         let h = random_hex6();
         assert_eq!(h.len(), 6);
-        assert!(h.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert!(
+            h.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
     }
 }

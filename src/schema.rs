@@ -11,14 +11,38 @@ const BASE: &str = "https://conductor.invalid/schemas/";
 
 /// The schema files, by name, as checked in.
 pub const FILES: &[(&str, &str)] = &[
-    ("defs.schema.json", include_str!("../schemas/defs.schema.json")),
-    ("status.schema.json", include_str!("../schemas/status.schema.json")),
-    ("history-entry.schema.json", include_str!("../schemas/history-entry.schema.json")),
-    ("sprint.schema.json", include_str!("../schemas/sprint.schema.json")),
-    ("config.schema.json", include_str!("../schemas/config.schema.json")),
-    ("project-config.schema.json", include_str!("../schemas/project-config.schema.json")),
-    ("op-input.schema.json", include_str!("../schemas/op-input.schema.json")),
-    ("output.schema.json", include_str!("../schemas/output.schema.json")),
+    (
+        "defs.schema.json",
+        include_str!("../schemas/defs.schema.json"),
+    ),
+    (
+        "status.schema.json",
+        include_str!("../schemas/status.schema.json"),
+    ),
+    (
+        "history-entry.schema.json",
+        include_str!("../schemas/history-entry.schema.json"),
+    ),
+    (
+        "sprint.schema.json",
+        include_str!("../schemas/sprint.schema.json"),
+    ),
+    (
+        "config.schema.json",
+        include_str!("../schemas/config.schema.json"),
+    ),
+    (
+        "project-config.schema.json",
+        include_str!("../schemas/project-config.schema.json"),
+    ),
+    (
+        "op-input.schema.json",
+        include_str!("../schemas/op-input.schema.json"),
+    ),
+    (
+        "output.schema.json",
+        include_str!("../schemas/output.schema.json"),
+    ),
 ];
 
 /// Which document a value claims to be.
@@ -53,7 +77,11 @@ impl Schema {
 }
 
 fn parsed(name: &str) -> Value {
-    let text = FILES.iter().find(|(n, _)| *n == name).expect("schema file is listed").1;
+    let text = FILES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .expect("schema file is listed")
+        .1;
     serde_json::from_str(text).expect("checked-in schemas are valid JSON (tested)")
 }
 
@@ -63,10 +91,15 @@ fn registry() -> &'static Registry<'static> {
         let mut builder = Registry::new();
         for (name, _) in FILES {
             builder = builder
-                .add(format!("{BASE}{name}"), Resource::from_contents(parsed(name)))
+                .add(
+                    format!("{BASE}{name}"),
+                    Resource::from_contents(parsed(name)),
+                )
                 .expect("schema URIs are valid");
         }
-        builder.prepare().expect("checked-in schemas resolve (tested)")
+        builder
+            .prepare()
+            .expect("checked-in schemas resolve (tested)")
     })
 }
 
@@ -87,12 +120,20 @@ pub fn validate_op(operation: &str, value: &Value) -> Result<(), String> {
     static OPS: OnceLock<Vec<(String, Validator)>> = OnceLock::new();
     let ops = OPS.get_or_init(|| {
         let root = parsed("op-input.schema.json");
-        let names: Vec<String> = root["$defs"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        let names: Vec<String> = root["$defs"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
         names
             .into_iter()
             .map(|n| {
-                let reference = serde_json::json!({ "$ref": format!("{BASE}op-input.schema.json#/$defs/{n}") });
-                let v = jsonschema::options().offline().with_registry(registry()).build(&reference).expect("op branches compile (tested)");
+                let reference =
+                    serde_json::json!({ "$ref": format!("{BASE}op-input.schema.json#/$defs/{n}") });
+                let v = jsonschema::options()
+                    .offline()
+                    .with_registry(registry())
+                    .build(&reference)
+                    .expect("op branches compile (tested)");
                 (n, v)
             })
             .collect()
@@ -106,7 +147,10 @@ pub fn validate_op(operation: &str, value: &Value) -> Result<(), String> {
 /// The operation names `conductor op` accepts.
 pub fn operations() -> Vec<String> {
     let root = parsed("op-input.schema.json");
-    root["$defs"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default()
+    root["$defs"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 fn first_error(v: &Validator, value: &Value) -> Result<(), String> {

@@ -22,7 +22,10 @@ impl Timestamp {
 
     /// The current time, or `CONDUCTOR_NOW` when set (tests pin the clock with it).
     pub fn now() -> Timestamp {
-        if let Some(t) = std::env::var("CONDUCTOR_NOW").ok().and_then(|s| Timestamp::parse(&s)) {
+        if let Some(t) = std::env::var("CONDUCTOR_NOW")
+            .ok()
+            .and_then(|s| Timestamp::parse(&s))
+        {
             return t;
         }
         Timestamp::from_datetime(Utc::now())
@@ -64,7 +67,8 @@ impl Serialize for Timestamp {
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Timestamp::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("not an RFC 3339 timestamp: {s:?}")))
+        Timestamp::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("not an RFC 3339 timestamp: {s:?}")))
     }
 }
 
@@ -76,7 +80,10 @@ mod tests {
     fn formats_like_the_spec() {
         let t = Timestamp::parse("2026-01-17T11:30:00.789+01:00").unwrap();
         assert_eq!(t.to_string(), "2026-01-17T10:30:00Z");
-        assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-01-17T10:30:00Z\"");
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            "\"2026-01-17T10:30:00Z\""
+        );
     }
 
     #[test]

@@ -12,7 +12,9 @@ use crate::protocol::gate::{self, Verdict};
 
 /// Check a task against the gate.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Exit status 0 if `start` would accept the task, 4 if the gate would block it.")]
+#[command(
+    after_long_help = "Exit status 0 if `start` would accept the task, 4 if the gate would block it."
+)]
 pub struct AlignArgs {
     /// The task to check.
     pub task: String,
@@ -43,7 +45,12 @@ impl AlignArgs {
     /// The request these arguments make.
     pub fn into_request(self) -> Result<AlignRequest> {
         let dir = super::start::working_directory(self.dir.as_deref())?;
-        Ok(AlignRequest { task: self.task, priority: self.priority, project: self.project, working_directory: Some(dir) })
+        Ok(AlignRequest {
+            task: self.task,
+            priority: self.priority,
+            project: self.project,
+            working_directory: Some(dir),
+        })
     }
 }
 
@@ -62,12 +69,16 @@ impl Report for Aligned {
 /// Run `align`.
 pub fn execute(ctx: &Ctx, req: AlignRequest) -> Result<Box<dyn Report>> {
     let dir = match &req.working_directory {
-        Some(d) => Some(super::start::working_directory(Some(std::path::Path::new(d)))?),
+        Some(d) => Some(super::start::working_directory(Some(
+            std::path::Path::new(d),
+        ))?),
         None => None,
     };
     let inputs = super::start::gate_inputs(ctx, dir.as_deref())?;
     Ok(match gate::evaluate(&req.task, req.priority, &inputs) {
         Verdict::Pass => Box::new(Aligned),
-        Verdict::Blocked { message, options, .. } => Box::new(super::start::Blocked { message, options }),
+        Verdict::Blocked {
+            message, options, ..
+        } => Box::new(super::start::Blocked { message, options }),
     })
 }

@@ -11,10 +11,12 @@ use crate::runtime::ProcessTable;
 
 /// Claim files.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Relative paths resolve against the current directory when it is inside the \
+#[command(
+    after_long_help = "Relative paths resolve against the current directory when it is inside the \
 instance's working directory, else against the working directory. Claims are keyed by the absolute path \
 with `.`/`..` collapsed and symlinks resolved.\n\nExit status 3 means some files are held by others; the \
-free ones were still claimed.")]
+free ones were still claimed."
+)]
 pub struct ClaimArgs {
     /// Files to claim.
     #[arg(required = true, value_name = "FILE")]
@@ -40,7 +42,11 @@ pub struct ClaimRequest {
 impl ClaimArgs {
     /// The request these arguments make.
     pub fn into_request(self) -> ClaimRequest {
-        ClaimRequest { instance_id: self.instance.instance, files: self.files, force: self.force }
+        ClaimRequest {
+            instance_id: self.instance.instance,
+            files: self.files,
+            force: self.force,
+        }
     }
 }
 
@@ -69,19 +75,47 @@ impl Report for Claimed {
         let mut lines = Vec::new();
         if !o.claimed.is_empty() {
             let files: Vec<String> = o.claimed.iter().map(|f| show(f)).collect();
-            lines.push(format!("Claimed: {}.{}", files.join(", "), if o.conflicts.is_empty() { " Safe to edit." } else { "" }));
+            lines.push(format!(
+                "Claimed: {}.{}",
+                files.join(", "),
+                if o.conflicts.is_empty() {
+                    " Safe to edit."
+                } else {
+                    ""
+                }
+            ));
         }
         for f in &o.forced {
-            lines.push(format!("Forced: took {} from {} (logged)", show(&f.file), f.from));
+            lines.push(format!(
+                "Forced: took {} from {} (logged)",
+                show(&f.file),
+                f.from
+            ));
         }
         for c in &o.conflicts {
-            let stale = if c.holder_alive { String::new() } else { format!(" [holder looks dead: last heartbeat {}]", c.holder_last_heartbeat) };
-            lines.push(format!("CONFLICT: {} is claimed by {} ({}). Coordinate or wait.{stale}", show(&c.file), c.held_by, c.holder_task));
+            let stale = if c.holder_alive {
+                String::new()
+            } else {
+                format!(
+                    " [holder looks dead: last heartbeat {}]",
+                    c.holder_last_heartbeat
+                )
+            };
+            lines.push(format!(
+                "CONFLICT: {} is claimed by {} ({}). Coordinate or wait.{stale}",
+                show(&c.file),
+                c.held_by,
+                c.holder_task
+            ));
         }
         lines.join("\n")
     }
     fn exit_code(&self) -> u8 {
-        if self.outcome.conflicts.is_empty() { 0 } else { 3 }
+        if self.outcome.conflicts.is_empty() {
+            0
+        } else {
+            3
+        }
     }
 }
 
@@ -93,7 +127,11 @@ fn conflict_message(o: &ClaimOutcome) -> String {
         }
     }
     let n = o.conflicts.len();
-    format!("{n} conflict{} detected. Coordinate with {} or wait for release.", if n == 1 { "" } else { "s" }, holders.join(", "))
+    format!(
+        "{n} conflict{} detected. Coordinate with {} or wait for release.",
+        if n == 1 { "" } else { "s" },
+        holders.join(", ")
+    )
 }
 
 /// Run `claim`.
@@ -102,6 +140,11 @@ pub fn execute(ctx: &Ctx, req: ClaimRequest) -> Result<Box<dyn Report>> {
     let files = paths.remove(0);
     let now = ctx.now;
     let live = ProcessTable::new();
-    let outcome = ctx.store.transact(now, |st, fx| ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx))?;
-    Ok(Box::new(Claimed { outcome, cwd: ctx.cwd().ok() }))
+    let outcome = ctx.store.transact(now, |st, fx| {
+        ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)
+    })?;
+    Ok(Box::new(Claimed {
+        outcome,
+        cwd: ctx.cwd().ok(),
+    }))
 }

@@ -10,9 +10,11 @@ use crate::runtime::ProcessTable;
 
 /// Remove orphans.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "An orphan has had no heartbeat for --max-age-minutes, or recorded an owner \
+#[command(
+    after_long_help = "An orphan has had no heartbeat for --max-age-minutes, or recorded an owner \
 process on this host that no longer exists. Each is written to history.jsonl with outcome `orphaned` \
-and its claims are released.")]
+and its claims are released."
+)]
 pub struct CleanupArgs {
     /// Heartbeat age that makes an instance an orphan [default: config.json's
     /// default_max_age_minutes, else 60].
@@ -36,7 +38,10 @@ pub struct CleanupRequest {
 impl CleanupArgs {
     /// The request these arguments make.
     pub fn into_request(self) -> CleanupRequest {
-        CleanupRequest { max_age_minutes: self.max_age_minutes, instance_id: self.instance }
+        CleanupRequest {
+            max_age_minutes: self.max_age_minutes,
+            instance_id: self.instance,
+        }
     }
 }
 
@@ -63,15 +68,25 @@ impl Report for Cleaned {
 pub fn execute(ctx: &Ctx, req: CleanupRequest) -> Result<Box<dyn Report>> {
     let max_age = match req.max_age_minutes {
         Some(m) => m,
-        None => ctx.store.config()?.default_max_age_minutes.unwrap_or(DEFAULT_MAX_AGE_MINUTES),
+        None => ctx
+            .store
+            .config()?
+            .default_max_age_minutes
+            .unwrap_or(DEFAULT_MAX_AGE_MINUTES),
     };
     if let Some(id) = &req.instance_id {
         if !crate::protocol::is_valid_instance_id(id) {
-            ops::resolve_instance(&ctx.store.read(ctx.now)?, Some(id), std::path::Path::new("/"))?;
+            ops::resolve_instance(
+                &ctx.store.read(ctx.now)?,
+                Some(id),
+                std::path::Path::new("/"),
+            )?;
         }
     }
     let now = ctx.now;
     let live = ProcessTable::new();
-    let orphans = ctx.store.transact(now, |st, fx| ops::cleanup(st, max_age, req.instance_id.as_deref(), now, &live, fx))?;
+    let orphans = ctx.store.transact(now, |st, fx| {
+        ops::cleanup(st, max_age, req.instance_id.as_deref(), now, &live, fx)
+    })?;
     Ok(Box::new(Cleaned { orphans }))
 }

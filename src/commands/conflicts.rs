@@ -32,7 +32,11 @@ pub fn parse_log_line(line: &str) -> Option<LogEntry> {
     let mut parts = line.splitn(3, " | ");
     let at = Timestamp::parse(parts.next()?)?;
     let kind = LogKind::parse(parts.next()?)?;
-    Some(LogEntry { at, kind, text: parts.next()?.to_string() })
+    Some(LogEntry {
+        at,
+        kind,
+        text: parts.next()?.to_string(),
+    })
 }
 
 struct ConflictsReport {
@@ -50,13 +54,22 @@ impl Report for ConflictsReport {
             out.push("No conflicts logged.".to_string());
         } else {
             out.push("Recent (conflicts.log):".to_string());
-            out.extend(self.recent.iter().map(|e| format!("  {} | {} | {}", e.at, e.kind.as_str(), e.text)));
+            out.extend(
+                self.recent
+                    .iter()
+                    .map(|e| format!("  {} | {} | {}", e.at, e.kind.as_str(), e.text)),
+            );
         }
         if self.unresolved.is_empty() {
             out.push("Unresolved: none".into());
         } else {
             out.push("Unresolved:".into());
-            out.extend(self.unresolved.iter().map(|c| format!("  {} wants {} (held by {}: {}) since {}", c.requested_by, c.file, c.held_by, c.holder_task, c.since)));
+            out.extend(self.unresolved.iter().map(|c| {
+                format!(
+                    "  {} wants {} (held by {}: {}) since {}",
+                    c.requested_by, c.file, c.held_by, c.holder_task, c.since
+                )
+            }));
         }
         out.join("\n")
     }
@@ -76,12 +89,22 @@ pub fn run(ctx: &Ctx, args: ConflictsArgs) -> Result<u8> {
                         recent.push_back(e);
                     }
                 }
-                None => ctx.out.warn(&format!("conflicts.log line {n} is not `<time> | <KIND> | <text>`; skipped")),
+                None => ctx.out.warn(&format!(
+                    "conflicts.log line {n} is not `<time> | <KIND> | <text>`; skipped"
+                )),
             },
-            Line::Torn(_) => ctx.out.warn(&format!("conflicts.log line {n} is incomplete (an interrupted write); skipped")),
+            Line::Torn(_) => ctx.out.warn(&format!(
+                "conflicts.log line {n} is incomplete (an interrupted write); skipped"
+            )),
         }
         Ok(true)
     })?;
     let state = ctx.store.read(ctx.now)?;
-    print(ctx.out, &ConflictsReport { recent: recent.into(), unresolved: ops::live_conflicts(&state) })
+    print(
+        ctx.out,
+        &ConflictsReport {
+            recent: recent.into(),
+            unresolved: ops::live_conflicts(&state),
+        },
+    )
 }

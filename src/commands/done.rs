@@ -90,6 +90,12 @@ pub fn execute(ctx: &Ctx, req: DoneRequest) -> Result<Box<dyn Report>> {
     let files_modified = req.files_modified.as_ref().map(|_| paths.remove(0));
     let outcome = req.outcome.unwrap_or(Outcome::Success);
     let now = ctx.now;
-    let released = ctx.store.transact(now, |st, fx| ops::done(st, &id, outcome, files_modified, req.notes.clone(), now, fx))?;
-    Ok(Box::new(Done { instance_id: id, outcome, released }))
+    let released = ctx.store.transact(now, |st, fx| {
+        ops::done(st, &id, outcome, files_modified, req.notes.clone(), now, fx)
+    })?;
+    Ok(Box::new(Done {
+        instance_id: id,
+        outcome,
+        released,
+    }))
 }

@@ -11,9 +11,11 @@ use crate::time::Timestamp;
 
 /// Record a heartbeat.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Instances with no heartbeat for an hour are orphans that `cleanup` removes. \
+#[command(
+    after_long_help = "Instances with no heartbeat for an hour are orphans that `cleanup` removes. \
 Claims and releases count as heartbeats too. Long tasks should heartbeat every 5-10 minutes \
-(`conductor run` does it for you).")]
+(`conductor run` does it for you)."
+)]
 pub struct HeartbeatArgs {
     /// Also record this process as the instance's owner (see `start --owner-pid`).
     #[arg(long, env = "CONDUCTOR_OWNER_PID", value_name = "PID")]
@@ -36,7 +38,10 @@ pub struct HeartbeatRequest {
 impl HeartbeatArgs {
     /// The request these arguments make.
     pub fn into_request(self) -> HeartbeatRequest {
-        HeartbeatRequest { instance_id: self.instance.instance, owner_pid: self.owner_pid }
+        HeartbeatRequest {
+            instance_id: self.instance.instance,
+            owner_pid: self.owner_pid,
+        }
     }
 }
 
@@ -59,6 +64,11 @@ impl Report for Beat {
 pub fn execute(ctx: &Ctx, req: HeartbeatRequest) -> Result<Box<dyn Report>> {
     let (id, _) = super::resolve_with_paths(ctx, &req.instance_id, &[])?;
     let now = ctx.now;
-    ctx.store.transact(now, |st, _| ops::heartbeat(st, &id, req.owner_pid, now))?;
-    Ok(Box::new(Beat { instance_id: id, at: now }))
+    ctx.store.transact(now, |st, fx| {
+        ops::heartbeat(st, &id, req.owner_pid, now, fx)
+    })?;
+    Ok(Box::new(Beat {
+        instance_id: id,
+        at: now,
+    }))
 }

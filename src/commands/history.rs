@@ -12,8 +12,10 @@ use crate::time::Timestamp;
 
 /// Show history.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "--since takes an RFC 3339 time (2026-01-17T09:00:00Z), a date (2026-01-17) \
-or an age (30m, 12h, 7d). Lines that cannot be read are skipped with a warning on stderr.")]
+#[command(
+    after_long_help = "--since takes an RFC 3339 time (2026-01-17T09:00:00Z), a date (2026-01-17) \
+or an age (30m, 12h, 7d). Lines that cannot be read are skipped with a warning on stderr."
+)]
 pub struct HistoryArgs {
     /// Only this project.
     #[arg(long)]
@@ -44,12 +46,18 @@ fn parse_since(s: &str) -> std::result::Result<Since, String> {
         return Ok(Since::At(t));
     }
     let (num, unit) = s.split_at(s.len().saturating_sub(1));
-    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a time, a date or an age like 30m, 12h, 7d"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a time, a date or an age like 30m, 12h, 7d"))?;
     let minutes = match unit {
         "m" => n,
         "h" => n * 60,
         "d" => n * 1440,
-        _ => return Err(format!("`{s}` is not a time, a date or an age like 30m, 12h, 7d")),
+        _ => {
+            return Err(format!(
+                "`{s}` is not a time, a date or an age like 30m, 12h, 7d"
+            ));
+        }
     };
     Ok(Since::Ago(minutes))
 }
@@ -62,7 +70,8 @@ fn human(e: &HistoryEntry) -> String {
         e.id,
         e.priority,
         e.project,
-        e.duration_minutes.unwrap_or_else(|| e.started_at.minutes_until(e.completed_at)),
+        e.duration_minutes
+            .unwrap_or_else(|| e.started_at.minutes_until(e.completed_at)),
         e.task
     )
 }
@@ -78,7 +87,8 @@ pub fn run(ctx: &Ctx, args: HistoryArgs) -> Result<u8> {
     let io = |e: std::io::Error| Error::io("write to", std::path::Path::new("stdout"), e);
     let json = ctx.out.json;
     if json {
-        w.write_all(b"{\"status\":\"ok\",\"entries\":[").map_err(io)?;
+        w.write_all(b"{\"status\":\"ok\",\"entries\":[")
+            .map_err(io)?;
     }
     let mut first = true;
     let mut emit = |w: &mut std::io::BufWriter<_>, e: &HistoryEntry| -> Result<()> {
@@ -99,7 +109,9 @@ pub fn run(ctx: &Ctx, args: HistoryArgs) -> Result<u8> {
         let text = match line {
             Line::Complete(t) => t,
             Line::Torn(_) => {
-                ctx.out.warn(&format!("history.jsonl line {n} is incomplete (an interrupted write); skipped"));
+                ctx.out.warn(&format!(
+                    "history.jsonl line {n} is incomplete (an interrupted write); skipped"
+                ));
                 return Ok(true);
             }
         };
@@ -110,7 +122,9 @@ pub fn run(ctx: &Ctx, args: HistoryArgs) -> Result<u8> {
         let entry = match entry {
             Ok(e) => e,
             Err(why) => {
-                ctx.out.warn(&format!("history.jsonl line {n} is not a valid entry ({why}); skipped"));
+                ctx.out.warn(&format!(
+                    "history.jsonl line {n} is not a valid entry ({why}); skipped"
+                ));
                 return Ok(true);
             }
         };

@@ -7,6 +7,7 @@ pub mod claim;
 pub mod cleanup;
 pub mod conflicts;
 pub mod done;
+pub mod events;
 pub mod heartbeat;
 pub mod history;
 pub mod op;
@@ -86,7 +87,11 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
     };
     let timeout = Duration::from_secs_f64(cli.global.lock_timeout);
     let store = Store::open(dir, timeout, cli.global.quiet || cli.global.json)?;
-    let ctx = Ctx { store, now: Timestamp::now(), out };
+    let ctx = Ctx {
+        store,
+        now: Timestamp::now(),
+        out,
+    };
     let request = match cli.command {
         None => Request::Status(status::StatusRequest {}),
         Some(Command::Start(a)) => Request::Start(a.into_request()?),
@@ -101,6 +106,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Reset(a)) => return reset::run(&ctx, a),
         Some(Command::History(a)) => return history::run(&ctx, a),
         Some(Command::Op(a)) => return op::run(&ctx, a),
+        Some(Command::Events(a)) => return events::run(&ctx, a),
     };
     validate_request(&request)?;
     let report = execute(&ctx, request)?;
@@ -111,7 +117,8 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
 pub fn validate_request(request: &Request) -> Result<()> {
     let value = serde_json::to_value(request).expect("requests serialize");
     let op = value["operation"].as_str().unwrap_or_default().to_string();
-    crate::schema::validate_op(&op, &value).map_err(|e| Error::invalid("invalid_input", format!("invalid {op} input {e}")))
+    crate::schema::validate_op(&op, &value)
+        .map_err(|e| Error::invalid("invalid_input", format!("invalid {op} input {e}")))
 }
 
 /// Run a validated request.
@@ -131,22 +138,38 @@ pub fn execute(ctx: &Ctx, request: Request) -> Result<Box<dyn Report>> {
 /// The instance a request names, else `CONDUCTOR_INSTANCE_ID` (already folded in by clap for
 /// subcommands; read here for `op`).
 fn explicit_instance(id: &Option<String>) -> Option<String> {
-    id.clone().or_else(|| std::env::var("CONDUCTOR_INSTANCE_ID").ok().filter(|s| !s.is_empty()))
+    id.clone().or_else(|| {
+        std::env::var("CONDUCTOR_INSTANCE_ID")
+            .ok()
+            .filter(|s| !s.is_empty())
+    })
 }
 
 /// Resolve the acting instance from a lock-free read and normalize the given paths against it.
 /// Instances never change their working directory, so the normalized paths stay right when the
 /// transaction re-checks that the instance is still there.
-fn resolve_with_paths(ctx: &Ctx, explicit: &Option<String>, paths: &[&[String]]) -> Result<(String, Vec<Vec<String>>)> {
+fn resolve_with_paths(
+    ctx: &Ctx,
+    explicit: &Option<String>,
+    paths: &[&[String]],
+) -> Result<(String, Vec<Vec<String>>)> {
     let cwd = ctx.cwd()?;
     let state: State = ctx.store.read(ctx.now)?;
-    let id = crate::protocol::ops::resolve_instance(&state, explicit_instance(explicit).as_deref(), &cwd)?;
+    let id = crate::protocol::ops::resolve_instance(
+        &state,
+        explicit_instance(explicit).as_deref(),
+        &cwd,
+    )?;
     let inst = state.instance(&id).expect("just resolved");
     let base = runtime::claim_base(&cwd, Path::new(&inst.working_directory));
     let mut norm = PathNormalizer::new(base);
     let mut out = Vec::new();
     for list in paths {
-        out.push(list.iter().map(|p| norm.normalize(p)).collect::<Result<Vec<_>>>()?);
+        out.push(
+            list.iter()
+                .map(|p| norm.normalize(p))
+                .collect::<Result<Vec<_>>>()?,
+        );
     }
     Ok((id, out))
 }
@@ -158,4 +181,3 @@ pub fn display_path(path: &str, cwd: Option<&Path>) -> String {
         _ => path.to_string(),
     }
 }
-

@@ -9,8 +9,10 @@ use crate::schema;
 
 /// Run one operation from JSON.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Examples:\n  conductor op '{\"operation\":\"claim\",\"instance_id\":\"itm-a1b2c3\",\"files\":[\"src/a.rs\"]}'\n  echo '{\"operation\":\"status\"}' | conductor op\n\nOperations: start, claim, release, done, heartbeat, cleanup, status, align. The input is checked \
-against schemas/op-input.schema.json; the output is always one JSON object.")]
+#[command(
+    after_long_help = "Examples:\n  conductor op '{\"operation\":\"claim\",\"instance_id\":\"itm-a1b2c3\",\"files\":[\"src/a.rs\"]}'\n  echo '{\"operation\":\"status\"}' | conductor op\n\nOperations: start, claim, release, done, heartbeat, cleanup, status, align. The input is checked \
+against schemas/op-input.schema.json; the output is always one JSON object."
+)]
 pub struct OpArgs {
     /// The operation object, or `-` (the default) to read it from stdin.
     #[arg(value_name = "JSON|-")]
@@ -26,10 +28,17 @@ fn bad(message: String) -> Error {
 
 /// Parse and validate an operation input.
 pub fn parse(text: &str) -> Result<Request> {
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(format!("the operation is not valid JSON: {e}")))?;
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| bad(format!("the operation is not valid JSON: {e}")))?;
     let op = match value.get("operation") {
-        None if value.is_object() => return Err(bad("the operation object has no `operation` field".into())),
-        None => return Err(bad("the operation must be a JSON object like {\"operation\":\"status\"}".into())),
+        None if value.is_object() => {
+            return Err(bad("the operation object has no `operation` field".into()));
+        }
+        None => {
+            return Err(bad(
+                "the operation must be a JSON object like {\"operation\":\"status\"}".into(),
+            ));
+        }
         Some(serde_json::Value::String(s)) => s.clone(),
         Some(_) => return Err(bad("`operation` must be a string".into())),
     };
@@ -37,7 +46,11 @@ pub fn parse(text: &str) -> Result<Request> {
     if !known.contains(&op) {
         return Err(Error::invalid(
             "unknown_operation",
-            format!("unknown operation `{}` (expected one of: {})", crate::protocol::ops::printable(&op), known.join(", ")),
+            format!(
+                "unknown operation `{}` (expected one of: {})",
+                crate::protocol::ops::printable(&op),
+                known.join(", ")
+            ),
         ));
     }
     schema::validate_op(&op, &value).map_err(|e| bad(format!("invalid {op} operation {e}")))?;
@@ -54,7 +67,9 @@ pub fn run(ctx: &Ctx, args: OpArgs) -> Result<u8> {
                 .read_to_string(&mut s)
                 .map_err(|e| bad(format!("could not read the operation from stdin: {e}")))?;
             if s.len() as u64 > MAX_INPUT {
-                return Err(bad(format!("the operation is larger than {MAX_INPUT} bytes")));
+                return Err(bad(format!(
+                    "the operation is larger than {MAX_INPUT} bytes"
+                )));
             }
             s
         }

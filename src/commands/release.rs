@@ -76,7 +76,14 @@ fn message(files: &[String], cwd: Option<&std::path::Path>) -> String {
     if files.is_empty() {
         "Nothing to release.".into()
     } else {
-        format!("Released: {}", files.iter().map(|f| display_path(f, cwd)).collect::<Vec<_>>().join(", "))
+        format!(
+            "Released: {}",
+            files
+                .iter()
+                .map(|f| display_path(f, cwd))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     }
 }
 
@@ -84,9 +91,18 @@ fn message(files: &[String], cwd: Option<&std::path::Path>) -> String {
 pub fn execute(ctx: &Ctx, req: ReleaseRequest) -> Result<Box<dyn Report>> {
     let listed = req.files.clone().unwrap_or_default();
     let (id, mut paths) = super::resolve_with_paths(ctx, &req.instance_id, &[&listed])?;
-    let which = if req.all == Some(true) { Which::All } else { Which::Files(paths.remove(0)) };
+    let which = if req.all == Some(true) {
+        Which::All
+    } else {
+        Which::Files(paths.remove(0))
+    };
     let now = ctx.now;
     let force = req.force == Some(true);
-    let released = ctx.store.transact(now, |st, fx| ops::release(st, &id, &which, force, req.reason.as_deref(), now, fx))?;
-    Ok(Box::new(Released { released, cwd: ctx.cwd().ok() }))
+    let released = ctx.store.transact(now, |st, fx| {
+        ops::release(st, &id, &which, force, req.reason.as_deref(), now, fx)
+    })?;
+    Ok(Box::new(Released {
+        released,
+        cwd: ctx.cwd().ok(),
+    }))
 }

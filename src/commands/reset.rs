@@ -7,8 +7,10 @@ use crate::error::Result;
 
 /// Back up and reset the state.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "The old file is kept as status.json.<timestamp>.bak in the home. Works even \
-when status.json is corrupt, so it is also a way out of a broken state.")]
+#[command(
+    after_long_help = "The old file is kept as status.json.<timestamp>.bak in the home. Works even \
+when status.json is corrupt, so it is also a way out of a broken state."
+)]
 pub struct ResetArgs {}
 
 struct ResetDone {

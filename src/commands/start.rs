@@ -16,7 +16,9 @@ use crate::store;
 
 /// Register a task.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Example:\n  conductor start \"Fix auth bug\" --project pitchello --priority P1\n  export CONDUCTOR_INSTANCE_ID=itm-a1b2c3   # the id it printed")]
+#[command(
+    after_long_help = "Example:\n  conductor start \"Fix auth bug\" --project pitchello --priority P1\n  export CONDUCTOR_INSTANCE_ID=itm-a1b2c3   # the id it printed"
+)]
 pub struct StartArgs {
     /// What this session is going to do.
     pub task: String,
@@ -69,7 +71,10 @@ impl StartArgs {
         let dir = working_directory(self.dir.as_deref())?;
         let project = match self.project {
             Some(p) => p,
-            None => Path::new(&dir).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "root".into()),
+            None => Path::new(&dir)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "root".into()),
         };
         Ok(StartRequest {
             task: self.task,
@@ -93,12 +98,23 @@ pub fn working_directory(dir: Option<&Path>) -> Result<String> {
         None => cwd?,
     };
     let canon = std::fs::canonicalize(&raw).map_err(|e| {
-        Error::invalid("invalid_directory", format!("working directory {} is not usable: {e}", raw.display()))
+        Error::invalid(
+            "invalid_directory",
+            format!("working directory {} is not usable: {e}", raw.display()),
+        )
     })?;
     if !canon.is_dir() {
-        return Err(Error::invalid("invalid_directory", format!("working directory {} is not a directory", canon.display())));
+        return Err(Error::invalid(
+            "invalid_directory",
+            format!("working directory {} is not a directory", canon.display()),
+        ));
     }
-    canon.into_os_string().into_string().map_err(|_| Error::invalid("invalid_directory", "the working directory's path is not UTF-8"))
+    canon.into_os_string().into_string().map_err(|_| {
+        Error::invalid(
+            "invalid_directory",
+            "the working directory's path is not UTF-8",
+        )
+    })
 }
 
 /// Gather what the priority gate looks at: sprint.json, the north-stars file, and the project's
@@ -109,7 +125,9 @@ pub fn gate_inputs(ctx: &Ctx, working_directory: Option<&str>) -> Result<GateInp
     let ns_path = match &config.north_stars_path {
         Some(p) => expand_tilde(p),
         None => std::env::var_os("HOME")
-            .map(|h| PathBuf::from(h).join("Developer/digital-self/2-areas/personal/north-stars.md"))
+            .map(|h| {
+                PathBuf::from(h).join("Developer/digital-self/2-areas/personal/north-stars.md")
+            })
             .unwrap_or_default(),
     };
     let north_stars = match std::fs::read_to_string(&ns_path) {
@@ -121,7 +139,12 @@ pub fn gate_inputs(ctx: &Ctx, working_directory: Option<&str>) -> Result<GateInp
         Some(dir) => project_priorities(Path::new(dir))?,
         None => None,
     };
-    Ok(GateInputs { sprint, north_stars, north_stars_path: Some(ns_path.display().to_string()), project_priorities })
+    Ok(GateInputs {
+        sprint,
+        north_stars,
+        north_stars_path: Some(ns_path.display().to_string()),
+        project_priorities,
+    })
 }
 
 fn expand_tilde(p: &str) -> PathBuf {
@@ -136,17 +159,28 @@ fn expand_tilde(p: &str) -> PathBuf {
 /// priority itself.
 fn project_priorities(dir: &Path) -> Result<Option<Vec<String>>> {
     let cfg_path = dir.join(".conductor/config.json");
-    let Some(cfg) = store::read_doc::<ProjectConfig>(&cfg_path, Schema::ProjectConfig)? else { return Ok(None) };
-    let Some(source) = cfg.priority_source else { return Ok(None) };
+    let Some(cfg) = store::read_doc::<ProjectConfig>(&cfg_path, Schema::ProjectConfig)? else {
+        return Ok(None);
+    };
+    let Some(source) = cfg.priority_source else {
+        return Ok(None);
+    };
     let src_path = dir.join(&source);
-    let Some(bytes) = store::read_bytes(&src_path)? else { return Ok(None) };
-    let doc: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| Error::CorruptState {
-        path: src_path.clone(),
-        detail: format!("the project's priority source is not valid JSON ({e})"),
-    })?;
-    let field = cfg.priority_field.unwrap_or_else(|| "tasks[].priority".into());
+    let Some(bytes) = store::read_bytes(&src_path)? else {
+        return Ok(None);
+    };
+    let doc: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| Error::CorruptState {
+            path: src_path.clone(),
+            detail: format!("the project's priority source is not valid JSON ({e})"),
+        })?;
+    let field = cfg
+        .priority_field
+        .unwrap_or_else(|| "tasks[].priority".into());
     let (array_key, prio_key) = field.split_once("[].").unwrap_or(("tasks", "priority"));
-    let items = doc.pointer(&format!("/{}", array_key.replace('.', "/"))).and_then(|v| v.as_array());
+    let items = doc
+        .pointer(&format!("/{}", array_key.replace('.', "/")))
+        .and_then(|v| v.as_array());
     let texts = items
         .into_iter()
         .flatten()
@@ -182,7 +216,10 @@ impl Report for Started {
             s.push_str(&format!("Drift warning recorded: {d}\n"));
         }
         s.push_str("Next: use /conductor claim <files> to lock files before editing\n");
-        s.push_str(&format!("      (in a shell: export CONDUCTOR_INSTANCE_ID={})", self.instance_id));
+        s.push_str(&format!(
+            "      (in a shell: export CONDUCTOR_INSTANCE_ID={})",
+            self.instance_id
+        ));
         s
     }
 }
@@ -216,12 +253,28 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
     let verdict = gate::evaluate(&req.task, req.priority, &inputs);
     let drift = match verdict {
         Verdict::Pass => None,
-        Verdict::Blocked { message, options, drift } => match &req.override_reason {
-            None => return Ok(Box::new(Blocked { message, options })),
+        Verdict::Blocked {
+            message,
+            options,
+            drift,
+        } => match &req.override_reason {
+            None => {
+                let ev = crate::protocol::events::NewEvent {
+                    event_type: crate::protocol::events::GATE_BLOCKED,
+                    actor: None,
+                    target: None,
+                    project: Some(req.project.clone()),
+                    payload: json!({"task": req.task, "priority": req.priority, "reason": message}),
+                };
+                ctx.store.append_events(ctx.now, vec![ev])?;
+                return Ok(Box::new(Blocked { message, options }));
+            }
             Some(_) => Some(drift),
         },
     };
-    let source = req.source.unwrap_or_else(|| runtime::detect_source(|k| std::env::var(k).ok()));
+    let source = req
+        .source
+        .unwrap_or_else(|| runtime::detect_source(|k| std::env::var(k).ok()));
     let new = NewInstance {
         source,
         project: req.project,
@@ -235,6 +288,8 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
     };
     let now = ctx.now;
     let recorded = drift.clone();
-    let instance_id = ctx.store.transact(now, |st, _fx| Ok(ops::start(st, new, recorded, runtime::random_hex6, now)))?;
+    let instance_id = ctx.store.transact(now, |st, fx| {
+        Ok(ops::start(st, new, recorded, runtime::random_hex6, now, fx))
+    })?;
     Ok(Box::new(Started { instance_id, drift }))
 }

@@ -51,29 +51,60 @@ impl Report for StatusReport {
             s.active_count,
             s.total_files_claimed,
             if s.total_files_claimed == 1 { "" } else { "s" },
-            if s.active_count > 0 { format!(" · oldest {}m", s.oldest_instance_age_minutes) } else { String::new() }
+            if s.active_count > 0 {
+                format!(" · oldest {}m", s.oldest_instance_age_minutes)
+            } else {
+                String::new()
+            }
         )];
         if self.state.instances.is_empty() {
-            out.push("No active instances. Start one with: conductor start \"TASK\" --priority P1".into());
+            out.push(
+                "No active instances. Start one with: conductor start \"TASK\" --priority P1"
+                    .into(),
+            );
         }
         for i in &self.state.instances {
-            out.push(fit(&format!("{}  {}  {} · {}", i.id, i.priority, i.project, i.task), WIDTH));
+            out.push(fit(
+                &format!("{}  {}  {} · {}", i.id, i.priority, i.project, i.task),
+                WIDTH,
+            ));
             let beat = i.last_heartbeat.minutes_until(self.now);
             out.push(fit(
-                &format!("    started {}m ago · heartbeat {}m ago · {}", i.started_at.minutes_until(self.now), beat, i.working_directory),
+                &format!(
+                    "    started {}m ago · heartbeat {}m ago · {}",
+                    i.started_at.minutes_until(self.now),
+                    beat,
+                    i.working_directory
+                ),
                 WIDTH,
             ));
             for f in &i.files_claimed {
-                out.push(fit(&format!("    {}", display_path(f, self.cwd.as_deref())), WIDTH));
+                out.push(fit(
+                    &format!("    {}", display_path(f, self.cwd.as_deref())),
+                    WIDTH,
+                ));
             }
         }
         if !self.conflicts.is_empty() {
             out.push("Conflicts:".into());
             for c in &self.conflicts {
-                out.push(fit(&format!("  {} wants {} (held by {})", c.requested_by, display_path(&c.file, self.cwd.as_deref()), c.held_by), WIDTH));
+                out.push(fit(
+                    &format!(
+                        "  {} wants {} (held by {})",
+                        c.requested_by,
+                        display_path(&c.file, self.cwd.as_deref()),
+                        c.held_by
+                    ),
+                    WIDTH,
+                ));
             }
         }
-        let open: Vec<_> = self.state.drift_warnings.iter().filter(|w| !w.acknowledged).collect();
+        let open: Vec<_> = self
+            .state
+            .drift_warnings
+            .iter()
+            .filter(|w| !w.acknowledged)
+            .collect();
         if !open.is_empty() {
             out.push("Drift warnings:".into());
             for w in open {
@@ -86,7 +117,13 @@ impl Report for StatusReport {
 
 /// Build the status report from a state.
 pub fn report(state: State, now: Timestamp, cwd: Option<std::path::PathBuf>) -> StatusReport {
-    StatusReport { conflicts: ops::live_conflicts(&state), summary: ops::summary(&state, now), state, now, cwd }
+    StatusReport {
+        conflicts: ops::live_conflicts(&state),
+        summary: ops::summary(&state, now),
+        state,
+        now,
+        cwd,
+    }
 }
 
 /// Run `status`.

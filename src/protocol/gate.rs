@@ -49,7 +49,9 @@ pub fn evaluate(task: &str, priority: Priority, inputs: &GateInputs) -> Verdict 
     if let Some(sprint) = &inputs.sprint {
         if sprint.focus == Priority::P1 {
             return Verdict::Blocked {
-                message: format!("Task priority {priority} doesn't align with current P1 sprint focus."),
+                message: format!(
+                    "Task priority {priority} doesn't align with current P1 sprint focus."
+                ),
                 drift: format!("{priority} task during P1 sprint focus"),
                 options: vec![override_opt, "Change to a P1 task instead".into()],
             };
@@ -69,8 +71,12 @@ pub fn evaluate(task: &str, priority: Priority, inputs: &GateInputs) -> Verdict 
             }
         }
     }
-    let sources: Vec<&String> =
-        inputs.north_stars.iter().flatten().chain(inputs.project_priorities.iter().flatten()).collect();
+    let sources: Vec<&String> = inputs
+        .north_stars
+        .iter()
+        .flatten()
+        .chain(inputs.project_priorities.iter().flatten())
+        .collect();
     if inputs.north_stars.is_none() && inputs.project_priorities.is_none() {
         return Verdict::Pass;
     }
@@ -78,9 +84,15 @@ pub fn evaluate(task: &str, priority: Priority, inputs: &GateInputs) -> Verdict 
         return Verdict::Pass;
     }
     let shown: Vec<&str> = sources.iter().take(3).map(|s| s.as_str()).collect();
-    let current = if shown.is_empty() { "none listed".to_string() } else { shown.join("; ") };
+    let current = if shown.is_empty() {
+        "none listed".to_string()
+    } else {
+        shown.join("; ")
+    };
     Verdict::Blocked {
-        message: format!("Task doesn't align with north-stars priorities (current priorities: {current})."),
+        message: format!(
+            "Task doesn't align with north-stars priorities (current priorities: {current})."
+        ),
         drift: format!("{priority} task outside the north-stars priorities"),
         options: vec![
             override_opt,
@@ -97,8 +109,9 @@ pub fn aligns(task: &str, priority_item: &str) -> bool {
 }
 
 const FILLER: &[&str] = &[
-    "the", "and", "for", "with", "into", "from", "that", "this", "our", "are", "was", "but", "not", "all",
-    "any", "can", "its", "add", "fix", "make", "update", "improve", "work", "task", "new", "use", "via",
+    "the", "and", "for", "with", "into", "from", "that", "this", "our", "are", "was", "but", "not",
+    "all", "any", "can", "its", "add", "fix", "make", "update", "improve", "work", "task", "new",
+    "use", "via",
 ];
 
 /// The significant words of a text, as the gate compares them.
@@ -132,7 +145,9 @@ pub fn north_star_items(markdown: &str) -> Vec<String> {
         let n = t.chars().take_while(|c| *c == '#').count();
         (n > 0 && t[n..].starts_with(' ')).then_some(n)
     };
-    let section = lines.iter().position(|l| heading_level(l).is_some() && l.to_lowercase().contains("priorit"));
+    let section = lines
+        .iter()
+        .position(|l| heading_level(l).is_some() && l.to_lowercase().contains("priorit"));
     let range: &[&str] = match section {
         Some(start) => {
             let level = heading_level(lines[start]).unwrap_or(1);
@@ -149,7 +164,11 @@ pub fn north_star_items(markdown: &str) -> Vec<String> {
 
 fn list_item(line: &str) -> Option<String> {
     let t = line.trim_start();
-    let rest = if let Some(r) = t.strip_prefix("- ").or_else(|| t.strip_prefix("* ")).or_else(|| t.strip_prefix("+ ")) {
+    let rest = if let Some(r) = t
+        .strip_prefix("- ")
+        .or_else(|| t.strip_prefix("* "))
+        .or_else(|| t.strip_prefix("+ "))
+    {
         r
     } else {
         let digits = t.chars().take_while(|c| c.is_ascii_digit()).count();
@@ -160,7 +179,10 @@ fn list_item(line: &str) -> Option<String> {
         &r[2..]
     };
     let rest = rest.trim_start_matches("[ ] ").trim_start_matches("[x] ");
-    let clean: String = rest.chars().filter(|c| !matches!(c, '*' | '_' | '`')).collect();
+    let clean: String = rest
+        .chars()
+        .filter(|c| !matches!(c, '*' | '_' | '`'))
+        .collect();
     let clean = clean.trim();
     (!clean.is_empty()).then(|| clean.to_string())
 }
@@ -182,45 +204,107 @@ mod tests {
 
     #[test]
     fn p1_always_passes() {
-        let inputs = GateInputs { sprint: Some(sprint(Priority::P1, &["Fix auth"])), ..Default::default() };
+        let inputs = GateInputs {
+            sprint: Some(sprint(Priority::P1, &["Fix auth"])),
+            ..Default::default()
+        };
         assert_eq!(evaluate("Fix auth", Priority::P1, &inputs), Verdict::Pass);
     }
 
     #[test]
     fn p1_focus_blocks_everything_else_with_the_spec_message() {
-        let inputs = GateInputs { sprint: Some(sprint(Priority::P1, &[])), ..Default::default() };
-        let Verdict::Blocked { message, options, drift } = evaluate("x", Priority::P3, &inputs) else { panic!() };
-        assert_eq!(message, "Task priority P3 doesn't align with current P1 sprint focus.");
-        assert_eq!(options, ["Use --override 'justification' to proceed anyway", "Change to a P1 task instead"]);
+        let inputs = GateInputs {
+            sprint: Some(sprint(Priority::P1, &[])),
+            ..Default::default()
+        };
+        let Verdict::Blocked {
+            message,
+            options,
+            drift,
+        } = evaluate("x", Priority::P3, &inputs)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            message,
+            "Task priority P3 doesn't align with current P1 sprint focus."
+        );
+        assert_eq!(
+            options,
+            [
+                "Use --override 'justification' to proceed anyway",
+                "Change to a P1 task instead"
+            ]
+        );
         assert_eq!(drift, "P3 task during P1 sprint focus");
-        assert!(matches!(evaluate("x", Priority::P2, &inputs), Verdict::Blocked { .. }));
+        assert!(matches!(
+            evaluate("x", Priority::P2, &inputs),
+            Verdict::Blocked { .. }
+        ));
     }
 
     #[test]
     fn deferred_items_need_all_their_words() {
         let inputs = GateInputs {
-            sprint: Some(sprint(Priority::P2, &["Documentation improvements", "Refactoring"])),
+            sprint: Some(sprint(
+                Priority::P2,
+                &["Documentation improvements", "Refactoring"],
+            )),
             ..Default::default()
         };
-        assert!(matches!(evaluate("Refactor the auth module", Priority::P2, &inputs), Verdict::Blocked { .. }));
-        assert!(matches!(evaluate("Documentation improvements for API", Priority::P3, &inputs), Verdict::Blocked { .. }));
-        assert_eq!(evaluate("Write documentation for lead scoring", Priority::P2, &inputs), Verdict::Pass);
+        assert!(matches!(
+            evaluate("Refactor the auth module", Priority::P2, &inputs),
+            Verdict::Blocked { .. }
+        ));
+        assert!(matches!(
+            evaluate("Documentation improvements for API", Priority::P3, &inputs),
+            Verdict::Blocked { .. }
+        ));
+        assert_eq!(
+            evaluate(
+                "Write documentation for lead scoring",
+                Priority::P2,
+                &inputs
+            ),
+            Verdict::Pass
+        );
     }
 
     #[test]
     fn north_stars_alignment() {
         let md = "# Me\n- unrelated bullet\n## Priority hierarchy\n1. **Pitchello revenue** features\n2. Mission Control lead scoring\n## Later\n- Knitting\n";
         let items = north_star_items(md);
-        assert_eq!(items, ["Pitchello revenue features", "Mission Control lead scoring"]);
-        let inputs = GateInputs { north_stars: Some(items), ..Default::default() };
-        assert_eq!(evaluate("Add revenue dashboard", Priority::P2, &inputs), Verdict::Pass);
-        assert_eq!(evaluate("Tune lead-scoring weights", Priority::P3, &inputs), Verdict::Pass);
-        assert!(matches!(evaluate("Knitting patterns", Priority::P2, &inputs), Verdict::Blocked { .. }));
-        assert!(matches!(evaluate("Fix the thing", Priority::P2, &inputs), Verdict::Blocked { .. }));
+        assert_eq!(
+            items,
+            ["Pitchello revenue features", "Mission Control lead scoring"]
+        );
+        let inputs = GateInputs {
+            north_stars: Some(items),
+            ..Default::default()
+        };
+        assert_eq!(
+            evaluate("Add revenue dashboard", Priority::P2, &inputs),
+            Verdict::Pass
+        );
+        assert_eq!(
+            evaluate("Tune lead-scoring weights", Priority::P3, &inputs),
+            Verdict::Pass
+        );
+        assert!(matches!(
+            evaluate("Knitting patterns", Priority::P2, &inputs),
+            Verdict::Blocked { .. }
+        ));
+        assert!(matches!(
+            evaluate("Fix the thing", Priority::P2, &inputs),
+            Verdict::Blocked { .. }
+        ));
     }
 
     #[test]
     fn no_sources_pass() {
-        assert_eq!(evaluate("anything", Priority::P3, &GateInputs::default()), Verdict::Pass);
+        assert_eq!(
+            evaluate("anything", Priority::P3, &GateInputs::default()),
+            Verdict::Pass
+        );
     }
 }

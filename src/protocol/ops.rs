@@ -7,7 +7,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde::Serialize;
+use serde_json::json;
 
+use super::events::{self, NewEvent};
 use super::types::*;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
@@ -22,6 +24,8 @@ pub enum Effect {
     History(HistoryEntry),
     /// A line of `conflicts.log`.
     Log { kind: LogKind, text: String },
+    /// A line of `events.jsonl` (the store numbers it).
+    Event(NewEvent),
 }
 
 /// The event kinds of `conflicts.log`.
@@ -64,6 +68,25 @@ fn log(fx: &mut Vec<Effect>, kind: LogKind, text: String) {
     fx.push(Effect::Log { kind, text });
 }
 
+/// Push an event whose actor is `actor` (its project is looked up in `st`).
+fn event(
+    st: &State,
+    fx: &mut Vec<Effect>,
+    event_type: &'static str,
+    actor: &str,
+    target: Option<&str>,
+    payload: serde_json::Value,
+) {
+    let project = st.instance(actor).map(|i| i.project.clone());
+    fx.push(Effect::Event(NewEvent {
+        event_type,
+        actor: Some(actor.to_string()),
+        target: target.map(str::to_string),
+        project,
+        payload,
+    }));
+}
+
 /// Tells whether an instance's process is known to be gone (pid dead on this host).
 pub trait Liveness {
     fn process_gone(&self, inst: &Instance) -> bool;
@@ -83,7 +106,8 @@ pub fn is_alive(inst: &Instance, now: Timestamp, max_age: u64, live: &dyn Livene
 }
 
 fn require<'a>(st: &'a mut State, id: &str) -> Result<&'a mut Instance> {
-    st.instance_mut(id).ok_or_else(|| Error::UnknownInstance(id.to_string()))
+    st.instance_mut(id)
+        .ok_or_else(|| Error::UnknownInstance(id.to_string()))
 }
 
 /// What `start` registers.
@@ -108,6 +132,7 @@ pub fn start(
     drift: Option<String>,
     mut random_hex6: impl FnMut() -> String,
     now: Timestamp,
+    fx: &mut Vec<Effect>,
 ) -> String {
     let id = loop {
         let id = format!("{}-{}", new.source.code(), random_hex6());
@@ -115,6 +140,7 @@ pub fn start(
             break id;
         }
     };
+    let drift_reason = drift.clone();
     if let Some(reason) = drift {
         st.drift_warnings.push(DriftWarning {
             instance_id: id.clone(),
@@ -138,8 +164,22 @@ pub fn start(
         host: new.host,
         session_id: new.session_id,
         pending_conflicts: Vec::new(),
+        waiting_for: Vec::new(),
     });
     st.updated_at = now;
+    let me = st.instance(&id).expect("just added");
+    let payload = json!({"task": me.task, "priority": me.priority, "working_directory": me.working_directory});
+    event(st, fx, events::INSTANCE_STARTED, &id, None, payload);
+    if let Some(reason) = drift_reason {
+        event(
+            st,
+            fx,
+            events::DRIFT_WARNING,
+            &id,
+            None,
+            json!({"reason": reason}),
+        );
+    }
     id
 }
 
@@ -183,20 +223,40 @@ pub fn claim(
 ) -> Result<ClaimOutcome> {
     require(st, id)?.last_heartbeat = now;
     let mut out = ClaimOutcome::default();
+    let mut newly = Vec::new();
     let mut seen = BTreeSet::new();
     for file in files {
         if !seen.insert(file.as_str()) {
             continue;
         }
-        let holder = st.global_claims.get(file).cloned().filter(|h| st.instance(h).is_some());
+        let holder = st
+            .global_claims
+            .get(file)
+            .cloned()
+            .filter(|h| st.instance(h).is_some());
         match holder {
             Some(h) if h == id => out.claimed.push(file.clone()),
             Some(h) => {
                 if let Some(why) = force {
                     let prev = st.instance_mut(&h).expect("holder is live");
                     prev.files_claimed.retain(|f| f != file);
-                    log(fx, LogKind::Force, format!("{id} took {file} from {h}: {why}"));
-                    out.forced.push(Forced { file: file.clone(), from: h.clone() });
+                    log(
+                        fx,
+                        LogKind::Force,
+                        format!("{id} took {file} from {h}: {why}"),
+                    );
+                    event(
+                        st,
+                        fx,
+                        events::CLAIM_FORCED,
+                        id,
+                        Some(&h),
+                        json!({"file": file, "from": h, "reason": why}),
+                    );
+                    out.forced.push(Forced {
+                        file: file.clone(),
+                        from: h.clone(),
+                    });
                     grant(st, id, file, None, fx);
                     out.claimed.push(file.clone());
                 } else {
@@ -209,19 +269,46 @@ pub fn claim(
                         holder_alive: is_alive(holder, now, DEFAULT_MAX_AGE_MINUTES, live),
                         holder_last_heartbeat: holder.last_heartbeat,
                     });
-                    log(fx, LogKind::Conflict, format!("{id} tried to claim {file} already held by {h}"));
+                    log(
+                        fx,
+                        LogKind::Conflict,
+                        format!("{id} tried to claim {file} already held by {h}"),
+                    );
+                    event(
+                        st,
+                        fx,
+                        events::CLAIM_CONFLICT,
+                        id,
+                        Some(&h),
+                        json!({"file": file, "held_by": h}),
+                    );
                     let me = st.instance_mut(id).expect("checked above");
                     match me.pending_conflicts.iter_mut().find(|p| &p.file == file) {
                         Some(p) => p.held_by = h,
-                        None => me.pending_conflicts.push(PendingConflict { file: file.clone(), held_by: h, since: now }),
+                        None => me.pending_conflicts.push(PendingConflict {
+                            file: file.clone(),
+                            held_by: h,
+                            since: now,
+                        }),
                     }
                 }
             }
             None => {
                 grant(st, id, file, Some(()), fx);
+                newly.push(file.clone());
                 out.claimed.push(file.clone());
             }
         }
+    }
+    if !newly.is_empty() {
+        event(
+            st,
+            fx,
+            events::CLAIM_GRANTED,
+            id,
+            None,
+            json!({"files": newly}),
+        );
     }
     st.updated_at = now;
     Ok(out)
@@ -234,10 +321,15 @@ fn grant(st: &mut State, id: &str, file: &str, log_resolution: Option<()>, fx: &
     if !me.files_claimed.iter().any(|f| f == file) {
         me.files_claimed.push(file.to_string());
     }
+    me.waiting_for.retain(|w| w.file != file);
     if let Some(pos) = me.pending_conflicts.iter().position(|p| p.file == file) {
         let p = me.pending_conflicts.remove(pos);
         if log_resolution.is_some() {
-            log(fx, LogKind::Resolved, format!("{} released {file}, {id} claimed it", p.held_by));
+            log(
+                fx,
+                LogKind::Resolved,
+                format!("{} released {file}, {id} claimed it", p.held_by),
+            );
         }
     }
 }
@@ -266,7 +358,10 @@ pub fn release(
         Which::All => me.files_claimed.clone(),
         Which::Files(f) => {
             let mut seen = BTreeSet::new();
-            f.iter().filter(|x| seen.insert(x.as_str())).cloned().collect()
+            f.iter()
+                .filter(|x| seen.insert(x.as_str()))
+                .cloned()
+                .collect()
         }
     };
     let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
@@ -276,22 +371,49 @@ pub fn release(
             Some(h) if h == id => {
                 drop_claim(st, &h, &file);
                 log(fx, LogKind::Release, format!("{id} released {file}{why}"));
+                event(
+                    st,
+                    fx,
+                    events::CLAIM_RELEASED,
+                    id,
+                    None,
+                    json!({"files": [file]}),
+                );
+                handoff(st, &file, now, fx);
                 released.push(file);
             }
             Some(h) if force => {
                 drop_claim(st, &h, &file);
-                log(fx, LogKind::Release, format!("{id} force-released {file} held by {h}{why}"));
+                log(
+                    fx,
+                    LogKind::Release,
+                    format!("{id} force-released {file} held by {h}{why}"),
+                );
+                event(
+                    st,
+                    fx,
+                    events::CLAIM_RELEASED,
+                    id,
+                    Some(&h),
+                    json!({"files": [file], "forced": true}),
+                );
+                handoff(st, &file, now, fx);
                 released.push(file);
             }
             Some(h) => {
                 return Err(Error::invalid(
                     "not_held",
-                    format!("{id} does not hold {file} (held by {h}); use --force to release it anyway"),
+                    format!(
+                        "{id} does not hold {file} (held by {h}); use --force to release it anyway"
+                    ),
                 ));
             }
             None if force => {}
             None => {
-                return Err(Error::invalid("not_held", format!("{id} does not hold {file} (nobody does)")));
+                return Err(Error::invalid(
+                    "not_held",
+                    format!("{id} does not hold {file} (nobody does)"),
+                ));
             }
         }
     }
@@ -306,6 +428,133 @@ fn drop_claim(st: &mut State, holder: &str, file: &str) {
     }
 }
 
+/// Give a file that just became free to the first instance waiting for it (lowest ticket),
+/// in the same transaction that freed it: first come, first served.
+fn handoff(st: &mut State, file: &str, now: Timestamp, fx: &mut Vec<Effect>) {
+    if st.global_claims.contains_key(file) {
+        return;
+    }
+    let head = st
+        .instances
+        .iter()
+        .filter_map(|i| {
+            i.waiting_for
+                .iter()
+                .find(|w| w.file == file)
+                .map(|w| (w.ticket, i.id.clone()))
+        })
+        .min();
+    let Some((_, next)) = head else { return };
+    grant(st, &next, file, Some(()), fx);
+    if let Some(me) = st.instance_mut(&next) {
+        me.last_heartbeat = me.last_heartbeat.max(now);
+    }
+    event(
+        st,
+        fx,
+        events::CLAIM_GRANTED,
+        &next,
+        None,
+        json!({"files": [file], "via": "wait"}),
+    );
+}
+
+/// The place of `id` in the queue for `file` (1 = next), if it waits for it.
+pub fn queue_position(st: &State, id: &str, file: &str) -> Option<usize> {
+    let mine = st
+        .instance(id)?
+        .waiting_for
+        .iter()
+        .find(|w| w.file == file)?
+        .ticket;
+    Some(
+        1 + st
+            .instances
+            .iter()
+            .flat_map(|i| &i.waiting_for)
+            .filter(|w| w.file == file && w.ticket < mine)
+            .count(),
+    )
+}
+
+/// Join the waiting queues of `files` (those `id` does not hold), first come, first served:
+/// each entry gets a ticket above every ticket in the state. `pid` is the waiting process.
+pub fn enqueue(
+    st: &mut State,
+    id: &str,
+    files: &[String],
+    pid: Option<u32>,
+    now: Timestamp,
+    fx: &mut Vec<Effect>,
+) -> Result<Vec<String>> {
+    require(st, id)?;
+    let mut ticket = st
+        .instances
+        .iter()
+        .flat_map(|i| &i.waiting_for)
+        .map(|w| w.ticket)
+        .max()
+        .unwrap_or(0);
+    let mut queued = Vec::new();
+    for file in files {
+        let held_by_me = st.global_claims.get(file).map(String::as_str) == Some(id);
+        let me = st.instance_mut(id).expect("checked above");
+        if held_by_me || me.waiting_for.iter().any(|w| &w.file == file) {
+            continue;
+        }
+        ticket += 1;
+        me.waiting_for.push(Waiting {
+            file: file.clone(),
+            ticket,
+            since: now,
+            pid,
+        });
+        queued.push(file.clone());
+    }
+    if !queued.is_empty() {
+        let positions: Vec<usize> = queued
+            .iter()
+            .map(|f| queue_position(st, id, f).unwrap_or(0))
+            .collect();
+        event(
+            st,
+            fx,
+            events::CLAIM_QUEUED,
+            id,
+            None,
+            json!({"files": queued, "positions": positions}),
+        );
+        st.updated_at = now;
+    }
+    Ok(queued)
+}
+
+/// Leave the waiting queues of `files` (a waiter that gave up). Files already handed over stay.
+pub fn dequeue(
+    st: &mut State,
+    id: &str,
+    files: &[String],
+    now: Timestamp,
+    fx: &mut Vec<Effect>,
+) -> Result<Vec<String>> {
+    let me = require(st, id)?;
+    let before: Vec<String> = me.waiting_for.iter().map(|w| w.file.clone()).collect();
+    me.waiting_for.retain(|w| !files.contains(&w.file));
+    let left: Vec<String> = before.into_iter().filter(|f| files.contains(f)).collect();
+    if !left.is_empty() {
+        event(
+            st,
+            fx,
+            events::CLAIM_DEQUEUED,
+            id,
+            None,
+            json!({"files": left}),
+        );
+        st.updated_at = now;
+    }
+    Ok(left)
+}
+
 /// Remove an instance: release its claims, write its history line, forget its warnings.
 fn retire(
     st: &mut State,
@@ -316,18 +565,53 @@ fn retire(
     now: Timestamp,
     fx: &mut Vec<Effect>,
 ) -> Result<(Instance, Vec<String>)> {
-    let pos = st.instances.iter().position(|i| i.id == id).ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
+    let pos = st
+        .instances
+        .iter()
+        .position(|i| i.id == id)
+        .ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
     let inst = st.instances.remove(pos);
     let mut released = Vec::new();
     for f in &inst.files_claimed {
         if st.global_claims.get(f).map(String::as_str) == Some(id) {
             st.global_claims.remove(f);
-            log(fx, LogKind::Release, format!("{id} released {f} ({})", outcome.as_str()));
+            log(
+                fx,
+                LogKind::Release,
+                format!("{id} released {f} ({})", outcome.as_str()),
+            );
             released.push(f.clone());
         }
     }
     st.global_claims.retain(|_, h| h != id);
     st.drift_warnings.retain(|w| w.instance_id != id);
+    let ev = |event_type, payload| {
+        Effect::Event(NewEvent {
+            event_type,
+            actor: Some(id.to_string()),
+            target: None,
+            project: Some(inst.project.clone()),
+            payload,
+        })
+    };
+    if !released.is_empty() {
+        fx.push(ev(
+            events::CLAIM_RELEASED,
+            json!({"files": released, "reason": outcome.as_str()}),
+        ));
+    }
+    let kind = if outcome == Outcome::Orphaned {
+        events::INSTANCE_ORPHANED
+    } else {
+        events::INSTANCE_DONE
+    };
+    fx.push(ev(
+        kind,
+        json!({"outcome": outcome.as_str(), "task": inst.task, "notes": notes}),
+    ));
+    for f in &released {
+        handoff(st, f, now, fx);
+    }
     fx.push(Effect::History(HistoryEntry {
         id: inst.id.clone(),
         project: inst.project.clone(),
@@ -356,19 +640,36 @@ pub fn done(
     fx: &mut Vec<Effect>,
 ) -> Result<Vec<String>> {
     if outcome == Outcome::Orphaned {
-        return Err(Error::invalid("invalid_outcome", "outcome `orphaned` is recorded by cleanup, not by done"));
+        return Err(Error::invalid(
+            "invalid_outcome",
+            "outcome `orphaned` is recorded by cleanup, not by done",
+        ));
     }
     Ok(retire(st, id, outcome, files_modified, notes, now, fx)?.1)
 }
 
 /// Record that `id` is alive.
-pub fn heartbeat(st: &mut State, id: &str, pid: Option<u32>, now: Timestamp) -> Result<()> {
+pub fn heartbeat(
+    st: &mut State,
+    id: &str,
+    pid: Option<u32>,
+    now: Timestamp,
+    fx: &mut Vec<Effect>,
+) -> Result<()> {
     let me = require(st, id)?;
     me.last_heartbeat = now;
     if pid.is_some() {
         me.pid = pid;
     }
     st.updated_at = now;
+    event(
+        st,
+        fx,
+        events::INSTANCE_HEARTBEAT,
+        id,
+        None,
+        json!({"at": now}),
+    );
     Ok(())
 }
 
@@ -391,8 +692,13 @@ pub fn cleanup(
 ) -> Result<Vec<Orphan>> {
     let targets: Vec<Orphan> = match only {
         Some(id) => {
-            let inst = st.instance(id).ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
-            vec![Orphan { id: inst.id.clone(), why: "cleaned up by request".into() }]
+            let inst = st
+                .instance(id)
+                .ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
+            vec![Orphan {
+                id: inst.id.clone(),
+                why: "cleaned up by request".into(),
+            }]
         }
         None => st
             .instances
@@ -400,11 +706,18 @@ pub fn cleanup(
             .filter_map(|i| {
                 let age = i.last_heartbeat.minutes_until(now);
                 if age >= max_age {
-                    Some(Orphan { id: i.id.clone(), why: format!("no heartbeat for {age} minutes") })
+                    Some(Orphan {
+                        id: i.id.clone(),
+                        why: format!("no heartbeat for {age} minutes"),
+                    })
                 } else if live.process_gone(i) {
                     Some(Orphan {
                         id: i.id.clone(),
-                        why: format!("process {} on {} is gone", i.pid.unwrap_or(0), i.host.as_deref().unwrap_or("?")),
+                        why: format!(
+                            "process {} on {} is gone",
+                            i.pid.unwrap_or(0),
+                            i.host.as_deref().unwrap_or("?")
+                        ),
                     })
                 } else {
                     None
@@ -413,7 +726,15 @@ pub fn cleanup(
             .collect(),
     };
     for o in &targets {
-        retire(st, &o.id, Outcome::Orphaned, None, Some(o.why.clone()), now, fx)?;
+        retire(
+            st,
+            &o.id,
+            Outcome::Orphaned,
+            None,
+            Some(o.why.clone()),
+            now,
+            fx,
+        )?;
     }
     Ok(targets)
 }
@@ -441,7 +762,9 @@ pub fn live_conflicts(st: &State) -> Vec<LiveConflict> {
     let mut out = Vec::new();
     for inst in &st.instances {
         for p in &inst.pending_conflicts {
-            let Some(holder) = st.global_claims.get(&p.file) else { continue };
+            let Some(holder) = st.global_claims.get(&p.file) else {
+                continue;
+            };
             if holder == &inst.id {
                 continue;
             }
@@ -464,7 +787,12 @@ pub fn summary(st: &State, now: Timestamp) -> Summary {
     Summary {
         active_count: st.instances.len(),
         total_files_claimed: st.global_claims.len(),
-        oldest_instance_age_minutes: st.instances.iter().map(|i| i.started_at.minutes_until(now)).max().unwrap_or(0),
+        oldest_instance_age_minutes: st
+            .instances
+            .iter()
+            .map(|i| i.started_at.minutes_until(now))
+            .max()
+            .unwrap_or(0),
     }
 }
 
@@ -475,19 +803,37 @@ pub fn resolve_instance(st: &State, explicit: Option<&str>, cwd: &Path) -> Resul
         if !is_valid_instance_id(id) {
             return Err(Error::invalid(
                 "invalid_instance_id",
-                format!("`{}` is not an instance id (expected {{itm|cur|vsc|web|cow}}-{{6 hex digits}}, like itm-a1b2c3)", printable(id)),
+                format!(
+                    "`{}` is not an instance id (expected {{itm|cur|vsc|web|cow}}-{{6 hex digits}}, like itm-a1b2c3)",
+                    printable(id)
+                ),
             ));
         }
-        return st.instance(id).map(|i| i.id.clone()).ok_or_else(|| Error::UnknownInstance(id.to_string()));
+        return st
+            .instance(id)
+            .map(|i| i.id.clone())
+            .ok_or_else(|| Error::UnknownInstance(id.to_string()));
     }
-    let matching: Vec<&Instance> =
-        st.instances.iter().filter(|i| cwd.starts_with(Path::new(&i.working_directory))).collect();
-    let list = |v: &[&Instance]| v.iter().map(|i| format!("{} ({})", i.id, i.task)).collect::<Vec<_>>().join(", ");
+    let matching: Vec<&Instance> = st
+        .instances
+        .iter()
+        .filter(|i| cwd.starts_with(Path::new(&i.working_directory)))
+        .collect();
+    let list = |v: &[&Instance]| {
+        v.iter()
+            .map(|i| format!("{} ({})", i.id, i.task))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     match matching.as_slice() {
         [one] => Ok(one.id.clone()),
         [] => {
             let all: Vec<&Instance> = st.instances.iter().collect();
-            let live = if all.is_empty() { "there are no live instances".to_string() } else { format!("live: {}", list(&all)) };
+            let live = if all.is_empty() {
+                "there are no live instances".to_string()
+            } else {
+                format!("live: {}", list(&all))
+            };
             Err(Error::AmbiguousInstance {
                 message: format!(
                     "no live instance works in {}; pass --instance ID or set CONDUCTOR_INSTANCE_ID ({live})",

@@ -41,7 +41,9 @@ impl Source {
 }
 
 /// Task priority; P1 is the most important.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+)]
 pub enum Priority {
     /// most important: always passes the gate
     #[value(name = "P1", alias = "p1")]
@@ -151,6 +153,22 @@ pub struct Instance {
     /// Files this instance asked for and was refused, until it gets them or ends.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_conflicts: Vec<PendingConflict>,
+    /// Files this instance waits for with `claim --wait`, in the order it asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<Waiting>,
+}
+
+/// A place in the waiting queue of a file (`claim --wait`). Queues are first come, first served:
+/// the waiter with the lowest `ticket` gets the file when it is released.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Waiting {
+    pub file: String,
+    /// Greater than every ticket in the state when it was issued.
+    pub ticket: u64,
+    pub since: Timestamp,
+    /// The waiting process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 /// A refused claim that has not been resolved yet.
@@ -213,6 +231,15 @@ pub struct Config {
     /// Heartbeat age after which `cleanup` treats an instance as orphaned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_max_age_minutes: Option<u64>,
+    /// Size in bytes past which `events.jsonl` rolls into a numbered segment (default 4 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_segment_bytes: Option<u64>,
+    /// How many rolled event segments to keep (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_keep_segments: Option<u64>,
+    /// Rolled segments last written more than this many days ago are pruned (default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_keep_days: Option<u64>,
 }
 
 /// `<project>/.conductor/config.json`.
@@ -235,5 +262,7 @@ pub fn is_valid_instance_id(id: &str) -> bool {
     b.len() == 10
         && matches!(&b[..3], b"itm" | b"cur" | b"vsc" | b"web" | b"cow")
         && b[3] == b'-'
-        && b[4..].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+        && b[4..]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
 }

@@ -13,7 +13,9 @@ pub const TEMP_PREFIX: &str = ".tmp-";
 
 /// Atomically replace `path` with `bytes`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().expect("state files live in the home directory");
+    let dir = path
+        .parent()
+        .expect("state files live in the home directory");
     let mut tmp = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)
         .suffix(".tmp")
@@ -21,19 +23,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .ctx("create a temp file in", dir)?;
     tmp.write_all(bytes).ctx("write", tmp.path())?;
     tmp.as_file().sync_all().ctx("sync", tmp.path())?;
-    tmp.persist(path).map_err(|e| Error::io("replace", path, e.error))?;
+    tmp.persist(path)
+        .map_err(|e| Error::io("replace", path, e.error))?;
     sync_dir(dir)
 }
 
 /// fsync a directory so a rename or a new file in it survives a power cut.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir).and_then(|d| d.sync_all()).ctx("sync directory", dir)
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .ctx("sync directory", dir)
 }
 
 /// Remove temp files left by crashed writers. Only called with the lock held, when no other
 /// writer can have a temp file in flight.
 pub fn remove_stale_temps(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten() {
         let name = e.file_name();
         let name = name.to_string_lossy();

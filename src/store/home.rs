@@ -16,24 +16,40 @@ impl Home {
     pub fn default_dir() -> Result<PathBuf> {
         match std::env::var_os("HOME") {
             Some(h) if !h.is_empty() => Ok(PathBuf::from(h).join(".conductor")),
-            _ => Err(Error::invalid("no_home", "HOME is not set; pass --home DIR or set CONDUCTOR_HOME")),
+            _ => Err(Error::invalid(
+                "no_home",
+                "HOME is not set; pass --home DIR or set CONDUCTOR_HOME",
+            )),
         }
     }
 
     /// Use `dir` as the home, creating it 0700 if needed. Refuses a home that is not a
     /// directory or belongs to another user, and tightens a group/world-accessible one.
     pub fn ensure(dir: PathBuf) -> Result<Home> {
-        let dir = if dir.is_absolute() { dir } else { std::env::current_dir().ctx("read", Path::new("."))?.join(dir) };
+        let dir = if dir.is_absolute() {
+            dir
+        } else {
+            std::env::current_dir()
+                .ctx("read", Path::new("."))?
+                .join(dir)
+        };
         match std::fs::symlink_metadata(&dir) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).ctx("create the conductor home", &dir)?;
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&dir)
+                    .ctx("create the conductor home", &dir)?;
             }
             Err(e) => return Err(Error::io("inspect", &dir, e)),
             Ok(_) => {}
         }
         let meta = std::fs::metadata(&dir).ctx("inspect", &dir)?;
         if !meta.is_dir() {
-            return Err(Error::UnsafeHome { path: dir, detail: "it is not a directory".into() });
+            return Err(Error::UnsafeHome {
+                path: dir,
+                detail: "it is not a directory".into(),
+            });
         }
         let me = unsafe { libc::geteuid() };
         if meta.uid() != me {
@@ -43,7 +59,8 @@ impl Home {
             });
         }
         if meta.mode() & 0o077 != 0 {
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).ctx("make private", &dir)?;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .ctx("make private", &dir)?;
         }
         Ok(Home { dir })
     }

@@ -17,7 +17,13 @@ pub fn append(path: &Path, lines: &[String]) -> Result<()> {
     if lines.is_empty() {
         return Ok(());
     }
-    let mut f = OpenOptions::new().read(true).append(true).create(true).mode(0o600).open(path).ctx("open", path)?;
+    let mut f = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .ctx("open", path)?;
     repair_torn_tail(&mut f).ctx("repair the torn last line of", path)?;
     let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
     for l in lines {
@@ -26,6 +32,16 @@ pub fn append(path: &Path, lines: &[String]) -> Result<()> {
     }
     f.write_all(&buf).ctx("append to", path)?;
     f.sync_data().ctx("sync", path)
+}
+
+/// Cut a torn last line off the ledger at `path`, if any (a missing file is fine).
+pub fn repair(path: &Path) -> Result<()> {
+    let mut f = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(crate::error::Error::io("open", path, e)),
+    };
+    repair_torn_tail(&mut f).ctx("repair the torn last line of", path)
 }
 
 /// If the file does not end with a newline, truncate it after its last newline.
@@ -85,7 +101,14 @@ pub fn for_each_line(path: &Path, mut f: impl FnMut(usize, Line) -> Result<bool>
             buf.pop();
         }
         let text = String::from_utf8_lossy(&buf).into_owned();
-        let keep_going = f(n, if torn { Line::Torn(text) } else { Line::Complete(text) })?;
+        let keep_going = f(
+            n,
+            if torn {
+                Line::Torn(text)
+            } else {
+                Line::Complete(text)
+            },
+        )?;
         if !keep_going {
             return Ok(());
         }

@@ -50,13 +50,18 @@ pub fn acquire(path: &Path, timeout: Duration, announce: &dyn Fn()) -> Result<St
     }
     // Say who holds it, for the next process's timeout message. Best effort.
     let me = format!("pid {} ({})", std::process::id(), holder_command());
-    let _ = file.set_len(0).and_then(|_| file.seek(SeekFrom::Start(0))).and_then(|_| file.write_all(me.as_bytes()));
+    let _ = file
+        .set_len(0)
+        .and_then(|_| file.seek(SeekFrom::Start(0)))
+        .and_then(|_| file.write_all(me.as_bytes()));
     Ok(StoreLock { _file: file })
 }
 
 fn holder_command() -> String {
     let args: Vec<String> = std::env::args().skip(1).take(2).collect();
-    format!("conductor {}", args.join(" ")).trim_end().to_string()
+    format!("conductor {}", args.join(" "))
+        .trim_end()
+        .to_string()
 }
 
 fn wait_for_lock(file: &File, path: &Path, timeout: Duration) -> Result<()> {
@@ -83,9 +88,16 @@ fn wait_for_lock(file: &File, path: &Path, timeout: Duration) -> Result<()> {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             *st = Wait::Abandoned;
-            return Err(Error::LockTimeout { secs: timeout.as_secs_f64(), path: path.to_path_buf(), holder: read_holder(path) });
+            return Err(Error::LockTimeout {
+                secs: timeout.as_secs_f64(),
+                path: path.to_path_buf(),
+                holder: read_holder(path),
+            });
         }
-        st = cv.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0;
+        st = cv
+            .wait_timeout(st, left)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
     }
     match &*st {
         Wait::Acquired => Ok(()),
@@ -96,7 +108,11 @@ fn wait_for_lock(file: &File, path: &Path, timeout: Duration) -> Result<()> {
 
 fn read_holder(path: &Path) -> Option<String> {
     let mut s = String::new();
-    File::open(path).ok()?.take(200).read_to_string(&mut s).ok()?;
+    File::open(path)
+        .ok()?
+        .take(200)
+        .read_to_string(&mut s)
+        .ok()?;
     let s = s.trim();
     (!s.is_empty()).then(|| s.to_string())
 }

@@ -17,6 +17,7 @@
 
 pub mod atomic;
 pub mod home;
+pub mod journal;
 pub mod ledger;
 pub mod lock;
 
@@ -54,7 +55,11 @@ impl Store {
     /// Open (creating if needed) the home at `dir`.
     pub fn open(dir: PathBuf, lock_timeout: Duration, quiet: bool) -> Result<Store> {
         let home = Home::ensure(dir)?;
-        Ok(Store { home, lock_timeout, quiet })
+        Ok(Store {
+            home,
+            lock_timeout,
+            quiet,
+        })
     }
 
     /// The home's paths.
@@ -104,14 +109,43 @@ impl Store {
     fn apply_effects(&self, now: Timestamp, effects: &[Effect]) -> Result<()> {
         let mut history = Vec::new();
         let mut log = Vec::new();
+        let mut events = Vec::new();
         for e in effects {
             match e {
-                Effect::History(h) => history.push(serde_json::to_string(h).expect("history entries serialize")),
-                Effect::Log { kind, text } => log.push(format!("{now} | {} | {}", kind.as_str(), one_line(text))),
+                Effect::History(h) => {
+                    history.push(serde_json::to_string(h).expect("history entries serialize"))
+                }
+                Effect::Log { kind, text } => {
+                    log.push(format!("{now} | {} | {}", kind.as_str(), one_line(text)))
+                }
+                Effect::Event(ev) => events.push(ev.clone()),
             }
         }
+        // Read the settings first so a bad config.json fails before anything is appended.
+        let retention = if events.is_empty() {
+            None
+        } else {
+            Some(journal::Retention::from_config(&self.config()?))
+        };
         ledger::append(&self.home.history(), &history)?;
-        ledger::append(&self.home.conflicts_log(), &log)
+        ledger::append(&self.home.conflicts_log(), &log)?;
+        if let Some(retention) = retention {
+            journal::append(self.home.dir(), retention, now, &events)?;
+        }
+        Ok(())
+    }
+
+    /// Append events that come with no state change (like `gate.blocked`), under the lock.
+    pub fn append_events(
+        &self,
+        now: Timestamp,
+        events: Vec<crate::protocol::events::NewEvent>,
+    ) -> Result<()> {
+        let _lock = self.lock()?;
+        self.apply_effects(
+            now,
+            &events.into_iter().map(Effect::Event).collect::<Vec<_>>(),
+        )
     }
 
     /// Move `status.json` aside as `status.json.<stamp>.bak` (if it exists, parseable or not)
@@ -122,7 +156,13 @@ impl Store {
         let backup = if status.exists() {
             let stamp = now.compact();
             let target = (0..)
-                .map(|n| if n == 0 { format!("status.json.{stamp}.bak") } else { format!("status.json.{stamp}-{n}.bak") })
+                .map(|n| {
+                    if n == 0 {
+                        format!("status.json.{stamp}.bak")
+                    } else {
+                        format!("status.json.{stamp}-{n}.bak")
+                    }
+                })
                 .map(|name| self.home.dir().join(name))
                 .find(|t| !t.exists())
                 .expect("some suffix is free");
@@ -136,7 +176,11 @@ impl Store {
     }
 
     /// Stream the lines of a ledger in the home (see [`ledger::for_each_line`]).
-    pub fn read_ledger(&self, which: Ledger, f: impl FnMut(usize, ledger::Line) -> Result<bool>) -> Result<()> {
+    pub fn read_ledger(
+        &self,
+        which: Ledger,
+        f: impl FnMut(usize, ledger::Line) -> Result<bool>,
+    ) -> Result<()> {
         let path = match which {
             Ledger::History => self.home.history(),
             Ledger::Conflicts => self.home.conflicts_log(),
@@ -166,32 +210,43 @@ pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>> {
 
 /// Read and validate a JSON document against its schema; `None` if the file does not exist.
 pub fn read_doc<T: DeserializeOwned>(path: &Path, schema: Schema) -> Result<Option<T>> {
-    let Some(bytes) = read_bytes(path)? else { return Ok(None) };
+    let Some(bytes) = read_bytes(path)? else {
+        return Ok(None);
+    };
     decode(path, &bytes, schema).map(Some)
 }
 
 fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
-    Error::CorruptState { path: path.to_path_buf(), detail: detail.into() }
+    Error::CorruptState {
+        path: path.to_path_buf(),
+        detail: detail.into(),
+    }
 }
 
 fn decode<T: DeserializeOwned>(path: &Path, bytes: &[u8], schema: Schema) -> Result<T> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
     schema::validate(schema, &value).map_err(|e| corrupt(path, format!("schema violation {e}")))?;
     serde_json::from_value(value).map_err(|e| corrupt(path, e.to_string()))
 }
 
 /// Parse, version-check, validate and consistency-check `status.json`.
 pub fn decode_state(path: &Path, bytes: &[u8]) -> Result<State> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
     if let Some(v) = value.get("version").and_then(Value::as_str) {
         if v != STATE_VERSION {
             return Err(corrupt(
                 path,
-                format!("it has version \"{}\" and this conductor reads \"{STATE_VERSION}\" only; upgrade conductor", crate::protocol::ops::printable(v)),
+                format!(
+                    "it has version \"{}\" and this conductor reads \"{STATE_VERSION}\" only; upgrade conductor",
+                    crate::protocol::ops::printable(v)
+                ),
             ));
         }
     }
-    schema::validate(Schema::Status, &value).map_err(|e| corrupt(path, format!("schema violation {e}")))?;
+    schema::validate(Schema::Status, &value)
+        .map_err(|e| corrupt(path, format!("schema violation {e}")))?;
     let state: State = serde_json::from_value(value).map_err(|e| corrupt(path, e.to_string()))?;
     check_consistency(&state).map_err(|e| corrupt(path, e))?;
     Ok(state)
@@ -212,16 +267,26 @@ pub fn check_consistency(st: &State) -> Result<(), String> {
             }
         }
     }
-    let claims: std::collections::BTreeMap<&str, &str> =
-        st.global_claims.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let claims: std::collections::BTreeMap<&str, &str> = st
+        .global_claims
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     if claims != union {
         let diff = claims
             .iter()
             .find(|(k, v)| union.get(*k) != Some(v))
             .map(|(k, v)| format!("global_claims says {k} is held by {v}"))
-            .or_else(|| union.iter().find(|(k, _)| !claims.contains_key(*k)).map(|(k, v)| format!("{v} claims {k} but global_claims does not list it")))
+            .or_else(|| {
+                union
+                    .iter()
+                    .find(|(k, _)| !claims.contains_key(*k))
+                    .map(|(k, v)| format!("{v} claims {k} but global_claims does not list it"))
+            })
             .unwrap_or_default();
-        return Err(format!("global_claims does not match the instances' files_claimed: {diff}"));
+        return Err(format!(
+            "global_claims does not match the instances' files_claimed: {diff}"
+        ));
     }
     Ok(())
 }
@@ -238,5 +303,13 @@ fn one_line(text: &str) -> String {
     if !text.chars().any(char::is_control) {
         return text.to_string();
     }
-    text.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
+    text.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
 }

@@ -32,7 +32,8 @@ pub struct Run {
 impl Run {
     /// stdout parsed as one JSON object.
     pub fn json(&self) -> Value {
-        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}):\n{self:?}"))
+        serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}):\n{self:?}"))
     }
     /// Assert the exit code, showing everything on failure.
     #[track_caller]
@@ -49,7 +50,12 @@ impl TestEnv {
         let home = root_path.join("home");
         let project = root_path.join("proj");
         std::fs::create_dir_all(project.join("src")).unwrap();
-        TestEnv { root, home, project, now: None }
+        TestEnv {
+            root,
+            home,
+            project,
+            now: None,
+        }
     }
 
     /// Pin the clock (RFC 3339) for later commands.
@@ -98,7 +104,10 @@ impl TestEnv {
     pub fn run_stdin(&self, args: &[&str], input: &str) -> Run {
         use std::io::Write;
         let mut c = self.cmd();
-        c.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = c.spawn().expect("spawn conductor");
         child.stdin.take().unwrap().write_all(input.as_bytes()).ok();
         to_run(child.wait_with_output().unwrap())
@@ -110,7 +119,15 @@ impl TestEnv {
 
     /// `start` with --json; returns the new instance id.
     pub fn start(&self, task: &str, priority: &str) -> String {
-        let r = self.run(&["--json", "start", task, "--project", "proj", "--priority", priority]);
+        let r = self.run(&[
+            "--json",
+            "start",
+            task,
+            "--project",
+            "proj",
+            "--priority",
+            priority,
+        ]);
         r.code(0);
         r.json()["instance_id"].as_str().unwrap().to_string()
     }
@@ -122,7 +139,8 @@ impl TestEnv {
 
     /// status.json parsed.
     pub fn state(&self) -> Value {
-        let text = std::fs::read_to_string(self.home_file("status.json")).expect("status.json exists");
+        let text =
+            std::fs::read_to_string(self.home_file("status.json")).expect("status.json exists");
         serde_json::from_str(&text).expect("status.json parses")
     }
 
@@ -133,7 +151,12 @@ impl TestEnv {
                 .flatten()
                 .filter(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
                 .filter(|e| e.file_name() != "status.lock")
-                .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        std::fs::read(e.path()).unwrap(),
+                    )
+                })
                 .collect(),
             Err(_) => Vec::new(),
         };
