@@ -100,6 +100,8 @@ pub enum Command {
     Op(op::OpArgs),
     /// Print a page of the event journal as JSON (resumable with --after).
     Events(events::EventsArgs),
+    /// Print events as they happen (resumable with --after; JSON lines with --json).
+    Watch(crate::commands::watch::WatchArgs),
 }
 
 impl Cli {

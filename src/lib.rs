@@ -12,6 +12,7 @@ pub mod runtime;
 pub mod schema;
 pub mod store;
 pub mod time;
+pub mod watch;
 
 pub use error::{Error, Result};
 

@@ -15,6 +15,7 @@ pub mod release;
 pub mod reset;
 pub mod start;
 pub mod status;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -107,6 +108,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::History(a)) => return history::run(&ctx, a),
         Some(Command::Op(a)) => return op::run(&ctx, a),
         Some(Command::Events(a)) => return events::run(&ctx, a),
+        Some(Command::Watch(a)) => return watch::run(&ctx, a),
     };
     validate_request(&request)?;
     let report = execute(&ctx, request)?;
