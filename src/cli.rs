@@ -102,6 +102,8 @@ pub enum Command {
     Events(events::EventsArgs),
     /// Print events as they happen (resumable with --after; JSON lines with --json).
     Watch(crate::commands::watch::WatchArgs),
+    /// Wait until files are released or instances are done (for scripts).
+    Wait(crate::commands::wait::WaitArgs),
 }
 
 impl Cli {

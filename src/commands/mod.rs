@@ -4,6 +4,7 @@
 
 pub mod align;
 pub mod claim;
+pub mod claim_wait;
 pub mod cleanup;
 pub mod conflicts;
 pub mod done;
@@ -15,6 +16,7 @@ pub mod release;
 pub mod reset;
 pub mod start;
 pub mod status;
+pub mod wait;
 pub mod watch;
 
 use std::path::{Path, PathBuf};
@@ -96,6 +98,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
     let request = match cli.command {
         None => Request::Status(status::StatusRequest {}),
         Some(Command::Start(a)) => Request::Start(a.into_request()?),
+        Some(Command::Claim(a)) if a.wait.is_some() => return claim_wait::run(&ctx, a),
         Some(Command::Claim(a)) => Request::Claim(a.into_request()),
         Some(Command::Release(a)) => Request::Release(a.into_request()),
         Some(Command::Done(a)) => Request::Done(a.into_request()),
@@ -109,6 +112,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Op(a)) => return op::run(&ctx, a),
         Some(Command::Events(a)) => return events::run(&ctx, a),
         Some(Command::Watch(a)) => return watch::run(&ctx, a),
+        Some(Command::Wait(a)) => return wait::run(&ctx, a),
     };
     validate_request(&request)?;
     let report = execute(&ctx, request)?;
