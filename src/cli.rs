@@ -104,6 +104,8 @@ pub enum Command {
     Watch(crate::commands::watch::WatchArgs),
     /// Wait until files are released or instances are done (for scripts).
     Wait(crate::commands::wait::WaitArgs),
+    /// Run a command as a registered instance: heartbeats while it runs, done when it exits.
+    Run(crate::commands::run::RunArgs),
 }
 
 impl Cli {

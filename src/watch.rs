@@ -171,12 +171,19 @@ fn stop_set() -> libc::sigset_t {
 }
 
 /// Block SIGINT and SIGTERM in this thread and every thread it starts afterwards, so that they
-/// are only received by [`wait_stop_signal`]. Call before starting any thread. (Children started
-/// with `std::process::Command` get an empty signal mask back.)
+/// are only received by [`wait_stop_signal`]. Call before starting any thread.
 pub fn block_stop_signals() {
     let set = stop_set();
     unsafe {
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Undo [`block_stop_signals`] (async-signal-safe: used between fork and exec).
+pub fn unblock_stop_signals() {
+    let set = stop_set();
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
     }
 }
 

@@ -14,6 +14,7 @@ pub mod history;
 pub mod op;
 pub mod release;
 pub mod reset;
+pub mod run;
 pub mod start;
 pub mod status;
 pub mod wait;
@@ -113,6 +114,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Events(a)) => return events::run(&ctx, a),
         Some(Command::Watch(a)) => return watch::run(&ctx, a),
         Some(Command::Wait(a)) => return wait::run(&ctx, a),
+        Some(Command::Run(a)) => return run::run(&ctx, a),
     };
     validate_request(&request)?;
     let report = execute(&ctx, request)?;

@@ -62,6 +62,11 @@ impl Store {
         })
     }
 
+    /// How long transactions wait for the lock.
+    pub fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
+    }
+
     /// The home's paths.
     pub fn home(&self) -> &Home {
         &self.home
