@@ -336,7 +336,11 @@ impl Tail {
     /// Deliver every complete event after the cursor, in seq order, to `f` until it returns
     /// false. Returns true if it stopped because `f` said so.
     pub fn read(&mut self, mut f: impl FnMut(Event) -> bool) -> Result<bool> {
-        let mut relocations = 0;
+        // Moving to another file is progress when events were read since the last move;
+        // three moves in a row without progress mean we are at the end (or the journal has
+        // a real gap).
+        let mut stalls = 0;
+        let mut last_move = self.after;
         loop {
             if self.file.is_none() {
                 self.locate()?;
@@ -392,9 +396,13 @@ impl Tail {
             if stopped {
                 return Ok(true);
             }
+            if self.after != last_move {
+                stalls = 0;
+                last_move = self.after;
+            }
             if let Some(found) = gap {
-                relocations += 1;
-                if relocations > 3 {
+                stalls += 1;
+                if stalls > 3 {
                     return Err(Error::CorruptState {
                         path: self.dir.join(ACTIVE),
                         detail: format!(
@@ -417,10 +425,10 @@ impl Tail {
             // Rolled (or we were reading a segment): everything in it was read above, so the
             // next event is in a newer file. Bounded: right after a roll with nothing appended
             // yet, the newest file is the one we just finished.
-            if relocations > 3 {
+            stalls += 1;
+            if stalls > 3 {
                 return Ok(false);
             }
-            relocations += 1;
             self.locate()?;
             if self.file.is_none() {
                 return Ok(false);

@@ -2,4 +2,5 @@
 
 mod common;
 
+mod events;
 mod smoke;
