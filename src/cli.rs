@@ -14,8 +14,9 @@ pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  ok (or nothing to do)
   1  operational error: lock_timeout, io, corrupt_state, unsafe_home
-  2  invalid input or usage: bad arguments, schema violations, unknown or ambiguous instance
-  3  claim conflict (the free files were still claimed)
+  2  invalid input or usage: bad arguments, schema violations, unknown or ambiguous instance,
+     cursor_expired (events/watch --after older than the oldest kept event)
+  3  claim conflict (the free files were still claimed); claim --wait or wait timed out
   4  blocked by the priority gate
 
 With --json, stdout carries exactly one JSON object; errors are

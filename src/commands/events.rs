@@ -65,7 +65,7 @@ impl Filter {
 
     /// True when the event passes the filter.
     pub fn matches(&self, e: &Event) -> bool {
-        (self.types.is_empty() || self.types.iter().any(|t| *t == e.event_type))
+        (self.types.is_empty() || self.types.contains(&e.event_type))
             && self.instance.as_deref().is_none_or(|id| e.involves(id))
     }
 }

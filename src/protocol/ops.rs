@@ -529,6 +529,40 @@ pub fn enqueue(
     Ok(queued)
 }
 
+/// Drop queue places whose waiting process is gone (a `claim --wait` that was killed), so
+/// released files are not handed to an instance that no longer waits for them.
+pub fn drop_dead_waiters(
+    st: &mut State,
+    is_dead: &dyn Fn(u32) -> bool,
+    now: Timestamp,
+    fx: &mut Vec<Effect>,
+) {
+    let mut dropped: Vec<(String, Vec<String>)> = Vec::new();
+    for inst in &mut st.instances {
+        let gone: Vec<String> = inst
+            .waiting_for
+            .iter()
+            .filter(|w| w.pid.is_some_and(is_dead))
+            .map(|w| w.file.clone())
+            .collect();
+        if !gone.is_empty() {
+            inst.waiting_for.retain(|w| !gone.contains(&w.file));
+            dropped.push((inst.id.clone(), gone));
+        }
+    }
+    for (id, files) in dropped {
+        event(
+            st,
+            fx,
+            events::CLAIM_DEQUEUED,
+            &id,
+            None,
+            json!({"files": files, "reason": "waiting process is gone"}),
+        );
+        st.updated_at = now;
+    }
+}
+
 /// Leave the waiting queues of `files` (a waiter that gave up). Files already handed over stay.
 pub fn dequeue(
     st: &mut State,

@@ -226,8 +226,10 @@ fn prune(dir: &Path, retention: Retention) -> Result<()> {
             .ok()
             .and_then(|t| SystemTime::now().duration_since(t).ok())
             .is_some_and(|age| age > max_age);
-        // Never prune a segment newer than one we keep: the kept range stays contiguous.
-        if i < excess || (old && segs[..i].iter().all(|(_, p)| !p.exists())) {
+        // Never prune a segment newer than one we keep (the kept range stays contiguous), and
+        // never the newest: after a roll it holds the last seq, which the next seq comes from.
+        let newest = i + 1 == segs.len();
+        if !newest && (i < excess || (old && segs[..i].iter().all(|(_, p)| !p.exists()))) {
             match std::fs::remove_file(path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -615,3 +615,53 @@ fn issue_4_gate_blocked_is_an_event_without_a_state_change() {
     assert_eq!(r.json()["items"].as_array().unwrap().len(), 1);
     env.run(&["events", "--types", "no.such"]).code(2);
 }
+
+#[test]
+fn issue_4_watch_falls_back_to_polling_and_says_so_once() {
+    let env = TestEnv::new();
+    let id = env.start("poll", "P1");
+    let mut c = env.cmd();
+    c.args(["--json", "watch", "--count", "2"])
+        .env("CONDUCTOR_WATCH_POLL", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = c.spawn().unwrap();
+    // Each heartbeat is an event; keep going until the watcher has seen two and exits.
+    let mut beats = 0;
+    let pid = child.id();
+    assert!(
+        wait_until(20.0, || {
+            env.run(&["heartbeat", "--instance", &id]).code(0);
+            beats += 1;
+            !std::path::Path::new(&format!("/proc/{pid}/status")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/status"))
+                    .unwrap_or_default()
+                    .contains("State:\tZ")
+        }),
+        "the polling watcher saw the events"
+    );
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("polling").count(), 1, "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 2);
+}
+
+#[test]
+fn issue_4_cleanup_drops_queue_places_of_dead_waiters() {
+    let env = TestEnv::new();
+    let a = env.start("a", "P1");
+    let b = env.start("b", "P1");
+    env.run(&["claim", "--instance", &a, "q.rs"]).code(0);
+    let mut w = spawn(&env, &["claim", "--instance", &b, "--wait", "q.rs"]);
+    assert!(wait_until(10.0, || waiting_count(&env) == 1));
+    unsafe { libc::kill(w.id() as i32, libc::SIGKILL) };
+    w.wait().unwrap();
+    env.run(&["cleanup"]).code(0);
+    assert_eq!(waiting_count(&env), 0);
+    env.run(&["release", "--instance", &a, "q.rs"]).code(0);
+    assert!(
+        env.state()["global_claims"].as_object().unwrap().is_empty(),
+        "nobody was handed the file"
+    );
+}
