@@ -104,3 +104,75 @@ impl Event {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::ops::{self, AssumeAlive, Effect, NewInstance, Which};
+    use super::super::types::*;
+    use crate::time::Timestamp;
+
+    fn new(task: &str) -> NewInstance {
+        NewInstance {
+            source: Source::Web,
+            project: "p".into(),
+            task: task.into(),
+            priority: Priority::P1,
+            working_directory: "/w".into(),
+            override_reason: None,
+            pid: None,
+            host: None,
+            session_id: None,
+        }
+    }
+
+    fn types(fx: &[Effect]) -> Vec<&'static str> {
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::Event(ev) => Some(ev.event_type),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn released_files_go_to_waiters_in_ticket_order() {
+        let now = Timestamp::parse("2026-01-17T10:00:00Z").unwrap();
+        let mut st = State::empty(now);
+        let mut fx = Vec::new();
+        let mut n = 0;
+        let mut hex = || {
+            n += 1;
+            format!("{n:06x}")
+        };
+        let ids: Vec<String> = ["h", "w1", "w2", "w3"]
+            .iter()
+            .map(|t| ops::start(&mut st, new(t), None, &mut hex, now, &mut fx))
+            .collect();
+        let f = vec!["/w/f".to_string()];
+        ops::claim(&mut st, &ids[0], &f, None, now, &AssumeAlive, &mut fx).unwrap();
+        for w in &ids[1..] {
+            let out = ops::claim(&mut st, w, &f, None, now, &AssumeAlive, &mut fx).unwrap();
+            assert_eq!(out.conflicts.len(), 1);
+            ops::enqueue(&mut st, w, &f, Some(1), now, &mut fx).unwrap();
+        }
+        assert_eq!(ops::queue_position(&st, &ids[3], "/w/f"), Some(3));
+        fx.clear();
+        ops::release(&mut st, &ids[0], &Which::All, false, None, now, &mut fx).unwrap();
+        assert_eq!(st.global_claims["/w/f"], ids[1]);
+        assert_eq!(types(&fx), ["claim.released", "claim.granted"]);
+        fx.clear();
+        ops::done(&mut st, &ids[1], Outcome::Success, None, None, now, &mut fx).unwrap();
+        assert_eq!(st.global_claims["/w/f"], ids[2]);
+        assert_eq!(
+            types(&fx),
+            ["claim.released", "instance.done", "claim.granted"]
+        );
+        ops::dequeue(&mut st, &ids[3], &f, now, &mut fx).unwrap();
+        ops::release(&mut st, &ids[2], &Which::All, false, None, now, &mut fx).unwrap();
+        assert!(
+            st.global_claims.is_empty(),
+            "a waiter that left is not served"
+        );
+        crate::store::check_consistency(&st).unwrap();
+    }
+}
