@@ -26,7 +26,8 @@ pub struct ClaimArgs {
     pub force: Option<String>,
     /// Wait for files held by others and take each the moment it is released (first come,
     /// first served), for at most DURATION (500ms, 30s, 5m, 2h; without a value, forever).
-    /// On timeout: the usual conflict result, exit 3.
+    /// On timeout (or SIGINT/SIGTERM): leaves the queues, prints the usual conflict result,
+    /// exit 3.
     #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "forever", require_equals = true,
           conflicts_with = "force", value_parser = crate::time::parse_limit)]
     pub wait: Option<crate::time::Limit>,

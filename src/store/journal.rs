@@ -243,7 +243,7 @@ fn prune(dir: &Path, retention: Retention) -> Result<()> {
 /// A reader positioned after some seq, reading complete lines as they are appended.
 pub struct Tail {
     dir: PathBuf,
-    file: Option<(File, u64, bool)>, // (handle, inode, is it the active file when opened)
+    file: Option<(File, u64)>, // (handle, inode)
     offset: u64,
     /// The last seq delivered (or skipped as before the cursor).
     pub after: u64,
@@ -310,23 +310,23 @@ impl Tail {
                 return Err(cursor_expired(self.after, oldest));
             }
         }
-        let mut pick: Option<(PathBuf, bool)> = None;
+        let mut pick: Option<PathBuf> = None;
         for (first, path) in &segs {
             if *first <= want {
-                pick = Some((path.clone(), false));
+                pick = Some(path.clone());
             }
         }
         if active_first.is_none_or(|f| f <= want) {
-            pick = Some((active, true));
+            pick = Some(active);
         }
         self.offset = 0;
         self.partial.clear();
         self.file = None;
-        if let Some((path, is_active)) = pick {
+        if let Some(path) = pick {
             match File::open(&path) {
                 Ok(f) => {
                     let ino = f.metadata().ctx("inspect", &path)?.ino();
-                    self.file = Some((f, ino, is_active));
+                    self.file = Some((f, ino));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(Error::io("open", &path, e)),
@@ -353,13 +353,16 @@ impl Tail {
             let mut stopped = false;
             let mut gap = None;
             {
-                let (file, _, _) = self.file.as_ref().expect("located");
+                let (file, _) = self.file.as_ref().expect("located");
                 let mut buf = vec![0u8; 64 * 1024];
                 'read: loop {
                     let n = file
                         .read_at(&mut buf, self.offset + self.partial.len() as u64)
                         .ctx("read", &self.dir.join(ACTIVE))?;
                     if n == 0 {
+                        // An unterminated last line is read again next time from its start:
+                        // a writer may cut a torn line and append a different one there.
+                        self.partial.clear();
                         break;
                     }
                     self.partial.extend_from_slice(&buf[..n]);
@@ -387,7 +390,7 @@ impl Tail {
                         if !f(event) {
                             stopped = true;
                             self.offset += consumed as u64;
-                            self.partial.drain(..consumed);
+                            self.partial.clear();
                             break 'read;
                         }
                     }
@@ -417,7 +420,7 @@ impl Tail {
                 continue;
             }
             // At the end of our file: if it is no longer the active file, move on.
-            let (_, ino, _) = self.file.as_ref().expect("located");
+            let (_, ino) = self.file.as_ref().expect("located");
             let current = std::fs::metadata(self.dir.join(ACTIVE))
                 .map(|m| m.ino())
                 .ok();
