@@ -378,6 +378,10 @@ fn issue_4_claim_wait_is_first_come_first_served_with_three_waiters() {
             "waiter {n} queued"
         );
     }
+    let json = env.run(&["--json", "status"]).json();
+    assert_eq!(json["instances"][3]["waiting_for"][0]["ticket"], 3);
+    assert_schema(conductor::schema::Schema::Output, &json);
+    assert_schema(conductor::schema::Schema::Status, &env.state());
     let status = env.run(&["status"]);
     for n in 1..=3 {
         let line = format!("waiting for shared.rs (#{n} in queue)");
@@ -433,7 +437,12 @@ fn issue_4_claim_wait_times_out_with_the_conflict_result() {
     );
     let r = env.run(&["--json", "wait", "--released", "x.rs", "--timeout", "100ms"]);
     r.code(3);
-    let mut w = spawn(
+    assert_schema(conductor::schema::Schema::Output, &r.json());
+    assert_schema(
+        conductor::schema::Schema::Output,
+        &env.run(&["--json", "status"]).json(),
+    );
+    let w = spawn(
         &env,
         &[
             "--json",
@@ -447,7 +456,12 @@ fn issue_4_claim_wait_times_out_with_the_conflict_result() {
         ],
     );
     env.run(&["done", "--instance", &a]).code(0);
-    assert_eq!(w.wait().unwrap().code(), Some(0));
+    let o = w.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_schema(
+        conductor::schema::Schema::Output,
+        &serde_json::from_slice(&o.stdout).unwrap(),
+    );
 }
 
 fn run_events(env: &TestEnv, task: &str) -> (String, Vec<Value>) {
