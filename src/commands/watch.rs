@@ -77,10 +77,10 @@ pub fn run(ctx: &Ctx, args: WatchArgs) -> Result<u8> {
             printed += 1;
             args.count.is_none_or(|c| printed < c)
         })?;
-        if failure.is_none() {
-            if let Err(err) = out.flush() {
-                failure = Some(err);
-            }
+        if failure.is_none()
+            && let Err(err) = out.flush()
+        {
+            failure = Some(err);
         }
         drop(out);
         match failure {

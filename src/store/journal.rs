@@ -155,10 +155,10 @@ pub fn last_seq(dir: &Path) -> Result<u64> {
     if let Some(line) = last_complete_line(&active)? {
         return seq_of(&line, &active);
     }
-    if let Some((_, newest)) = segments(dir)?.pop() {
-        if let Some(line) = last_complete_line(&newest)? {
-            return seq_of(&line, &newest);
-        }
+    if let Some((_, newest)) = segments(dir)?.pop()
+        && let Some(line) = last_complete_line(&newest)?
+    {
+        return seq_of(&line, &newest);
     }
     Ok(0)
 }
@@ -305,10 +305,10 @@ impl Tail {
             None => None,
         };
         let oldest = segs.first().map(|s| s.0).or(active_first);
-        if let Some(oldest) = oldest {
-            if want < oldest {
-                return Err(cursor_expired(self.after, oldest));
-            }
+        if let Some(oldest) = oldest
+            && want < oldest
+        {
+            return Err(cursor_expired(self.after, oldest));
         }
         let mut pick: Option<PathBuf> = None;
         for (first, path) in &segs {

@@ -706,3 +706,33 @@ fn issue_4_watch_survives_a_torn_line_cut_by_the_next_writer() {
     assert!(rest.iter().all(|e| e["event_type"] == "instance.heartbeat"));
     assert_eq!(w.wait().unwrap().code(), Some(0));
 }
+
+#[test]
+fn issue_4_fixtures_for_queues_config_and_wait_outputs() {
+    use conductor::schema::{Schema, validate};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let load = |p: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(p)).unwrap()).unwrap()
+    };
+    for (file, schema) in [
+        ("valid/status-waiting-queue.json", Schema::Status),
+        ("valid/config-events.json", Schema::Config),
+        ("valid/out-wait.json", Schema::Output),
+        ("valid/out-wait-timeout.json", Schema::Output),
+    ] {
+        assert_schema(schema, &load(file));
+    }
+    for (file, schema) in [
+        ("invalid/config-events-keep-zero.json", Schema::Config),
+        ("invalid/status-waiting-missing-ticket.json", Schema::Status),
+    ] {
+        assert!(validate(schema, &load(file)).is_err(), "{file} must fail");
+    }
+    let st: conductor::protocol::State =
+        serde_json::from_value(load("valid/status-waiting-queue.json")).unwrap();
+    conductor::store::check_consistency(&st).unwrap();
+    assert_eq!(
+        conductor::protocol::ops::queue_position(&st, "web-0a0b0c", "/work/pitchello/src/auth.rs"),
+        Some(2)
+    );
+}
