@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    align, claim, cleanup, completions, conflicts, doctor, done, heartbeat, history, hook,
+    align, claim, cleanup, completions, conflicts, doctor, done, events, heartbeat, history, hook,
     integrate, man, op, prompt, release, reset, shell_init, start, status,
 };
 
@@ -14,8 +14,9 @@ pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  ok (or nothing to do)
   1  operational error: lock_timeout, io, corrupt_state, unsafe_home
-  2  invalid input or usage: bad arguments, schema violations, unknown or ambiguous instance
-  3  claim conflict (the free files were still claimed)
+  2  invalid input or usage: bad arguments, schema violations, unknown or ambiguous instance,
+     cursor_expired (events/watch --after older than the oldest kept event)
+  3  claim conflict (the free files were still claimed); claim --wait or wait timed out
   4  blocked by the priority gate
 
 With --json, stdout carries exactly one JSON object; errors are
@@ -112,12 +113,24 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Print the man page (roff) generated from the command definitions.
     Man(man::ManArgs),
+    /// Print a page of the event journal as JSON (resumable with --after).
+    Events(events::EventsArgs),
+    /// Print events as they happen (resumable with --after; JSON lines with --json).
+    Watch(crate::commands::watch::WatchArgs),
+    /// Wait until files are released or instances are done (for scripts).
+    Wait(crate::commands::wait::WaitArgs),
+    /// Run a command as a registered instance: heartbeats while it runs, done when it exits.
+    Run(crate::commands::run::RunArgs),
 }
 
 impl Cli {
     /// True when the result is printed as JSON: `--json`, and always for `op`.
     pub fn json_output(&self) -> bool {
-        self.global.json || matches!(self.command, Some(Command::Op(_)))
+        self.global.json
+            || matches!(
+                self.command,
+                Some(Command::Op(_)) | Some(Command::Events(_))
+            )
     }
 }
 

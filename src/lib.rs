@@ -13,6 +13,7 @@ pub mod runtime;
 pub mod schema;
 pub mod store;
 pub mod time;
+pub mod watch;
 
 pub use error::{Error, Result};
 

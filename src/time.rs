@@ -56,6 +56,43 @@ impl Timestamp {
     }
 }
 
+/// Parse a duration like `500ms`, `30s`, `5m`, `2h`, `1d` or a plain number of seconds.
+/// `forever` (or `inf`) is `None`: no limit.
+pub fn parse_duration(s: &str) -> Result<Option<std::time::Duration>, String> {
+    let t = s.trim();
+    if t == "forever" || t == "inf" {
+        return Ok(None);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (like 500ms, 30s, 5m, 2h)"))?;
+    let secs = match unit.trim() {
+        "ms" => n / 1000.0,
+        "" | "s" | "sec" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        "d" => n * 86_400.0,
+        _ => return Err(format!("`{s}` has an unknown unit (use ms, s, m, h or d)")),
+    };
+    if !secs.is_finite() || secs < 0.0 || secs > 1e9 {
+        return Err(format!("`{s}` is out of range"));
+    }
+    Ok(Some(std::time::Duration::from_secs_f64(secs)))
+}
+
+/// A time limit from the command line: `None` is no limit (`forever`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit(pub Option<std::time::Duration>);
+
+/// [`parse_duration`] as a clap value parser.
+pub fn parse_limit(s: &str) -> Result<Limit, String> {
+    parse_duration(s).map(Limit)
+}
+
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0.to_rfc3339_opts(SecondsFormat::Secs, true))

@@ -24,6 +24,13 @@ pub struct ClaimArgs {
     /// Take the files over from their holders, recording this reason in conflicts.log.
     #[arg(long, value_name = "WHY")]
     pub force: Option<String>,
+    /// Wait for files held by others and take each the moment it is released (first come,
+    /// first served), for at most DURATION (500ms, 30s, 5m, 2h; without a value, forever).
+    /// On timeout (or SIGINT/SIGTERM): leaves the queues, prints the usual conflict result,
+    /// exit 3.
+    #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "forever", require_equals = true,
+          conflicts_with = "force", value_parser = crate::time::parse_limit)]
+    pub wait: Option<crate::time::Limit>,
     #[command(flatten)]
     pub instance: InstanceArg,
 }

@@ -64,8 +64,9 @@ impl Report for Beat {
 pub fn execute(ctx: &Ctx, req: HeartbeatRequest) -> Result<Box<dyn Report>> {
     let (id, _) = super::resolve_with_paths(ctx, &req.instance_id, &[])?;
     let now = ctx.now;
-    ctx.store
-        .transact(now, |st, _| ops::heartbeat(st, &id, req.owner_pid, now))?;
+    ctx.store.transact(now, |st, fx| {
+        ops::heartbeat(st, &id, req.owner_pid, now, fx)
+    })?;
     Ok(Box::new(Beat {
         instance_id: id,
         at: now,

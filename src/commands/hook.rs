@@ -176,12 +176,15 @@ fn session_start(global: &GlobalArgs, p: &Payload) -> Result<Answer> {
     let dir = session_dir(p)?;
     let new = new_instance(p, &dir)?;
     let task = new.task.clone();
-    let (id, resumed) = store.transact(now, |st, _fx| {
+    let (id, resumed) = store.transact(now, |st, fx| {
         if let Some(id) = hooks::session_instance(st, &p.session_id).map(|i| i.id.clone()) {
-            ops::heartbeat(st, &id, None, now)?;
+            ops::heartbeat(st, &id, None, now, fx)?;
             return Ok((id, true));
         }
-        Ok((ops::start(st, new, None, runtime::random_hex6, now), false))
+        Ok((
+            ops::start(st, new, None, runtime::random_hex6, now, fx),
+            false,
+        ))
     })?;
     let enforce = store
         .config()
@@ -244,7 +247,7 @@ fn pre_tool_use(global: &GlobalArgs, p: &Payload) -> Result<Answer> {
                 .map(|m| m.id.clone())
             {
                 // Best effort: a busy lock must not turn an allowed edit into a warning.
-                let _ = store.transact(now, |st, _| ops::heartbeat(st, &id, None, now));
+                let _ = store.transact(now, |st, fx| ops::heartbeat(st, &id, None, now, fx));
             }
             Ok(Answer::allow())
         }
@@ -267,7 +270,7 @@ fn pre_tool_use(global: &GlobalArgs, p: &Payload) -> Result<Answer> {
                 }
                 let id = match (me, new) {
                     (Some(m), _) => m.id,
-                    (None, Some(new)) => ops::start(st, new, None, runtime::random_hex6, now),
+                    (None, Some(new)) => ops::start(st, new, None, runtime::random_hex6, now, fx),
                     (None, None) => {
                         return Ok(Answer::warn(format!(
                             "no session_id in the hook input; {file} was not claimed"

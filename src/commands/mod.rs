@@ -4,11 +4,13 @@
 
 pub mod align;
 pub mod claim;
+pub mod claim_wait;
 pub mod cleanup;
 pub mod completions;
 pub mod conflicts;
 pub mod doctor;
 pub mod done;
+pub mod events;
 pub mod heartbeat;
 pub mod history;
 pub mod hook;
@@ -18,9 +20,12 @@ pub mod op;
 pub mod prompt;
 pub mod release;
 pub mod reset;
+pub mod run;
 pub mod shell_init;
 pub mod start;
 pub mod status;
+pub mod wait;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -111,6 +116,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
     let request = match command {
         None => Request::Status(status::StatusRequest {}),
         Some(Command::Start(a)) => Request::Start(a.into_request()?),
+        Some(Command::Claim(a)) if a.wait.is_some() => return claim_wait::run(&ctx, a),
         Some(Command::Claim(a)) => Request::Claim(a.into_request()),
         Some(Command::Release(a)) => Request::Release(a.into_request()),
         Some(Command::Done(a)) => Request::Done(a.into_request()),
@@ -127,6 +133,10 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
             Command::Hook(_) | Command::Integrate(_) | Command::ShellInit(_) | Command::Prompt(_),
         )
         | Some(Command::Completions(_) | Command::Man(_)) => unreachable!("handled above"),
+        Some(Command::Events(a)) => return events::run(&ctx, a),
+        Some(Command::Watch(a)) => return watch::run(&ctx, a),
+        Some(Command::Wait(a)) => return wait::run(&ctx, a),
+        Some(Command::Run(a)) => return run::run(&ctx, a),
     };
     validate_request(&request)?;
     let report = execute(&ctx, request)?;

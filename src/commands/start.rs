@@ -258,7 +258,17 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
             options,
             drift,
         } => match &req.override_reason {
-            None => return Ok(Box::new(Blocked { message, options })),
+            None => {
+                let ev = crate::protocol::events::NewEvent {
+                    event_type: crate::protocol::events::GATE_BLOCKED,
+                    actor: None,
+                    target: None,
+                    project: Some(req.project.clone()),
+                    payload: json!({"task": req.task, "priority": req.priority, "reason": message}),
+                };
+                ctx.store.append_events(ctx.now, vec![ev])?;
+                return Ok(Box::new(Blocked { message, options }));
+            }
             Some(_) => Some(drift),
         },
     };
@@ -278,8 +288,8 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
     };
     let now = ctx.now;
     let recorded = drift.clone();
-    let instance_id = ctx.store.transact(now, |st, _fx| {
-        Ok(ops::start(st, new, recorded, runtime::random_hex6, now))
+    let instance_id = ctx.store.transact(now, |st, fx| {
+        Ok(ops::start(st, new, recorded, runtime::random_hex6, now, fx))
     })?;
     Ok(Box::new(Started { instance_id, drift }))
 }

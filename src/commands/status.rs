@@ -102,6 +102,14 @@ impl Report for StatusReport {
                     WIDTH,
                 ));
             }
+            for w in &i.waiting_for {
+                let pos = ops::queue_position(&self.state, &i.id, &w.file).unwrap_or(0);
+                let file = display_path(&w.file, self.cwd.as_deref());
+                out.push(fit(
+                    &format!("    waiting for {file} (#{pos} in queue)"),
+                    WIDTH,
+                ));
+            }
         }
         if !self.conflicts.is_empty() {
             out.push("Conflicts:".into());

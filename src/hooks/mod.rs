@@ -203,7 +203,14 @@ mod tests {
             };
             n += 1;
             let k = n;
-            ops::start(&mut st, new, None, move || format!("00000{k}"), now())
+            ops::start(
+                &mut st,
+                new,
+                None,
+                move || format!("00000{k}"),
+                now(),
+                &mut Vec::new(),
+            )
         };
         let a = mk("Refactor auth", "s-a");
         let b = mk("Docs", "s-b");

@@ -7,7 +7,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde::Serialize;
+use serde_json::json;
 
+use super::events::{self, NewEvent};
 use super::types::*;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
@@ -22,6 +24,8 @@ pub enum Effect {
     History(HistoryEntry),
     /// A line of `conflicts.log`.
     Log { kind: LogKind, text: String },
+    /// A line of `events.jsonl` (the store numbers it).
+    Event(NewEvent),
 }
 
 /// The event kinds of `conflicts.log`.
@@ -62,6 +66,25 @@ impl LogKind {
 
 fn log(fx: &mut Vec<Effect>, kind: LogKind, text: String) {
     fx.push(Effect::Log { kind, text });
+}
+
+/// Push an event whose actor is `actor` (its project is looked up in `st`).
+fn event(
+    st: &State,
+    fx: &mut Vec<Effect>,
+    event_type: &'static str,
+    actor: &str,
+    target: Option<&str>,
+    payload: serde_json::Value,
+) {
+    let project = st.instance(actor).map(|i| i.project.clone());
+    fx.push(Effect::Event(NewEvent {
+        event_type,
+        actor: Some(actor.to_string()),
+        target: target.map(str::to_string),
+        project,
+        payload,
+    }));
 }
 
 /// Tells whether an instance's process is known to be gone (pid dead on this host).
@@ -109,6 +132,7 @@ pub fn start(
     drift: Option<String>,
     mut random_hex6: impl FnMut() -> String,
     now: Timestamp,
+    fx: &mut Vec<Effect>,
 ) -> String {
     let id = loop {
         let id = format!("{}-{}", new.source.code(), random_hex6());
@@ -116,6 +140,7 @@ pub fn start(
             break id;
         }
     };
+    let drift_reason = drift.clone();
     if let Some(reason) = drift {
         st.drift_warnings.push(DriftWarning {
             instance_id: id.clone(),
@@ -139,8 +164,22 @@ pub fn start(
         host: new.host,
         session_id: new.session_id,
         pending_conflicts: Vec::new(),
+        waiting_for: Vec::new(),
     });
     st.updated_at = now;
+    let me = st.instance(&id).expect("just added");
+    let payload = json!({"task": me.task, "priority": me.priority, "working_directory": me.working_directory});
+    event(st, fx, events::INSTANCE_STARTED, &id, None, payload);
+    if let Some(reason) = drift_reason {
+        event(
+            st,
+            fx,
+            events::DRIFT_WARNING,
+            &id,
+            None,
+            json!({"reason": reason}),
+        );
+    }
     id
 }
 
@@ -184,6 +223,7 @@ pub fn claim(
 ) -> Result<ClaimOutcome> {
     require(st, id)?.last_heartbeat = now;
     let mut out = ClaimOutcome::default();
+    let mut newly = Vec::new();
     let mut seen = BTreeSet::new();
     for file in files {
         if !seen.insert(file.as_str()) {
@@ -204,6 +244,14 @@ pub fn claim(
                         fx,
                         LogKind::Force,
                         format!("{id} took {file} from {h}: {why}"),
+                    );
+                    event(
+                        st,
+                        fx,
+                        events::CLAIM_FORCED,
+                        id,
+                        Some(&h),
+                        json!({"file": file, "from": h, "reason": why}),
                     );
                     out.forced.push(Forced {
                         file: file.clone(),
@@ -226,6 +274,14 @@ pub fn claim(
                         LogKind::Conflict,
                         format!("{id} tried to claim {file} already held by {h}"),
                     );
+                    event(
+                        st,
+                        fx,
+                        events::CLAIM_CONFLICT,
+                        id,
+                        Some(&h),
+                        json!({"file": file, "held_by": h}),
+                    );
                     let me = st.instance_mut(id).expect("checked above");
                     match me.pending_conflicts.iter_mut().find(|p| &p.file == file) {
                         Some(p) => p.held_by = h,
@@ -239,9 +295,20 @@ pub fn claim(
             }
             None => {
                 grant(st, id, file, Some(()), fx);
+                newly.push(file.clone());
                 out.claimed.push(file.clone());
             }
         }
+    }
+    if !newly.is_empty() {
+        event(
+            st,
+            fx,
+            events::CLAIM_GRANTED,
+            id,
+            None,
+            json!({"files": newly}),
+        );
     }
     st.updated_at = now;
     Ok(out)
@@ -254,6 +321,7 @@ fn grant(st: &mut State, id: &str, file: &str, log_resolution: Option<()>, fx: &
     if !me.files_claimed.iter().any(|f| f == file) {
         me.files_claimed.push(file.to_string());
     }
+    me.waiting_for.retain(|w| w.file != file);
     if let Some(pos) = me.pending_conflicts.iter().position(|p| p.file == file) {
         let p = me.pending_conflicts.remove(pos);
         if log_resolution.is_some() {
@@ -303,6 +371,15 @@ pub fn release(
             Some(h) if h == id => {
                 drop_claim(st, &h, &file);
                 log(fx, LogKind::Release, format!("{id} released {file}{why}"));
+                event(
+                    st,
+                    fx,
+                    events::CLAIM_RELEASED,
+                    id,
+                    None,
+                    json!({"files": [file]}),
+                );
+                handoff(st, &file, now, fx);
                 released.push(file);
             }
             Some(h) if force => {
@@ -312,6 +389,15 @@ pub fn release(
                     LogKind::Release,
                     format!("{id} force-released {file} held by {h}{why}"),
                 );
+                event(
+                    st,
+                    fx,
+                    events::CLAIM_RELEASED,
+                    id,
+                    Some(&h),
+                    json!({"files": [file], "forced": true}),
+                );
+                handoff(st, &file, now, fx);
                 released.push(file);
             }
             Some(h) => {
@@ -340,6 +426,167 @@ fn drop_claim(st: &mut State, holder: &str, file: &str) {
     if let Some(h) = st.instance_mut(holder) {
         h.files_claimed.retain(|f| f != file);
     }
+}
+
+/// Give a file that just became free to the first instance waiting for it (lowest ticket),
+/// in the same transaction that freed it: first come, first served.
+fn handoff(st: &mut State, file: &str, now: Timestamp, fx: &mut Vec<Effect>) {
+    if st.global_claims.contains_key(file) {
+        return;
+    }
+    let head = st
+        .instances
+        .iter()
+        .filter_map(|i| {
+            i.waiting_for
+                .iter()
+                .find(|w| w.file == file)
+                .map(|w| (w.ticket, i.id.clone()))
+        })
+        .min();
+    let Some((_, next)) = head else { return };
+    grant(st, &next, file, Some(()), fx);
+    if let Some(me) = st.instance_mut(&next) {
+        me.last_heartbeat = me.last_heartbeat.max(now);
+    }
+    event(
+        st,
+        fx,
+        events::CLAIM_GRANTED,
+        &next,
+        None,
+        json!({"files": [file], "via": "wait"}),
+    );
+}
+
+/// The place of `id` in the queue for `file` (1 = next), if it waits for it.
+pub fn queue_position(st: &State, id: &str, file: &str) -> Option<usize> {
+    let mine = st
+        .instance(id)?
+        .waiting_for
+        .iter()
+        .find(|w| w.file == file)?
+        .ticket;
+    Some(
+        1 + st
+            .instances
+            .iter()
+            .flat_map(|i| &i.waiting_for)
+            .filter(|w| w.file == file && w.ticket < mine)
+            .count(),
+    )
+}
+
+/// Join the waiting queues of `files` (those `id` does not hold), first come, first served:
+/// each entry gets a ticket above every ticket in the state. `pid` is the waiting process.
+pub fn enqueue(
+    st: &mut State,
+    id: &str,
+    files: &[String],
+    pid: Option<u32>,
+    now: Timestamp,
+    fx: &mut Vec<Effect>,
+) -> Result<Vec<String>> {
+    require(st, id)?;
+    let mut ticket = st
+        .instances
+        .iter()
+        .flat_map(|i| &i.waiting_for)
+        .map(|w| w.ticket)
+        .max()
+        .unwrap_or(0);
+    let mut queued = Vec::new();
+    for file in files {
+        let held_by_me = st.global_claims.get(file).map(String::as_str) == Some(id);
+        let me = st.instance_mut(id).expect("checked above");
+        if held_by_me || me.waiting_for.iter().any(|w| &w.file == file) {
+            continue;
+        }
+        ticket += 1;
+        me.waiting_for.push(Waiting {
+            file: file.clone(),
+            ticket,
+            since: now,
+            pid,
+        });
+        queued.push(file.clone());
+    }
+    if !queued.is_empty() {
+        let positions: Vec<usize> = queued
+            .iter()
+            .map(|f| queue_position(st, id, f).unwrap_or(0))
+            .collect();
+        event(
+            st,
+            fx,
+            events::CLAIM_QUEUED,
+            id,
+            None,
+            json!({"files": queued, "positions": positions}),
+        );
+        st.updated_at = now;
+    }
+    Ok(queued)
+}
+
+/// Drop queue places whose waiting process is gone (a `claim --wait` that was killed), so
+/// released files are not handed to an instance that no longer waits for them.
+pub fn drop_dead_waiters(
+    st: &mut State,
+    is_dead: &dyn Fn(u32) -> bool,
+    now: Timestamp,
+    fx: &mut Vec<Effect>,
+) {
+    let mut dropped: Vec<(String, Vec<String>)> = Vec::new();
+    for inst in &mut st.instances {
+        let gone: Vec<String> = inst
+            .waiting_for
+            .iter()
+            .filter(|w| w.pid.is_some_and(is_dead))
+            .map(|w| w.file.clone())
+            .collect();
+        if !gone.is_empty() {
+            inst.waiting_for.retain(|w| !gone.contains(&w.file));
+            dropped.push((inst.id.clone(), gone));
+        }
+    }
+    for (id, files) in dropped {
+        event(
+            st,
+            fx,
+            events::CLAIM_DEQUEUED,
+            &id,
+            None,
+            json!({"files": files, "reason": "waiting process is gone"}),
+        );
+        st.updated_at = now;
+    }
+}
+
+/// Leave the waiting queues of `files` (a waiter that gave up). Files already handed over stay.
+pub fn dequeue(
+    st: &mut State,
+    id: &str,
+    files: &[String],
+    now: Timestamp,
+    fx: &mut Vec<Effect>,
+) -> Result<Vec<String>> {
+    let me = require(st, id)?;
+    let before: Vec<String> = me.waiting_for.iter().map(|w| w.file.clone()).collect();
+    me.waiting_for.retain(|w| !files.contains(&w.file));
+    let left: Vec<String> = before.into_iter().filter(|f| files.contains(f)).collect();
+    if !left.is_empty() {
+        event(
+            st,
+            fx,
+            events::CLAIM_DEQUEUED,
+            id,
+            None,
+            json!({"files": left}),
+        );
+        st.updated_at = now;
+    }
+    Ok(left)
 }
 
 /// Remove an instance: release its claims, write its history line, forget its warnings.
@@ -372,6 +619,33 @@ fn retire(
     }
     st.global_claims.retain(|_, h| h != id);
     st.drift_warnings.retain(|w| w.instance_id != id);
+    let ev = |event_type, payload| {
+        Effect::Event(NewEvent {
+            event_type,
+            actor: Some(id.to_string()),
+            target: None,
+            project: Some(inst.project.clone()),
+            payload,
+        })
+    };
+    if !released.is_empty() {
+        fx.push(ev(
+            events::CLAIM_RELEASED,
+            json!({"files": released, "reason": outcome.as_str()}),
+        ));
+    }
+    let kind = if outcome == Outcome::Orphaned {
+        events::INSTANCE_ORPHANED
+    } else {
+        events::INSTANCE_DONE
+    };
+    fx.push(ev(
+        kind,
+        json!({"outcome": outcome.as_str(), "task": inst.task, "notes": notes}),
+    ));
+    for f in &released {
+        handoff(st, f, now, fx);
+    }
     fx.push(Effect::History(HistoryEntry {
         id: inst.id.clone(),
         project: inst.project.clone(),
@@ -409,13 +683,27 @@ pub fn done(
 }
 
 /// Record that `id` is alive.
-pub fn heartbeat(st: &mut State, id: &str, pid: Option<u32>, now: Timestamp) -> Result<()> {
+pub fn heartbeat(
+    st: &mut State,
+    id: &str,
+    pid: Option<u32>,
+    now: Timestamp,
+    fx: &mut Vec<Effect>,
+) -> Result<()> {
     let me = require(st, id)?;
     me.last_heartbeat = now;
     if pid.is_some() {
         me.pid = pid;
     }
     st.updated_at = now;
+    event(
+        st,
+        fx,
+        events::INSTANCE_HEARTBEAT,
+        id,
+        None,
+        json!({"at": now}),
+    );
     Ok(())
 }
 

@@ -153,6 +153,22 @@ pub struct Instance {
     /// Files this instance asked for and was refused, until it gets them or ends.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_conflicts: Vec<PendingConflict>,
+    /// Files this instance waits for with `claim --wait`, in the order it asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<Waiting>,
+}
+
+/// A place in the waiting queue of a file (`claim --wait`). Queues are first come, first served:
+/// the waiter with the lowest `ticket` gets the file when it is released.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Waiting {
+    pub file: String,
+    /// Greater than every ticket in the state when it was issued.
+    pub ticket: u64,
+    pub since: Timestamp,
+    /// The waiting process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 /// A refused claim that has not been resolved yet.
@@ -215,6 +231,15 @@ pub struct Config {
     /// Heartbeat age after which `cleanup` treats an instance as orphaned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_max_age_minutes: Option<u64>,
+    /// Size in bytes past which `events.jsonl` rolls into a numbered segment (default 4 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_segment_bytes: Option<u64>,
+    /// How many rolled event segments to keep (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_keep_segments: Option<u64>,
+    /// Rolled segments last written more than this many days ago are pruned (default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_keep_days: Option<u64>,
     /// What the Claude Code hook does with edits of files this session has not claimed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforce: Option<Enforce>,

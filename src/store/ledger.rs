@@ -80,6 +80,16 @@ pub fn append(path: &Path, lines: &[String]) -> Result<()> {
     f.sync_data().ctx("sync", path)
 }
 
+/// Cut a torn last line off the ledger at `path`, if any (a missing file is fine).
+pub fn repair(path: &Path) -> Result<()> {
+    let mut f = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(crate::error::Error::io("open", path, e)),
+    };
+    repair_torn_tail(&mut f).ctx("repair the torn last line of", path)
+}
+
 /// If the file does not end with a newline, truncate it after its last newline.
 fn repair_torn_tail(f: &mut File) -> std::io::Result<()> {
     let len = f.seek(SeekFrom::End(0))?;

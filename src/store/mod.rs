@@ -18,6 +18,7 @@
 pub mod atomic;
 pub mod doctor;
 pub mod home;
+pub mod journal;
 pub mod ledger;
 pub mod lock;
 
@@ -60,6 +61,11 @@ impl Store {
             lock_timeout,
             quiet,
         })
+    }
+
+    /// How long transactions wait for the lock.
+    pub fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
     }
 
     /// The home's paths.
@@ -133,16 +139,41 @@ impl Store {
     fn apply_effects(&self, now: Timestamp, effects: &[Effect]) -> Result<()> {
         let mut history = Vec::new();
         let mut log = Vec::new();
+        let mut events = Vec::new();
         for e in effects {
             match e {
                 Effect::History(h) => {
                     history.push(serde_json::to_string(h).expect("history entries serialize"))
                 }
                 Effect::Log { kind, text } => log.push(ledger::LogEntry::format(now, *kind, text)),
+                Effect::Event(ev) => events.push(ev.clone()),
             }
         }
+        // Read the settings first so a bad config.json fails before anything is appended.
+        let retention = if events.is_empty() {
+            None
+        } else {
+            Some(journal::Retention::from_config(&self.config()?))
+        };
         ledger::append(&self.home.history(), &history)?;
-        ledger::append(&self.home.conflicts_log(), &log)
+        ledger::append(&self.home.conflicts_log(), &log)?;
+        if let Some(retention) = retention {
+            journal::append(self.home.dir(), retention, now, &events)?;
+        }
+        Ok(())
+    }
+
+    /// Append events that come with no state change (like `gate.blocked`), under the lock.
+    pub fn append_events(
+        &self,
+        now: Timestamp,
+        events: Vec<crate::protocol::events::NewEvent>,
+    ) -> Result<()> {
+        let _lock = self.lock()?;
+        self.apply_effects(
+            now,
+            &events.into_iter().map(Effect::Event).collect::<Vec<_>>(),
+        )
     }
 
     /// Move `status.json` aside as `status.json.<stamp>.bak` (if it exists, parseable or not)

@@ -4,6 +4,7 @@ mod common;
 
 mod corrupt;
 mod crash;
+mod events;
 mod hooks;
 mod hostile;
 mod props;

@@ -124,7 +124,7 @@ proptest! {
                 Step::Start { hex } => {
                     let mut first = Some(HEX[hex].to_string());
                     let mut n = 0u32;
-                    let new_id = ops::start(&mut st, new_instance(), None, || first.take().unwrap_or_else(|| { n += 1; format!("f{n:05x}") }), now);
+                    let new_id = ops::start(&mut st, new_instance(), None, || first.take().unwrap_or_else(|| { n += 1; format!("f{n:05x}") }), now, &mut fx);
                     prop_assert_eq!(st.instances.iter().filter(|i| i.id == new_id).count(), 1);
                 }
                 Step::Claim { who, files, force } => {
@@ -201,7 +201,7 @@ proptest! {
                 Step::Heartbeat { who } => {
                     let me = id(who);
                     let live = st.instance(&me).is_some();
-                    prop_assert_eq!(ops::heartbeat(&mut st, &me, None, now).is_ok(), live);
+                    prop_assert_eq!(ops::heartbeat(&mut st, &me, None, now, &mut fx).is_ok(), live);
                     if live {
                         prop_assert_eq!(st.instance(&me).unwrap().last_heartbeat, now);
                     }

@@ -271,6 +271,16 @@ fn instance(max: bool) -> Instance {
         } else {
             vec![]
         },
+        waiting_for: if max {
+            vec![conductor::protocol::types::Waiting {
+                file: "/p/c".into(),
+                ticket: 1,
+                since: ts("2026-01-17T09:06:00Z"),
+                pid: Some(7),
+            }]
+        } else {
+            vec![]
+        },
     }
 }
 
@@ -358,6 +368,9 @@ fn rust_types_and_schemas_have_the_same_fields() {
         north_stars_path: Some("~/ns.md".into()),
         default_max_age_minutes: Some(60),
         enforce: Some(conductor::protocol::types::Enforce::BlockForeign),
+        events_segment_bytes: Some(4096),
+        events_keep_segments: Some(4),
+        events_keep_days: Some(7),
     };
     in_step(
         "Config",

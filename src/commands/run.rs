@@ -1,0 +1,236 @@
+//! `conductor run --task T --priority P [--claim FILE...] [--heartbeat 5m] -- COMMAND ARGS...`:
+//! register an instance, run a command as it, keep it alive with heartbeats while the command
+//! runs, and record it as done when the command exits.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, channel};
+
+use super::claim::{self, ClaimRequest};
+use super::start::{self, StartArgs};
+use super::{Ctx, print};
+use crate::error::{Error, Result};
+use crate::protocol::ops;
+use crate::protocol::{Outcome, Priority, Source};
+use crate::store::Store;
+use crate::time::{Limit, Timestamp};
+use crate::watch;
+
+/// Run a command as a registered instance.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_long_help = "The command gets CONDUCTOR_INSTANCE_ID in its environment, so conductor \
+commands it runs (claim, release, ...) act on this instance. This process is recorded as the \
+instance's pid: if it dies without finishing, `cleanup` reaps the instance.\n\nWhen the command exits, \
+the instance is recorded as done: outcome `success` for exit status 0, `abandoned` otherwise (its \
+claims are released). `run` exits with the command's status (128+N when killed by signal N). SIGINT \
+and SIGTERM sent to `run` are forwarded to the command (a Ctrl-C from the terminal reaches it \
+directly).\n\nExit 4 without running anything when the priority gate blocks the task; exit 3 when a \
+--claim file is held by another instance (recorded as done with outcome `conflict`).\n\nExamples:\n  \
+conductor run --task \"Fix auth bug\" --priority P1 --claim src/auth.rs -- claude -p \"fix the auth bug\"\n  \
+conductor run --task nightly --priority P2 --heartbeat 1m -- make test"
+)]
+pub struct RunArgs {
+    /// What the command is going to do.
+    #[arg(long)]
+    pub task: String,
+    /// Project name [default: the current directory's name].
+    #[arg(long)]
+    pub project: Option<String>,
+    /// Task priority (see `start`).
+    #[arg(long, value_enum)]
+    pub priority: Priority,
+    /// Proceed even if the priority gate blocks, recording this justification.
+    #[arg(long = "override", value_name = "WHY")]
+    pub override_reason: Option<String>,
+    /// Where the session runs [default: detected, as for `start`].
+    #[arg(long, value_enum)]
+    pub source: Option<Source>,
+    /// Claim these files before starting the command.
+    #[arg(long = "claim", num_args = 1.., value_name = "FILE")]
+    pub claim: Vec<String>,
+    /// How often to heartbeat while the command runs (30s, 5m, ...; `forever` for never).
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = crate::time::parse_limit)]
+    pub heartbeat: Limit,
+    /// The command and its arguments, after `--`.
+    #[arg(required = true, last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// Run `run`.
+pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
+    // Before any thread exists, so that only our signal thread receives them.
+    watch::block_stop_signals();
+    let start_args = StartArgs {
+        task: args.task.clone(),
+        project: args.project.clone(),
+        priority: args.priority,
+        override_reason: args.override_reason.clone(),
+        source: args.source,
+        dir: None,
+        owner_pid: Some(std::process::id()),
+    };
+    let report = start::execute(ctx, start_args.into_request()?)?;
+    if report.exit_code() != 0 {
+        return print(ctx.out, report.as_ref());
+    }
+    let id = report.to_json()["instance_id"]
+        .as_str()
+        .expect("start reports its id")
+        .to_string();
+    ctx.out.status(&format!("conductor: registered as {id}"));
+    if !args.claim.is_empty() {
+        let req = ClaimRequest {
+            instance_id: Some(id.clone()),
+            files: args.claim.clone(),
+            force: None,
+        };
+        let claimed = claim::execute(ctx, req)?;
+        if claimed.exit_code() != 0 {
+            let code = print(ctx.out, claimed.as_ref())?;
+            finish(
+                &ctx.store,
+                &id,
+                Outcome::Conflict,
+                "a --claim file is held by another instance".into(),
+                ctx,
+            );
+            return Ok(code);
+        }
+    }
+
+    let mut command = std::process::Command::new(&args.command[0]);
+    command
+        .args(&args.command[1..])
+        .env("CONDUCTOR_INSTANCE_ID", &id);
+    // The child must not inherit our blocked SIGINT/SIGTERM.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(|| {
+            watch::unblock_stop_signals();
+            Ok(())
+        });
+    }
+    let mut child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            finish(
+                &ctx.store,
+                &id,
+                Outcome::Abandoned,
+                format!("could not start {}: {e}", args.command[0]),
+                ctx,
+            );
+            return Err(Error::invalid(
+                "spawn_failed",
+                format!(
+                    "could not start `{}`: {e}",
+                    ops::printable(&args.command[0])
+                ),
+            ));
+        }
+    };
+    let child_pid = child.id() as i32;
+
+    // Forward SIGINT/SIGTERM sent to us by another process; a terminal's Ctrl-C already
+    // reached the child through the process group.
+    let got_signal = Arc::new(AtomicI32::new(0));
+    {
+        let got_signal = Arc::clone(&got_signal);
+        std::thread::spawn(move || {
+            loop {
+                let r = watch::wait_stop_signal();
+                let _ =
+                    got_signal.compare_exchange(0, r.signal, Ordering::SeqCst, Ordering::SeqCst);
+                if r.from_process {
+                    unsafe {
+                        libc::kill(child_pid, r.signal);
+                    }
+                }
+            }
+        });
+    }
+
+    // Heartbeat from a background thread; each is one short transaction.
+    let (stop_tx, stop_rx) = channel::<()>();
+    let beats = args.heartbeat.0.map(|every| {
+        let dir = ctx.store.home().dir().to_path_buf();
+        let id = id.clone();
+        let quiet = ctx.out.quiet || ctx.out.json;
+        let lock_timeout = ctx.store.lock_timeout();
+        std::thread::spawn(move || {
+            let store = match Store::open(dir, lock_timeout, true) {
+                Ok(s) => s,
+                Err(e) => return eprintln!("warning: heartbeats stopped: {e}"),
+            };
+            loop {
+                match stop_rx.recv_timeout(every) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+                let now = Timestamp::now();
+                match store.transact(now, |st, fx| ops::heartbeat(st, &id, None, now, fx)) {
+                    Ok(()) => {}
+                    Err(Error::UnknownInstance(_)) => {
+                        return eprintln!(
+                            "warning: {id} is no longer registered; heartbeats stopped"
+                        );
+                    }
+                    Err(e) if !quiet => eprintln!("warning: heartbeat failed: {e}"),
+                    Err(_) => {}
+                }
+            }
+        })
+    });
+
+    let status = child
+        .wait()
+        .map_err(|e| Error::io("wait for", std::path::Path::new(&args.command[0]), e))?;
+    drop(stop_tx);
+    if let Some(h) = beats {
+        let _ = h.join();
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let (code, mut notes) = match (status.code(), status.signal()) {
+        (Some(c), _) => (
+            c,
+            format!(
+                "`{}` exited with status {c}",
+                ops::printable(&args.command[0])
+            ),
+        ),
+        (None, Some(s)) => (
+            128 + s,
+            format!(
+                "`{}` was killed by signal {s}",
+                ops::printable(&args.command[0])
+            ),
+        ),
+        (None, None) => (1, "the command ended in an unknown way".to_string()),
+    };
+    let sig = got_signal.load(Ordering::SeqCst);
+    if sig != 0 {
+        notes.push_str(&format!(" (conductor run received signal {sig})"));
+    }
+    let outcome = if code == 0 {
+        Outcome::Success
+    } else {
+        Outcome::Abandoned
+    };
+    finish(&ctx.store, &id, outcome, notes, ctx);
+    Ok(u8::try_from(code).unwrap_or(1))
+}
+
+/// Record the instance as done; problems are warnings (the command's status matters more).
+fn finish(store: &Store, id: &str, outcome: Outcome, notes: String, ctx: &Ctx) {
+    let now = Timestamp::now();
+    match store.transact(now, |st, fx| {
+        ops::done(st, id, outcome, None, Some(notes.clone()), now, fx)
+    }) {
+        Ok(_) => ctx.out.status(&format!(
+            "conductor: {id} done ({}): {notes}",
+            outcome.as_str()
+        )),
+        Err(e) => ctx.out.warn(&format!("could not record {id} as done: {e}")),
+    }
+}

@@ -1,0 +1,99 @@
+//! `conductor wait --released FILE... | --done ID... [--timeout D]`: block until files are free
+//! or instances have finished, woken by the file system watcher. For scripts.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::Ctx;
+use crate::error::Result;
+use crate::runtime::PathNormalizer;
+use crate::time::Timestamp;
+use crate::watch::{self, HomeWatcher, Wake};
+
+/// Wait for releases or finished instances.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["released", "done"])))]
+#[command(
+    after_long_help = "Exit 0 once every file named is claimed by nobody (--released) or every \
+instance named is no longer registered (--done: finished, or cleaned up). Exit 3 if --timeout passes \
+first (the JSON result lists what is still pending); an interrupted wait (SIGINT/SIGTERM) exits 3 \
+too.\n\nExamples:\n  conductor wait --released src/auth.rs --timeout 10m && conductor claim src/auth.rs\n  \
+conductor wait --done itm-a1b2c3 cur-0f0f0f"
+)]
+pub struct WaitArgs {
+    /// Files to wait for until nobody holds them (paths resolve against the current directory).
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub released: Vec<String>,
+    /// Instances to wait for until they are no longer registered.
+    #[arg(long, num_args = 1.., value_name = "ID")]
+    pub done: Vec<String>,
+    /// Give up after this long (500ms, 30s, 5m, 2h) [default: wait forever].
+    #[arg(long, value_name = "DURATION", value_parser = crate::time::parse_limit)]
+    pub timeout: Option<crate::time::Limit>,
+}
+
+/// Run `wait`.
+pub fn run(ctx: &Ctx, args: WaitArgs) -> Result<u8> {
+    watch::block_stop_signals();
+    let mut norm = PathNormalizer::new(ctx.cwd()?);
+    let files = args
+        .released
+        .iter()
+        .map(|f| norm.normalize(f))
+        .collect::<Result<Vec<_>>>()?;
+    let ids = args.done;
+    let deadline = args.timeout.and_then(|l| l.0).map(|d| Instant::now() + d);
+    let watcher = HomeWatcher::new(ctx.store.home().dir(), |name| name == "status.json")?;
+    watcher.stop_on_signals_and_closed_stdout();
+    loop {
+        let state = ctx.store.read(Timestamp::now())?;
+        let held: Vec<&String> = files
+            .iter()
+            .filter(|f| state.global_claims.contains_key(*f))
+            .collect();
+        let alive: Vec<&String> = ids.iter().filter(|i| state.instance(i).is_some()).collect();
+        if held.is_empty() && alive.is_empty() {
+            let v = json!({"status": "ok", "released": files, "done": ids, "message": "Nothing left to wait for."});
+            if ctx.out.json {
+                ctx.out.json_line(&v)?;
+            } else {
+                ctx.out.text(&format!(
+                    "Done waiting: {} file(s) free, {} instance(s) finished.",
+                    files.len(),
+                    ids.len()
+                ))?;
+            }
+            return Ok(0);
+        }
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let give_up = left.is_some_and(|l| l.is_zero()) || watcher.stopped();
+        if give_up
+            || watcher.wait(Some(
+                left.unwrap_or(Duration::from_secs(30))
+                    .min(Duration::from_secs(30)),
+            )) == Wake::Stop
+        {
+            let state = ctx.store.read(Timestamp::now())?;
+            let held: Vec<&String> = files
+                .iter()
+                .filter(|f| state.global_claims.contains_key(*f))
+                .collect();
+            let alive: Vec<&String> = ids.iter().filter(|i| state.instance(i).is_some()).collect();
+            if !(held.is_empty() && alive.is_empty()) {
+                let v = json!({"status": "timeout", "still_held": held, "still_running": alive,
+                               "message": "Gave up waiting."});
+                if ctx.out.json {
+                    ctx.out.json_line(&v)?;
+                } else {
+                    ctx.out.text(&format!(
+                        "Gave up waiting: {} file(s) still held, {} instance(s) still running.",
+                        held.len(),
+                        alive.len()
+                    ))?;
+                }
+                return Ok(3);
+            }
+        }
+    }
+}

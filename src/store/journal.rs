@@ -1,0 +1,443 @@
+//! The event journal: `events.jsonl` in the home, rolled into numbered segments and pruned.
+//!
+//! Layout: the active file `events.jsonl`, plus rolled segments `events.<FIRST>.jsonl` where
+//! `<FIRST>` is the seq of the segment's first event, zero-padded to 16 digits (so names sort by
+//! seq and a reader finds the segment holding a cursor from the directory listing alone).
+//!
+//! Writers ([`append`]) run under the state lock. The next `seq` comes from the journal itself:
+//! the last complete line of `events.jsonl` (or, right after a roll, of the newest segment), read
+//! backwards from the end, so the cost does not grow with the journal. A crash between the
+//! journal append and the `status.json` rename therefore never lets a seq be handed out twice.
+//! A torn last line (a crash mid-append) was never visible to readers (they stop at the last
+//! newline), so reusing its number reuses nothing anyone saw.
+//!
+//! Readers ([`Tail`]) never lock. They read complete lines from a byte offset and check that seqs
+//! are contiguous; a roll that happens while they list the directory shows up as a gap, and they
+//! re-locate from the listing.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use super::ledger;
+use crate::error::{Error, IoContext, Result};
+use crate::protocol::Config;
+use crate::protocol::events::{Event, NewEvent};
+use crate::time::Timestamp;
+
+/// The active journal file's name.
+pub const ACTIVE: &str = "events.jsonl";
+/// Default size past which the active file rolls.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 4 * 1024 * 1024;
+/// Default number of rolled segments kept.
+pub const DEFAULT_KEEP_SEGMENTS: u64 = 16;
+/// Default age, in days, past which rolled segments are pruned.
+pub const DEFAULT_KEEP_DAYS: u64 = 30;
+
+/// Rolling and pruning settings (from `config.json`).
+#[derive(Clone, Copy, Debug)]
+pub struct Retention {
+    pub segment_bytes: u64,
+    pub keep_segments: u64,
+    pub keep_days: u64,
+}
+
+impl Retention {
+    /// The settings in `config`, with defaults.
+    pub fn from_config(c: &Config) -> Retention {
+        Retention {
+            segment_bytes: c
+                .events_segment_bytes
+                .unwrap_or(DEFAULT_SEGMENT_BYTES)
+                .max(1),
+            keep_segments: c
+                .events_keep_segments
+                .unwrap_or(DEFAULT_KEEP_SEGMENTS)
+                .max(1),
+            keep_days: c.events_keep_days.unwrap_or(DEFAULT_KEEP_DAYS).max(1),
+        }
+    }
+}
+
+/// The name of the segment whose first event has seq `first`.
+pub fn segment_name(first: u64) -> String {
+    format!("events.{first:016}.jsonl")
+}
+
+fn parse_segment_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("events.")?.strip_suffix(".jsonl")?;
+    (digits.len() == 16 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())?
+}
+
+/// True for file names that belong to the journal (what a watcher should wake up for).
+pub fn is_journal_file(name: &str) -> bool {
+    name == ACTIVE || parse_segment_name(name).is_some()
+}
+
+/// Rolled segments, oldest first, as (first seq, path).
+pub fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).ctx("list", dir)? {
+        let entry = entry.ctx("list", dir)?;
+        if let Some(first) = entry.file_name().to_str().and_then(parse_segment_name) {
+            out.push((first, entry.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The last complete line of a file (ignoring a torn tail), read backwards from the end.
+fn last_complete_line(path: &Path) -> Result<Option<String>> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open", path, e)),
+    };
+    let len = f.metadata().ctx("inspect", path)?.len();
+    let mut end = len; // exclusive end of the region still to search
+    let mut tail: Vec<u8> = Vec::new(); // bytes from `end` to `len`
+    let mut chunk = 4096u64;
+    loop {
+        let start = end.saturating_sub(chunk);
+        let mut buf = vec![0u8; (end - start) as usize];
+        f.read_exact_at(&mut buf, start).ctx("read", path)?;
+        buf.extend_from_slice(&tail);
+        tail = buf;
+        end = start;
+        // The last newline ends the last complete line; the one before it starts it.
+        if let Some(last_nl) = tail.iter().rposition(|b| *b == b'\n') {
+            if let Some(prev) = tail[..last_nl].iter().rposition(|b| *b == b'\n') {
+                return Ok(Some(
+                    String::from_utf8_lossy(&tail[prev + 1..last_nl]).into_owned(),
+                ));
+            }
+            if start == 0 {
+                return Ok(Some(String::from_utf8_lossy(&tail[..last_nl]).into_owned()));
+            }
+        } else if start == 0 {
+            return Ok(None);
+        }
+        chunk = chunk.saturating_mul(2);
+    }
+}
+
+/// The first complete line of a file.
+fn first_line(path: &Path) -> Result<Option<String>> {
+    let mut first = None;
+    ledger::for_each_line(path, |_, line| {
+        if let ledger::Line::Complete(text) = line {
+            first = Some(text);
+        }
+        Ok(false)
+    })?;
+    Ok(first)
+}
+
+fn seq_of(line: &str, path: &Path) -> Result<u64> {
+    #[derive(serde::Deserialize)]
+    struct Seq {
+        seq: u64,
+    }
+    serde_json::from_str::<Seq>(line)
+        .map(|s| s.seq)
+        .map_err(|e| Error::CorruptState {
+            path: path.to_path_buf(),
+            detail: format!("an event line has no valid seq ({e})"),
+        })
+}
+
+/// The seq of the last event written (0 for an empty journal). Reads one line.
+pub fn last_seq(dir: &Path) -> Result<u64> {
+    let active = dir.join(ACTIVE);
+    if let Some(line) = last_complete_line(&active)? {
+        return seq_of(&line, &active);
+    }
+    if let Some((_, newest)) = segments(dir)?.pop()
+        && let Some(line) = last_complete_line(&newest)?
+    {
+        return seq_of(&line, &newest);
+    }
+    Ok(0)
+}
+
+/// Append events (caller holds the state lock): roll first if the active file is too big,
+/// then number the events after the journal's last seq and append them in one write.
+pub fn append(dir: &Path, retention: Retention, now: Timestamp, events: &[NewEvent]) -> Result<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let active = dir.join(ACTIVE);
+    let size = match std::fs::metadata(&active) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(Error::io("inspect", &active, e)),
+    };
+    if size >= retention.segment_bytes {
+        roll(dir, retention)?;
+    }
+    let mut seq = last_seq(dir)?;
+    let lines: Vec<String> = events
+        .iter()
+        .map(|e| {
+            seq += 1;
+            let ev = Event {
+                seq,
+                event_id: format!(
+                    "evt-{seq}-{}{}",
+                    crate::runtime::random_hex6(),
+                    crate::runtime::random_hex6()
+                ),
+                event_type: e.event_type.to_string(),
+                actor: e.actor.clone(),
+                target: e.target.clone(),
+                project: e.project.clone(),
+                payload: e.payload.clone(),
+                created_at: now,
+            };
+            serde_json::to_string(&ev).expect("events serialize")
+        })
+        .collect();
+    ledger::append(&active, &lines)
+}
+
+/// Rename the active file to its segment name, then prune old segments.
+fn roll(dir: &Path, retention: Retention) -> Result<()> {
+    let active = dir.join(ACTIVE);
+    ledger::repair(&active)?;
+    let Some(line) = first_line(&active)? else {
+        return Ok(());
+    };
+    let first = seq_of(&line, &active)?;
+    let target = dir.join(segment_name(first));
+    std::fs::rename(&active, &target).map_err(|e| Error::io("roll", &active, e))?;
+    prune(dir, retention)
+}
+
+fn prune(dir: &Path, retention: Retention) -> Result<()> {
+    let segs = segments(dir)?;
+    let max_age = Duration::from_secs(retention.keep_days.saturating_mul(86_400));
+    let excess = segs.len().saturating_sub(retention.keep_segments as usize);
+    for (i, (_, path)) in segs.iter().enumerate() {
+        let old = std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| SystemTime::now().duration_since(t).ok())
+            .is_some_and(|age| age > max_age);
+        // Never prune a segment newer than one we keep (the kept range stays contiguous), and
+        // never the newest: after a roll it holds the last seq, which the next seq comes from.
+        let newest = i + 1 == segs.len();
+        if !newest && (i < excess || (old && segs[..i].iter().all(|(_, p)| !p.exists()))) {
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("prune", path, e)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A reader positioned after some seq, reading complete lines as they are appended.
+pub struct Tail {
+    dir: PathBuf,
+    file: Option<(File, u64)>, // (handle, inode)
+    offset: u64,
+    /// The last seq delivered (or skipped as before the cursor).
+    pub after: u64,
+    partial: Vec<u8>,
+}
+
+/// The `cursor_expired` error.
+pub fn cursor_expired(after: u64, oldest: u64) -> Error {
+    Error::invalid(
+        "cursor_expired",
+        format!(
+            "cursor {after} is older than the oldest kept event ({oldest}); events {}..{} were pruned. \
+             Resume from --after {} (and rebuild anything derived from the missed events from `status`)",
+            after + 1,
+            oldest - 1,
+            oldest - 1
+        ),
+    )
+}
+
+impl Tail {
+    /// Position after `after`; `None` means at the current end. Fails with `cursor_expired`
+    /// when events after `after` were pruned.
+    pub fn open(dir: &Path, after: Option<u64>) -> Result<Tail> {
+        let after = match after {
+            Some(a) => a,
+            None => last_seq(dir)?,
+        };
+        let mut t = Tail {
+            dir: dir.to_path_buf(),
+            file: None,
+            offset: 0,
+            after,
+            partial: Vec::new(),
+        };
+        t.locate()?;
+        Ok(t)
+    }
+
+    /// The seq of the oldest event still kept (`None` for an empty journal).
+    pub fn oldest(dir: &Path) -> Result<Option<u64>> {
+        if let Some((first, _)) = segments(dir)?.first() {
+            return Ok(Some(*first));
+        }
+        let active = dir.join(ACTIVE);
+        match first_line(&active)? {
+            Some(line) => Ok(Some(seq_of(&line, &active)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Open the file that holds `after + 1` (the newest whose first seq is at most that).
+    fn locate(&mut self) -> Result<()> {
+        let want = self.after + 1;
+        let segs = segments(&self.dir)?;
+        let active = self.dir.join(ACTIVE);
+        let active_first = match first_line(&active)? {
+            Some(line) => Some(seq_of(&line, &active)?),
+            None => None,
+        };
+        let oldest = segs.first().map(|s| s.0).or(active_first);
+        if let Some(oldest) = oldest
+            && want < oldest
+        {
+            return Err(cursor_expired(self.after, oldest));
+        }
+        let mut pick: Option<PathBuf> = None;
+        for (first, path) in &segs {
+            if *first <= want {
+                pick = Some(path.clone());
+            }
+        }
+        if active_first.is_none_or(|f| f <= want) {
+            pick = Some(active);
+        }
+        self.offset = 0;
+        self.partial.clear();
+        self.file = None;
+        if let Some(path) = pick {
+            match File::open(&path) {
+                Ok(f) => {
+                    let ino = f.metadata().ctx("inspect", &path)?.ino();
+                    self.file = Some((f, ino));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("open", &path, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Deliver every complete event after the cursor, in seq order, to `f` until it returns
+    /// false. Returns true if it stopped because `f` said so.
+    pub fn read(&mut self, mut f: impl FnMut(Event) -> bool) -> Result<bool> {
+        // Moving to another file is progress when events were read since the last move;
+        // three moves in a row without progress mean we are at the end (or the journal has
+        // a real gap).
+        let mut stalls = 0;
+        let mut last_move = self.after;
+        loop {
+            if self.file.is_none() {
+                self.locate()?;
+                if self.file.is_none() {
+                    return Ok(false);
+                }
+            }
+            let mut stopped = false;
+            let mut gap = None;
+            {
+                let (file, _) = self.file.as_ref().expect("located");
+                let mut buf = vec![0u8; 64 * 1024];
+                'read: loop {
+                    let n = file
+                        .read_at(&mut buf, self.offset + self.partial.len() as u64)
+                        .ctx("read", &self.dir.join(ACTIVE))?;
+                    if n == 0 {
+                        // An unterminated last line is read again next time from its start:
+                        // a writer may cut a torn line and append a different one there.
+                        self.partial.clear();
+                        break;
+                    }
+                    self.partial.extend_from_slice(&buf[..n]);
+                    let mut consumed = 0;
+                    while let Some(nl) = self.partial[consumed..].iter().position(|b| *b == b'\n') {
+                        let line = &self.partial[consumed..consumed + nl];
+                        let next = consumed + nl + 1;
+                        let event: Event = match serde_json::from_slice(line) {
+                            Ok(e) => e,
+                            Err(_) => {
+                                consumed = next;
+                                continue; // an unparseable line: skip, seq contiguity still guards
+                            }
+                        };
+                        if event.seq <= self.after {
+                            consumed = next;
+                            continue;
+                        }
+                        if event.seq != self.after + 1 {
+                            gap = Some(event.seq);
+                            break 'read;
+                        }
+                        consumed = next;
+                        self.after = event.seq;
+                        if !f(event) {
+                            stopped = true;
+                            self.offset += consumed as u64;
+                            self.partial.clear();
+                            break 'read;
+                        }
+                    }
+                    self.offset += consumed as u64;
+                    self.partial.drain(..consumed);
+                }
+            }
+            if stopped {
+                return Ok(true);
+            }
+            if self.after != last_move {
+                stalls = 0;
+                last_move = self.after;
+            }
+            if let Some(found) = gap {
+                stalls += 1;
+                if stalls > 3 {
+                    return Err(Error::CorruptState {
+                        path: self.dir.join(ACTIVE),
+                        detail: format!(
+                            "the event journal jumps from seq {} to {found}",
+                            self.after
+                        ),
+                    });
+                }
+                self.file = None;
+                continue;
+            }
+            // At the end of our file: if it is no longer the active file, move on.
+            let (_, ino) = self.file.as_ref().expect("located");
+            let current = std::fs::metadata(self.dir.join(ACTIVE))
+                .map(|m| m.ino())
+                .ok();
+            if current == Some(*ino) {
+                return Ok(false);
+            }
+            // Rolled (or we were reading a segment): everything in it was read above, so the
+            // next event is in a newer file. Bounded: right after a roll with nothing appended
+            // yet, the newest file is the one we just finished.
+            stalls += 1;
+            if stalls > 3 {
+                return Ok(false);
+            }
+            self.locate()?;
+            if self.file.is_none() {
+                return Ok(false);
+            }
+        }
+    }
+}
