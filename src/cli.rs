@@ -66,10 +66,22 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
 /// Which instance a command acts on.
 #[derive(Debug, Args, Clone)]
 pub struct InstanceArg {
-    /// The instance to act on [default: the one live instance whose working directory contains
-    /// the current directory].
-    #[arg(long, env = "CONDUCTOR_INSTANCE_ID", value_name = "ID")]
+    /// The instance to act on [default: $CONDUCTOR_INSTANCE_ID, else the one live instance whose
+    /// working directory contains the current directory].
+    #[arg(long, value_name = "ID")]
     pub instance: Option<String>,
+}
+
+impl InstanceArg {
+    /// The id given with `--instance` (an empty one is an error later, like any bad id), else
+    /// CONDUCTOR_INSTANCE_ID, where an empty variable counts as unset (`op` does the same).
+    pub fn id(&self) -> Option<String> {
+        self.instance.clone().or_else(|| {
+            std::env::var("CONDUCTOR_INSTANCE_ID")
+                .ok()
+                .filter(|s| !s.is_empty())
+        })
+    }
 }
 
 /// The commands.

@@ -52,15 +52,27 @@ pub fn pid_is_dead(pid: u32) -> bool {
     rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
-/// Liveness by pid, for instances that recorded one on this host.
+/// Liveness by pid, for instances that recorded one on this host, and by heartbeat age.
 pub struct ProcessTable {
     host: Option<String>,
+    max_age_minutes: u64,
 }
 
 impl ProcessTable {
-    /// Look at this host's processes.
+    /// Look at this host's processes; orphans after the protocol's 60 minutes.
     pub fn new() -> ProcessTable {
-        ProcessTable { host: hostname() }
+        ProcessTable {
+            host: hostname(),
+            max_age_minutes: crate::protocol::ops::DEFAULT_MAX_AGE_MINUTES,
+        }
+    }
+
+    /// Orphans after `minutes` without a heartbeat (config.json `default_max_age_minutes`).
+    pub fn with_max_age(mut self, minutes: Option<u64>) -> ProcessTable {
+        if let Some(m) = minutes {
+            self.max_age_minutes = m;
+        }
+        self
     }
 }
 
@@ -71,6 +83,10 @@ impl Default for ProcessTable {
 }
 
 impl Liveness for ProcessTable {
+    fn max_age_minutes(&self) -> u64 {
+        self.max_age_minutes
+    }
+
     fn process_gone(&self, inst: &Instance) -> bool {
         match (inst.pid, &inst.host, &self.host) {
             (Some(pid), Some(h), Some(me)) if h == me => pid_is_dead(pid),

@@ -78,7 +78,7 @@ pub fn parse_duration(s: &str) -> Result<Option<std::time::Duration>, String> {
         "d" => n * 86_400.0,
         _ => return Err(format!("`{s}` has an unknown unit (use ms, s, m, h or d)")),
     };
-    if !secs.is_finite() || secs < 0.0 || secs > 1e9 {
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
         return Err(format!("`{s}` is out of range"));
     }
     Ok(Some(std::time::Duration::from_secs_f64(secs)))

@@ -50,7 +50,7 @@ impl ClaimArgs {
     /// The request these arguments make.
     pub fn into_request(self) -> ClaimRequest {
         ClaimRequest {
-            instance_id: self.instance.instance,
+            instance_id: self.instance.id(),
             files: self.files,
             force: self.force,
         }
@@ -146,7 +146,7 @@ pub fn execute(ctx: &Ctx, req: ClaimRequest) -> Result<Box<dyn Report>> {
     let (id, mut paths) = super::resolve_with_paths(ctx, &req.instance_id, &[&req.files])?;
     let files = paths.remove(0);
     let now = ctx.now;
-    let live = ProcessTable::new();
+    let live = ProcessTable::new().with_max_age(ctx.store.config()?.default_max_age_minutes);
     let outcome = ctx.store.transact(now, |st, fx| {
         ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)
     })?;

@@ -31,7 +31,7 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     let dir = ctx.store.home().dir().to_path_buf();
     let watcher = HomeWatcher::new(&dir, |name| name == "status.json")?;
     watcher.stop_on_signals_and_closed_stdout();
-    let live = ProcessTable::new();
+    let live = ProcessTable::new().with_max_age(ctx.store.config()?.default_max_age_minutes);
     let pid = std::process::id();
     let now = Timestamp::now();
     let first = ctx.store.transact(now, |st, fx| {

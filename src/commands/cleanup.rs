@@ -93,14 +93,14 @@ pub fn execute(ctx: &Ctx, req: CleanupRequest) -> Result<Box<dyn Report>> {
             .default_max_age_minutes
             .unwrap_or(DEFAULT_MAX_AGE_MINUTES),
     };
-    if let Some(id) = &req.instance_id {
-        if !crate::protocol::is_valid_instance_id(id) {
-            ops::resolve_instance(
-                &ctx.store.read(ctx.now)?,
-                Some(id),
-                std::path::Path::new("/"),
-            )?;
-        }
+    if let Some(id) = &req.instance_id
+        && !crate::protocol::is_valid_instance_id(id)
+    {
+        ops::resolve_instance(
+            &ctx.store.read(ctx.now)?,
+            Some(id),
+            std::path::Path::new("/"),
+        )?;
     }
     let now = ctx.now;
     let live = ProcessTable::new();

@@ -52,7 +52,7 @@ impl DoneArgs {
     /// The request these arguments make.
     pub fn into_request(self) -> DoneRequest {
         DoneRequest {
-            instance_id: self.instance.instance,
+            instance_id: self.instance.id(),
             outcome: Some(self.outcome),
             files_modified: self.files_modified,
             notes: self.notes,

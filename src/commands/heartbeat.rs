@@ -39,7 +39,7 @@ impl HeartbeatArgs {
     /// The request these arguments make.
     pub fn into_request(self) -> HeartbeatRequest {
         HeartbeatRequest {
-            instance_id: self.instance.instance,
+            instance_id: self.instance.id(),
             owner_pid: self.owner_pid,
         }
     }

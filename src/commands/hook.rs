@@ -229,14 +229,15 @@ fn pre_tool_use(global: &GlobalArgs, p: &Payload) -> Result<Answer> {
         return Ok(Answer::allow());
     };
     let store = open_store(global)?;
-    let enforce = store.config()?.enforce.unwrap_or_default();
+    let config = store.config()?;
+    let enforce = config.enforce.unwrap_or_default();
     if enforce == Enforce::Off {
         return Ok(Answer::allow());
     }
     let now = Timestamp::now();
     let dir = session_dir(p)?;
     let file = PathNormalizer::new(dir.clone()).normalize(raw)?;
-    let live = ProcessTable::new();
+    let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
     // Lock-free first: most edits are of files the session already holds, or are blocked.
     let state = store.read_unvalidated(now)?;
     let me = hooks::session_instance(&state, &p.session_id);

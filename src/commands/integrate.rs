@@ -108,7 +108,10 @@ fn our_hooks() -> Map<String, Value> {
         .expect("hooks.json has a hooks object")
 }
 
-fn read_settings(path: &Path) -> Result<Option<(Vec<u8>, Map<String, Value>)>> {
+/// A settings file's original bytes and its parsed top-level object.
+type Settings = (Vec<u8>, Map<String, Value>);
+
+fn read_settings(path: &Path) -> Result<Option<Settings>> {
     let Some(bytes) = crate::store::read_bytes(path)? else {
         return Ok(None);
     };
@@ -148,16 +151,17 @@ fn install(dir: &Path) -> Result<Vec<String>> {
     let existing = read_settings(&settings_path)?;
     // Refuse before changing anything: a different conductor.md is someone else's.
     let command_state = crate::store::read_bytes(&command_path)?;
-    if let Some(b) = &command_state {
-        if b != COMMAND_MD.as_bytes() && !manifest_path.exists() {
-            return Err(Error::invalid(
-                "file_exists",
-                format!(
-                    "{} exists and was not installed by conductor; move it away and retry",
-                    command_path.display()
-                ),
-            ));
-        }
+    if let Some(b) = &command_state
+        && b != COMMAND_MD.as_bytes()
+        && !manifest_path.exists()
+    {
+        return Err(Error::invalid(
+            "file_exists",
+            format!(
+                "{} exists and was not installed by conductor; move it away and retry",
+                command_path.display()
+            ),
+        ));
     }
     let mut changes = Vec::new();
     let (original, mut settings) = match existing {

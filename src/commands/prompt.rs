@@ -17,7 +17,7 @@ pub struct PromptArgs {
 
 /// Run `prompt`: prints the segment, or nothing when the instance is unknown.
 pub fn run(global: &GlobalArgs, args: PromptArgs, _out: &Output) -> Result<u8> {
-    let Some(id) = args.instance.instance.filter(|s| !s.is_empty()) else {
+    let Some(id) = args.instance.id().filter(|s| !s.is_empty()) else {
         return Ok(0);
     };
     let dir = match global.home.clone() {

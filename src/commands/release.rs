@@ -48,7 +48,7 @@ impl ReleaseArgs {
     /// The request these arguments make.
     pub fn into_request(self) -> ReleaseRequest {
         ReleaseRequest {
-            instance_id: self.instance.instance,
+            instance_id: self.instance.id(),
             files: (!self.all).then_some(self.files),
             all: self.all.then_some(true),
             reason: self.reason,

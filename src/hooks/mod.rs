@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::protocol::ops::{DEFAULT_MAX_AGE_MINUTES, Liveness, is_alive};
+use crate::protocol::ops::{Liveness, is_alive};
 use crate::protocol::{Enforce, Instance, State};
 use crate::time::Timestamp;
 
@@ -101,7 +101,7 @@ pub fn decide(
         if Some(h.id.as_str()) == my_id {
             return Decision::Allow;
         }
-        if is_alive(h, now, DEFAULT_MAX_AGE_MINUTES, live) {
+        if is_alive(h, now, live) {
             return Decision::Block(blocked_message(file, h, my_id, now));
         }
         let stale = format!(

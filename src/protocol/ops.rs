@@ -87,9 +87,14 @@ fn event(
     }));
 }
 
-/// Tells whether an instance's process is known to be gone (pid dead on this host).
+/// What the machine knows about an instance's liveness: whether its process is gone (pid dead
+/// on this host), and after how long without a heartbeat it counts as orphaned.
 pub trait Liveness {
     fn process_gone(&self, inst: &Instance) -> bool;
+    /// Minutes without a heartbeat after which an instance is an orphan.
+    fn max_age_minutes(&self) -> u64 {
+        DEFAULT_MAX_AGE_MINUTES
+    }
 }
 
 /// For pure tests: every process is alive.
@@ -100,9 +105,15 @@ impl Liveness for AssumeAlive {
     }
 }
 
-/// Alive means: heartbeat younger than `max_age` and process not known to be gone.
-pub fn is_alive(inst: &Instance, now: Timestamp, max_age: u64, live: &dyn Liveness) -> bool {
-    inst.last_heartbeat.minutes_until(now) < max_age && !live.process_gone(inst)
+/// True when the last heartbeat is more than `max_age` minutes old (the protocol: "no heartbeat
+/// in >1 hour"; exactly 60:00 is not yet an orphan).
+pub fn heartbeat_expired(inst: &Instance, now: Timestamp, max_age: u64) -> bool {
+    inst.last_heartbeat.seconds_until(now) > max_age.saturating_mul(60)
+}
+
+/// Alive means: heartbeat not expired and process not known to be gone.
+pub fn is_alive(inst: &Instance, now: Timestamp, live: &dyn Liveness) -> bool {
+    !heartbeat_expired(inst, now, live.max_age_minutes()) && !live.process_gone(inst)
 }
 
 fn require<'a>(st: &'a mut State, id: &str) -> Result<&'a mut Instance> {
@@ -266,7 +277,7 @@ pub fn claim(
                         held_by: h.clone(),
                         holder_task: holder.task.clone(),
                         holder_started: holder.started_at,
-                        holder_alive: is_alive(holder, now, DEFAULT_MAX_AGE_MINUTES, live),
+                        holder_alive: is_alive(holder, now, live),
                         holder_last_heartbeat: holder.last_heartbeat,
                     });
                     log(
@@ -739,7 +750,7 @@ pub fn cleanup(
             .iter()
             .filter_map(|i| {
                 let age = i.last_heartbeat.minutes_until(now);
-                if age >= max_age {
+                if heartbeat_expired(i, now, max_age) {
                     Some(Orphan {
                         id: i.id.clone(),
                         why: format!("no heartbeat for {age} minutes"),

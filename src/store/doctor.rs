@@ -238,11 +238,11 @@ fn check_ledger(
     let skip: std::collections::BTreeSet<usize> = bad_lines.iter().map(|(n, _)| *n).collect();
     let mut kept = Vec::new();
     ledger::for_each_line(&aside, |n, line| {
-        if let ledger::Line::Complete(t) = line {
-            if !skip.contains(&n) {
-                kept.extend_from_slice(t.as_bytes());
-                kept.push(b'\n');
-            }
+        if let ledger::Line::Complete(t) = line
+            && !skip.contains(&n)
+        {
+            kept.extend_from_slice(t.as_bytes());
+            kept.push(b'\n');
         }
         Ok(true)
     })?;
@@ -303,10 +303,10 @@ pub fn salvage(bytes: &[u8], now: Timestamp) -> (State, Vec<String>) {
         notes.push("nothing readable".to_string());
         return (state, notes);
     };
-    if let Some(v) = value.get("version").and_then(Value::as_str) {
-        if v != STATE_VERSION {
-            notes.push(format!("converted from version {v}"));
-        }
+    if let Some(v) = value.get("version").and_then(Value::as_str)
+        && v != STATE_VERSION
+    {
+        notes.push(format!("converted from version {v}"));
     }
     let mut dropped = 0;
     for item in value
@@ -356,10 +356,10 @@ pub fn salvage(bytes: &[u8], now: Timestamp) -> (State, Vec<String>) {
         .into_iter()
         .flatten()
     {
-        if let Ok(w) = serde_json::from_value::<DriftWarning>(item.clone()) {
-            if state.instance(&w.instance_id).is_some() {
-                state.drift_warnings.push(w);
-            }
+        if let Ok(w) = serde_json::from_value::<DriftWarning>(item.clone())
+            && state.instance(&w.instance_id).is_some()
+        {
+            state.drift_warnings.push(w);
         }
     }
     (state, notes)

@@ -165,9 +165,14 @@ pub fn last_seq(dir: &Path) -> Result<u64> {
 
 /// Append events (caller holds the state lock): roll first if the active file is too big,
 /// then number the events after the journal's last seq and append them in one write.
-pub fn append(dir: &Path, retention: Retention, now: Timestamp, events: &[NewEvent]) -> Result<()> {
+pub fn append(
+    dir: &Path,
+    retention: Retention,
+    now: Timestamp,
+    events: &[NewEvent],
+) -> Result<Option<ledger::Appended>> {
     if events.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let active = dir.join(ACTIVE);
     let size = match std::fs::metadata(&active) {

@@ -56,10 +56,32 @@ impl LogEntry {
     }
 }
 
-/// Append `lines` (each without its newline) to the ledger at `path`.
-pub fn append(path: &Path, lines: &[String]) -> Result<()> {
+/// What an append added, so a transaction whose state write then fails can take it back.
+#[derive(Debug)]
+pub struct Appended {
+    path: std::path::PathBuf,
+    prior_len: u64,
+}
+
+impl Appended {
+    /// Cut the ledger back to its length before the append (best effort: the lock is still held,
+    /// so nobody has appended since).
+    pub fn undo(&self) {
+        if let Ok(f) = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.path)
+        {
+            let _ = f.set_len(self.prior_len).and_then(|_| f.sync_data());
+        }
+    }
+}
+
+/// Append `lines` (each without its newline) to the ledger at `path`. A failed write (a full
+/// disk) is cut back off, so a ledger never keeps half of an append.
+pub fn append(path: &Path, lines: &[String]) -> Result<Option<Appended>> {
     if lines.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let mut f = OpenOptions::new()
         .read(true)
@@ -71,13 +93,21 @@ pub fn append(path: &Path, lines: &[String]) -> Result<()> {
         .open(path)
         .ctx("open", path)?;
     repair_torn_tail(&mut f).ctx("repair the torn last line of", path)?;
+    let prior_len = f.seek(SeekFrom::End(0)).ctx("read the length of", path)?;
     let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
     for l in lines {
         buf.extend_from_slice(l.as_bytes());
         buf.push(b'\n');
     }
-    f.write_all(&buf).ctx("append to", path)?;
-    f.sync_data().ctx("sync", path)
+    let written = f.write_all(&buf).and_then(|_| f.sync_data());
+    if let Err(e) = written {
+        let _ = f.set_len(prior_len);
+        return Err(crate::error::Error::io("append to", path, e));
+    }
+    Ok(Some(Appended {
+        path: path.to_path_buf(),
+        prior_len,
+    }))
 }
 
 /// Cut a torn last line off the ledger at `path`, if any (a missing file is fine).

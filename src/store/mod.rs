@@ -118,9 +118,13 @@ impl Store {
         let before = state.clone();
         let mut effects = Vec::new();
         let value = op(&mut state, &mut effects)?;
-        self.apply_effects(now, &effects)?;
-        if state != before || !self.home.status().exists() {
-            atomic::write_atomic(&self.home.status(), &encode_state(&state))?;
+        let appended = self.apply_effects(now, &effects)?;
+        if (state != before || !self.home.status().exists())
+            && let Err(e) = atomic::write_atomic(&self.home.status(), &encode_state(&state))
+        {
+            // The operation did not happen: take its ledger lines back.
+            appended.iter().rev().for_each(ledger::Appended::undo);
+            return Err(e);
         }
         Ok(value)
     }
@@ -136,7 +140,8 @@ impl Store {
         })
     }
 
-    fn apply_effects(&self, now: Timestamp, effects: &[Effect]) -> Result<()> {
+    /// Append the effects' ledger lines; if one append fails, the earlier ones are taken back.
+    fn apply_effects(&self, now: Timestamp, effects: &[Effect]) -> Result<Vec<ledger::Appended>> {
         let mut history = Vec::new();
         let mut log = Vec::new();
         let mut events = Vec::new();
@@ -155,12 +160,25 @@ impl Store {
         } else {
             Some(journal::Retention::from_config(&self.config()?))
         };
-        ledger::append(&self.home.history(), &history)?;
-        ledger::append(&self.home.conflicts_log(), &log)?;
-        if let Some(retention) = retention {
-            journal::append(self.home.dir(), retention, now, &events)?;
+        let mut done: Vec<ledger::Appended> = Vec::new();
+        let steps: [&dyn Fn() -> Result<Option<ledger::Appended>>; 3] = [
+            &|| ledger::append(&self.home.history(), &history),
+            &|| ledger::append(&self.home.conflicts_log(), &log),
+            &|| match retention {
+                Some(r) => journal::append(self.home.dir(), r, now, &events),
+                None => Ok(None),
+            },
+        ];
+        for step in steps {
+            match step() {
+                Ok(a) => done.extend(a),
+                Err(e) => {
+                    done.iter().rev().for_each(ledger::Appended::undo);
+                    return Err(e);
+                }
+            }
         }
-        Ok(())
+        Ok(done)
     }
 
     /// Append events that come with no state change (like `gate.blocked`), under the lock.
@@ -174,6 +192,7 @@ impl Store {
             now,
             &events.into_iter().map(Effect::Event).collect::<Vec<_>>(),
         )
+        .map(drop)
     }
 
     /// Move `status.json` aside as `status.json.<stamp>.bak` (if it exists, parseable or not)
@@ -262,16 +281,16 @@ fn decode<T: DeserializeOwned>(path: &Path, bytes: &[u8], schema: Schema) -> Res
 pub fn decode_state(path: &Path, bytes: &[u8]) -> Result<State> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
-    if let Some(v) = value.get("version").and_then(Value::as_str) {
-        if v != STATE_VERSION {
-            return Err(corrupt(
-                path,
-                format!(
-                    "it has version \"{}\" and this conductor reads \"{STATE_VERSION}\" only; upgrade conductor",
-                    crate::protocol::ops::printable(v)
-                ),
-            ));
-        }
+    if let Some(v) = value.get("version").and_then(Value::as_str)
+        && v != STATE_VERSION
+    {
+        return Err(corrupt(
+            path,
+            format!(
+                "it has version \"{}\" and this conductor reads \"{STATE_VERSION}\" only; upgrade conductor",
+                crate::protocol::ops::printable(v)
+            ),
+        ));
     }
     schema::validate(Schema::Status, &value)
         .map_err(|e| corrupt(path, format!("schema violation {e}")))?;

@@ -217,7 +217,8 @@ proptest! {
                             }
                             if only_id.is_none() {
                                 for i in &before.instances {
-                                    let old = i.last_heartbeat.minutes_until(now) >= max_age;
+                                    // The protocol: no heartbeat for *more than* max_age minutes.
+                                    let old = i.last_heartbeat.seconds_until(now) > max_age * 60;
                                     prop_assert_eq!(orphans.iter().any(|o| o.id == i.id), old, "{} orphaned iff stale", &i.id);
                                 }
                             }
