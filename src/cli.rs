@@ -25,8 +25,9 @@ With --json, stdout carries exactly one JSON object; errors are
 /// Coordinate AI coding agents and people working on one machine: register tasks, claim files
 /// before editing them, release them when done.
 ///
-/// All state lives in ~/.conductor (or CONDUCTOR_HOME): status.json, history.jsonl and
-/// conflicts.log, guarded by a lock and atomic renames. With no command, shows the status.
+/// All state lives in ~/.conductor (or CONDUCTOR_HOME): status.json, history.jsonl,
+/// conflicts.log and events.jsonl, guarded by a lock and atomic renames; no daemon. With no
+/// command, shows the status.
 #[derive(Debug, Parser)]
 #[command(name = "conductor", version, after_long_help = EXIT_CODES_HELP, max_term_width = 100)]
 pub struct Cli {
@@ -97,22 +98,30 @@ pub enum Command {
     Done(done::DoneArgs),
     /// Record that an instance is still alive.
     Heartbeat(heartbeat::HeartbeatArgs),
-    /// Remove orphaned instances (no heartbeat for an hour, or their process is gone).
-    Cleanup(cleanup::CleanupArgs),
     /// Show live instances, their claims, unresolved conflicts and drift warnings.
     Status(status::StatusArgs),
+    /// Remove orphaned instances (no heartbeat for an hour, or their process is gone).
+    Cleanup(cleanup::CleanupArgs),
     /// Check a task against the priority gate without registering it.
     Align(align::AlignArgs),
     /// Show recent entries of conflicts.log and the conflicts still unresolved.
     Conflicts(conflicts::ConflictsArgs),
-    /// Back up status.json beside itself, then start from an empty state.
-    Reset(reset::ResetArgs),
     /// Show finished tasks from history.jsonl (streamed, filterable).
     History(history::HistoryArgs),
+    /// Print a page of the event journal as JSON (resumable with --after).
+    Events(events::EventsArgs),
+    /// Print events as they happen (resumable with --after; JSON lines with --json).
+    Watch(crate::commands::watch::WatchArgs),
+    /// Wait until files are released or instances are done (for scripts).
+    Wait(crate::commands::wait::WaitArgs),
+    /// Run a command as a registered instance: heartbeats while it runs, done when it exits.
+    Run(crate::commands::run::RunArgs),
     /// Run one protocol operation given as JSON, like {"operation":"claim",...}.
     Op(op::OpArgs),
     /// Check the files in the home and explain what is wrong; --repair fixes it without deleting anything.
     Doctor(doctor::DoctorArgs),
+    /// Back up status.json beside itself, then start from an empty state.
+    Reset(reset::ResetArgs),
     /// Run as an agent hook (Claude Code): register sessions, block edits of held files.
     Hook(hook::HookArgs),
     /// Install the Claude Code command and hooks into .claude/ (project) or ~/.claude/ (user).
@@ -125,14 +134,6 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Print the man page (roff) generated from the command definitions.
     Man(man::ManArgs),
-    /// Print a page of the event journal as JSON (resumable with --after).
-    Events(events::EventsArgs),
-    /// Print events as they happen (resumable with --after; JSON lines with --json).
-    Watch(crate::commands::watch::WatchArgs),
-    /// Wait until files are released or instances are done (for scripts).
-    Wait(crate::commands::wait::WaitArgs),
-    /// Run a command as a registered instance: heartbeats while it runs, done when it exits.
-    Run(crate::commands::run::RunArgs),
 }
 
 impl Cli {

@@ -13,6 +13,19 @@ pub const TEMP_PREFIX: &str = ".tmp-";
 
 /// Atomically replace `path` with `bytes`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    prepare(path, bytes)?.commit()
+}
+
+/// A replacement written and fsynced beside its target, not yet renamed into place. Dropping it
+/// without [`Prepared::commit`] removes the temp file: nothing changed.
+pub struct Prepared {
+    tmp: tempfile::NamedTempFile,
+    path: std::path::PathBuf,
+}
+
+/// Write `bytes` to a temp file beside `path` and fsync it: everything that can fail for lack of
+/// space happens here, before the caller commits to anything else.
+pub fn prepare(path: &Path, bytes: &[u8]) -> Result<Prepared> {
     let dir = path
         .parent()
         .expect("state files live in the home directory");
@@ -23,9 +36,25 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .ctx("create a temp file in", dir)?;
     tmp.write_all(bytes).ctx("write", tmp.path())?;
     tmp.as_file().sync_all().ctx("sync", tmp.path())?;
-    tmp.persist(path)
-        .map_err(|e| Error::io("replace", path, e.error))?;
-    sync_dir(dir)
+    Ok(Prepared {
+        tmp,
+        path: path.to_path_buf(),
+    })
+}
+
+impl Prepared {
+    /// Rename the temp file over the target and fsync the directory.
+    pub fn commit(self) -> Result<()> {
+        let dir = self
+            .path
+            .parent()
+            .expect("state files live in the home directory")
+            .to_path_buf();
+        self.tmp
+            .persist(&self.path)
+            .map_err(|e| Error::io("replace", &self.path, e.error))?;
+        sync_dir(&dir)
+    }
 }
 
 /// fsync a directory so a rename or a new file in it survives a power cut.

@@ -4,7 +4,10 @@
 //! - Every read-modify-write happens in [`Store::transact`]: take the exclusive lock on
 //!   `status.lock`, read and validate `status.json`, run a pure operation, append its ledger
 //!   lines, then atomically replace `status.json` (only if it changed).
-//! - Ledger lines are appended before the state is replaced. A crash in between can leave a
+//! - The new state is written and fsynced to a temp file first, then ledger lines are
+//!   appended (the event journal last), then the temp file is renamed over status.json. A
+//!   failure before the rename changes nothing (appended lines are cut back off). A crash in
+//!   the instant between the journal append and the rename can leave a
 //!   ledger line for an operation whose state change was lost (the operation was never
 //!   acknowledged); it can never leave state without its ledger line.
 //! - Readers ([`Store::read`]) never lock: writers only ever rename whole files into place.
@@ -118,11 +121,21 @@ impl Store {
         let before = state.clone();
         let mut effects = Vec::new();
         let value = op(&mut state, &mut effects)?;
+        // Commit order: the new state is written and fsynced first (a full disk fails here, with
+        // nothing appended), then the ledgers are appended (history, conflicts.log, and the event
+        // journal last, so journal readers only see events whose other lines are durable), and
+        // the rename of status.json comes last. Only a crash in the instant between the journal
+        // append and the rename can leave the ledgers one operation ahead of the state.
+        let prepared = if state != before || !self.home.status().exists() {
+            Some(atomic::prepare(&self.home.status(), &encode_state(&state))?)
+        } else {
+            None
+        };
         let appended = self.apply_effects(now, &effects)?;
-        if (state != before || !self.home.status().exists())
-            && let Err(e) = atomic::write_atomic(&self.home.status(), &encode_state(&state))
+        if let Some(prepared) = prepared
+            && let Err(e) = prepared.commit()
         {
-            // The operation did not happen: take its ledger lines back.
+            // The rename failed: the operation did not happen, so take its ledger lines back.
             appended.iter().rev().for_each(ledger::Appended::undo);
             return Err(e);
         }

@@ -195,46 +195,55 @@ fn run_with_fsize_limit(env: &TestEnv, limit: u64, args: &[&str]) -> Run {
 #[test]
 fn a_full_disk_leaves_every_file_byte_identical() {
     let (env, a, b) = busy_env();
+    // Grow the journal past the state, so a limit can sit between them.
+    for _ in 0..30 {
+        env.run(&["heartbeat", "--instance", &a]).code(0);
+    }
     let size = |n: &str| {
         std::fs::metadata(env.home_file(n))
             .map(|m| m.len())
             .unwrap_or(0)
     };
-    // The state write needs more than the current status.json. Smaller ledgers take their
-    // append first (conflicts.log does here), and must have it taken back when a later write fails.
-    let limit = size("status.json");
     assert!(
-        size("events.jsonl") < limit || size("conflicts.log") < limit,
-        "some ledger append succeeds before the state write fails"
+        size("events.jsonl") > size("status.json") + 2000,
+        "the journal is the biggest file"
     );
     let before = env.snapshot();
-    for args in [
-        vec![
-            "--json",
-            "claim",
-            "--instance",
-            &b,
-            "src/a.rs",
-            "src/new-1.rs",
-            "src/new-2.rs",
-        ],
-        vec!["--json", "release", "--instance", &a, "src/b.rs"],
-        vec!["--json", "start", "one more", "--priority", "P1"],
-    ] {
-        let r = run_with_fsize_limit(&env, limit, &args);
-        r.code(1);
-        let j = r.json();
-        assert_eq!(j["reason"], "io", "{args:?}: {j}");
-        assert!(
-            j["message"].as_str().unwrap().contains("too large")
-                || j["message"].as_str().unwrap().contains("space"),
-            "{j}"
-        );
-        assert_eq!(
-            env.snapshot(),
-            before,
-            "{args:?} left the home byte-identical"
-        );
+    let cases: [(&str, u64); 2] = [
+        // The new state does not fit: fails before anything is appended.
+        ("state write", size("status.json")),
+        // The state fits, conflicts.log takes its line, the journal append fails: the
+        // conflicts.log line must be cut back off.
+        ("journal append", size("events.jsonl")),
+    ];
+    for (what, limit) in cases {
+        for args in [
+            vec![
+                "--json",
+                "claim",
+                "--instance",
+                &b,
+                "src/a.rs",
+                "src/new-1.rs",
+                "src/new-2.rs",
+            ],
+            vec!["--json", "release", "--instance", &a, "src/b.rs"],
+            vec!["--json", "start", "one more", "--priority", "P1"],
+        ] {
+            let r = run_with_fsize_limit(&env, limit, &args);
+            r.code(1);
+            let j = r.json();
+            assert_eq!(j["reason"], "io", "{what} {args:?}: {j}");
+            assert!(
+                j["message"].as_str().unwrap().contains("too large"),
+                "{what}: {j}"
+            );
+            assert_eq!(
+                env.snapshot(),
+                before,
+                "{what}: {args:?} left the home byte-identical"
+            );
+        }
     }
     let temps: Vec<_> = std::fs::read_dir(&env.home)
         .unwrap()
@@ -243,15 +252,15 @@ fn a_full_disk_leaves_every_file_byte_identical() {
         .collect();
     assert!(temps.is_empty(), "no temp files left behind");
     // With room again, the same claim works and nothing from the failed attempts shows up.
-    let r = env.run(&["--json", "claim", "--instance", &b, "src/new-1.rs"]);
-    r.code(0);
+    env.run(&["--json", "claim", "--instance", &b, "src/new-1.rs"])
+        .code(0);
     let log = std::fs::read_to_string(env.home_file("conflicts.log")).unwrap();
     assert_eq!(
         log.lines()
             .filter(|l| l.contains("src/a.rs already held"))
             .count(),
         1,
-        "the failed claim's CONFLICT line was taken back"
+        "the failed claims' CONFLICT lines were taken back"
     );
 }
 
