@@ -145,50 +145,59 @@ impl PathNormalizer {
             return Err(bad("it contains a control character"));
         }
         let p = Path::new(input);
-        let lexical = if p.is_absolute() {
-            collapse(p, Path::new("/")).expect("an absolute path cannot escape the root")
+        // What was typed may not climb out of the project with `..` (checked on the text).
+        if !p.is_absolute() && collapse_within(p, &self.base, &self.floor).is_none() {
+            return Err(Error::invalid(
+                "path_outside_project",
+                format!(
+                    "`{}` climbs out of {} with `..`; pass an absolute path to claim outside it",
+                    printable(input),
+                    self.floor.display()
+                ),
+            ));
+        }
+        // The key is where the path physically leads: symlinks are resolved *before* `..` is
+        // applied (`link/../x` is next to the link's target, not next to the link), so two
+        // spellings of one file can never be two claims.
+        let raw = if p.is_absolute() {
+            p.to_path_buf()
         } else {
-            collapse_within(p, &self.base, &self.floor).ok_or_else(|| {
-                Error::invalid(
-                    "path_outside_project",
-                    format!("`{}` climbs out of {} with `..`; pass an absolute path to claim outside it", printable(input), self.floor.display()),
-                )
-            })?
+            self.base.join(p)
         };
-        let resolved = self.resolve_symlinks(&lexical);
+        let resolved = self.resolve_physical(&raw);
         resolved
             .into_os_string()
             .into_string()
             .map_err(|_| bad("it resolves to a name that is not UTF-8"))
     }
 
-    fn resolve_symlinks(&mut self, path: &Path) -> PathBuf {
-        // Canonicalize the longest existing prefix; keep the rest as typed.
-        let mut existing = path.to_path_buf();
-        let mut rest = Vec::new();
-        loop {
-            if let Some(hit) = self.cache.get(&existing) {
-                let mut out = hit.clone();
-                out.extend(rest.iter().rev());
-                return out;
-            }
-            if let Ok(canon) = std::fs::canonicalize(&existing) {
-                self.cache.insert(existing.clone(), canon.clone());
-                let mut out = canon;
-                out.extend(rest.iter().rev());
-                return out;
-            }
-            match (
-                existing.file_name().map(|n| n.to_os_string()),
-                existing.parent(),
-            ) {
-                (Some(name), Some(parent)) => {
-                    rest.push(name);
-                    existing = parent.to_path_buf();
+    /// Canonicalize the longest prefix of `raw` that exists (the kernel resolves its symlinks and
+    /// `..`), then apply the rest lexically: a `..` after a name that does not exist yet can
+    /// only mean its lexical parent.
+    fn resolve_physical(&mut self, raw: &Path) -> PathBuf {
+        let comps: Vec<Component> = raw.components().collect();
+        for k in (1..=comps.len()).rev() {
+            let prefix: PathBuf = comps[..k].iter().collect();
+            let canon = match self.cache.get(&prefix) {
+                Some(c) => Some(c.clone()),
+                None => std::fs::canonicalize(&prefix).ok().inspect(|c| {
+                    self.cache.insert(prefix.clone(), c.clone());
+                }),
+            };
+            if let Some(mut out) = canon {
+                for c in &comps[k..] {
+                    match c {
+                        Component::ParentDir => {
+                            out.pop();
+                        }
+                        Component::Normal(n) => out.push(n),
+                        _ => {}
+                    }
                 }
-                _ => return path.to_path_buf(),
+                return out;
             }
         }
+        collapse(raw, Path::new("/")).unwrap_or_else(|| raw.to_path_buf())
     }
 }
 

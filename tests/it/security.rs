@@ -308,3 +308,32 @@ fn relative_claims_that_escape_with_dotdot_are_invalid() {
     }
     assert!(env.snapshot() == before);
 }
+
+/// Review finding: `link/../x.rs` used to be collapsed before the symlink was resolved, so it was
+/// keyed next to the link while the file it names sits next to the link's target; two instances
+/// could then both be told a single file was safe to edit.
+#[test]
+fn dot_dot_after_a_symlink_is_resolved_physically() {
+    let env = TestEnv::new();
+    let other = env.root.path().join("other");
+    std::fs::create_dir_all(other.join("sub")).unwrap();
+    let other = std::fs::canonicalize(&other).unwrap();
+    std::os::unix::fs::symlink(other.join("sub"), env.project.join("link")).unwrap();
+    let a = env.start("through the link", "P1");
+    let b = env.start("direct", "P1");
+    let direct = other.join("x.rs").display().to_string();
+    let r = env.run(&["--json", "claim", "--instance", &b, &direct]);
+    r.code(0);
+    let r = env.run(&["--json", "claim", "--instance", &a, "link/../x.rs"]);
+    r.code(3);
+    assert_eq!(
+        r.json()["conflicts"][0]["file"],
+        direct.as_str(),
+        "one file, one claim"
+    );
+    assert_eq!(r.json()["conflicts"][0]["held_by"], b.as_str());
+    // A name that does not exist yet still collapses lexically.
+    let r = env.run(&["--json", "claim", "--instance", &a, "newdir/../src/y.rs"]);
+    r.code(0);
+    assert_eq!(r.json()["claimed"][0], env.abs("src/y.rs"));
+}
