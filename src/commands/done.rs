@@ -91,6 +91,8 @@ pub fn execute(ctx: &Ctx, req: DoneRequest) -> Result<Box<dyn Report>> {
     let outcome = req.outcome.unwrap_or(Outcome::Success);
     let now = ctx.now;
     let released = ctx.store.transact(now, |st, fx| {
+        // A released file goes to the first waiter that is still there.
+        ops::drop_dead_waiters(st, &crate::runtime::pid_is_dead, now, fx);
         ops::done(st, &id, outcome, files_modified, req.notes.clone(), now, fx)
     })?;
     Ok(Box::new(Done {

@@ -307,6 +307,8 @@ fn session_end(global: &GlobalArgs, p: &Payload) -> Result<Answer> {
         let Some(id) = hooks::session_instance(st, &p.session_id).map(|i| i.id.clone()) else {
             return Ok(None);
         };
+        // A released file goes to the first waiter that is still there.
+        ops::drop_dead_waiters(st, &crate::runtime::pid_is_dead, now, fx);
         let released = ops::done(
             st,
             &id,

@@ -190,7 +190,9 @@ fn resolve_with_paths(
         Err(e) if explicit.is_none() => return Err(e),
         Err(_) => None,
     };
-    let state: State = ctx.store.read(ctx.now)?;
+    // Only to find the instance and its directory: the transaction that follows re-reads and
+    // fully validates the state under the lock, so validating here too would double the cost.
+    let state: State = ctx.store.read_unvalidated(ctx.now)?;
     let id = crate::protocol::ops::resolve_instance(
         &state,
         explicit.as_deref(),

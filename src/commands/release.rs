@@ -99,6 +99,8 @@ pub fn execute(ctx: &Ctx, req: ReleaseRequest) -> Result<Box<dyn Report>> {
     let now = ctx.now;
     let force = req.force == Some(true);
     let released = ctx.store.transact(now, |st, fx| {
+        // A released file goes to the first waiter that is still there.
+        ops::drop_dead_waiters(st, &crate::runtime::pid_is_dead, now, fx);
         ops::release(st, &id, &which, force, req.reason.as_deref(), now, fx)
     })?;
     Ok(Box::new(Released {

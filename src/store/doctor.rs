@@ -114,6 +114,32 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
         now,
     )?);
 
+    // The event journal: every line an event, seqs strictly increasing across segments and the
+    // active file (a bad line would otherwise stop every write that appends an event).
+    let last = std::cell::Cell::new(0u64);
+    let event_ok = |line: &str| -> std::result::Result<(), String> {
+        let ev: crate::protocol::events::Event =
+            serde_json::from_str(line).map_err(|e| format!("not an event ({e})"))?;
+        if ev.seq <= last.get() {
+            return Err(format!("seq {} does not follow {}", ev.seq, last.get()));
+        }
+        last.set(ev.seq);
+        Ok(())
+    };
+    let mut journal: Vec<PathBuf> = super::journal::segments(home.dir())?
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
+    journal.push(home.dir().join(super::journal::ACTIVE));
+    for path in journal {
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        out.push(check_ledger(&path, &name, &event_ok, repair, now)?);
+    }
+
     // User-written settings.
     out.push(check_doc::<Sprint>(
         &home.sprint(),

@@ -7,7 +7,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use serde::Serialize;
@@ -92,6 +92,13 @@ pub fn append(path: &Path, lines: &[String]) -> Result<Option<Appended>> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .ctx("open", path)?;
+    // A ledger created by someone else (say the original plugin) may be world-readable.
+    if f.metadata()
+        .is_ok_and(|m| m.permissions().mode() & 0o077 != 0)
+    {
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .ctx("make private", path)?;
+    }
     repair_torn_tail(&mut f).ctx("repair the torn last line of", path)?;
     let prior_len = f.seek(SeekFrom::End(0)).ctx("read the length of", path)?;
     let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
@@ -112,12 +119,25 @@ pub fn append(path: &Path, lines: &[String]) -> Result<Option<Appended>> {
 
 /// Cut a torn last line off the ledger at `path`, if any (a missing file is fine).
 pub fn repair(path: &Path) -> Result<()> {
-    let mut f = match OpenOptions::new().read(true).write(true).open(path) {
+    let mut f = match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(crate::error::Error::io("open", path, e)),
     };
     repair_torn_tail(&mut f).ctx("repair the torn last line of", path)
+}
+
+/// True for a line that is a complete JSON record: an unterminated last line like that lacks
+/// only its newline, it is not a torn write. (A conflicts.log line cut short still looks like a
+/// line, its text being free, so there an unterminated last line always counts as torn.)
+fn is_whole_record(text: &str) -> bool {
+    text.starts_with('{')
+        && serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.is_object())
 }
 
 /// If the file does not end with a newline, truncate it after its last newline.
@@ -134,17 +154,27 @@ fn repair_torn_tail(f: &mut File) -> std::io::Result<()> {
     }
     let mut end = len;
     let mut chunk = vec![0u8; 4096];
+    let mut cut = 0;
     while end > 0 {
         let start = end.saturating_sub(chunk.len() as u64);
         let n = (end - start) as usize;
         f.seek(SeekFrom::Start(start))?;
         f.read_exact(&mut chunk[..n])?;
         if let Some(p) = chunk[..n].iter().rposition(|b| *b == b'\n') {
-            return f.set_len(start + p as u64 + 1);
+            cut = start + p as u64 + 1;
+            break;
         }
         end = start;
     }
-    f.set_len(0)
+    // A last line that is a whole record but lacks its newline (written by hand or by another
+    // tool) is kept: it only needs the newline. Anything else is an interrupted write.
+    let mut tail = Vec::with_capacity((len - cut) as usize);
+    f.seek(SeekFrom::Start(cut))?;
+    f.take(len - cut).read_to_end(&mut tail)?;
+    if is_whole_record(&String::from_utf8_lossy(&tail)) {
+        return f.write_all(b"\n");
+    }
+    f.set_len(cut)
 }
 
 /// A ledger line as a reader sees it.
@@ -172,11 +202,12 @@ pub fn for_each_line(path: &Path, mut f: impl FnMut(usize, Line) -> Result<bool>
             return Ok(());
         }
         n += 1;
-        let torn = buf.last() != Some(&b'\n');
-        if !torn {
+        let unterminated = buf.last() != Some(&b'\n');
+        if !unterminated {
             buf.pop();
         }
         let text = String::from_utf8_lossy(&buf).into_owned();
+        let torn = unterminated && !is_whole_record(&text);
         let keep_going = f(
             n,
             if torn {

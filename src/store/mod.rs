@@ -53,6 +53,8 @@ pub struct Store {
     home: Home,
     lock_timeout: Duration,
     quiet: bool,
+    /// `config.json`, read (and validated) at most once per process.
+    config: std::sync::OnceLock<Config>,
 }
 
 impl Store {
@@ -63,6 +65,7 @@ impl Store {
             home,
             lock_timeout,
             quiet,
+            config: std::sync::OnceLock::new(),
         })
     }
 
@@ -255,7 +258,11 @@ impl Store {
 
     /// `config.json`, or the defaults when absent (validated).
     pub fn config(&self) -> Result<Config> {
-        Ok(read_doc(&self.home.config(), Schema::Config)?.unwrap_or_default())
+        if let Some(c) = self.config.get() {
+            return Ok(c.clone());
+        }
+        let c: Config = read_doc(&self.home.config(), Schema::Config)?.unwrap_or_default();
+        Ok(self.config.get_or_init(|| c).clone())
     }
 }
 

@@ -479,3 +479,74 @@ fn conflicts_log_bad_middle_line() {
 fn conflicts_log_torn_last_line() {
     check_torn_last_line(Ledger::Conflicts);
 }
+
+/// Review finding: a bad line in events.jsonl stopped every write, and doctor said all was well.
+#[test]
+fn a_bad_journal_line_is_found_and_repaired_by_doctor() {
+    let env = TestEnv::new();
+    let a = env.start("journal", "P1");
+    env.run(&["claim", "--instance", &a, "src/x.rs"]).code(0);
+    let journal = env.home_file("events.jsonl");
+    let mut text = std::fs::read_to_string(&journal).unwrap();
+    text.push_str("garbage\n");
+    std::fs::write(&journal, &text).unwrap();
+    let r = env.run(&["--json", "claim", "--instance", &a, "src/y.rs"]);
+    r.code(1);
+    assert_eq!(r.json()["reason"], "corrupt_state");
+    let d = env.run(&["doctor"]);
+    d.code(1);
+    assert!(
+        d.stdout
+            .contains("events.jsonl: 1 invalid line(s), first at line"),
+        "{}",
+        d.stdout
+    );
+    env.run(&["doctor", "--repair"]).code(0);
+    let kept = std::fs::read_dir(&env.home).unwrap().flatten().find(|e| {
+        e.file_name()
+            .to_string_lossy()
+            .starts_with("events.jsonl.corrupt-")
+    });
+    assert_eq!(
+        std::fs::read_to_string(kept.expect("original kept").path()).unwrap(),
+        text,
+        "nothing deleted"
+    );
+    env.run(&["--json", "claim", "--instance", &a, "src/y.rs"])
+        .code(0);
+    let seqs: Vec<u64> = env.run(&["events"]).json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "seqs continue without reuse: {seqs:?}"
+    );
+}
+
+/// Review finding: a complete history line without its final newline (written by hand, by `jq -j`
+/// or by the original plugin) was skipped as torn and then cut off by the next append.
+#[test]
+fn a_whole_last_record_without_newline_is_kept() {
+    let env = TestEnv::new();
+    let id = env.start("later", "P1");
+    let line = r#"{"id":"itm-a1b2c3","project":"pitchello","task":"Fix auth bug","priority":"P1","started_at":"2026-01-17T09:45:00Z","completed_at":"2026-01-17T10:30:00Z","files_modified":["/p/src/api/users.ts"],"outcome":"success"}"#;
+    std::fs::write(env.home_file("history.jsonl"), line).unwrap();
+    let r = env.run(&["--json", "history"]);
+    r.code(0);
+    assert_eq!(
+        r.json()["entries"].as_array().unwrap().len(),
+        1,
+        "listed: {r:?}"
+    );
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+    env.run(&["done", "--instance", &id]).code(0);
+    let text = std::fs::read_to_string(env.home_file("history.jsonl")).unwrap();
+    assert!(
+        text.starts_with(&format!("{line}\n")),
+        "the old line is kept, newline added: {text}"
+    );
+    assert_eq!(text.lines().count(), 2);
+}

@@ -173,3 +173,45 @@ fn a_dead_pid_on_another_host_is_not_trusted() {
         serde_json::json!([])
     );
 }
+
+/// Review finding: a file released while its first waiter's process was dead used to be handed
+/// to that waiter, whose agent would never know it held it.
+#[test]
+fn a_release_skips_waiters_whose_process_is_gone() {
+    let env = TestEnv::new();
+    let a = env.start("holder", "P1");
+    let b = env.start("waiter", "P1");
+    env.run(&["claim", "--instance", &a, "src/w.rs"]).code(0);
+    let mut waiter = env
+        .cmd()
+        .args(["--json", "claim", "--instance", &b, "--wait", "src/w.rs"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(10.0, || env.state()["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["waiting_for"].is_array())),
+        "B queued"
+    );
+    waiter.kill().unwrap();
+    waiter.wait().unwrap();
+    env.run(&["--json", "release", "--instance", &a, "src/w.rs"])
+        .code(0);
+    let st = env.state();
+    assert!(
+        st["global_claims"].get(env.abs("src/w.rs")).is_none(),
+        "the file is free, not given to a dead waiter: {st}"
+    );
+    assert!(
+        st["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["waiting_for"].is_null()),
+        "the dead waiter's place is gone"
+    );
+}
