@@ -234,7 +234,27 @@ impl Store {
         } else {
             None
         };
-        atomic::write_atomic(&status, &encode_state(&State::empty(now)))?;
+        // Record what the reset removes, as cleanup would: a history line (outcome `orphaned`)
+        // and the events of each instance that can still be read.
+        let mut effects = Vec::new();
+        if let Ok(mut st) = self.read(now) {
+            let ids: Vec<String> = st.instances.iter().map(|i| i.id.clone()).collect();
+            for id in ids {
+                let live = crate::protocol::ops::AssumeAlive;
+                crate::protocol::ops::cleanup(&mut st, 0, Some(&id), now, &live, &mut effects)?;
+            }
+            for e in &mut effects {
+                if let Effect::History(h) = e {
+                    h.notes = Some("removed by conductor reset".into());
+                }
+            }
+        }
+        let prepared = atomic::prepare(&status, &encode_state(&State::empty(now)))?;
+        let appended = self.apply_effects(now, &effects)?;
+        if let Err(e) = prepared.commit() {
+            appended.iter().rev().for_each(ledger::Appended::undo);
+            return Err(e);
+        }
         Ok(backup)
     }
 

@@ -1925,3 +1925,29 @@ fn op_cleanup_of_one_instance() {
     assert_eq!(r.code(0).json()["orphaned"], json!([b]));
     assert!(env.instance(&a).is_some());
 }
+
+/// Review finding: reset removed instances without a trace in history or the journal.
+#[test]
+fn reset_records_what_it_removes() {
+    let env = TestEnv::new();
+    let a = env.start("to be reset", "P1");
+    env.run(&["claim", "--instance", &a, "src/r.rs"]).code(0);
+    env.run(&["reset"]).code(0);
+    let history = std::fs::read_to_string(env.home_file("history.jsonl")).unwrap();
+    let line: serde_json::Value = serde_json::from_str(history.lines().last().unwrap()).unwrap();
+    assert_eq!(line["id"], a.as_str());
+    assert_eq!(line["outcome"], "orphaned");
+    assert_eq!(line["notes"], "removed by conductor reset");
+    let events = env.run(&["events"]).json();
+    let types: Vec<&str> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    assert!(
+        types.contains(&"instance.orphaned") && types.contains(&"claim.released"),
+        "{types:?}"
+    );
+    assert_eq!(env.state()["instances"].as_array().unwrap().len(), 0);
+}
