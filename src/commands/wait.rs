@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::Ctx;
+use super::{Ctx, Report, print};
 use crate::error::Result;
 use crate::runtime::PathNormalizer;
 use crate::time::Timestamp;
@@ -33,6 +33,67 @@ pub struct WaitArgs {
     pub timeout: Option<crate::time::Limit>,
 }
 
+/// What a wait ended with: everything free (exit 0), or what is still pending (exit 3).
+struct Waited {
+    files: Vec<String>,
+    ids: Vec<String>,
+    held: Vec<String>,
+    alive: Vec<String>,
+}
+
+impl Waited {
+    fn finished(&self) -> bool {
+        self.held.is_empty() && self.alive.is_empty()
+    }
+}
+
+impl Report for Waited {
+    fn to_json(&self) -> serde_json::Value {
+        if self.finished() {
+            json!({"status": "ok", "released": self.files, "done": self.ids, "message": "Nothing left to wait for."})
+        } else {
+            json!({"status": "timeout", "still_held": self.held, "still_running": self.alive, "message": "Gave up waiting."})
+        }
+    }
+    fn to_text(&self) -> String {
+        if self.finished() {
+            format!(
+                "Done waiting: {} file(s) free, {} instance(s) finished.",
+                self.files.len(),
+                self.ids.len()
+            )
+        } else {
+            format!(
+                "Gave up waiting: {} file(s) still held, {} instance(s) still running.",
+                self.held.len(),
+                self.alive.len()
+            )
+        }
+    }
+    fn exit_code(&self) -> u8 {
+        if self.finished() { 0 } else { 3 }
+    }
+}
+
+/// Read the state (lock-free) and see what is still pending.
+fn check(ctx: &Ctx, files: &[String], ids: &[String]) -> Result<Waited> {
+    let state = ctx.store.read(Timestamp::now())?;
+    Ok(Waited {
+        held: files
+            .iter()
+            .filter(|f| state.global_claims.contains_key(*f))
+            .cloned()
+            .collect(),
+        alive: ids
+            .iter()
+            .filter(|i| state.instance(i).is_some())
+            .cloned()
+            .collect(),
+        files: files.to_vec(),
+        ids: ids.to_vec(),
+    })
+}
+
 /// Run `wait`.
 pub fn run(ctx: &Ctx, args: WaitArgs) -> Result<u8> {
     watch::block_stop_signals();
@@ -47,53 +108,18 @@ pub fn run(ctx: &Ctx, args: WaitArgs) -> Result<u8> {
     let watcher = HomeWatcher::new(ctx.store.home().dir(), |name| name == "status.json")?;
     watcher.stop_on_signals_and_closed_stdout();
     loop {
-        let state = ctx.store.read(Timestamp::now())?;
-        let held: Vec<&String> = files
-            .iter()
-            .filter(|f| state.global_claims.contains_key(*f))
-            .collect();
-        let alive: Vec<&String> = ids.iter().filter(|i| state.instance(i).is_some()).collect();
-        if held.is_empty() && alive.is_empty() {
-            let v = json!({"status": "ok", "released": files, "done": ids, "message": "Nothing left to wait for."});
-            if ctx.out.json {
-                ctx.out.json_line(&v)?;
-            } else {
-                ctx.out.text(&format!(
-                    "Done waiting: {} file(s) free, {} instance(s) finished.",
-                    files.len(),
-                    ids.len()
-                ))?;
-            }
-            return Ok(0);
+        let now = check(ctx, &files, &ids)?;
+        if now.finished() {
+            return print(ctx.out, &now);
         }
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let give_up = left.is_some_and(|l| l.is_zero()) || watcher.stopped();
-        if give_up
-            || watcher.wait(Some(
-                left.unwrap_or(Duration::from_secs(30))
-                    .min(Duration::from_secs(30)),
-            )) == Wake::Stop
-        {
-            let state = ctx.store.read(Timestamp::now())?;
-            let held: Vec<&String> = files
-                .iter()
-                .filter(|f| state.global_claims.contains_key(*f))
-                .collect();
-            let alive: Vec<&String> = ids.iter().filter(|i| state.instance(i).is_some()).collect();
-            if !(held.is_empty() && alive.is_empty()) {
-                let v = json!({"status": "timeout", "still_held": held, "still_running": alive,
-                               "message": "Gave up waiting."});
-                if ctx.out.json {
-                    ctx.out.json_line(&v)?;
-                } else {
-                    ctx.out.text(&format!(
-                        "Gave up waiting: {} file(s) still held, {} instance(s) still running.",
-                        held.len(),
-                        alive.len()
-                    ))?;
-                }
-                return Ok(3);
-            }
+        let slice = left
+            .unwrap_or(Duration::from_secs(30))
+            .min(Duration::from_secs(30));
+        if give_up || watcher.wait(Some(slice)) == Wake::Stop {
+            // One last look: the change that woke us may be the one we waited for.
+            return print(ctx.out, &check(ctx, &files, &ids)?);
         }
     }
 }
