@@ -65,8 +65,9 @@ fn calibrate(env: &TestEnv, a: &str) -> u64 {
 fn crash_loop(iterations: usize) {
     let env = TestEnv::new();
     let a = env.start("crash target", "P1");
-    // Delays from 0 to 1.3x a typical op: most kills land inside an op, some after it finished.
-    let max_delay_us = calibrate(&env, &a) * 13 / 10 + 1;
+    // Delays from 0 to 2.5x a typical op (spawn included): many kills land inside an op, and
+    // enough ops finish first that acknowledged work is checked too.
+    let max_delay_us = calibrate(&env, &a) * 5 / 2 + 1;
     let mut rng: u64 = 0x2545_F491_4F6C_DD1D;
     let mut next = || {
         rng ^= rng << 13;
@@ -214,8 +215,9 @@ fn crash_loop(iterations: usize) {
         tally.killed
     );
     assert!(
-        tally.killed < iterations,
-        "some ops completed, so acknowledged work is checked"
+        tally.killed * 10 <= iterations * 9,
+        "at least a tenth of the ops completed, so acknowledged work is checked ({})",
+        tally.killed
     );
 }
 
