@@ -288,7 +288,16 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
     };
     let now = ctx.now;
     let recorded = drift.clone();
+    // In a Claude Code session its hook already registered an instance and exported its id:
+    // `/conductor start` then gives that instance the task rather than registering a second one.
+    let session_instance = std::env::var("CONDUCTOR_INSTANCE_ID").ok().filter(|s| !s.is_empty());
     let instance_id = ctx.store.transact(now, |st, fx| {
+        if let Some(id) = session_instance
+            && st.instance(&id).is_some_and(|i| i.session_id.is_some())
+        {
+            ops::retask(st, &id, new, recorded, now, fx)?;
+            return Ok(id);
+        }
         Ok(ops::start(st, new, recorded, runtime::random_hex6, now, fx))
     })?;
     Ok(Box::new(Started { instance_id, drift }))

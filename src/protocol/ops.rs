@@ -194,6 +194,42 @@ pub fn start(
     id
 }
 
+/// Give the instance a hook registered for a Claude Code session the task the session now
+/// states with `/conductor start`, instead of registering a second instance for one session.
+/// Keeps its id, claims and working directory; the gate has already run.
+pub fn retask(
+    st: &mut State,
+    id: &str,
+    new: NewInstance,
+    drift: Option<String>,
+    now: Timestamp,
+    fx: &mut Vec<Effect>,
+) -> Result<()> {
+    let me = require(st, id)?;
+    me.task = new.task;
+    me.project = new.project;
+    me.priority = new.priority;
+    me.override_reason = new.override_reason;
+    me.last_heartbeat = now;
+    st.updated_at = now;
+    st.drift_warnings.retain(|w| w.instance_id != id);
+    if let Some(reason) = &drift {
+        st.drift_warnings.push(DriftWarning {
+            instance_id: id.to_string(),
+            reason: reason.clone(),
+            acknowledged: false,
+            acknowledged_at: None,
+        });
+    }
+    let me = st.instance(id).expect("checked above");
+    let payload = json!({"task": me.task, "priority": me.priority, "working_directory": me.working_directory, "retasked": true});
+    event(st, fx, events::INSTANCE_STARTED, id, None, payload);
+    if let Some(reason) = drift {
+        event(st, fx, events::DRIFT_WARNING, id, None, json!({"reason": reason}));
+    }
+    Ok(())
+}
+
 /// A file someone else holds, as the claim output reports it.
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Conflict {

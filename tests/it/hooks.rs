@@ -494,3 +494,27 @@ fn plugin_files_are_well_formed() {
         }
     }
 }
+
+/// Review finding: `/conductor start` inside a hooked session registered a second instance. It now
+/// gives the session's own instance (named by the exported CONDUCTOR_INSTANCE_ID) the task.
+#[test]
+fn slash_start_in_a_hooked_session_retasks_its_instance() {
+    let env = TestEnv::new();
+    hook(&env, "session-start-a").code(0);
+    let id = id_of(&env, SESSION_A);
+    let r = env.run_env(
+        &["--json", "start", "Fix the login form", "--project", "web", "--priority", "P2"],
+        &[("CONDUCTOR_INSTANCE_ID", &id)],
+    );
+    r.code(0);
+    assert_eq!(r.json()["instance_id"], id.as_str(), "same instance");
+    let instances = env.state()["instances"].as_array().unwrap().clone();
+    assert_eq!(instances.len(), 1, "no second instance");
+    assert_eq!(instances[0]["task"], "Fix the login form");
+    assert_eq!(instances[0]["priority"], "P2");
+    assert_eq!(instances[0]["session_id"], SESSION_A);
+    // Outside a hooked session (an id without a session), start registers as before.
+    let plain = env.start("separate work", "P1");
+    let r = env.run_env(&["--json", "start", "more", "--priority", "P1"], &[("CONDUCTOR_INSTANCE_ID", &plain)]);
+    assert_ne!(r.json()["instance_id"], plain.as_str());
+}
