@@ -290,7 +290,9 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
     let recorded = drift.clone();
     // In a Claude Code session its hook already registered an instance and exported its id:
     // `/conductor start` then gives that instance the task rather than registering a second one.
-    let session_instance = std::env::var("CONDUCTOR_INSTANCE_ID").ok().filter(|s| !s.is_empty());
+    let session_instance = std::env::var("CONDUCTOR_INSTANCE_ID")
+        .ok()
+        .filter(|s| !s.is_empty());
     let instance_id = ctx.store.transact(now, |st, fx| {
         if let Some(id) = session_instance
             && st.instance(&id).is_some_and(|i| i.session_id.is_some())

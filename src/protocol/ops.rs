@@ -225,7 +225,14 @@ pub fn retask(
     let payload = json!({"task": me.task, "priority": me.priority, "working_directory": me.working_directory, "retasked": true});
     event(st, fx, events::INSTANCE_STARTED, id, None, payload);
     if let Some(reason) = drift {
-        event(st, fx, events::DRIFT_WARNING, id, None, json!({"reason": reason}));
+        event(
+            st,
+            fx,
+            events::DRIFT_WARNING,
+            id,
+            None,
+            json!({"reason": reason}),
+        );
     }
     Ok(())
 }

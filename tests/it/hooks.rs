@@ -503,7 +503,15 @@ fn slash_start_in_a_hooked_session_retasks_its_instance() {
     hook(&env, "session-start-a").code(0);
     let id = id_of(&env, SESSION_A);
     let r = env.run_env(
-        &["--json", "start", "Fix the login form", "--project", "web", "--priority", "P2"],
+        &[
+            "--json",
+            "start",
+            "Fix the login form",
+            "--project",
+            "web",
+            "--priority",
+            "P2",
+        ],
         &[("CONDUCTOR_INSTANCE_ID", &id)],
     );
     r.code(0);
@@ -515,6 +523,9 @@ fn slash_start_in_a_hooked_session_retasks_its_instance() {
     assert_eq!(instances[0]["session_id"], SESSION_A);
     // Outside a hooked session (an id without a session), start registers as before.
     let plain = env.start("separate work", "P1");
-    let r = env.run_env(&["--json", "start", "more", "--priority", "P1"], &[("CONDUCTOR_INSTANCE_ID", &plain)]);
+    let r = env.run_env(
+        &["--json", "start", "more", "--priority", "P1"],
+        &[("CONDUCTOR_INSTANCE_ID", &plain)],
+    );
     assert_ne!(r.json()["instance_id"], plain.as_str());
 }
