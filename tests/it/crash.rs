@@ -67,7 +67,11 @@ fn crash_loop(iterations: usize) {
     let a = env.start("crash target", "P1");
     // Delays from 0 to 2.5x a typical op (spawn included): many kills land inside an op, and
     // enough ops finish first that acknowledged work is checked too.
-    let max_delay_us = calibrate(&env, &a) * 5 / 2 + 1;
+    let mut max_delay_us = calibrate(&env, &a) * 5 / 2 + 1;
+    let first_delay_us = max_delay_us;
+    // Kills in the current window of 50 ops; the window adapts so that, on any machine, roughly
+    // half the ops are killed mid-run and half complete (and are then checked).
+    let mut recent_kills = 0;
     let mut rng: u64 = 0x2545_F491_4F6C_DD1D;
     let mut next = || {
         rng ^= rng << 13;
@@ -84,6 +88,14 @@ fn crash_loop(iterations: usize) {
         torn_seen: 0,
     };
     for i in 0..iterations {
+        if i > 0 && i % 50 == 0 {
+            if recent_kills > 35 {
+                max_delay_us = max_delay_us * 3 / 2;
+            } else if recent_kills < 15 {
+                max_delay_us = (max_delay_us * 2 / 3).max(1);
+            }
+            recent_kills = 0;
+        }
         let op = match next() % 10 {
             0..=5 => Op::Claim(format!("src/f{i}.rs")),
             6..=7 => Op::Start,
@@ -121,6 +133,7 @@ fn crash_loop(iterations: usize) {
         let acked = out.status.code() == Some(0);
         if out.status.signal() == Some(9) {
             tally.killed += 1;
+            recent_kills += 1;
         } else {
             assert!(acked, "op {i} failed without being killed: {:?}", out);
         }
@@ -203,7 +216,7 @@ fn crash_loop(iterations: usize) {
         "no temp files left after a clean write: {temps:?}"
     );
     eprintln!(
-        "{iterations} ops (kill delay 0-{max_delay_us} us), {} SIGKILLed mid-run, {} torn history tails seen, {} claims and {} dones acknowledged",
+        "{iterations} ops (kill delay 0-{first_delay_us} us, adapted to 0-{max_delay_us} us), {} SIGKILLed mid-run, {} torn history tails seen, {} claims and {} dones acknowledged",
         tally.killed,
         tally.torn_seen,
         acked_claims.len(),
