@@ -57,6 +57,35 @@ impl Prepared {
     }
 }
 
+/// Keep the current bytes of `path` under a new name beside it, `<name>.<suffix>` (with `-1`,
+/// `-2`, ... before the suffix's end if taken), by hard link: nothing is copied or deleted, and the
+/// original name can then be replaced atomically. Returns the new name.
+pub fn keep_beside(path: &Path, suffix: &str) -> Result<std::path::PathBuf> {
+    let name = path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let dir = path.parent().expect("home files have a parent");
+    let (stem, ext) = match suffix.rsplit_once('.') {
+        Some((stem, ext)) => (stem, format!(".{ext}")),
+        None => (suffix, String::new()),
+    };
+    let target = (0..)
+        .map(|n| {
+            let tag = if n == 0 {
+                String::new()
+            } else {
+                format!("-{n}")
+            };
+            dir.join(format!("{name}.{stem}{tag}{ext}"))
+        })
+        .find(|t| !t.exists())
+        .expect("some suffix is free");
+    std::fs::hard_link(path, &target).map_err(|e| Error::io("keep a copy of", path, e))?;
+    Ok(target)
+}
+
 /// fsync a directory so a rename or a new file in it survives a power cut.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)

@@ -194,24 +194,7 @@ fn problem(e: &Error) -> String {
 
 /// Keep the bad file under a new name beside it: `<name>.corrupt-<stamp>`.
 fn move_aside(path: &Path, now: Timestamp) -> Result<PathBuf> {
-    let name = path
-        .file_name()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .into_owned();
-    let dir = path.parent().expect("home files have a parent");
-    let target = (0..)
-        .map(|n| {
-            dir.join(if n == 0 {
-                format!("{name}.corrupt-{}", now.compact())
-            } else {
-                format!("{name}.corrupt-{}-{n}", now.compact())
-            })
-        })
-        .find(|t| !t.exists())
-        .expect("some suffix is free");
-    std::fs::hard_link(path, &target).map_err(|e| Error::io("move aside", path, e))?;
-    Ok(target)
+    atomic::keep_beside(path, &format!("corrupt-{}", now.compact()))
 }
 
 fn check_ledger(

@@ -124,24 +124,8 @@ impl Store {
         let before = state.clone();
         let mut effects = Vec::new();
         let value = op(&mut state, &mut effects)?;
-        // Commit order: the new state is written and fsynced first (a full disk fails here, with
-        // nothing appended), then the ledgers are appended (history, conflicts.log, and the event
-        // journal last, so journal readers only see events whose other lines are durable), and
-        // the rename of status.json comes last. Only a crash in the instant between the journal
-        // append and the rename can leave the ledgers one operation ahead of the state.
-        let prepared = if state != before || !self.home.status().exists() {
-            Some(atomic::prepare(&self.home.status(), &encode_state(&state))?)
-        } else {
-            None
-        };
-        let appended = self.apply_effects(now, &effects)?;
-        if let Some(prepared) = prepared
-            && let Err(e) = prepared.commit()
-        {
-            // The rename failed: the operation did not happen, so take its ledger lines back.
-            appended.iter().rev().for_each(ledger::Appended::undo);
-            return Err(e);
-        }
+        let changed = state != before || !self.home.status().exists();
+        self.commit(now, changed.then_some(&state), &effects)?;
         Ok(value)
     }
 
@@ -154,6 +138,27 @@ impl Store {
                 eprintln!("Blocking: waiting for the state lock ({})", path.display());
             }
         })
+    }
+
+    /// Persist one operation (the lock is held): the new state, if any, is written and fsynced
+    /// first (a full disk fails here, with nothing appended), then the ledger lines are appended
+    /// (history, conflicts.log, and the event journal last, so journal readers only see events
+    /// whose other lines are durable), and the rename of status.json comes last. If the rename
+    /// fails the lines are taken back. Only a crash in the instant between the journal append and
+    /// the rename can leave the ledgers one operation ahead of the state.
+    fn commit(&self, now: Timestamp, state: Option<&State>, effects: &[Effect]) -> Result<()> {
+        let prepared = match state {
+            Some(st) => Some(atomic::prepare(&self.home.status(), &encode_state(st))?),
+            None => None,
+        };
+        let appended = self.apply_effects(now, effects)?;
+        if let Some(prepared) = prepared
+            && let Err(e) = prepared.commit()
+        {
+            appended.iter().rev().for_each(ledger::Appended::undo);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Append the effects' ledger lines; if one append fails, the earlier ones are taken back.
@@ -204,33 +209,20 @@ impl Store {
         events: Vec<crate::protocol::events::NewEvent>,
     ) -> Result<()> {
         let _lock = self.lock()?;
-        self.apply_effects(
-            now,
-            &events.into_iter().map(Effect::Event).collect::<Vec<_>>(),
-        )
-        .map(drop)
+        let effects: Vec<Effect> = events.into_iter().map(Effect::Event).collect();
+        self.commit(now, None, &effects)
     }
 
-    /// Move `status.json` aside as `status.json.<stamp>.bak` (if it exists, parseable or not)
+    /// Keep `status.json` as `status.json.<stamp>.bak` (if it exists, parseable or not)
     /// and write an empty state, under the lock. Returns the backup's path.
     pub fn reset(&self, now: Timestamp) -> Result<Option<PathBuf>> {
         let _lock = self.lock()?;
         let status = self.home.status();
         let backup = if status.exists() {
-            let stamp = now.compact();
-            let target = (0..)
-                .map(|n| {
-                    if n == 0 {
-                        format!("status.json.{stamp}.bak")
-                    } else {
-                        format!("status.json.{stamp}-{n}.bak")
-                    }
-                })
-                .map(|name| self.home.dir().join(name))
-                .find(|t| !t.exists())
-                .expect("some suffix is free");
-            std::fs::hard_link(&status, &target).map_err(|e| Error::io("back up", &status, e))?;
-            Some(target)
+            Some(atomic::keep_beside(
+                &status,
+                &format!("{}.bak", now.compact()),
+            )?)
         } else {
             None
         };
@@ -249,12 +241,7 @@ impl Store {
                 }
             }
         }
-        let prepared = atomic::prepare(&status, &encode_state(&State::empty(now)))?;
-        let appended = self.apply_effects(now, &effects)?;
-        if let Err(e) = prepared.commit() {
-            appended.iter().rev().for_each(ledger::Appended::undo);
-            return Err(e);
-        }
+        self.commit(now, Some(&State::empty(now)), &effects)?;
         Ok(backup)
     }
 
