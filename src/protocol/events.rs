@@ -173,6 +173,6 @@ mod tests {
             st.global_claims.is_empty(),
             "a waiter that left is not served"
         );
-        crate::store::check_consistency(&st).unwrap();
+        crate::protocol::codec::check_consistency(&st).unwrap();
     }
 }

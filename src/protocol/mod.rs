@@ -6,7 +6,9 @@
 //! `conflict` (exit 3), `blocked` (exit 4, `reason: "priority_gate"`) or `error` (exit 1 or 2,
 //! with a stable `reason`). The shapes are in `schemas/output.schema.json`.
 
+pub mod codec;
 pub mod events;
+pub mod foreign;
 pub mod gate;
 pub mod ops;
 pub mod types;

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Store, atomic, decode_state, encode_state, ledger, read_bytes, read_doc};
+use super::{Store, atomic, ledger, read_bytes, read_doc};
 use crate::error::{Error, Result};
+use crate::protocol::codec::{decode as decode_state, encode as encode_state};
 use crate::protocol::{Config, DriftWarning, Instance, STATE_VERSION, Sprint, State};
 use crate::schema::{self, Schema};
 use crate::time::Timestamp;

@@ -34,8 +34,9 @@ use serde_json::Value;
 pub use home::Home;
 
 use crate::error::{Error, Result};
+use crate::protocol::codec;
 use crate::protocol::ops::Effect;
-use crate::protocol::{Config, STATE_VERSION, Sprint, State};
+use crate::protocol::{Config, Sprint, State};
 use crate::schema::{self, Schema};
 use crate::time::Timestamp;
 
@@ -84,7 +85,7 @@ impl Store {
         let path = self.home.status();
         match read_bytes(&path)? {
             None => Ok(State::empty(now)),
-            Some(bytes) => decode_state(&path, &bytes),
+            Some(bytes) => codec::decode(&path, &bytes),
         }
     }
 
@@ -94,22 +95,10 @@ impl Store {
     /// validates. No lock.
     pub fn read_unvalidated(&self, now: Timestamp) -> Result<State> {
         let path = self.home.status();
-        let Some(bytes) = read_bytes(&path)? else {
-            return Ok(State::empty(now));
-        };
-        let state: State = serde_json::from_slice(&bytes)
-            .map_err(|e| corrupt(&path, format!("not valid conductor state ({e})")))?;
-        if state.version != STATE_VERSION {
-            return Err(corrupt(
-                &path,
-                format!(
-                    "it has version \"{}\" and this conductor reads \"{STATE_VERSION}\" only",
-                    crate::protocol::ops::printable(&state.version)
-                ),
-            ));
+        match read_bytes(&path)? {
+            None => Ok(State::empty(now)),
+            Some(bytes) => codec::decode_quick(&path, &bytes),
         }
-        check_consistency(&state).map_err(|e| corrupt(&path, e))?;
-        Ok(state)
     }
 
     /// Run `op` on the state under the exclusive lock and persist what it did.
@@ -123,6 +112,7 @@ impl Store {
         let mut state = self.read(now)?;
         let before = state.clone();
         let mut effects = Vec::new();
+        crate::protocol::foreign::reconcile(&mut state, None, now, &mut effects)?;
         let value = op(&mut state, &mut effects)?;
         let changed = state != before || !self.home.status().exists();
         self.commit(now, changed.then_some(&state), &effects)?;
@@ -148,7 +138,7 @@ impl Store {
     /// the rename can leave the ledgers one operation ahead of the state.
     fn commit(&self, now: Timestamp, state: Option<&State>, effects: &[Effect]) -> Result<()> {
         let prepared = match state {
-            Some(st) => Some(atomic::prepare(&self.home.status(), &encode_state(st))?),
+            Some(st) => Some(atomic::prepare(&self.home.status(), &codec::encode(st))?),
             None => None,
         };
         let appended = self.apply_effects(now, effects)?;
@@ -290,7 +280,7 @@ pub fn read_doc<T: DeserializeOwned>(path: &Path, schema: Schema) -> Result<Opti
     decode(path, &bytes, schema).map(Some)
 }
 
-fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
+pub(crate) fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
     Error::CorruptState {
         path: path.to_path_buf(),
         detail: detail.into(),
@@ -302,72 +292,4 @@ fn decode<T: DeserializeOwned>(path: &Path, bytes: &[u8], schema: Schema) -> Res
         .map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
     schema::validate(schema, &value).map_err(|e| corrupt(path, format!("schema violation {e}")))?;
     serde_json::from_value(value).map_err(|e| corrupt(path, e.to_string()))
-}
-
-/// Parse, version-check, validate and consistency-check `status.json`.
-pub fn decode_state(path: &Path, bytes: &[u8]) -> Result<State> {
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
-    if let Some(v) = value.get("version").and_then(Value::as_str)
-        && v != STATE_VERSION
-    {
-        return Err(corrupt(
-            path,
-            format!(
-                "it has version \"{}\" and this conductor reads \"{STATE_VERSION}\" only; upgrade conductor",
-                crate::protocol::ops::printable(v)
-            ),
-        ));
-    }
-    schema::validate(Schema::Status, &value)
-        .map_err(|e| corrupt(path, format!("schema violation {e}")))?;
-    let state: State = serde_json::from_value(value).map_err(|e| corrupt(path, e.to_string()))?;
-    check_consistency(&state).map_err(|e| corrupt(path, e))?;
-    Ok(state)
-}
-
-/// The invariants JSON Schema cannot express: unique ids, no file held twice, and
-/// `global_claims` equal to the union of every instance's `files_claimed`.
-pub fn check_consistency(st: &State) -> Result<(), String> {
-    let mut seen_ids = std::collections::BTreeSet::new();
-    let mut union = std::collections::BTreeMap::new();
-    for i in &st.instances {
-        if !seen_ids.insert(i.id.as_str()) {
-            return Err(format!("instance {} appears twice", i.id));
-        }
-        for f in &i.files_claimed {
-            if let Some(other) = union.insert(f.as_str(), i.id.as_str()) {
-                return Err(format!("{f} is claimed by both {other} and {}", i.id));
-            }
-        }
-    }
-    let claims: std::collections::BTreeMap<&str, &str> = st
-        .global_claims
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    if claims != union {
-        let diff = claims
-            .iter()
-            .find(|(k, v)| union.get(*k) != Some(v))
-            .map(|(k, v)| format!("global_claims says {k} is held by {v}"))
-            .or_else(|| {
-                union
-                    .iter()
-                    .find(|(k, _)| !claims.contains_key(*k))
-                    .map(|(k, v)| format!("{v} claims {k} but global_claims does not list it"))
-            })
-            .unwrap_or_default();
-        return Err(format!(
-            "global_claims does not match the instances' files_claimed: {diff}"
-        ));
-    }
-    Ok(())
-}
-
-/// The bytes written for a state: pretty JSON and a final newline.
-pub fn encode_state(state: &State) -> Vec<u8> {
-    let mut bytes = serde_json::to_vec_pretty(state).expect("state serializes");
-    bytes.push(b'\n');
-    bytes
 }

@@ -25,7 +25,7 @@ struct Tally {
 fn check_after_kill(env: &TestEnv, tally: &mut Tally) {
     let path = env.home_file("status.json");
     let bytes = std::fs::read(&path).expect("status.json survives every kill");
-    conductor::store::decode_state(&path, &bytes)
+    conductor::protocol::codec::decode(&path, &bytes)
         .unwrap_or_else(|e| panic!("state after a kill: {e}"));
     let history = std::fs::read(env.home_file("history.jsonl")).unwrap_or_default();
     let text = String::from_utf8_lossy(&history);

@@ -730,7 +730,7 @@ fn issue_4_fixtures_for_queues_config_and_wait_outputs() {
     }
     let st: conductor::protocol::State =
         serde_json::from_value(load("valid/status-waiting-queue.json")).unwrap();
-    conductor::store::check_consistency(&st).unwrap();
+    conductor::protocol::codec::check_consistency(&st).unwrap();
     assert_eq!(
         conductor::protocol::ops::queue_position(&st, "web-0a0b0c", "/work/pitchello/src/auth.rs"),
         Some(2)

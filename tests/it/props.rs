@@ -83,7 +83,7 @@ fn new_instance() -> NewInstance {
 }
 
 fn check_invariants(st: &State) -> Result<(), TestCaseError> {
-    conductor::store::check_consistency(st)
+    conductor::protocol::codec::check_consistency(st)
         .map_err(|e| TestCaseError::fail(format!("inconsistent: {e}")))?;
     let mut union = BTreeMap::new();
     for i in &st.instances {

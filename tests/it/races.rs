@@ -120,7 +120,7 @@ fn race(env: &TestEnv, ids: &[String], file: &str, barrier: bool) -> usize {
 
 fn assert_state_sound(env: &TestEnv) {
     let bytes = std::fs::read(env.home_file("status.json")).unwrap();
-    conductor::store::decode_state(&env.home_file("status.json"), &bytes)
+    conductor::protocol::codec::decode(&env.home_file("status.json"), &bytes)
         .expect("status.json parses, validates and is consistent");
 }
 

@@ -110,7 +110,7 @@ fn valid_status_fixtures_are_consistent_and_round_trip() {
         let v = &documents(&name, &path)[0];
         let st: State = serde_json::from_value(v.clone())
             .unwrap_or_else(|e| panic!("{name} does not deserialize: {e}"));
-        conductor::store::check_consistency(&st)
+        conductor::protocol::codec::check_consistency(&st)
             .unwrap_or_else(|e| panic!("{name} is inconsistent: {e}"));
         let back = serde_json::to_value(&st).unwrap();
         assert_eq!(&back, v, "{name} does not round-trip through State");
@@ -136,7 +136,7 @@ fn inconsistent_fixtures_validate_but_fail_the_consistency_check() {
         check(&name, &path).unwrap_or_else(|e| panic!("{name} should pass its schema: {e}"));
         let st: State = serde_json::from_value(documents(&name, &path).remove(0)).unwrap();
         assert!(
-            conductor::store::check_consistency(&st).is_err(),
+            conductor::protocol::codec::check_consistency(&st).is_err(),
             "{name} passes check_consistency"
         );
     }
@@ -146,7 +146,7 @@ fn inconsistent_fixtures_validate_but_fail_the_consistency_check() {
 fn the_store_refuses_inconsistent_states() {
     for (name, path) in files("inconsistent") {
         let bytes = std::fs::read(&path).unwrap();
-        let err = conductor::store::decode_state(&path, &bytes).expect_err(&name);
+        let err = conductor::protocol::codec::decode(&path, &bytes).expect_err(&name);
         assert_eq!(err.reason(), "corrupt_state", "{name}");
     }
 }

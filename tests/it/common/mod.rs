@@ -211,7 +211,7 @@ pub fn check_home(home: &Path) {
         assert_schema(Schema::Status, &v);
         let st: conductor::protocol::State =
             serde_json::from_value(v).expect("status.json deserializes");
-        if let Err(e) = conductor::store::check_consistency(&st) {
+        if let Err(e) = conductor::protocol::codec::check_consistency(&st) {
             panic!("status.json breaks the claims consistency rule: {e}");
         }
     }
