@@ -10,6 +10,22 @@ use crate::error::Result;
 use crate::schema::{self, Schema};
 use crate::store::corrupt;
 
+impl crate::store::Document for State {
+    const FILE: &'static str = "status.json";
+    const LOCK: crate::store::Lock = crate::store::Lock::Status;
+    const TRACK_FOREIGN_WRITES: bool = true;
+
+    fn empty(now: crate::time::Timestamp) -> State {
+        State::empty(now)
+    }
+    fn decode(path: &Path, bytes: &[u8]) -> Result<State> {
+        decode(path, bytes)
+    }
+    fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+}
+
 /// The current state for a quick read-only decision (agent hooks): parsed, version- and
 /// consistency-checked, but not validated against the JSON Schema.
 pub fn decode_quick(path: &Path, bytes: &[u8]) -> Result<State> {

@@ -93,16 +93,53 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .ctx("sync directory", dir)
 }
 
-/// Remove temp files left by crashed writers. Only called with the lock held, when no other
-/// writer can have a temp file in flight.
-pub fn remove_stale_temps(dir: &Path) {
+/// Write `bytes` to a new temp file in `dir` named `<prefix>XXXXXX.tmp` and fsync it; the file
+/// stays (it is renamed into place by the commit, or removed as debris later). Returns its name.
+pub fn prepare_named(dir: &Path, prefix: &str, bytes: &[u8]) -> Result<String> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix(prefix)
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .ctx("create a temp file in", dir)?;
+    tmp.write_all(bytes).ctx("write", tmp.path())?;
+    tmp.as_file().sync_all().ctx("sync", tmp.path())?;
+    let (_, path) = tmp.keep().map_err(|e| Error::io("keep", dir, e.error))?;
+    Ok(path
+        .file_name()
+        .expect("temp files have names")
+        .to_string_lossy()
+        .into_owned())
+}
+
+/// A second name for the temp file `tmp` (a hard link, `<prefix>XXXXXX.tmp`), so that the
+/// version about to be committed can also be kept under another name.
+pub fn link_temp(dir: &Path, prefix: &str, tmp: &str) -> Result<String> {
+    for _ in 0..16 {
+        let name = format!("{prefix}{:08x}.tmp", rand::random::<u32>());
+        match std::fs::hard_link(dir.join(tmp), dir.join(&name)) {
+            Ok(()) => return Ok(name),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io("link", &dir.join(tmp), e)),
+        }
+    }
+    Err(Error::io(
+        "link",
+        &dir.join(tmp),
+        std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+    ))
+}
+
+/// Remove temp files left by crashed writers whose names `owned` accepts. Only called with the
+/// lock that owns those names held (and any pending commit record replayed), when no live
+/// transaction can have such a file in flight.
+pub fn remove_stale_temps(dir: &Path, owned: impl Fn(&str) -> bool) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for e in entries.flatten() {
         let name = e.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp") {
+        if name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp") && owned(&name) {
             let _ = std::fs::remove_file(e.path());
         }
     }

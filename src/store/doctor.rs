@@ -45,7 +45,12 @@ fn bad(file: &str, detail: impl Into<String>, repair: impl Into<String>) -> Find
 
 /// Check the home; with `repair`, fix what was found. Returns one finding per file looked at.
 pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> {
-    let _lock = if repair { Some(store.lock()?) } else { None };
+    // Repairs hold every lock of the home, so nothing is in flight and no commit is pending.
+    let _locks = if repair {
+        Some(store.lock_all()?)
+    } else {
+        None
+    };
     let home = store.home();
     let mut out = Vec::new();
 
@@ -170,7 +175,7 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
     if temps.is_empty() {
         out.push(good("temp files", "none left over"));
     } else if repair {
-        atomic::remove_stale_temps(home.dir());
+        atomic::remove_stale_temps(home.dir(), |_| true);
         out.push(bad(
             "temp files",
             format!("{} left by interrupted writes", temps.len()),

@@ -4,12 +4,12 @@
 //! `<FIRST>` is the seq of the segment's first event, zero-padded to 16 digits (so names sort by
 //! seq and a reader finds the segment holding a cursor from the directory listing alone).
 //!
-//! Writers ([`append`]) run under the state lock. The next `seq` comes from the journal itself:
-//! the last complete line of `events.jsonl` (or, right after a roll, of the newest segment), read
-//! backwards from the end, so the cost does not grow with the journal. A crash between the
-//! journal append and the `status.json` rename therefore never lets a seq be handed out twice.
-//! A torn last line (a crash mid-append) was never visible to readers (they stop at the last
-//! newline), so reusing its number reuses nothing anyone saw.
+//! Writers ([`number`]) run under the journal lock, inside a transaction's commit (see
+//! `store::txn`); every domain appends here, so there is one sequence and one cursor. The next
+//! `seq` comes from the journal itself: the last complete line of `events.jsonl` (or, right after
+//! a roll, of the newest segment), read backwards from the end, so the cost does not grow with
+//! the journal. Lines are appended through the commit record, so a crash never leaves an event
+//! without the state change it describes, nor the reverse.
 //!
 //! Readers ([`Tail`]) never lock. They read complete lines from a byte offset and check that seqs
 //! are contiguous; a roll that happens while they list the directory shows up as a gap, and they
@@ -163,17 +163,14 @@ pub fn last_seq(dir: &Path) -> Result<u64> {
     Ok(0)
 }
 
-/// Append events (caller holds the state lock): roll first if the active file is too big,
-/// then number the events after the journal's last seq and append them in one write.
-pub fn append(
+/// Number events after the journal's last seq, as the lines to append (the journal lock is
+/// held): roll first if the active file is too big.
+pub fn number(
     dir: &Path,
     retention: Retention,
     now: Timestamp,
     events: &[NewEvent],
-) -> Result<Option<ledger::Appended>> {
-    if events.is_empty() {
-        return Ok(None);
-    }
+) -> Result<Vec<String>> {
     let active = dir.join(ACTIVE);
     let size = match std::fs::metadata(&active) {
         Ok(m) => m.len(),
@@ -184,7 +181,7 @@ pub fn append(
         roll(dir, retention)?;
     }
     let mut seq = last_seq(dir)?;
-    let lines: Vec<String> = events
+    Ok(events
         .iter()
         .map(|e| {
             seq += 1;
@@ -204,8 +201,7 @@ pub fn append(
             };
             serde_json::to_string(&ev).expect("events serialize")
         })
-        .collect();
-    ledger::append(&active, &lines)
+        .collect())
 }
 
 /// Rename the active file to its segment name, then prune old segments.

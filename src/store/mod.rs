@@ -1,22 +1,18 @@
 //! The one layer that touches files in the conductor home. Nothing else opens them.
 //!
 //! Invariants:
-//! - Every read-modify-write happens in [`Store::transact`]: take the exclusive lock on
-//!   `status.lock`, read and validate `status.json`, run a pure operation, append its ledger
-//!   lines, then atomically replace `status.json` (only if it changed).
-//! - The new state is written and fsynced to a temp file first, then ledger lines are
-//!   appended (the event journal last), then the temp file is renamed over status.json. A
-//!   failure before the rename changes nothing (appended lines are cut back off). A crash in
-//!   the instant between the journal append and the rename can leave a
-//!   ledger line for an operation whose state change was lost (the operation was never
-//!   acknowledged); it can never leave state without its ledger line.
-//! - Readers ([`Store::read`]) never lock: writers only ever rename whole files into place.
-//! - A file that fails to parse or validate is never overwritten: the command fails with
+//! - Every read-modify-write is a transaction ([`Store::transaction`], see [`txn`]): take the
+//!   locks it names in the fixed order, read and check the documents, run a pure operation,
+//!   then commit its documents, ledger lines and events atomically through the redo record
+//!   ([`redo`]): after a crash at any instant either all of it is there or none of it.
+//! - Readers never lock: writers only ever rename whole files into place and append whole
+//!   lines. A reader that finds a commit record left by a crashed writer finishes it first.
+//! - A file that fails to parse or check is never overwritten: the command fails with
 //!   `corrupt_state` and the file stays byte-identical.
 //! - The home is created 0700 and files 0600; a home owned by another user is refused.
 //!
-//! The interface (read, transact, ledgers) is deliberately narrow so another backend could
-//! implement it.
+//! The protocol's files keep the protocol's names and lock (`status.json`, `status.lock`,
+//! `history.jsonl`, `conflicts.log`), so the original plugin's jq recipes still interoperate.
 
 pub mod atomic;
 pub mod doctor;
@@ -24,6 +20,8 @@ pub mod home;
 pub mod journal;
 pub mod ledger;
 pub mod lock;
+pub mod redo;
+pub mod txn;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -32,6 +30,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use home::Home;
+pub use txn::{CONFLICTS, Document, HISTORY, LedgerFile, Lock, Tx};
 
 use crate::error::{Error, Result};
 use crate::protocol::codec;
@@ -80,20 +79,38 @@ impl Store {
         &self.home
     }
 
-    /// The current state, without locking. A missing file is an empty state.
-    pub fn read(&self, now: Timestamp) -> Result<State> {
-        let path = self.home.status();
+    /// Finish a transaction that committed and then died, if there is one (a `stat` when not).
+    fn settle(&self) -> Result<()> {
+        if redo::pending(self.home.dir()) {
+            let _journal = self.take(Lock::Journal)?;
+            redo::replay(self.home.dir())?;
+        }
+        Ok(())
+    }
+
+    /// Read a document's file as it is (the caller holds its lock or accepts a snapshot).
+    fn read_doc_file<D: Document>(&self, now: Timestamp) -> Result<D> {
+        let path = self.home.dir().join(D::FILE);
         match read_bytes(&path)? {
-            None => Ok(State::empty(now)),
-            Some(bytes) => codec::decode(&path, &bytes),
+            None => Ok(D::empty(now)),
+            Some(bytes) => D::decode(&path, &bytes),
         }
     }
 
-    /// The current state for a quick read-only decision (agent hooks): parsed, version- and
-    /// consistency-checked, but not validated against the JSON Schema, which costs most of the
-    /// time at a thousand claims. Anything that writes goes through [`Store::transact`], which
-    /// validates. No lock.
+    /// A document, without locking (a consistent snapshot: files are only ever replaced whole).
+    pub fn read_doc<D: Document>(&self, now: Timestamp) -> Result<D> {
+        self.settle()?;
+        self.read_doc_file(now)
+    }
+
+    /// The protocol state, without locking. A missing file is an empty state.
+    pub fn read(&self, now: Timestamp) -> Result<State> {
+        self.read_doc(now)
+    }
+
+    /// The protocol state for a quick read-only decision (agent hooks, prompt). No lock.
     pub fn read_unvalidated(&self, now: Timestamp) -> Result<State> {
+        self.settle()?;
         let path = self.home.status();
         match read_bytes(&path)? {
             None => Ok(State::empty(now)),
@@ -101,138 +118,86 @@ impl Store {
         }
     }
 
-    /// Run `op` on the state under the exclusive lock and persist what it did.
+    /// Run a protocol operation on the state under `status.lock` and persist what it did: the
+    /// state if it changed, its ledger lines and its events, in one atomic commit.
     pub fn transact<T>(
         &self,
         now: Timestamp,
         op: impl FnOnce(&mut State, &mut Vec<Effect>) -> Result<T>,
     ) -> Result<T> {
-        let _lock = self.lock()?;
-        atomic::remove_stale_temps(self.home.dir());
-        let mut state = self.read(now)?;
-        let before = state.clone();
-        let mut effects = Vec::new();
-        crate::protocol::foreign::reconcile(&mut state, None, now, &mut effects)?;
-        let value = op(&mut state, &mut effects)?;
-        let changed = state != before || !self.home.status().exists();
-        self.commit(now, changed.then_some(&state), &effects)?;
-        Ok(value)
-    }
-
-    /// Take the state lock (for operations that replace files wholesale, like `reset`).
-    pub fn lock(&self) -> Result<lock::StoreLock> {
-        let path = self.home.lock();
-        let quiet = self.quiet;
-        lock::acquire(&path, self.lock_timeout, &|| {
-            if !quiet {
-                eprintln!("Blocking: waiting for the state lock ({})", path.display());
+        self.transaction(now, &[Lock::Status], |tx| {
+            let (mut state, previous) = tx.read_tracked::<State>()?;
+            let before = state.clone();
+            let mut effects = Vec::new();
+            crate::protocol::foreign::reconcile(&mut state, previous.as_ref(), now, &mut effects)?;
+            let value = op(&mut state, &mut effects)?;
+            if state != before || !self.home.status().exists() {
+                tx.write(&state)?;
             }
+            stage_effects(tx, now, effects)?;
+            Ok(value)
         })
     }
 
-    /// Persist one operation (the lock is held): the new state, if any, is written and fsynced
-    /// first (a full disk fails here, with nothing appended), then the ledger lines are appended
-    /// (history, conflicts.log, and the event journal last, so journal readers only see events
-    /// whose other lines are durable), and the rename of status.json comes last. If the rename
-    /// fails the lines are taken back. Only a crash in the instant between the journal append and
-    /// the rename can leave the ledgers one operation ahead of the state.
-    fn commit(&self, now: Timestamp, state: Option<&State>, effects: &[Effect]) -> Result<()> {
-        let prepared = match state {
-            Some(st) => Some(atomic::prepare(&self.home.status(), &codec::encode(st))?),
-            None => None,
-        };
-        let appended = self.apply_effects(now, effects)?;
-        if let Some(prepared) = prepared
-            && let Err(e) = prepared.commit()
-        {
-            appended.iter().rev().for_each(ledger::Appended::undo);
-            return Err(e);
-        }
-        Ok(())
+    /// Take `status.lock` (doctor's repairs replace files wholesale under it).
+    pub fn lock(&self) -> Result<lock::StoreLock> {
+        self.take(Lock::Status)
     }
 
-    /// Append the effects' ledger lines; if one append fails, the earlier ones are taken back.
-    fn apply_effects(&self, now: Timestamp, effects: &[Effect]) -> Result<Vec<ledger::Appended>> {
-        let mut history = Vec::new();
-        let mut log = Vec::new();
-        let mut events = Vec::new();
-        for e in effects {
-            match e {
-                Effect::History(h) => {
-                    history.push(serde_json::to_string(h).expect("history entries serialize"))
-                }
-                Effect::Log { kind, text } => log.push(ledger::LogEntry::format(now, *kind, text)),
-                Effect::Event(ev) => events.push(ev.clone()),
-            }
-        }
-        // Read the settings first so a bad config.json fails before anything is appended.
-        let retention = if events.is_empty() {
-            None
-        } else {
-            Some(journal::Retention::from_config(&self.config()?))
-        };
-        let mut done: Vec<ledger::Appended> = Vec::new();
-        let steps: [&dyn Fn() -> Result<Option<ledger::Appended>>; 3] = [
-            &|| ledger::append(&self.home.history(), &history),
-            &|| ledger::append(&self.home.conflicts_log(), &log),
-            &|| match retention {
-                Some(r) => journal::append(self.home.dir(), r, now, &events),
-                None => Ok(None),
-            },
-        ];
-        for step in steps {
-            match step() {
-                Ok(a) => done.extend(a),
-                Err(e) => {
-                    done.iter().rev().for_each(ledger::Appended::undo);
-                    return Err(e);
-                }
-            }
-        }
-        Ok(done)
+    /// Take every lock of the home, in order, and finish any pending commit (doctor's repairs).
+    pub fn lock_all(&self) -> Result<Vec<lock::StoreLock>> {
+        let locks = Lock::ALL
+            .iter()
+            .map(|l| self.take(*l))
+            .collect::<Result<Vec<_>>>()?;
+        redo::replay(self.home.dir())?;
+        Ok(locks)
     }
 
-    /// Append events that come with no state change (like `gate.blocked`), under the lock.
+    /// Append events that come with no state change (like `gate.blocked`).
     pub fn append_events(
         &self,
         now: Timestamp,
         events: Vec<crate::protocol::events::NewEvent>,
     ) -> Result<()> {
-        let _lock = self.lock()?;
-        let effects: Vec<Effect> = events.into_iter().map(Effect::Event).collect();
-        self.commit(now, None, &effects)
+        self.transaction(now, &[], |tx| {
+            events.into_iter().for_each(|e| tx.event(e));
+            Ok(())
+        })
     }
 
     /// Keep `status.json` as `status.json.<stamp>.bak` (if it exists, parseable or not)
     /// and write an empty state, under the lock. Returns the backup's path.
     pub fn reset(&self, now: Timestamp) -> Result<Option<PathBuf>> {
-        let _lock = self.lock()?;
-        let status = self.home.status();
-        let backup = if status.exists() {
-            Some(atomic::keep_beside(
-                &status,
-                &format!("{}.bak", now.compact()),
-            )?)
-        } else {
-            None
-        };
-        // Record what the reset removes, as cleanup would: a history line (outcome `orphaned`)
-        // and the events of each instance that can still be read.
-        let mut effects = Vec::new();
-        if let Ok(mut st) = self.read(now) {
-            let ids: Vec<String> = st.instances.iter().map(|i| i.id.clone()).collect();
-            for id in ids {
-                let live = crate::protocol::ops::AssumeAlive;
-                crate::protocol::ops::cleanup(&mut st, 0, Some(&id), now, &live, &mut effects)?;
-            }
-            for e in &mut effects {
-                if let Effect::History(h) = e {
-                    h.notes = Some("removed by conductor reset".into());
+        self.transaction(now, &[Lock::Status], |tx| {
+            let status = self.home.status();
+            let backup = if status.exists() {
+                Some(atomic::keep_beside(
+                    &status,
+                    &format!("{}.bak", now.compact()),
+                )?)
+            } else {
+                None
+            };
+            // Record what the reset removes, as cleanup would: a history line (outcome
+            // `orphaned`) and the events of each instance that can still be read.
+            let mut effects = Vec::new();
+            if let Ok(mut st) = tx.read::<State>() {
+                let ids: Vec<String> = st.instances.iter().map(|i| i.id.clone()).collect();
+                for id in ids {
+                    let live = crate::protocol::ops::AssumeAlive;
+                    crate::protocol::ops::cleanup(&mut st, 0, Some(&id), now, &live, &mut effects)?;
+                }
+                for e in &mut effects {
+                    if let Effect::History(h) = e {
+                        h.notes = Some("removed by conductor reset".into());
+                    }
                 }
             }
-        }
-        self.commit(now, Some(&State::empty(now)), &effects)?;
-        Ok(backup)
+            tx.write(&State::empty(now))?;
+            stage_effects(tx, now, effects)?;
+            Ok(backup)
+        })
     }
 
     /// Stream the lines of a ledger in the home (see [`ledger::for_each_line`]).
@@ -261,6 +226,23 @@ impl Store {
         let c: Config = read_doc(&self.home.config(), Schema::Config)?.unwrap_or_default();
         Ok(self.config.get_or_init(|| c).clone())
     }
+}
+
+/// Stage a protocol operation's effects in a transaction.
+fn stage_effects(tx: &mut Tx, now: Timestamp, effects: Vec<Effect>) -> Result<()> {
+    for e in effects {
+        match e {
+            Effect::History(h) => tx.append(
+                HISTORY,
+                serde_json::to_string(&h).expect("history entries serialize"),
+            )?,
+            Effect::Log { kind, text } => {
+                tx.append(CONFLICTS, ledger::LogEntry::format(now, kind, &text))?
+            }
+            Effect::Event(ev) => tx.event(ev),
+        }
+    }
+    Ok(())
 }
 
 /// Read a whole file; `None` if it does not exist.

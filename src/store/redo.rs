@@ -1,0 +1,224 @@
+//! The redo record (`commit.redo`): what makes a transaction atomic across a crash, whatever
+//! number of files it touches.
+//!
+//! A transaction first writes every new document to a fsynced temp file beside its target.
+//! Then, holding the journal lock (the last lock in the order, so one commit at a time), it
+//! writes one record naming every rename and every ledger append (with the byte offset it goes
+//! at and the exact bytes), and fdatasyncs it: **that write is the commit point**. Only then
+//! are the renames done and the lines appended (the event journal last); the files are
+//! fsynced, and the record is cleared.
+//!
+//! After a SIGKILL at any instant the record is either incomplete (its checksum line is
+//! missing or wrong: the transaction never committed, nothing of it was applied, and its temp
+//! files are debris) or complete, and then [`replay`] finishes it. Replay is idempotent: a
+//! rename whose temp file is gone was done; an append whose bytes are already at their offset
+//! was done; anything else is cut back to the offset and written again. Whoever takes the
+//! journal lock replays a pending record before doing anything else, and every transaction
+//! checks for one after taking its own locks and before reading, so nobody ever reads a
+//! document that a committed transaction has not finished writing.
+//!
+//! The record file is created once and then rewritten in place (`pwrite` + `fdatasync`, no
+//! directory sync), and cleared by truncation.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::atomic;
+use crate::error::{Error, IoContext, Result};
+
+/// The record's file name in the home.
+pub const FILE: &str = "commit.redo";
+
+/// One committed transaction's changes, by file name relative to the home.
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Record {
+    /// `(temp file, target)`: renamed in this order.
+    pub renames: Vec<(String, String)>,
+    /// Appends, in this order (the event journal last).
+    pub appends: Vec<Append>,
+}
+
+/// Bytes that go at `at` in `file`.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub struct Append {
+    pub file: String,
+    pub at: u64,
+    pub data: String,
+}
+
+impl Record {
+    pub fn is_empty(&self) -> bool {
+        self.renames.is_empty() && self.appends.is_empty()
+    }
+}
+
+/// FNV-1a, 64 bits: enough to tell a whole record from a torn one.
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn open(dir: &Path) -> Result<File> {
+    let path = dir.join(FILE);
+    let existed = path.exists();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .ctx("open", &path)?;
+    if !existed {
+        // Once, so that later records need no directory sync to be found after a power cut.
+        atomic::sync_dir(dir)?;
+    }
+    Ok(f)
+}
+
+/// True when a record may be waiting (a cheap `stat`, for lock-free readers and for
+/// transactions right after they take their locks).
+pub fn pending(dir: &Path) -> bool {
+    std::fs::metadata(dir.join(FILE)).is_ok_and(|m| m.len() > 0)
+}
+
+/// Write `record` and make it durable: the commit point. The journal lock is held.
+pub fn write(dir: &Path, record: &Record) -> Result<File> {
+    let f = open(dir)?;
+    let path = dir.join(FILE);
+    let mut bytes = serde_json::to_vec(record).expect("redo records serialize");
+    bytes.push(b'\n');
+    let trailer = format!("end {:016x} {}\n", checksum(&bytes), bytes.len());
+    bytes.extend_from_slice(trailer.as_bytes());
+    f.set_len(0)
+        .and_then(|_| f.write_all_at(&bytes, 0))
+        .and_then(|_| f.sync_data())
+        .ctx("write the commit record", &path)?;
+    Ok(f)
+}
+
+/// Clear the record once everything it names is durable. Not synced: replaying a record whose
+/// changes are all in place changes nothing.
+pub fn clear(f: &File) {
+    let _ = f.set_len(0);
+}
+
+/// Parse a record; `None` for an empty, torn or foreign one (a transaction that never
+/// committed).
+fn parse(bytes: &[u8]) -> Option<Record> {
+    let body_end = bytes[..bytes.len().checked_sub(1)?]
+        .iter()
+        .rposition(|b| *b == b'\n')?
+        + 1;
+    let trailer = std::str::from_utf8(&bytes[body_end..]).ok()?.trim_end();
+    let mut parts = trailer.split(' ');
+    let (Some("end"), Some(sum), Some(len)) = (parts.next(), parts.next(), parts.next()) else {
+        return None;
+    };
+    let body = &bytes[..body_end];
+    (len.parse::<usize>().ok()? == body.len()
+        && u64::from_str_radix(sum, 16).ok()? == checksum(body))
+    .then(|| serde_json::from_slice(body).ok())?
+}
+
+/// Finish the committed transaction in the record, if any, and clear it. The journal lock is
+/// held. Returns true if there was one.
+pub fn replay(dir: &Path) -> Result<bool> {
+    if !pending(dir) {
+        return Ok(false);
+    }
+    let f = open(dir)?;
+    let mut bytes = Vec::new();
+    {
+        use std::io::Read;
+        (&f).read_to_end(&mut bytes).ctx("read", &dir.join(FILE))?;
+    }
+    let found = match parse(&bytes) {
+        Some(record) => {
+            apply(dir, &record)?;
+            true
+        }
+        None => false,
+    };
+    clear(&f);
+    Ok(found)
+}
+
+/// Do what the record says (idempotently) and make it durable.
+pub fn apply(dir: &Path, record: &Record) -> Result<()> {
+    for (tmp, target) in &record.renames {
+        let from = dir.join(tmp);
+        match std::fs::rename(&from, dir.join(target)) {
+            Ok(()) => {}
+            // Renamed before (the record is being replayed).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("replace", &dir.join(target), e)),
+        }
+    }
+    let mut touched: Vec<(File, &str)> = Vec::new();
+    for a in &record.appends {
+        let path = dir.join(&a.file);
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .ctx("open", &path)?;
+        let data = a.data.as_bytes();
+        let len = f.metadata().ctx("inspect", &path)?.len();
+        let already = len >= a.at + data.len() as u64 && {
+            let mut have = vec![0u8; data.len()];
+            f.read_exact_at(&mut have, a.at).is_ok() && have == data
+        };
+        if !already {
+            if len != a.at {
+                f.set_len(a.at).ctx("cut back", &path)?;
+            }
+            f.write_all_at(data, a.at).ctx("append to", &path)?;
+        }
+        touched.push((f, &a.file));
+    }
+    for (f, name) in &touched {
+        f.sync_data().ctx("sync", &dir.join(name))?;
+    }
+    if !record.renames.is_empty() || !touched.is_empty() {
+        atomic::sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_record_is_not_a_commit() {
+        let rec = Record {
+            renames: vec![(".tmp-a.tmp".into(), "a.json".into())],
+            appends: vec![Append {
+                file: "x.jsonl".into(),
+                at: 3,
+                data: "{}\n".into(),
+            }],
+        };
+        let mut bytes = serde_json::to_vec(&rec).unwrap();
+        bytes.push(b'\n');
+        let trailer = format!("end {:016x} {}\n", checksum(&bytes), bytes.len());
+        bytes.extend_from_slice(trailer.as_bytes());
+        assert_eq!(parse(&bytes), Some(rec));
+        for cut in 0..bytes.len() {
+            assert_eq!(parse(&bytes[..cut]), None, "cut at {cut}");
+        }
+        let mut flipped = bytes.clone();
+        flipped[5] ^= 1;
+        assert_eq!(parse(&flipped), None);
+    }
+}
