@@ -2,6 +2,7 @@
 
 mod common;
 
+mod agree;
 mod corrupt;
 mod crash;
 mod events;
