@@ -390,3 +390,114 @@ pub fn external_events(previous: &State, current: &State) -> Vec<NewEvent> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ops::{self, AssumeAlive, NewInstance};
+    use crate::protocol::{Priority, Source};
+
+    fn now() -> Timestamp {
+        Timestamp::parse("2026-01-17T10:00:00Z").unwrap()
+    }
+
+    fn with_two() -> (State, String, String) {
+        let mut st = State::empty(now());
+        let mut fx = Vec::new();
+        let mut n = 0;
+        let mut hex = || {
+            n += 1;
+            format!("{n:06x}")
+        };
+        let new = |task: &str, wd: &str| NewInstance {
+            source: Source::Web,
+            project: "p".into(),
+            task: task.into(),
+            priority: Priority::P1,
+            working_directory: wd.into(),
+            override_reason: None,
+            pid: None,
+            host: None,
+            session_id: None,
+        };
+        let a = ops::start(&mut st, new("a", "/w"), None, &mut hex, now(), &mut fx);
+        let b = ops::start(&mut st, new("b", "/v"), None, &mut hex, now(), &mut fx);
+        ops::claim(&mut st, &a, &["/w/x".into()], None, now(), &AssumeAlive, &mut fx).unwrap();
+        (st, a, b)
+    }
+
+    fn run(st: &mut State, seen: Seen) -> (Reconciled, Vec<Effect>) {
+        let mut fx = Vec::new();
+        let r = reconcile(st, seen, now(), &mut Lexical, &mut fx).unwrap();
+        (r, fx)
+    }
+
+    #[test]
+    fn conductors_own_file_is_left_alone() {
+        let (mut st, ..) = with_two();
+        st.global_claims.insert("rel".into(), "web-999999".into());
+        let before = st.clone();
+        let (r, fx) = run(&mut st, Seen::Own);
+        assert_eq!((st, r, fx.len()), (before, Reconciled::default(), 0));
+    }
+
+    #[test]
+    fn relative_keys_are_resolved_against_the_holders_directory() {
+        let (mut st, a, b) = with_two();
+        st.global_claims.insert("src/../y.rs".into(), b.clone());
+        st.instance_mut(&b).unwrap().files_claimed.push("./src/../y.rs".into());
+        let (r, fx) = run(&mut st, Seen::Changed(None));
+        assert_eq!(st.global_claims["/v/y.rs"], b);
+        assert_eq!(st.global_claims["/w/x"], a);
+        assert_eq!(st.instance(&b).unwrap().files_claimed, ["/v/y.rs"]);
+        assert!(r.keep_copy.is_some());
+        assert!(fx.iter().any(|e| matches!(e, Effect::Log { kind: LogKind::Repair, .. })));
+        crate::protocol::codec::check_consistency(&st).unwrap();
+        assert!(inspect(&st).is_empty());
+    }
+
+    #[test]
+    fn global_claims_decide_and_the_canonical_spelling_wins() {
+        let (mut st, a, b) = with_two();
+        // b lists a's file; global_claims also has a second spelling of it for b.
+        st.instance_mut(&b).unwrap().files_claimed.push("/w/x".into());
+        st.global_claims.insert("/w/./x".into(), b.clone());
+        assert!(!inspect(&st).is_empty());
+        run(&mut st, Seen::Changed(None));
+        assert_eq!(st.global_claims.len(), 1);
+        assert_eq!(st.global_claims["/w/x"], a);
+        assert!(st.instance(&b).unwrap().files_claimed.is_empty());
+        crate::protocol::codec::check_consistency(&st).unwrap();
+    }
+
+    #[test]
+    fn changes_since_conductors_last_write_become_external_events() {
+        let (prev, a, b) = with_two();
+        let mut st = prev.clone();
+        st.global_claims.remove("/w/x");
+        st.instance_mut(&a).unwrap().files_claimed.clear();
+        st.global_claims.insert("/v/z".into(), b.clone());
+        st.instance_mut(&b).unwrap().files_claimed.push("/v/z".into());
+        st.instances.retain(|i| i.id != a);
+        let (r, fx) = run(&mut st, Seen::Changed(Some(&prev)));
+        assert_eq!(r.keep_copy, None, "nothing to repair");
+        let evs: Vec<(&str, String)> = fx
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Event(ev) => {
+                    assert_eq!(ev.payload["external"], true);
+                    Some((ev.event_type, ev.actor.clone().unwrap()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            evs,
+            [
+                (events::CLAIM_RELEASED, a.clone()),
+                (events::INSTANCE_DONE, a),
+                (events::CLAIM_GRANTED, b)
+            ]
+        );
+    }
+}
