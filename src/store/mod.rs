@@ -262,7 +262,7 @@ pub fn read_doc<T: DeserializeOwned>(path: &Path, schema: Schema) -> Result<Opti
     decode(path, &bytes, schema).map(Some)
 }
 
-pub(crate) fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
+pub fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
     Error::CorruptState {
         path: path.to_path_buf(),
         detail: detail.into(),

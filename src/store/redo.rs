@@ -108,6 +108,17 @@ pub fn clear(f: &File) {
     let _ = f.set_len(0);
 }
 
+/// Empty the record file after a failed write of a record.
+pub fn clear_file(dir: &Path) {
+    if let Ok(f) = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dir.join(FILE))
+    {
+        let _ = f.set_len(0);
+    }
+}
+
 /// Parse a record; `None` for an empty, torn or foreign one (a transaction that never
 /// committed).
 fn parse(bytes: &[u8]) -> Option<Record> {
@@ -149,50 +160,100 @@ pub fn replay(dir: &Path) -> Result<bool> {
     Ok(found)
 }
 
-/// Do what the record says (idempotently) and make it durable.
-pub fn apply(dir: &Path, record: &Record) -> Result<()> {
+/// How applying a record failed.
+pub enum ApplyError {
+    /// An append failed (a full disk): no rename was done yet, and the appends made so far can
+    /// be cut back, so the transaction can still be abandoned as if it never committed.
+    Appending(Error),
+    /// A later step failed: the transaction stays committed and the record stays for the next
+    /// writer to finish.
+    Finishing(Error),
+}
+
+impl From<ApplyError> for Error {
+    fn from(e: ApplyError) -> Error {
+        match e {
+            ApplyError::Appending(e) | ApplyError::Finishing(e) => e,
+        }
+    }
+}
+
+/// Do what the record says (idempotently) and make it durable: the appends first (the event
+/// journal last; growing a file is what can fail for lack of space), then the renames.
+pub fn apply(dir: &Path, record: &Record) -> std::result::Result<(), ApplyError> {
+    let mut touched: Vec<(File, &str)> = Vec::new();
+    for a in &record.appends {
+        touched.push((append_at(dir, a).map_err(ApplyError::Appending)?, &a.file));
+    }
+    for (f, name) in &touched {
+        f.sync_data()
+            .ctx("sync", &dir.join(name))
+            .map_err(ApplyError::Appending)?;
+    }
     for (tmp, target) in &record.renames {
         let from = dir.join(tmp);
         match std::fs::rename(&from, dir.join(target)) {
             Ok(()) => {}
             // Renamed before (the record is being replayed).
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("replace", &dir.join(target), e)),
-        }
-    }
-    let mut touched: Vec<(File, &str)> = Vec::new();
-    for a in &record.appends {
-        let path = dir.join(&a.file);
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .ctx("open", &path)?;
-        let data = a.data.as_bytes();
-        let len = f.metadata().ctx("inspect", &path)?.len();
-        let already = len >= a.at + data.len() as u64 && {
-            let mut have = vec![0u8; data.len()];
-            f.read_exact_at(&mut have, a.at).is_ok() && have == data
-        };
-        if !already {
-            if len != a.at {
-                f.set_len(a.at).ctx("cut back", &path)?;
+            Err(e) => {
+                return Err(ApplyError::Finishing(Error::io(
+                    "replace",
+                    &dir.join(target),
+                    e,
+                )));
             }
-            f.write_all_at(data, a.at).ctx("append to", &path)?;
         }
-        touched.push((f, &a.file));
-    }
-    for (f, name) in &touched {
-        f.sync_data().ctx("sync", &dir.join(name))?;
     }
     if !record.renames.is_empty() || !touched.is_empty() {
-        atomic::sync_dir(dir)?;
+        atomic::sync_dir(dir).map_err(ApplyError::Finishing)?;
     }
     Ok(())
+}
+
+/// Put an append's bytes at its offset unless they are already there.
+fn append_at(dir: &Path, a: &Append) -> Result<File> {
+    let path = dir.join(&a.file);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .ctx("open", &path)?;
+    let data = a.data.as_bytes();
+    let len = f.metadata().ctx("inspect", &path)?.len();
+    let already = len >= a.at + data.len() as u64 && {
+        let mut have = vec![0u8; data.len()];
+        f.read_exact_at(&mut have, a.at).is_ok() && have == data
+    };
+    if !already {
+        if len != a.at {
+            f.set_len(a.at).ctx("cut back", &path)?;
+        }
+        if let Err(e) = f.write_all_at(data, a.at) {
+            let _ = f.set_len(a.at);
+            return Err(Error::io("append to", &path, e));
+        }
+    }
+    Ok(f)
+}
+
+/// Take back the appends of a record that could not be applied (the journal lock is held, so
+/// nobody appended since).
+pub fn undo_appends(dir: &Path, record: &Record) {
+    for a in &record.appends {
+        if let Ok(f) = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(dir.join(&a.file))
+            && f.metadata().is_ok_and(|m| m.len() > a.at)
+        {
+            let _ = f.set_len(a.at).and_then(|_| f.sync_data());
+        }
+    }
 }
 
 #[cfg(test)]

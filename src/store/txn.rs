@@ -46,6 +46,17 @@ impl Lock {
         Lock::Journal,
     ];
 
+    /// What the lock guards, in messages.
+    pub fn purpose(self) -> &'static str {
+        match self {
+            Lock::Status => "state",
+            Lock::Runtime => "runtime",
+            Lock::Workflows => "workflows",
+            Lock::Queue => "queue",
+            Lock::Journal => "journal",
+        }
+    }
+
     /// The lock file's name in the home.
     pub fn file(self) -> &'static str {
         match self {
@@ -257,7 +268,11 @@ impl Store {
         let quiet = self.quiet;
         super::lock::acquire(&path, self.lock_timeout(), &|| {
             if !quiet {
-                eprintln!("Blocking: waiting for the lock {}", path.display());
+                eprintln!(
+                    "Blocking: waiting for the {} lock ({})",
+                    lock.purpose(),
+                    path.display()
+                );
             }
         })
     }
@@ -321,25 +336,39 @@ impl Store {
                 data: join_lines(&lines),
             });
         }
-        let written = redo::write(dir, &record);
-        let f = match written {
+        let remove_temps = || {
+            for (tmp, shadow, _) in &prepared {
+                let _ = std::fs::remove_file(dir.join(tmp));
+                if let Some(s) = shadow {
+                    let _ = std::fs::remove_file(dir.join(s));
+                }
+            }
+        };
+        let f = match redo::write(dir, &record) {
             Ok(f) => f,
             Err(e) => {
-                // Not committed: the temp files go, nothing else was touched.
-                for (tmp, shadow, _) in &prepared {
-                    let _ = std::fs::remove_file(dir.join(tmp));
-                    if let Some(s) = shadow {
-                        let _ = std::fs::remove_file(dir.join(s));
-                    }
-                }
+                // Not committed (a torn record is no record): nothing else was touched.
+                redo::clear_file(dir);
+                remove_temps();
                 return Err(e);
             }
         };
-        // Committed. A failure from here on leaves the record for the next transaction to
-        // finish (the error is still reported: this command's write is not yet in place).
-        redo::apply(dir, &record)?;
-        redo::clear(&f);
-        Ok(())
+        match redo::apply(dir, &record) {
+            Ok(()) => {
+                redo::clear(&f);
+                Ok(())
+            }
+            // Out of space while appending, before any rename: abandon the transaction whole.
+            Err(redo::ApplyError::Appending(e)) => {
+                redo::undo_appends(dir, &record);
+                redo::clear(&f);
+                remove_temps();
+                Err(e)
+            }
+            // Committed but not finished: the record stays, and the next transaction (or
+            // reader) finishes it before it reads anything.
+            Err(redo::ApplyError::Finishing(e)) => Err(e),
+        }
     }
 }
 

@@ -16,3 +16,4 @@ mod security;
 mod shell;
 mod smoke;
 mod stale;
+mod txn_crash;
