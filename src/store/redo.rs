@@ -21,7 +21,7 @@
 //! directory sync), and cleared by truncation.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -224,7 +224,13 @@ fn append_at(dir: &Path, a: &Append) -> Result<File> {
         .open(&path)
         .ctx("open", &path)?;
     let data = a.data.as_bytes();
-    let len = f.metadata().ctx("inspect", &path)?.len();
+    let meta = f.metadata().ctx("inspect", &path)?;
+    // A ledger created by someone else (say the original plugin) may be world-readable.
+    if meta.permissions().mode() & 0o077 != 0 {
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .ctx("make private", &path)?;
+    }
+    let len = meta.len();
     let already = len >= a.at + data.len() as u64 && {
         let mut have = vec![0u8; data.len()];
         f.read_exact_at(&mut have, a.at).is_ok() && have == data
