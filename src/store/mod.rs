@@ -127,13 +127,10 @@ impl Store {
     ) -> Result<T> {
         self.transaction(now, &[Lock::Status], |tx| {
             let (mut state, previous) = tx.read_tracked::<State>()?;
-            let before = state.clone();
             let mut effects = Vec::new();
             crate::protocol::foreign::reconcile(&mut state, previous.as_ref(), now, &mut effects)?;
             let value = op(&mut state, &mut effects)?;
-            if state != before || !self.home.status().exists() {
-                tx.write(&state)?;
-            }
+            tx.write_if_changed(&state)?;
             stage_effects(tx, now, effects)?;
             Ok(value)
         })

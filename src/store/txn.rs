@@ -135,6 +135,8 @@ pub struct Tx<'s> {
     writes: Vec<Write>,
     appends: Vec<(LedgerFile, Vec<String>)>,
     events: Vec<NewEvent>,
+    /// The bytes each document had when this transaction read it (`None`: no file).
+    seen: Vec<(&'static str, Option<Vec<u8>>)>,
 }
 
 struct Write {
@@ -166,17 +168,24 @@ impl<'s> Tx<'s> {
     }
 
     /// Read a document (its lock must be held). A missing file is [`Document::empty`].
-    pub fn read<D: Document>(&self) -> Result<D> {
+    pub fn read<D: Document>(&mut self) -> Result<D> {
         self.check_held(D::LOCK, D::FILE)?;
-        self.store.read_doc_file::<D>(self.now)
+        let path = self.store.home().dir().join(D::FILE);
+        let bytes = super::read_bytes(&path)?;
+        let doc = match &bytes {
+            None => D::empty(self.now),
+            Some(b) => D::decode(&path, b)?,
+        };
+        self.seen.retain(|(f, _)| *f != D::FILE);
+        self.seen.push((D::FILE, bytes));
+        Ok(doc)
     }
 
     /// Read a tracked document and, when another program replaced its file since conductor's
     /// last commit, the version conductor committed last.
-    pub fn read_tracked<D: Document>(&self) -> Result<(D, Option<D>)> {
-        self.check_held(D::LOCK, D::FILE)?;
+    pub fn read_tracked<D: Document>(&mut self) -> Result<(D, Option<D>)> {
+        let current = self.read::<D>()?;
         let dir = self.store.home().dir();
-        let current = self.store.read_doc_file::<D>(self.now)?;
         let path = dir.join(D::FILE);
         let last = dir.join(last_committed_name(D::FILE));
         use std::os::unix::fs::MetadataExt;
@@ -204,6 +213,28 @@ impl<'s> Tx<'s> {
             track: D::TRACK_FOREIGN_WRITES,
         });
         Ok(())
+    }
+
+    /// Replace a document when the transaction commits, unless its bytes are exactly those
+    /// this transaction read (so an operation that changed nothing writes nothing, without
+    /// keeping a copy of the document to compare). Returns true if it will be written.
+    pub fn write_if_changed<D: Document>(&mut self, doc: &D) -> Result<bool> {
+        self.check_held(D::LOCK, D::FILE)?;
+        let bytes = doc.encode();
+        let same = self
+            .seen
+            .iter()
+            .any(|(f, b)| *f == D::FILE && b.as_deref() == Some(bytes.as_slice()));
+        self.writes.retain(|w| w.file != D::FILE);
+        if !same {
+            self.writes.push(Write {
+                file: D::FILE,
+                lock: D::LOCK,
+                bytes,
+                track: D::TRACK_FOREIGN_WRITES,
+            });
+        }
+        Ok(!same)
     }
 
     /// Append a line (without its newline) to a ledger when the transaction commits.
@@ -256,6 +287,7 @@ impl Store {
             writes: Vec::new(),
             appends: Vec::new(),
             events: Vec::new(),
+            seen: Vec::new(),
         };
         let value = f(&mut tx)?;
         self.commit(tx)?;
