@@ -151,6 +151,10 @@ fn kill_loop(rounds: usize) {
     let exe = std::env::current_exe().unwrap();
     let mut rng: u64 = 0x9E37_79B9_7F4A_7C15;
     let (mut killed_mid_txn, mut acked_total) = (0usize, 0u64);
+    // The kill delay adapts to this machine: it grows while kills land before any transaction
+    // is acknowledged (a slow or busy machine) and shrinks while many are, so both kills inside
+    // a transaction and acknowledged transactions are checked.
+    let mut max_delay_us: u64 = 30_000;
     for _ in 0..rounds {
         rng ^= rng << 13;
         rng ^= rng >> 7;
@@ -168,7 +172,7 @@ fn kill_loop(rounds: usize) {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // Let it run a random while (0-30 ms after its first ack), then SIGKILL.
+        // Let it run a random while, then SIGKILL.
         let stdout = child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || {
             let mut last = 0u64;
@@ -181,7 +185,7 @@ fn kill_loop(rounds: usize) {
             last
         });
         let start = Instant::now();
-        let delay = Duration::from_micros(rng % 30_000);
+        let delay = Duration::from_micros(rng % max_delay_us);
         while start.elapsed() < delay {
             std::thread::sleep(Duration::from_micros(500));
         }
@@ -195,6 +199,11 @@ fn kill_loop(rounds: usize) {
         );
         if n > acked {
             killed_mid_txn += 1;
+        }
+        if acked <= acked_total {
+            max_delay_us = (max_delay_us * 3 / 2).min(2_000_000);
+        } else if acked > acked_total + 20 {
+            max_delay_us = (max_delay_us * 2 / 3).max(5_000);
         }
         acked_total = acked_total.max(acked);
     }
