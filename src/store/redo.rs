@@ -122,6 +122,9 @@ pub fn clear_file(dir: &Path) {
 /// Parse a record; `None` for an empty, torn or foreign one (a transaction that never
 /// committed).
 fn parse(bytes: &[u8]) -> Option<Record> {
+    if bytes.last() != Some(&b'\n') {
+        return None;
+    }
     let body_end = bytes[..bytes.len().checked_sub(1)?]
         .iter()
         .rposition(|b| *b == b'\n')?
@@ -287,5 +290,103 @@ mod tests {
         let mut flipped = bytes.clone();
         flipped[5] ^= 1;
         assert_eq!(parse(&flipped), None);
+    }
+
+    /// A home with an old document and two ledgers, a temp file with the new document, and the
+    /// record that commits it.
+    fn setup(dir: &Path) -> Record {
+        std::fs::write(dir.join("a.json"), "old\n").unwrap();
+        std::fs::write(dir.join(".tmp-status-x.tmp"), "new\n").unwrap();
+        std::fs::write(dir.join("l.jsonl"), "{\"n\":1}\n").unwrap();
+        std::fs::write(dir.join("events.jsonl"), "").unwrap();
+        Record {
+            renames: vec![(".tmp-status-x.tmp".into(), "a.json".into())],
+            appends: vec![
+                Append {
+                    file: "l.jsonl".into(),
+                    at: 8,
+                    data: "{\"n\":2}\n{\"n\":3}\n".into(),
+                },
+                Append {
+                    file: "events.jsonl".into(),
+                    at: 0,
+                    data: "{\"seq\":1}\n".into(),
+                },
+            ],
+        }
+    }
+
+    fn files(dir: &Path) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read_to_string(e.path()).unwrap(),
+                )
+            })
+            .filter(|(n, _)| n != FILE)
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn replay_finishes_a_commit_interrupted_at_any_step() {
+        let done = tempfile::tempdir().unwrap();
+        let rec = setup(done.path());
+        apply(done.path(), &rec).ok().unwrap();
+        let expected = files(done.path());
+        assert_eq!(
+            expected,
+            vec![
+                ("a.json".to_string(), "new\n".to_string()),
+                ("events.jsonl".to_string(), "{\"seq\":1}\n".to_string()),
+                (
+                    "l.jsonl".to_string(),
+                    "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n".to_string()
+                ),
+            ]
+        );
+        // Crash points: after k bytes of the first append, after the first append, after both,
+        // after the rename (not cleared).
+        type Crash = fn(&Path, &Record);
+        let crashes: Vec<(&str, Crash)> = vec![
+            ("before anything", |_, _| {}),
+            ("inside the first append", |d, r| {
+                let a = &r.appends[0];
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(d.join(&a.file))
+                    .unwrap();
+                f.write_all_at(&a.data.as_bytes()[..5], a.at).unwrap();
+            }),
+            ("after the first append", |d, r| {
+                append_at(d, &r.appends[0]).unwrap();
+            }),
+            ("after both appends", |d, r| {
+                append_at(d, &r.appends[0]).unwrap();
+                append_at(d, &r.appends[1]).unwrap();
+            }),
+            ("after the rename", |d, r| {
+                apply(d, r).ok().unwrap();
+            }),
+        ];
+        for (name, crash) in crashes {
+            let tmp = tempfile::tempdir().unwrap();
+            let rec = setup(tmp.path());
+            crash(tmp.path(), &rec);
+            let f = write(tmp.path(), &rec).unwrap();
+            drop(f);
+            assert!(pending(tmp.path()), "{name}");
+            assert!(replay(tmp.path()).unwrap(), "{name}: the record is found");
+            assert!(!pending(tmp.path()), "{name}: the record is cleared");
+            assert_eq!(files(tmp.path()), expected, "{name}");
+            // Replaying the same record again changes nothing.
+            write(tmp.path(), &rec).unwrap();
+            replay(tmp.path()).unwrap();
+            assert_eq!(files(tmp.path()), expected, "{name}, replayed twice");
+        }
     }
 }
