@@ -10,6 +10,12 @@
 //! domain locks; then, under the journal lock, the events are numbered, one redo record naming
 //! every rename and append is made durable (the commit point), the renames and appends are
 //! done (the journal last), and the record is cleared.
+//!
+//! The interface is the same for a remote backend (issue 12, etcd): a document is a key, a
+//! ledger line and an event are keys under a prefix numbered in one sequence, and a commit is one
+//! etcd transaction that compares the revisions of the documents read and puts everything
+//! staged. There the locks become that comparison, and a transaction whose comparison fails is
+//! run again from its reads, which is why operations stay pure functions of what they read.
 
 use std::path::Path;
 
