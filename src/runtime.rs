@@ -201,6 +201,15 @@ impl PathNormalizer {
     }
 }
 
+impl crate::protocol::foreign::Resolve for PathNormalizer {
+    fn physical(&mut self, path: &str) -> String {
+        self.resolve_physical(Path::new(path))
+            .into_os_string()
+            .into_string()
+            .unwrap_or_else(|_| crate::protocol::foreign::lexical(path))
+    }
+}
+
 /// Join `p` to `base` and collapse `.` and `..` lexically. `None` if a relative `p` climbs
 /// above `base`.
 fn collapse(p: &Path, base: &Path) -> Option<PathBuf> {

@@ -70,7 +70,14 @@ macro_rules! op_branch {
     };
 }
 
-from_file!(StatusSchema, "schemas/status.schema.json");
+/// status.json's validator asserts `format` (its `date_time` is any RFC 3339 date-time, which
+/// a pattern alone cannot check: days per month, leap seconds).
+#[jsonschema::validator(
+    path = "schemas/status.schema.json",
+    validate_formats = true,
+    resources = { "https://conductor.invalid/schemas/defs.schema.json" => { path = "schemas/defs.schema.json" } }
+)]
+struct StatusSchema;
 from_file!(HistoryEntrySchema, "schemas/history-entry.schema.json");
 from_file!(SprintSchema, "schemas/sprint.schema.json");
 from_file!(ConfigSchema, "schemas/config.schema.json");

@@ -16,6 +16,61 @@ impl Timestamp {
         Some(Timestamp::from_datetime(t))
     }
 
+    /// Parse an RFC 3339 `date-time` exactly as JSON Schema's `format: "date-time"` defines it
+    /// (the language `schemas/defs.schema.json#/$defs/date_time` publishes): `YYYY-MM-DD`, `T`
+    /// or `t`, `HH:MM:SS`, optional `.` and fraction digits, then `Z`, `z` or `+HH:MM`/`-HH:MM`.
+    /// Days are checked against the month and leap years; a leap second (`:60`) is accepted only
+    /// where it falls on 23:59 UTC and is read as `:59`. The fraction is dropped.
+    pub fn parse_rfc3339(s: &str) -> Option<Timestamp> {
+        let b = s.as_bytes();
+        let num = |r: std::ops::Range<usize>| -> Option<u32> {
+            let d = b.get(r)?;
+            d.iter().try_fold(0u32, |n, c| {
+                c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0'))
+            })
+        };
+        if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
+            return None;
+        }
+        let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+        if b[13] != b':' || b[16] != b':' {
+            return None;
+        }
+        let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+        if hour > 23 || minute > 59 || second > 60 {
+            return None;
+        }
+        let mut i = 19;
+        if b[i] == b'.' {
+            let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits == 0 {
+                return None;
+            }
+            i += 1 + digits;
+        }
+        let offset_minutes: i64 = match b.get(i)? {
+            b'Z' | b'z' if i + 1 == b.len() => 0,
+            sign @ (b'+' | b'-') if b.len() - i == 6 && b[i + 3] == b':' => {
+                let (oh, om) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
+                if oh > 23 || om > 59 {
+                    return None;
+                }
+                let m = i64::from(oh * 60 + om);
+                if *sign == b'+' { m } else { -m }
+            }
+            _ => return None,
+        };
+        let date = chrono::NaiveDate::from_ymd_opt(i32::try_from(year).ok()?, month, day)?;
+        let local = date.and_hms_opt(hour, minute, second.min(59))?;
+        let utc = local - chrono::TimeDelta::minutes(offset_minutes);
+        if second == 60
+            && !(chrono::Timelike::hour(&utc) == 23 && chrono::Timelike::minute(&utc) == 59)
+        {
+            return None;
+        }
+        Some(Timestamp(utc.and_utc()))
+    }
+
     fn from_datetime(t: DateTime<Utc>) -> Timestamp {
         Timestamp(DateTime::from_timestamp(t.timestamp(), 0).unwrap_or(t))
     }
@@ -108,8 +163,8 @@ impl Serialize for Timestamp {
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Timestamp::parse(&s)
-            .ok_or_else(|| serde::de::Error::custom(format!("not an RFC 3339 timestamp: {s:?}")))
+        Timestamp::parse_rfc3339(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("not an RFC 3339 date-time: {s:?}")))
     }
 }
 

@@ -25,6 +25,8 @@ pub struct StatusReport {
     pub summary: Summary,
     pub now: Timestamp,
     pub cwd: Option<std::path::PathBuf>,
+    /// What another program left inconsistent ([`crate::protocol::foreign::inspect`]).
+    pub warnings: Vec<String>,
 }
 
 const WIDTH: usize = 80;
@@ -59,8 +61,12 @@ fn fit(s: &str, width: usize) -> String {
 
 impl Report for StatusReport {
     fn to_json(&self) -> serde_json::Value {
-        json!({"status": "ok", "instances": self.state.instances, "conflicts": self.conflicts,
-               "drift_warnings": self.state.drift_warnings, "summary": self.summary})
+        let mut v = json!({"status": "ok", "instances": self.state.instances, "conflicts": self.conflicts,
+               "drift_warnings": self.state.drift_warnings, "summary": self.summary});
+        if !self.warnings.is_empty() {
+            v["state_warnings"] = json!(self.warnings);
+        }
+        v
     }
     fn to_text(&self) -> String {
         let s = &self.summary;
@@ -137,6 +143,16 @@ impl Report for StatusReport {
                 out.push(fit(&format!("  {}: {}", w.instance_id, w.reason), WIDTH));
             }
         }
+        if !self.warnings.is_empty() {
+            out.push(
+                "Warning: status.json was written by another program and is not in conductor's form \
+                 (served as it is, global_claims is the truth; the next conductor command repairs it):"
+                    .into(),
+            );
+            for w in &self.warnings {
+                out.push(format!("  {}", fit(w, 400)));
+            }
+        }
         out.join("\n")
     }
 }
@@ -146,6 +162,7 @@ pub fn report(state: State, now: Timestamp, cwd: Option<std::path::PathBuf>) -> 
     StatusReport {
         conflicts: ops::live_conflicts(&state),
         summary: ops::summary(&state, now),
+        warnings: crate::protocol::foreign::inspect(&state),
         state,
         now,
         cwd,

@@ -1,5 +1,19 @@
-//! `status.json` as bytes: decoding (parse, version check, schema, consistency) and encoding.
-//! Pure: the store reads and writes the file, this module says what its bytes mean.
+//! `status.json` as bytes: decoding and encoding. Pure: the store reads and writes the file, this
+//! module says what its bytes mean.
+//!
+//! Decoding is one typed parse: every field of [`State`] is deserialized by a function that
+//! refuses exactly what `schemas/status.schema.json` refuses (parse, don't validate), so no
+//! generic JSON value is built and no schema is walked on the hot path. The schema stays the
+//! published contract, `doctor` still runs the full validator ([`decode_validated`]), and a
+//! property test (`tests/it/agree.rs`) checks that both accept and refuse the same documents.
+//!
+//! One difference is outside the schema's data model: a document that repeats a key conductor
+//! knows (two `"id"` in one instance) is refused here, where a generic JSON value keeps the last.
+//!
+//! What the schema cannot express (every claim listed by its holder, no file under two
+//! instances, relative or unresolved claim keys) is not a reason to refuse a state: such a state
+//! is served as it is (`global_claims` is the truth) and repaired by the next transaction, see
+//! [`super::foreign`].
 
 use std::path::Path;
 
@@ -26,49 +40,46 @@ impl crate::store::Document for State {
     }
 }
 
-/// The current state for a quick read-only decision (agent hooks): parsed, version- and
-/// consistency-checked, but not validated against the JSON Schema.
+/// The state for a quick read-only decision (agent hooks, prompt): the same full decode as
+/// [`decode`], which costs no more than parsing.
 pub fn decode_quick(path: &Path, bytes: &[u8]) -> Result<State> {
-    let state: State = serde_json::from_slice(bytes)
-        .map_err(|e| corrupt(path, format!("not valid conductor state ({e})")))?;
-    if state.version != STATE_VERSION {
-        return Err(corrupt(
-            path,
-            format!(
-                "it has version \"{}\" and this conductor reads \"{STATE_VERSION}\" only",
-                crate::protocol::ops::printable(&state.version)
-            ),
-        ));
-    }
-    check_consistency(&state).map_err(|e| corrupt(path, e))?;
-    Ok(state)
+    decode(path, bytes)
 }
 
-/// Parse, version-check, validate and consistency-check `status.json`.
+/// Parse `status.json`: any document valid under `schemas/status.schema.json` is read, anything
+/// else is `corrupt_state` naming what is wrong and where.
 pub fn decode(path: &Path, bytes: &[u8]) -> Result<State> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        let what = if e.is_syntax() || e.is_eof() {
+            "not valid JSON"
+        } else {
+            "not valid conductor state"
+        };
+        corrupt(path, format!("{what} ({e})"))
+    })
+}
+
+/// [`decode`], after checking the document with the full JSON Schema validator (for `doctor`):
+/// a schema violation is reported in the schema's words.
+pub fn decode_validated(path: &Path, bytes: &[u8]) -> Result<State> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
     if let Some(v) = value.get("version").and_then(Value::as_str)
         && v != STATE_VERSION
     {
-        return Err(corrupt(
-            path,
-            format!(
-                "it has version \"{}\" and this conductor reads \"{STATE_VERSION}\" only; upgrade conductor",
-                crate::protocol::ops::printable(v)
-            ),
-        ));
+        return Err(corrupt(path, de::version_message(v)));
     }
     schema::validate(Schema::Status, &value)
         .map_err(|e| corrupt(path, format!("schema violation {e}")))?;
-    let state: State = serde_json::from_value(value).map_err(|e| corrupt(path, e.to_string()))?;
-    check_consistency(&state).map_err(|e| corrupt(path, e))?;
-    Ok(state)
+    decode(path, bytes)
 }
 
-/// The invariants JSON Schema cannot express: unique ids, no file held twice, and
-/// `global_claims` equal to the union of every instance's `files_claimed`.
-pub fn check_consistency(st: &State) -> Result<(), String> {
+/// The invariants of the form conductor writes, which JSON Schema cannot express: unique ids, no
+/// file held twice, and `global_claims` equal to the union of every instance's `files_claimed`.
+/// A state read from disk need not obey them (another program may have written it); conductor
+/// repairs it at its next transaction ([`super::foreign::reconcile`]) and every state it commits
+/// obeys them.
+pub fn check_consistency(st: &State) -> std::result::Result<(), String> {
     let mut seen_ids = std::collections::BTreeSet::new();
     let mut union = std::collections::BTreeMap::new();
     for i in &st.instances {
@@ -105,9 +116,168 @@ pub fn check_consistency(st: &State) -> Result<(), String> {
     Ok(())
 }
 
-/// The bytes written for a state: pretty JSON and a final newline.
+/// The bytes written for a state: pretty JSON (two-space indent, one key per line, so people
+/// and `diff` can read it) and a final newline.
 pub fn encode(state: &State) -> Vec<u8> {
-    let mut bytes = serde_json::to_vec_pretty(state).expect("state serializes");
+    // About 130 bytes per claim and 400 per instance: one allocation in the common case.
+    let guess = 256 + state.global_claims.len() * 160 + state.instances.len() * 512;
+    let mut bytes = Vec::with_capacity(guess);
+    serde_json::to_writer_pretty(&mut bytes, state).expect("state serializes");
     bytes.push(b'\n');
     bytes
+}
+
+/// Field deserializers that refuse what the schema refuses (`deserialize_with` targets for the
+/// types in [`super::types`]). Each names the `$defs` entry of `schemas/defs.schema.json` it
+/// mirrors.
+pub mod de {
+    use std::collections::BTreeMap;
+    use std::fmt;
+
+    use serde::Deserialize;
+    use serde::de::{self, Deserializer, MapAccess, Visitor};
+
+    use crate::protocol::{STATE_VERSION, is_valid_instance_id, ops::printable};
+    use crate::time::Timestamp;
+
+    /// The error for a `version` other than "1.0".
+    pub fn version_message(v: &str) -> String {
+        format!(
+            "it has version \"{}\" and this conductor reads \"{STATE_VERSION}\" only; upgrade conductor",
+            printable(v)
+        )
+    }
+
+    fn string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        String::deserialize(d)
+    }
+
+    /// `"version": {"const": "1.0"}`.
+    pub fn version<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        let v = string(d)?;
+        if v == STATE_VERSION {
+            Ok(v)
+        } else {
+            Err(de::Error::custom(version_message(&v)))
+        }
+    }
+
+    fn check_id<E: de::Error>(v: String) -> Result<String, E> {
+        if is_valid_instance_id(&v) {
+            Ok(v)
+        } else {
+            Err(E::custom(format!(
+                "`{}` is not an instance id (three lowercase letters, `-`, six lowercase hex digits)",
+                printable(&v)
+            )))
+        }
+    }
+
+    /// `$defs/instance_id`: `^[a-z]{3}-[0-9a-f]{6}$`.
+    pub fn instance_id<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        check_id(string(d)?)
+    }
+
+    /// `$defs/abs_path`: starts with `/`, no NUL byte.
+    pub fn abs_path<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        let v = string(d)?;
+        if v.starts_with('/') && !v.contains('\0') {
+            Ok(v)
+        } else {
+            Err(de::Error::custom(format!(
+                "`{}` is not an absolute path without NUL bytes",
+                printable(&v)
+            )))
+        }
+    }
+
+    /// An optional string that may be absent but not `null`.
+    pub fn some_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        string(d).map(Some)
+    }
+
+    /// `$defs/text` when present: a non-empty string, not `null`.
+    pub fn some_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        let v = string(d)?;
+        if v.is_empty() {
+            Err(de::Error::custom("empty text"))
+        } else {
+            Ok(Some(v))
+        }
+    }
+
+    /// `$defs/date_time` when present, not `null`.
+    pub fn some_timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
+        Timestamp::deserialize(d).map(Some)
+    }
+
+    /// A JSON integer in `min..=max`: what JSON Schema calls an integer, so `5.0` counts.
+    struct Integer {
+        min: u64,
+        max: u64,
+    }
+
+    impl Visitor<'_> for Integer {
+        type Value = u64;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "an integer from {} to {}", self.min, self.max)
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+            if (self.min..=self.max).contains(&v) {
+                Ok(v)
+            } else {
+                Err(E::invalid_value(de::Unexpected::Unsigned(v), &self))
+            }
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+            match u64::try_from(v) {
+                Ok(u) => self.visit_u64(u),
+                Err(_) => Err(E::invalid_value(de::Unexpected::Signed(v), &self)),
+            }
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<u64, E> {
+            // Both bounds are exact in f64 (at most 2^53 - 1), so the comparison is exact.
+            if v.fract() == 0.0 && v >= self.min as f64 && v <= self.max as f64 {
+                Ok(v as u64)
+            } else {
+                Err(E::invalid_value(de::Unexpected::Float(v), &self))
+            }
+        }
+    }
+
+    /// `pid`: an integer from 1 to 2^32 - 1, not `null`.
+    pub fn some_pid<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        let v = d.deserialize_any(Integer {
+            min: 1,
+            max: u64::from(u32::MAX),
+        })?;
+        Ok(Some(v as u32))
+    }
+
+    /// `ticket`: an integer from 1 to 2^53 - 1.
+    pub fn ticket<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        d.deserialize_any(Integer {
+            min: 1,
+            max: (1 << 53) - 1,
+        })
+    }
+
+    /// `global_claims`: any string key (a path as its writer spelled it) → an instance id.
+    pub fn claims<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+        struct Claims;
+        impl<'de> Visitor<'de> for Claims {
+            type Value = BTreeMap<String, String>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object mapping paths to instance ids")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some((k, v)) = m.next_entry::<String, String>()? {
+                    out.insert(k, check_id(v)?);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(Claims)
+    }
 }

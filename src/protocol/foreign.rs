@@ -1,23 +1,392 @@
 //! Living beside other writers of `status.json` (the original plugin's jq recipes, people with
 //! jq): what conductor does with a state that someone else changed since its own last write.
-//! Pure: the store hands in the state as read and, when it can tell, the state conductor itself
-//! last wrote.
+//! Pure: the store hands in the state as read, what it knows about who wrote it, and a
+//! [`Resolve`] that asks the filesystem where a path physically leads.
+//!
+//! The rules (README, "Sharing the home with other tools"):
+//! - `global_claims` is the truth: it is what the protocol's own conflict check reads. Every
+//!   instance's `files_claimed` is rewritten to list exactly the files `global_claims` gives it.
+//! - A claim key is resolved to conductor's canonical form: a relative key is joined to its
+//!   holder's `working_directory`, `.` and `..` collapse and symlinks in the part that exists are
+//!   resolved, so one file is one claim however it was spelled. When two spellings of one file
+//!   have different holders, the one already in canonical form keeps it (conductor granted it
+//!   against the canonical key), else the first in key order.
+//! - What cannot be interpreted (an empty key, a NUL byte, a holder that is not a registered
+//!   instance, a second instance with an id already used) is dropped and named.
+//!
+//! Every repair is logged in `conflicts.log` (`REPAIR` lines) and the store keeps the original
+//! file beside the new one. When the state conductor itself last wrote is known, the changes made
+//! since are also described as events marked `"external": true` ([`external_events`]).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::json;
 
 use super::State;
-use super::ops::Effect;
+use super::events::{self, NewEvent};
+use super::ops::{Effect, LogKind, printable_max};
 use crate::error::Result;
 use crate::time::Timestamp;
 
-/// Called at the start of every protocol transaction, before the operation runs. `previous` is
-/// the state conductor last committed when the file has since been replaced by another writer
-/// (`None` when nobody else wrote it, or when that is unknown). May rewrite `state` into
-/// conductor's canonical form and push the effects (events, log lines) that describe what it
-/// found.
+/// Where a path physically leads.
+pub trait Resolve {
+    /// `path` is absolute but may contain `.`, `..`, repeated or trailing slashes and symlinks;
+    /// return its canonical form (conductor's claim key for it).
+    fn physical(&mut self, path: &str) -> String;
+}
+
+/// Collapses `.` and `..` by the text alone, resolving no symlink (pure tests; `status`).
+pub struct Lexical;
+
+impl Resolve for Lexical {
+    fn physical(&mut self, path: &str) -> String {
+        lexical(path)
+    }
+}
+
+/// `path` (absolute) with `.`, `..` and repeated slashes collapsed by the text alone.
+pub fn lexical(path: &str) -> String {
+    let mut out = PathBuf::from("/");
+    for c in Path::new(path).components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out.to_string_lossy().into_owned()
+}
+
+/// What the store knows about who wrote `status.json` last.
+#[derive(Clone, Copy, Debug)]
+pub enum Seen<'a> {
+    /// It is the file conductor committed last: canonical and consistent, nothing to do.
+    Own,
+    /// Another program replaced it since; `Some` is the state conductor committed last, when it
+    /// is known (then the differences become external events).
+    Changed(Option<&'a State>),
+}
+
+/// What [`reconcile`] asks of the store.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Reconciled {
+    /// The state was rewritten: keep the file as read beside it under this suffix
+    /// (`status.json.<suffix>`) before replacing it.
+    pub keep_copy: Option<String>,
+}
+
+/// Called at the start of every protocol transaction, before the operation runs. With
+/// [`Seen::Own`] it returns at once. Otherwise it rewrites `state` into conductor's canonical,
+/// consistent form, logs each repair and, when `previous` is known, pushes the events that
+/// describe what the other writer changed (before the operation's own events).
 pub fn reconcile(
-    _state: &mut State,
-    _previous: Option<&State>,
-    _now: Timestamp,
-    _fx: &mut Vec<Effect>,
-) -> Result<()> {
-    Ok(())
+    state: &mut State,
+    seen: Seen,
+    now: Timestamp,
+    resolve: &mut dyn Resolve,
+    fx: &mut Vec<Effect>,
+) -> Result<Reconciled> {
+    let Seen::Changed(previous) = seen else {
+        return Ok(Reconciled::default());
+    };
+    let notes = repair(state, previous, resolve);
+    if let Some(prev) = previous {
+        fx.extend(external_events(prev, state).into_iter().map(Effect::Event));
+    }
+    if notes.is_empty() {
+        return Ok(Reconciled::default());
+    }
+    let suffix = format!("foreign-{}", now.compact());
+    for n in &notes {
+        fx.push(Effect::Log {
+            kind: LogKind::Repair,
+            text: n.clone(),
+        });
+    }
+    fx.push(Effect::Log {
+        kind: LogKind::Repair,
+        text: format!(
+            "status.json was written by another program; rewrote it in canonical form ({} repair(s)), original kept as status.json.{suffix}",
+            notes.len()
+        ),
+    });
+    Ok(Reconciled {
+        keep_copy: Some(suffix),
+    })
+}
+
+/// What is not canonical or not consistent in `state`, by the text alone (no filesystem), one
+/// sentence each; empty when conductor would not change anything. For `status` and `doctor`.
+pub fn inspect(state: &State) -> Vec<String> {
+    if looks_canonical(state) {
+        return Vec::new();
+    }
+    let mut copy = state.clone();
+    repair(&mut copy, None, &mut Lexical)
+}
+
+/// Cheap test for the common case: every key absolute and lexically normal, every holder
+/// registered once, and `files_claimed` exactly `global_claims`.
+fn looks_canonical(st: &State) -> bool {
+    let mut ids = BTreeSet::new();
+    let mut listed = 0usize;
+    for i in &st.instances {
+        if !ids.insert(i.id.as_str()) {
+            return false;
+        }
+        for f in &i.files_claimed {
+            if st.global_claims.get(f) != Some(&i.id) {
+                return false;
+            }
+        }
+        listed += i.files_claimed.len();
+    }
+    listed == st.global_claims.len()
+        && st
+            .global_claims
+            .iter()
+            .all(|(k, v)| ids.contains(v.as_str()) && is_lexically_normal(k))
+}
+
+/// Absolute, no `.` or `..` component, no repeated or trailing slash, no NUL.
+fn is_lexically_normal(p: &str) -> bool {
+    p.starts_with('/')
+        && !p.contains('\0')
+        && (p == "/" || !p.ends_with('/'))
+        && p[1..]
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+/// Rewrite `st` into canonical, consistent form; one note per change.
+fn repair(st: &mut State, previous: Option<&State>, resolve: &mut dyn Resolve) -> Vec<String> {
+    let mut notes = Vec::new();
+
+    // One instance per id: a second one with the same id cannot be told apart, drop it.
+    let mut seen_ids = BTreeSet::new();
+    st.instances.retain(|i| {
+        let first = seen_ids.insert(i.id.clone());
+        if !first {
+            notes.push(format!(
+                "a second instance {} (task \"{}\") was dropped: ids must be unique",
+                i.id,
+                printable_max(&i.task, 80)
+            ));
+        }
+        first
+    });
+    let wd: HashMap<String, String> = st
+        .instances
+        .iter()
+        .map(|i| (i.id.clone(), i.working_directory.clone()))
+        .collect();
+
+    // Keys conductor wrote itself need no resolving.
+    let known: Option<&BTreeMap<String, String>> = previous.map(|p| &p.global_claims);
+    let mut canon_cache: HashMap<(String, String), Option<String>> = HashMap::new();
+    let mut canon = |key: &str, holder: &str, resolve: &mut dyn Resolve| -> Option<String> {
+        if known.and_then(|k| k.get(key)).is_some_and(|h| h == holder) {
+            return Some(key.to_string());
+        }
+        canon_cache
+            .entry((key.to_string(), holder.to_string()))
+            .or_insert_with(|| canonical(key, wd.get(holder).map(String::as_str), resolve))
+            .clone()
+    };
+
+    // global_claims is the truth; bring every key to canonical form.
+    let mut truth: BTreeMap<String, (String, bool)> = BTreeMap::new();
+    let mut rewritten: Vec<(String, String)> = Vec::new();
+    let claims = std::mem::take(&mut st.global_claims);
+    for (key, holder) in &claims {
+        if !wd.contains_key(holder.as_str()) {
+            notes.push(format!(
+                "dropped the claim on {} held by {holder}, which is not a registered instance",
+                printable_max(key, 200)
+            ));
+            continue;
+        }
+        let Some(c) = canon(key, holder, resolve) else {
+            notes.push(format!(
+                "dropped {holder}'s claim on `{}`: not a path conductor can interpret",
+                printable_max(key, 200)
+            ));
+            continue;
+        };
+        let exact = c == *key;
+        if !exact {
+            rewritten.push((key.clone(), c.clone()));
+        }
+        match truth.get_mut(&c) {
+            None => {
+                truth.insert(c, (holder.clone(), exact));
+            }
+            Some((h, e)) if h == holder => *e |= exact,
+            Some((h, e)) => {
+                let (winner, loser) = if exact && !*e {
+                    let old = std::mem::replace(h, holder.clone());
+                    *e = true;
+                    (holder.clone(), old)
+                } else {
+                    (h.clone(), holder.clone())
+                };
+                notes.push(format!(
+                    "{c} was claimed by both {winner} and {loser} under two spellings; {winner} keeps it, {loser}'s claim was dropped"
+                ));
+            }
+        }
+    }
+    if !rewritten.is_empty() {
+        let examples: Vec<String> = rewritten
+            .iter()
+            .take(3)
+            .map(|(a, b)| format!("{} -> {b}", printable_max(a, 120)))
+            .collect();
+        let more = rewritten.len().saturating_sub(examples.len());
+        notes.push(format!(
+            "rewrote {} claim key(s) in canonical form: {}{}",
+            rewritten.len(),
+            examples.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ));
+    }
+
+    // Every instance lists exactly what global_claims gives it (its own order first).
+    let mut by_holder: HashMap<String, Vec<String>> = HashMap::new();
+    for (file, (holder, _)) in &truth {
+        by_holder
+            .entry(holder.clone())
+            .or_default()
+            .push(file.clone());
+    }
+    for inst in &mut st.instances {
+        let given: BTreeSet<String> = by_holder
+            .remove(&inst.id)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let mut listed = Vec::with_capacity(given.len());
+        let mut in_list = BTreeSet::new();
+        let noted = notes.len();
+        let original = std::mem::take(&mut inst.files_claimed);
+        for f in &original {
+            let c = canon(f, &inst.id, resolve);
+            match c {
+                Some(c) if given.contains(&c) => {
+                    if in_list.insert(c.clone()) {
+                        listed.push(c);
+                    }
+                }
+                _ => notes.push(format!(
+                    "{} listed `{}` in files_claimed but global_claims does not give it that file; removed from its list",
+                    inst.id,
+                    printable_max(f, 200)
+                )),
+            }
+        }
+        for f in &given {
+            if !in_list.contains(f) {
+                notes.push(format!(
+                    "global_claims gives {f} to {}, which did not list it; added to its files_claimed",
+                    inst.id
+                ));
+                listed.push(f.clone());
+            }
+        }
+        if notes.len() == noted && listed != original {
+            notes.push(format!(
+                "rewrote the files_claimed of {} in canonical form (one entry per file)",
+                inst.id
+            ));
+        }
+        inst.files_claimed = listed;
+    }
+    st.global_claims = truth.into_iter().map(|(f, (h, _))| (f, h)).collect();
+    notes
+}
+
+/// The canonical claim key for `key` as written by the holder whose working directory is `wd`;
+/// `None` when it cannot be a path (empty, NUL, relative without an absolute working directory).
+fn canonical(key: &str, wd: Option<&str>, resolve: &mut dyn Resolve) -> Option<String> {
+    if key.is_empty() || key.contains('\0') {
+        return None;
+    }
+    if key.starts_with('/') {
+        return Some(resolve.physical(key));
+    }
+    let wd = wd.filter(|w| w.starts_with('/'))?;
+    Some(resolve.physical(&format!("{}/{key}", wd.trim_end_matches('/'))))
+}
+
+/// The events that describe how `current` differs from `previous` (the state conductor last
+/// committed), all marked `"external": true`: claims released, instances gone, instances
+/// started, claims granted, in that order. Both states are taken as canonical.
+pub fn external_events(previous: &State, current: &State) -> Vec<NewEvent> {
+    let held = |st: &State| -> BTreeMap<String, BTreeSet<String>> {
+        let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (f, h) in &st.global_claims {
+            m.entry(h.clone()).or_default().insert(f.clone());
+        }
+        m
+    };
+    let (before, after) = (held(previous), held(current));
+    let empty = BTreeSet::new();
+    let project = |id: &str| {
+        current
+            .instance(id)
+            .or_else(|| previous.instance(id))
+            .map(|i| i.project.clone())
+    };
+    let ev = |event_type, id: &str, payload| NewEvent {
+        event_type,
+        actor: Some(id.to_string()),
+        target: None,
+        project: project(id),
+        payload,
+    };
+    let mut out = Vec::new();
+    for (id, files) in &before {
+        let now_held = after.get(id).unwrap_or(&empty);
+        let gone: Vec<&String> = files.difference(now_held).collect();
+        if !gone.is_empty() {
+            out.push(ev(
+                events::CLAIM_RELEASED,
+                id,
+                json!({"files": gone, "external": true}),
+            ));
+        }
+    }
+    for i in &previous.instances {
+        if current.instance(&i.id).is_none() {
+            out.push(ev(events::INSTANCE_DONE, &i.id, json!({"external": true})));
+        }
+    }
+    for i in &current.instances {
+        if previous.instance(&i.id).is_none() {
+            out.push(ev(
+                events::INSTANCE_STARTED,
+                &i.id,
+                json!({"task": i.task, "priority": i.priority, "working_directory": i.working_directory, "external": true}),
+            ));
+        }
+    }
+    for (id, files) in &after {
+        let was = before.get(id).unwrap_or(&empty);
+        let new: Vec<&String> = files.difference(was).collect();
+        if !new.is_empty() {
+            out.push(ev(
+                events::CLAIM_GRANTED,
+                id,
+                json!({"files": new, "external": true}),
+            ));
+        }
+    }
+    out
 }

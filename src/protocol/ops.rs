@@ -39,6 +39,9 @@ pub enum LogKind {
     Force,
     #[serde(rename = "RELEASE")]
     Release,
+    /// conductor repaired a state another program wrote (see `protocol::foreign`).
+    #[serde(rename = "REPAIR")]
+    Repair,
 }
 
 impl LogKind {
@@ -49,6 +52,7 @@ impl LogKind {
             LogKind::Resolved => "RESOLVED",
             LogKind::Force => "FORCE",
             LogKind::Release => "RELEASE",
+            LogKind::Repair => "REPAIR",
         }
     }
 
@@ -59,6 +63,7 @@ impl LogKind {
             "RESOLVED" => LogKind::Resolved,
             "FORCE" => LogKind::Force,
             "RELEASE" => LogKind::Release,
+            "REPAIR" => LogKind::Repair,
             _ => return None,
         })
     }
@@ -158,6 +163,7 @@ pub fn start(
             reason,
             acknowledged: false,
             acknowledged_at: None,
+            extra: Default::default(),
         });
     }
     st.instances.push(Instance {
@@ -177,6 +183,7 @@ pub fn start(
         agent: None,
         pending_conflicts: Vec::new(),
         waiting_for: Vec::new(),
+        extra: Default::default(),
     });
     st.updated_at = now;
     let me = st.instance(&id).expect("just added");
@@ -220,6 +227,7 @@ pub fn retask(
             reason: reason.clone(),
             acknowledged: false,
             acknowledged_at: None,
+            extra: Default::default(),
         });
     }
     let me = st.instance(id).expect("checked above");

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
+use super::codec::de;
 use crate::time::Timestamp;
 
 /// The only `status.json` version this build reads and writes.
@@ -92,15 +94,26 @@ impl Outcome {
     }
 }
 
-/// `~/.conductor/status.json`.
+/// `~/.conductor/status.json`. Deserializing checks everything `schemas/status.schema.json`
+/// checks (each field's deserializer refuses what the schema refuses), so a `State` read from
+/// disk is always schema-valid; see [`super::codec`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct State {
+    #[serde(deserialize_with = "de::version")]
     pub version: String,
     pub updated_at: Timestamp,
     pub instances: Vec<Instance>,
-    /// Normalized absolute path → id of the instance holding it.
+    /// Claimed path → id of the instance holding it. conductor writes normalized absolute,
+    /// symlink-resolved paths; other writers may write any string (relative paths are resolved
+    /// against the holder's working directory by [`super::foreign::reconcile`]).
+    #[serde(deserialize_with = "de::claims")]
     pub global_claims: BTreeMap<String, String>,
+    /// Optional in the protocol's schema; conductor always writes it.
+    #[serde(default)]
     pub drift_warnings: Vec<DriftWarning>,
+    /// Top-level fields conductor does not know, kept as they are when it rewrites the file.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 impl State {
@@ -112,6 +125,7 @@ impl State {
             instances: Vec::new(),
             global_claims: BTreeMap::new(),
             drift_warnings: Vec::new(),
+            extra: Map::new(),
         }
     }
 
@@ -129,26 +143,47 @@ impl State {
 /// One registered session.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Instance {
+    #[serde(deserialize_with = "de::instance_id")]
     pub id: String,
     pub source: Source,
+    /// May be empty (the plugin's `start` writes `""` when no project is given).
     pub project: String,
+    /// May be empty.
     pub task: String,
     pub priority: Priority,
+    /// Optional in the protocol's schema (absent reads as empty); conductor always writes it.
     #[serde(default)]
     pub files_claimed: Vec<String>,
     pub started_at: Timestamp,
     pub last_heartbeat: Timestamp,
+    #[serde(deserialize_with = "de::abs_path")]
     pub working_directory: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "de::some_string",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub override_reason: Option<String>,
     /// The process that registered or last heartbeated the instance.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "de::some_pid",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pid: Option<u32>,
     /// The host name of that process.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "de::some_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub host: Option<String>,
     /// The Claude Code session this instance belongs to, when a hook registered it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "de::some_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub session_id: Option<String>,
     /// Which coding agent the session is (claude, cursor, codex, gemini), when a hook registered it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,25 +194,38 @@ pub struct Instance {
     /// Files this instance waits for with `claim --wait`, in the order it asked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_for: Vec<Waiting>,
+    /// Fields conductor does not know (another tool's), kept as they are on rewrite.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// A place in the waiting queue of a file (`claim --wait`). Queues are first come, first served:
 /// the waiter with the lowest `ticket` gets the file when it is released.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Waiting {
+    #[serde(deserialize_with = "de::abs_path")]
     pub file: String,
     /// Greater than every ticket in the state when it was issued.
+    #[serde(deserialize_with = "de::ticket")]
     pub ticket: u64,
     pub since: Timestamp,
     /// The waiting process.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "de::some_pid",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pid: Option<u32>,
 }
 
 /// A refused claim that has not been resolved yet.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PendingConflict {
+    #[serde(deserialize_with = "de::abs_path")]
     pub file: String,
+    #[serde(deserialize_with = "de::instance_id")]
     pub held_by: String,
     pub since: Timestamp,
 }
@@ -185,11 +233,19 @@ pub struct PendingConflict {
 /// A task that runs against the sprint's focus (recorded when the gate is overridden).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DriftWarning {
+    #[serde(deserialize_with = "de::instance_id")]
     pub instance_id: String,
     pub reason: String,
     pub acknowledged: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "de::some_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub acknowledged_at: Option<Timestamp>,
+    /// Fields conductor does not know, kept on rewrite.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// One line of `history.jsonl`.
@@ -289,11 +345,12 @@ pub struct ProjectConfig {
     pub task: Option<String>,
 }
 
-/// True for ids of the form `{source}-{6 lowercase hex}`.
+/// True for ids of the protocol's form `^[a-z]{3}-[a-f0-9]{6}$` (conductor generates
+/// `{source}-{6 hex}`; the protocol's schema accepts any three lowercase letters).
 pub fn is_valid_instance_id(id: &str) -> bool {
     let b = id.as_bytes();
     b.len() == 10
-        && matches!(&b[..3], b"itm" | b"cur" | b"vsc" | b"web" | b"cow")
+        && b[..3].iter().all(u8::is_ascii_lowercase)
         && b[3] == b'-'
         && b[4..]
             .iter()

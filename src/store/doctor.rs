@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use super::{Store, atomic, ledger, read_bytes, read_doc};
 use crate::error::{Error, Result};
-use crate::protocol::codec::{decode as decode_state, encode as encode_state};
+use crate::protocol::codec::{decode_validated as decode_state, encode as encode_state};
+use crate::protocol::foreign;
 use crate::protocol::{Config, DriftWarning, Instance, STATE_VERSION, Sprint, State};
 use crate::schema::{self, Schema};
 use crate::time::Timestamp;
@@ -59,6 +60,9 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
     match read_bytes(&status)? {
         None => out.push(good("status.json", "absent (no instance registered yet)")),
         Some(bytes) => match decode_state(&status, &bytes) {
+            Ok(st) if !foreign::inspect(&st).is_empty() => {
+                out.push(foreign_finding(&status, st, now, repair)?)
+            }
             Ok(st) => out.push(good(
                 "status.json",
                 format!(
@@ -201,6 +205,51 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
         ));
     }
     Ok(out)
+}
+
+/// A readable state that another program left inconsistent or in a form conductor does not
+/// write (relative keys, a file under two instances...): reported; with `repair`, rewritten as
+/// the next transaction would (global_claims is the truth), the original kept beside it.
+fn foreign_finding(status: &Path, mut st: State, now: Timestamp, repair: bool) -> Result<Finding> {
+    let problems = foreign::inspect(&st);
+    let detail = format!(
+        "readable, but not in conductor's form ({} issue(s)): {}",
+        problems.len(),
+        problems.join("; ")
+    );
+    if !repair {
+        return Ok(bad(
+            "status.json",
+            detail,
+            "served as it is (global_claims is the truth); the next conductor transaction or `conductor doctor --repair` rewrites it and keeps the original",
+        ));
+    }
+    let mut fx = Vec::new();
+    let mut resolver = crate::runtime::PathNormalizer::new(PathBuf::from("/"));
+    let seen = foreign::Seen::Changed(None);
+    let rec = foreign::reconcile(&mut st, seen, now, &mut resolver, &mut fx)?;
+    let kept = match &rec.keep_copy {
+        Some(suffix) => Some(atomic::keep_beside(status, suffix)?),
+        None => None,
+    };
+    atomic::write_atomic(status, &encode_state(&st))?;
+    let done: Vec<String> = fx
+        .iter()
+        .filter_map(|e| match e {
+            crate::protocol::ops::Effect::Log { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    Ok(bad(
+        "status.json",
+        detail,
+        format!(
+            "{}{}",
+            done.join("; "),
+            kept.map(|k| format!(" (original at {})", k.display()))
+                .unwrap_or_default()
+        ),
+    ))
 }
 
 fn problem(e: &Error) -> String {

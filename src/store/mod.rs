@@ -126,14 +126,46 @@ impl Store {
         op: impl FnOnce(&mut State, &mut Vec<Effect>) -> Result<T>,
     ) -> Result<T> {
         self.transaction(now, &[Lock::Status], |tx| {
+            use crate::protocol::foreign::{self, Seen};
             let (mut state, previous) = tx.read_tracked::<State>()?;
+            let seen = match &previous {
+                Some(p) => Seen::Changed(Some(p)),
+                None if self.status_is_last_commit() => Seen::Own,
+                None => Seen::Changed(None),
+            };
             let mut effects = Vec::new();
-            crate::protocol::foreign::reconcile(&mut state, previous.as_ref(), now, &mut effects)?;
+            let mut resolver = crate::runtime::PathNormalizer::new(PathBuf::from("/"));
+            let rec = foreign::reconcile(&mut state, seen, now, &mut resolver, &mut effects)?;
             let value = op(&mut state, &mut effects)?;
-            tx.write_if_changed(&state)?;
+            if let Some(suffix) = &rec.keep_copy {
+                atomic::keep_beside(&self.home.status(), suffix)?;
+            }
+            // After another program's write, conductor commits even an unchanged state, so the
+            // next transaction compares with this one and does not report the same changes again.
+            if matches!(seen, Seen::Changed(_)) {
+                tx.write(&state)?;
+            } else {
+                tx.write_if_changed(&state)?;
+            }
             stage_effects(tx, now, effects)?;
             Ok(value)
         })
+    }
+
+    /// True when status.json is absent or is the file conductor committed last (its hard link
+    /// `.status.json.last` is the same inode): nobody else wrote it since.
+    fn status_is_last_commit(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let dir = self.home.dir();
+        let last = dir.join(txn::last_committed_name(<State as Document>::FILE));
+        match (
+            std::fs::metadata(self.home.status()),
+            std::fs::metadata(last),
+        ) {
+            (Err(_), _) => true,
+            (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+            (Ok(_), Err(_)) => false,
+        }
     }
 
     /// Take `status.lock` (doctor's repairs replace files wholesale under it).

@@ -6,6 +6,7 @@ mod corrupt;
 mod crash;
 mod events;
 mod faults;
+mod foreign;
 mod hooks;
 mod hostile;
 mod props;

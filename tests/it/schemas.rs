@@ -142,13 +142,116 @@ fn inconsistent_fixtures_validate_but_fail_the_consistency_check() {
     }
 }
 
+/// Decode, reconcile as the next transaction would (without asking the filesystem), and check
+/// the result is conductor's consistent form that reads back the same.
+fn read_and_repair(name: &str, path: &Path) -> (State, State, Vec<String>) {
+    use conductor::protocol::{codec, foreign};
+    let bytes = std::fs::read(path).unwrap();
+    let read = codec::decode(path, &bytes).unwrap_or_else(|e| panic!("{name} is not read: {e}"));
+    let mut st = read.clone();
+    let mut fx = Vec::new();
+    let now = Timestamp::parse("2026-03-02T16:00:00Z").unwrap();
+    let seen = foreign::Seen::Changed(None);
+    foreign::reconcile(&mut st, seen, now, &mut foreign::Lexical, &mut fx).unwrap();
+    codec::check_consistency(&st).unwrap_or_else(|e| panic!("{name} after repair: {e}"));
+    assert!(foreign::inspect(&st).is_empty(), "{name}: repaired twice");
+    let written = codec::encode(&st);
+    let again = codec::decode(path, &written).unwrap();
+    assert_eq!(again, st, "{name}: the repaired state reads back the same");
+    let v: Value = serde_json::from_slice(&written).unwrap();
+    schema::validate(Schema::Status, &v).unwrap_or_else(|e| panic!("{name} repaired: {e}"));
+    let notes = fx
+        .iter()
+        .filter_map(|e| match e {
+            conductor::protocol::ops::Effect::Log { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    (read, st, notes)
+}
+
 #[test]
-fn the_store_refuses_inconsistent_states() {
+fn inconsistent_states_are_served_and_repaired_with_global_claims_as_the_truth() {
     for (name, path) in files("inconsistent") {
-        let bytes = std::fs::read(&path).unwrap();
-        let err = conductor::protocol::codec::decode(&path, &bytes).expect_err(&name);
-        assert_eq!(err.reason(), "corrupt_state", "{name}");
+        let (read, repaired, notes) = read_and_repair(&name, &path);
+        assert!(
+            !conductor::protocol::foreign::inspect(&read).is_empty(),
+            "{name}"
+        );
+        assert!(!notes.is_empty(), "{name}: the repair is logged");
+        for (file, holder) in &read.global_claims {
+            if read.instance(holder).is_some() {
+                assert_eq!(
+                    repaired.global_claims.get(file),
+                    Some(holder),
+                    "{name}: {file}"
+                );
+            } else {
+                assert!(!repaired.global_claims.contains_key(file), "{name}: {file}");
+            }
+        }
     }
+}
+
+#[test]
+fn foreign_fixtures_validate_are_read_and_become_canonical() {
+    for (name, path) in files("foreign") {
+        check(&name, &path).unwrap_or_else(|e| panic!("{name} should validate: {e}"));
+        let (read, repaired, _) = read_and_repair(&name, &path);
+        assert!(
+            repaired.global_claims.keys().all(|k| k.starts_with('/')),
+            "{name}: keys are absolute"
+        );
+        // Unknown fields survive the rewrite.
+        let before: Value = documents(&name, &path).remove(0);
+        let after = serde_json::to_value(&repaired).unwrap();
+        for (k, v) in before.as_object().unwrap() {
+            if ![
+                "version",
+                "updated_at",
+                "instances",
+                "global_claims",
+                "drift_warnings",
+            ]
+            .contains(&k.as_str())
+            {
+                assert_eq!(after.get(k), Some(v), "{name}: top-level {k} kept");
+            }
+        }
+        for (i, inst) in read.instances.iter().enumerate() {
+            for (k, v) in &inst.extra {
+                assert_eq!(
+                    &after["instances"][i][k], v,
+                    "{name}: instance field {k} kept"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_plugin_style_state_is_resolved_against_each_holders_directory() {
+    let path = fixtures().join("foreign/status-plugin-recipes.json");
+    let (_, st, _) = read_and_repair("status-plugin-recipes.json", &path);
+    assert_eq!(
+        st.global_claims.keys().collect::<Vec<_>>(),
+        ["/srv/app/README.md", "/srv/app/lib/parse.rs"]
+    );
+    assert_eq!(
+        st.instances[0].files_claimed,
+        ["/srv/app/lib/parse.rs", "/srv/app/README.md"]
+    );
+    assert!(st.instances[1].files_claimed.is_empty());
+    assert_eq!(st.extra["dashboard_url"], "http://localhost:8080");
+    assert_eq!(st.instances[1].extra["editor"]["name"], "vim");
+    assert_eq!(
+        st.instances[1].last_heartbeat.to_string(),
+        "2026-03-02T14:01:00Z"
+    );
+    assert_eq!(
+        st.instances[0].last_heartbeat.to_string(),
+        "2026-03-02T14:00:00Z"
+    );
 }
 
 #[test]
@@ -227,10 +330,17 @@ fn keys(v: &impl Serialize) -> BTreeSet<String> {
 }
 
 /// `maximal` sets every optional field, `minimal` none: their keys must be the schema's
-/// `properties` and `required`.
+/// `properties` and `required` (plus `always`: optional fields conductor always writes).
 #[track_caller]
-fn in_step(what: &str, def: &Value, maximal: &impl Serialize, minimal: &impl Serialize) {
-    let (props, req) = shape(def);
+fn in_step(
+    what: &str,
+    def: &Value,
+    maximal: &impl Serialize,
+    minimal: &impl Serialize,
+    always: &[&str],
+) {
+    let (props, mut req) = shape(def);
+    req.extend(always.iter().map(|s| s.to_string()));
     assert_eq!(
         keys(maximal),
         props,
@@ -282,6 +392,7 @@ fn instance(max: bool) -> Instance {
         } else {
             vec![]
         },
+        extra: Default::default(),
     }
 }
 
@@ -296,19 +407,22 @@ fn rust_types_and_schemas_have_the_same_fields() {
         instances: vec![instance(true)],
         global_claims: BTreeMap::from([("/p/a".to_string(), "itm-a1b2c3".to_string())]),
         drift_warnings: vec![],
+        extra: Default::default(),
     };
-    // Every State field is required.
+    // drift_warnings and files_claimed are optional in the protocol; conductor always writes them.
     in_step(
         "State",
         &schema_doc("status.schema.json"),
         &max_state,
         &State::empty(t),
+        &["drift_warnings"],
     );
     in_step(
         "Instance",
         &defs["instance"],
         &instance(true),
         &instance(false),
+        &["files_claimed"],
     );
 
     let dw = |max: bool| DriftWarning {
@@ -316,12 +430,14 @@ fn rust_types_and_schemas_have_the_same_fields() {
         reason: "r".into(),
         acknowledged: max,
         acknowledged_at: max.then_some(t),
+        extra: Default::default(),
     };
     in_step(
         "DriftWarning",
         &defs["drift_warning"],
         &dw(true),
         &dw(false),
+        &[],
     );
 
     let pc = PendingConflict {
@@ -329,7 +445,7 @@ fn rust_types_and_schemas_have_the_same_fields() {
         held_by: "cur-000001".into(),
         since: t,
     };
-    in_step("PendingConflict", &defs["pending_conflict"], &pc, &pc);
+    in_step("PendingConflict", &defs["pending_conflict"], &pc, &pc, &[]);
 
     let he = |max: bool| HistoryEntry {
         id: "itm-a1b2c3".into(),
@@ -348,6 +464,7 @@ fn rust_types_and_schemas_have_the_same_fields() {
         &defs["history_entry"],
         &he(true),
         &he(false),
+        &[],
     );
 
     let sp = |max: bool| Sprint {
@@ -363,6 +480,7 @@ fn rust_types_and_schemas_have_the_same_fields() {
         &schema_doc("sprint.schema.json"),
         &sp(true),
         &sp(false),
+        &[],
     );
 
     let cfg = Config {
@@ -378,6 +496,7 @@ fn rust_types_and_schemas_have_the_same_fields() {
         &schema_doc("config.schema.json"),
         &cfg,
         &Config::default(),
+        &[],
     );
 
     let pcfg = ProjectConfig {
@@ -390,6 +509,7 @@ fn rust_types_and_schemas_have_the_same_fields() {
         &schema_doc("project-config.schema.json"),
         &pcfg,
         &ProjectConfig::default(),
+        &[],
     );
 
     // Output pieces built from Rust types.
@@ -410,7 +530,7 @@ fn rust_types_and_schemas_have_the_same_fields() {
         holder_task: "t".into(),
         since: t,
     };
-    in_step("LiveConflict", &defs["live_conflict"], &lc, &lc);
+    in_step("LiveConflict", &defs["live_conflict"], &lc, &lc, &[]);
     let sm = Summary {
         active_count: 1,
         total_files_claimed: 2,
@@ -422,6 +542,7 @@ fn rust_types_and_schemas_have_the_same_fields() {
         &out["$defs"]["status"]["properties"]["summary"],
         &sm,
         &sm,
+        &[],
     );
 
     // And the maximal values are valid documents.

@@ -232,7 +232,7 @@ pub fn check_home(home: &Path) {
             "bad timestamp in conflicts.log line: {line}"
         );
         assert!(
-            ["CONFLICT", "RESOLVED", "FORCE", "RELEASE"].contains(&parts[1]),
+            ["CONFLICT", "RESOLVED", "FORCE", "RELEASE", "REPAIR"].contains(&parts[1]),
             "bad kind in conflicts.log line: {line}"
         );
     }
