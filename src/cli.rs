@@ -122,9 +122,9 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// Back up status.json beside itself, then start from an empty state.
     Reset(reset::ResetArgs),
-    /// Run as an agent hook (Claude Code): register sessions, block edits of held files.
+    /// Run as an agent hook (Claude Code, Cursor, Codex CLI, Gemini CLI): register sessions, refuse edits of held files.
     Hook(hook::HookArgs),
-    /// Install the Claude Code command and hooks into .claude/ (project) or ~/.claude/ (user).
+    /// Install an agent's hooks (claude, cursor, codex, gemini) into the project or ~ (--user); --uninstall removes them.
     Integrate(integrate::IntegrateArgs),
     /// Print shell functions: `start` exports CONDUCTOR_INSTANCE_ID, `done` unsets it, plus a prompt segment.
     ShellInit(shell_init::ShellInitArgs),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Another process held `status.lock` for longer than the timeout.
-    #[error("timed out after {secs}s waiting for the state lock `{}`{}", path.display(), holder_suffix(.holder))]
+    #[error("timed out after {secs}s waiting for the lock `{}`{}", path.display(), holder_suffix(.holder))]
     LockTimeout {
         secs: f64,
         path: PathBuf,

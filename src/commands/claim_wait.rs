@@ -25,7 +25,8 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     watch::block_stop_signals();
     let limit = args.wait.and_then(|l| l.0);
     let req = args.into_request();
-    let (id, mut paths) = super::resolve_with_paths(ctx, &req.instance_id, &[&req.files])?;
+    let state = ctx.store.read_unvalidated(ctx.now)?;
+    let (id, mut paths) = super::resolve_with_paths(ctx, &state, &req.instance_id, &[&req.files])?;
     let files = paths.remove(0);
     let deadline = limit.map(|d| Instant::now() + d);
     let dir = ctx.store.home().dir().to_path_buf();

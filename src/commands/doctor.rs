@@ -12,8 +12,10 @@ use crate::store::doctor::{self, Finding};
     after_long_help = "Checks status.json (JSON, version, schema, claim consistency), history.jsonl \
 and conflicts.log line by line, sprint.json and config.json, and leftover temp files. With --repair, a bad \
 file is kept under <name>.corrupt-<timestamp> (never deleted) and replaced: status.json by a state rebuilt \
-from every instance that can be read, a ledger by its valid lines.\n\nExit status: 0 healthy or repaired, \
-1 problems found."
+from every instance that can be read, a ledger by its valid lines.\n\nIt also checks the agent integrations \
+(`conductor integrate`) in this directory and in ~: a hook whose conductor binary is gone would silently \
+switch coordination off. Fix those by running `conductor integrate AGENT` again (--repair leaves agent \
+settings alone).\n\nExit status: 0 healthy or repaired, 1 problems found."
 )]
 pub struct DoctorArgs {
     /// Move bad files aside and rebuild them.
@@ -23,12 +25,17 @@ pub struct DoctorArgs {
 
 struct DoctorReport {
     findings: Vec<Finding>,
+    /// Agent integrations: reported, never repaired here.
+    integrations: Vec<Finding>,
     repaired: bool,
 }
 
 impl DoctorReport {
     fn healthy(&self) -> bool {
         self.findings.iter().all(|f| f.ok)
+    }
+    fn integrations_ok(&self) -> bool {
+        self.integrations.iter().all(|f| f.ok)
     }
 }
 
@@ -41,7 +48,12 @@ impl Report for DoctorReport {
         } else {
             "problems"
         };
-        json!({"status": status, "findings": self.findings})
+        let status = if self.integrations_ok() {
+            status
+        } else {
+            "problems"
+        };
+        json!({"status": status, "findings": self.findings, "integrations": self.integrations})
     }
     fn to_text(&self) -> String {
         let mut lines: Vec<String> = self
@@ -65,6 +77,13 @@ impl Report for DoctorReport {
                 s
             })
             .collect();
+        for f in &self.integrations {
+            let mark = if f.ok { "ok " } else { "BAD" };
+            lines.push(format!("{mark:<5} {}: {}", f.file, f.detail));
+            if let Some(r) = f.repair.as_ref().filter(|_| !f.ok) {
+                lines.push(format!("      fix: {r}"));
+            }
+        }
         lines.push(if self.healthy() {
             "Everything is in order.".into()
         } else if self.repaired {
@@ -76,6 +95,9 @@ impl Report for DoctorReport {
         lines.join("\n")
     }
     fn exit_code(&self) -> u8 {
+        if !self.integrations_ok() {
+            return 1;
+        }
         if self.healthy() || self.repaired {
             0
         } else {
@@ -91,7 +113,70 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
         ctx.out,
         &DoctorReport {
             findings,
+            integrations: integrations(),
             repaired: args.repair,
         },
     )
+}
+
+/// The agent integrations installed in this directory and in ~, and whether the binary each
+/// hook runs still exists.
+fn integrations() -> Vec<Finding> {
+    use crate::commands::integrate::{installed_commands, our_program, target};
+    use crate::hooks::Agent;
+    let mut roots = Vec::new();
+    if let Ok(d) = crate::runtime::current_dir() {
+        roots.push(d);
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        roots.push(std::path::PathBuf::from(h));
+    }
+    roots.dedup();
+    let mut out = Vec::new();
+    for root in &roots {
+        for agent in [Agent::Claude, Agent::Cursor, Agent::Codex, Agent::Gemini] {
+            let t = target(agent);
+            let path = root.join(t.dir).join(t.file);
+            let Some(v) = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            else {
+                continue;
+            };
+            let mut programs: Vec<String> = installed_commands(&t, &v)
+                .iter()
+                .filter_map(|(_, c)| our_program(c, agent))
+                .collect();
+            programs.sort();
+            programs.dedup();
+            for prog in programs {
+                let file = path.display().to_string();
+                let p = std::path::Path::new(&prog);
+                out.push(if p.is_absolute() && !p.is_file() {
+                    Finding {
+                        file,
+                        ok: false,
+                        detail: format!(
+                            "the {} hooks run {prog}, which does not exist: coordination is off for {}",
+                            agent.product(),
+                            agent.product()
+                        ),
+                        repair: Some(format!(
+                            "run `conductor integrate {}{}` with the conductor you use now",
+                            agent.name(),
+                            if Some(root) == roots.last() && roots.len() > 1 { " --user" } else { "" }
+                        )),
+                    }
+                } else {
+                    Finding {
+                        file,
+                        ok: true,
+                        detail: format!("{} hooks run {prog}", agent.product()),
+                        repair: None,
+                    }
+                });
+            }
+        }
+    }
+    out
 }

@@ -86,14 +86,15 @@ impl Report for Done {
 /// Run `done`.
 pub fn execute(ctx: &Ctx, req: DoneRequest) -> Result<Box<dyn Report>> {
     let listed = req.files_modified.clone().unwrap_or_default();
-    let (id, mut paths) = super::resolve_with_paths(ctx, &req.instance_id, &[&listed])?;
-    let files_modified = req.files_modified.as_ref().map(|_| paths.remove(0));
     let outcome = req.outcome.unwrap_or(Outcome::Success);
     let now = ctx.now;
-    let released = ctx.store.transact(now, |st, fx| {
+    let (id, released) = ctx.store.transact(now, |st, fx| {
+        let (id, mut paths) = super::resolve_with_paths(ctx, st, &req.instance_id, &[&listed])?;
+        let files_modified = req.files_modified.as_ref().map(|_| paths.remove(0));
         // A released file goes to the first waiter that is still there.
         ops::drop_dead_waiters(st, &crate::runtime::pid_is_dead, now, fx);
-        ops::done(st, &id, outcome, files_modified, req.notes.clone(), now, fx)
+        let released = ops::done(st, &id, outcome, files_modified, req.notes.clone(), now, fx)?;
+        Ok((id, released))
     })?;
     Ok(Box::new(Done {
         instance_id: id,

@@ -62,10 +62,11 @@ impl Report for Beat {
 
 /// Run `heartbeat`.
 pub fn execute(ctx: &Ctx, req: HeartbeatRequest) -> Result<Box<dyn Report>> {
-    let (id, _) = super::resolve_with_paths(ctx, &req.instance_id, &[])?;
     let now = ctx.now;
-    ctx.store.transact(now, |st, fx| {
-        ops::heartbeat(st, &id, req.owner_pid, now, fx)
+    let id = ctx.store.transact(now, |st, fx| {
+        let (id, _) = super::resolve_with_paths(ctx, st, &req.instance_id, &[])?;
+        ops::heartbeat(st, &id, req.owner_pid, now, fx)?;
+        Ok(id)
     })?;
     Ok(Box::new(Beat {
         instance_id: id,

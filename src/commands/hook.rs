@@ -1,11 +1,12 @@
-//! `conductor hook claude`: the Claude Code hook. Reads the hook's JSON from stdin and answers
-//! the way Claude Code expects: exit 0 to allow (stdout of SessionStart becomes context for the
-//! agent), exit 2 with a one-line reason on stderr to block an edit. Any failure of conductor
-//! itself allows the edit and prints a warning: the hook never blocks because of its own bug.
+//! `conductor hook AGENT`: the hook every supported coding agent runs. Reads one hook payload
+//! from stdin, turns it into a [`HookInput`] (the agent's module in `hooks/`), decides with the
+//! shared core, and prints the answer in the agent's own output format. Any failure of conductor
+//! itself lets the agent go on and says so to the person and the model: the hook never blocks
+//! because of its own bug, and never fails silently.
 //!
-//! Speed: PreToolUse reads `config.json` and `status.json` without the lock (and without schema
-//! validation, see [`Store::read_unvalidated`]) and decides; only an
-//! auto-claim of a free file (or a heartbeat older than five minutes) takes the lock.
+//! Speed: a tool call reads `config.json` and `status.json` without the lock (and without schema
+//! validation, see [`Store::read_unvalidated`]) and decides; only claiming a free file,
+//! registering, a heartbeat older than five minutes, or the end of a session takes the lock.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -13,83 +14,78 @@ use std::time::Duration;
 
 use crate::cli::GlobalArgs;
 use crate::error::{Error, Result};
-use crate::hooks::{self, DEFAULT_TASK, Decision, Payload};
+use crate::hooks::{self, Agent, DEFAULT_TASK, Event, HookInput, Verdict};
 use crate::output::Output;
 use crate::protocol::ops::{self, NewInstance};
 use crate::protocol::types::Outcome;
-use crate::protocol::{Enforce, Priority, ProjectConfig};
+use crate::protocol::{Enforce, Priority, ProjectConfig, Source, State};
 use crate::runtime::{self, PathNormalizer, ProcessTable};
 use crate::schema::Schema;
 use crate::store::{self, Home, Store};
 use crate::time::Timestamp;
 
-/// The agents conductor has hooks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Agent {
-    /// Claude Code (SessionStart, PreToolUse, SessionEnd)
-    Claude,
-}
+/// Seconds a hook waits for the state lock at most (the agent waits on the hook).
+const LOCK_WAIT_SECS: f64 = 3.0;
+/// SessionEnd waits less: Claude Code gives plugin SessionEnd hooks about 1.5 s, Gemini CLI does
+/// not wait at all. Claims left behind by a busy lock are freed by the heartbeat rule.
+const SESSION_END_LOCK_WAIT_SECS: f64 = 0.8;
 
 /// Run as an agent hook.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_long_help = "Claude Code runs this from hooks (see `conductor integrate claude`). It reads one hook \
-payload from stdin:\n  SessionStart  registers an instance for the session (or reuses it on resume)\n  PreToolUse    for Edit, Write, \
-MultiEdit, NotebookEdit: exit 2 if another live instance holds the file, else follow `enforce` in config.json \
-(auto-claim, block-foreign, require-claim, off)\n  SessionEnd    releases the session's claims and records it as done \
-(abandoned)\nOn an internal error the edit is allowed and a warning is printed."
+    after_long_help = "The agent runs this from its hooks (set them up with `conductor integrate AGENT`); \
+it reads one hook payload from stdin and answers in that agent's hook output format.\n\
+  session start        registers an instance for the session (agent recorded in `agent`), or reuses it on resume, \
+and tells the model who else holds which files in this project\n\
+  before an edit       Claude Code Edit/Write/MultiEdit/NotebookEdit, Cursor preToolUse, Codex apply_patch (every \
+file of the patch), Gemini write_file/replace: refused when another live instance holds a file; otherwise `enforce` \
+in config.json decides (auto-claim, block-foreign, require-claim, off). Files outside the session's directory are \
+never claimed. A holder that looks gone, or require-claim, is left to a person (ask; agents without ask refuse)\n\
+  after an edit        Cursor afterFileEdit: claims the file after the fact (Cursor cannot refuse there)\n\
+  prompt, stop, tool   heartbeat (at most every 5 minutes), so an idle session keeps its claims until \
+default_max_age_minutes (60) pass without any hook event\n\
+  session end          releases the session's claims, recorded as done (abandoned); Codex CLI has no session end: \
+its claims are freed by the heartbeat rule (`conductor cleanup` after 60 minutes without an event)\n\
+On an internal error the agent goes on, and the person and the model are told that coordination is off."
 )]
 pub struct HookArgs {
     /// Which agent's hook format stdin is in.
     #[arg(value_enum)]
     pub agent: Agent,
+    /// Set by the Claude Code plugin's hooks: step aside when `integrate claude` installed the
+    /// same hooks in settings, so each event is handled once.
+    #[arg(long, hide = true)]
+    pub from_plugin: bool,
 }
 
-/// What the hook prints and its exit code.
-#[derive(Debug, Default)]
-struct Answer {
-    code: u8,
-    stdout: String,
-    stderr: String,
-}
-
-impl Answer {
-    fn allow() -> Answer {
-        Answer::default()
-    }
-    fn block(reason: String) -> Answer {
-        Answer {
-            code: 2,
-            stdout: String::new(),
-            stderr: reason,
-        }
-    }
-    fn warn(msg: String) -> Answer {
-        Answer {
-            code: 0,
-            stdout: String::new(),
-            stderr: format!("warning: conductor: {msg}"),
-        }
-    }
-}
-
-/// Run the hook; errors are turned into "allow with a warning" here, never returned.
-pub fn run(global: &GlobalArgs, _args: HookArgs, _out: &Output) -> Result<u8> {
-    let mut input = String::new();
-    let answer = match std::io::stdin().read_to_string(&mut input) {
-        Err(e) => Answer::warn(format!("could not read the hook input ({e}); allowing")),
-        Ok(_) => match serde_json::from_str::<Payload>(&input) {
-            Err(e) => Answer::warn(format!(
-                "the hook input is not a JSON hook payload ({e}); allowing"
-            )),
-            Ok(p) => handle(global, &p).unwrap_or_else(|e| {
-                let what = if p.hook_event_name == "PreToolUse" {
-                    "allowing the edit unchecked"
-                } else {
-                    "nothing was recorded"
-                };
-                Answer::warn(format!("{} hook failed: {e}; {what}", p.hook_event_name))
-            }),
+/// Run the hook; errors become a verdict that lets the agent go on, never an exit status.
+pub fn run(global: &GlobalArgs, args: HookArgs, _out: &Output) -> Result<u8> {
+    let agent = args.agent;
+    let mut text = String::new();
+    let answer = match std::io::stdin().read_to_string(&mut text) {
+        Err(e) => agent.render(
+            "",
+            &Verdict::failed(&format!("could not read the hook input ({e})")),
+        ),
+        Ok(_) => match agent.parse(&text) {
+            Err(e) => agent.render(
+                "",
+                &Verdict::failed(&format!(
+                    "the hook input is not a {} hook payload ({e})",
+                    agent.product()
+                )),
+            ),
+            Ok(input) if steps_aside(agent, &args, &input) => hooks::Answer::default(),
+            Ok(input) => {
+                let verdict = handle(global, agent, &input).unwrap_or_else(|e| {
+                    let what = match input.event {
+                        Event::BeforeEdit(_) => "the edit was allowed unchecked",
+                        _ => "nothing was recorded",
+                    };
+                    Verdict::failed(&format!("{} hook failed: {e}; {what}", input.event_name))
+                });
+                agent.render(&input.event_name, &verdict)
+            }
         },
     };
     if !answer.stdout.is_empty() {
@@ -101,28 +97,60 @@ pub fn run(global: &GlobalArgs, _args: HookArgs, _out: &Output) -> Result<u8> {
     Ok(answer.code)
 }
 
-fn open_store(global: &GlobalArgs) -> Result<Store> {
+/// One decision per event: the plugin's hook steps aside for hooks `integrate claude` installed,
+/// and a Claude Code hook run by Cursor steps aside for `integrate cursor`'s hooks.
+fn steps_aside(agent: Agent, args: &HookArgs, input: &HookInput) -> bool {
+    if agent != Agent::Claude {
+        return false;
+    }
+    let dirs = candidate_roots(input);
+    if args.from_plugin
+        && dirs
+            .iter()
+            .any(|d| d.join(".claude/conductor-integration.json").exists())
+    {
+        return true;
+    }
+    let by_cursor = input.run_by_cursor || std::env::var_os("CURSOR_VERSION").is_some();
+    by_cursor
+        && dirs.iter().any(|d| {
+            std::fs::read_to_string(d.join(".cursor/hooks.json"))
+                .is_ok_and(|t| t.contains(" hook cursor"))
+        })
+}
+
+/// The session's directory and the user's home: where integrations are installed.
+fn candidate_roots(input: &HookInput) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = input.cwd.iter().map(PathBuf::from).collect();
+    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        v.push(PathBuf::from(h));
+    }
+    v
+}
+
+fn open_store(global: &GlobalArgs, max_wait: f64) -> Result<Store> {
     let dir = match global.home.clone() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Home::default_dir()?,
     };
-    // An agent waits on the hook: never wait long for the lock (failure allows the edit).
-    let timeout = Duration::from_secs_f64(global.lock_timeout.min(3.0));
+    let timeout = Duration::from_secs_f64(global.lock_timeout.min(max_wait));
     Store::open(dir, timeout, true)
 }
 
-fn handle(global: &GlobalArgs, p: &Payload) -> Result<Answer> {
-    match p.hook_event_name.as_str() {
-        "PreToolUse" if p.is_edit() => pre_tool_use(global, p),
-        "SessionStart" => session_start(global, p),
-        "SessionEnd" => session_end(global, p),
-        _ => Ok(Answer::allow()),
+fn handle(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdict> {
+    match &input.event {
+        Event::Ignore => Ok(Verdict::default()),
+        Event::SessionStart => session_start(global, agent, input),
+        Event::BeforeEdit(files) => edit(global, agent, input, files, false),
+        Event::AfterEdit(files) => edit(global, agent, input, files, true),
+        Event::Activity => activity(global, input),
+        Event::SessionEnd(reason) => session_end(global, agent, input, reason.as_deref()),
     }
 }
 
-/// The session's directory: the payload's `cwd`, else ours; symlinks resolved.
-fn session_dir(p: &Payload) -> Result<PathBuf> {
-    let dir = match p.cwd.as_deref().filter(|c| !c.is_empty()) {
+/// The session's directory: the payload's, else ours; symlinks resolved.
+fn session_dir(input: &HookInput) -> Result<PathBuf> {
+    let dir = match input.cwd.as_deref() {
         Some(c) => PathBuf::from(c),
         None => runtime::current_dir()?,
     };
@@ -130,8 +158,8 @@ fn session_dir(p: &Payload) -> Result<PathBuf> {
 }
 
 /// What a hook registers for a session: task from `.conductor/config.json`, project from the
-/// directory name, source from the environment.
-fn new_instance(p: &Payload, dir: &Path) -> Result<NewInstance> {
+/// directory name, source from the environment (Cursor sessions are `cur`).
+fn new_instance(agent: Agent, input: &HookInput, dir: &Path) -> Result<NewInstance> {
     let cfg: Option<ProjectConfig> =
         store::read_doc(&dir.join(".conductor/config.json"), Schema::ProjectConfig)?;
     let task = cfg
@@ -146,8 +174,12 @@ fn new_instance(p: &Payload, dir: &Path) -> Result<NewInstance> {
         .to_str()
         .ok_or_else(|| Error::invalid("invalid_directory", "the session's directory is not UTF-8"))?
         .to_string();
+    let source = match agent {
+        Agent::Cursor => Source::Cur,
+        _ => runtime::detect_source(|k| std::env::var(k).ok()),
+    };
     Ok(NewInstance {
-        source: runtime::detect_source(|k| std::env::var(k).ok()),
+        source,
         project,
         task,
         priority: Priority::P1,
@@ -155,57 +187,67 @@ fn new_instance(p: &Payload, dir: &Path) -> Result<NewInstance> {
         override_reason: None,
         pid: None,
         host: runtime::hostname(),
-        session_id: Some(p.session_id.clone()),
+        session_id: Some(input.session_id.clone()),
     })
 }
 
-fn require_session(p: &Payload) -> Result<()> {
-    if p.session_id.is_empty() {
+/// Register a new instance for the session, naming its agent.
+fn register(
+    st: &mut State,
+    new: NewInstance,
+    agent: Agent,
+    now: Timestamp,
+    fx: &mut Vec<ops::Effect>,
+) -> String {
+    let id = ops::start(st, new, None, runtime::random_hex6, now, fx);
+    if let Some(i) = st.instance_mut(&id) {
+        i.agent = Some(agent.name().to_string());
+    }
+    id
+}
+
+fn require_session(input: &HookInput) -> Result<()> {
+    if input.session_id.is_empty() {
         return Err(Error::invalid(
             "invalid_input",
-            "the hook payload has no session_id",
+            "the hook payload names no session",
         ));
     }
     Ok(())
 }
 
-fn session_start(global: &GlobalArgs, p: &Payload) -> Result<Answer> {
-    require_session(p)?;
-    let store = open_store(global)?;
+fn session_start(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdict> {
+    require_session(input)?;
+    let store = open_store(global, LOCK_WAIT_SECS)?;
+    let config = store.config()?;
     let now = Timestamp::now();
-    let dir = session_dir(p)?;
-    let new = new_instance(p, &dir)?;
-    let task = new.task.clone();
-    let (id, resumed) = store.transact(now, |st, fx| {
-        if let Some(id) = hooks::session_instance(st, &p.session_id).map(|i| i.id.clone()) {
-            ops::heartbeat(st, &id, None, now, fx)?;
-            return Ok((id, true));
-        }
-        Ok((
-            ops::start(st, new, None, runtime::random_hex6, now, fx),
-            false,
-        ))
+    let dir = session_dir(input)?;
+    let new = new_instance(agent, input, &dir)?;
+    let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
+    let (state, id, resumed) = store.transact(now, |st, fx| {
+        let (id, resumed) = match hooks::session_instance(st, &input.session_id) {
+            Some(i) => {
+                let id = i.id.clone();
+                ops::heartbeat(st, &id, None, now, fx)?;
+                if let Some(i) = st.instance_mut(&id) {
+                    i.agent.get_or_insert_with(|| agent.name().to_string());
+                }
+                (id, true)
+            }
+            None => (register(st, new, agent, now, fx), false),
+        };
+        Ok((st.clone(), id, resumed))
     })?;
-    let enforce = store
-        .config()
-        .map(|c| c.enforce.unwrap_or_default())
-        .unwrap_or_default();
-    export_instance_id(&id)?;
-    let verb = if resumed {
-        "resumed as"
-    } else {
-        "registered as"
-    };
-    let stdout = format!(
-        "conductor: this session is {verb} {id} (task: \"{task}\"; enforce: {}). CONDUCTOR_INSTANCE_ID={id}. \
-         Edits of files another session holds are blocked; use /conductor status to see who holds what, \
-         /conductor claim FILE to claim ahead, /conductor done when finished.",
-        enforce.as_str()
-    );
-    Ok(Answer {
-        code: 0,
-        stdout,
-        stderr: String::new(),
+    if agent == Agent::Claude {
+        export_instance_id(&id)?;
+    }
+    let me = state.instance(&id).expect("registered above");
+    let enforce = config.enforce.unwrap_or_default();
+    Ok(Verdict {
+        context: Some(hooks::session_context(
+            &state, me, enforce, resumed, now, &live,
+        )),
+        ..Verdict::default()
     })
 }
 
@@ -224,87 +266,157 @@ fn export_instance_id(id: &str) -> Result<()> {
         .map_err(|e| Error::io("append to", &path, e))
 }
 
-fn pre_tool_use(global: &GlobalArgs, p: &Payload) -> Result<Answer> {
-    let Some(raw) = p.target_file() else {
-        return Ok(Answer::allow());
-    };
-    let store = open_store(global)?;
+/// Before an edit (`after` false): decide for every file and claim the free ones. After an edit
+/// (`after` true, the agent cannot be stopped): claim what can be claimed, and tell the person
+/// about a file another session holds.
+fn edit(
+    global: &GlobalArgs,
+    agent: Agent,
+    input: &HookInput,
+    raw_files: &[String],
+    after: bool,
+) -> Result<Verdict> {
+    if raw_files.is_empty() {
+        return Ok(Verdict::default());
+    }
+    let store = open_store(global, LOCK_WAIT_SECS)?;
     let config = store.config()?;
     let enforce = config.enforce.unwrap_or_default();
     if enforce == Enforce::Off {
-        return Ok(Answer::allow());
+        return Ok(Verdict::default());
     }
     let now = Timestamp::now();
-    let dir = session_dir(p)?;
-    let file = PathNormalizer::new(dir.clone()).normalize(raw)?;
+    let dir = session_dir(input)?;
+    let mut norm = PathNormalizer::new(dir.clone());
+    let files = raw_files
+        .iter()
+        .map(|f| norm.normalize(f))
+        .collect::<Result<Vec<_>>>()?;
     let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
-    // Lock-free first: most edits are of files the session already holds, or are blocked.
-    let state = store.read_unvalidated(now)?;
-    let me = hooks::session_instance(&state, &p.session_id);
-    match hooks::decide(&state, me, &file, enforce, now, &live) {
-        Decision::Allow => {
-            if let Some(id) = me
-                .filter(|m| hooks::heartbeat_due(m, now))
-                .map(|m| m.id.clone())
-            {
-                // Best effort: a busy lock must not turn an allowed edit into a warning.
-                let _ = store.transact(now, |st, fx| ops::heartbeat(st, &id, None, now, fx));
-            }
-            Ok(Answer::allow())
-        }
-        Decision::Warn(m) => Ok(Answer::warn(m)),
-        Decision::Block(m) => Ok(Answer::block(m)),
-        Decision::Claim => {
-            let new = if me.is_none() && !p.session_id.is_empty() {
-                Some(new_instance(p, &dir)?)
-            } else {
-                None
-            };
-            store.transact(now, |st, fx| {
-                // Decide again under the lock: another session may have claimed the file meanwhile.
-                let me = hooks::session_instance(st, &p.session_id).cloned();
-                match hooks::decide(st, me.as_ref(), &file, enforce, now, &live) {
-                    Decision::Claim => {}
-                    Decision::Block(m) => return Ok(Answer::block(m)),
-                    Decision::Warn(m) => return Ok(Answer::warn(m)),
-                    Decision::Allow => return Ok(Answer::allow()),
-                }
-                let id = match (me, new) {
-                    (Some(m), _) => m.id,
-                    (None, Some(new)) => ops::start(st, new, None, runtime::random_hex6, now, fx),
-                    (None, None) => {
-                        return Ok(Answer::warn(format!(
-                            "no session_id in the hook input; {file} was not claimed"
-                        )));
-                    }
-                };
-                let out = ops::claim(st, &id, std::slice::from_ref(&file), None, now, &live, fx)?;
-                Ok(match out.conflicts.first() {
-                    Some(c) => Answer::block(format!(
-                        "BLOCKED: {} is claimed by {} ({})",
-                        c.file, c.held_by, c.holder_task
-                    )),
-                    None => Answer::allow(),
-                })
+    let dir_str = dir.to_string_lossy().into_owned();
+    let decide_all = |st: &State| {
+        let me = hooks::session_instance(st, &input.session_id);
+        let home = me.map_or(dir_str.as_str(), |m| m.working_directory.as_str());
+        files
+            .iter()
+            .map(|f| {
+                let d = hooks::decide(st, me, f, hooks::inside(f, home), enforce, now, &live);
+                (f.clone(), d)
             })
+            .collect::<Vec<_>>()
+    };
+    // Lock-free first: most edits are of files the session already holds, or are refused.
+    let state = store.read_unvalidated(now)?;
+    let (verdict, to_claim) = hooks::combine(&decide_all(&state));
+    if let Some(v) = verdict {
+        return Ok(if after { after_the_fact(v) } else { v });
+    }
+    if to_claim.is_empty() {
+        if let Some(id) = hooks::session_instance(&state, &input.session_id)
+            .filter(|m| hooks::heartbeat_due(m, now))
+            .map(|m| m.id.clone())
+        {
+            // Best effort: a busy lock must not turn an allowed edit into a warning.
+            let _ = store.transact(now, |st, fx| ops::heartbeat(st, &id, None, now, fx));
         }
+        return Ok(Verdict::default());
+    }
+    if input.session_id.is_empty() {
+        return Ok(Verdict::failed(&format!(
+            "the hook input names no session, so {} could not be claimed",
+            to_claim.join(", ")
+        )));
+    }
+    let new = new_instance(agent, input, &dir)?;
+    store.transact(now, |st, fx| {
+        // Decide again under the lock: another session may have claimed a file meanwhile.
+        let (verdict, to_claim) = hooks::combine(&decide_all(st));
+        if let Some(v) = verdict {
+            return Ok(if after { after_the_fact(v) } else { v });
+        }
+        if to_claim.is_empty() {
+            return Ok(Verdict::default());
+        }
+        let id = match hooks::session_instance(st, &input.session_id) {
+            Some(m) => m.id.clone(),
+            None => register(st, new, agent, now, fx),
+        };
+        let out = ops::claim(st, &id, &to_claim, None, now, &live, fx)?;
+        if let Some(c) = out.conflicts.first() {
+            let held = st.instance(&c.held_by).cloned();
+            let msg = match held {
+                Some(h) => hooks::held_message(&c.file, &h, Some(&id), now),
+                None => format!("{} is claimed by {}", c.file, c.held_by),
+            };
+            let v = Verdict::deny(format!("BLOCKED: {msg}"));
+            return Ok(if after { after_the_fact(v) } else { v });
+        }
+        Ok(Verdict {
+            context: Some(format!(
+                "conductor: {} now claimed for this session ({id}); other sessions' edits of {} are refused until you \
+                 release {} (`conductor release --instance {id} FILE`) or finish (`conductor done --instance {id}`).",
+                to_claim.join(", "),
+                if to_claim.len() == 1 { "it" } else { "them" },
+                if to_claim.len() == 1 { "it" } else { "them" },
+            )),
+            ..Verdict::default()
+        })
+    })
+}
+
+/// A refusal that came too late (the file is written already): tell the person.
+fn after_the_fact(v: Verdict) -> Verdict {
+    let why = v.reason.unwrap_or_default();
+    Verdict {
+        notice: Some(format!(
+            "conductor: this session edited a file it should not have: {why}"
+        )),
+        context: Some(format!(
+            "conductor: the edit you just made touched a file another session holds: {why}. Tell the user, \
+             and consider reverting it."
+        )),
+        ..Verdict::default()
     }
 }
 
-fn session_end(global: &GlobalArgs, p: &Payload) -> Result<Answer> {
-    require_session(p)?;
-    let store = open_store(global)?;
-    let now = Timestamp::now();
-    if hooks::session_instance(&store.read_unvalidated(now)?, &p.session_id).is_none() {
-        return Ok(Answer::allow()); // already done, or never registered
+/// Any sign of life: refresh the heartbeat when it is five minutes old (lock-free check first).
+fn activity(global: &GlobalArgs, input: &HookInput) -> Result<Verdict> {
+    if input.session_id.is_empty() {
+        return Ok(Verdict::default());
     }
-    let why = p
-        .reason
-        .as_deref()
-        .filter(|r| !r.is_empty())
-        .unwrap_or("other");
+    let store = open_store(global, LOCK_WAIT_SECS)?;
+    let now = Timestamp::now();
+    let state = store.read_unvalidated(now)?;
+    let Some(id) = hooks::session_instance(&state, &input.session_id)
+        .filter(|m| hooks::heartbeat_due(m, now))
+        .map(|m| m.id.clone())
+    else {
+        return Ok(Verdict::default());
+    };
+    store.transact(now, |st, fx| {
+        if st.instance(&id).is_some() {
+            ops::heartbeat(st, &id, None, now, fx)?;
+        }
+        Ok(())
+    })?;
+    Ok(Verdict::default())
+}
+
+fn session_end(
+    global: &GlobalArgs,
+    agent: Agent,
+    input: &HookInput,
+    reason: Option<&str>,
+) -> Result<Verdict> {
+    require_session(input)?;
+    let store = open_store(global, SESSION_END_LOCK_WAIT_SECS)?;
+    let now = Timestamp::now();
+    if hooks::session_instance(&store.read_unvalidated(now)?, &input.session_id).is_none() {
+        return Ok(Verdict::default()); // already done, or never registered
+    }
+    let why = reason.filter(|r| !r.is_empty()).unwrap_or("other");
     let ended = store.transact(now, |st, fx| {
-        let Some(id) = hooks::session_instance(st, &p.session_id).map(|i| i.id.clone()) else {
+        let Some(id) = hooks::session_instance(st, &input.session_id).map(|i| i.id.clone()) else {
             return Ok(None);
         };
         // A released file goes to the first waiter that is still there.
@@ -314,21 +426,28 @@ fn session_end(global: &GlobalArgs, p: &Payload) -> Result<Answer> {
             &id,
             Outcome::Abandoned,
             None,
-            Some(format!("Claude Code session ended ({why})")),
+            Some(format!("{} session ended ({why})", agent.product())),
             now,
             fx,
         )?;
         Ok(Some((id, released.len())))
-    })?;
+    });
     Ok(match ended {
-        Some((id, n)) => Answer {
-            code: 0,
-            stdout: String::new(),
-            stderr: format!(
+        Ok(Some((id, n))) => Verdict {
+            notice: Some(format!(
                 "conductor: {id} ended (abandoned); released {n} file{}",
                 if n == 1 { "" } else { "s" }
-            ),
+            )),
+            ..Verdict::default()
         },
-        None => Answer::allow(),
+        Ok(None) => Verdict::default(),
+        Err(e @ Error::LockTimeout { .. }) => Verdict {
+            notice: Some(format!(
+                "conductor: {e}; this session's claims stay until the heartbeat rule frees them \
+                 (`conductor cleanup`, after 60 minutes without a heartbeat)"
+            )),
+            ..Verdict::default()
+        },
+        Err(e) => return Err(e),
     })
 }

@@ -1,10 +1,13 @@
-//! `conductor integrate claude [--project DIR | --user] [--uninstall]`: install the `/conductor`
-//! command and the hooks of `shell/claude/` into a `.claude/` directory. Hooks are merged into
-//! `settings.json` next to whatever is there; a settings file that does not parse is never
-//! touched. `--uninstall` removes exactly the hook entries and the command file it added, and
-//! when nothing else changed in between, restores `settings.json` byte for byte (the original
-//! bytes are kept in `.claude/conductor-integration.json` when re-serializing would not give
-//! them back).
+//! `conductor integrate AGENT [--project DIR | --user] [--uninstall]`: install conductor's hooks
+//! into an agent's settings: Claude Code `.claude/settings.json` (plus the `/conductor` command),
+//! Cursor `.cursor/hooks.json`, Codex CLI `.codex/hooks.json`, Gemini CLI `.gemini/settings.json`.
+//! Hooks are merged next to whatever is there; a settings file that does not parse is never
+//! touched. Hook commands name the absolute path of this binary, so they do not depend on the
+//! PATH the agent runs hooks with (re-running `integrate` updates them after a move).
+//! `--uninstall` removes exactly the entries it added, and when nothing else changed in between,
+//! restores the settings file byte for byte: the original bytes are kept in
+//! `conductor-integration.json` beside it (mode 0600: settings files can hold API keys) when
+//! re-serializing would not give them back.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,33 +15,44 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use super::Report;
-use super::hook::Agent;
 use crate::error::{Error, IoContext, Result};
+use crate::hooks::Agent;
 use crate::output::Output;
 
-/// The `/conductor` command file, as shipped in the plugin.
+/// The `/conductor` command file, as shipped in the Claude Code plugin.
 pub const COMMAND_MD: &str = include_str!("../../shell/claude/commands/conductor.md");
-/// The plugin's hooks, merged into settings.json.
-pub const HOOKS_JSON: &str = include_str!("../../shell/claude/hooks/hooks.json");
-/// The command every hook entry runs; entries with it are ours.
-pub const HOOK_COMMAND: &str = "conductor hook claude";
-const MANIFEST: &str = "conductor-integration.json";
+/// The Claude Code plugin's hooks, merged into settings.json.
+pub const CLAUDE_HOOKS: &str = include_str!("../../shell/claude/hooks/hooks.json");
+/// Cursor's hooks.json entries.
+pub const CURSOR_HOOKS: &str = include_str!("../../shell/cursor/hooks.json");
+/// Codex CLI's hooks.json entries.
+pub const CODEX_HOOKS: &str = include_str!("../../shell/codex/hooks.json");
+/// Gemini CLI's settings.json hooks.
+pub const GEMINI_HOOKS: &str = include_str!("../../shell/gemini/settings.json");
+/// The manifest kept beside the settings file.
+pub const MANIFEST: &str = "conductor-integration.json";
 
-/// Install (or remove) the Claude Code integration.
+/// Install (or remove) an agent integration.
 #[derive(Debug, clap::Args)]
-#[command(
-    after_long_help = "Examples:\n  conductor integrate claude                 # this project: ./.claude/\n  \
-conductor integrate claude --user          # every project: ~/.claude/\n  conductor integrate claude --uninstall     \
-# remove exactly what was added"
-)]
+#[command(after_long_help = "Where each agent's hooks go:\n  \
+claude   .claude/settings.json (+ .claude/commands/conductor.md)\n  \
+cursor   .cursor/hooks.json\n  \
+codex    .codex/hooks.json\n  \
+gemini   .gemini/settings.json\n\
+under the project directory, or under ~ with --user.\n\nExamples:\n  \
+conductor integrate claude                 # this project: ./.claude/\n  \
+conductor integrate codex --user           # every project: ~/.codex/hooks.json\n  \
+conductor integrate cursor --uninstall     # remove exactly what was added\n\n\
+Hook commands name this binary by its absolute path; run `integrate` again after moving it \
+(`conductor doctor` reports an integration whose binary is gone).")]
 pub struct IntegrateArgs {
     /// Which agent to integrate with.
     #[arg(value_enum)]
     pub agent: Agent,
-    /// Install into DIR/.claude/ [default: the current directory].
+    /// Install into DIR/.AGENT/ [default: the current directory].
     #[arg(long, value_name = "DIR", conflicts_with = "user")]
     pub project: Option<PathBuf>,
-    /// Install into ~/.claude/ (every project of this user).
+    /// Install into ~/.AGENT/ (every project of this user).
     #[arg(long)]
     pub user: bool,
     /// Remove what an earlier install added.
@@ -46,16 +60,51 @@ pub struct IntegrateArgs {
     pub uninstall: bool,
 }
 
+/// Where and how one agent keeps its hooks.
+pub struct Target {
+    pub agent: Agent,
+    /// The agent's directory under the project or home (`.claude`).
+    pub dir: &'static str,
+    /// The settings file in it.
+    pub file: &'static str,
+    /// Cursor: entries are `{command, matcher}` directly; others nest `{matcher, hooks: [...]}`.
+    flat: bool,
+    template: &'static str,
+}
+
+/// Every agent's target.
+pub fn target(agent: Agent) -> Target {
+    let (dir, file, flat, template) = match agent {
+        Agent::Claude => (".claude", "settings.json", false, CLAUDE_HOOKS),
+        Agent::Cursor => (".cursor", "hooks.json", true, CURSOR_HOOKS),
+        Agent::Codex => (".codex", "hooks.json", false, CODEX_HOOKS),
+        Agent::Gemini => (".gemini", "settings.json", false, GEMINI_HOOKS),
+    };
+    Target {
+        agent,
+        dir,
+        file,
+        flat,
+        template,
+    }
+}
+
 /// What changed.
 pub struct Integrated {
+    pub agent: Agent,
     pub dir: PathBuf,
     pub changes: Vec<String>,
 }
 
 impl Report for Integrated {
     fn to_json(&self) -> Value {
-        json!({"status": "ok", "directory": self.dir.display().to_string(), "changes": self.changes,
-               "message": if self.changes.is_empty() { "Nothing to change." } else { "Claude Code integration updated." }})
+        let message = if self.changes.is_empty() {
+            "Nothing to change.".to_string()
+        } else {
+            format!("{} integration updated.", self.agent.product())
+        };
+        json!({"status": "ok", "agent": self.agent.name(), "directory": self.dir.display().to_string(),
+               "changes": self.changes, "message": message})
     }
     fn to_text(&self) -> String {
         if self.changes.is_empty() {
@@ -90,22 +139,130 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
             format!("{} is not a directory", root.display()),
         ));
     }
-    let dir = root.join(".claude");
+    let t = target(args.agent);
+    let dir = root.join(t.dir);
     let changes = if args.uninstall {
-        uninstall(&dir)?
+        uninstall(&t, &dir)?
     } else {
-        install(&dir)?
+        install(&t, &dir, &hook_command(args.agent)?)?
     };
-    super::print(out, &Integrated { dir, changes })
+    super::print(
+        out,
+        &Integrated {
+            agent: args.agent,
+            dir,
+            changes,
+        },
+    )
 }
 
-fn our_hooks() -> Map<String, Value> {
-    let v: Value = serde_json::from_str(HOOKS_JSON)
-        .expect("shell/claude/hooks/hooks.json is valid JSON (tested)");
-    v["hooks"]
+/// `'/abs/path/to/conductor' hook AGENT`, quoted for the shell only when it must be.
+fn hook_command(agent: Agent) -> Result<String> {
+    let exe = std::env::current_exe().map_err(|e| Error::io("find", Path::new("conductor"), e))?;
+    let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
+    let path = exe.to_str().ok_or_else(|| {
+        Error::invalid(
+            "invalid_directory",
+            "the path of the conductor binary is not UTF-8",
+        )
+    })?;
+    let plain = path
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+,@%".contains(c));
+    let quoted = if plain {
+        path.to_string()
+    } else {
+        format!("'{}'", path.replace('\'', "'\\''"))
+    };
+    Ok(format!("{quoted} hook {}", agent.name()))
+}
+
+/// The program of a hook command (first word, shell quotes removed) and the rest.
+fn split_program(cmd: &str) -> (String, &str) {
+    let cmd = cmd.trim_start();
+    if let Some(rest) = cmd.strip_prefix('\'') {
+        let mut prog = String::new();
+        let mut s = rest;
+        loop {
+            match s.find('\'') {
+                None => return (prog + s, ""),
+                Some(i) => {
+                    prog.push_str(&s[..i]);
+                    s = &s[i + 1..];
+                    if let Some(r) = s.strip_prefix("\\''") {
+                        prog.push('\'');
+                        s = r;
+                    } else {
+                        return (prog, s);
+                    }
+                }
+            }
+        }
+    }
+    match cmd.split_once(char::is_whitespace) {
+        Some((p, rest)) => (p.to_string(), rest),
+        None => (cmd.to_string(), ""),
+    }
+}
+
+/// True for a hook command conductor installed for `agent`: a program named `conductor`
+/// running `hook AGENT`. Returns the program path.
+pub fn our_program(cmd: &str, agent: Agent) -> Option<String> {
+    let (prog, rest) = split_program(cmd);
+    let mut words = rest.split_whitespace();
+    let named = Path::new(&prog)
+        .file_name()
+        .is_some_and(|n| n == "conductor");
+    (named && words.next() == Some("hook") && words.next() == Some(agent.name())).then_some(prog)
+}
+
+/// The commands of one event's entries (groups with nested hooks, or flat Cursor entries).
+fn commands_mut(entry: &mut Value, flat: bool) -> Vec<&mut Value> {
+    if flat {
+        return entry.get_mut("command").into_iter().collect();
+    }
+    entry
+        .get_mut("hooks")
+        .and_then(Value::as_array_mut)
+        .map(|hs| hs.iter_mut().filter_map(|h| h.get_mut("command")).collect())
+        .unwrap_or_default()
+}
+
+/// Every hook command in an agent's settings document, with its event.
+pub fn installed_commands(t: &Target, settings: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Some(hooks) = settings.get("hooks").and_then(Value::as_object) {
+        for (event, list) in hooks {
+            for entry in list.as_array().into_iter().flatten() {
+                let mut e = entry.clone();
+                for c in commands_mut(&mut e, t.flat) {
+                    if let Some(s) = c.as_str() {
+                        out.push((event.clone(), s.to_string()));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Our entries for each event, with `command` set to the given command.
+fn our_hooks(t: &Target, command: &str) -> Map<String, Value> {
+    let mut v: Value =
+        serde_json::from_str(t.template).expect("hook templates are valid JSON (tested)");
+    let mut hooks = v["hooks"]
+        .take()
         .as_object()
         .cloned()
-        .expect("hooks.json has a hooks object")
+        .expect("templates have a hooks object");
+    for list in hooks.values_mut() {
+        for entry in list.as_array_mut().into_iter().flatten() {
+            for c in commands_mut(entry, t.flat) {
+                *c = json!(command);
+            }
+        }
+    }
+    hooks
 }
 
 /// A settings file's original bytes and its parsed top-level object.
@@ -138,19 +295,18 @@ fn encode(v: &Value) -> Vec<u8> {
     b
 }
 
-fn has_our_command(group: &Value) -> bool {
-    group["hooks"]
-        .as_array()
-        .is_some_and(|hs| hs.iter().any(|h| h["command"] == HOOK_COMMAND))
-}
-
-fn install(dir: &Path) -> Result<Vec<String>> {
-    let settings_path = dir.join("settings.json");
+fn install(t: &Target, dir: &Path, command: &str) -> Result<Vec<String>> {
+    let settings_path = dir.join(t.file);
     let manifest_path = dir.join(MANIFEST);
     let command_path = dir.join("commands").join("conductor.md");
     let existing = read_settings(&settings_path)?;
+    let with_command_file = t.agent == Agent::Claude;
     // Refuse before changing anything: a different conductor.md is someone else's.
-    let command_state = crate::store::read_bytes(&command_path)?;
+    let command_state = if with_command_file {
+        crate::store::read_bytes(&command_path)?
+    } else {
+        None
+    };
     if let Some(b) = &command_state
         && b != COMMAND_MD.as_bytes()
         && !manifest_path.exists()
@@ -168,43 +324,54 @@ fn install(dir: &Path) -> Result<Vec<String>> {
         Some((b, m)) => (Some(b), m),
         None => (None, Map::new()),
     };
+    if t.flat && original.is_none() {
+        settings.insert("version".into(), json!(1));
+    }
+    let not_valid = |what: String| {
+        Error::invalid(
+            "unparseable_settings",
+            format!(
+                "{what} in {} is not what {} expects; nothing was changed",
+                settings_path.display(),
+                t.agent.product()
+            ),
+        )
+    };
     let hooks = settings
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()));
     let Some(hooks) = hooks.as_object_mut() else {
-        return Err(Error::invalid(
-            "unparseable_settings",
-            format!(
-                "`hooks` in {} is not an object; nothing was changed",
-                settings_path.display()
-            ),
-        ));
+        return Err(not_valid("`hooks`".into()));
     };
-    let mut added = Vec::new();
-    for (event, groups) in our_hooks() {
+    let (mut added, mut updated) = (Vec::new(), Vec::new());
+    for (event, entries) in our_hooks(t, command) {
         let list = hooks
             .entry(event.clone())
             .or_insert_with(|| Value::Array(Vec::new()));
         let Some(list) = list.as_array_mut() else {
-            return Err(Error::invalid(
-                "unparseable_settings",
-                format!(
-                    "`hooks.{event}` in {} is not an array; nothing was changed",
-                    settings_path.display()
-                ),
-            ));
+            return Err(not_valid(format!("`hooks.{event}`")));
         };
-        if list.iter().any(has_our_command) {
-            continue;
+        let mut ours = false;
+        for entry in list.iter_mut() {
+            for c in commands_mut(entry, t.flat) {
+                if c.as_str().and_then(|s| our_program(s, t.agent)).is_some() {
+                    ours = true;
+                    if c.as_str() != Some(command) {
+                        *c = json!(command);
+                        updated.push(event.clone());
+                    }
+                }
+            }
         }
-        list.extend(groups.as_array().cloned().unwrap_or_default());
-        added.push(event);
+        if !ours {
+            list.extend(entries.as_array().cloned().unwrap_or_default());
+            added.push(event);
+        }
     }
-    std::fs::create_dir_all(dir.join("commands")).ctx("create", &dir.join("commands"))?;
-    if !added.is_empty() {
-        let new_bytes = encode(&Value::Object(settings));
-        // Keep the original bytes only when re-serializing would not reproduce them.
+    if !added.is_empty() || !updated.is_empty() {
+        std::fs::create_dir_all(dir).ctx("create", dir)?;
         if !manifest_path.exists() {
+            // Keep the original bytes only when re-serializing would not reproduce them.
             let keep = match &original {
                 Some(b) => {
                     let v: Value = serde_json::from_slice(b).expect("parsed above");
@@ -216,19 +383,42 @@ fn install(dir: &Path) -> Result<Vec<String>> {
                 }
                 None => json!({"existed": false}),
             };
-            let manifest = json!({"installed_by": format!("conductor {}", env!("CARGO_PKG_VERSION")), "settings": keep,
-                                  "command_file": "commands/conductor.md", "hook_command": HOOK_COMMAND});
-            write_atomic(&manifest_path, &encode(&manifest), None)?;
+            let mut manifest = json!({"installed_by": format!("conductor {}", env!("CARGO_PKG_VERSION")),
+                                      "agent": t.agent.name(), "settings_file": t.file, "settings": keep,
+                                      "hook_command": command});
+            if with_command_file {
+                manifest["command_file"] = json!("commands/conductor.md");
+            }
+            write_atomic(&manifest_path, &encode(&manifest), 0o600, None)?;
         }
-        write_atomic(&settings_path, &new_bytes, Some(&settings_path))?;
-        changes.push(format!(
-            "{}: added {} hooks running `{HOOK_COMMAND}`",
-            settings_path.display(),
-            added.join(", ")
-        ));
+        write_atomic(
+            &settings_path,
+            &encode(&Value::Object(settings)),
+            0o644,
+            Some(&settings_path),
+        )?;
+        if !added.is_empty() {
+            changes.push(format!(
+                "{}: added {} hooks running `{command}`",
+                settings_path.display(),
+                added.join(", ")
+            ));
+        }
+        if !updated.is_empty() {
+            changes.push(format!(
+                "{}: pointed the {} hooks at `{command}`",
+                settings_path.display(),
+                updated.join(", ")
+            ));
+        }
     }
-    if command_state.as_deref() != Some(COMMAND_MD.as_bytes()) {
-        write_atomic(&command_path, COMMAND_MD.as_bytes(), Some(&command_path))?;
+    if with_command_file && command_state.as_deref() != Some(COMMAND_MD.as_bytes()) {
+        write_atomic(
+            &command_path,
+            COMMAND_MD.as_bytes(),
+            0o644,
+            Some(&command_path),
+        )?;
         changes.push(format!(
             "{}: installed the /conductor command",
             command_path.display()
@@ -237,8 +427,8 @@ fn install(dir: &Path) -> Result<Vec<String>> {
     Ok(changes)
 }
 
-fn uninstall(dir: &Path) -> Result<Vec<String>> {
-    let settings_path = dir.join("settings.json");
+fn uninstall(t: &Target, dir: &Path) -> Result<Vec<String>> {
+    let settings_path = dir.join(t.file);
     let manifest_path = dir.join(MANIFEST);
     let command_path = dir.join("commands").join("conductor.md");
     let manifest: Option<Value> =
@@ -247,29 +437,34 @@ fn uninstall(dir: &Path) -> Result<Vec<String>> {
     if let Some((_, mut settings)) = read_settings(&settings_path)? {
         let mut removed = Vec::new();
         if let Some(hooks) = settings.get_mut("hooks").and_then(Value::as_object_mut) {
-            for (event, groups) in hooks.iter_mut() {
-                let Some(list) = groups.as_array_mut() else {
+            for (event, list) in hooks.iter_mut() {
+                let Some(list) = list.as_array_mut() else {
                     continue;
                 };
                 let before = list.len();
                 let mut touched = false;
-                for g in list.iter_mut() {
-                    if let Some(hs) = g.get_mut("hooks").and_then(Value::as_array_mut) {
-                        let n = hs.len();
-                        hs.retain(|h| h["command"] != HOOK_COMMAND);
-                        touched |= hs.len() != n;
+                let mine = |c: &Value| c.as_str().and_then(|s| our_program(s, t.agent)).is_some();
+                if t.flat {
+                    list.retain(|e| !e.get("command").is_some_and(mine));
+                } else {
+                    for g in list.iter_mut() {
+                        if let Some(hs) = g.get_mut("hooks").and_then(Value::as_array_mut) {
+                            let n = hs.len();
+                            hs.retain(|h| !h.get("command").is_some_and(mine));
+                            touched |= hs.len() != n;
+                        }
                     }
+                    list.retain(|g| {
+                        g.get("hooks")
+                            .and_then(Value::as_array)
+                            .is_none_or(|hs| !hs.is_empty())
+                    });
                 }
-                list.retain(|g| {
-                    g.get("hooks")
-                        .and_then(Value::as_array)
-                        .is_none_or(|hs| !hs.is_empty())
-                });
                 if touched || list.len() != before {
                     removed.push(event.clone());
                 }
             }
-            hooks.retain(|_, groups| groups.as_array().is_none_or(|l| !l.is_empty()));
+            hooks.retain(|_, list| list.as_array().is_none_or(|l| !l.is_empty()));
         }
         if !removed.is_empty() {
             if settings
@@ -279,14 +474,22 @@ fn uninstall(dir: &Path) -> Result<Vec<String>> {
             {
                 settings.remove("hooks");
             }
-            let now = Value::Object(settings);
             let kept = manifest
                 .as_ref()
                 .map(|m| m["settings"].clone())
                 .unwrap_or(Value::Null);
+            let created = kept["existed"] == false;
+            if created
+                && t.flat
+                && settings.get("version") == Some(&json!(1))
+                && settings.len() == 1
+            {
+                settings.remove("version");
+            }
+            let now = Value::Object(settings);
             let original_text = kept["original"].as_str();
             let original_value = original_text.and_then(|t| serde_json::from_str::<Value>(t).ok());
-            if kept["existed"] == false && now.as_object().is_some_and(Map::is_empty) {
+            if created && now.as_object().is_some_and(Map::is_empty) {
                 std::fs::remove_file(&settings_path).ctx("remove", &settings_path)?;
                 changes.push(format!(
                     "{}: removed (conductor had created it)",
@@ -297,29 +500,32 @@ fn uninstall(dir: &Path) -> Result<Vec<String>> {
                     (Some(t), Some(v)) if v == now => t.as_bytes().to_vec(),
                     _ => encode(&now),
                 };
-                write_atomic(&settings_path, &bytes, Some(&settings_path))?;
+                write_atomic(&settings_path, &bytes, 0o644, Some(&settings_path))?;
                 changes.push(format!(
-                    "{}: removed {} hooks running `{HOOK_COMMAND}`",
+                    "{}: removed {} hooks running `conductor hook {}`",
                     settings_path.display(),
-                    removed.join(", ")
+                    removed.join(", "),
+                    t.agent.name()
                 ));
             }
         }
     }
-    match crate::store::read_bytes(&command_path)? {
-        Some(b) if b == COMMAND_MD.as_bytes() => {
-            std::fs::remove_file(&command_path).ctx("remove", &command_path)?;
-            let _ = std::fs::remove_dir(dir.join("commands")); // only if empty
-            changes.push(format!(
-                "{}: removed the /conductor command",
+    if t.agent == Agent::Claude {
+        match crate::store::read_bytes(&command_path)? {
+            Some(b) if b == COMMAND_MD.as_bytes() => {
+                std::fs::remove_file(&command_path).ctx("remove", &command_path)?;
+                let _ = std::fs::remove_dir(dir.join("commands")); // only if empty
+                changes.push(format!(
+                    "{}: removed the /conductor command",
+                    command_path.display()
+                ));
+            }
+            Some(_) => changes.push(format!(
+                "{}: left in place (it was changed after install)",
                 command_path.display()
-            ));
+            )),
+            None => {}
         }
-        Some(_) => changes.push(format!(
-            "{}: left in place (it was changed after install)",
-            command_path.display()
-        )),
-        None => {}
     }
     if manifest_path.exists() {
         std::fs::remove_file(&manifest_path).ctx("remove", &manifest_path)?;
@@ -329,10 +535,10 @@ fn uninstall(dir: &Path) -> Result<Vec<String>> {
 }
 
 /// Replace `path` atomically (temp file in the same directory, fsync, rename), keeping the
-/// permissions of `mode_from` when it exists (0644 for a new file).
-fn write_atomic(path: &Path, bytes: &[u8], mode_from: Option<&Path>) -> Result<()> {
+/// permissions of `mode_from` when it exists, else `mode`.
+fn write_atomic(path: &Path, bytes: &[u8], mode: u32, mode_from: Option<&Path>) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let dir = path.parent().expect("files live in .claude/");
+    let dir = path.parent().expect("files live in the agent's directory");
     std::fs::create_dir_all(dir).ctx("create", dir)?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".conductor-")
@@ -343,7 +549,7 @@ fn write_atomic(path: &Path, bytes: &[u8], mode_from: Option<&Path>) -> Result<(
     let mode = mode_from
         .and_then(|p| std::fs::metadata(p).ok())
         .map(|m| m.permissions().mode() & 0o7777)
-        .unwrap_or(0o644);
+        .unwrap_or(mode);
     tmp.as_file()
         .set_permissions(std::fs::Permissions::from_mode(mode))
         .ctx("set permissions of", tmp.path())?;
@@ -351,4 +557,37 @@ fn write_atomic(path: &Path, bytes: &[u8], mode_from: Option<&Path>) -> Result<(
     tmp.persist(path)
         .map_err(|e| Error::io("replace", path, e.error))?;
     crate::store::atomic::sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_commands_are_recognised_by_program_name_and_agent() {
+        assert_eq!(
+            our_program("conductor hook claude", Agent::Claude).as_deref(),
+            Some("conductor")
+        );
+        assert_eq!(
+            our_program("'/opt/my tools/conductor' hook codex", Agent::Codex).as_deref(),
+            Some("/opt/my tools/conductor")
+        );
+        assert!(our_program("/usr/bin/conductor hook codex", Agent::Claude).is_none());
+        assert!(our_program("lint.sh hook claude", Agent::Claude).is_none());
+        assert!(our_program("conductor-x hook claude", Agent::Claude).is_none());
+    }
+
+    #[test]
+    fn templates_parse_and_name_their_agent() {
+        for a in [Agent::Claude, Agent::Cursor, Agent::Codex, Agent::Gemini] {
+            let t = target(a);
+            let hooks = our_hooks(&t, "/x/conductor hook test");
+            assert!(!hooks.is_empty());
+            let v: Value = serde_json::from_str(t.template).unwrap();
+            for (_, c) in installed_commands(&t, &v) {
+                assert!(our_program(&c, a).is_some(), "{c}");
+            }
+        }
+    }
 }

@@ -175,11 +175,12 @@ fn explicit_instance(id: &Option<String>) -> Option<String> {
     })
 }
 
-/// Resolve the acting instance from a lock-free read and normalize the given paths against it.
-/// Instances never change their working directory, so the normalized paths stay right when the
-/// transaction re-checks that the instance is still there.
+/// Resolve the acting instance in `state` and normalize the given paths against it. Called
+/// inside the transaction, on the state it read under the lock, so a write reads status.json
+/// once.
 fn resolve_with_paths(
     ctx: &Ctx,
+    state: &State,
     explicit: &Option<String>,
     paths: &[&[String]],
 ) -> Result<(String, Vec<Vec<String>>)> {
@@ -190,11 +191,8 @@ fn resolve_with_paths(
         Err(e) if explicit.is_none() => return Err(e),
         Err(_) => None,
     };
-    // Only to find the instance and its directory: the transaction that follows re-reads and
-    // fully validates the state under the lock, so validating here too would double the cost.
-    let state: State = ctx.store.read_unvalidated(ctx.now)?;
     let id = crate::protocol::ops::resolve_instance(
-        &state,
+        state,
         explicit.as_deref(),
         cwd.as_deref().unwrap_or(Path::new("/")),
     )?;

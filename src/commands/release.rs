@@ -90,15 +90,15 @@ fn message(files: &[String], cwd: Option<&std::path::Path>) -> String {
 /// Run `release`.
 pub fn execute(ctx: &Ctx, req: ReleaseRequest) -> Result<Box<dyn Report>> {
     let listed = req.files.clone().unwrap_or_default();
-    let (id, mut paths) = super::resolve_with_paths(ctx, &req.instance_id, &[&listed])?;
-    let which = if req.all == Some(true) {
-        Which::All
-    } else {
-        Which::Files(paths.remove(0))
-    };
     let now = ctx.now;
     let force = req.force == Some(true);
     let released = ctx.store.transact(now, |st, fx| {
+        let (id, mut paths) = super::resolve_with_paths(ctx, st, &req.instance_id, &[&listed])?;
+        let which = if req.all == Some(true) {
+            Which::All
+        } else {
+            Which::Files(paths.remove(0))
+        };
         // A released file goes to the first waiter that is still there.
         ops::drop_dead_waiters(st, &crate::runtime::pid_is_dead, now, fx);
         ops::release(st, &id, &which, force, req.reason.as_deref(), now, fx)

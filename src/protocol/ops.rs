@@ -180,6 +180,7 @@ pub fn start(
         pid: new.pid,
         host: new.host,
         session_id: new.session_id,
+        agent: None,
         pending_conflicts: Vec::new(),
         waiting_for: Vec::new(),
         extra: Default::default(),

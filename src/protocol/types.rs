@@ -185,6 +185,9 @@ pub struct Instance {
         skip_serializing_if = "Option::is_none"
     )]
     pub session_id: Option<String>,
+    /// Which coding agent the session is (claude, cursor, codex, gemini), when a hook registered it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     /// Files this instance asked for and was refused, until it gets them or ends.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_conflicts: Vec<PendingConflict>,

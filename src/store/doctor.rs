@@ -166,6 +166,18 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
         now,
     )?);
 
+    // A transaction that committed and whose writer died before finishing it (with --repair,
+    // taking every lock above already finished it).
+    if super::redo::pending(home.dir()) {
+        out.push(bad(
+            super::redo::FILE,
+            "a committed transaction is not finished yet (its writer died or is finishing it now)",
+            "finished by the next command that reads or writes, or `doctor --repair`",
+        ));
+    } else {
+        out.push(good(super::redo::FILE, "no transaction pending"));
+    }
+
     // Debris of crashed writers.
     let temps: Vec<PathBuf> = std::fs::read_dir(home.dir())
         .map_err(|e| Error::io("list", home.dir(), e))?

@@ -1,13 +1,13 @@
-//! Append-only ledgers (`history.jsonl`, `conflicts.log`): one line per record, each line written
-//! with a single `write` on an `O_APPEND` descriptor while the state lock is held, then fsynced.
-//!
-//! A crash can leave at most one torn line, at the end. Readers skip an unterminated last line
-//! (with a warning); the next append first cuts the file back to its last newline, so a torn line
-//! never ends up in the middle.
+//! Append-only ledgers (`history.jsonl`, `conflicts.log`, the event journal and every domain's
+//! own): one line per record. conductor appends only through a transaction's commit record (see
+//! `redo`), which puts whole lines at a known offset; another program (the original plugin's jq
+//! recipes) may still leave a torn last line. Readers skip an unterminated last line (with a
+//! warning); the next commit first cuts the file back to its last newline, so a torn line never
+//! ends up in the middle.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use serde::Serialize;
@@ -54,67 +54,6 @@ impl LogEntry {
             text: parts.next()?.to_string(),
         })
     }
-}
-
-/// What an append added, so a transaction whose state write then fails can take it back.
-#[derive(Debug)]
-pub struct Appended {
-    path: std::path::PathBuf,
-    prior_len: u64,
-}
-
-impl Appended {
-    /// Cut the ledger back to its length before the append (best effort: the lock is still held,
-    /// so nobody has appended since).
-    pub fn undo(&self) {
-        if let Ok(f) = OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.path)
-        {
-            let _ = f.set_len(self.prior_len).and_then(|_| f.sync_data());
-        }
-    }
-}
-
-/// Append `lines` (each without its newline) to the ledger at `path`. A failed write (a full
-/// disk) is cut back off, so a ledger never keeps half of an append.
-pub fn append(path: &Path, lines: &[String]) -> Result<Option<Appended>> {
-    if lines.is_empty() {
-        return Ok(None);
-    }
-    let mut f = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        // Never append (or cut a torn tail) through a planted symlink.
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .ctx("open", path)?;
-    // A ledger created by someone else (say the original plugin) may be world-readable.
-    if f.metadata()
-        .is_ok_and(|m| m.permissions().mode() & 0o077 != 0)
-    {
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .ctx("make private", path)?;
-    }
-    repair_torn_tail(&mut f).ctx("repair the torn last line of", path)?;
-    let prior_len = f.seek(SeekFrom::End(0)).ctx("read the length of", path)?;
-    let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-    for l in lines {
-        buf.extend_from_slice(l.as_bytes());
-        buf.push(b'\n');
-    }
-    let written = f.write_all(&buf).and_then(|_| f.sync_data());
-    if let Err(e) = written {
-        let _ = f.set_len(prior_len);
-        return Err(crate::error::Error::io("append to", path, e));
-    }
-    Ok(Some(Appended {
-        path: path.to_path_buf(),
-        prior_len,
-    }))
 }
 
 /// Cut a torn last line off the ledger at `path`, if any (a missing file is fine).

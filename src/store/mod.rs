@@ -133,7 +133,6 @@ impl Store {
                 None if self.status_is_last_commit() => Seen::Own,
                 None => Seen::Changed(None),
             };
-            let before = state.clone();
             let mut effects = Vec::new();
             let mut resolver = crate::runtime::PathNormalizer::new(PathBuf::from("/"));
             let rec = foreign::reconcile(&mut state, seen, now, &mut resolver, &mut effects)?;
@@ -143,9 +142,10 @@ impl Store {
             }
             // After another program's write, conductor commits even an unchanged state, so the
             // next transaction compares with this one and does not report the same changes again.
-            let foreign_write = matches!(seen, Seen::Changed(_));
-            if state != before || foreign_write || !self.home.status().exists() {
+            if matches!(seen, Seen::Changed(_)) {
                 tx.write(&state)?;
+            } else {
+                tx.write_if_changed(&state)?;
             }
             stage_effects(tx, now, effects)?;
             Ok(value)
@@ -291,7 +291,7 @@ pub fn read_doc<T: DeserializeOwned>(path: &Path, schema: Schema) -> Result<Opti
     decode(path, &bytes, schema).map(Some)
 }
 
-pub(crate) fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
+pub fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
     Error::CorruptState {
         path: path.to_path_buf(),
         detail: detail.into(),

@@ -21,7 +21,7 @@
 //! directory sync), and cleared by truncation.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -108,9 +108,23 @@ pub fn clear(f: &File) {
     let _ = f.set_len(0);
 }
 
+/// Empty the record file after a failed write of a record.
+pub fn clear_file(dir: &Path) {
+    if let Ok(f) = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dir.join(FILE))
+    {
+        let _ = f.set_len(0);
+    }
+}
+
 /// Parse a record; `None` for an empty, torn or foreign one (a transaction that never
 /// committed).
 fn parse(bytes: &[u8]) -> Option<Record> {
+    if bytes.last() != Some(&b'\n') {
+        return None;
+    }
     let body_end = bytes[..bytes.len().checked_sub(1)?]
         .iter()
         .rposition(|b| *b == b'\n')?
@@ -149,50 +163,106 @@ pub fn replay(dir: &Path) -> Result<bool> {
     Ok(found)
 }
 
-/// Do what the record says (idempotently) and make it durable.
-pub fn apply(dir: &Path, record: &Record) -> Result<()> {
+/// How applying a record failed.
+pub enum ApplyError {
+    /// An append failed (a full disk): no rename was done yet, and the appends made so far can
+    /// be cut back, so the transaction can still be abandoned as if it never committed.
+    Appending(Error),
+    /// A later step failed: the transaction stays committed and the record stays for the next
+    /// writer to finish.
+    Finishing(Error),
+}
+
+impl From<ApplyError> for Error {
+    fn from(e: ApplyError) -> Error {
+        match e {
+            ApplyError::Appending(e) | ApplyError::Finishing(e) => e,
+        }
+    }
+}
+
+/// Do what the record says (idempotently) and make it durable: the appends first (the event
+/// journal last; growing a file is what can fail for lack of space), then the renames.
+pub fn apply(dir: &Path, record: &Record) -> std::result::Result<(), ApplyError> {
+    let mut touched: Vec<(File, &str)> = Vec::new();
+    for a in &record.appends {
+        touched.push((append_at(dir, a).map_err(ApplyError::Appending)?, &a.file));
+    }
+    for (f, name) in &touched {
+        f.sync_data()
+            .ctx("sync", &dir.join(name))
+            .map_err(ApplyError::Appending)?;
+    }
     for (tmp, target) in &record.renames {
         let from = dir.join(tmp);
         match std::fs::rename(&from, dir.join(target)) {
             Ok(()) => {}
             // Renamed before (the record is being replayed).
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("replace", &dir.join(target), e)),
-        }
-    }
-    let mut touched: Vec<(File, &str)> = Vec::new();
-    for a in &record.appends {
-        let path = dir.join(&a.file);
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .ctx("open", &path)?;
-        let data = a.data.as_bytes();
-        let len = f.metadata().ctx("inspect", &path)?.len();
-        let already = len >= a.at + data.len() as u64 && {
-            let mut have = vec![0u8; data.len()];
-            f.read_exact_at(&mut have, a.at).is_ok() && have == data
-        };
-        if !already {
-            if len != a.at {
-                f.set_len(a.at).ctx("cut back", &path)?;
+            Err(e) => {
+                return Err(ApplyError::Finishing(Error::io(
+                    "replace",
+                    &dir.join(target),
+                    e,
+                )));
             }
-            f.write_all_at(data, a.at).ctx("append to", &path)?;
         }
-        touched.push((f, &a.file));
-    }
-    for (f, name) in &touched {
-        f.sync_data().ctx("sync", &dir.join(name))?;
     }
     if !record.renames.is_empty() || !touched.is_empty() {
-        atomic::sync_dir(dir)?;
+        atomic::sync_dir(dir).map_err(ApplyError::Finishing)?;
     }
     Ok(())
+}
+
+/// Put an append's bytes at its offset unless they are already there.
+fn append_at(dir: &Path, a: &Append) -> Result<File> {
+    let path = dir.join(&a.file);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .ctx("open", &path)?;
+    let data = a.data.as_bytes();
+    let meta = f.metadata().ctx("inspect", &path)?;
+    // A ledger created by someone else (say the original plugin) may be world-readable.
+    if meta.permissions().mode() & 0o077 != 0 {
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .ctx("make private", &path)?;
+    }
+    let len = meta.len();
+    let already = len >= a.at + data.len() as u64 && {
+        let mut have = vec![0u8; data.len()];
+        f.read_exact_at(&mut have, a.at).is_ok() && have == data
+    };
+    if !already {
+        if len != a.at {
+            f.set_len(a.at).ctx("cut back", &path)?;
+        }
+        if let Err(e) = f.write_all_at(data, a.at) {
+            let _ = f.set_len(a.at);
+            return Err(Error::io("append to", &path, e));
+        }
+    }
+    Ok(f)
+}
+
+/// Take back the appends of a record that could not be applied (the journal lock is held, so
+/// nobody appended since).
+pub fn undo_appends(dir: &Path, record: &Record) {
+    for a in &record.appends {
+        if let Ok(f) = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(dir.join(&a.file))
+            && f.metadata().is_ok_and(|m| m.len() > a.at)
+        {
+            let _ = f.set_len(a.at).and_then(|_| f.sync_data());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -220,5 +290,103 @@ mod tests {
         let mut flipped = bytes.clone();
         flipped[5] ^= 1;
         assert_eq!(parse(&flipped), None);
+    }
+
+    /// A home with an old document and two ledgers, a temp file with the new document, and the
+    /// record that commits it.
+    fn setup(dir: &Path) -> Record {
+        std::fs::write(dir.join("a.json"), "old\n").unwrap();
+        std::fs::write(dir.join(".tmp-status-x.tmp"), "new\n").unwrap();
+        std::fs::write(dir.join("l.jsonl"), "{\"n\":1}\n").unwrap();
+        std::fs::write(dir.join("events.jsonl"), "").unwrap();
+        Record {
+            renames: vec![(".tmp-status-x.tmp".into(), "a.json".into())],
+            appends: vec![
+                Append {
+                    file: "l.jsonl".into(),
+                    at: 8,
+                    data: "{\"n\":2}\n{\"n\":3}\n".into(),
+                },
+                Append {
+                    file: "events.jsonl".into(),
+                    at: 0,
+                    data: "{\"seq\":1}\n".into(),
+                },
+            ],
+        }
+    }
+
+    fn files(dir: &Path) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read_to_string(e.path()).unwrap(),
+                )
+            })
+            .filter(|(n, _)| n != FILE)
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn replay_finishes_a_commit_interrupted_at_any_step() {
+        let done = tempfile::tempdir().unwrap();
+        let rec = setup(done.path());
+        apply(done.path(), &rec).ok().unwrap();
+        let expected = files(done.path());
+        assert_eq!(
+            expected,
+            vec![
+                ("a.json".to_string(), "new\n".to_string()),
+                ("events.jsonl".to_string(), "{\"seq\":1}\n".to_string()),
+                (
+                    "l.jsonl".to_string(),
+                    "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n".to_string()
+                ),
+            ]
+        );
+        // Crash points: after k bytes of the first append, after the first append, after both,
+        // after the rename (not cleared).
+        type Crash = fn(&Path, &Record);
+        let crashes: Vec<(&str, Crash)> = vec![
+            ("before anything", |_, _| {}),
+            ("inside the first append", |d, r| {
+                let a = &r.appends[0];
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(d.join(&a.file))
+                    .unwrap();
+                f.write_all_at(&a.data.as_bytes()[..5], a.at).unwrap();
+            }),
+            ("after the first append", |d, r| {
+                append_at(d, &r.appends[0]).unwrap();
+            }),
+            ("after both appends", |d, r| {
+                append_at(d, &r.appends[0]).unwrap();
+                append_at(d, &r.appends[1]).unwrap();
+            }),
+            ("after the rename", |d, r| {
+                apply(d, r).ok().unwrap();
+            }),
+        ];
+        for (name, crash) in crashes {
+            let tmp = tempfile::tempdir().unwrap();
+            let rec = setup(tmp.path());
+            crash(tmp.path(), &rec);
+            let f = write(tmp.path(), &rec).unwrap();
+            drop(f);
+            assert!(pending(tmp.path()), "{name}");
+            assert!(replay(tmp.path()).unwrap(), "{name}: the record is found");
+            assert!(!pending(tmp.path()), "{name}: the record is cleared");
+            assert_eq!(files(tmp.path()), expected, "{name}");
+            // Replaying the same record again changes nothing.
+            write(tmp.path(), &rec).unwrap();
+            replay(tmp.path()).unwrap();
+            assert_eq!(files(tmp.path()), expected, "{name}, replayed twice");
+        }
     }
 }

@@ -10,6 +10,12 @@
 //! domain locks; then, under the journal lock, the events are numbered, one redo record naming
 //! every rename and append is made durable (the commit point), the renames and appends are
 //! done (the journal last), and the record is cleared.
+//!
+//! The interface is the same for a remote backend (issue 12, etcd): a document is a key, a
+//! ledger line and an event are keys under a prefix numbered in one sequence, and a commit is one
+//! etcd transaction that compares the revisions of the documents read and puts everything
+//! staged. There the locks become that comparison, and a transaction whose comparison fails is
+//! run again from its reads, which is why operations stay pure functions of what they read.
 
 use std::path::Path;
 
@@ -45,6 +51,17 @@ impl Lock {
         Lock::Queue,
         Lock::Journal,
     ];
+
+    /// What the lock guards, in messages.
+    pub fn purpose(self) -> &'static str {
+        match self {
+            Lock::Status => "state",
+            Lock::Runtime => "runtime",
+            Lock::Workflows => "workflows",
+            Lock::Queue => "queue",
+            Lock::Journal => "journal",
+        }
+    }
 
     /// The lock file's name in the home.
     pub fn file(self) -> &'static str {
@@ -124,6 +141,8 @@ pub struct Tx<'s> {
     writes: Vec<Write>,
     appends: Vec<(LedgerFile, Vec<String>)>,
     events: Vec<NewEvent>,
+    /// The bytes each document had when this transaction read it (`None`: no file).
+    seen: Vec<(&'static str, Option<Vec<u8>>)>,
 }
 
 struct Write {
@@ -155,17 +174,24 @@ impl<'s> Tx<'s> {
     }
 
     /// Read a document (its lock must be held). A missing file is [`Document::empty`].
-    pub fn read<D: Document>(&self) -> Result<D> {
+    pub fn read<D: Document>(&mut self) -> Result<D> {
         self.check_held(D::LOCK, D::FILE)?;
-        self.store.read_doc_file::<D>(self.now)
+        let path = self.store.home().dir().join(D::FILE);
+        let bytes = super::read_bytes(&path)?;
+        let doc = match &bytes {
+            None => D::empty(self.now),
+            Some(b) => D::decode(&path, b)?,
+        };
+        self.seen.retain(|(f, _)| *f != D::FILE);
+        self.seen.push((D::FILE, bytes));
+        Ok(doc)
     }
 
     /// Read a tracked document and, when another program replaced its file since conductor's
     /// last commit, the version conductor committed last.
-    pub fn read_tracked<D: Document>(&self) -> Result<(D, Option<D>)> {
-        self.check_held(D::LOCK, D::FILE)?;
+    pub fn read_tracked<D: Document>(&mut self) -> Result<(D, Option<D>)> {
+        let current = self.read::<D>()?;
         let dir = self.store.home().dir();
-        let current = self.store.read_doc_file::<D>(self.now)?;
         let path = dir.join(D::FILE);
         let last = dir.join(last_committed_name(D::FILE));
         use std::os::unix::fs::MetadataExt;
@@ -193,6 +219,28 @@ impl<'s> Tx<'s> {
             track: D::TRACK_FOREIGN_WRITES,
         });
         Ok(())
+    }
+
+    /// Replace a document when the transaction commits, unless its bytes are exactly those
+    /// this transaction read (so an operation that changed nothing writes nothing, without
+    /// keeping a copy of the document to compare). Returns true if it will be written.
+    pub fn write_if_changed<D: Document>(&mut self, doc: &D) -> Result<bool> {
+        self.check_held(D::LOCK, D::FILE)?;
+        let bytes = doc.encode();
+        let same = self
+            .seen
+            .iter()
+            .any(|(f, b)| *f == D::FILE && b.as_deref() == Some(bytes.as_slice()));
+        self.writes.retain(|w| w.file != D::FILE);
+        if !same {
+            self.writes.push(Write {
+                file: D::FILE,
+                lock: D::LOCK,
+                bytes,
+                track: D::TRACK_FOREIGN_WRITES,
+            });
+        }
+        Ok(!same)
     }
 
     /// Append a line (without its newline) to a ledger when the transaction commits.
@@ -245,6 +293,7 @@ impl Store {
             writes: Vec::new(),
             appends: Vec::new(),
             events: Vec::new(),
+            seen: Vec::new(),
         };
         let value = f(&mut tx)?;
         self.commit(tx)?;
@@ -257,7 +306,11 @@ impl Store {
         let quiet = self.quiet;
         super::lock::acquire(&path, self.lock_timeout(), &|| {
             if !quiet {
-                eprintln!("Blocking: waiting for the lock {}", path.display());
+                eprintln!(
+                    "Blocking: waiting for the {} lock ({})",
+                    lock.purpose(),
+                    path.display()
+                );
             }
         })
     }
@@ -321,25 +374,39 @@ impl Store {
                 data: join_lines(&lines),
             });
         }
-        let written = redo::write(dir, &record);
-        let f = match written {
+        let remove_temps = || {
+            for (tmp, shadow, _) in &prepared {
+                let _ = std::fs::remove_file(dir.join(tmp));
+                if let Some(s) = shadow {
+                    let _ = std::fs::remove_file(dir.join(s));
+                }
+            }
+        };
+        let f = match redo::write(dir, &record) {
             Ok(f) => f,
             Err(e) => {
-                // Not committed: the temp files go, nothing else was touched.
-                for (tmp, shadow, _) in &prepared {
-                    let _ = std::fs::remove_file(dir.join(tmp));
-                    if let Some(s) = shadow {
-                        let _ = std::fs::remove_file(dir.join(s));
-                    }
-                }
+                // Not committed (a torn record is no record): nothing else was touched.
+                redo::clear_file(dir);
+                remove_temps();
                 return Err(e);
             }
         };
-        // Committed. A failure from here on leaves the record for the next transaction to
-        // finish (the error is still reported: this command's write is not yet in place).
-        redo::apply(dir, &record)?;
-        redo::clear(&f);
-        Ok(())
+        match redo::apply(dir, &record) {
+            Ok(()) => {
+                redo::clear(&f);
+                Ok(())
+            }
+            // Out of space while appending, before any rename: abandon the transaction whole.
+            Err(redo::ApplyError::Appending(e)) => {
+                redo::undo_appends(dir, &record);
+                redo::clear(&f);
+                remove_temps();
+                Err(e)
+            }
+            // Committed but not finished: the record stays, and the next transaction (or
+            // reader) finishes it before it reads anything.
+            Err(redo::ApplyError::Finishing(e)) => Err(e),
+        }
     }
 }
 

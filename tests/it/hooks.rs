@@ -1,5 +1,6 @@
-//! Claude Code integration (issue 5): the plugin files, `integrate claude`, and real hook
-//! payloads (fixtures/claude-hooks) replayed through the installed hook command.
+//! Agent hooks (issues 5 and 13): `integrate AGENT` for Claude Code, Cursor, Codex CLI and Gemini
+//! CLI, and each agent's documented hook payloads (fixtures/hooks/AGENT/) replayed through the
+//! real binary, checking the decision, the output shape the agent reads, and the state.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -10,27 +11,36 @@ use crate::common::*;
 
 const SESSION_A: &str = "3f6c1b2a-7d4e-4c8b-9a1f-2e5d8c7b6a01";
 const SESSION_B: &str = "9b2e4d6f-1a3c-4e5b-8d7f-0c2a4e6b8d02";
+const CODEX_SESSION: &str = "019a7c2e-5b1d-7f30-9e44-2c6d8a1b3f05";
+const CURSOR_SESSION: &str = "c0f3e8a1-6b2d-4e7f-9a15-3d8c2b7e4f60";
+const GEMINI_SESSION: &str = "7e2b9d14-3c8a-4f61-b5e0-9a4d2c6f8b13";
 
 fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
 /// A fixture payload with the sample project path replaced by the test's project.
-fn payload(env: &TestEnv, name: &str) -> String {
-    let text =
-        std::fs::read_to_string(repo_file(&format!("fixtures/claude-hooks/{name}.json"))).unwrap();
+fn fixture(env: &TestEnv, agent: &str, name: &str) -> String {
+    let path = repo_file(&format!("fixtures/hooks/{agent}/{name}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.replace("/home/user/proj", env.project.to_str().unwrap())
 }
 
-/// Feed a fixture to `conductor hook claude`.
-fn hook(env: &TestEnv, name: &str) -> Run {
-    env.run_stdin(&["hook", "claude"], &payload(env, name))
+/// Feed a fixture to `conductor hook AGENT`.
+fn hook_as(env: &TestEnv, agent: &str, name: &str) -> Run {
+    env.run_stdin(&["hook", agent], &fixture(env, agent, name))
 }
 
-fn hook_env(env: &TestEnv, name: &str, vars: &[(&str, &str)]) -> Run {
+/// Feed a Claude Code fixture to `conductor hook claude`.
+fn hook(env: &TestEnv, name: &str) -> Run {
+    hook_as(env, "claude", name)
+}
+
+fn hook_env(env: &TestEnv, agent: &str, name: &str, args: &[&str], vars: &[(&str, &str)]) -> Run {
     use std::io::Write;
     let mut c = env.cmd();
-    c.args(["hook", "claude"])
+    c.args(["hook", agent])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -42,7 +52,7 @@ fn hook_env(env: &TestEnv, name: &str, vars: &[(&str, &str)]) -> Run {
         .stdin
         .take()
         .unwrap()
-        .write_all(payload(env, name).as_bytes())
+        .write_all(fixture(env, agent, name).as_bytes())
         .unwrap();
     let o = child.wait_with_output().unwrap();
     Run {
@@ -50,6 +60,31 @@ fn hook_env(env: &TestEnv, name: &str, vars: &[(&str, &str)]) -> Run {
         stdout: String::from_utf8_lossy(&o.stdout).into(),
         stderr: String::from_utf8_lossy(&o.stderr).into(),
     }
+}
+
+/// The hook's stdout as JSON (Claude Code, Codex and Gemini read exactly one object).
+#[track_caller]
+fn out(r: &Run) -> Value {
+    r.code(0);
+    r.json()
+}
+
+/// Claude Code / Codex CLI: the permission decision of a PreToolUse answer ("" when none).
+fn permission(r: &Run) -> String {
+    if r.stdout.trim().is_empty() {
+        return String::new();
+    }
+    out(r)["hookSpecificOutput"]["permissionDecision"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn reason(r: &Run) -> String {
+    out(r)["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 fn instance_of(env: &TestEnv, session: &str) -> Option<Value> {
@@ -68,6 +103,10 @@ fn id_of(env: &TestEnv, session: &str) -> String {
         .to_string()
 }
 
+fn holder(env: &TestEnv, rel: &str) -> Value {
+    env.state()["global_claims"][env.abs(rel)].clone()
+}
+
 fn set_enforce(env: &TestEnv, mode: &str) {
     std::fs::create_dir_all(&env.home).unwrap();
     std::fs::write(
@@ -77,7 +116,7 @@ fn set_enforce(env: &TestEnv, mode: &str) {
     .unwrap();
 }
 
-/// The hook commands `integrate` wrote for an event in `<project>/.claude/settings.json`.
+/// The hook commands `integrate claude` wrote for an event in `<project>/.claude/settings.json`.
 fn installed_commands(env: &TestEnv, event: &str) -> Vec<String> {
     let text = std::fs::read_to_string(env.project.join(".claude/settings.json")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
@@ -96,25 +135,16 @@ fn installed_commands(env: &TestEnv, event: &str) -> Vec<String> {
 }
 
 /// Run an installed hook command the way Claude Code does: through the shell, payload on stdin,
-/// with `conductor` found on PATH.
-fn run_installed(env: &TestEnv, event: &str, fixture: &str) -> Run {
+/// with a PATH that does not contain conductor (the command names the binary itself).
+fn run_installed(env: &TestEnv, event: &str, name: &str) -> Run {
     use std::io::Write;
     let commands = installed_commands(env, event);
-    assert_eq!(
-        commands,
-        vec!["conductor hook claude".to_string()],
-        "{event}"
-    );
-    let path = format!(
-        "{}:{}",
-        bin().parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    assert_eq!(commands.len(), 1, "{event}: {commands:?}");
     let mut c = Command::new("sh");
     c.arg("-c")
         .arg(&commands[0])
         .env_clear()
-        .env("PATH", path)
+        .env("PATH", "/usr/bin:/bin")
         .env("HOME", env.root.path())
         .env("CONDUCTOR_HOME", &env.home)
         .env("NO_COLOR", "1")
@@ -127,7 +157,7 @@ fn run_installed(env: &TestEnv, event: &str, fixture: &str) -> Run {
         .stdin
         .take()
         .unwrap()
-        .write_all(payload(env, fixture).as_bytes())
+        .write_all(fixture(env, "claude", name).as_bytes())
         .unwrap();
     let o = child.wait_with_output().unwrap();
     Run {
@@ -137,51 +167,93 @@ fn run_installed(env: &TestEnv, event: &str, fixture: &str) -> Run {
     }
 }
 
+fn bin_canonical() -> String {
+    std::fs::canonicalize(bin())
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+// ---------------------------------------------------------------- Claude Code
+
 #[test]
-fn installed_hooks_block_a_second_session_until_the_first_ends() {
+fn installed_hooks_deny_a_second_session_until_the_first_ends_without_conductor_on_path() {
     let env = TestEnv::new();
-    // README: "Use it from Claude Code"
+    // README: "Claude Code"
     env.run(&["integrate", "claude", "--project", "."]).code(0);
     assert!(env.project.join(".claude/commands/conductor.md").exists());
+    assert_eq!(
+        installed_commands(&env, "PreToolUse"),
+        vec![format!("{} hook claude", bin_canonical())],
+        "issue 13 (7): the hooks name the binary by its absolute path"
+    );
 
     let a = run_installed(&env, "SessionStart", "session-start-a");
-    a.code(0);
     let id_a = id_of(&env, SESSION_A);
-    assert!(
-        a.stdout.contains(&id_a),
-        "SessionStart tells the agent its instance: {a:?}"
-    );
-    run_installed(&env, "PreToolUse", "pre-tool-use-edit-a").code(0);
-    assert_eq!(
-        env.state()["global_claims"][env.abs("src/auth.rs")],
-        id_a.as_str(),
-        "auto-claimed on first edit"
-    );
+    let ctx = out(&a)["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(ctx.contains(&format!("registered as {id_a}")), "{ctx}");
+    assert_eq!(instance_of(&env, SESSION_A).unwrap()["agent"], "claude");
 
-    run_installed(&env, "SessionStart", "session-start-b").code(0);
-    let blocked = run_installed(&env, "PreToolUse", "pre-tool-use-write-b");
-    blocked.code(2);
+    let edit = run_installed(&env, "PreToolUse", "pre-tool-use-edit-a");
     assert_eq!(
-        blocked.stderr.trim().lines().count(),
-        1,
-        "one-line reason: {blocked:?}"
+        permission(&edit),
+        "",
+        "an auto-claim is no permission decision: {edit:?}"
     );
     assert!(
-        blocked.stderr.contains(&id_a) && blocked.stderr.contains("interactive session"),
-        "{blocked:?}"
+        out(&edit)["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains("src/auth.rs now claimed for this session"),
+        "issue 13 (2): the model is told about the auto-claim: {edit:?}"
     );
-    assert!(blocked.stderr.contains("--force"), "{blocked:?}");
+    assert_eq!(holder(&env, "src/auth.rs"), id_a.as_str());
 
-    // Bash is not an edit tool: ignored even if routed to the hook.
-    hook(&env, "pre-tool-use-bash-a").code(0);
+    let b = run_installed(&env, "SessionStart", "session-start-b");
+    let ctx_b = out(&b)["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        ctx_b.contains(&format!(
+            "{id_a} (Claude Code session, task \"interactive session\") holds src/auth.rs"
+        )),
+        "issue 13 (3): SessionStart says who holds what: {ctx_b}"
+    );
+
+    let denied = run_installed(&env, "PreToolUse", "pre-tool-use-write-b");
+    assert_eq!(permission(&denied), "deny", "{denied:?}");
+    let why = reason(&denied);
+    assert!(
+        why.contains(&id_a)
+            && why.contains("interactive session")
+            && why.contains("last seen 0 min ago")
+            && why.contains("--force"),
+        "{why}"
+    );
+    assert!(!why.contains('\n'));
+    assert!(
+        out(&denied)["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains(&id_a),
+        "the person sees it too"
+    );
+
+    // Bash is not an edit tool: no answer at all.
+    let bash = hook(&env, "pre-tool-use-bash-a");
+    assert_eq!((bash.code, bash.stdout.as_str()), (0, ""));
 
     run_installed(&env, "SessionEnd", "session-end-a").code(0);
     assert!(instance_of(&env, SESSION_A).is_none());
-    run_installed(&env, "PreToolUse", "pre-tool-use-write-b").code(0);
     assert_eq!(
-        env.state()["global_claims"][env.abs("src/auth.rs")],
-        id_of(&env, SESSION_B).as_str()
+        permission(&run_installed(&env, "PreToolUse", "pre-tool-use-write-b")),
+        ""
     );
+    assert_eq!(holder(&env, "src/auth.rs"), id_of(&env, SESSION_B).as_str());
 }
 
 #[test]
@@ -190,16 +262,10 @@ fn multiedit_and_notebookedit_are_checked() {
     hook(&env, "session-start-a").code(0);
     hook(&env, "pre-tool-use-notebookedit-a").code(0);
     let id_a = id_of(&env, SESSION_A);
-    assert_eq!(
-        env.state()["global_claims"][env.abs("analysis.ipynb")],
-        id_a.as_str()
-    );
+    assert_eq!(holder(&env, "analysis.ipynb"), id_a.as_str());
     hook(&env, "session-start-b").code(0);
     hook(&env, "pre-tool-use-multiedit-b").code(0);
-    assert_eq!(
-        env.state()["global_claims"][env.abs("src/docs.rs")],
-        id_of(&env, SESSION_B).as_str()
-    );
+    assert_eq!(holder(&env, "src/docs.rs"), id_of(&env, SESSION_B).as_str());
 }
 
 #[test]
@@ -207,35 +273,50 @@ fn enforce_block_foreign_never_claims() {
     let env = TestEnv::new();
     set_enforce(&env, "block-foreign");
     hook(&env, "session-start-a").code(0);
-    hook(&env, "pre-tool-use-edit-a").code(0);
+    assert_eq!(permission(&hook(&env, "pre-tool-use-edit-a")), "");
     assert!(env.state()["global_claims"].as_object().unwrap().is_empty());
-    // A foreign claim still blocks.
+    // A foreign claim still refuses.
     let id_a = id_of(&env, SESSION_A);
     env.run(&["claim", "--instance", &id_a, "src/auth.rs"])
         .code(0);
     hook(&env, "session-start-b").code(0);
     let r = hook(&env, "pre-tool-use-write-b");
-    r.code(2);
-    assert!(r.stderr.contains(&id_a));
+    assert_eq!(permission(&r), "deny");
+    assert!(reason(&r).contains(&id_a));
 }
 
 #[test]
-fn enforce_require_claim_blocks_unclaimed_files() {
+fn enforce_require_claim_asks_the_person_until_the_file_is_claimed() {
     let env = TestEnv::new();
     set_enforce(&env, "require-claim");
     hook(&env, "session-start-a").code(0);
     let id_a = id_of(&env, SESSION_A);
     let r = hook(&env, "pre-tool-use-edit-a");
-    r.code(2);
+    assert_eq!(permission(&r), "ask", "{r:?}");
     assert!(
-        r.stderr.contains("require-claim")
-            && r.stderr
-                .contains(&format!("conductor claim --instance {id_a}")),
+        reason(&r).contains("require-claim")
+            && reason(&r).contains(&format!("conductor claim --instance {id_a}")),
         "{r:?}"
     );
     env.run(&["claim", "--instance", &id_a, "src/auth.rs"])
         .code(0);
+    assert_eq!(permission(&hook(&env, "pre-tool-use-edit-a")), "");
+}
+
+#[test]
+fn a_holder_that_looks_gone_is_left_to_the_person() {
+    let mut env = TestEnv::new();
+    env.at("2026-11-23T10:00:00Z");
+    hook(&env, "session-start-a").code(0);
     hook(&env, "pre-tool-use-edit-a").code(0);
+    env.at("2026-11-23T12:00:00Z");
+    hook(&env, "session-start-b").code(0);
+    let r = hook(&env, "pre-tool-use-write-b");
+    assert_eq!(permission(&r), "ask", "{r:?}");
+    assert!(
+        reason(&r).contains("looks gone") && reason(&r).contains("120 min"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -246,8 +327,7 @@ fn enforce_off_never_blocks() {
     set_enforce(&env, "off");
     hook(&env, "session-start-b").code(0);
     let r = hook(&env, "pre-tool-use-write-b");
-    r.code(0);
-    assert!(r.stderr.is_empty(), "{r:?}");
+    assert_eq!((r.code, r.stdout.as_str(), r.stderr.as_str()), (0, "", ""));
 }
 
 #[test]
@@ -256,8 +336,11 @@ fn resume_reuses_the_instance() {
     hook(&env, "session-start-a").code(0);
     let id = id_of(&env, SESSION_A);
     let r = hook(&env, "session-start-a-resume");
-    r.code(0);
-    assert!(r.stdout.contains(&format!("resumed as {id}")), "{r:?}");
+    let ctx = out(&r)["hookSpecificOutput"]["additionalContext"].clone();
+    assert!(
+        ctx.as_str().unwrap().contains(&format!("resumed as {id}")),
+        "{r:?}"
+    );
     assert_eq!(env.state()["instances"].as_array().unwrap().len(), 1);
 }
 
@@ -286,28 +369,128 @@ fn session_end_records_abandoned_unless_already_done() {
     assert_eq!(outcomes, vec!["abandoned", "success"]);
 }
 
+/// Issue 13 (1): a hook that fails open says so where the person and the model see it, not on
+/// stderr (which Claude Code only writes to its debug log on exit 0).
 #[test]
-fn internal_error_allows_the_edit_with_a_warning() {
+fn issue_13_failures_are_told_to_the_person_and_the_model() {
     let env = TestEnv::new();
     hook(&env, "session-start-a").code(0);
     std::fs::write(env.home_file("status.json"), "{ not json").unwrap();
     let r = hook(&env, "pre-tool-use-write-b");
-    r.code(0);
+    let j = out(&r);
     assert!(
-        r.stderr.starts_with("warning: conductor:") && r.stderr.contains("allowing"),
+        j["systemMessage"]
+            .as_str()
+            .unwrap()
+            .starts_with("conductor:")
+            && j["systemMessage"]
+                .as_str()
+                .unwrap()
+                .contains("allowed unchecked"),
         "{r:?}"
     );
+    assert!(
+        j["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains("not being checked"),
+        "{r:?}"
+    );
+    assert!(j["hookSpecificOutput"].get("permissionDecision").is_none());
+    assert!(r.stderr.is_empty(), "{r:?}");
     // Garbage on stdin too.
     let r = env.run_stdin(&["hook", "claude"], "not a payload");
-    r.code(0);
-    assert!(r.stderr.contains("warning"), "{r:?}");
+    assert!(
+        out(&r)["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("not a Claude Code hook payload")
+    );
     // A bad config.json as well.
-    std::fs::write(env.home_file("status.json"), "").unwrap();
     std::fs::remove_file(env.home_file("status.json")).unwrap();
     set_enforce(&env, "strict");
-    let r = hook(&env, "pre-tool-use-write-b");
-    r.code(0);
-    assert!(r.stderr.contains("warning"), "{r:?}");
+    assert!(out(&hook(&env, "pre-tool-use-write-b"))["systemMessage"].is_string());
+    // No session id.
+    std::fs::remove_file(env.home_file("config.json")).unwrap();
+    let r = env.run_stdin(
+        &["hook", "claude"],
+        r#"{"hook_event_name":"SessionStart","cwd":"/tmp"}"#,
+    );
+    assert!(
+        out(&r)["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("names no session")
+    );
+}
+
+/// Issue 13 (4): a session that only reads and talks keeps its claims: prompts and stops
+/// heartbeat (at most every five minutes), so it is not an orphan after an hour.
+#[test]
+fn issue_13_idle_sessions_heartbeat_on_prompts_and_keep_their_claims() {
+    let mut env = TestEnv::new();
+    env.at("2026-11-23T10:00:00Z");
+    hook(&env, "session-start-a").code(0);
+    hook(&env, "pre-tool-use-edit-a").code(0);
+    env.at("2026-11-23T10:02:00Z");
+    let before = env.snapshot();
+    hook(&env, "user-prompt-submit-a").code(0);
+    assert_eq!(
+        env.snapshot(),
+        before,
+        "no write when the heartbeat is fresh"
+    );
+    env.at("2026-11-23T10:50:00Z");
+    let r = hook(&env, "user-prompt-submit-a");
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""));
+    assert_eq!(
+        instance_of(&env, SESSION_A).unwrap()["last_heartbeat"],
+        "2026-11-23T10:50:00Z"
+    );
+    env.at("2026-11-23T11:40:00Z");
+    hook(&env, "stop-a").code(0);
+    env.at("2026-11-23T12:30:00Z");
+    env.run(&["cleanup"]).code(0);
+    assert_eq!(holder(&env, "src/auth.rs"), id_of(&env, SESSION_A).as_str());
+}
+
+/// Issue 13 (5): edits outside the session's directory (Claude Code's memory under ~/.claude,
+/// scratch files) are never claimed.
+#[test]
+fn issue_13_edits_outside_the_project_are_not_claimed() {
+    let env = TestEnv::new();
+    hook(&env, "session-start-a").code(0);
+    let r = hook(&env, "pre-tool-use-write-memory-a");
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""));
+    assert!(env.state()["global_claims"].as_object().unwrap().is_empty());
+}
+
+/// Issue 13 (8): SessionEnd fits the plugin budget (about 1.5 s) even when the lock is busy,
+/// and says the claims are left to the heartbeat rule.
+#[test]
+fn issue_13_session_end_fits_its_budget_when_the_lock_is_busy() {
+    let env = TestEnv::new();
+    hook(&env, "session-start-a").code(0);
+    hook(&env, "pre-tool-use-edit-a").code(0);
+    let lock = conductor::store::lock::acquire(
+        &env.home_file("status.lock"),
+        std::time::Duration::from_secs(5),
+        &|| {},
+    )
+    .unwrap();
+    let t = std::time::Instant::now();
+    let r = hook(&env, "session-end-a");
+    let took = t.elapsed();
+    drop(lock);
+    assert!(took.as_secs_f64() < 1.5, "took {took:?}");
+    assert!(
+        out(&r)["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("heartbeat rule"),
+        "{r:?}"
+    );
+    assert!(instance_of(&env, SESSION_A).is_some(), "nothing half-done");
 }
 
 #[test]
@@ -322,7 +505,9 @@ fn task_comes_from_the_project_config_and_id_reaches_claude_env_file() {
     let env_file = env.root.path().join("claude-env");
     let r = hook_env(
         &env,
+        "claude",
         "session-start-a",
+        &[],
         &[
             ("CLAUDE_ENV_FILE", env_file.to_str().unwrap()),
             ("TERM_PROGRAM", "iTerm.app"),
@@ -341,131 +526,49 @@ fn task_comes_from_the_project_config_and_id_reaches_claude_env_file() {
     );
 }
 
+/// Issue 13 (9): the plugin's hooks step aside when `integrate claude` installed the same hooks,
+/// so each event is decided once.
 #[test]
-fn integrate_round_trip_leaves_existing_settings_byte_identical() {
+fn issue_13_plugin_hooks_step_aside_for_integrated_hooks() {
     let env = TestEnv::new();
-    let claude = env.project.join(".claude");
-    std::fs::create_dir_all(&claude).unwrap();
-    // Unusual formatting on purpose: tabs, no final newline, someone else's hook.
-    let original = "{\n\t\"model\": \"opus\",\n\t\"hooks\": {\"PreToolUse\": [{\"matcher\": \"Bash\", \"hooks\": [{\"type\": \"command\", \"command\": \"lint.sh\"}]}]},\n\t\"permissions\": {\"allow\": [\"Bash(ls:*)\"]}\n}";
-    std::fs::write(claude.join("settings.json"), original).unwrap();
-
-    let r = env.run(&["integrate", "claude"]);
-    r.code(0);
+    let r = hook_env(&env, "claude", "session-start-a", &["--from-plugin"], &[]);
+    out(&r);
     assert!(
-        r.stdout.contains("added") && r.stdout.contains("SessionStart"),
-        "{r:?}"
+        instance_of(&env, SESSION_A).is_some(),
+        "alone, the plugin's hook works"
     );
-    let merged: Value =
-        serde_json::from_str(&std::fs::read_to_string(claude.join("settings.json")).unwrap())
-            .unwrap();
-    assert_eq!(merged["model"], "opus");
-    assert_eq!(
-        merged["hooks"]["PreToolUse"].as_array().unwrap().len(),
-        2,
-        "theirs kept, ours added"
-    );
-    assert_eq!(
-        merged["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
-        "lint.sh"
-    );
-
-    let again = env.run(&["integrate", "claude"]);
-    again.code(0);
-    assert!(
-        again.stdout.starts_with("Nothing to change"),
-        "idempotent: {again:?}"
-    );
-
-    let r = env.run(&["--json", "integrate", "claude", "--uninstall"]);
-    r.code(0);
-    assert!(!r.json()["changes"].as_array().unwrap().is_empty());
-    assert_eq!(
-        std::fs::read_to_string(claude.join("settings.json")).unwrap(),
-        original
-    );
-    assert!(!claude.join("commands/conductor.md").exists());
-    let left: Vec<_> = std::fs::read_dir(&claude)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(
-        left,
-        vec![std::ffi::OsString::from("settings.json")],
-        "nothing of ours left"
-    );
+    hook(&env, "session-end-a").code(0);
+    env.run(&["integrate", "claude"]).code(0);
+    let r = hook_env(&env, "claude", "session-start-a", &["--from-plugin"], &[]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""));
+    assert!(instance_of(&env, SESSION_A).is_none());
 }
 
 #[test]
-fn integrate_into_a_fresh_directory_and_back_leaves_nothing() {
-    let env = TestEnv::new();
-    env.run(&[
-        "integrate",
-        "claude",
-        "--project",
-        env.project.to_str().unwrap(),
-    ])
-    .code(0);
-    let settings = std::fs::read_to_string(env.project.join(".claude/settings.json")).unwrap();
-    let v: Value = serde_json::from_str(&settings).unwrap();
-    let ours: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo_file("shell/claude/hooks/hooks.json")).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(
-        v["hooks"], ours["hooks"],
-        "settings carry exactly the plugin's hooks"
-    );
-    env.run(&["integrate", "claude", "--uninstall"]).code(0);
-    assert!(!env.project.join(".claude").exists());
-}
-
-#[test]
-fn integrate_user_scope_writes_home_claude() {
-    let env = TestEnv::new();
-    env.run(&["integrate", "claude", "--user"]).code(0);
-    assert!(env.root.path().join(".claude/settings.json").exists());
-    assert!(
-        env.root
-            .path()
-            .join(".claude/commands/conductor.md")
-            .exists()
-    );
-    env.run(&["integrate", "claude", "--user", "--uninstall"])
-        .code(0);
-    assert!(!env.root.path().join(".claude").exists());
-}
-
-#[test]
-fn integrate_never_overwrites_unparseable_settings() {
-    let env = TestEnv::new();
-    let claude = env.project.join(".claude");
-    std::fs::create_dir_all(&claude).unwrap();
-    std::fs::write(claude.join("settings.json"), "{ \"model\": ").unwrap();
-    let r = env.run(&["integrate", "claude"]);
-    r.code(2);
-    assert!(r.stderr.contains("not a JSON object"), "{r:?}");
-    assert_eq!(
-        std::fs::read_to_string(claude.join("settings.json")).unwrap(),
-        "{ \"model\": "
-    );
-    assert!(!claude.join("commands").exists());
-}
-
-#[test]
-fn plugin_files_are_well_formed() {
-    let plugin: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo_file("shell/claude/.claude-plugin/plugin.json")).unwrap(),
-    )
-    .unwrap();
+fn plugin_and_marketplace_files_are_well_formed() {
+    let read = |p: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(repo_file(p)).unwrap()).unwrap()
+    };
+    let plugin = read("shell/claude/.claude-plugin/plugin.json");
     assert_eq!(plugin["name"], "conductor");
-    let hooks: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo_file("shell/claude/hooks/hooks.json")).unwrap(),
-    )
-    .unwrap();
-    for event in ["SessionStart", "PreToolUse", "SessionEnd"] {
+    let market = read(".claude-plugin/marketplace.json");
+    assert_eq!(market["plugins"][0]["name"], "conductor");
+    assert!(
+        repo_file(market["plugins"][0]["source"].as_str().unwrap())
+            .join(".claude-plugin/plugin.json")
+            .exists(),
+        "the marketplace points at the plugin"
+    );
+    let hooks = read("shell/claude/hooks/hooks.json");
+    for event in [
+        "SessionStart",
+        "PreToolUse",
+        "UserPromptSubmit",
+        "Stop",
+        "SessionEnd",
+    ] {
         assert_eq!(
-            hooks["hooks"][event][0]["hooks"][0]["command"], "conductor hook claude",
+            hooks["hooks"][event][0]["hooks"][0]["command"], "conductor hook claude --from-plugin",
             "{event}"
         );
     }
@@ -482,15 +585,19 @@ fn plugin_files_are_well_formed() {
         .unwrap();
     assert!(front.lines().any(|l| l == "argument-hint: <start|status|claim|release|done|align|conflicts|cleanup|reset> [args]"));
     assert!(md.contains("conductor --json $ARGUMENTS"));
-    for f in std::fs::read_dir(repo_file("fixtures/claude-hooks")).unwrap() {
-        let p = f.unwrap().path();
-        if p.extension().is_some_and(|e| e == "json") {
-            let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-            assert!(
-                v["session_id"].is_string() && v["hook_event_name"].is_string(),
-                "{}",
-                p.display()
-            );
+    for agent in ["claude", "cursor", "codex", "gemini"] {
+        let dir = repo_file(&format!("fixtures/hooks/{agent}"));
+        let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+        assert!(
+            readme.contains("read on 2026-11-23") || readme.contains("read on\n2026-11-23"),
+            "{agent}: the documentation version is noted"
+        );
+        for f in std::fs::read_dir(&dir).unwrap() {
+            let p = f.unwrap().path();
+            if p.extension().is_some_and(|e| e == "json") {
+                let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                assert!(v["hook_event_name"].is_string(), "{}", p.display());
+            }
         }
     }
 }
@@ -528,4 +635,408 @@ fn slash_start_in_a_hooked_session_retasks_its_instance() {
         &[("CONDUCTOR_INSTANCE_ID", &plain)],
     );
     assert_ne!(r.json()["instance_id"], plain.as_str());
+}
+
+// ---------------------------------------------------------------- Codex CLI
+
+/// Issue 13: a Codex session's apply_patch touching three files is refused for the one a Claude
+/// Code session holds, and none of the three is claimed; once the holder ends, the same patch
+/// claims all three.
+#[test]
+fn issue_13_codex_apply_patch_is_refused_for_the_file_claude_holds() {
+    let env = TestEnv::new();
+    hook(&env, "session-start-a").code(0);
+    hook(&env, "pre-tool-use-edit-a").code(0);
+    let id_a = id_of(&env, SESSION_A);
+
+    let start = hook_as(&env, "codex", "session-start");
+    assert!(
+        out(&start)["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{id_a} (Claude Code session"))
+    );
+    let codex = instance_of(&env, CODEX_SESSION).unwrap();
+    assert_eq!(codex["agent"], "codex");
+
+    let r = hook_as(&env, "codex", "pre-tool-use-apply-patch");
+    assert_eq!(permission(&r), "deny", "{r:?}");
+    let why = reason(&r);
+    assert!(
+        why.contains("1 of the 3 files")
+            && why.contains(&env.abs("src/auth.rs"))
+            && why.contains(&id_a),
+        "{why}"
+    );
+    assert!(
+        !why.contains("session.rs") && !why.contains("legacy.rs"),
+        "{why}"
+    );
+    let claims = env.state()["global_claims"].clone();
+    assert_eq!(
+        claims.as_object().unwrap().len(),
+        1,
+        "nothing else claimed: {claims}"
+    );
+
+    // A plain shell command is no edit.
+    let bash = hook_as(&env, "codex", "pre-tool-use-bash");
+    assert_eq!((bash.code, bash.stdout.as_str()), (0, ""));
+
+    hook(&env, "session-end-a").code(0);
+    let r = hook_as(&env, "codex", "pre-tool-use-apply-patch");
+    assert_eq!(permission(&r), "", "{r:?}");
+    let id_c = id_of(&env, CODEX_SESSION);
+    for f in ["src/auth.rs", "src/session.rs", "src/legacy.rs"] {
+        assert_eq!(holder(&env, f), id_c.as_str(), "{f}");
+    }
+    // A Claude Code session is now refused the file Codex holds.
+    hook(&env, "session-start-b").code(0);
+    let r = hook(&env, "pre-tool-use-write-b");
+    assert_eq!(permission(&r), "deny");
+    assert!(reason(&r).contains("Codex CLI session"), "{r:?}");
+}
+
+#[test]
+fn codex_prompts_and_stops_heartbeat_and_ask_becomes_deny() {
+    let mut env = TestEnv::new();
+    env.at("2026-11-23T10:00:00Z");
+    hook_as(&env, "codex", "session-start").code(0);
+    env.at("2026-11-23T10:30:00Z");
+    hook_as(&env, "codex", "user-prompt-submit").code(0);
+    assert_eq!(
+        instance_of(&env, CODEX_SESSION).unwrap()["last_heartbeat"],
+        "2026-11-23T10:30:00Z"
+    );
+    env.at("2026-11-23T10:40:00Z");
+    hook_as(&env, "codex", "stop").code(0);
+    hook_as(&env, "codex", "post-tool-use-apply-patch").code(0);
+    assert!(
+        instance_of(&env, CODEX_SESSION).is_some(),
+        "Stop does not end the session"
+    );
+    set_enforce(&env, "require-claim");
+    let r = hook_as(&env, "codex", "pre-tool-use-apply-patch");
+    assert_eq!(permission(&r), "deny", "Codex has no ask: {r:?}");
+    assert!(reason(&r).contains("require-claim"));
+}
+
+// ---------------------------------------------------------------- Cursor
+
+#[test]
+fn cursor_is_refused_a_file_claude_holds_and_records_edits_after_the_fact() {
+    let env = TestEnv::new();
+    hook(&env, "session-start-a").code(0);
+    hook(&env, "pre-tool-use-edit-a").code(0);
+    let id_a = id_of(&env, SESSION_A);
+
+    let s = hook_as(&env, "cursor", "session-start");
+    assert!(
+        out(&s)["additional_context"]
+            .as_str()
+            .unwrap()
+            .contains(&id_a)
+    );
+    let cur = instance_of(&env, CURSOR_SESSION).unwrap();
+    assert_eq!(
+        (cur["agent"].as_str(), cur["source"].as_str()),
+        (Some("cursor"), Some("cur"))
+    );
+
+    let r = hook_as(&env, "cursor", "pre-tool-use-write");
+    let j = out(&r);
+    assert_eq!(j["permission"], "deny", "{r:?}");
+    assert!(j["agent_message"].as_str().unwrap().contains(&id_a));
+    assert!(j["user_message"].as_str().unwrap().contains(&id_a));
+
+    let r = hook_as(&env, "cursor", "pre-tool-use-str-replace");
+    assert_eq!(out(&r), serde_json::json!({}), "JSON on every path");
+    let id_c = id_of(&env, CURSOR_SESSION);
+    assert_eq!(holder(&env, "src/docs.rs"), id_c.as_str());
+
+    // afterFileEdit cannot refuse: the edit is recorded as a claim.
+    assert_eq!(
+        out(&hook_as(&env, "cursor", "after-file-edit")),
+        serde_json::json!({})
+    );
+    assert_eq!(holder(&env, "src/notes.md"), id_c.as_str());
+    assert_eq!(
+        out(&hook_as(&env, "cursor", "before-submit-prompt")),
+        serde_json::json!({"continue": true})
+    );
+    out(&hook_as(&env, "cursor", "stop"));
+    out(&hook_as(&env, "cursor", "session-end"));
+    assert!(instance_of(&env, CURSOR_SESSION).is_none());
+    assert!(env.state()["global_claims"][env.abs("src/notes.md")].is_null());
+}
+
+/// A user with both integrations gets one decision per edit: when Cursor runs Claude Code's hooks
+/// from `.claude` settings, the Claude Code hook steps aside for `integrate cursor`'s hooks.
+#[test]
+fn cursor_running_claude_hooks_decides_once() {
+    let env = TestEnv::new();
+    hook(&env, "session-start-b").code(0);
+    hook(&env, "pre-tool-use-write-b").code(0);
+    let vars = [("CURSOR_VERSION", "2.1.42")];
+    // Only the Claude Code integration: its hook is the gate, also under Cursor.
+    let r = hook_env(&env, "claude", "pre-tool-use-edit-a", &[], &vars);
+    assert_eq!(permission(&r), "deny");
+    env.run(&["integrate", "cursor"]).code(0);
+    let r = hook_env(&env, "claude", "pre-tool-use-edit-a", &[], &vars);
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, ""),
+        "steps aside for `hook cursor`"
+    );
+    let r = hook_env(&env, "claude", "pre-tool-use-edit-a", &[], &[]);
+    assert_eq!(permission(&r), "deny", "outside Cursor nothing changes");
+}
+
+// ---------------------------------------------------------------- Gemini CLI
+
+#[test]
+fn gemini_is_refused_a_held_file_and_stdout_is_always_json() {
+    let env = TestEnv::new();
+    hook(&env, "session-start-a").code(0);
+    hook(&env, "pre-tool-use-edit-a").code(0);
+    let id_a = id_of(&env, SESSION_A);
+
+    let s = out(&hook_as(&env, "gemini", "session-start"));
+    assert!(
+        s["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains(&id_a)
+    );
+    assert_eq!(
+        instance_of(&env, GEMINI_SESSION).unwrap()["agent"],
+        "gemini"
+    );
+
+    let r = hook_as(&env, "gemini", "before-tool-replace");
+    let j = out(&r);
+    assert_eq!(j["decision"], "deny", "{r:?}");
+    assert!(j["reason"].as_str().unwrap().contains(&id_a));
+    assert_eq!(r.stdout.trim().lines().count(), 1, "one JSON object only");
+
+    assert_eq!(
+        out(&hook_as(&env, "gemini", "before-tool-write-file")),
+        serde_json::json!({})
+    );
+    let id_g = id_of(&env, GEMINI_SESSION);
+    assert_eq!(holder(&env, "src/new.rs"), id_g.as_str());
+    out(&hook_as(&env, "gemini", "after-tool-write-file"));
+    let end = out(&hook_as(&env, "gemini", "session-end"));
+    assert!(
+        end["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("released 1 file")
+    );
+    assert!(instance_of(&env, GEMINI_SESSION).is_none());
+    // Garbage in, JSON out.
+    let r = env.run_stdin(&["hook", "gemini"], "oops");
+    assert!(
+        out(&r)["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("not a Gemini CLI hook payload")
+    );
+}
+
+// ---------------------------------------------------------------- integrate, every agent
+
+const AGENTS: [(&str, &str, &str); 4] = [
+    ("claude", ".claude", "settings.json"),
+    ("cursor", ".cursor", "hooks.json"),
+    ("codex", ".codex", "hooks.json"),
+    ("gemini", ".gemini", "settings.json"),
+];
+
+/// Someone's existing settings, oddly formatted, with a hook of their own in the agent's shape.
+fn their_settings(agent: &str) -> &'static str {
+    match agent {
+        "cursor" => "{\"version\":1,\"hooks\":{\"afterFileEdit\":[{\"command\":\"./format.sh\"}]}}",
+        "gemini" => {
+            "{\n\t\"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}},\n\t\"apiKey\": \"AIza-secret\",\n\t\"hooks\": {\"BeforeTool\": [{\"matcher\": \"run_shell_command\", \"hooks\": [{\"type\": \"command\", \"command\": \"audit.sh\"}]}]}\n}"
+        }
+        _ => {
+            "{\n\t\"model\": \"opus\",\n\t\"hooks\": {\"PreToolUse\": [{\"matcher\": \"Bash\", \"hooks\": [{\"type\": \"command\", \"command\": \"lint.sh\"}]}]},\n\t\"permissions\": {\"allow\": [\"Bash(ls:*)\"]}\n}"
+        }
+    }
+}
+
+#[test]
+fn integrate_round_trips_every_agents_settings_byte_for_byte() {
+    use std::os::unix::fs::PermissionsExt;
+    for (agent, dir, file) in AGENTS {
+        let env = TestEnv::new();
+        let d = env.project.join(dir);
+        std::fs::create_dir_all(&d).unwrap();
+        let original = their_settings(agent);
+        std::fs::write(d.join(file), original).unwrap();
+        std::fs::set_permissions(d.join(file), std::fs::Permissions::from_mode(0o600)).unwrap();
+
+        let r = env.run(&["--json", "integrate", agent]);
+        r.code(0);
+        assert_eq!(r.json()["agent"], agent);
+        let merged: Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join(file)).unwrap()).unwrap();
+        let text = merged.to_string();
+        assert!(
+            text.contains(&format!("{} hook {agent}", bin_canonical())),
+            "{agent}: {text}"
+        );
+        assert!(
+            text.contains("lint.sh") || text.contains("format.sh") || text.contains("audit.sh"),
+            "{agent}: theirs kept"
+        );
+        // Issue 13 (6): the manifest keeping the original bytes is as private as the original.
+        let manifest = d.join("conductor-integration.json");
+        let mode = std::fs::metadata(&manifest).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{agent}: manifest mode");
+        assert_eq!(
+            std::fs::metadata(d.join(file))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600,
+            "{agent}: settings keep their mode"
+        );
+
+        let again = env.run(&["integrate", agent]);
+        again.code(0);
+        assert!(
+            again.stdout.starts_with("Nothing to change"),
+            "{agent}: idempotent: {again:?}"
+        );
+
+        env.run(&["integrate", agent, "--uninstall"]).code(0);
+        assert_eq!(
+            std::fs::read_to_string(d.join(file)).unwrap(),
+            original,
+            "{agent}: byte for byte"
+        );
+        let left: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            left,
+            vec![std::ffi::OsString::from(file)],
+            "{agent}: nothing of ours left"
+        );
+    }
+}
+
+#[test]
+fn integrate_into_a_fresh_directory_and_back_leaves_nothing() {
+    for (agent, dir, file) in AGENTS {
+        let env = TestEnv::new();
+        env.run(&[
+            "integrate",
+            agent,
+            "--project",
+            env.project.to_str().unwrap(),
+        ])
+        .code(0);
+        let v: Value = serde_json::from_str(
+            &std::fs::read_to_string(env.project.join(dir).join(file)).unwrap(),
+        )
+        .unwrap();
+        let template = match agent {
+            "claude" => "shell/claude/hooks/hooks.json",
+            "cursor" => "shell/cursor/hooks.json",
+            "codex" => "shell/codex/hooks.json",
+            _ => "shell/gemini/settings.json",
+        };
+        let ours: Value =
+            serde_json::from_str(&std::fs::read_to_string(repo_file(template)).unwrap()).unwrap();
+        let expected = ours["hooks"]
+            .to_string()
+            .replace(
+                &format!("conductor hook {agent} --from-plugin"),
+                &format!("conductor hook {agent}"),
+            )
+            .replace(
+                &format!("\"conductor hook {agent}\""),
+                &format!("\"{} hook {agent}\"", bin_canonical()),
+            );
+        assert_eq!(
+            v["hooks"].to_string(),
+            expected,
+            "{agent}: exactly the shipped hooks"
+        );
+        env.run(&["integrate", agent, "--uninstall"]).code(0);
+        assert!(!env.project.join(dir).exists(), "{agent}");
+    }
+}
+
+#[test]
+fn integrate_user_scope_writes_home() {
+    let env = TestEnv::new();
+    env.run(&["integrate", "claude", "--user"]).code(0);
+    assert!(env.root.path().join(".claude/settings.json").exists());
+    assert!(
+        env.root
+            .path()
+            .join(".claude/commands/conductor.md")
+            .exists()
+    );
+    env.run(&["integrate", "codex", "--user"]).code(0);
+    assert!(env.root.path().join(".codex/hooks.json").exists());
+    env.run(&["integrate", "claude", "--user", "--uninstall"])
+        .code(0);
+    env.run(&["integrate", "codex", "--user", "--uninstall"])
+        .code(0);
+    assert!(!env.root.path().join(".claude").exists());
+    assert!(!env.root.path().join(".codex").exists());
+}
+
+#[test]
+fn integrate_never_overwrites_unparseable_settings() {
+    for (agent, dir, file) in AGENTS {
+        let env = TestEnv::new();
+        let d = env.project.join(dir);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(file), "{ \"model\": ").unwrap();
+        let r = env.run(&["integrate", agent]);
+        r.code(2);
+        assert!(r.stderr.contains("not a JSON object"), "{agent}: {r:?}");
+        assert_eq!(
+            std::fs::read_to_string(d.join(file)).unwrap(),
+            "{ \"model\": "
+        );
+        let left: Vec<_> = std::fs::read_dir(&d).unwrap().collect();
+        assert_eq!(left.len(), 1, "{agent}: nothing else written");
+    }
+}
+
+/// Issue 13 (7): a hook whose binary is gone silently switches coordination off; `doctor` says so,
+/// and `integrate` again points the hooks at the current binary.
+#[test]
+fn issue_13_doctor_reports_an_integration_whose_binary_is_gone() {
+    let env = TestEnv::new();
+    env.run(&["integrate", "codex"]).code(0);
+    let r = env.run(&["--json", "doctor"]);
+    r.code(0);
+    assert_eq!(r.json()["integrations"][0]["ok"], true, "{r:?}");
+    let path = env.project.join(".codex/hooks.json");
+    let moved = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(&bin_canonical(), "/nonexistent/bin/conductor");
+    std::fs::write(&path, moved).unwrap();
+    let r = env.run(&["doctor"]);
+    r.code(1);
+    assert!(
+        r.stdout
+            .contains("/nonexistent/bin/conductor, which does not exist")
+            && r.stdout.contains("conductor integrate codex"),
+        "{r:?}"
+    );
+    let r = env.run(&["integrate", "codex"]);
+    r.code(0);
+    assert!(r.stdout.contains("pointed the"), "{r:?}");
+    env.run(&["doctor"]).code(0);
 }

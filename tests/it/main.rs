@@ -18,3 +18,4 @@ mod security;
 mod shell;
 mod smoke;
 mod stale;
+mod txn_crash;

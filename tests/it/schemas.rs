@@ -372,6 +372,7 @@ fn instance(max: bool) -> Instance {
         pid: max.then_some(42),
         host: max.then(|| "h".into()),
         session_id: max.then(|| "s".into()),
+        agent: max.then(|| "codex".into()),
         pending_conflicts: if max {
             vec![PendingConflict {
                 file: "/p/b".into(),

@@ -1,0 +1,100 @@
+//! OpenAI Codex CLI: hook payloads and output.
+//!
+//! Built from the Codex hooks documentation (developers.openai.com/codex/hooks, the version of
+//! 2026-05-18) and the hook schemas in openai/codex (`codex-rs/hooks/schema/generated/`,
+//! `pre-tool-use.command.{input,output}.schema.json`), read 2026-11-23. Codex reads Claude Code's
+//! JSON shape: `systemMessage`, `hookSpecificOutput.additionalContext`, and for PreToolUse
+//! `hookSpecificOutput.permissionDecision: "deny"` with `permissionDecisionReason` ("ask" is
+//! not honoured, so conductor denies and says what a person can do). Events: SessionStart,
+//! PreToolUse, PostToolUse, UserPromptSubmit, Stop; there is no SessionEnd. File edits arrive as
+//! the `apply_patch` tool with the patch text in `tool_input.command` (openai/codex#18391); older
+//! builds ran `apply_patch` through the shell tool, which is recognised by its `*** Begin Patch`.
+
+use serde_json::Value;
+
+use super::{Answer, Event, HookInput, Verdict, parse_object, str_field};
+
+/// Read a Codex CLI hook payload.
+pub fn parse(text: &str) -> Result<HookInput, String> {
+    let v = parse_object(text)?;
+    let event_name = str_field(&v, "hook_event_name").to_string();
+    let event = match event_name.as_str() {
+        "SessionStart" => Event::SessionStart,
+        "PreToolUse" => match patch_text(&v) {
+            Some(p) => Event::BeforeEdit(patch_files(p)),
+            None => Event::Activity,
+        },
+        "PostToolUse" | "UserPromptSubmit" | "Stop" => Event::Activity,
+        _ => Event::Ignore,
+    };
+    Ok(HookInput {
+        session_id: str_field(&v, "session_id").to_string(),
+        cwd: Some(str_field(&v, "cwd").to_string()).filter(|c| !c.is_empty()),
+        event_name,
+        event,
+        run_by_cursor: false,
+    })
+}
+
+/// The patch an `apply_patch` call (or a shell call running apply_patch) carries.
+fn patch_text(v: &Value) -> Option<&str> {
+    let tool = str_field(v, "tool_name");
+    let input = v.get("tool_input")?;
+    let text = match input {
+        Value::String(s) => s.as_str(),
+        _ => ["command", "patch", "input"]
+            .iter()
+            .find_map(|k| input.get(*k).and_then(Value::as_str))?,
+    };
+    let is_patch_tool = matches!(tool, "apply_patch" | "Edit" | "Write");
+    (is_patch_tool || text.contains("*** Begin Patch")).then_some(text)
+}
+
+/// Every file a patch touches: the paths of its `*** Add File:`, `*** Update File:`,
+/// `*** Delete File:` and `*** Move to:` headers, in order, without duplicates.
+pub fn patch_files(patch: &str) -> Vec<String> {
+    const HEADERS: [&str; 4] = [
+        "*** Add File: ",
+        "*** Update File: ",
+        "*** Delete File: ",
+        "*** Move to: ",
+    ];
+    let mut files: Vec<String> = Vec::new();
+    for line in patch.lines() {
+        let line = line.trim_end_matches('\r');
+        if let Some(path) = HEADERS.iter().find_map(|h| line.strip_prefix(h)) {
+            let path = path.trim();
+            if !path.is_empty() && !files.iter().any(|f| f == path) {
+                files.push(path.to_string());
+            }
+        }
+    }
+    files
+}
+
+/// Codex CLI's output for a verdict (Claude Code's shape; "ask" becomes "deny").
+pub fn render(event: &str, v: &Verdict) -> Answer {
+    super::claude::render_shape(event, v, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_header_of_a_patch() {
+        let patch = "*** Begin Patch\n*** Add File: src/new.rs\n+fn a() {}\n*** Update File: src/auth.rs\n*** Move to: src/login.rs\n@@\n-x\n+y\n*** Delete File: old.txt\n*** Update File: src/auth.rs\n*** End Patch\n";
+        assert_eq!(
+            patch_files(patch),
+            vec!["src/new.rs", "src/auth.rs", "src/login.rs", "old.txt"]
+        );
+    }
+
+    #[test]
+    fn shell_apply_patch_and_other_tools() {
+        let p = parse(r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: a.txt\n+x\n*** End Patch\nEOF"}}"#).unwrap();
+        assert_eq!(p.event, Event::BeforeEdit(vec!["a.txt".into()]));
+        let p = parse(r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"}}"#).unwrap();
+        assert_eq!(p.event, Event::Activity);
+    }
+}
