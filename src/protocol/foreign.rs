@@ -422,7 +422,16 @@ mod tests {
         };
         let a = ops::start(&mut st, new("a", "/w"), None, &mut hex, now(), &mut fx);
         let b = ops::start(&mut st, new("b", "/v"), None, &mut hex, now(), &mut fx);
-        ops::claim(&mut st, &a, &["/w/x".into()], None, now(), &AssumeAlive, &mut fx).unwrap();
+        ops::claim(
+            &mut st,
+            &a,
+            &["/w/x".into()],
+            None,
+            now(),
+            &AssumeAlive,
+            &mut fx,
+        )
+        .unwrap();
         (st, a, b)
     }
 
@@ -445,13 +454,22 @@ mod tests {
     fn relative_keys_are_resolved_against_the_holders_directory() {
         let (mut st, a, b) = with_two();
         st.global_claims.insert("src/../y.rs".into(), b.clone());
-        st.instance_mut(&b).unwrap().files_claimed.push("./src/../y.rs".into());
+        st.instance_mut(&b)
+            .unwrap()
+            .files_claimed
+            .push("./src/../y.rs".into());
         let (r, fx) = run(&mut st, Seen::Changed(None));
         assert_eq!(st.global_claims["/v/y.rs"], b);
         assert_eq!(st.global_claims["/w/x"], a);
         assert_eq!(st.instance(&b).unwrap().files_claimed, ["/v/y.rs"]);
         assert!(r.keep_copy.is_some());
-        assert!(fx.iter().any(|e| matches!(e, Effect::Log { kind: LogKind::Repair, .. })));
+        assert!(fx.iter().any(|e| matches!(
+            e,
+            Effect::Log {
+                kind: LogKind::Repair,
+                ..
+            }
+        )));
         crate::protocol::codec::check_consistency(&st).unwrap();
         assert!(inspect(&st).is_empty());
     }
@@ -460,7 +478,10 @@ mod tests {
     fn global_claims_decide_and_the_canonical_spelling_wins() {
         let (mut st, a, b) = with_two();
         // b lists a's file; global_claims also has a second spelling of it for b.
-        st.instance_mut(&b).unwrap().files_claimed.push("/w/x".into());
+        st.instance_mut(&b)
+            .unwrap()
+            .files_claimed
+            .push("/w/x".into());
         st.global_claims.insert("/w/./x".into(), b.clone());
         assert!(!inspect(&st).is_empty());
         run(&mut st, Seen::Changed(None));
@@ -477,7 +498,10 @@ mod tests {
         st.global_claims.remove("/w/x");
         st.instance_mut(&a).unwrap().files_claimed.clear();
         st.global_claims.insert("/v/z".into(), b.clone());
-        st.instance_mut(&b).unwrap().files_claimed.push("/v/z".into());
+        st.instance_mut(&b)
+            .unwrap()
+            .files_claimed
+            .push("/v/z".into());
         st.instances.retain(|i| i.id != a);
         let (r, fx) = run(&mut st, Seen::Changed(Some(&prev)));
         assert_eq!(r.keep_copy, None, "nothing to repair");

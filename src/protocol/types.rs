@@ -186,7 +186,11 @@ pub struct Instance {
     )]
     pub session_id: Option<String>,
     /// Which coding agent the session is (claude, cursor, codex, gemini), when a hook registered it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "de::some_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub agent: Option<String>,
     /// Files this instance asked for and was refused, until it gets them or ends.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -225,6 +225,9 @@ fn instance(r: &mut Rng) -> Value {
     if r.chance(20) {
         o.insert("session_id".into(), json!("s-1"));
     }
+    if r.chance(20) {
+        o.insert("agent".into(), json!(r.pick(&["claude", "codex"])));
+    }
     if r.chance(25) {
         let pc: Vec<Value> = (0..1 + r.below(2))
             .map(|_| json!({"file": r.pick(GOOD_ABS), "held_by": r.pick(GOOD_IDS), "since": ts(r)}))
@@ -337,7 +340,7 @@ fn near_miss(r: &mut Rng, key: &str) -> Value {
             r.pick(BAD_TICKETS)
         }),
         "version" => json!(r.pick(&["1.0", "1.1", "2.0", "1", ""])),
-        "host" | "session_id" => json!(r.pick(&["", "h", "\u{0}"])),
+        "host" | "session_id" | "agent" => json!(r.pick(&["", "h", "\u{0}"])),
         _ => anything(r),
     }
 }
