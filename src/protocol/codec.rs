@@ -41,9 +41,13 @@ impl crate::store::Document for State {
 }
 
 /// The state for a quick read-only decision (agent hooks, prompt): the same full decode as
-/// [`decode`], which costs no more than parsing.
+/// [`decode`], which costs no more than parsing, then claim keys another program wrote relative
+/// (or with `.`/`..`) are read as the paths they mean ([`super::foreign::interpret`]), so a
+/// decision made before conductor's next transaction rewrites them sees the right holder.
 pub fn decode_quick(path: &Path, bytes: &[u8]) -> Result<State> {
-    decode(path, bytes)
+    let mut st = decode(path, bytes)?;
+    super::foreign::interpret(&mut st);
+    Ok(st)
 }
 
 /// Parse `status.json`: any document valid under `schemas/status.schema.json` is read, anything

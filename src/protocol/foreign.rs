@@ -128,6 +128,16 @@ pub fn inspect(state: &State) -> Vec<String> {
     repair(&mut copy, None, &mut Lexical)
 }
 
+/// For lock-free readers that decide on `global_claims` (hook, prompt): when some claim key is
+/// not an absolute, lexically normal path, bring the state to the form the next transaction will
+/// give it, without asking the filesystem (symlinks are resolved by that transaction). A scan of
+/// the keys when there is nothing to do.
+pub fn interpret(state: &mut State) {
+    if !state.global_claims.keys().all(|k| is_lexically_normal(k)) {
+        repair(state, None, &mut Lexical);
+    }
+}
+
 /// Cheap test for the common case: every key absolute and lexically normal, every holder
 /// registered once, and `files_claimed` exactly `global_claims`.
 fn looks_canonical(st: &State) -> bool {
@@ -472,6 +482,19 @@ mod tests {
         )));
         crate::protocol::codec::check_consistency(&st).unwrap();
         assert!(inspect(&st).is_empty());
+    }
+
+    #[test]
+    fn lock_free_readers_see_relative_keys_as_the_paths_they_mean() {
+        let (mut st, a, b) = with_two();
+        st.global_claims.insert("y.rs".into(), b.clone());
+        st.instance_mut(&b).unwrap().files_claimed.push("y.rs".into());
+        interpret(&mut st);
+        assert_eq!(st.global_claims["/v/y.rs"], b);
+        assert_eq!(st.global_claims["/w/x"], a);
+        let before = st.clone();
+        interpret(&mut st);
+        assert_eq!(st, before);
     }
 
     #[test]
