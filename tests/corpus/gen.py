@@ -114,7 +114,7 @@ add("claim-id-short-hex", j({"operation": "claim", "instance_id": "web-12345", "
 add("claim-id-long-hex", j({"operation": "claim", "instance_id": "web-1234567", "files": ["a"]}), "invalid_input", "/instance_id")
 add("claim-id-uppercase-hex", j({"operation": "claim", "instance_id": "web-ABCDEF", "files": ["a"]}), "invalid_input", "/instance_id")
 add("claim-id-uppercase-source", j({"operation": "claim", "instance_id": "WEB-abcdef", "files": ["a"]}), "invalid_input", "/instance_id")
-add("claim-id-unknown-source", j({"operation": "claim", "instance_id": "xyz-abcdef", "files": ["a"]}), "invalid_input", "/instance_id")
+add("claim-id-unknown-source", j({"operation": "claim", "instance_id": "xyz-abcdef", "files": ["a"]}), "unknown_instance", "xyz-abcdef")  # the protocol's id pattern: any three letters
 add("claim-id-underscore", j({"operation": "claim", "instance_id": "web_abcdef", "files": ["a"]}), "invalid_input", "/instance_id")
 add("claim-id-leading-space", j({"operation": "claim", "instance_id": " web-abcdef", "files": ["a"]}), "invalid_input", "/instance_id")
 add("claim-id-trailing-newline", j({"operation": "claim", "instance_id": "web-abcdef\n", "files": ["a"]}), "invalid_input", "/instance_id")
