@@ -488,7 +488,10 @@ mod tests {
     fn lock_free_readers_see_relative_keys_as_the_paths_they_mean() {
         let (mut st, a, b) = with_two();
         st.global_claims.insert("y.rs".into(), b.clone());
-        st.instance_mut(&b).unwrap().files_claimed.push("y.rs".into());
+        st.instance_mut(&b)
+            .unwrap()
+            .files_claimed
+            .push("y.rs".into());
         interpret(&mut st);
         assert_eq!(st.global_claims["/v/y.rs"], b);
         assert_eq!(st.global_claims["/w/x"], a);

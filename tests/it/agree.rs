@@ -175,7 +175,7 @@ fn anything(r: &mut Rng) -> Value {
     match r.below(9) {
         0 => Value::Null,
         1 => json!(r.chance(50)),
-        2 => number(&r.pick(&[GOOD_PIDS, BAD_PIDS].concat())),
+        2 => number(r.pick(&[GOOD_PIDS, BAD_PIDS].concat())),
         3 => json!(r.pick(STRINGS)),
         4 => json!(r.pick(GOOD_TS)),
         5 => json!(r.pick(GOOD_IDS)),
