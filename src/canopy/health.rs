@@ -189,8 +189,12 @@ pub fn redact_text(s: &str) -> String {
             out.push(' ');
         }
         if redact_next && !tok.is_empty() {
-            out.push_str("[redacted]");
-            redact_next = false;
+            if tok.eq_ignore_ascii_case("bearer") || tok.eq_ignore_ascii_case("basic") {
+                out.push_str(tok);
+            } else {
+                out.push_str("[redacted]");
+                redact_next = false;
+            }
             continue;
         }
         if let Some((k, v)) = tok.split_once(['=', ':'])

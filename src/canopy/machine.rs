@@ -124,6 +124,9 @@ impl Machine {
     /// Move to `to` if the table allows it; record an illegal attempt otherwise.
     pub fn go(&mut self, to: State) -> bool {
         if legal(self.state, to) {
+            if self.made.len() >= 1000 {
+                self.made.remove(0);
+            }
             self.made.push((self.state, to));
             self.state = to;
             true

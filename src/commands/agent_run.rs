@@ -100,6 +100,8 @@ struct Loop<'a> {
     /// Items not to retry before an instant (back-off), with their failure counts.
     held_back: HashMap<String, Instant>,
     failures: HashMap<String, u32>,
+    /// Foreign claims already logged as conflicts.
+    announced: std::collections::HashSet<String>,
 }
 
 /// What the fetch-and-claim transaction decided.
@@ -164,6 +166,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         consecutive_errors: 0,
         held_back: HashMap::new(),
         failures: HashMap::new(),
+        announced: Default::default(),
     };
     let stopped = || {
         stop.load(std::sync::atomic::Ordering::SeqCst) || watcher.as_ref().is_some_and(|w| w.stopped())
@@ -182,6 +185,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         .duration_seconds
         .map(|d| started + Duration::from_secs_f64(d));
     let mut wait_for: Option<Duration> = None;
+    let mut last_stat = None;
     loop {
         if stopped()
             || args.max_cycles.is_some_and(|m| lp.cycles >= m)
@@ -190,24 +194,28 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
             break;
         }
         if let Some(w) = wait_for.take() {
-            let w = match deadline {
-                Some(d) => w.min(d.saturating_duration_since(Instant::now())),
-                None => w,
-            };
-            let woke = match &watcher {
-                Some(watcher) => watcher.wait(Some(w)),
-                None => {
-                    sleep_unless(&stopped, w);
-                    Wake::Timeout
+            let until = Instant::now() + w;
+            let until = deadline.map_or(until, |d| until.min(d));
+            // Our own reads of the journal (opens) also notify the watcher: only a journal that
+            // changed (size or inode, from a stat, which notifies nobody) or a timer runs a cycle.
+            loop {
+                let left = until.saturating_duration_since(Instant::now());
+                let woke = match &watcher {
+                    Some(watcher) => watcher.wait(Some(left)),
+                    None => {
+                        sleep_unless(&stopped, left);
+                        Wake::Timeout
+                    }
+                };
+                if woke != Wake::Changed || stopped() || journal_stat(&dir) != last_stat {
+                    break;
                 }
-            };
-            if woke == Wake::Stop || stopped() {
-                break;
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if stopped() || deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             }
         }
+        last_stat = journal_stat(&dir);
         lp.cycles += 1;
         wait_for = Some(match lp.cycle(&stopped) {
             Ok(next) => next,
@@ -231,6 +239,13 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         ));
     }
     Ok(0)
+}
+
+fn journal_stat(dir: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir.join(journal::ACTIVE))
+        .ok()
+        .map(|m| (m.ino(), m.len()))
 }
 
 fn sleep_unless(stopped: &dyn Fn() -> bool, d: Duration) {
@@ -313,6 +328,16 @@ impl<'a> Loop<'a> {
             })
             .collect();
         self.m.go(State::FetchingInbox);
+        let inbox: Inbox = self.ctx().store.read_doc(now)?;
+        let idle = routed.is_empty()
+            && me.queue.is_empty()
+            && read_to.saturating_sub(me.cursor) < 500
+            && !inbox.items.values().any(|i| i.agent == self.name);
+        if idle {
+            // Nothing for this agent: no write (the transitions are logged with the next one).
+            self.m.go(State::Idle);
+            return Ok(SAFETY_RESCAN);
+        }
         let plan = self.fetch_and_claim(&routed, read_to, &channels)?;
         let Some((item, claim, takeover)) = plan.claimed else {
             let now_ms = canopy::now_ms();
@@ -407,6 +432,13 @@ impl<'a> Loop<'a> {
                 match &item.claim {
                     Some(c) if !(c.agent == name && c.worker == self.worker) && c.expires_ms > now_ms => {
                         plan.next_expiry_ms = Some(plan.next_expiry_ms.map_or(c.expires_ms, |x| x.min(c.expires_ms)));
+                        // Held by someone else while its TTL runs: wait for the expiry (logged once).
+                        let key = format!("{id} {} {}", c.worker, c.claimed_ms);
+                        if exec && self.announced.insert(key) {
+                            let a = ops::agent_mut(&mut agents, &name)?;
+                            ops::log_action(a, now, "conflict", json!({"item_id": id, "holder": c.agent,
+                                "worker": c.worker, "retry_after_seconds": ops::retry_after(c, now_ms)}));
+                        }
                     }
                     Some(c) if !(c.agent == name && c.worker == self.worker) => candidates.push((id.clone(), true)),
                     _ => candidates.push((id.clone(), false)),
@@ -435,9 +467,7 @@ impl<'a> Loop<'a> {
                     }
                 }
             } else {
-                if exec || self.m.state != State::Idle {
-                    self.m.go(State::Idle);
-                }
+                self.m.go(State::Idle);
             }
             let a = ops::agent_mut(&mut agents, &name)?;
             self.log_transitions(a, now);

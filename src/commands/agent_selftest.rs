@@ -12,6 +12,7 @@ use crate::store::journal::{self, Tail};
 
 /// Self-test levels, lowest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+#[value(rename_all = "snake_case")]
 pub enum Level {
     /// A blocking gap was found.
     Failed,

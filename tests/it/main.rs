@@ -11,6 +11,7 @@ mod hostile;
 mod props;
 mod protocol;
 mod races;
+mod runtime;
 mod schemas;
 mod security;
 mod shell;
