@@ -47,7 +47,9 @@ pub struct Verdict {
 }
 
 fn known(name: &str) -> bool {
-    CANOPY_BLOCKS.iter().any(|(b, _)| *b == name) || EVIDENCE_BLOCKS.contains(&name) || name == NESTED_TASKS
+    CANOPY_BLOCKS.iter().any(|(b, _)| *b == name)
+        || EVIDENCE_BLOCKS.contains(&name)
+        || name == NESTED_TASKS
 }
 
 /// Every valid block name, for messages.
@@ -200,7 +202,11 @@ fn has_substance(line: &str) -> bool {
 
 fn field<'a>(content: &'a [String], key: &str) -> Option<&'a str> {
     content.iter().find_map(|l| {
-        let (k, v) = l.trim().trim_start_matches(['-', '*']).trim().split_once(':')?;
+        let (k, v) = l
+            .trim()
+            .trim_start_matches(['-', '*'])
+            .trim()
+            .split_once(':')?;
         (k.trim().eq_ignore_ascii_case(key)).then_some(v.trim())
     })
 }
@@ -244,16 +250,38 @@ mod tests {
         let t = "Intro with a [link](http://x) and\n- [ ] a checkbox\n[objective]\ntitle: Ship\n[tasks]\n- [ ] one\n- [x] two\n[/tasks]\n[/objective]\n[poll]\nquestion: Lunch?\n[/poll]\n[input-card]\ntitle: Name\n[/input-card]\n[telemetry-card]\ntitle: CPU\n[/telemetry-card]\n```\n[bogus]\n```\n[completion]\nDone: tests pass\n[/completion]";
         let v = validate(t);
         assert!(v.valid, "{v:?}");
-        assert_eq!(v.blocks, ["objective", "tasks", "poll", "input-card", "telemetry-card", "completion"]);
+        assert_eq!(
+            v.blocks,
+            [
+                "objective",
+                "tasks",
+                "poll",
+                "input-card",
+                "telemetry-card",
+                "completion"
+            ]
+        );
     }
 
     #[test]
     fn rejects_unknown_once_and_missing_evidence() {
-        let v = validate("[foo]\n[/foo]\n[foo]\n[/foo]\n[completion]\n[/completion]\n[task]\nowner: x\n[/task]");
+        let v = validate(
+            "[foo]\n[/foo]\n[foo]\n[/foo]\n[completion]\n[/completion]\n[task]\nowner: x\n[/task]",
+        );
         assert!(!v.valid);
-        assert_eq!(v.errors.iter().filter(|e| e.contains("unknown block `[foo]`")).count(), 1);
+        assert_eq!(
+            v.errors
+                .iter()
+                .filter(|e| e.contains("unknown block `[foo]`"))
+                .count(),
+            1
+        );
         assert!(v.errors.iter().any(|e| e.contains("needs evidence")));
-        assert!(v.errors.iter().any(|e| e.contains("`[task]` needs a non-empty `title:`")));
+        assert!(
+            v.errors
+                .iter()
+                .any(|e| e.contains("`[task]` needs a non-empty `title:`"))
+        );
         assert!(!validate("[tasks]\n- [ ] a\n[/tasks]").valid);
         assert!(!validate("[result]\nok").valid);
         assert!(!validate("  \n").valid);

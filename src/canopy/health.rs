@@ -61,7 +61,10 @@ pub fn snapshot(agent: &Agent, inbox: &Inbox, alive: bool) -> Snapshot {
 pub fn mode(s: &Snapshot) -> (&'static str, Vec<String>) {
     let mut reasons = Vec::new();
     let Some(blind) = s.blind_window_seconds else {
-        return ("background", vec!["no run loop is running: the blind window is unbounded".into()]);
+        return (
+            "background",
+            vec!["no run loop is running: the blind window is unbounded".into()],
+        );
     };
     let backlog = s.pending_inbox + s.unacked_mentions;
     let relay = blind <= RELAY_BLIND_WINDOW_S
@@ -76,13 +79,18 @@ pub fn mode(s: &Snapshot) -> (&'static str, Vec<String>) {
         return ("relay_grade", reasons);
     }
     if blind > RELAY_BLIND_WINDOW_S {
-        reasons.push(format!("blind window {blind:.2} s > {RELAY_BLIND_WINDOW_S} s"));
+        reasons.push(format!(
+            "blind window {blind:.2} s > {RELAY_BLIND_WINDOW_S} s"
+        ));
     }
     if s.pending_inbox > RELAY_MAX_PENDING {
         reasons.push(format!("pending {} > {RELAY_MAX_PENDING}", s.pending_inbox));
     }
     if s.unacked_mentions > RELAY_MAX_UNACKED {
-        reasons.push(format!("unacked {} > {RELAY_MAX_UNACKED}", s.unacked_mentions));
+        reasons.push(format!(
+            "unacked {} > {RELAY_MAX_UNACKED}",
+            s.unacked_mentions
+        ));
     }
     if blind <= SUPPORT_BLIND_WINDOW_S && backlog <= SUPPORT_MAX_BACKLOG {
         return ("support", reasons);
@@ -98,13 +106,18 @@ pub fn health(s: &Snapshot) -> (&'static str, Vec<String>) {
     let backlog = s.pending_inbox + s.unacked_mentions;
     let mut issues = Vec::new();
     if backlog > SUPPORT_MAX_BACKLOG {
-        issues.push(format!("backlog {backlog} is over the ceiling {SUPPORT_MAX_BACKLOG}"));
+        issues.push(format!(
+            "backlog {backlog} is over the ceiling {SUPPORT_MAX_BACKLOG}"
+        ));
     }
     if s.consecutive_errors >= 5 {
         issues.push(format!("{} errors in a row", s.consecutive_errors));
     }
     if !s.running && s.pending_inbox > 0 {
-        issues.push(format!("{} items wait and no run loop is running", s.pending_inbox));
+        issues.push(format!(
+            "{} items wait and no run loop is running",
+            s.pending_inbox
+        ));
     }
     if !issues.is_empty() {
         return ("unhealthy", issues);
@@ -112,11 +125,17 @@ pub fn health(s: &Snapshot) -> (&'static str, Vec<String>) {
     if s.consecutive_errors > 0 {
         return (
             "recovering",
-            vec![format!("{} recent errors; the loop is backing off and retrying", s.consecutive_errors)],
+            vec![format!(
+                "{} recent errors; the loop is backing off and retrying",
+                s.consecutive_errors
+            )],
         );
     }
     if s.pending_inbox > RELAY_MAX_PENDING {
-        issues.push(format!("pending {} is approaching the ceiling", s.pending_inbox));
+        issues.push(format!(
+            "pending {} is approaching the ceiling",
+            s.pending_inbox
+        ));
     }
     if s.unacked_mentions > RELAY_MAX_UNACKED {
         issues.push(format!("{} unacknowledged mentions", s.unacked_mentions));
@@ -230,8 +249,14 @@ fn histogram(out: &mut String, agent: &str, name: &str, h: &Histogram) {
             *le as f64 / 1000.0
         ));
     }
-    out.push_str(&format!("{name}_bucket{{agent=\"{agent}\",le=\"+Inf\"}} {}\n", h.count));
-    out.push_str(&format!("{name}_sum{{agent=\"{agent}\"}} {}\n", h.sum_ms as f64 / 1000.0));
+    out.push_str(&format!(
+        "{name}_bucket{{agent=\"{agent}\",le=\"+Inf\"}} {}\n",
+        h.count
+    ));
+    out.push_str(&format!(
+        "{name}_sum{{agent=\"{agent}\"}} {}\n",
+        h.sum_ms as f64 / 1000.0
+    ));
     out.push_str(&format!("{name}_count{{agent=\"{agent}\"}} {}\n", h.count));
 }
 
@@ -240,9 +265,21 @@ pub fn prometheus(agents: &[&Agent], inbox: &Inbox) -> String {
     let mut out = String::new();
     type Hist = fn(&Agent) -> &Histogram;
     let hists: [(&str, &str, Hist); 3] = [
-        ("conductor_event_to_seen_seconds", "Time from an inbox item's creation to its agent seeing it.", |a| &a.metrics.event_to_seen),
-        ("conductor_event_to_claim_seconds", "Time from an inbox item's creation to its claim.", |a| &a.metrics.event_to_claim),
-        ("conductor_claim_to_complete_seconds", "Time from a claim to the item's completion.", |a| &a.metrics.claim_to_complete),
+        (
+            "conductor_event_to_seen_seconds",
+            "Time from an inbox item's creation to its agent seeing it.",
+            |a| &a.metrics.event_to_seen,
+        ),
+        (
+            "conductor_event_to_claim_seconds",
+            "Time from an inbox item's creation to its claim.",
+            |a| &a.metrics.event_to_claim,
+        ),
+        (
+            "conductor_claim_to_complete_seconds",
+            "Time from a claim to the item's completion.",
+            |a| &a.metrics.claim_to_complete,
+        ),
     ];
     for (name, help, get) in hists {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} histogram\n"));
@@ -252,16 +289,45 @@ pub fn prometheus(agents: &[&Agent], inbox: &Inbox) -> String {
     }
     type Num = fn(&Agent, &Inbox) -> u64;
     let scalars: [(&str, &str, &str, Num); 5] = [
-        ("conductor_pending_inbox", "gauge", "Actionable inbox items (pending or seen).", |a, i| backlog(i, &a.name).0),
-        ("conductor_unacked_mentions", "gauge", "Mentions not yet acknowledged.", |a, i| backlog(i, &a.name).1),
-        ("conductor_timeout_recoveries_total", "counter", "Expired claims taken over.", |a, _| a.metrics.timeout_recoveries),
-        ("conductor_items_completed_total", "counter", "Inbox items completed with a reference.", |a, _| a.metrics.completed),
-        ("conductor_run_errors_total", "counter", "Run loop errors (failed children, invalid artifacts, timeouts).", |a, _| a.metrics.errors),
+        (
+            "conductor_pending_inbox",
+            "gauge",
+            "Actionable inbox items (pending or seen).",
+            |a, i| backlog(i, &a.name).0,
+        ),
+        (
+            "conductor_unacked_mentions",
+            "gauge",
+            "Mentions not yet acknowledged.",
+            |a, i| backlog(i, &a.name).1,
+        ),
+        (
+            "conductor_timeout_recoveries_total",
+            "counter",
+            "Expired claims taken over.",
+            |a, _| a.metrics.timeout_recoveries,
+        ),
+        (
+            "conductor_items_completed_total",
+            "counter",
+            "Inbox items completed with a reference.",
+            |a, _| a.metrics.completed,
+        ),
+        (
+            "conductor_run_errors_total",
+            "counter",
+            "Run loop errors (failed children, invalid artifacts, timeouts).",
+            |a, _| a.metrics.errors,
+        ),
     ];
     for (name, kind, help, get) in scalars {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
         for a in agents {
-            out.push_str(&format!("{name}{{agent=\"{}\"}} {}\n", a.name, get(a, inbox)));
+            out.push_str(&format!(
+                "{name}{{agent=\"{}\"}} {}\n",
+                a.name,
+                get(a, inbox)
+            ));
         }
     }
     out
@@ -274,9 +340,11 @@ mod tests {
 
     #[test]
     fn redaction_catches_header_names_but_not_token_counts() {
-        let v = redact(&json!({"X-API-Key": "k1", "api_key": "k2", "Authorization": "Bearer abc",
+        let v = redact(
+            &json!({"X-API-Key": "k1", "api_key": "k2", "Authorization": "Bearer abc",
             "max_tokens": 512, "tokens": 3, "nested": [{"password": "p"}],
-            "cmd": "curl -H X-API-Key: s3cret -H Authorization: Bearer xyz"}));
+            "cmd": "curl -H X-API-Key: s3cret -H Authorization: Bearer xyz"}),
+        );
         assert_eq!(v["X-API-Key"], "[redacted]");
         assert_eq!(v["api_key"], "[redacted]");
         assert_eq!(v["Authorization"], "[redacted]");

@@ -133,7 +133,11 @@ impl Machine {
         } else {
             self.illegal.push((self.state, to));
             if std::env::var_os("CONDUCTOR_STRICT_MACHINE").is_some() {
-                panic!("illegal transition {} -> {}", self.state.as_str(), to.as_str());
+                panic!(
+                    "illegal transition {} -> {}",
+                    self.state.as_str(),
+                    to.as_str()
+                );
             }
             false
         }

@@ -34,7 +34,8 @@ impl Fx {
             .chars()
             .map(|c| if c.is_control() { ' ' } else { c })
             .collect();
-        self.lines.push((CONFLICTS, format!("{now} | {kind} | {text}")));
+        self.lines
+            .push((CONFLICTS, format!("{now} | {kind} | {text}")));
     }
 }
 
@@ -119,7 +120,10 @@ pub fn register(
     {
         return Err(Error::invalid(
             "invalid_input",
-            format!("the handle `@{handle}` already belongs to agent `{}`", other.name),
+            format!(
+                "the handle `@{handle}` already belongs to agent `{}`",
+                other.name
+            ),
         ));
     }
     let mut watch = Vec::new();
@@ -263,7 +267,10 @@ pub fn post(
     let (channel_id, recipient) = if p.dm {
         let to = agent(agents, &p.channel)?.name.clone();
         if to == author {
-            return Err(Error::invalid("invalid_input", "a DM to yourself goes nowhere"));
+            return Err(Error::invalid(
+                "invalid_input",
+                "a DM to yourself goes nowhere",
+            ));
         }
         (dm_channel(&author, &to), Some(to))
     } else {
@@ -339,15 +346,7 @@ pub fn post(
     );
     for (name, trigger, via) in targets {
         add_item(
-            inbox,
-            &msg,
-            &name,
-            trigger,
-            via,
-            p.priority,
-            now,
-            now_ms,
-            fx,
+            inbox, &msg, &name, trigger, via, p.priority, now, now_ms, fx,
         );
     }
     Ok(msg)
@@ -492,10 +491,7 @@ pub fn edit(
     }
     fx.line(MESSAGES, &json!({"op": "edited", "message": msg}));
     let (etype, target) = if msg.kind == "dm" {
-        (
-            ev::DM_MESSAGE_EDITED,
-            msg.addressed.first().cloned(),
-        )
+        (ev::DM_MESSAGE_EDITED, msg.addressed.first().cloned())
     } else {
         (ev::CHANNEL_MESSAGE_EDITED, None)
     };
@@ -600,14 +596,23 @@ pub fn parse_refs(refs: &[String]) -> Result<serde_json::Map<String, Value>> {
         let Some((k, v)) = r.split_once('=') else {
             return Err(Error::invalid(
                 "invalid_ref",
-                format!("`{}` is not a reference: use KEY=VALUE, like post_id=msg-000012", printable(r)),
+                format!(
+                    "`{}` is not a reference: use KEY=VALUE, like post_id=msg-000012",
+                    printable(r)
+                ),
             ));
         };
         let k = k.trim();
-        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || v.trim().is_empty() {
+        if k.is_empty()
+            || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || v.trim().is_empty()
+        {
             return Err(Error::invalid(
                 "invalid_ref",
-                format!("`{}` is not a reference: KEY is letters, digits and `_`, VALUE is not empty", printable(r)),
+                format!(
+                    "`{}` is not a reference: KEY is letters, digits and `_`, VALUE is not empty",
+                    printable(r)
+                ),
             ));
         }
         m.insert(k.to_string(), Value::String(v.trim().to_string()));
@@ -706,7 +711,10 @@ pub fn ack(inbox: &mut Inbox, ids: &[String], now: Timestamp, fx: &mut Fx) -> Re
         let m = inbox.mentions.get(id).ok_or_else(|| {
             Error::invalid(
                 "unknown_mention",
-                format!("no unacknowledged mention `{}` (see `conductor mentions`)", printable(id)),
+                format!(
+                    "no unacknowledged mention `{}` (see `conductor mentions`)",
+                    printable(id)
+                ),
             )
         })?;
         out.push(m.clone());
@@ -795,7 +803,10 @@ pub fn claim(
         if !expired || !takeover {
             let retry = retry_after(c, now_ms);
             let message = if expired {
-                format!("the claim of `{}` ({}) expired; pass --takeover to take it over", c.agent, c.worker)
+                format!(
+                    "the claim of `{}` ({}) expired; pass --takeover to take it over",
+                    c.agent, c.worker
+                )
             } else {
                 format!("held by `{}` ({}); retry in {retry} s", c.agent, c.worker)
             };
@@ -811,7 +822,10 @@ pub fn claim(
             fx.log(
                 now,
                 "CONFLICT",
-                &format!("{who} ({worker}) asked for {id}, held by {} ({}) until {}", c.agent, c.worker, c.expires_at),
+                &format!(
+                    "{who} ({worker}) asked for {id}, held by {} ({}) until {}",
+                    c.agent, c.worker, c.expires_at
+                ),
             );
             return Ok(out);
         }
@@ -849,7 +863,10 @@ pub fn claim(
         fx.log(
             now,
             "TAKEOVER",
-            &format!("{who} ({worker}) took over {id} from {} ({}), expired at {}", p.agent, p.worker, p.expires_at),
+            &format!(
+                "{who} ({worker}) took over {id} from {} ({}), expired at {}",
+                p.agent, p.worker, p.expires_at
+            ),
         );
     }
     let etype = if took_over {
@@ -885,7 +902,10 @@ pub fn renew(
     fx: &mut Fx,
 ) -> Result<Claim> {
     let (slot, owner) = claim_slot(inbox, id)?;
-    let Some(c) = slot.as_mut().filter(|c| c.agent == agent_name.to_ascii_lowercase()) else {
+    let Some(c) = slot
+        .as_mut()
+        .filter(|c| c.agent == agent_name.to_ascii_lowercase())
+    else {
         return Err(not_holder(id, slot.as_ref()));
     };
     let ttl = check_ttl(ttl.unwrap_or(c.ttl_seconds))?;
@@ -1084,7 +1104,7 @@ mod tests {
     #[test]
     fn a_post_creates_mention_and_item_together() {
         let (a, mut i, mut c) = setup();
-        let (m, fx) = say(&a, &mut i, &mut c, "thanks @scout. next: lint");
+        let (m, fx) = say(&a, &mut i, &mut c, "thanks @scout.\nnext: lint");
         assert_eq!(m.addressed, ["scout", "lint"]);
         assert_eq!(i.items.len(), 2);
         assert_eq!(i.mentions.len(), 2);
@@ -1107,20 +1127,105 @@ mod tests {
         say(&a, &mut i, &mut c, "@scout go");
         let id = i.items.keys().next().unwrap().clone();
         let mut fx = Fx::default();
-        let e = finish(&mut a, &mut i, &id, Status::Completed, Some(Default::default()), None, t(), 0, &mut fx);
+        let e = finish(
+            &mut a,
+            &mut i,
+            &id,
+            Status::Completed,
+            Some(Default::default()),
+            None,
+            t(),
+            0,
+            &mut fx,
+        );
         assert_eq!(e.unwrap_err().reason(), "completion_ref_required");
-        let ok = claim(&mut a, &mut i, &id, "scout", "w1", 15, false, t(), 0, &mut fx).unwrap();
-        assert!(matches!(ok, ClaimOutcome::Ok { takeover: false, .. }));
+        let ok = claim(
+            &mut a,
+            &mut i,
+            &id,
+            "scout",
+            "w1",
+            15,
+            false,
+            t(),
+            0,
+            &mut fx,
+        )
+        .unwrap();
+        assert!(matches!(
+            ok,
+            ClaimOutcome::Ok {
+                takeover: false,
+                ..
+            }
+        ));
         // Live: even --takeover is a conflict.
-        let c2 = claim(&mut a, &mut i, &id, "lint", "w2", 15, true, t(), 14_999, &mut fx).unwrap();
-        assert!(matches!(c2, ClaimOutcome::Conflict { retry_after_seconds: 1, expired: false, .. }));
+        let c2 = claim(
+            &mut a,
+            &mut i,
+            &id,
+            "lint",
+            "w2",
+            15,
+            true,
+            t(),
+            14_999,
+            &mut fx,
+        )
+        .unwrap();
+        assert!(matches!(
+            c2,
+            ClaimOutcome::Conflict {
+                retry_after_seconds: 1,
+                expired: false,
+                ..
+            }
+        ));
         // Expired without --takeover: still a conflict.
-        let c3 = claim(&mut a, &mut i, &id, "lint", "w2", 15, false, t(), 15_000, &mut fx).unwrap();
+        let c3 = claim(
+            &mut a,
+            &mut i,
+            &id,
+            "lint",
+            "w2",
+            15,
+            false,
+            t(),
+            15_000,
+            &mut fx,
+        )
+        .unwrap();
         assert!(matches!(c3, ClaimOutcome::Conflict { expired: true, .. }));
-        let c4 = claim(&mut a, &mut i, &id, "lint", "w2", 15, true, t(), 15_000, &mut fx).unwrap();
+        let c4 = claim(
+            &mut a,
+            &mut i,
+            &id,
+            "lint",
+            "w2",
+            15,
+            true,
+            t(),
+            15_000,
+            &mut fx,
+        )
+        .unwrap();
         assert!(matches!(c4, ClaimOutcome::Ok { takeover: true, .. }));
         assert_eq!(a.agents["lint"].metrics.timeout_recoveries, 1);
-        assert!(claim(&mut a, &mut i, &id, "lint", "w2", 14, false, t(), 0, &mut fx).is_err());
+        assert!(
+            claim(
+                &mut a,
+                &mut i,
+                &id,
+                "lint",
+                "w2",
+                14,
+                false,
+                t(),
+                0,
+                &mut fx
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -1141,17 +1246,50 @@ mod tests {
         let found = |_: &str| Some(m.clone());
         let none = |_: &str| None;
         let e = ev_of(&fx.events[0], "ana");
-        assert_eq!(route(scout, &e, false, &found), Route::Ignored { reason: "not_addressed" });
-        assert!(matches!(route(scout, &e, true, &found), Route::Broadcast { .. }));
-        assert_eq!(route(scout, &e, false, &none), Route::Ignored { reason: "message_not_found" });
+        assert_eq!(
+            route(scout, &e, false, &found),
+            Route::Ignored {
+                reason: "not_addressed"
+            }
+        );
+        assert!(matches!(
+            route(scout, &e, true, &found),
+            Route::Broadcast { .. }
+        ));
+        assert_eq!(
+            route(scout, &e, false, &none),
+            Route::Ignored {
+                reason: "message_not_found"
+            }
+        );
         let own = ev_of(&fx.events[0], "scout");
-        assert_eq!(route(scout, &own, false, &found), Route::Ignored { reason: "self_authored" });
+        assert_eq!(
+            route(scout, &own, false, &found),
+            Route::Ignored {
+                reason: "self_authored"
+            }
+        );
         let mut other = e.clone();
         other.payload["channel_id"] = "elsewhere".into();
-        assert_eq!(route(scout, &other, false, &found), Route::Ignored { reason: "channel_not_watched" });
+        assert_eq!(
+            route(scout, &other, false, &found),
+            Route::Ignored {
+                reason: "channel_not_watched"
+            }
+        );
         other.payload = json!({});
-        assert_eq!(route(scout, &other, false, &found), Route::Ignored { reason: "missing_identifiers" });
+        assert_eq!(
+            route(scout, &other, false, &found),
+            Route::Ignored {
+                reason: "missing_identifiers"
+            }
+        );
         other.event_type = "mention.acknowledged".into();
-        assert_eq!(route(scout, &other, false, &found), Route::Ignored { reason: "event_type_not_supported" });
+        assert_eq!(
+            route(scout, &other, false, &found),
+            Route::Ignored {
+                reason: "event_type_not_supported"
+            }
+        );
     }
 }

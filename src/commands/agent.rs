@@ -60,11 +60,13 @@ pub enum AgentCommand {
 
 /// `agent register`.
 #[derive(Debug, Args)]
-#[command(after_long_help = "Examples:\n  conductor agent register scout --handle @scout --watch ops\n  \
+#[command(
+    after_long_help = "Examples:\n  conductor agent register scout --handle @scout --watch ops\n  \
 conductor agent register lint --watch ops --watch review\n\nA post that mentions the handle (`@scout`) \
 or names the agent on an assignment line (`owner: scout`, also to:, next:, assignee:, reviewer:, \
 members:) lands in its inbox. Names and handles: letters, digits, `_ . -`, starting and ending with a \
-letter or digit. The agent's cursor starts at the end of the journal.")]
+letter or digit. The agent's cursor starts at the end of the journal."
+)]
 pub struct RegisterArgs {
     /// The agent's name (lowercased).
     pub name: String,
@@ -88,10 +90,12 @@ pub struct NameArg {
 
 /// `agent events`.
 #[derive(Debug, Args)]
-#[command(after_long_help = "Prints {\"items\":[...],\"next_after_seq\":N,\"has_more\":bool} with Canopy's \
+#[command(
+    after_long_help = "Prints {\"items\":[...],\"next_after_seq\":N,\"has_more\":bool} with Canopy's \
 item fields (seq, event_id, event_type, actor_user_id, target_user_id, channel_id, post_id, message_id, \
 visibility_scope, created_at, payload). Without --after it reads from the agent's durable cursor; \
---advance moves the cursor to next_after_seq.")]
+--advance moves the cursor to next_after_seq."
+)]
 pub struct EventsArgs {
     /// The agent.
     pub name: String,
@@ -213,7 +217,10 @@ fn list(ctx: &Ctx) -> Result<u8> {
     if rows.is_empty() {
         text = "No agents registered (conductor agent register NAME --watch CHANNEL)".into();
     }
-    print(ctx.out, &Out::ok(json!({"status": "ok", "agents": rows}), text))
+    print(
+        ctx.out,
+        &Out::ok(json!({"status": "ok", "agents": rows}), text),
+    )
 }
 
 fn latency(h: &canopy::Histogram) -> Value {
@@ -231,7 +238,10 @@ pub fn facts(ctx: &Ctx, name: &str) -> Result<Value> {
     let (mode, mode_reasons) = health::mode(&s);
     let (health, issues) = health::health(&s);
     let m = &a.metrics;
-    let run = a.run.as_ref().map(|r| health::redact(&serde_json::to_value(r).unwrap_or_default()));
+    let run = a
+        .run
+        .as_ref()
+        .map(|r| health::redact(&serde_json::to_value(r).unwrap_or_default()));
     Ok(json!({
         "status": "ok",
         "agent": a.name,
@@ -276,13 +286,38 @@ fn status(ctx: &Ctx, a: NameArg) -> Result<u8> {
         v["agent"].as_str().unwrap_or_default(),
         v["handle"].as_str().unwrap_or_default(),
         v["mode"].as_str().unwrap_or_default(),
-        v["mode_reasons"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("; ")).unwrap_or_default(),
+        v["mode_reasons"]
+            .as_array()
+            .map(|r| r
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("; "))
+            .unwrap_or_default(),
         v["health"].as_str().unwrap_or_default(),
-        v["health_issues"].as_array().filter(|i| !i.is_empty()).map(|r| format!(": {}", r.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("; "))).unwrap_or_default(),
+        v["health_issues"]
+            .as_array()
+            .filter(|i| !i.is_empty())
+            .map(|r| format!(
+                ": {}",
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))
+            .unwrap_or_default(),
         v["wake_source"].as_str().unwrap_or_default(),
-        match v["blind_window_seconds"].as_f64() { Some(b) => format!("{b} s"), None => "unbounded".into() },
-        v["pending_inbox"], v["unacked_mentions"], v["last_event_cursor_seen"], v["journal_seq"],
-        ms("event_to_claim_ms", "p50"), ms("event_to_claim_ms", "p95"), ms("claim_to_complete_ms", "p50"),
+        match v["blind_window_seconds"].as_f64() {
+            Some(b) => format!("{b} s"),
+            None => "unbounded".into(),
+        },
+        v["pending_inbox"],
+        v["unacked_mentions"],
+        v["last_event_cursor_seen"],
+        v["journal_seq"],
+        ms("event_to_claim_ms", "p50"),
+        ms("event_to_claim_ms", "p95"),
+        ms("claim_to_complete_ms", "p50"),
         v["metrics"]["timeout_recoveries"],
     );
     print(ctx.out, &Out::ok(v, text))
@@ -291,8 +326,13 @@ fn status(ctx: &Ctx, a: NameArg) -> Result<u8> {
 /// An event in Canopy's feed-item shape.
 pub fn canopy_item(e: &crate::protocol::events::Event, users: &Agents) -> Value {
     let uid = |n: &Option<String>| {
-        n.as_ref()
-            .map(|n| users.agents.get(n).map(|a| a.user_id.clone()).unwrap_or_else(|| n.clone()))
+        n.as_ref().map(|n| {
+            users
+                .agents
+                .get(n)
+                .map(|a| a.user_id.clone())
+                .unwrap_or_else(|| n.clone())
+        })
     };
     let p = &e.payload;
     json!({
@@ -335,16 +375,15 @@ fn events(ctx: &Ctx, a: EventsArgs) -> Result<u8> {
             tx.write(&agents)
         })?;
     }
-    ctx.out.json_line(&json!({"items": items, "next_after_seq": next, "has_more": has_more}))?;
+    ctx.out
+        .json_line(&json!({"items": items, "next_after_seq": next, "has_more": has_more}))?;
     Ok(0)
 }
 
 fn log(ctx: &Ctx, a: LogArgs) -> Result<u8> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
     let agent = ops::agent(&agents, &a.name)?;
-    let skip = a
-        .limit
-        .map_or(0, |l| agent.actions.len().saturating_sub(l));
+    let skip = a.limit.map_or(0, |l| agent.actions.len().saturating_sub(l));
     let mut s = String::new();
     for act in agent.actions.iter().skip(skip) {
         s.push_str(&serde_json::to_string(act).expect("actions serialize"));

@@ -36,7 +36,8 @@ use crate::watch::{self, HomeWatcher, Wake};
 
 /// `agent run`.
 #[derive(Debug, Args)]
-#[command(after_long_help = "The child gets the item and its message as JSON on stdin and \
+#[command(
+    after_long_help = "The child gets the item and its message as JSON on stdin and \
 CONDUCTOR_AGENT, CONDUCTOR_ITEM_ID, CONDUCTOR_CHANNEL_ID, CONDUCTOR_MESSAGE_ID in its environment. \
 Its stdout is the artifact: it must pass `conductor artifact validate`. Exit 0 with a valid artifact \
 posts it (as a reply in the item's channel, or a DM back) and completes the item with \
@@ -44,7 +45,8 @@ completion_ref {post_id, channel_id}; exit 3 skips the item; anything else (or a
 the claim and backs off (--backoff-ms doubling up to --backoff-max-ms).\n\nThe loop stops on \
 SIGINT/SIGTERM, after --max-cycles cycles or --duration-seconds seconds. `conductor agent status \
 NAME` and `conductor agent log NAME` show what it does.\n\nExamples:\n  conductor agent run scout \
---exec ./answer.sh\n  conductor agent run scout --mark-seen              # shadow mode: queue and report only")]
+--exec ./answer.sh\n  conductor agent run scout --mark-seen              # shadow mode: queue and report only"
+)]
 pub struct RunArgs {
     /// The agent.
     pub name: String,
@@ -121,7 +123,9 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         return Err(Error::invalid("invalid_input", "--exec needs a command"));
     }
     if !(args.timeout.is_finite() && args.timeout > 0.0)
-        || args.duration_seconds.is_some_and(|d| !(d.is_finite() && d >= 0.0))
+        || args
+            .duration_seconds
+            .is_some_and(|d| !(d.is_finite() && d >= 0.0))
         || !(args.heartbeat.is_finite() && args.heartbeat >= 0.05)
     {
         return Err(Error::invalid(
@@ -169,16 +173,24 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         announced: Default::default(),
     };
     let stopped = || {
-        stop.load(std::sync::atomic::Ordering::SeqCst) || watcher.as_ref().is_some_and(|w| w.stopped())
+        stop.load(std::sync::atomic::Ordering::SeqCst)
+            || watcher.as_ref().is_some_and(|w| w.stopped())
     };
-    lp.status("running", json!({"event": "start", "worker": lp.worker, "wake_source": wake_source,
-        "exec": args.exec, "shadow": args.exec.is_none()}))?;
+    lp.status(
+        "running",
+        json!({"event": "start", "worker": lp.worker, "wake_source": wake_source,
+        "exec": args.exec, "shadow": args.exec.is_none()}),
+    )?;
     ctx.out.status(&format!(
         "Running agent {} as {} ({} wake path{}); Ctrl-C to stop",
         lp.name,
         lp.worker,
         wake_source,
-        if args.exec.is_none() { ", shadow mode" } else { "" }
+        if args.exec.is_none() {
+            ", shadow mode"
+        } else {
+            ""
+        }
     ));
     let started = Instant::now();
     let deadline = args
@@ -228,14 +240,22 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
             wait_for = None;
         }
         if wake_source == "heartbeat" {
-            wait_for = Some(wait_for.unwrap_or(Duration::ZERO).min(Duration::from_secs_f64(poll)).max(Duration::from_millis(1)));
+            wait_for = Some(
+                wait_for
+                    .unwrap_or(Duration::ZERO)
+                    .min(Duration::from_secs_f64(poll))
+                    .max(Duration::from_millis(1)),
+            );
         }
     }
     lp.status("stopped", json!({"event": "stop", "cycles": lp.cycles}))?;
     if !lp.m.illegal.is_empty() {
         return Err(Error::invalid(
             "internal",
-            format!("the run loop attempted illegal transitions: {:?}", lp.m.illegal),
+            format!(
+                "the run loop attempted illegal transitions: {:?}",
+                lp.m.illegal
+            ),
         ));
     }
     Ok(0)
@@ -251,7 +271,10 @@ fn journal_stat(dir: &std::path::Path) -> Option<(u64, u64)> {
 fn sleep_unless(stopped: &dyn Fn() -> bool, d: Duration) {
     let end = Instant::now() + d;
     while !stopped() && Instant::now() < end {
-        std::thread::sleep(end.saturating_duration_since(Instant::now()).min(Duration::from_millis(100)));
+        std::thread::sleep(
+            end.saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(100)),
+        );
     }
 }
 
@@ -352,7 +375,11 @@ impl<'a> Loop<'a> {
         };
         let _ = takeover;
         self.execute(item, claim, stopped)?;
-        Ok(if plan.more { Duration::ZERO } else { Duration::from_millis(1) })
+        Ok(if plan.more {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(1)
+        })
     }
 
     fn fetch_and_claim(
@@ -483,14 +510,27 @@ impl<'a> Loop<'a> {
     }
 
     /// Run the child on a claimed item and finish it.
-    fn execute(&mut self, item: canopy::Item, claim: canopy::Claim, stopped: &dyn Fn() -> bool) -> Result<()> {
+    fn execute(
+        &mut self,
+        item: canopy::Item,
+        claim: canopy::Claim,
+        stopped: &dyn Fn() -> bool,
+    ) -> Result<()> {
         let cmd = self.args.exec.clone().expect("claims only with --exec");
         let channels: Channels = self.ctx.store.read_doc(Timestamp::now())?;
         let message = canopy::find_message(&self.ctx.store, &channels, &item.source_id)?;
         let input = json!({"item": item, "message": message, "agent": self.name});
         let agent_name = self.name.clone();
-        let result = run_child(&cmd, &input, &item, &agent_name, Duration::from_secs_f64(self.args.timeout),
-            Duration::from_secs(claim.ttl_seconds.div_ceil(3).max(1)), stopped, &mut || self.renew(&item.id));
+        let result = run_child(
+            &cmd,
+            &input,
+            &item,
+            &agent_name,
+            Duration::from_secs_f64(self.args.timeout),
+            Duration::from_secs(claim.ttl_seconds.div_ceil(3).max(1)),
+            stopped,
+            &mut || self.renew(&item.id),
+        );
         match result {
             Ok(ChildEnd::Exited(0, out)) => {
                 let verdict = canopy::artifact::validate(&out);
@@ -508,7 +548,12 @@ impl<'a> Loop<'a> {
                         Err(e) => self.fail(&item, "complete_failed", &e.to_string(), stopped),
                     }
                 } else {
-                    self.fail(&item, "invalid_artifact", &verdict.errors.join("; "), stopped)
+                    self.fail(
+                        &item,
+                        "invalid_artifact",
+                        &verdict.errors.join("; "),
+                        stopped,
+                    )
                 }
             }
             Ok(ChildEnd::Exited(SKIP_EXIT, _)) => {
@@ -520,7 +565,17 @@ impl<'a> Loop<'a> {
                     let mut agents: Agents = tx.read()?;
                     let mut inbox: Inbox = tx.read()?;
                     let mut fx = ops::Fx::default();
-                    ops::finish(&mut agents, &mut inbox, &item.id, canopy::Status::Skipped, None, Some(&name), now, now_ms, &mut fx)?;
+                    ops::finish(
+                        &mut agents,
+                        &mut inbox,
+                        &item.id,
+                        canopy::Status::Skipped,
+                        None,
+                        Some(&name),
+                        now,
+                        now_ms,
+                        &mut fx,
+                    )?;
                     tx.write(&agents)?;
                     tx.write(&inbox)?;
                     canopy::stage(tx, fx)
@@ -533,9 +588,24 @@ impl<'a> Loop<'a> {
                     Err(e) => self.fail(&item, "skip_failed", &e.to_string(), stopped),
                 }
             }
-            Ok(ChildEnd::Exited(code, _)) => self.fail(&item, "exit_status", &format!("the command exited with status {code}"), stopped),
-            Ok(ChildEnd::Signaled(sig)) => self.fail(&item, "killed", &format!("the command was killed by signal {sig}"), stopped),
-            Ok(ChildEnd::TimedOut) => self.fail(&item, "timeout", &format!("the command ran longer than {} s", self.args.timeout), stopped),
+            Ok(ChildEnd::Exited(code, _)) => self.fail(
+                &item,
+                "exit_status",
+                &format!("the command exited with status {code}"),
+                stopped,
+            ),
+            Ok(ChildEnd::Signaled(sig)) => self.fail(
+                &item,
+                "killed",
+                &format!("the command was killed by signal {sig}"),
+                stopped,
+            ),
+            Ok(ChildEnd::TimedOut) => self.fail(
+                &item,
+                "timeout",
+                &format!("the command ran longer than {} s", self.args.timeout),
+                stopped,
+            ),
             Ok(ChildEnd::Stopped) => {
                 self.m.go(State::Error);
                 self.release(&item.id, "stopped");
@@ -557,9 +627,16 @@ impl<'a> Loop<'a> {
             .store
             .transaction(now, &[Lock::Runtime], |tx| {
                 let mut inbox: Inbox = tx.read()?;
-                let held = inbox.items.get(id).and_then(|i| i.claim.as_ref()).is_some_and(|c| c.agent == name && c.worker == worker);
+                let held = inbox
+                    .items
+                    .get(id)
+                    .and_then(|i| i.claim.as_ref())
+                    .is_some_and(|c| c.agent == name && c.worker == worker);
                 if !held {
-                    return Err(Error::invalid("claim_lost", format!("the claim on {id} was taken over")));
+                    return Err(Error::invalid(
+                        "claim_lost",
+                        format!("the claim on {id} was taken over"),
+                    ));
                 }
                 let mut fx = ops::Fx::default();
                 ops::renew(&mut inbox, id, &name, None, now, now_ms, &mut fx)?;
@@ -581,34 +658,81 @@ impl<'a> Loop<'a> {
             let mut agents: Agents = tx.read()?;
             let mut inbox: Inbox = tx.read()?;
             let mut channels: Channels = tx.read()?;
-            let still = inbox.items.get(&item.id).and_then(|i| i.claim.as_ref()).is_some_and(|c| c.agent == name && c.worker == worker);
+            let still = inbox
+                .items
+                .get(&item.id)
+                .and_then(|i| i.claim.as_ref())
+                .is_some_and(|c| c.agent == name && c.worker == worker);
             if !still {
-                return Err(Error::invalid("claim_lost", format!("the claim on {} is no longer ours", item.id)));
+                return Err(Error::invalid(
+                    "claim_lost",
+                    format!("the claim on {} is no longer ours", item.id),
+                ));
             }
             let dm = item.source_type == "dm";
             let replied = canopy::find_message(&ctx.store, &channels, &item.source_id)?;
             let mut fx = ops::Fx::default();
-            let post = ops::post(&agents, &mut inbox, &mut channels, ops::NewPost {
-                channel: if dm { item.author.clone() } else { item.channel_id.clone() },
-                author: name.clone(),
-                content: artifact.to_string(),
-                reply_to: if dm { None } else { replied.as_ref().map(|r| r.message_id.clone()) },
-                priority: canopy::Priority::Normal,
-                dm,
-            }, if dm { None } else { replied.as_ref() }, now, now_ms, &mut fx);
+            let post = ops::post(
+                &agents,
+                &mut inbox,
+                &mut channels,
+                ops::NewPost {
+                    channel: if dm {
+                        item.author.clone()
+                    } else {
+                        item.channel_id.clone()
+                    },
+                    author: name.clone(),
+                    content: artifact.to_string(),
+                    reply_to: if dm {
+                        None
+                    } else {
+                        replied.as_ref().map(|r| r.message_id.clone())
+                    },
+                    priority: canopy::Priority::Normal,
+                    dm,
+                },
+                if dm { None } else { replied.as_ref() },
+                now,
+                now_ms,
+                &mut fx,
+            );
             // A DM back to a person who is not an agent goes to the DM channel without an item.
             let post = match post {
-                Err(e) if dm && e.reason() == "unknown_agent" => ops::post(&agents, &mut inbox, &mut channels, ops::NewPost {
-                    channel: item.channel_id.clone(), author: name.clone(), content: artifact.to_string(),
-                    reply_to: None, priority: canopy::Priority::Normal, dm: false,
-                }, None, now, now_ms, &mut fx),
+                Err(e) if dm && e.reason() == "unknown_agent" => ops::post(
+                    &agents,
+                    &mut inbox,
+                    &mut channels,
+                    ops::NewPost {
+                        channel: item.channel_id.clone(),
+                        author: name.clone(),
+                        content: artifact.to_string(),
+                        reply_to: None,
+                        priority: canopy::Priority::Normal,
+                        dm: false,
+                    },
+                    None,
+                    now,
+                    now_ms,
+                    &mut fx,
+                ),
                 other => other,
             }?;
             let mut r = serde_json::Map::new();
             r.insert("post_id".into(), json!(post.message_id));
             r.insert("channel_id".into(), json!(post.channel_id));
             r.insert("kind".into(), json!("artifact"));
-            ops::finish(&mut agents, &mut inbox, &item.id, canopy::Status::Completed, Some(r), Some(&name), now, now_ms, &mut fx)?;
+            ops::finish(
+                &mut agents,
+                &mut inbox,
+                &item.id,
+                canopy::Status::Completed,
+                Some(r),
+                Some(&name),
+                now,
+                now_ms,
+                &mut fx,
+            )?;
             let a = ops::agent_mut(&mut agents, &name)?;
             a.queue.retain(|q| *q != item.id);
             for t in transitions(m.drain()) {
@@ -628,7 +752,11 @@ impl<'a> Loop<'a> {
         let worker = self.worker.clone();
         let _ = self.ctx().store.transaction(now, &[Lock::Runtime], |tx| {
             let mut inbox: Inbox = tx.read()?;
-            let ours = inbox.items.get(id).and_then(|i| i.claim.as_ref()).is_some_and(|c| c.agent == name && c.worker == worker);
+            let ours = inbox
+                .items
+                .get(id)
+                .and_then(|i| i.claim.as_ref())
+                .is_some_and(|c| c.agent == name && c.worker == worker);
             if !ours {
                 return Ok(());
             }
@@ -680,7 +808,13 @@ impl<'a> Loop<'a> {
         self.ctx.out.warn(&format!("agent {}: {why}", self.name));
     }
 
-    fn fail(&mut self, item: &canopy::Item, kind: &str, why: &str, stopped: &dyn Fn() -> bool) -> Result<()> {
+    fn fail(
+        &mut self,
+        item: &canopy::Item,
+        kind: &str,
+        why: &str,
+        stopped: &dyn Fn() -> bool,
+    ) -> Result<()> {
         self.error(Some(item), &format!("{kind}: {why}"));
         self.backoff(stopped, Some(&item.id));
         Ok(())
@@ -701,7 +835,10 @@ impl<'a> Loop<'a> {
             *self.failures.entry(id.to_string()).or_default() += 1;
             self.held_back.insert(id.to_string(), Instant::now() + d);
         }
-        let _ = self.note("backoff", json!({"delay_ms": ms, "consecutive_errors": n, "item_id": item}));
+        let _ = self.note(
+            "backoff",
+            json!({"delay_ms": ms, "consecutive_errors": n, "item_id": item}),
+        );
         sleep_unless(stopped, d);
         self.m.go(State::Recovering);
         self.m.go(State::Idle);
@@ -715,7 +852,11 @@ fn read_feed(dir: &std::path::Path, me: &canopy::Agent) -> Result<(Vec<Event>, u
         Ok(t) => t,
         Err(e) if e.reason() == "cursor_expired" => {
             let oldest = Tail::oldest(dir)?.unwrap_or(1);
-            eprintln!("conductor: agent {}: {e}; resuming at {}", me.name, oldest - 1);
+            eprintln!(
+                "conductor: agent {}: {e}; resuming at {}",
+                me.name,
+                oldest - 1
+            );
             Tail::open(dir, Some(oldest - 1))?
         }
         Err(e) => return Err(e),
@@ -799,7 +940,9 @@ fn run_child(
     };
     loop {
         let now = Instant::now();
-        let until = (started + timeout).min(next_renew).saturating_duration_since(now);
+        let until = (started + timeout)
+            .min(next_renew)
+            .saturating_duration_since(now);
         match wrx.recv_timeout(until.min(Duration::from_millis(250))) {
             Ok(status) => {
                 let status = status?;

@@ -34,11 +34,13 @@ impl Level {
 
 /// `agent selftest`.
 #[derive(Debug, Args)]
-#[command(after_long_help = "Checks: the agent-scoped feed opens at the agent's cursor; the cursor is \
+#[command(
+    after_long_help = "Checks: the agent-scoped feed opens at the agent's cursor; the cursor is \
 within the journal and keeps up; every unacknowledged mention has its inbox item and every item's \
 mention is there; the mode classification; and channel routing of the recent posts in watched channels \
 (each gets a decision and, when not actionable, a reason). Reports failed, compatibility_pass or \
-full_pass with blocking gaps and warnings.\n\nExit 0 at or above --min-level, 1 below it.")]
+full_pass with blocking gaps and warnings.\n\nExit 0 at or above --min-level, 1 below it."
+)]
 pub struct SelftestArgs {
     /// The agent.
     pub name: String,
@@ -78,18 +80,30 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
     }
     let cursor_ok = me.cursor <= last;
     if !cursor_ok {
-        gaps.push(format!("cursor {} is ahead of the journal's last seq {last}", me.cursor));
+        gaps.push(format!(
+            "cursor {} is ahead of the journal's last seq {last}",
+            me.cursor
+        ));
     }
-    let running = me.run.as_ref().is_some_and(|r| r.status == "running" && !crate::runtime::pid_is_dead(r.pid));
+    let running = me
+        .run
+        .as_ref()
+        .is_some_and(|r| r.status == "running" && !crate::runtime::pid_is_dead(r.pid));
     if lag > 0 && !running {
-        warnings.push(format!("{lag} feed events after the cursor and no run loop is running"));
+        warnings.push(format!(
+            "{lag} feed events after the cursor and no run loop is running"
+        ));
     }
     checks.push(json!({"check": "cursor", "ok": cursor_ok, "cursor": me.cursor, "journal_seq": last, "unread_feed_events": lag}));
 
     // Inbox and mention correlation.
     let mut orphans = Vec::new();
     for m in inbox.mentions.values().filter(|m| m.agent == me.name) {
-        if !inbox.items.values().any(|i| i.mention_id.as_deref() == Some(m.id.as_str())) {
+        if !inbox
+            .items
+            .values()
+            .any(|i| i.mention_id.as_deref() == Some(m.id.as_str()))
+        {
             orphans.push(m.id.clone());
         }
     }
@@ -102,10 +116,16 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
         }
     }
     if !orphans.is_empty() {
-        warnings.push(format!("mentions without an open inbox item (acknowledge them): {}", orphans.join(", ")));
+        warnings.push(format!(
+            "mentions without an open inbox item (acknowledge them): {}",
+            orphans.join(", ")
+        ));
     }
     if !dangling.is_empty() {
-        warnings.push(format!("open items whose mention was acknowledged: {}", dangling.join(", ")));
+        warnings.push(format!(
+            "open items whose mention was acknowledged: {}",
+            dangling.join(", ")
+        ));
     }
     checks.push(json!({"check": "inbox_mention_correlation", "ok": orphans.is_empty() && dangling.is_empty(),
         "mentions_without_item": orphans, "items_without_mention": dangling}));
@@ -117,7 +137,10 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
     if !running {
         warnings.push("no run loop is running (start one with `conductor agent run`)".into());
     } else if s.wake_source != "watcher" {
-        warnings.push(format!("the run loop wakes by {} (blind window {} s), not the watcher", s.wake_source, s.poll_interval_seconds));
+        warnings.push(format!(
+            "the run loop wakes by {} (blind window {} s), not the watcher",
+            s.wake_source, s.poll_interval_seconds
+        ));
     }
     checks.push(json!({"check": "mode", "ok": true, "mode": mode, "reasons": reasons, "health": h, "issues": issues}));
 
@@ -149,7 +172,10 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
                 _ => true,
             };
             if !ok {
-                gaps.push(format!("message {} routed without a known reason", m.message_id));
+                gaps.push(format!(
+                    "message {} routed without a known reason",
+                    m.message_id
+                ));
             }
             decisions.push(json!({"message_id": m.message_id, "route": r}));
         }

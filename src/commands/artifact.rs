@@ -20,7 +20,8 @@ pub enum ArtifactCommand {
 
 /// `artifact validate`.
 #[derive(Debug, Args)]
-#[command(after_long_help = "A block is a line `[name]`, its content, and a line `[/name]`. Valid: \
+#[command(
+    after_long_help = "A block is a line `[name]`, its content, and a line `[/name]`. Valid: \
 Canopy's task, request, objective (with nested [tasks] holding `- [ ] ...` / `- [x] ...` lines), handoff, \
 signal, circle, contract, skill, poll, input-card, telemetry-card, and the evidence blocks completion, \
 error, evidence, files_changed, notes, plan, result, summary. Each Canopy block needs its field: task, \
@@ -28,7 +29,8 @@ request, objective, contract, input-card, telemetry-card `title:`; handoff `to:`
 `topic:`; skill `name:`; poll `question:`. [completion] needs non-empty text in completion, summary, \
 result or evidence. Each unknown block is reported once. Code fences, markdown links and list \
 checkboxes are not blocks.\n\nExit 0: valid; 2: invalid (reason `invalid_artifact`).\n\nExample:\n  \
-printf '[result]\\nall 42 tests pass\\n[/result]\\n' | conductor artifact validate -")]
+printf '[result]\\nall 42 tests pass\\n[/result]\\n' | conductor artifact validate -"
+)]
 pub struct ValidateArgs {
     /// The artifact file, or `-` for stdin.
     #[arg(default_value = "-")]

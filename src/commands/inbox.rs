@@ -204,17 +204,27 @@ pub fn run(ctx: &Ctx, a: InboxArgs) -> Result<u8> {
             })
             .map_err(|e| explain_missing(ctx, e, &x.ids[0]))?;
             let text = format!("Seen: {}", x.ids.join(", "));
-            print(ctx.out, &Out::ok(json!({"status": "ok", "items": items}), text))
+            print(
+                ctx.out,
+                &Out::ok(json!({"status": "ok", "items": items}), text),
+            )
         }
         InboxCommand::Complete(f) => finish(ctx, f, Status::Completed),
         InboxCommand::Skip(f) => finish(ctx, f, Status::Skipped),
         InboxCommand::Claim(c) => {
             let out = tx_inbox(ctx, |ag, ib, ms, fx| {
-                ops::claim(ag, ib, &c.id, &c.agent, "cli", c.ttl, c.takeover, ctx.now, ms, fx)
+                ops::claim(
+                    ag, ib, &c.id, &c.agent, "cli", c.ttl, c.takeover, ctx.now, ms, fx,
+                )
             })
             .map_err(|e| explain_missing(ctx, e, &c.id))?;
             let (text, code) = match &out {
-                ops::ClaimOutcome::Ok { id, claim, takeover, previous } => (
+                ops::ClaimOutcome::Ok {
+                    id,
+                    claim,
+                    takeover,
+                    previous,
+                } => (
                     format!(
                         "Claimed {id} for {} until {}{}",
                         claim.agent,
@@ -249,16 +259,24 @@ pub fn run(ctx: &Ctx, a: InboxArgs) -> Result<u8> {
             })
             .map_err(|e| explain_missing(ctx, e, &h.id))?;
             let text = format!("Renewed {} until {}", h.id, c.expires_at);
-            print(ctx.out, &Out::ok(json!({"status": "ok", "id": h.id, "claim": c}), text))
+            print(
+                ctx.out,
+                &Out::ok(json!({"status": "ok", "id": h.id, "claim": c}), text),
+            )
         }
         InboxCommand::Release(h) => {
             if h.ttl.is_some() {
                 return Err(Error::invalid("invalid_input", "--ttl is for renew"));
             }
-            let c = tx_inbox(ctx, |_, ib, _, fx| ops::release(ib, &h.id, &h.agent, "released", fx))
-                .map_err(|e| explain_missing(ctx, e, &h.id))?;
+            let c = tx_inbox(ctx, |_, ib, _, fx| {
+                ops::release(ib, &h.id, &h.agent, "released", fx)
+            })
+            .map_err(|e| explain_missing(ctx, e, &h.id))?;
             let text = format!("Released {} (held by {})", h.id, c.agent);
-            print(ctx.out, &Out::ok(json!({"status": "ok", "id": h.id, "released": c}), text))
+            print(
+                ctx.out,
+                &Out::ok(json!({"status": "ok", "id": h.id, "released": c}), text),
+            )
         }
     }
 }
@@ -279,8 +297,19 @@ fn finish(ctx: &Ctx, f: FinishArgs, status: Status) -> Result<u8> {
         ops::finish(ag, ib, &f.id, status, refs, by.as_deref(), ctx.now, ms, fx)
     })
     .map_err(|e| explain_missing(ctx, e, &f.id))?;
-    let text = format!("{} {}", if status == Status::Completed { "Completed" } else { "Skipped" }, item.id);
-    print(ctx.out, &Out::ok(json!({"status": "ok", "item": item}), text))
+    let text = format!(
+        "{} {}",
+        if status == Status::Completed {
+            "Completed"
+        } else {
+            "Skipped"
+        },
+        item.id
+    );
+    print(
+        ctx.out,
+        &Out::ok(json!({"status": "ok", "item": item}), text),
+    )
 }
 
 fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> {
@@ -301,7 +330,10 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
             .filter(|i| status.is_none_or(|s| i.status == s))
             .collect();
         v.sort_by(|a, b| ops::pick_order(a, b));
-        items = v.into_iter().map(|i| serde_json::to_value(i).expect("serializes")).collect();
+        items = v
+            .into_iter()
+            .map(|i| serde_json::to_value(i).expect("serializes"))
+            .collect();
     } else {
         let path = ctx.store.home().dir().join(canopy::INBOX_DONE.name);
         let want = status.expect("checked").as_str();
@@ -309,7 +341,9 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
             if let crate::store::ledger::Line::Complete(t) = line
                 && let Ok(v) = serde_json::from_str::<Value>(&t)
                 && v["item"]["status"] == want
-                && agent.as_ref().is_none_or(|a| v["item"]["agent"] == a.as_str())
+                && agent
+                    .as_ref()
+                    .is_none_or(|a| v["item"]["agent"] == a.as_str())
             {
                 items.push(v["item"].clone());
             }
@@ -321,7 +355,10 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
     } else {
         items.iter().map(item_line).collect::<Vec<_>>().join("\n")
     };
-    print(ctx.out, &Out::ok(json!({"status": "ok", "items": items}), text))
+    print(
+        ctx.out,
+        &Out::ok(json!({"status": "ok", "items": items}), text),
+    )
 }
 
 /// Run `mentions`.
@@ -330,7 +367,10 @@ pub fn run_mentions(ctx: &Ctx, a: MentionsArgs) -> Result<u8> {
         Some(MentionsCommand::Ack(ids)) => {
             let acked = tx_inbox(ctx, |_, ib, _, fx| ops::ack(ib, &ids.ids, ctx.now, fx))?;
             let text = format!("Acknowledged {}", ids.ids.join(", "));
-            print(ctx.out, &Out::ok(json!({"status": "ok", "mentions": acked}), text))
+            print(
+                ctx.out,
+                &Out::ok(json!({"status": "ok", "mentions": acked}), text),
+            )
         }
         None => {
             let agents: Agents = ctx.store.read_doc(ctx.now)?;
@@ -348,11 +388,19 @@ pub fn run_mentions(ctx: &Ctx, a: MentionsArgs) -> Result<u8> {
                 "No unacknowledged mentions".to_string()
             } else {
                 v.iter()
-                    .map(|m| format!("{} @{} by {} in {} ({}, via {})", m.id, m.agent, m.author, m.channel_id, m.source_id, m.via))
+                    .map(|m| {
+                        format!(
+                            "{} @{} by {} in {} ({}, via {})",
+                            m.id, m.agent, m.author, m.channel_id, m.source_id, m.via
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join("\n")
             };
-            print(ctx.out, &Out::ok(json!({"status": "ok", "mentions": v}), text))
+            print(
+                ctx.out,
+                &Out::ok(json!({"status": "ok", "mentions": v}), text),
+            )
         }
     }
 }

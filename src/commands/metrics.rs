@@ -10,13 +10,15 @@ use crate::error::{Error, IoContext, Result};
 
 /// `metrics`.
 #[derive(Debug, Args)]
-#[command(after_long_help = "Prints the Prometheus text exposition format: per agent, the latency \
+#[command(
+    after_long_help = "Prints the Prometheus text exposition format: per agent, the latency \
 histograms conductor_event_to_seen_seconds, conductor_event_to_claim_seconds and \
 conductor_claim_to_complete_seconds, the gauges conductor_pending_inbox and conductor_unacked_mentions, \
 and the counters conductor_timeout_recoveries_total, conductor_items_completed_total and \
 conductor_run_errors_total. With --textfile DIR it replaces DIR/conductor.prom atomically (a temp file \
 renamed into place) for node_exporter's textfile collector, e.g. from cron.\n\nExamples:\n  conductor \
-metrics | promtool check metrics\n  conductor metrics --textfile /var/lib/node_exporter/textfile_collector")]
+metrics | promtool check metrics\n  conductor metrics --textfile /var/lib/node_exporter/textfile_collector"
+)]
 pub struct MetricsArgs {
     /// Write DIR/conductor.prom (atomically) instead of printing.
     #[arg(long, value_name = "DIR")]
@@ -62,8 +64,7 @@ pub fn run(ctx: &Ctx, a: MetricsArgs) -> Result<u8> {
             let target = dir.join("conductor.prom");
             tmp.persist(&target)
                 .map_err(|e| Error::io("replace", &target, e.error))?;
-            ctx.out
-                .status(&format!("Wrote {}", target.display()));
+            ctx.out.status(&format!("Wrote {}", target.display()));
         }
     }
     Ok(0)

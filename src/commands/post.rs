@@ -14,12 +14,14 @@ use crate::store::Lock;
 
 /// `post`.
 #[derive(Debug, Args)]
-#[command(after_long_help = "The text addresses agents by handle (`@scout`, Canopy's rule: letters, digits, \
+#[command(
+    after_long_help = "The text addresses agents by handle (`@scout`, Canopy's rule: letters, digits, \
 `_ . -`, not ending in `.` or `-`) or on an assignment line (`owner: scout`; also to:, next:, assignee:, \
 reviewer:, members:). Each addressed agent gets a mention and an inbox item, written together with the \
 post. A reply to an agent's message lands in that agent's inbox too (trigger `reply`).\n\nPosts are at \
 most 16384 bytes (reason `post_too_large`, exit 2).\n\nExamples:\n  conductor post ops \"@scout please \
-summarize the failing tests\"\n  printf 'owner: scout\\nfix the build\\n' | conductor post ops - --as ana")]
+summarize the failing tests\"\n  printf 'owner: scout\\nfix the build\\n' | conductor post ops - --as ana"
+)]
 pub struct PostArgs {
     /// The channel (created on first post; a leading `#` is dropped).
     pub channel: String,
@@ -54,8 +56,10 @@ pub struct DmArgs {
 
 /// `edit`.
 #[derive(Debug, Args)]
-#[command(after_long_help = "Only the author can edit. Agents the new text addresses for the first time \
-get a mention and an inbox item (deduplicated by agent + message + trigger).")]
+#[command(
+    after_long_help = "Only the author can edit. Agents the new text addresses for the first time \
+get a mention and an inbox item (deduplicated by agent + message + trigger)."
+)]
 pub struct EditArgs {
     /// The message to edit.
     pub message_id: String,
@@ -112,7 +116,10 @@ fn posted(ctx: &Ctx, m: &canopy::Message) -> Result<u8> {
             format!(" (inbox: {})", m.addressed.join(", "))
         }
     );
-    print(ctx.out, &Out::ok(json!({"status": "ok", "message": m}), text))
+    print(
+        ctx.out,
+        &Out::ok(json!({"status": "ok", "message": m}), text),
+    )
 }
 
 /// Post (or DM) in one transaction.
@@ -128,7 +135,16 @@ pub fn post_message(ctx: &Ctx, p: ops::NewPost) -> Result<canopy::Message> {
             None => None,
         };
         let mut fx = ops::Fx::default();
-        let m = ops::post(&agents, &mut inbox, &mut channels, p, replied.as_ref(), now, now_ms, &mut fx)?;
+        let m = ops::post(
+            &agents,
+            &mut inbox,
+            &mut channels,
+            p,
+            replied.as_ref(),
+            now,
+            now_ms,
+            &mut fx,
+        )?;
         tx.write(&inbox)?;
         tx.write(&channels)?;
         canopy::stage(tx, fx)?;
@@ -180,18 +196,33 @@ pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
         let agents: Agents = tx.read()?;
         let mut inbox: Inbox = tx.read()?;
         let mut channels: Channels = tx.read()?;
-        let original = canopy::find_message(&ctx.store, &channels, &a.message_id)?.ok_or_else(|| {
-            Error::invalid(
-                "message_not_found",
-                format!("no message `{}`", crate::protocol::ops::printable(&a.message_id)),
-            )
-        })?;
+        let original =
+            canopy::find_message(&ctx.store, &channels, &a.message_id)?.ok_or_else(|| {
+                Error::invalid(
+                    "message_not_found",
+                    format!(
+                        "no message `{}`",
+                        crate::protocol::ops::printable(&a.message_id)
+                    ),
+                )
+            })?;
         let store = &ctx.store;
         let finished = |agent: &str, source: &str, trigger: &str| {
             canopy::finished_item(store, agent, source, trigger).unwrap_or(false)
         };
         let mut fx = ops::Fx::default();
-        let m = ops::edit(&agents, &mut inbox, &mut channels, original, &who, content, &finished, now, now_ms, &mut fx)?;
+        let m = ops::edit(
+            &agents,
+            &mut inbox,
+            &mut channels,
+            original,
+            &who,
+            content,
+            &finished,
+            now,
+            now_ms,
+            &mut fx,
+        )?;
         tx.write(&inbox)?;
         tx.write(&channels)?;
         canopy::stage(tx, fx)?;
@@ -217,7 +248,10 @@ pub fn run_messages(ctx: &Ctx, a: MessagesArgs) -> Result<u8> {
     let Some(ch) = channels.channels.get(&id) else {
         return Err(Error::invalid(
             "unknown_channel",
-            format!("no channel `{}` (nothing was posted there)", crate::protocol::ops::printable(&id)),
+            format!(
+                "no channel `{}` (nothing was posted there)",
+                crate::protocol::ops::printable(&id)
+            ),
         ));
     };
     let mut msgs: Vec<canopy::Message> = ch.recent.clone();
@@ -249,7 +283,11 @@ pub fn run_messages(ctx: &Ctx, a: MessagesArgs) -> Result<u8> {
             m.message_id,
             m.created_at,
             m.author,
-            if m.edited_at.is_some() { " (edited)" } else { "" },
+            if m.edited_at.is_some() {
+                " (edited)"
+            } else {
+                ""
+            },
             m.content.replace('\n', "\n    ")
         ));
     }
@@ -258,6 +296,9 @@ pub fn run_messages(ctx: &Ctx, a: MessagesArgs) -> Result<u8> {
     }
     print(
         ctx.out,
-        &Out::ok(json!({"status": "ok", "channel_id": id, "messages": msgs}), text),
+        &Out::ok(
+            json!({"status": "ok", "channel_id": id, "messages": msgs}),
+            text,
+        ),
     )
 }
