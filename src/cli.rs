@@ -116,6 +116,26 @@ pub enum Command {
     Wait(crate::commands::wait::WaitArgs),
     /// Run a command as a registered instance: heartbeats while it runs, done when it exits.
     Run(crate::commands::run::RunArgs),
+    /// Agent runtime: register agents, run their loops, show their status and feed.
+    #[command(subcommand)]
+    Agent(crate::commands::agent::AgentCommand),
+    /// Post a message to a channel; addressed agents get a mention and an inbox item.
+    Post(crate::commands::post::PostArgs),
+    /// Send a direct message to an agent (lands in its inbox).
+    Dm(crate::commands::post::DmArgs),
+    /// Edit a message you posted.
+    Edit(crate::commands::post::EditArgs),
+    /// Show a channel's messages.
+    Messages(crate::commands::post::MessagesArgs),
+    /// Show and act on agents' inbox items: seen, complete, skip, claim, renew, release.
+    Inbox(crate::commands::inbox::InboxArgs),
+    /// Show unacknowledged mentions, or acknowledge them.
+    Mentions(crate::commands::inbox::MentionsArgs),
+    /// Validate an artifact's structured blocks.
+    #[command(subcommand)]
+    Artifact(crate::commands::artifact::ArtifactCommand),
+    /// Print the agent runtime's metrics in Prometheus text format.
+    Metrics(crate::commands::metrics::MetricsArgs),
     /// Run one protocol operation given as JSON, like {"operation":"claim",...}.
     Op(op::OpArgs),
     /// Check the files in the home and explain what is wrong; --repair fixes it without deleting anything.

@@ -3,6 +3,7 @@
 //! Layers: `cli` (clap) → `commands` (one file per verb: arguments → request → report) →
 //! `protocol` (pure operations on the state) + `store` (every file in the home) + `output`.
 
+pub mod canopy;
 pub mod cli;
 pub mod commands;
 pub mod error;

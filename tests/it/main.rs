@@ -13,6 +13,7 @@ mod hostile;
 mod props;
 mod protocol;
 mod races;
+mod runtime;
 mod schemas;
 mod security;
 mod shell;
