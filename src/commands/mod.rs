@@ -18,6 +18,7 @@ pub mod integrate;
 pub mod man;
 pub mod op;
 pub mod prompt;
+pub mod queue;
 pub mod release;
 pub mod reset;
 pub mod run;
@@ -137,6 +138,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Watch(a)) => return watch::run(&ctx, a),
         Some(Command::Wait(a)) => return wait::run(&ctx, a),
         Some(Command::Run(a)) => return run::run(&ctx, a),
+        Some(Command::Queue(c)) => return queue::run(&ctx, c),
     };
     validate_request(&request)?;
     let report = execute(&ctx, request)?;

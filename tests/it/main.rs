@@ -10,6 +10,7 @@ mod hooks;
 mod hostile;
 mod props;
 mod protocol;
+mod queue;
 mod races;
 mod schemas;
 mod security;
