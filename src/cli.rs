@@ -18,6 +18,7 @@ Exit codes:
      cursor_expired (events/watch --after older than the oldest kept event)
   3  claim conflict (the free files were still claimed); claim --wait or wait timed out
   4  blocked by the priority gate
+  5  queue run: some job failed, timed out or is blocked (see `queue run --help`)
 
 With --json, stdout carries exactly one JSON object; errors are
 {\"status\":\"error\",\"reason\":\"<snake_case>\",\"message\":\"...\"}.";
@@ -154,6 +155,9 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Print the man page (roff) generated from the command definitions.
     Man(man::ManArgs),
+    /// The agent job queue: submit planned jobs, dispatch them, collect their results.
+    #[command(subcommand)]
+    Queue(crate::commands::queue::QueueCommand),
 }
 
 impl Cli {

@@ -10,6 +10,7 @@ pub mod error;
 pub mod hooks;
 pub mod output;
 pub mod protocol;
+pub mod queue;
 pub mod runtime;
 pub mod schema;
 pub mod store;

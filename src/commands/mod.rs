@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod op;
 pub mod post;
 pub mod prompt;
+pub mod queue;
 pub mod release;
 pub mod reset;
 pub mod run;
@@ -153,6 +154,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Mentions(a)) => return inbox::run_mentions(&ctx, a),
         Some(Command::Artifact(c)) => return artifact::run(&ctx, c),
         Some(Command::Metrics(a)) => return metrics::run(&ctx, a),
+        Some(Command::Queue(c)) => return queue::run(&ctx, c),
     };
     validate_request(&request)?;
     let report = execute(&ctx, request)?;

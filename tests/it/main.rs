@@ -12,6 +12,7 @@ mod hooks;
 mod hostile;
 mod props;
 mod protocol;
+mod queue;
 mod races;
 mod runtime;
 mod schemas;
