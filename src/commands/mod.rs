@@ -157,6 +157,8 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Queue(c)) => return queue::run(&ctx, c),
     };
     validate_request(&request)?;
+    // One request, then the process exits.
+    ctx.store.short_lived();
     let report = execute(&ctx, request)?;
     print(out, report.as_ref())
 }

@@ -153,7 +153,10 @@ pub fn spawn(l: &Launch, runner: &Runner) -> std::io::Result<Child> {
             // The environment is set on bwrap itself (never on its command line, which other
             // processes can read): nothing is inherited but these.
             c.env_clear();
-            c.env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+            c.env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            );
             c.env("HOME", &root);
             for name in ["LANG", "LC_ALL", "TERM"]
                 .into_iter()
@@ -228,7 +231,11 @@ fn sandbox_args(ws: &Path, root: &str, read_only: &[PathBuf]) -> Vec<String> {
         match std::fs::symlink_metadata(p) {
             Ok(m) if m.file_type().is_symlink() => {
                 if let Ok(t) = std::fs::read_link(p) {
-                    a.extend(["--symlink".into(), t.to_string_lossy().into_owned(), top.into()]);
+                    a.extend([
+                        "--symlink".into(),
+                        t.to_string_lossy().into_owned(),
+                        top.into(),
+                    ]);
                 }
             }
             Ok(m) if m.is_dir() => a.extend(["--ro-bind".into(), top.into(), top.into()]),
