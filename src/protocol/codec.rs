@@ -275,11 +275,14 @@ pub mod de {
                 f.write_str("an object mapping paths to instance ids")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
-                let mut out = BTreeMap::new();
+                // Collected first, then built in one pass: conductor writes the keys sorted, and
+                // a bulk build of sorted input is much cheaper than one insert per key. A repeated
+                // key keeps its last value, as in a generic JSON value.
+                let mut out = Vec::with_capacity(m.size_hint().unwrap_or(0));
                 while let Some((k, v)) = m.next_entry::<String, String>()? {
-                    out.insert(k, check_id(v)?);
+                    out.push((k, check_id(v)?));
                 }
-                Ok(out)
+                Ok(BTreeMap::from_iter(out))
             }
         }
         d.deserialize_map(Claims)
