@@ -52,6 +52,13 @@ fn main() {
         let typed = time(rounds, || {
             codec::decode(&path, &bytes).unwrap();
         });
+        let scan = time(rounds, || {
+            serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).unwrap();
+        });
+        let value = time(rounds, || {
+            serde_json::from_slice::<Value>(&bytes).unwrap();
+        });
+        println!("{name}: JSON scan only {scan:.3} | generic value only {value:.3}");
         let encode = time(rounds, || {
             codec::encode(st);
         });
