@@ -264,17 +264,22 @@ pub fn post(
         .get(&author)
         .map(|a| a.user_id.clone())
         .unwrap_or_else(|| author.clone());
-    let (channel_id, recipient) = if p.dm {
-        let to = agent(agents, &p.channel)?.name.clone();
+    // A DM goes to an agent, or from an agent back to anyone (a person has no inbox).
+    let (channel_id, recipient, to_agent) = if p.dm {
+        let (to, to_agent) = match agent(agents, &p.channel) {
+            Ok(a) => (a.name.clone(), true),
+            Err(_) if agents.agents.contains_key(&author) => (check_author(&p.channel)?, false),
+            Err(e) => return Err(e),
+        };
         if to == author {
             return Err(Error::invalid(
                 "invalid_input",
                 "a DM to yourself goes nowhere",
             ));
         }
-        (dm_channel(&author, &to), Some(to))
+        (dm_channel(&author, &to), Some(to), to_agent)
     } else {
-        (text::channel_name(&p.channel)?, None)
+        (text::channel_name(&p.channel)?, None, false)
     };
     if let Some(r) = &p.reply_to
         && replied.is_none_or(|m| m.channel_id != channel_id)
@@ -289,7 +294,9 @@ pub fn post(
     }
     let mut targets: Vec<(String, &'static str, &'static str)> = Vec::new(); // (agent, trigger, via)
     if let Some(to) = &recipient {
-        targets.push((to.clone(), "dm", "dm"));
+        if to_agent {
+            targets.push((to.clone(), "dm", "dm"));
+        }
     } else {
         for (n, via) in addressed(agents, &p.content, &author) {
             targets.push((n, "mention", via));

@@ -226,7 +226,7 @@ fn list(ctx: &Ctx) -> Result<u8> {
 fn latency(h: &canopy::Histogram) -> Value {
     json!({"count": h.count, "p50": h.percentile(50.0), "p95": h.percentile(95.0),
            "last": h.recent_ms.back(),
-           "mean": if h.count > 0 { Some(h.sum_ms / h.count) } else { None }})
+           "mean": h.sum_ms.checked_div(h.count)})
 }
 
 /// The runtime facts of an agent (`agent status --json`).

@@ -697,27 +697,7 @@ impl<'a> Loop<'a> {
                 now_ms,
                 &mut fx,
             );
-            // A DM back to a person who is not an agent goes to the DM channel without an item.
-            let post = match post {
-                Err(e) if dm && e.reason() == "unknown_agent" => ops::post(
-                    &agents,
-                    &mut inbox,
-                    &mut channels,
-                    ops::NewPost {
-                        channel: item.channel_id.clone(),
-                        author: name.clone(),
-                        content: artifact.to_string(),
-                        reply_to: None,
-                        priority: canopy::Priority::Normal,
-                        dm: false,
-                    },
-                    None,
-                    now,
-                    now_ms,
-                    &mut fx,
-                ),
-                other => other,
-            }?;
+            let post = post?;
             let mut r = serde_json::Map::new();
             r.insert("post_id".into(), json!(post.message_id));
             r.insert("channel_id".into(), json!(post.channel_id));

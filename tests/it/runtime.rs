@@ -768,3 +768,54 @@ fn which(name: &str) -> Result<PathBuf, ()> {
         })
         .ok_or(())
 }
+
+#[test]
+fn runtime_dm_answered_by_dm_and_broadcast_takes_unaddressed_posts() {
+    let env = setup();
+    let worker = script(
+        &env,
+        "echo.sh",
+        "cat >/dev/null\nprintf '[result]\\nhandled %s\\n[/result]\\n' \"$CONDUCTOR_ITEM_ID\"",
+    );
+    let lp = spawn_loop(
+        &env,
+        &["scout", "--exec", worker.to_str().unwrap(), "--broadcast"],
+    );
+    assert!(wait_until(10.0, || status(&env, "scout")["running"] == true));
+    env.run(&["dm", "scout", "are you there?", "--as", "ana"])
+        .code(0);
+    post(&env, "anyone free to look at CI?");
+    assert!(
+        wait_until(20.0, || done_lines(&env).len() == 2),
+        "{:?}",
+        items(&env, "scout")
+    );
+    stop(lp);
+    let done = done_lines(&env);
+    let triggers: Vec<&str> = done
+        .iter()
+        .map(|d| d["item"]["trigger_type"].as_str().unwrap())
+        .collect();
+    assert!(
+        triggers.contains(&"dm") && triggers.contains(&"broadcast"),
+        "{triggers:?}"
+    );
+    // The DM is answered in the DM conversation, the broadcast post in the channel.
+    let dm = env.run(&["--json", "messages", "dm:ana+scout"]).json();
+    let dms = dm["messages"].as_array().unwrap();
+    assert_eq!(dms.len(), 2);
+    assert_eq!(dms[1]["author"], "scout");
+    let ops = env.run(&["--json", "messages", "ops"]).json();
+    assert!(
+        ops["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["author"] == "scout")
+    );
+    // Nothing was answered twice.
+    assert_eq!(
+        env.run(&["--json", "inbox", "--agent", "scout"]).json()["items"],
+        serde_json::json!([])
+    );
+}
