@@ -287,10 +287,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                 }
                 let archived = ops::archive(&mut doc);
                 for j in &archived {
-                    tx.append(
-                        JOBS_DONE,
-                        serde_json::to_string(j).expect("jobs serialize"),
-                    )?;
+                    tx.append(JOBS_DONE, serde_json::to_string(j).expect("jobs serialize"))?;
                 }
                 let more = doc.jobs.iter().any(|j| j.state.state == State::Ready)
                     || (doc.jobs.iter().any(|j| j.state.state == State::Queued)
@@ -581,7 +578,8 @@ fn recover(store: &Store, me: &str, progress: &mut dyn FnMut(Update)) -> Result<
         .filter(|j| j.state.state == State::Running)
         .filter_map(|j| {
             let d = j.state.dispatcher.clone()?;
-            (d != me && !exec::dispatcher_alive(&d)).then(|| (j.key(), d, j.state.pid, j.state.attempts))
+            (d != me && !exec::dispatcher_alive(&d))
+                .then(|| (j.key(), d, j.state.pid, j.state.attempts))
         })
         .collect();
     if orphans.is_empty() {

@@ -133,8 +133,8 @@ pub fn spawn(l: &Launch, runner: &Runner) -> std::io::Result<Child> {
                 Runner::Template(t) => fill_cmd(t, &agent),
                 _ => agent,
             };
-            let mut c = Command::new("sh");
-            c.arg("-c").arg(script).current_dir(l.workspace_dir);
+            let mut c = shell_or_direct(&script);
+            c.current_dir(l.workspace_dir);
             for name in l.scrub {
                 c.env_remove(name);
             }
@@ -153,7 +153,10 @@ pub fn spawn(l: &Launch, runner: &Runner) -> std::io::Result<Child> {
             // The environment is set on bwrap itself (never on its command line, which other
             // processes can read): nothing is inherited but these.
             c.env_clear();
-            c.env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+            c.env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            );
             c.env("HOME", &root);
             for name in ["LANG", "LC_ALL", "TERM"]
                 .into_iter()
@@ -187,13 +190,32 @@ pub fn spawn(l: &Launch, runner: &Runner) -> std::io::Result<Child> {
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log2))
         .process_group(0);
-    unsafe {
-        c.pre_exec(|| {
-            crate::watch::unblock_stop_signals();
-            Ok(())
-        });
-    }
+    // No `pre_exec`: std then uses posix_spawn (vfork-like, much cheaper than fork under load),
+    // which also starts the child with an empty signal mask, undoing the dispatcher's blocked
+    // SIGINT/SIGTERM (tested: the agent sees SigBlk 0).
     c.spawn()
+}
+
+/// `sh -c SCRIPT`, or the program itself when the script is plain words (no quoting, no
+/// expansions, no operators): one exec instead of two for every job.
+fn shell_or_direct(script: &str) -> Command {
+    let plain = !script.is_empty()
+        && script
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || " -_./:,+@".contains(c));
+    let words: Vec<&str> = script.split_whitespace().collect();
+    const BUILTINS: &[&str] = &[
+        "exit", "cd", "exec", "export", "set", "eval", "source", "ulimit", "umask", "wait", "read",
+        "trap", "unset", "shift", "return", "alias", "command", "type", "hash",
+    ];
+    if plain && !words.is_empty() && !BUILTINS.contains(&words[0]) {
+        let mut c = Command::new(words[0]);
+        c.args(&words[1..]);
+        return c;
+    }
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(script);
+    c
 }
 
 fn fill_cmd(template: &str, agent: &str) -> String {
@@ -228,7 +250,11 @@ fn sandbox_args(ws: &Path, root: &str, read_only: &[PathBuf]) -> Vec<String> {
         match std::fs::symlink_metadata(p) {
             Ok(m) if m.file_type().is_symlink() => {
                 if let Ok(t) = std::fs::read_link(p) {
-                    a.extend(["--symlink".into(), t.to_string_lossy().into_owned(), top.into()]);
+                    a.extend([
+                        "--symlink".into(),
+                        t.to_string_lossy().into_owned(),
+                        top.into(),
+                    ]);
                 }
             }
             Ok(m) if m.is_dir() => a.extend(["--ro-bind".into(), top.into(), top.into()]),

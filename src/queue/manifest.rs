@@ -63,8 +63,8 @@ fn bad(message: String) -> Error {
 
 /// Parse and check a manifest's text. `source` names it in errors (a path or "stdin").
 pub fn parse(text: &str, source: &str) -> Result<Manifest> {
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| bad(format!("{source} is not valid JSON: {e}")))?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| bad(format!("{source} is not valid JSON: {e}")))?;
     // The design's dataclass had `secrets: dict[str, str]`; say plainly why that is refused.
     if let Some(jobs) = value.get("jobs").and_then(Value::as_array) {
         for (i, j) in jobs.iter().enumerate() {

@@ -250,7 +250,9 @@ impl Layout {
     }
     /// `<home>/workspaces/<ws>/.prompts/<job>.md`.
     pub fn prompt(&self, ws: &str, job: &str) -> PathBuf {
-        self.workspace(ws).join(".prompts").join(format!("{job}.md"))
+        self.workspace(ws)
+            .join(".prompts")
+            .join(format!("{job}.md"))
     }
     /// `<home>/queue-logs/<ws>/<job>.log`.
     pub fn log(&self, ws: &str, job: &str) -> PathBuf {

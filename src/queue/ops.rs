@@ -338,7 +338,12 @@ pub fn interrupt(
     st.attempts = job.state.attempts;
     st.reason = Some(reason.to_string());
     job.state = st;
-    events.push(event(INTERRUPTED, Some(actor), job, json!({"reason": reason})));
+    events.push(event(
+        INTERRUPTED,
+        Some(actor),
+        job,
+        json!({"reason": reason}),
+    ));
     settle(doc, now, Some(actor), events);
     doc.updated_at = now;
 }
@@ -382,7 +387,10 @@ pub fn retry(
         for (k, j) in doc.jobs.iter().enumerate() {
             if j.workspace == ws
                 && j.state.state == State::Blocked
-                && j.state.blocked_by.as_ref().is_some_and(|b| freed.contains(b))
+                && j.state
+                    .blocked_by
+                    .as_ref()
+                    .is_some_and(|b| freed.contains(b))
                 && !freed.contains(&j.id)
             {
                 freed.insert(j.id.clone());
@@ -516,7 +524,12 @@ mod tests {
         };
         finish(&mut d, "w/a", "D", fail, now(), &mut ev);
         assert_eq!(
-            (state(&d, "a"), state(&d, "b"), state(&d, "c"), state(&d, "x")),
+            (
+                state(&d, "a"),
+                state(&d, "b"),
+                state(&d, "c"),
+                state(&d, "x")
+            ),
             (State::Failed, State::Blocked, State::Blocked, State::Ready)
         );
         let keys = retry(&mut d, 0, now(), &mut ev).unwrap();

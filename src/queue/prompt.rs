@@ -81,5 +81,8 @@ fn truncate(s: &str) -> String {
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}\n[... RESULT.md truncated at {MAX_RESULT_BYTES} bytes]", &s[..end])
+    format!(
+        "{}\n[... RESULT.md truncated at {MAX_RESULT_BYTES} bytes]",
+        &s[..end]
+    )
 }

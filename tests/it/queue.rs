@@ -230,7 +230,11 @@ any files created, and how to use them.\n\
     // No secret value in any file under the home, nor in any output.
     for (p, bytes) in tree(&q.env.home) {
         let t = String::from_utf8_lossy(&bytes);
-        assert!(!t.contains(dd) && !t.contains(sl), "secret in {}", p.display());
+        assert!(
+            !t.contains(dd) && !t.contains(sl),
+            "secret in {}",
+            p.display()
+        );
     }
     for args in [
         vec!["queue", "jobs", "--all"],
@@ -241,7 +245,10 @@ any files created, and how to use them.\n\
     ] {
         let out = q.env.run(&args);
         for s in [&out.stdout, &out.stderr, &r.stdout, &r.stderr] {
-            assert!(!s.contains(dd) && !s.contains(sl), "secret in output of {args:?}");
+            assert!(
+                !s.contains(dd) && !s.contains(sl),
+                "secret in output of {args:?}"
+            );
         }
     }
 
@@ -252,7 +259,11 @@ any files created, and how to use them.\n\
     assert_eq!(live["jobs"], json!([]));
     let results = q.env.run(&["queue", "results", "dd-skill-20260205"]);
     results.code(0);
-    assert!(results.stdout.contains("## test-ui (completed)"), "{}", results.stdout);
+    assert!(
+        results.stdout.contains("## test-ui (completed)"),
+        "{}",
+        results.stdout
+    );
 }
 
 #[test]
@@ -294,7 +305,10 @@ fn issue_14_bad_manifests_are_refused_and_change_nothing() {
         let r = q.submit(&m);
         r.code(2);
         let first = r.stderr.lines().next().unwrap_or_default();
-        assert!(first.starts_with("error: ") && first.contains(want), "{want}: {r:?}");
+        assert!(
+            first.starts_with("error: ") && first.contains(want),
+            "{want}: {r:?}"
+        );
         assert!(!r.stderr.contains("hunter2"));
         assert_eq!(tree(&q.env.home), before, "files changed by {m}");
     }
@@ -303,7 +317,13 @@ fn issue_14_bad_manifests_are_refused_and_change_nothing() {
     std::fs::write(dd.join("a.md"), "x").unwrap();
     let m = json!({"workspace": "w", "jobs": [{"id": "a", "prompt": "p", "docs": ["datadog"]}]});
     let r = q.env.run_stdin(
-        &["queue", "submit", "-", "--docs-dir", q.env.root.path().join("mydocs").to_str().unwrap()],
+        &[
+            "queue",
+            "submit",
+            "-",
+            "--docs-dir",
+            q.env.root.path().join("mydocs").to_str().unwrap(),
+        ],
         &m.to_string(),
     );
     r.code(2);
@@ -320,7 +340,7 @@ fn issue_14_a_failure_blocks_exactly_its_dependents_and_retry_recovers() {
         {"id": "c", "prompt": "p", "depends_on": ["b"]},
         {"id": "x", "prompt": "p"},
         {"id": "y", "prompt": "p", "depends_on": ["x"]}]}))
-    .code(0);
+        .code(0);
     let r = q.dispatch(&[], &[]);
     r.code(5);
     assert_eq!(q.state("a"), "failed");
@@ -329,7 +349,10 @@ fn issue_14_a_failure_blocks_exactly_its_dependents_and_retry_recovers() {
     assert_eq!(q.state("x"), "completed");
     assert_eq!(q.state("y"), "completed");
     let show = q.env.run(&["queue", "show", "c"]);
-    assert!(show.stdout.contains("dependency `b` is blocked"), "{show:?}");
+    assert!(
+        show.stdout.contains("dependency `b` is blocked"),
+        "{show:?}"
+    );
     let r = q.env.run(&["queue", "retry", "b"]);
     r.code(2);
     assert!(r.stderr.contains("retry `w/a` instead"), "{r:?}");
@@ -356,7 +379,7 @@ fn issue_14_a_timeout_kills_the_whole_process_tree() {
     q.submit(&json!({"workspace": "w", "jobs": [
         {"id": "slow", "prompt": "p", "timeout_minutes": 0.01},
         {"id": "after", "prompt": "p", "depends_on": ["slow"]}]}))
-    .code(0);
+        .code(0);
     let t0 = std::time::Instant::now();
     let r = q.dispatch(&[], &[]);
     r.code(5);
@@ -368,7 +391,10 @@ fn issue_14_a_timeout_kills_the_whole_process_tree() {
         .trim()
         .parse()
         .unwrap();
-    assert!(wait_until(5.0, || !pid_alive(gc)), "grandchild {gc} survived");
+    assert!(
+        wait_until(5.0, || !pid_alive(gc)),
+        "grandchild {gc} survived"
+    );
 }
 
 #[test]
@@ -377,13 +403,16 @@ fn issue_14_a_missing_secret_blocks_the_job_naming_it() {
     q.submit(&json!({"workspace": "w", "jobs": [
         {"id": "a", "prompt": "p", "secrets": ["NOPE_NOT_SET"]},
         {"id": "b", "prompt": "p", "depends_on": ["a"]}]}))
-    .code(0);
+        .code(0);
     let r = q.dispatch(&[], &[]);
     r.code(5);
     assert_eq!(q.state("a"), "blocked");
     assert_eq!(q.state("b"), "blocked");
     let show = q.env.run(&["queue", "show", "a"]);
-    assert!(show.stdout.contains("missing secret NOPE_NOT_SET"), "{show:?}");
+    assert!(
+        show.stdout.contains("missing secret NOPE_NOT_SET"),
+        "{show:?}"
+    );
     assert!(q.trace().is_empty());
     // From a 0600 secrets file, after a retry, it runs; a 0644 one is refused.
     let f = q.env.root.path().join("secrets.env");
@@ -409,7 +438,7 @@ fn issue_14_cancel_stops_running_jobs() {
     q.submit(&json!({"workspace": "w", "jobs": [
         {"id": "long", "prompt": "p"},
         {"id": "next", "prompt": "p", "depends_on": ["long"]}]}))
-    .code(0);
+        .code(0);
     let mut d = q.spawn_dispatcher(&[], &[]);
     assert!(wait_until(10.0, || q.ctrl.join("long.grandchild").exists()));
     let gc: i32 = std::fs::read_to_string(q.ctrl.join("long.grandchild"))
@@ -421,7 +450,11 @@ fn issue_14_cancel_stops_running_jobs() {
     r.code(0);
     assert!(r.stdout.contains("Cancelled 2 job(s)"), "{r:?}");
     let status = d.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "nothing failed: cancelled is not a failure");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "nothing failed: cancelled is not a failure"
+    );
     assert!(wait_until(5.0, || !pid_alive(gc)));
     assert_eq!(q.state("long"), "cancelled");
     assert_eq!(q.state("next"), "cancelled");
@@ -436,7 +469,7 @@ fn issue_14_a_sigkilled_dispatcher_restarted_never_reruns_a_completed_job() {
         {"id": "a", "prompt": "p"},
         {"id": "b", "prompt": "p", "depends_on": ["a"]},
         {"id": "c", "prompt": "p", "depends_on": ["b"]}]}))
-    .code(0);
+        .code(0);
     let mut d = q.spawn_dispatcher(&[], &[]);
     assert!(wait_until(10.0, || q.ctrl.join("b.grandchild").exists()));
     unsafe {
@@ -459,8 +492,16 @@ fn issue_14_a_sigkilled_dispatcher_restarted_never_reruns_a_completed_job() {
     // The orphaned attempt was killed (with its tree), b ran again, a never did.
     assert!(wait_until(5.0, || !pid_alive(gc)), "old attempt survived");
     let t = q.trace();
-    assert_eq!(t.iter().filter(|l| l.starts_with("start a ")).count(), 1, "{t:?}");
-    assert_eq!(t.iter().filter(|l| l.starts_with("start b ")).count(), 2, "{t:?}");
+    assert_eq!(
+        t.iter().filter(|l| l.starts_with("start a ")).count(),
+        1,
+        "{t:?}"
+    );
+    assert_eq!(
+        t.iter().filter(|l| l.starts_with("start b ")).count(),
+        2,
+        "{t:?}"
+    );
     assert_eq!(q.state("c"), "completed");
     let b = q.jobs().into_iter().find(|j| j["id"] == "b").unwrap();
     assert_eq!(b["state"]["attempts"], 2);
@@ -471,10 +512,15 @@ fn issue_14_follow_starts_later_submissions_and_retries_without_polling() {
     let q = Q::new();
     let mut d = q.spawn_dispatcher(&["--follow"], &[]);
     // Give it time to start watching, then submit: the journal wakes it.
-    assert!(wait_until(10.0, || q.env.home.join("events.jsonl").exists() || {
-        q.submit(&json!({"workspace": "w", "jobs": [{"id": "late", "prompt": "p"}]}));
-        true
-    }));
+    assert!(wait_until(10.0, || q
+        .env
+        .home
+        .join("events.jsonl")
+        .exists()
+        || {
+            q.submit(&json!({"workspace": "w", "jobs": [{"id": "late", "prompt": "p"}]}));
+            true
+        }));
     assert!(wait_until(10.0, || q.state("late") == "completed"));
     unsafe {
         libc::kill(d.id() as i32, libc::SIGTERM);
@@ -493,7 +539,14 @@ fn issue_14_design_manifest_matches_the_schema_and_help_teaches() {
     let q = Q::new();
     let h = q.env.run(&["queue", "run", "--help"]);
     h.code(0);
-    for w in ["--parallel", "sandbox", "{cmd}", "{prompt_file}", "Exit codes", "5  the queue"] {
+    for w in [
+        "--parallel",
+        "sandbox",
+        "{cmd}",
+        "{prompt_file}",
+        "Exit codes",
+        "5  the queue",
+    ] {
         assert!(h.stdout.contains(w), "run --help lacks {w}");
     }
     let r = q.env.run(&["queue", "run", "--runner", "docker"]);
@@ -507,8 +560,11 @@ fn issue_14_template_runner_wraps_the_agent_command() {
     q.submit(&json!({"workspace": "w", "jobs": [{"id": "t", "prompt": "p"}]}))
         .code(0);
     let wrap = q.env.dir("bin").join("wrap.sh");
-    std::fs::write(&wrap, "#!/bin/sh\necho wrapped >> \"$CTRL/trace.wrap\"\nexec sh -c \"$1\"\n")
-        .unwrap();
+    std::fs::write(
+        &wrap,
+        "#!/bin/sh\necho wrapped >> \"$CTRL/trace.wrap\"\nexec sh -c \"$1\"\n",
+    )
+    .unwrap();
     let runner = format!("sh {} {{cmd}}", wrap.display());
     q.dispatch(&["--runner", &runner], &[]).code(0);
     assert_eq!(q.state("t"), "completed");
@@ -527,7 +583,15 @@ fn issue_14_plan_runs_the_planner_and_submits_with_yes() {
     let cmd = format!("sh {}", planner.display());
     let ctrl = q.ctrl.to_str().unwrap();
     let r = q.env.run_env(
-        &["queue", "plan", "build a slack bot", "--docs", "slack", "--planner", &cmd],
+        &[
+            "queue",
+            "plan",
+            "build a slack bot",
+            "--docs",
+            "slack",
+            "--planner",
+            &cmd,
+        ],
         &[("CTRL", ctrl)],
     );
     r.code(0);
@@ -536,7 +600,16 @@ fn issue_14_plan_runs_the_planner_and_submits_with_yes() {
     let input = std::fs::read_to_string(q.ctrl.join("planner.in")).unwrap();
     assert!(input.contains("build a slack bot") && input.contains("datadog, slack"));
     let r = q.env.run_env(
-        &["queue", "plan", "build a slack bot", "--docs", "slack", "--planner", &cmd, "--yes"],
+        &[
+            "queue",
+            "plan",
+            "build a slack bot",
+            "--docs",
+            "slack",
+            "--planner",
+            &cmd,
+            "--yes",
+        ],
         &[("CTRL", ctrl)],
     );
     r.code(0);
@@ -546,7 +619,14 @@ fn issue_14_plan_runs_the_planner_and_submits_with_yes() {
 /// True when bubblewrap can create namespaces here; otherwise the sandbox tests say why.
 fn bwrap_works() -> bool {
     let ok = std::process::Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"])
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-all",
+            "--die-with-parent",
+            "true",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -593,18 +673,35 @@ echo done > "$o/RESULT.md"
     q.submit(&json!({"workspace": "sb", "jobs": [
         {"id": "a", "prompt": "p", "docs": ["slack"], "secrets": ["SECRET_A"]},
         {"id": "b", "prompt": "p", "secrets": ["SECRET_B"]}]}))
-    .code(0);
+        .code(0);
     let sbin = probe.parent().unwrap().to_str().unwrap().to_string();
     let cmd = format!("sh {}", probe.display());
     let r = q.env.run_env(
-        &["queue", "run", "--runner", "sandbox", "--sandbox-ro", &sbin, "--agent-cmd", &cmd],
+        &[
+            "queue",
+            "run",
+            "--runner",
+            "sandbox",
+            "--sandbox-ro",
+            &sbin,
+            "--agent-cmd",
+            &cmd,
+        ],
         &[("SECRET_A", "mine-111"), ("SECRET_B", "other-secret-222")],
     );
     r.code(0);
-    let rep = std::fs::read_to_string(q.env.home.join("workspaces/sb/output/a/report.txt")).unwrap();
+    let rep =
+        std::fs::read_to_string(q.env.home.join("workspaces/sb/output/a/report.txt")).unwrap();
     assert!(!rep.contains("LEAK"), "{rep}");
-    assert!(rep.contains("own-secret-ok") && rep.contains("docs-ok") && rep.contains("shared-ok"), "{rep}");
+    assert!(
+        rep.contains("own-secret-ok") && rep.contains("docs-ok") && rep.contains("shared-ok"),
+        "{rep}"
+    );
     assert!(rep.contains("/workspace\n"), "{rep}");
-    let prompt = std::fs::read_to_string(q.env.home.join("workspaces/sb/output/a/prompt.txt")).unwrap();
-    assert!(prompt.contains("Write all output files to /workspace/output/a/."), "{prompt}");
+    let prompt =
+        std::fs::read_to_string(q.env.home.join("workspaces/sb/output/a/prompt.txt")).unwrap();
+    assert!(
+        prompt.contains("Write all output files to /workspace/output/a/."),
+        "{prompt}"
+    );
 }

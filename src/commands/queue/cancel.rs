@@ -63,7 +63,10 @@ pub fn run(ctx: &Ctx, args: CancelArgs) -> Result<u8> {
         }
     }
     let message = if keys.is_empty() {
-        format!("Nothing to cancel in {}: every job there already finished.", args.target)
+        format!(
+            "Nothing to cancel in {}: every job there already finished.",
+            args.target
+        )
     } else {
         format!(
             "Cancelled {} job(s): {}{}.",

@@ -43,7 +43,12 @@ pub struct PlanArgs {
 }
 
 /// The planner's instructions.
-pub fn planning_prompt(task: &str, docs: &[String], available: &[String], secrets: &[String]) -> String {
+pub fn planning_prompt(
+    task: &str,
+    docs: &[String],
+    available: &[String],
+    secrets: &[String],
+) -> String {
     format!(
         "You are the planner of an agent job queue. Split the task below into jobs for coding \
 agents and print ONLY a JSON manifest of this shape (no other text):\n\
@@ -91,13 +96,18 @@ pub fn run(ctx: &Ctx, args: PlanArgs) -> Result<u8> {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| Error::invalid("planner_failed", format!("could not start the planner `{}`: {e}", args.planner)))?;
+        .map_err(|e| {
+            Error::invalid(
+                "planner_failed",
+                format!("could not start the planner `{}`: {e}", args.planner),
+            )
+        })?;
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(text.as_bytes());
     }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| Error::invalid("planner_failed", format!("planner `{}`: {e}", args.planner)))?;
+    let out = child.wait_with_output().map_err(|e| {
+        Error::invalid("planner_failed", format!("planner `{}`: {e}", args.planner))
+    })?;
     if !out.status.success() {
         return Err(Error::invalid(
             "planner_failed",
@@ -106,7 +116,10 @@ pub fn run(ctx: &Ctx, args: PlanArgs) -> Result<u8> {
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     let json_text = extract_json(&stdout).ok_or_else(|| {
-        Error::invalid("invalid_manifest", format!("the planner `{}` printed no JSON manifest", args.planner))
+        Error::invalid(
+            "invalid_manifest",
+            format!("the planner `{}` printed no JSON manifest", args.planner),
+        )
     })?;
     let m = manifest::parse(json_text, "the planner's manifest")?;
     let pretty: serde_json::Value = serde_json::from_str(json_text).expect("parsed above");

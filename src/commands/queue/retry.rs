@@ -39,7 +39,11 @@ pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
         "Queued {} again{}. Start it with `conductor queue run` (a `queue run --follow` picks it up now).",
         keys[0],
         if keys.len() > 1 {
-            format!(" with {} dependent job(s): {}", keys.len() - 1, keys[1..].join(", "))
+            format!(
+                " with {} dependent job(s): {}",
+                keys.len() - 1,
+                keys[1..].join(", ")
+            )
         } else {
             String::new()
         }

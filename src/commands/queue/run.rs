@@ -11,9 +11,9 @@ use serde_json::json;
 use super::Plain;
 use crate::commands::{Ctx, print};
 use crate::error::{Error, Result};
+use crate::queue::State;
 use crate::queue::dispatch::{self, Options, Update};
 use crate::queue::exec::{DEFAULT_AGENT_CMD, Runner};
-use crate::queue::State;
 
 /// The long help of `queue run`.
 pub const ABOUT: &str = "Start every ready job (up to --parallel at once) and each dependent the moment its last\n\

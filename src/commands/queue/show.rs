@@ -9,7 +9,8 @@ use crate::error::{Error, Result};
 use crate::queue::{Job, Layout};
 
 /// The long help of `queue show`.
-pub const ABOUT: &str = "Show a job: its fields, its state object, and where its prompt, log and result are.";
+pub const ABOUT: &str =
+    "Show a job: its fields, its state object, and where its prompt, log and result are.";
 
 /// The arguments of `queue show` (see [`ABOUT`]).
 #[derive(Debug, Args)]

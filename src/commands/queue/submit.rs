@@ -45,7 +45,10 @@ pub fn read_text(arg: &str) -> Result<(String, String)> {
         return Ok((s, "stdin".into()));
     }
     let text = std::fs::read_to_string(arg).map_err(|e| {
-        Error::invalid("invalid_manifest", format!("cannot read manifest `{arg}`: {e}"))
+        Error::invalid(
+            "invalid_manifest",
+            format!("cannot read manifest `{arg}`: {e}"),
+        )
     })?;
     Ok((text, arg.to_string()))
 }
@@ -88,7 +91,13 @@ pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Re
         docs_loaded: wanted.clone(),
         created_at: ctx.now,
     };
-    ops::submit(&mut snapshot.clone(), m, ws.clone(), &archived_completed, ctx.now)?;
+    ops::submit(
+        &mut snapshot.clone(),
+        m,
+        ws.clone(),
+        &archived_completed,
+        ctx.now,
+    )?;
     let dir = PathBuf::from(&ws.dir);
     for sub in ["docs", "output", "shared", ".prompts"] {
         crate::queue::private_dir(&dir.join(sub))?;
