@@ -71,6 +71,14 @@ for r in range(rounds):
     if have_bwrap:
         res.setdefault(("50 jobs one at a time", "local"), []).append(conductor(50, False, 1, "local", r))
         res.setdefault(("50 jobs one at a time", "sandbox"), []).append(conductor(50, False, 1, "sandbox", r))
+fd = os.open(os.path.join(work, "fsync.probe"), os.O_WRONLY | os.O_CREAT, 0o600)
+syncs = []
+for _ in range(50):
+    os.write(fd, b"x" * 200)
+    t = time.perf_counter(); os.fdatasync(fd); syncs.append(time.perf_counter() - t)
+syncs.sort()
+print(f"this disk: fdatasync median {syncs[25]*1000:.2f} ms (a conductor transaction makes 4-5 syncs); "
+      f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 print(f"median of {rounds} round(s), wall seconds including submit")
 for (name, who), v in res.items():
     print(f"  {name:<28} {who:<16} {statistics.median(v):7.3f} s")
