@@ -430,63 +430,20 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
         }
         let mut stop = false;
         for m in msgs {
-            match m {
-                Msg::Exited { key, status } => {
-                    let Some(r) = running.remove(&key) else {
-                        continue;
-                    };
-                    // The job's tree ends with it: nothing it started outlives it.
-                    exec::kill_group(r.pid);
-                    let took = r.started.elapsed();
-                    if r.dropped {
-                        continue;
-                    }
-                    let result = result_path(&r.workspace_dir, &r.id);
-                    let how = if r.timed_out {
-                        Finish::TimedOut { minutes: r.minutes }
-                    } else {
-                        match status {
-                            Ok(s) if s.success() => Finish::Completed { result },
-                            Ok(s) => match (s.code(), s.signal()) {
-                                (Some(c), _) => Finish::Failed {
-                                    exit_code: Some(c),
-                                    reason: format!("the agent exited with status {c}"),
-                                    result,
-                                },
-                                (None, sig) => Finish::Failed {
-                                    exit_code: None,
-                                    reason: format!(
-                                        "the agent was killed by signal {}",
-                                        sig.unwrap_or(0)
-                                    ),
-                                    result,
-                                },
-                            },
-                            Err(e) => Finish::Failed {
-                                exit_code: None,
-                                reason: format!("could not wait for the agent: {e}"),
-                                result,
-                            },
-                        }
-                    };
-                    exited.push((key, how, Some(took)));
-                }
-                Msg::Journal => {
-                    let mut foreign = false;
-                    let me2 = me.clone();
-                    tail.read(|ev| {
-                        if ev.event_type.starts_with("queue.")
-                            && ev.actor.as_deref() != Some(me2.as_str())
-                        {
-                            foreign = true;
-                        }
-                        true
-                    })?;
-                    if foreign {
-                        dirty = true;
-                    }
-                }
-                Msg::Stop => stop = true,
+            handle(m, &mut running, &mut exited, &mut tail, &me, &mut dirty, &mut stop)?;
+        }
+        // Siblings started together (no-op or very short jobs) tend to end together: give them
+        // a moment so one transaction records them all. Jobs that have run for a while (real
+        // agents) never wait here, nor does a lone job (a chain).
+        while !exited.is_empty()
+            && !stop
+            && running
+                .values()
+                .any(|r| !r.dropped && r.started.elapsed() < COALESCE_YOUNGER_THAN)
+        {
+            match rx.recv_timeout(COALESCE_WINDOW) {
+                Ok(m) => handle(m, &mut running, &mut exited, &mut tail, &me, &mut dirty, &mut stop)?,
+                Err(_) => break,
             }
         }
         let now_i = Instant::now();
@@ -503,6 +460,84 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             return stop_all(store, &me, running, exited, summary, progress);
         }
     }
+}
+
+/// Siblings younger than this are waited for (at most [`COALESCE_WINDOW`] each) before the
+/// exits seen so far are recorded.
+const COALESCE_YOUNGER_THAN: Duration = Duration::from_millis(50);
+/// How long to wait for one more sibling's exit.
+const COALESCE_WINDOW: Duration = Duration::from_millis(2);
+
+/// Take in one message: a child's exit (recorded in `exited`), a journal change (`dirty` when
+/// another process changed the queue), a stop signal.
+fn handle(
+    m: Msg,
+    running: &mut HashMap<String, Running>,
+    exited: &mut Vec<(String, Finish, Option<Duration>)>,
+    tail: &mut Tail,
+    me: &str,
+    dirty: &mut bool,
+    stop: &mut bool,
+) -> Result<()> {
+    match m {
+        Msg::Exited { key, status } => {
+            let Some(r) = running.remove(&key) else {
+                return Ok(());
+            };
+            // The job's tree ends with it: nothing it started outlives it.
+            exec::kill_group(r.pid);
+            let took = r.started.elapsed();
+            if r.dropped {
+                return Ok(());
+            }
+            let result = result_path(&r.workspace_dir, &r.id);
+            let how = if r.timed_out {
+                Finish::TimedOut { minutes: r.minutes }
+            } else {
+                match status {
+                    Ok(s) if s.success() => Finish::Completed { result },
+                    Ok(s) => match (s.code(), s.signal()) {
+                        (Some(c), _) => Finish::Failed {
+                            exit_code: Some(c),
+                            reason: format!("the agent exited with status {c}"),
+                            result,
+                        },
+                        (None, sig) => Finish::Failed {
+                            exit_code: None,
+                            reason: format!(
+                                "the agent was killed by signal {}",
+                                sig.unwrap_or(0)
+                            ),
+                            result,
+                        },
+                    },
+                    Err(e) => Finish::Failed {
+                        exit_code: None,
+                        reason: format!("could not wait for the agent: {e}"),
+                        result,
+                    },
+                }
+            };
+            exited.push((key, how, Some(took)));
+        }
+        Msg::Journal => {
+            let mut foreign = false;
+            let me2 = me.to_string();
+            tail.read(|ev| {
+                if ev.event_type.starts_with("queue.")
+                    && ev.actor.as_deref() != Some(me2.as_str())
+                {
+                    foreign = true;
+                }
+                true
+            })?;
+            if foreign {
+                *dirty = true;
+            }
+        }
+        Msg::Stop => *stop = true,
+    }
+    Ok(())
 }
 
 /// SIGINT/SIGTERM: kill every running job's tree and put those jobs back in line; record what

@@ -133,8 +133,8 @@ pub fn spawn(l: &Launch, runner: &Runner) -> std::io::Result<Child> {
                 Runner::Template(t) => fill_cmd(t, &agent),
                 _ => agent,
             };
-            let mut c = Command::new("sh");
-            c.arg("-c").arg(script).current_dir(l.workspace_dir);
+            let mut c = shell_or_direct(&script);
+            c.current_dir(l.workspace_dir);
             for name in l.scrub {
                 c.env_remove(name);
             }
@@ -190,13 +190,32 @@ pub fn spawn(l: &Launch, runner: &Runner) -> std::io::Result<Child> {
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log2))
         .process_group(0);
-    unsafe {
-        c.pre_exec(|| {
-            crate::watch::unblock_stop_signals();
-            Ok(())
-        });
-    }
+    // No `pre_exec`: std then uses posix_spawn (vfork-like, much cheaper than fork under load),
+    // which also starts the child with an empty signal mask, undoing the dispatcher's blocked
+    // SIGINT/SIGTERM (tested: the agent sees SigBlk 0).
     c.spawn()
+}
+
+/// `sh -c SCRIPT`, or the program itself when the script is plain words (no quoting, no
+/// expansions, no operators): one exec instead of two for every job.
+fn shell_or_direct(script: &str) -> Command {
+    let plain = !script.is_empty()
+        && script
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || " -_./:,+@".contains(c));
+    let words: Vec<&str> = script.split_whitespace().collect();
+    const BUILTINS: &[&str] = &[
+        "exit", "cd", "exec", "export", "set", "eval", "source", "ulimit", "umask", "wait", "read",
+        "trap", "unset", "shift", "return", "alias", "command", "type", "hash",
+    ];
+    if plain && !words.is_empty() && !BUILTINS.contains(&words[0]) {
+        let mut c = Command::new(words[0]);
+        c.args(&words[1..]);
+        return c;
+    }
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(script);
+    c
 }
 
 fn fill_cmd(template: &str, agent: &str) -> String {

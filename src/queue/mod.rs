@@ -41,6 +41,26 @@ use crate::error::Result;
 use crate::store::{Document, LedgerFile, Lock};
 use crate::time::Timestamp;
 
+#[jsonschema::validator(path = "schemas/queue.schema.json")]
+struct QueueSchema;
+
+/// Check a `queue.json` value against `schemas/queue.schema.json` (the published contract; the
+/// typed decoder is what reads it, this is for tests and tools). The error names where.
+pub fn validate_doc(value: &serde_json::Value) -> std::result::Result<(), String> {
+    match QueueSchema::iter_errors(value).next() {
+        None => Ok(()),
+        Some(e) => Err(format!("at {}: {e}", e.instance_path())),
+    }
+}
+
+/// Check one `queue-finished.jsonl` line (a job) against the schema's `job` definition.
+pub fn validate_job(value: &serde_json::Value) -> std::result::Result<(), String> {
+    let doc = serde_json::json!({
+        "version": "1.0", "updated_at": "2026-01-01T00:00:00Z", "workspaces": {}, "jobs": [value]
+    });
+    validate_doc(&doc)
+}
+
 /// Finished workspaces' jobs, one JSON [`Job`] per line.
 pub const JOBS_DONE: LedgerFile = LedgerFile {
     name: "queue-finished.jsonl",
@@ -227,7 +247,8 @@ impl Document for QueueDoc {
     }
 
     fn encode(&self) -> Vec<u8> {
-        let mut v = serde_json::to_vec_pretty(self).expect("queue serializes");
+        // Compact: the dispatcher rewrites it on every step, and a big queue is read often.
+        let mut v = serde_json::to_vec(self).expect("queue serializes");
         v.push(b'\n');
         v
     }

@@ -155,6 +155,23 @@ fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
+/// queue.json and every queue-finished.jsonl line match schemas/queue.schema.json.
+#[track_caller]
+fn check_queue_files(home: &Path) {
+    if let Ok(b) = std::fs::read(home.join("queue.json")) {
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        if let Err(e) = conductor::queue::validate_doc(&v) {
+            panic!("queue.json breaks its schema {e}:\n{v:#}");
+        }
+    }
+    for line in crate::common::read_lines(&home.join("queue-finished.jsonl")) {
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if let Err(e) = conductor::queue::validate_job(&v) {
+            panic!("queue-finished.jsonl line breaks the schema {e}: {line}");
+        }
+    }
+}
+
 fn pid_alive(pid: i32) -> bool {
     // A zombie counts as dead.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -257,6 +274,7 @@ any files created, and how to use them.\n\
     let live: Value =
         serde_json::from_slice(&std::fs::read(q.env.home.join("queue.json")).unwrap()).unwrap();
     assert_eq!(live["jobs"], json!([]));
+    check_queue_files(&q.env.home);
     let results = q.env.run(&["queue", "results", "dd-skill-20260205"]);
     results.code(0);
     assert!(
@@ -348,6 +366,7 @@ fn issue_14_a_failure_blocks_exactly_its_dependents_and_retry_recovers() {
     assert_eq!(q.state("c"), "blocked");
     assert_eq!(q.state("x"), "completed");
     assert_eq!(q.state("y"), "completed");
+    check_queue_files(&q.env.home);
     let show = q.env.run(&["queue", "show", "c"]);
     assert!(
         show.stdout.contains("dependency `b` is blocked"),
@@ -386,6 +405,7 @@ fn issue_14_a_timeout_kills_the_whole_process_tree() {
     assert!(t0.elapsed() < Duration::from_secs(20));
     assert_eq!(q.state("slow"), "timed_out");
     assert_eq!(q.state("after"), "blocked");
+    check_queue_files(&q.env.home);
     let gc: i32 = std::fs::read_to_string(q.ctrl.join("slow.grandchild"))
         .unwrap()
         .trim()
@@ -478,6 +498,7 @@ fn issue_14_a_sigkilled_dispatcher_restarted_never_reruns_a_completed_job() {
     d.wait().unwrap();
     assert_eq!(q.state("a"), "completed");
     assert_eq!(q.state("b"), "running");
+    check_queue_files(&q.env.home);
     let gc: i32 = std::fs::read_to_string(q.ctrl.join("b.grandchild"))
         .unwrap()
         .trim()
