@@ -134,6 +134,9 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Print the man page (roff) generated from the command definitions.
     Man(man::ManArgs),
+    /// Workflows: a supervised state machine, each state run by a fresh agent process.
+    #[command(subcommand)]
+    Workflow(crate::commands::workflow::WorkflowCommand),
 }
 
 impl Cli {

@@ -26,6 +26,7 @@ pub mod start;
 pub mod status;
 pub mod wait;
 pub mod watch;
+pub mod workflow;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -137,6 +138,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Watch(a)) => return watch::run(&ctx, a),
         Some(Command::Wait(a)) => return wait::run(&ctx, a),
         Some(Command::Run(a)) => return run::run(&ctx, a),
+        Some(Command::Workflow(a)) => return workflow::run(&ctx, a),
     };
     validate_request(&request)?;
     let report = execute(&ctx, request)?;

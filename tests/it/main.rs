@@ -17,3 +17,4 @@ mod shell;
 mod smoke;
 mod stale;
 mod txn_crash;
+mod workflow;
