@@ -670,24 +670,31 @@ fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker
             Ok(st) => st.code().or_else(|| st.signal().map(|n| 128 + n)),
             Err(_) => None,
         };
-        let Ok(store) = Store::open(home, timeout, true) else {
-            return;
-        };
-        let now = Timestamp::now();
-        let r = workflows::update(&store, now, &sid, |s, ev| {
-            s.record_exit(index, code, now);
-            let state = s.runs.get(index).map(|r| r.state.clone());
-            ev.push(workflows::event(
-                event::WORKER_EXITED,
-                s,
-                json!({"state": state, "exit_code": code}),
-            ));
-            Ok(())
-        });
-        if let Err(e) = r
-            && e.reason() != "unknown_session"
-        {
-            eprintln!("warning: could not record the worker's exit: {e}");
+        // Retried: a lost exit would leave the supervisor waiting for a worker that is gone.
+        for attempt in 0..100 {
+            let now = Timestamp::now();
+            let r = Store::open(home.clone(), timeout, true).and_then(|store| {
+                workflows::update(&store, now, &sid, |s, ev| {
+                    s.record_exit(index, code, now);
+                    let state = s.runs.get(index).map(|r| r.state.clone());
+                    ev.push(workflows::event(
+                        event::WORKER_EXITED,
+                        s,
+                        json!({"state": state, "exit_code": code}),
+                    ));
+                    Ok(())
+                })
+            });
+            match r {
+                Ok(()) => return,
+                Err(e) if e.reason() == "unknown_session" => return,
+                Err(e) => {
+                    if attempt == 0 {
+                        eprintln!("warning: could not record the worker's exit yet: {e}");
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
         }
     });
     Ok(Some(Worker {
