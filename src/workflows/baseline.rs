@@ -43,7 +43,10 @@ fn mtime_ns(p: &Path) -> Option<u64> {
 
 /// Dirty and untracked files (relative to the repository root), from `git status -z`.
 fn git_dirty(dir: &Path) -> Option<Vec<String>> {
-    let out = git(dir, &["status", "--porcelain", "-z", "--untracked-files=all"])?;
+    let out = git(
+        dir,
+        &["status", "--porcelain", "-z", "--untracked-files=all"],
+    )?;
     let mut files = Vec::new();
     let mut parts = out.split(|b| *b == 0).filter(|p| !p.is_empty());
     while let Some(p) = parts.next() {

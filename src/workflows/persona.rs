@@ -113,14 +113,12 @@ pub fn parse_agent_file(persona: &str, path: &Path, text: &str) -> Result<Person
         _ => (None, text),
     };
     let fm = match front {
-        Some(f) if !f.trim().is_empty() => {
-            yaml_serde::from_str::<FrontMatter>(f).map_err(|e| {
-                Error::invalid(
-                    "invalid_persona",
-                    format!("agent file `{}` has bad front matter: {e}", path.display()),
-                )
-            })?
-        }
+        Some(f) if !f.trim().is_empty() => yaml_serde::from_str::<FrontMatter>(f).map_err(|e| {
+            Error::invalid(
+                "invalid_persona",
+                format!("agent file `{}` has bad front matter: {e}", path.display()),
+            )
+        })?,
         _ => FrontMatter {
             name: None,
             description: None,
@@ -167,7 +165,8 @@ mod tests {
         assert_eq!(p.description.as_deref(), Some("Designs things"));
         assert_eq!(p.tools, ["Read", "Grep", "Glob"]);
         assert_eq!(p.system_prompt, "You design.\n\nCarefully.");
-        let p = parse_agent_file("x", Path::new("x.md"), "---\ntools: [Bash, Edit]\n---\nHi").unwrap();
+        let p =
+            parse_agent_file("x", Path::new("x.md"), "---\ntools: [Bash, Edit]\n---\nHi").unwrap();
         assert_eq!(p.tools, ["Bash", "Edit"]);
         let p = parse_agent_file("x", Path::new("x.md"), "Just a body").unwrap();
         assert_eq!(p.system_prompt, "Just a body");

@@ -224,7 +224,9 @@ fn first_match<'a>(patterns: &'a [String], path: &str, ctx: &Context) -> Option<
 /// quotes removed; redirections kept apart).
 fn words(command: &str) -> Vec<String> {
     command
-        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '|' | '&' | '(' | ')' | '<' | '>' | '`'))
+        .split(|c: char| {
+            c.is_whitespace() || matches!(c, ';' | '|' | '&' | '(' | ')' | '<' | '>' | '`')
+        })
         .map(|w| w.trim_matches(|c| c == '"' || c == '\'').to_string())
         .filter(|w| !w.is_empty() && !w.starts_with('-'))
         .collect()
@@ -339,30 +341,58 @@ noDeletePaths:
     }
 
     fn bash(c: &str) -> Decision {
-        check(&parse(RULES).unwrap(), &ToolCall::Bash { command: c.into() }, &ctx())
+        check(
+            &parse(RULES).unwrap(),
+            &ToolCall::Bash { command: c.into() },
+            &ctx(),
+        )
     }
     fn read(p: &str) -> Decision {
-        check(&parse(RULES).unwrap(), &ToolCall::Read { path: p.into() }, &ctx())
+        check(
+            &parse(RULES).unwrap(),
+            &ToolCall::Read { path: p.into() },
+            &ctx(),
+        )
     }
     fn edit(p: &str) -> Decision {
-        check(&parse(RULES).unwrap(), &ToolCall::Edit { path: p.into() }, &ctx())
+        check(
+            &parse(RULES).unwrap(),
+            &ToolCall::Edit { path: p.into() },
+            &ctx(),
+        )
     }
 
     #[test]
     fn bash_patterns_deny_or_ask() {
-        assert_eq!(bash("rm -rf build"), Decision::Deny("rm with recursive or force flags".into()));
-        assert_eq!(bash("ls -la && rm -f x"), Decision::Deny("rm with recursive or force flags".into()));
-        assert_eq!(bash("git push origin main --force"), Decision::Ask("force push needs a person".into()));
+        assert_eq!(
+            bash("rm -rf build"),
+            Decision::Deny("rm with recursive or force flags".into())
+        );
+        assert_eq!(
+            bash("ls -la && rm -f x"),
+            Decision::Deny("rm with recursive or force flags".into())
+        );
+        assert_eq!(
+            bash("git push origin main --force"),
+            Decision::Ask("force push needs a person".into())
+        );
         assert_eq!(bash("cargo test"), Decision::Allow);
         assert_eq!(bash("git push origin main"), Decision::Allow);
     }
 
     #[test]
     fn bash_naming_protected_paths() {
-        assert!(matches!(bash("cat ~/.ssh/id_rsa"), Decision::Deny(r) if r.contains("zero-access")));
+        assert!(
+            matches!(bash("cat ~/.ssh/id_rsa"), Decision::Deny(r) if r.contains("zero-access"))
+        );
         assert!(matches!(bash("cat /home/u/proj/.env"), Decision::Deny(_)));
-        assert!(matches!(bash("openssl x509 -in certs/server.pem"), Decision::Deny(_)));
-        assert!(matches!(bash("echo x > /etc/hosts"), Decision::Deny(r) if r.contains("read-only")));
+        assert!(matches!(
+            bash("openssl x509 -in certs/server.pem"),
+            Decision::Deny(_)
+        ));
+        assert!(
+            matches!(bash("echo x > /etc/hosts"), Decision::Deny(r) if r.contains("read-only"))
+        );
         assert_eq!(bash("cat /etc/hosts"), Decision::Allow);
         assert!(matches!(bash("rm README.md"), Decision::Deny(r) if r.contains("no-delete")));
         assert!(matches!(bash("mv .git/config /tmp"), Decision::Deny(_)));
@@ -386,8 +416,16 @@ noDeletePaths:
 
     #[test]
     fn parse_errors_are_clear() {
-        assert!(parse("zeroAcessPaths: [x]").unwrap_err().contains("unknown field"));
-        assert!(parse("bashToolPatterns:\n  - pattern: '('\n    reason: r").unwrap_err().contains("regex"));
+        assert!(
+            parse("zeroAcessPaths: [x]")
+                .unwrap_err()
+                .contains("unknown field")
+        );
+        assert!(
+            parse("bashToolPatterns:\n  - pattern: '('\n    reason: r")
+                .unwrap_err()
+                .contains("regex")
+        );
         assert!(parse("bashToolPatterns: [").is_err());
         assert_eq!(parse("").unwrap(), Rules::default());
     }
@@ -404,8 +442,18 @@ noDeletePaths:
     #[test]
     fn hook_calls() {
         let v = serde_json::json!({"file_path": "/x/.env"});
-        assert_eq!(ToolCall::from_hook("Read", &v), Some(ToolCall::Read { path: "/x/.env".into() }));
-        assert_eq!(ToolCall::from_hook("Write", &v), Some(ToolCall::Edit { path: "/x/.env".into() }));
+        assert_eq!(
+            ToolCall::from_hook("Read", &v),
+            Some(ToolCall::Read {
+                path: "/x/.env".into()
+            })
+        );
+        assert_eq!(
+            ToolCall::from_hook("Write", &v),
+            Some(ToolCall::Edit {
+                path: "/x/.env".into()
+            })
+        );
         assert_eq!(ToolCall::from_hook("WebFetch", &v), None);
     }
 }

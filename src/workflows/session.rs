@@ -298,7 +298,10 @@ impl Session {
                 self.status.as_str()
             )));
         }
-        let def = self.template.state(&cur).expect("current state is in the template");
+        let def = self
+            .template
+            .state(&cur)
+            .expect("current state is in the template");
         let allowed = def.allowed();
         if !allowed.iter().any(|a| a == target) {
             return Err(Error::invalid(
@@ -327,7 +330,11 @@ impl Session {
             at: now,
             approved: false,
         });
-        self.log(now, "transition_requested", json!({"to": target, "summary": summary}));
+        self.log(
+            now,
+            "transition_requested",
+            json!({"to": target, "summary": summary}),
+        );
         Ok(())
     }
 
@@ -442,7 +449,12 @@ impl Session {
                 "invalid_transition",
                 format!(
                     "no state `{to}` in the template (states: {})",
-                    self.template.states.keys().cloned().collect::<Vec<_>>().join(", ")
+                    self.template
+                        .states
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             ));
         }
@@ -512,7 +524,11 @@ impl Session {
     pub fn begin_run(&mut self, run: Run, now: Timestamp) -> Result<()> {
         let cur = self.current()?;
         if self.status != Status::Running {
-            return Err(invalid(format!("session {} is {}", self.id, self.status.as_str())));
+            return Err(invalid(format!(
+                "session {} is {}",
+                self.id,
+                self.status.as_str()
+            )));
         }
         if self.active_run().is_some() {
             return Err(invalid("a worker is already running for this session"));
@@ -555,7 +571,11 @@ impl Session {
             r.elapsed_secs = Some(r.started_at.seconds_until(now));
             self.totals.elapsed_secs += r.started_at.seconds_until(now);
         }
-        self.log(now, "worker_exited", json!({"run": index, "exit_code": code}));
+        self.log(
+            now,
+            "worker_exited",
+            json!({"run": index, "exit_code": code}),
+        );
     }
 
     /// The supervisor lost the active run (it died, or was stopped): the worker is gone.
@@ -649,7 +669,11 @@ impl Session {
                 "`{}` -> `{}` needs approval: conductor workflow approve {}",
                 p.from, p.to, self.id
             ));
-            self.log(now, "awaiting_approval", json!({"from": p.from, "to": p.to}));
+            self.log(
+                now,
+                "awaiting_approval",
+                json!({"from": p.from, "to": p.to}),
+            );
             return None;
         }
         let edge = format!("{}->{}", p.from, p.to);
@@ -669,7 +693,11 @@ impl Session {
         self.pending = None;
         self.failures = 0;
         self.retry_note = None;
-        self.log(now, "transition", json!({"from": p.from, "to": p.to, "summary": p.summary}));
+        self.log(
+            now,
+            "transition",
+            json!({"from": p.from, "to": p.to, "summary": p.summary}),
+        );
         if p.to == DONE {
             self.current_state = None;
             self.status = Status::Done;
@@ -693,7 +721,9 @@ fn over(b: &super::template::Budget, tokens: u64, cost: f64, what: &str) -> Opti
     if let Some(max) = b.max_tokens
         && tokens > max
     {
-        return Some(format!("{what} used {tokens} tokens of its {max}-token budget"));
+        return Some(format!(
+            "{what} used {tokens} tokens of its {max}-token budget"
+        ));
     }
     if let Some(max) = b.max_cost_usd
         && cost > max
@@ -714,7 +744,15 @@ mod tests {
 
     fn session(text: &str) -> Session {
         let tpl = load_text(text).unwrap();
-        Session::new("wf-1".into(), tpl, "f".into(), "task".into(), "/p".into(), None, t())
+        Session::new(
+            "wf-1".into(),
+            tpl,
+            "f".into(),
+            "task".into(),
+            "/p".into(),
+            None,
+            t(),
+        )
     }
 
     fn run(s: &mut Session) -> usize {
@@ -724,7 +762,11 @@ mod tests {
             Run {
                 state,
                 attempt,
-                persona: crate::workflows::persona::resolve("X", std::path::Path::new("/nonexistent")).unwrap(),
+                persona: crate::workflows::persona::resolve(
+                    "X",
+                    std::path::Path::new("/nonexistent"),
+                )
+                .unwrap(),
                 instance_id: None,
                 worker_pid: None,
                 started_at: t(),
@@ -736,7 +778,11 @@ mod tests {
                 exit_code: None,
                 outcome: RunOutcome::Running,
                 baseline: Baseline::Mtime { since_ns: 0 },
-                files: RunFiles { prompt: String::new(), system: String::new(), output: String::new() },
+                files: RunFiles {
+                    prompt: String::new(),
+                    system: String::new(),
+                    output: String::new(),
+                },
                 cleaned_up: false,
             },
             t(),
@@ -790,7 +836,9 @@ mod tests {
     fn targets_are_checked_and_done_finishes() {
         let mut s = session(PING);
         let i = run(&mut s);
-        let e = s.request_transition(Some("a"), "done", "x", t()).unwrap_err();
+        let e = s
+            .request_transition(Some("a"), "done", "x", t())
+            .unwrap_err();
         assert!(e.to_string().contains("allowed: b"), "{e}");
         assert!(s.request_transition(Some("b"), "a", "x", t()).is_err());
         s.request_transition(None, "b", "x", t()).unwrap();
@@ -803,7 +851,10 @@ mod tests {
         s.finish_run(vec![], t());
         s.apply_pending(t());
         assert_eq!(s.status, Status::Done);
-        assert_eq!(s.summaries(), [("a".into(), "x".into()), ("b".into(), "fin".into())]);
+        assert_eq!(
+            s.summaries(),
+            [("a".into(), "x".into()), ("b".into(), "fin".into())]
+        );
     }
 
     #[test]

@@ -70,7 +70,11 @@ pub struct Problem {
 
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let at = if self.path.is_empty() { "/" } else { &self.path };
+        let at = if self.path.is_empty() {
+            "/"
+        } else {
+            &self.path
+        };
         write!(f, "{at}: {}", self.message)
     }
 }
@@ -349,9 +353,19 @@ mod tests {
             "loop":{"persona":"C","next":["loop2"]},
             "loop2":{"persona":"C","next":["loop"]}}}"#,
         );
-        assert!(p.iter().any(|m| m.starts_with("/initial: the initial state `start`")));
-        assert!(p.iter().any(|m| m.starts_with("/states/plan/next/0: `next` names an unknown state `bulid`")));
-        assert!(p.iter().any(|m| m.starts_with("/states/loop/next: state `loop` has no way to finish")));
+        assert!(
+            p.iter()
+                .any(|m| m.starts_with("/initial: the initial state `start`"))
+        );
+        assert!(
+            p.iter().any(
+                |m| m.starts_with("/states/plan/next/0: `next` names an unknown state `bulid`")
+            )
+        );
+        assert!(
+            p.iter()
+                .any(|m| m.starts_with("/states/loop/next: state `loop` has no way to finish"))
+        );
         let p = problems(
             r#"{"name":"F","initial":"a","states":{
             "a":{"persona":"A"}, "b":{"persona":"B","next":["a"]}}}"#,

@@ -143,8 +143,14 @@ esac"#,
     assert_eq!(s["totals"]["tokens"], 300);
     assert_eq!(s["snapshot"]["custom"]["branch"], "feat-x");
     assert_eq!(s["snapshot"]["modified_files"][0], "src/limiter.rs");
-    assert_eq!(s["runs"][0]["persona"]["source"], agents.join("architect.md").to_str().unwrap());
-    assert_eq!(s["runs"][0]["persona"]["tools"], serde_json::json!(["Read", "Grep"]));
+    assert_eq!(
+        s["runs"][0]["persona"]["source"],
+        agents.join("architect.md").to_str().unwrap()
+    );
+    assert_eq!(
+        s["runs"][0]["persona"]["tools"],
+        serde_json::json!(["Read", "Grep"])
+    );
     assert_eq!(s["transition_counts"]["plan->build"], 1);
     let cleanup: Vec<&Value> = s["log"]
         .as_array()
@@ -165,17 +171,31 @@ esac"#,
         serde_json::from_str(&std::fs::read_to_string(env.home_file("workflows.json")).unwrap())
             .unwrap();
     assert_eq!(live["sessions"].as_array().unwrap().len(), 0);
-    assert_eq!(read_lines(&env.home_file("workflows-finished.jsonl")).len(), 1);
+    assert_eq!(
+        read_lines(&env.home_file("workflows-finished.jsonl")).len(),
+        1
+    );
     let list = env.run(&["workflow", "list"]);
-    assert!(list.stdout.contains(&id) && list.stdout.contains("done"), "{list:?}");
+    assert!(
+        list.stdout.contains(&id) && list.stdout.contains("done"),
+        "{list:?}"
+    );
     // Events in the journal.
     let ev = std::fs::read_to_string(env.home_file("events.jsonl")).unwrap();
-    for t in ["workflow.started", "workflow.state.started", "workflow.transition", "workflow.worker.exited"] {
+    for t in [
+        "workflow.started",
+        "workflow.state.started",
+        "workflow.transition",
+        "workflow.worker.exited",
+    ] {
         assert!(ev.contains(t), "no {t} event");
     }
     // Private files.
     let dir = env.home.join("workflow-sessions").join(&id);
-    assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+    assert_eq!(
+        std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
     for e in std::fs::read_dir(&dir).unwrap() {
         let m = e.unwrap().metadata().unwrap().permissions().mode() & 0o777;
         assert_eq!(m, 0o600);
@@ -196,7 +216,9 @@ fn workflow_show_draws_the_timeline_while_running() {
 esac"#,
     );
     let id = start(&env, "feature");
-    let child = run_cmd(&env, &["workflow", "run", &id, "--agent-cmd", &agent]).spawn().unwrap();
+    let child = run_cmd(&env, &["workflow", "run", &id, "--agent-cmd", &agent])
+        .spawn()
+        .unwrap();
     let ready = env.root.path().join("trace.txt.ready");
     assert!(wait_until(30.0, || ready.exists()));
     let r = env.run(&["workflow", "show", &id]);
@@ -206,10 +228,18 @@ esac"#,
         "{}",
         r.stdout
     );
-    assert!(r.stdout.contains("Files modified since `build` began: src/new.rs"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("Files modified since `build` began: src/new.rs"),
+        "{}",
+        r.stdout
+    );
     let st = env.run_env(
         &["--json", "workflow", "status"],
-        &[("CONDUCTOR_WORKFLOW_SESSION", &id), ("CONDUCTOR_WORKFLOW_STATE", "build")],
+        &[
+            ("CONDUCTOR_WORKFLOW_SESSION", &id),
+            ("CONDUCTOR_WORKFLOW_STATE", "build"),
+        ],
     );
     assert_eq!(st.json()["allowed"], serde_json::json!(["verify", "plan"]));
     std::fs::write(env.root.path().join("trace.txt.go"), "").unwrap();
@@ -237,7 +267,11 @@ esac"#,
     let r = supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent]);
     r.code(5);
     assert!(r.stdout.contains("awaiting_approval"), "{r:?}");
-    assert!(r.stdout.contains(&format!("conductor workflow approve {id}")), "{r:?}");
+    assert!(
+        r.stdout
+            .contains(&format!("conductor workflow approve {id}")),
+        "{r:?}"
+    );
     assert_eq!(trace(&env), ["plan"]);
     // Running again without approval changes nothing.
     supervise(&env, &["workflow", "run", &id]).code(5);
@@ -266,10 +300,14 @@ fn workflow_follow_waits_through_the_approval() {
 esac"#,
     );
     let id = start(&env, "gated");
-    let child = run_cmd(&env, &["workflow", "run", &id, "--follow", "--agent-cmd", &agent])
-        .spawn()
-        .unwrap();
-    assert!(wait_until(30.0, || show(&env, &id)["session"]["status"] == "awaiting_approval"));
+    let child = run_cmd(
+        &env,
+        &["workflow", "run", &id, "--follow", "--agent-cmd", &agent],
+    )
+    .spawn()
+    .unwrap();
+    assert!(wait_until(30.0, || show(&env, &id)["session"]["status"]
+        == "awaiting_approval"));
     env.run(&["workflow", "approve", &id]).code(0);
     finish(child, 60).code(0);
     assert_eq!(trace(&env), ["plan", "build"]);
@@ -303,7 +341,8 @@ esac"#,
     // Blocked until resolve: running again does nothing.
     supervise(&env, &["workflow", "run", &id]).code(7);
     assert_eq!(trace(&env).len(), 7);
-    env.run(&["workflow", "resolve", &id, "--to", "nowhere"]).code(2);
+    env.run(&["workflow", "resolve", &id, "--to", "nowhere"])
+        .code(2);
     env.run(&["workflow", "resolve", &id, "--to", "b"]).code(0);
     let agent2 = worker(&env, r#"$C workflow transition done --summary finished"#);
     supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent2]).code(0);
@@ -329,15 +368,27 @@ sleep 30"#,
     let t0 = Instant::now();
     let r = supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent]);
     r.code(8);
-    assert!(t0.elapsed() < Duration::from_secs(25), "the worker was stopped");
-    assert!(r.stdout.contains("600 tokens of its 500-token budget"), "{r:?}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(25),
+        "the worker was stopped"
+    );
+    assert!(
+        r.stdout.contains("600 tokens of its 500-token budget"),
+        "{r:?}"
+    );
     // The worker's report that passes the budget exits 8 with the figures.
     let u = env.run_env(
         &["workflow", "usage", "--tokens", "1"],
-        &[("CONDUCTOR_WORKFLOW_SESSION", &id), ("CONDUCTOR_WORKFLOW_STATE", "a")],
+        &[
+            ("CONDUCTOR_WORKFLOW_SESSION", &id),
+            ("CONDUCTOR_WORKFLOW_STATE", "a"),
+        ],
     );
     u.code(8);
-    assert!(u.stdout.contains("601 tokens of its 500-token budget"), "{u:?}");
+    assert!(
+        u.stdout.contains("601 tokens of its 500-token budget"),
+        "{u:?}"
+    );
     let s = &show(&env, &id)["session"];
     assert_eq!(s["status"], "budget_exceeded");
     assert_eq!(s["totals"]["tokens"], 601);
@@ -371,11 +422,21 @@ esac"#,
     assert!(wait_until(30.0, || std::fs::read_to_string(&pidfile)
         .is_ok_and(|s| s.ends_with('\n'))));
     // The supervisor records the worker's pid right after starting it.
-    assert!(wait_until(30.0, || !show(&env, &id)["session"]["runs"][1]["worker_pid"].is_null()));
+    assert!(wait_until(30.0, || !show(&env, &id)["session"]["runs"][1]
+        ["worker_pid"]
+        .is_null()));
     sup.kill().unwrap(); // SIGKILL
     sup.wait().unwrap();
-    let orphan: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
-    assert_eq!(unsafe { libc::kill(orphan, 0) }, 0, "the worker outlived its supervisor");
+    let orphan: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        unsafe { libc::kill(orphan, 0) },
+        0,
+        "the worker outlived its supervisor"
+    );
     let r = supervise(&env, &["workflow", "run", &id]);
     r.code(0);
     assert_eq!(trace(&env), ["one", "two", "two"]);
@@ -399,27 +460,50 @@ esac"#,
 #[test]
 fn workflow_exit_without_transition_is_retried_once_then_needs_a_person() {
     let env = TestEnv::new();
-    template(&env, "one", r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#);
-    let agent = worker(&env, "cp \"$1\" \"prompt-$(wc -l < \"$TRACE\").md\"; exit 1");
+    template(
+        &env,
+        "one",
+        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
+    );
+    let agent = worker(
+        &env,
+        "cp \"$1\" \"prompt-$(wc -l < \"$TRACE\").md\"; exit 1",
+    );
     let id = start(&env, "one");
     let r = supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent]);
     r.code(7);
     assert_eq!(trace(&env), ["a", "a"]);
     let second = std::fs::read_to_string(env.project.join("prompt-2.md")).unwrap();
-    assert!(second.contains("exited with status 1 without calling"), "{second}");
+    assert!(
+        second.contains("exited with status 1 without calling"),
+        "{second}"
+    );
     let s = &show(&env, &id)["session"];
     assert!(s["halt"].as_str().unwrap().contains("twice"), "{s}");
     assert_eq!(s["runs"][1]["exit_code"], 1);
     // A worker command that cannot be run fails the session.
     let id2 = start(&env, "one");
-    supervise(&env, &["workflow", "run", &id2, "--agent-cmd", "no-such-agent-cli {prompt_file}"])
-        .code(9);
+    supervise(
+        &env,
+        &[
+            "workflow",
+            "run",
+            &id2,
+            "--agent-cmd",
+            "no-such-agent-cli {prompt_file}",
+        ],
+    )
+    .code(9);
 }
 
 #[test]
 fn workflow_safety_rules_deny_and_log_interceptions() {
     let env = TestEnv::new();
-    template(&env, "one", r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#);
+    template(
+        &env,
+        "one",
+        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
+    );
     std::fs::create_dir_all(env.project.join(".pi")).unwrap();
     std::fs::write(
         env.project.join(".pi/damage-control-rules.yaml"),
@@ -447,15 +531,26 @@ $C workflow transition done --summary checked"#,
         .filter(|e| e["kind"] == "intercepted")
         .collect();
     assert_eq!(hits.len(), 2, "{s}");
-    assert_eq!(hits[0]["detail"]["decision"]["reason"], "recursive delete is not allowed");
+    assert_eq!(
+        hits[0]["detail"]["decision"]["reason"],
+        "recursive delete is not allowed"
+    );
     assert_eq!(hits[1]["detail"]["call"]["tool"], "read");
-    assert!(std::fs::read_to_string(env.home_file("events.jsonl")).unwrap().contains("workflow.intercepted"));
+    assert!(
+        std::fs::read_to_string(env.home_file("events.jsonl"))
+            .unwrap()
+            .contains("workflow.intercepted")
+    );
 }
 
 #[test]
 fn workflow_bad_input_is_a_clear_error_and_changes_nothing() {
     let env = TestEnv::new();
-    template(&env, "one", r#"{"name":"One","initial":"a","states":{"a":{"persona":"A","next":["b"]},"b":{"persona":"B"}}}"#);
+    template(
+        &env,
+        "one",
+        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A","next":["b"]},"b":{"persona":"B"}}}"#,
+    );
     let id = start(&env, "one");
     let before = env.snapshot();
     let broken = env.project.join(".conductor/workflows/broken.json");
@@ -469,44 +564,108 @@ fn workflow_bad_input_is_a_clear_error_and_changes_nothing() {
     .unwrap();
     let v = env.run(&["workflow", "validate", broken.to_str().unwrap()]);
     v.code(2);
-    assert!(v.stdout.contains("/states/plan/next/0: `next` names an unknown state `biuld`"), "{v:?}");
-    assert!(v.stdout.contains("/states/orphan: state `orphan` cannot be reached"), "{v:?}");
-    assert!(v.stdout.contains("/states/spin/next: state `spin` has no way to finish"), "{v:?}");
+    assert!(
+        v.stdout
+            .contains("/states/plan/next/0: `next` names an unknown state `biuld`"),
+        "{v:?}"
+    );
+    assert!(
+        v.stdout
+            .contains("/states/orphan: state `orphan` cannot be reached"),
+        "{v:?}"
+    );
+    assert!(
+        v.stdout
+            .contains("/states/spin/next: state `spin` has no way to finish"),
+        "{v:?}"
+    );
     let v = env.run(&["--json", "workflow", "validate", broken.to_str().unwrap()]);
     assert_eq!(v.json()["problems"].as_array().unwrap().len(), 5, "{v:?}");
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
-        (vec!["workflow", "start", "broken", "t"], vec![], "is invalid"),
-        (vec!["workflow", "start", "missing", "t"], vec![], "no workflow template `missing`"),
-        (vec!["workflow", "show", "wf-nope"], vec![], "no live workflow session"),
-        (vec!["workflow", "approve", &id], vec![], "not awaiting_approval"),
-        (vec!["workflow", "transition", "done", "--summary", "x"],
-         vec![("CONDUCTOR_WORKFLOW_SESSION", &id)], "allowed: b"),
-        (vec!["workflow", "transition", "b", "--summary", "x"],
-         vec![("CONDUCTOR_WORKFLOW_SESSION", &id), ("CONDUCTOR_WORKFLOW_STATE", "b")],
-         "is in state `a`, not `b`"),
-        (vec!["workflow", "transition", "b", "--summary", "x"], vec![], "no workflow session"),
-        (vec!["workflow", "usage", "--tokens", "5"], vec![("CONDUCTOR_WORKFLOW_SESSION", &id)],
-         "has not started a worker"),
-        (vec!["workflow", "snapshot"], vec![("CONDUCTOR_WORKFLOW_SESSION", &id)], "nothing to record"),
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            vec!["workflow", "start", "broken", "t"],
+            vec![],
+            "is invalid",
+        ),
+        (
+            vec!["workflow", "start", "missing", "t"],
+            vec![],
+            "no workflow template `missing`",
+        ),
+        (
+            vec!["workflow", "show", "wf-nope"],
+            vec![],
+            "no live workflow session",
+        ),
+        (
+            vec!["workflow", "approve", &id],
+            vec![],
+            "not awaiting_approval",
+        ),
+        (
+            vec!["workflow", "transition", "done", "--summary", "x"],
+            vec![("CONDUCTOR_WORKFLOW_SESSION", &id)],
+            "allowed: b",
+        ),
+        (
+            vec!["workflow", "transition", "b", "--summary", "x"],
+            vec![
+                ("CONDUCTOR_WORKFLOW_SESSION", &id),
+                ("CONDUCTOR_WORKFLOW_STATE", "b"),
+            ],
+            "is in state `a`, not `b`",
+        ),
+        (
+            vec!["workflow", "transition", "b", "--summary", "x"],
+            vec![],
+            "no workflow session",
+        ),
+        (
+            vec!["workflow", "usage", "--tokens", "5"],
+            vec![("CONDUCTOR_WORKFLOW_SESSION", &id)],
+            "has not started a worker",
+        ),
+        (
+            vec!["workflow", "snapshot"],
+            vec![("CONDUCTOR_WORKFLOW_SESSION", &id)],
+            "nothing to record",
+        ),
         (vec!["workflow", "run", &id], vec![], "no agent command"),
     ];
     for (args, envs, msg) in cases {
         let r = env.run_env(&args, &envs);
         r.code(2);
         assert!(r.stderr.contains(msg), "{args:?}: {r:?}");
-        assert_eq!(r.stderr.lines().next().unwrap().matches("error:").count(), 1);
+        assert_eq!(
+            r.stderr.lines().next().unwrap().matches("error:").count(),
+            1
+        );
     }
     // A rules file that does not parse stops `start`.
     std::fs::create_dir_all(env.project.join(".pi")).unwrap();
-    std::fs::write(env.project.join(".pi/damage-control-rules.yaml"), "zeroAcessPaths: [.env]\n").unwrap();
+    std::fs::write(
+        env.project.join(".pi/damage-control-rules.yaml"),
+        "zeroAcessPaths: [.env]\n",
+    )
+    .unwrap();
     let r = env.run(&["--json", "workflow", "start", "one", "t"]);
     r.code(2);
     assert_eq!(r.json()["reason"], "invalid_rules");
-    assert!(r.json()["message"].as_str().unwrap().contains("unknown field `zeroAcessPaths`"));
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `zeroAcessPaths`")
+    );
     // A broken agent file stops `start` too.
     std::fs::remove_file(env.project.join(".pi/damage-control-rules.yaml")).unwrap();
     std::fs::create_dir_all(env.project.join(".pi/agents")).unwrap();
-    std::fs::write(env.project.join(".pi/agents/A.md"), "---\nname: [\n---\nbody").unwrap();
+    std::fs::write(
+        env.project.join(".pi/agents/A.md"),
+        "---\nname: [\n---\nbody",
+    )
+    .unwrap();
     let r = env.run(&["workflow", "start", "one", "t"]);
     r.code(2);
     assert!(r.stderr.contains("bad front matter"), "{r:?}");
@@ -519,29 +678,56 @@ fn workflow_templates_are_found_in_the_project_then_the_home() {
     template(&env, "feature", FEATURE);
     std::fs::create_dir_all(env.home.join("workflows")).unwrap();
     std::fs::write(env.home.join("workflows/feature.json"), FEATURE).unwrap();
-    std::fs::write(env.home.join("workflows/solo.json"), r#"{"name":"Solo","initial":"a","states":{"a":{"persona":"A"}}}"#).unwrap();
+    std::fs::write(
+        env.home.join("workflows/solo.json"),
+        r#"{"name":"Solo","initial":"a","states":{"a":{"persona":"A"}}}"#,
+    )
+    .unwrap();
     std::fs::write(env.home.join("workflows/bad.json"), "{").unwrap();
     let r = env.run(&["--json", "workflow", "templates"]);
     r.code(0);
     let t = r.json()["templates"].as_array().unwrap().clone();
     let names: Vec<(&str, bool)> = t
         .iter()
-        .map(|x| (x["name"].as_str().unwrap(), x["shadowed"].as_bool().unwrap()))
+        .map(|x| {
+            (
+                x["name"].as_str().unwrap(),
+                x["shadowed"].as_bool().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(names, [("feature", false), ("bad", false), ("feature", true), ("solo", false)]);
+    assert_eq!(
+        names,
+        [
+            ("feature", false),
+            ("bad", false),
+            ("feature", true),
+            ("solo", false)
+        ]
+    );
     assert!(t[1]["problem"].as_str().unwrap().contains("not valid JSON"));
     let id = start(&env, "solo");
-    assert!(show(&env, &id)["session"]["template_file"].as_str().unwrap().contains("home/workflows/solo.json"));
+    assert!(
+        show(&env, &id)["session"]["template_file"]
+            .as_str()
+            .unwrap()
+            .contains("home/workflows/solo.json")
+    );
     let readme = readme_template();
     let path = env.root.path().join("readme.json");
     std::fs::write(&path, readme).unwrap();
-    env.run(&["workflow", "validate", path.to_str().unwrap()]).code(0);
+    env.run(&["workflow", "validate", path.to_str().unwrap()])
+        .code(0);
 }
 
 /// The template in the README's "Workflows" section.
 fn readme_template() -> String {
-    let readme = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let at = readme.find("## Workflows").expect("README has a Workflows section");
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    let at = readme
+        .find("## Workflows")
+        .expect("README has a Workflows section");
     let rest = &readme[at..];
     let start = rest.find("```json\n").expect("with a JSON template") + 8;
     let end = rest[start..].find("```").unwrap();
@@ -553,7 +739,13 @@ fn workflow_help_teaches() {
     let env = TestEnv::new();
     let r = env.run(&["workflow", "run", "--help"]);
     r.code(0);
-    for s in ["{prompt_file}", "CONDUCTOR_WORKFLOW_SESSION", "awaiting_approval", "human_intervention", "budget_exceeded"] {
+    for s in [
+        "{prompt_file}",
+        "CONDUCTOR_WORKFLOW_SESSION",
+        "awaiting_approval",
+        "human_intervention",
+        "budget_exceeded",
+    ] {
         assert!(r.stdout.contains(s), "{s}");
     }
     let _ = Path::new("");
@@ -584,7 +776,10 @@ fn assert_ledger_schema(v: &Value, pointer: &str) {
         .iter_errors(v)
         .map(|e| format!("{} at {}", e, e.instance_path()))
         .collect();
-    assert!(errors.is_empty(), "the ledger schema rejects what was written: {errors:#?}");
+    assert!(
+        errors.is_empty(),
+        "the ledger schema rejects what was written: {errors:#?}"
+    );
 }
 
 #[test]

@@ -16,9 +16,11 @@ pub struct SessionArg {
 
 /// `resolve SESSION --to STATE`.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Leaves human_intervention (or failed, budget_exceeded): the session \
+#[command(
+    after_long_help = "Leaves human_intervention (or failed, budget_exceeded): the session \
 continues in STATE with a fresh retry count and cleared transition counts. Run `workflow run` \
-again (or let a --follow supervisor pick it up).")]
+again (or let a --follow supervisor pick it up)."
+)]
 pub struct ResolveArgs {
     /// The session id (a unique prefix is enough).
     pub session: String,

@@ -9,9 +9,11 @@ use crate::workflows::{self, rules::Decision, rules::ToolCall};
 
 /// Check a tool call against the session's rules.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "The rules are the session's damage-control rules, parsed at `workflow \
+#[command(
+    after_long_help = "The rules are the session's damage-control rules, parsed at `workflow \
 start`. Every interception (deny or ask) is logged in the session's ledger with a \
-workflow.intercepted event.\n\nExit 0 allow, 3 ask the person, 4 deny (the reason is printed).")]
+workflow.intercepted event.\n\nExit 0 allow, 3 ask the person, 4 deny (the reason is printed)."
+)]
 pub struct GuardArgs {
     /// A shell command.
     #[arg(long, value_name = "CMD", group = "call")]

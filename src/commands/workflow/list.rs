@@ -41,7 +41,8 @@ pub fn run(ctx: &Ctx, args: ListArgs) -> Result<u8> {
         ));
     }
     if all.is_empty() {
-        text = "No workflow sessions. Start one with `conductor workflow start TEMPLATE \"TASK\"`.".into();
+        text = "No workflow sessions. Start one with `conductor workflow start TEMPLATE \"TASK\"`."
+            .into();
     }
     emit(ctx, json!({"status": "ok", "sessions": items}), text, 0)
 }

@@ -132,7 +132,10 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
             if s.agent_cmd.is_none() {
                 return Err(Error::invalid(
                     "invalid_input",
-                    format!("session {} has no agent command yet: pass --agent-cmd", s.id),
+                    format!(
+                        "session {} has no agent command yet: pass --agent-cmd",
+                        s.id
+                    ),
                 ));
             }
             Ok(())
@@ -163,7 +166,8 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
                 let _ = w.waiter.join();
                 continue;
             }
-            if matches!(s.status, Status::BudgetExceeded | Status::Aborted) && w.killed_at.is_none() {
+            if matches!(s.status, Status::BudgetExceeded | Status::Aborted) && w.killed_at.is_none()
+            {
                 ctx.out.status(&format!(
                     "conductor: stopping the `{}` worker ({})",
                     r.state,
@@ -172,7 +176,8 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
                 kill_group(w.pid, libc::SIGTERM);
                 w.killed_at = Some(Instant::now());
             }
-            if s.pending.as_ref().is_some_and(|p| p.from == r.state) && w.transitioned_at.is_none() {
+            if s.pending.as_ref().is_some_and(|p| p.from == r.state) && w.transitioned_at.is_none()
+            {
                 w.transitioned_at = Some(Instant::now());
             }
             let mut timeout = SAFETY_RESCAN;
@@ -228,7 +233,10 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
                 let (outcome, note) = if transitioned {
                     (Outcome::Success, "workflow state finished")
                 } else {
-                    (Outcome::Abandoned, "workflow worker ended without a transition")
+                    (
+                        Outcome::Abandoned,
+                        "workflow worker ended without a transition",
+                    )
                 };
                 finish_instance(ctx, inst, outcome, note);
             }
@@ -264,7 +272,8 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
                     Ok(entered)
                 })?;
                 if let Some(st) = entered {
-                    ctx.out.status(&format!("conductor: {id} -> {}", title(&st)));
+                    ctx.out
+                        .status(&format!("conductor: {id} -> {}", title(&st)));
                 }
             }
             Status::Running => {
@@ -412,8 +421,10 @@ fn run_cleanup(ctx: &Ctx, commands: &[String], dir: &Path) -> Vec<serde_json::Va
             Ok(o) if o.status.success() => json!({"command": c, "exit_code": 0}),
             Ok(o) => {
                 let err = String::from_utf8_lossy(&o.stderr);
-                let first = crate::protocol::ops::printable_max(err.lines().next().unwrap_or(""), 200);
-                ctx.out.warn(&format!("cleanup command `{c}` failed: {first}"));
+                let first =
+                    crate::protocol::ops::printable_max(err.lines().next().unwrap_or(""), 200);
+                ctx.out
+                    .warn(&format!("cleanup command `{c}` failed: {first}"));
                 json!({"command": c, "exit_code": o.status.code(), "signal": o.status.signal(), "error": first})
             }
             Err(e) => json!({"command": c, "exit_code": null, "error": e.to_string()}),
@@ -472,7 +483,10 @@ pub fn build_prompt(s: &Session, state: &str, p: &persona::Persona, attempt: u32
             }
         }
         if !sn.modified_files.is_empty() {
-            t.push_str(&format!("Modified files: {}\n", sn.modified_files.join(", ")));
+            t.push_str(&format!(
+                "Modified files: {}\n",
+                sn.modified_files.join(", ")
+            ));
         }
         if !sn.pending_tasks.is_empty() {
             t.push_str("Pending tasks:\n");
@@ -517,14 +531,21 @@ fn private_file(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Start the worker of the current state.
 fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker>> {
-    let state = s.current_state.clone().expect("running sessions have a state");
+    let state = s
+        .current_state
+        .clone()
+        .expect("running sessions have a state");
     let def = s.template.state(&state).expect("state in template").clone();
     let project = PathBuf::from(&s.project_dir);
     let id = s.id.clone();
     let p = match persona::resolve(&def.persona, &project) {
         Ok(p) => p,
         Err(e) => {
-            fail(ctx, &id, format!("the persona of state `{state}` cannot be loaded: {e}"))?;
+            fail(
+                ctx,
+                &id,
+                format!("the persona of state `{state}` cannot be loaded: {e}"),
+            )?;
             return Ok(None);
         }
     };
@@ -562,7 +583,9 @@ fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker
         session_id: None,
     };
     let started = protocol_start::execute(&c, req)?;
-    let instance_id = started.to_json()["instance_id"].as_str().map(str::to_string);
+    let instance_id = started.to_json()["instance_id"]
+        .as_str()
+        .map(str::to_string);
 
     let c = fresh(ctx)?;
     let run = Run {
@@ -604,7 +627,12 @@ fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker
         .open(&files.output)
         .ctx("open", Path::new(&files.output))?;
     let output2 = output.try_clone().ctx("open", Path::new(&files.output))?;
-    let line = fill(agent_cmd, Path::new(&files.prompt), Path::new(&files.system), &prompt);
+    let line = fill(
+        agent_cmd,
+        Path::new(&files.prompt),
+        Path::new(&files.system),
+        &prompt,
+    );
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(&line)
@@ -631,7 +659,12 @@ fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker
         Ok(c) => c,
         Err(e) => {
             if let Some(i) = &instance_id {
-                finish_instance(ctx, i, Outcome::Abandoned, "the workflow worker could not start");
+                finish_instance(
+                    ctx,
+                    i,
+                    Outcome::Abandoned,
+                    "the workflow worker could not start",
+                );
             }
             let c = fresh(ctx)?;
             workflows::update(&c.store, c.now, &id, |s, _| {

@@ -78,7 +78,10 @@ pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
         let runs: Vec<_> = s.runs.iter().filter(|r| &r.state == name).collect();
         let secs: u64 = runs
             .iter()
-            .map(|r| r.elapsed_secs.unwrap_or_else(|| r.started_at.seconds_until(now)))
+            .map(|r| {
+                r.elapsed_secs
+                    .unwrap_or_else(|| r.started_at.seconds_until(now))
+            })
             .sum();
         let tokens: u64 = runs.iter().map(|r| r.tokens).sum();
         let cost: f64 = runs.iter().map(|r| r.cost_usd).sum();
@@ -151,7 +154,10 @@ pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
         text.push_str(&format!("Key findings: {}\n", sn.key_findings.join("; ")));
     }
     if !sn.modified_files.is_empty() {
-        text.push_str(&format!("Files (snapshot): {}\n", sn.modified_files.join(", ")));
+        text.push_str(&format!(
+            "Files (snapshot): {}\n",
+            sn.modified_files.join(", ")
+        ));
     }
     if !sn.pending_tasks.is_empty() {
         text.push_str(&format!("Pending tasks: {}\n", sn.pending_tasks.join("; ")));

@@ -8,9 +8,11 @@ use crate::workflows;
 
 /// Record what later states must know.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Each option may be repeated. The snapshot persists through the whole \
+#[command(
+    after_long_help = "Each option may be repeated. The snapshot persists through the whole \
 workflow and is handed to every later worker in its starting prompt.\n\nExample:\n  \
-conductor workflow snapshot --finding \"the API port is 8081, not 8080\" --file src/api.rs --set branch=feat-x")]
+conductor workflow snapshot --finding \"the API port is 8081, not 8080\" --file src/api.rs --set branch=feat-x"
+)]
 pub struct SnapshotArgs {
     /// A key finding.
     #[arg(long = "finding", value_name = "TEXT")]
@@ -37,7 +39,11 @@ fn key_value(s: &str) -> std::result::Result<(String, String), String> {
 
 /// Run `workflow snapshot`.
 pub fn run(ctx: &Ctx, args: SnapshotArgs) -> Result<u8> {
-    if args.findings.is_empty() && args.files.is_empty() && args.pending.is_empty() && args.set.is_empty() {
+    if args.findings.is_empty()
+        && args.files.is_empty()
+        && args.pending.is_empty()
+        && args.set.is_empty()
+    {
         return Err(Error::invalid(
             "invalid_input",
             "nothing to record: give --finding, --file, --pending or --set",
@@ -46,7 +52,14 @@ pub fn run(ctx: &Ctx, args: SnapshotArgs) -> Result<u8> {
     let id = args.worker.session_id(ctx)?;
     let now = ctx.now;
     let snap = workflows::update(&ctx.store, now, &id, |s, _| {
-        s.update_snapshot(args.worker.state(), &args.findings, &args.files, &args.pending, &args.set, now)?;
+        s.update_snapshot(
+            args.worker.state(),
+            &args.findings,
+            &args.files,
+            &args.pending,
+            &args.set,
+            now,
+        )?;
         Ok(s.snapshot.clone())
     })?;
     emit(

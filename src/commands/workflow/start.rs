@@ -15,13 +15,15 @@ pub const DEFAULT_RULES: &str = ".pi/damage-control-rules.yaml";
 
 /// Start a workflow session.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "TEMPLATE is a name (NAME.json in the project's .conductor/workflows/, \
+#[command(
+    after_long_help = "TEMPLATE is a name (NAME.json in the project's .conductor/workflows/, \
 then in the home's workflows/) or a path to a .json file. The template is checked (see `workflow \
 validate`), every state's persona is resolved (agent files in .claude/agents/ or .pi/agents/ must \
 parse), and the safety rules are parsed: the template's `rules` file, else \
 .pi/damage-control-rules.yaml when it exists. Any problem is an error (exit 2) and nothing is written.\n\n\
 Example:\n  conductor workflow start feature \"Add rate limiting to the API\"\n  \
-conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --append-system-prompt-file {system_file}'")]
+conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --append-system-prompt-file {system_file}'"
+)]
 pub struct StartArgs {
     /// The template: a name or a path.
     pub template: String,

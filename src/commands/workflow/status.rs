@@ -25,7 +25,11 @@ pub fn run(ctx: &Ctx, args: StatusArgs) -> Result<u8> {
         s.template.name,
         s.status.as_str(),
         s.current_state.as_deref().unwrap_or("-"),
-        if allowed.is_empty() { "-".into() } else { allowed.join(", ") },
+        if allowed.is_empty() {
+            "-".into()
+        } else {
+            allowed.join(", ")
+        },
         super::show::breadcrumbs(&s)
     );
     if let Some(st) = args.worker.state()

@@ -8,9 +8,11 @@ use crate::workflows::template;
 
 /// List workflow templates.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Templates are looked up in the project's .conductor/workflows/NAME.json, \
+#[command(
+    after_long_help = "Templates are looked up in the project's .conductor/workflows/NAME.json, \
 then in the home's workflows/NAME.json; a project template shadows a home template of the same name. \
-Invalid templates are listed with their first problem (see `conductor workflow validate FILE`).")]
+Invalid templates are listed with their first problem (see `conductor workflow validate FILE`)."
+)]
 pub struct TemplatesArgs {
     /// The project directory [default: the current directory].
     #[arg(long, value_name = "PATH")]
@@ -33,8 +35,10 @@ pub fn run(ctx: &Ctx, args: TemplatesArgs) -> Result<u8> {
             ),
             Err(e) => (String::new(), Vec::new(), Some(e.to_string())),
         };
-        items.push(json!({"name": name, "file": path, "title": title, "states": states,
-                          "shadowed": shadowed, "problem": problem}));
+        items.push(
+            json!({"name": name, "file": path, "title": title, "states": states,
+                          "shadowed": shadowed, "problem": problem}),
+        );
         let mut line = format!("{name:<20} ");
         match &problem {
             None => line.push_str(&format!("{title} ({})", states.join(" -> "))),
@@ -49,7 +53,8 @@ pub fn run(ctx: &Ctx, args: TemplatesArgs) -> Result<u8> {
     if found.is_empty() {
         text = format!(
             "No workflow templates. Put NAME.json in {} or {}",
-            template::search_dirs(std::path::Path::new(&project), ctx.store.home().dir())[0].display(),
+            template::search_dirs(std::path::Path::new(&project), ctx.store.home().dir())[0]
+                .display(),
             ctx.store.home().dir().join("workflows").display()
         );
     }

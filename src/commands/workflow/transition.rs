@@ -8,12 +8,14 @@ use crate::workflows::{self, event};
 
 /// Finish the current state.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "TARGET must be one of the state's `next` targets (`done` finishes the \
+#[command(
+    after_long_help = "TARGET must be one of the state's `next` targets (`done` finishes the \
 workflow; it is allowed from a state that lists it or whose `next` is empty). The transition is \
 recorded at once; the supervisor applies it when this worker exits (holding it for approval where \
 the template says so), runs the state's cleanup commands, and starts the next state's worker. \
 Exit it after calling this.\n\nExit 2 for a target the state does not allow, or when this worker's \
-state has already ended.")]
+state has already ended."
+)]
 pub struct TransitionArgs {
     /// The state to move to, or `done`.
     pub target: String,

@@ -8,9 +8,11 @@ use crate::workflows;
 
 /// Report usage.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Adds to the current state's run and the session's totals. When a \
+#[command(
+    after_long_help = "Adds to the current state's run and the session's totals. When a \
 budget of the state or of the session is passed, the session stops in budget_exceeded (its \
-supervisor stops this worker) and this command exits 8 with the figures.")]
+supervisor stops this worker) and this command exits 8 with the figures."
+)]
 pub struct UsageArgs {
     /// Tokens used since the last report.
     #[arg(long, value_name = "N")]
@@ -38,11 +40,18 @@ pub fn run(ctx: &Ctx, args: UsageArgs) -> Result<u8> {
         Ok((e, s.totals.clone()))
     })?;
     let (status, code, text) = match &exceeded {
-        Some(why) => ("budget_exceeded", 8, format!("BUDGET EXCEEDED: {why}; the session stops")),
+        Some(why) => (
+            "budget_exceeded",
+            8,
+            format!("BUDGET EXCEEDED: {why}; the session stops"),
+        ),
         None => (
             "ok",
             0,
-            format!("Recorded. Session total: {} tokens, ${:.4}", totals.tokens, totals.cost_usd),
+            format!(
+                "Recorded. Session total: {} tokens, ${:.4}",
+                totals.tokens, totals.cost_usd
+            ),
         ),
     };
     emit(

@@ -10,11 +10,13 @@ use crate::workflows::template;
 
 /// Check a workflow template file.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Checks the file against schemas/workflow-template.schema.json, then \
+#[command(
+    after_long_help = "Checks the file against schemas/workflow-template.schema.json, then \
 that the initial state exists, every `next` target names a state (or `done`), every state can be \
 reached from the initial state, and every state has a path to `done`. Each problem is printed with \
 its JSON path, like `/states/build/next/1: `next` names an unknown state `verfy``.\n\n\
-Exit 0 when the template is valid, 2 when it has problems.")]
+Exit 0 when the template is valid, 2 when it has problems."
+)]
 pub struct ValidateArgs {
     /// The template file.
     pub file: PathBuf,
