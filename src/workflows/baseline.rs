@@ -160,3 +160,64 @@ fn walk(root: &Path, dir: &Path, since: u64, out: &mut Vec<String>, limit: usize
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(dir: &Path, cmd: &str) -> bool {
+        Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    #[test]
+    fn git_baseline_sees_new_changes_not_old_dirt() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        let ok = sh(
+            d,
+            "git init -q . && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m init \
+             && echo a > committed && git add committed \
+             && git -c user.email=a@b -c user.name=a commit -q -m a && echo dirt > old-dirt",
+        );
+        if !ok {
+            eprintln!("git is not usable here; skipped");
+            return;
+        }
+        let b = take(d);
+        assert!(
+            matches!(&b, Baseline::Git { commit: Some(_), dirty } if dirty.contains_key("old-dirt"))
+        );
+        assert!(modified_since(&b, d, 10).is_empty());
+        std::fs::write(d.join("committed"), "changed").unwrap();
+        std::fs::write(d.join("new"), "n").unwrap();
+        assert_eq!(modified_since(&b, d, 10), ["committed", "new"]);
+    }
+
+    #[test]
+    fn mtime_baseline_outside_git() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        std::fs::create_dir_all(d.join("src")).unwrap();
+        let b = Baseline::Mtime {
+            since_ns: u64::try_from(
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos(),
+            )
+            .unwrap()
+                - 5_000_000_000,
+        };
+        std::fs::write(d.join("src/a.rs"), "x").unwrap();
+        let old = Baseline::Mtime { since_ns: u64::MAX };
+        assert_eq!(modified_since(&b, d, 10), ["src/a.rs"]);
+        assert!(modified_since(&old, d, 10).is_empty());
+    }
+}

@@ -215,6 +215,25 @@ pub fn find_session(store: &Store, now: Timestamp, id: &str) -> Result<Session> 
 /// The enforcement entry point for the agent hook: decide a worker's tool call against its
 /// session's rules, and log every interception (deny or ask) in the session's ledger with a
 /// `workflow.intercepted` event. A session without rules allows everything and logs nothing.
+///
+/// The hook (PreToolUse) calls it for workers only, that is when `CONDUCTOR_WORKFLOW_SESSION`
+/// is set in its environment (the supervisor sets it for the worker, and the agent passes its
+/// environment to its hooks):
+///
+/// ```ignore
+/// if let Some(sid) = std::env::var("CONDUCTOR_WORKFLOW_SESSION").ok().filter(|s| !s.is_empty())
+///     && let Some(call) = rules::ToolCall::from_hook(&tool_name, &tool_input)
+/// {
+///     match workflows::guard(&store, now, &sid, &call, &cwd) {
+///         Ok(rules::Decision::Deny(reason)) => /* permissionDecision "deny", reason */,
+///         Ok(rules::Decision::Ask(reason)) => /* permissionDecision "ask", reason */,
+///         Ok(rules::Decision::Allow) | Err(_) => /* go on with the claim checks */,
+///     }
+/// }
+/// ```
+///
+/// `conductor workflow guard --bash CMD | --read PATH | --edit PATH` runs the same check from the
+/// command line (exit 0 allow, 3 ask, 4 deny), for agent CLIs whose hooks are shell commands.
 pub fn guard(
     store: &Store,
     now: Timestamp,
