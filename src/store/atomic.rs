@@ -57,6 +57,20 @@ impl Prepared {
     }
 }
 
+/// Open (creating 0600 if needed) a file of the home for reading and writing, never through a
+/// planted symlink and never truncating it.
+pub fn open_private(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
 /// Keep the current bytes of `path` under a new name beside it, `<name>.<suffix>` (with `-1`,
 /// `-2`, ... before the suffix's end if taken), by hard link: nothing is copied or deleted, and the
 /// original name can then be replaced atomically. Returns the new name.

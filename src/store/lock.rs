@@ -8,9 +8,8 @@
 //! waits with 8-32 processes against 44-101 ms this way). If the deadline passes first, the
 //! helper is told to drop the lock as soon as it gets it.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -40,16 +39,8 @@ enum Wait {
 
 /// Take the lock, waiting at most `timeout`. `announce` is called once if we have to wait.
 pub fn acquire(path: &Path, timeout: Duration, announce: &dyn Fn()) -> Result<StoreLock> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        // Never through a planted symlink: the holder note truncates the file.
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .ctx("open lock file", path)?;
+    // Never through a planted symlink: the holder note truncates the file.
+    let mut file = super::atomic::open_private(path).ctx("open lock file", path)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::Error(e)) => return Err(Error::io("lock", path, e)),

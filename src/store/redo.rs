@@ -65,15 +65,7 @@ fn checksum(bytes: &[u8]) -> u64 {
 fn open(dir: &Path) -> Result<File> {
     let path = dir.join(FILE);
     let existed = path.exists();
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .ctx("open", &path)?;
+    let f = atomic::open_private(&path).ctx("open", &path)?;
     if !existed {
         // Once, so that later records need no directory sync to be found after a power cut.
         atomic::sync_dir(dir)?;
@@ -217,15 +209,7 @@ pub fn apply(dir: &Path, record: &Record) -> std::result::Result<(), ApplyError>
 /// Put an append's bytes at its offset unless they are already there.
 fn append_at(dir: &Path, a: &Append) -> Result<File> {
     let path = dir.join(&a.file);
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .ctx("open", &path)?;
+    let f = atomic::open_private(&path).ctx("open", &path)?;
     let data = a.data.as_bytes();
     let meta = f.metadata().ctx("inspect", &path)?;
     // A ledger created by someone else (say the original plugin) may be world-readable.
