@@ -32,7 +32,7 @@ use crate::workflows::{
 };
 
 /// Re-read the ledger at least this often, in case a notification is lost.
-const SAFETY_RESCAN: Duration = Duration::from_secs(30);
+const SAFETY_RESCAN: Duration = Duration::from_secs(10);
 /// How long a stopped worker gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(5);
 
@@ -118,11 +118,14 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
             if let Some(p) = s.supervisor_pid
                 && p != me
                 && !crate::runtime::pid_is_dead(p)
-                && s.active_run().is_some()
             {
                 return Err(Error::invalid(
                     "already_supervised",
-                    format!("session {} is already being run by process {p}", s.id),
+                    format!(
+                        "session {} is already being run by process {p} (stop it first with \
+                         `kill {p}`; run this again to resume)",
+                        s.id
+                    ),
                 ));
             }
             s.supervisor_pid = Some(me);
@@ -299,6 +302,18 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
 }
 
 fn report(ctx: &Ctx, s: &Session) -> Result<u8> {
+    // This supervisor is gone from now on (a finished session left the live document).
+    if !s.status.is_finished()
+        && let Ok(c) = fresh(ctx)
+    {
+        let me = std::process::id();
+        let _ = workflows::update(&c.store, c.now, &s.id, |s, _| {
+            if s.supervisor_pid == Some(me) {
+                s.supervisor_pid = None;
+            }
+            Ok(())
+        });
+    }
     let code = s.status.exit_code();
     let mut text = format!(
         "{}: {}\n{}",
