@@ -598,6 +598,14 @@ $C workflow transition done --summary checked"#,
         "recursive delete is not allowed"
     );
     assert_eq!(hits[1]["detail"]["call"]["tool"], "read");
+    let allowed: Vec<&Value> = s["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "tool_call")
+        .collect();
+    assert_eq!(allowed.len(), 1, "the allowed call is checkpointed too");
+    assert_eq!(allowed[0]["detail"]["call"]["path"], "src/main.rs");
     assert!(
         std::fs::read_to_string(env.home_file("events.jsonl"))
             .unwrap()
