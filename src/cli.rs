@@ -135,7 +135,7 @@ pub enum Command {
     /// Print the man page (roff) generated from the command definitions.
     Man(man::ManArgs),
     /// Workflows: a supervised state machine, each state run by a fresh agent process.
-    #[command(subcommand)]
+    #[command(subcommand, after_long_help = crate::commands::workflow::HELP)]
     Workflow(crate::commands::workflow::WorkflowCommand),
 }
 

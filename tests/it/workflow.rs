@@ -58,10 +58,11 @@ fn run_cmd(env: &TestEnv, args: &[&str]) -> Command {
     c
 }
 
-/// Run the supervisor to completion (at most 60 s).
+/// Run the supervisor to completion (at most 120 s: every step is a durable commit, and fsync
+/// can take seconds on a machine busy writing).
 fn supervise(env: &TestEnv, args: &[&str]) -> Run {
     let child = run_cmd(env, args).spawn().unwrap();
-    finish_in(env, child, 60)
+    finish_in(env, child, 120)
 }
 
 /// Wait for a supervisor; on a timeout, show its output and the ledger.
@@ -262,7 +263,7 @@ esac"#,
         "{second:?}"
     );
     std::fs::write(env.root.path().join("trace.txt.go"), "").unwrap();
-    finish_in(&env, child, 60).code(0);
+    finish_in(&env, child, 120).code(0);
 }
 
 #[test]
@@ -286,7 +287,7 @@ esac"#,
     env.run(&["workflow", "pause", &id]).code(0);
     std::fs::write(env.root.path().join("trace.txt.go"), "").unwrap();
     // The plan worker finishes its state; then the session holds.
-    let r = finish_in(&env, child, 60);
+    let r = finish_in(&env, child, 120);
     r.code(6);
     assert_eq!(trace(&env), ["plan"]);
     env.run(&["workflow", "resume", &id]).code(0);
@@ -296,7 +297,7 @@ esac"#,
         .is_null()));
     let t0 = Instant::now();
     env.run(&["workflow", "abort", &id]).code(0);
-    finish_in(&env, child, 60).code(10);
+    finish_in(&env, child, 120).code(10);
     assert!(
         t0.elapsed() < Duration::from_secs(20),
         "the sleeping worker was stopped"
@@ -371,7 +372,7 @@ esac"#,
     assert!(wait_until(30.0, || show(&env, &id)["session"]["status"]
         == "awaiting_approval"));
     env.run(&["workflow", "approve", &id]).code(0);
-    finish_in(&env, child, 60).code(0);
+    finish_in(&env, child, 120).code(0);
     assert_eq!(trace(&env), ["plan", "build"]);
 }
 
