@@ -880,3 +880,46 @@ esac"#,
     assert_eq!(s["status"], "aborted");
     assert_ledger_schema(&s, "#/$defs/session");
 }
+
+#[test]
+fn workflow_sigterm_stops_the_supervisor_and_its_worker_cleanly() {
+    let env = TestEnv::new();
+    template(
+        &env,
+        "one",
+        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
+    );
+    let agent = worker(
+        &env,
+        r#"if [ ! -e "$TRACE.once" ]; then touch "$TRACE.once"; echo $$ > "$TRACE.pid"; sleep 60; exit 0; fi
+$C workflow transition done --summary finished"#,
+    );
+    let id = start(&env, "one");
+    let sup = run_cmd(&env, &["workflow", "run", &id, "--agent-cmd", &agent])
+        .spawn()
+        .unwrap();
+    let pidfile = env.root.path().join("trace.txt.pid");
+    assert!(wait_until(30.0, || std::fs::read_to_string(&pidfile)
+        .is_ok_and(|s| s.ends_with('\n'))));
+    let worker_pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    unsafe { libc::kill(sup.id() as i32, libc::SIGTERM) };
+    let r = finish_in(&env, sup, 60);
+    r.code(130);
+    assert!(r.stderr.contains("to resume"), "{r:?}");
+    assert!(
+        wait_until(10.0, || unsafe { libc::kill(worker_pid, 0) } != 0
+            || std::fs::read_to_string(format!("/proc/{worker_pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))),
+        "the worker was stopped with its supervisor"
+    );
+    assert_eq!(
+        show(&env, &id)["session"]["runs"][0]["outcome"],
+        "interrupted"
+    );
+    supervise(&env, &["workflow", "run", &id]).code(0);
+    assert_eq!(trace(&env), ["a", "a"]);
+}
