@@ -159,7 +159,7 @@ pub enum Command {
     #[command(subcommand)]
     Queue(crate::commands::queue::QueueCommand),
     /// Workflows: a supervised state machine, each state run by a fresh agent process.
-    #[command(subcommand)]
+    #[command(subcommand, after_long_help = crate::commands::workflow::HELP)]
     Workflow(crate::commands::workflow::WorkflowCommand),
 }
 

@@ -214,7 +214,10 @@ pub fn find_session(store: &Store, now: Timestamp, id: &str) -> Result<Session> 
 
 /// The enforcement entry point for the agent hook: decide a worker's tool call against its
 /// session's rules, and log every interception (deny or ask) in the session's ledger with a
-/// `workflow.intercepted` event. A session without rules allows everything and logs nothing.
+/// `workflow.intercepted` event. With `log_allowed`, an allowed call is checkpointed too (as
+/// `tool_call`, no event): `workflow guard` does that, since a worker calling it reports the
+/// call; a hook may prefer not to write on every allowed call. A session without rules allows
+/// everything.
 ///
 /// The hook (PreToolUse) calls it for workers only, that is when `CONDUCTOR_WORKFLOW_SESSION`
 /// is set in its environment (the supervisor sets it for the worker, and the agent passes its
@@ -224,7 +227,7 @@ pub fn find_session(store: &Store, now: Timestamp, id: &str) -> Result<Session> 
 /// if let Some(sid) = std::env::var("CONDUCTOR_WORKFLOW_SESSION").ok().filter(|s| !s.is_empty())
 ///     && let Some(call) = rules::ToolCall::from_hook(&tool_name, &tool_input)
 /// {
-///     match workflows::guard(&store, now, &sid, &call, &cwd) {
+///     match workflows::guard(&store, now, &sid, &call, &cwd, false) {
 ///         Ok(rules::Decision::Deny(reason)) => /* permissionDecision "deny", reason */,
 ///         Ok(rules::Decision::Ask(reason)) => /* permissionDecision "ask", reason */,
 ///         Ok(rules::Decision::Allow) | Err(_) => /* go on with the claim checks */,
@@ -240,16 +243,22 @@ pub fn guard(
     session_id: &str,
     call: &rules::ToolCall,
     cwd: &Path,
+    log_allowed: bool,
 ) -> Result<rules::Decision> {
     let doc: Sessions = store.read_doc(now)?;
     let Some(s) = doc.sessions.iter().find(|s| s.id == session_id) else {
         return Err(unknown_session(session_id));
     };
-    let Some(r) = &s.rules else {
-        return Ok(rules::Decision::Allow);
+    let decision = match &s.rules {
+        Some(r) => rules::check(&r.rules, call, &rules::Context::new(cwd)),
+        None => rules::Decision::Allow,
     };
-    let decision = rules::check(&r.rules, call, &rules::Context::new(cwd));
-    if decision != rules::Decision::Allow {
+    if decision == rules::Decision::Allow && log_allowed {
+        update(store, now, session_id, |s, _| {
+            s.log(now, "tool_call", serde_json::json!({"call": call}));
+            Ok(())
+        })?;
+    } else if decision != rules::Decision::Allow {
         let d = decision.clone();
         update(store, now, session_id, |s, ev| {
             let detail = serde_json::json!({"call": call, "decision": d});

@@ -58,22 +58,35 @@ fn run_cmd(env: &TestEnv, args: &[&str]) -> Command {
     c
 }
 
-/// Run the supervisor to completion (at most 60 s).
+/// Run the supervisor to completion (at most 120 s: every step is a durable commit, and fsync
+/// can take seconds on a machine busy writing).
 fn supervise(env: &TestEnv, args: &[&str]) -> Run {
     let child = run_cmd(env, args).spawn().unwrap();
-    finish(child, 60)
+    finish_in(env, child, 120)
 }
 
-fn finish(mut child: Child, secs: u64) -> Run {
+/// Wait for a supervisor; on a timeout, show its output and the ledger.
+fn finish_in(env: &TestEnv, mut child: Child, secs: u64) -> Run {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
+            let ps = Command::new("ps")
+                .args(["-eo", "pid,ppid,pgid,etimes,stat,wchan:20,args"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
             child.kill().ok();
             let o = child.wait_with_output().unwrap();
+            let ours: Vec<&str> = ps
+                .lines()
+                .filter(|l| l.contains("worker.sh") || l.contains("debug/conductor"))
+                .collect();
             panic!(
-                "supervisor still running after {secs}s\n{}\n{}",
+                "supervisor still running after {secs}s\n{}\n{}\nledger:\n{}\nprocesses:\n{}",
                 String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
+                String::from_utf8_lossy(&o.stderr),
+                std::fs::read_to_string(env.home_file("workflows.json")).unwrap_or_default(),
+                ours.join("\n")
             );
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -242,8 +255,58 @@ esac"#,
         ],
     );
     assert_eq!(st.json()["allowed"], serde_json::json!(["verify", "plan"]));
+    // One supervisor per session.
+    let second = env.run(&["workflow", "run", &id]);
+    second.code(2);
+    assert!(
+        second.stderr.contains("is already being run by process"),
+        "{second:?}"
+    );
     std::fs::write(env.root.path().join("trace.txt.go"), "").unwrap();
-    finish(child, 60).code(0);
+    finish_in(&env, child, 120).code(0);
+}
+
+#[test]
+fn workflow_abort_stops_the_worker_and_pause_holds_after_it() {
+    let env = TestEnv::new();
+    template(&env, "feature", FEATURE);
+    let agent = worker(
+        &env,
+        r#"case "$S" in
+  plan) touch "$TRACE.ready"; while [ ! -e "$TRACE.go" ]; do sleep 0.05; done
+        $C workflow transition build --summary p ;;
+  build) sleep 30 ;;
+esac"#,
+    );
+    let id = start(&env, "feature");
+    let ready = env.root.path().join("trace.txt.ready");
+    let child = run_cmd(&env, &["workflow", "run", &id, "--agent-cmd", &agent])
+        .spawn()
+        .unwrap();
+    assert!(wait_until(30.0, || ready.exists()));
+    env.run(&["workflow", "pause", &id]).code(0);
+    std::fs::write(env.root.path().join("trace.txt.go"), "").unwrap();
+    // The plan worker finishes its state; then the session holds.
+    let r = finish_in(&env, child, 120);
+    r.code(6);
+    assert_eq!(trace(&env), ["plan"]);
+    env.run(&["workflow", "resume", &id]).code(0);
+    let child = run_cmd(&env, &["workflow", "run", &id]).spawn().unwrap();
+    assert!(wait_until(30.0, || !show(&env, &id)["session"]["runs"][1]
+        ["worker_pid"]
+        .is_null()));
+    let t0 = Instant::now();
+    env.run(&["workflow", "abort", &id]).code(0);
+    finish_in(&env, child, 120).code(10);
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "the sleeping worker was stopped"
+    );
+    let s = &show(&env, &id)["session"];
+    assert_eq!(s["status"], "aborted");
+    assert_eq!(s["runs"][1]["outcome"], "stopped");
+    assert_eq!(env.state()["instances"].as_array().unwrap().len(), 0);
+    env.run(&["workflow", "abort", &id]).code(2);
 }
 
 #[test]
@@ -309,7 +372,7 @@ esac"#,
     assert!(wait_until(30.0, || show(&env, &id)["session"]["status"]
         == "awaiting_approval"));
     env.run(&["workflow", "approve", &id]).code(0);
-    finish(child, 60).code(0);
+    finish_in(&env, child, 120).code(0);
     assert_eq!(trace(&env), ["plan", "build"]);
 }
 
@@ -536,6 +599,14 @@ $C workflow transition done --summary checked"#,
         "recursive delete is not allowed"
     );
     assert_eq!(hits[1]["detail"]["call"]["tool"], "read");
+    let allowed: Vec<&Value> = s["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "tool_call")
+        .collect();
+    assert_eq!(allowed.len(), 1, "the allowed call is checkpointed too");
+    assert_eq!(allowed[0]["detail"]["call"]["path"], "src/main.rs");
     assert!(
         std::fs::read_to_string(env.home_file("events.jsonl"))
             .unwrap()
@@ -808,4 +879,47 @@ esac"#,
     let s: Value = serde_json::from_str(&finished[0]).unwrap();
     assert_eq!(s["status"], "aborted");
     assert_ledger_schema(&s, "#/$defs/session");
+}
+
+#[test]
+fn workflow_sigterm_stops_the_supervisor_and_its_worker_cleanly() {
+    let env = TestEnv::new();
+    template(
+        &env,
+        "one",
+        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
+    );
+    let agent = worker(
+        &env,
+        r#"if [ ! -e "$TRACE.once" ]; then touch "$TRACE.once"; echo $$ > "$TRACE.pid"; sleep 60; exit 0; fi
+$C workflow transition done --summary finished"#,
+    );
+    let id = start(&env, "one");
+    let sup = run_cmd(&env, &["workflow", "run", &id, "--agent-cmd", &agent])
+        .spawn()
+        .unwrap();
+    let pidfile = env.root.path().join("trace.txt.pid");
+    assert!(wait_until(30.0, || std::fs::read_to_string(&pidfile)
+        .is_ok_and(|s| s.ends_with('\n'))));
+    let worker_pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    unsafe { libc::kill(sup.id() as i32, libc::SIGTERM) };
+    let r = finish_in(&env, sup, 60);
+    r.code(130);
+    assert!(r.stderr.contains("to resume"), "{r:?}");
+    assert!(
+        wait_until(10.0, || unsafe { libc::kill(worker_pid, 0) } != 0
+            || std::fs::read_to_string(format!("/proc/{worker_pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))),
+        "the worker was stopped with its supervisor"
+    );
+    assert_eq!(
+        show(&env, &id)["session"]["runs"][0]["outcome"],
+        "interrupted"
+    );
+    supervise(&env, &["workflow", "run", &id]).code(0);
+    assert_eq!(trace(&env), ["a", "a"]);
 }

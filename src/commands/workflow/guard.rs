@@ -11,8 +11,8 @@ use crate::workflows::{self, rules::Decision, rules::ToolCall};
 #[derive(Debug, clap::Args)]
 #[command(
     after_long_help = "The rules are the session's damage-control rules, parsed at `workflow \
-start`. Every interception (deny or ask) is logged in the session's ledger with a \
-workflow.intercepted event.\n\nExit 0 allow, 3 ask the person, 4 deny (the reason is printed)."
+start`. Every call is checkpointed in the session's ledger; an interception (deny or ask) also \
+makes a workflow.intercepted event. A session without rules allows everything.\n\nExit 0 allow, 3 ask the person, 4 deny (the reason is printed)."
 )]
 pub struct GuardArgs {
     /// A shell command.
@@ -42,7 +42,7 @@ pub fn run(ctx: &Ctx, args: GuardArgs) -> Result<u8> {
         }
     };
     let id = args.worker.session_id(ctx)?;
-    let d = workflows::guard(&ctx.store, ctx.now, &id, &call, &ctx.cwd()?)?;
+    let d = workflows::guard(&ctx.store, ctx.now, &id, &call, &ctx.cwd()?, true)?;
     let (word, code, reason) = match &d {
         Decision::Allow => ("allow", 0, None),
         Decision::Ask(r) => ("ask", 3, Some(r.clone())),

@@ -20,6 +20,19 @@ use serde_json::Value;
 use super::{Ctx, Report, print};
 use crate::error::Result;
 
+/// The group's `--help` epilogue: a session from start to end.
+pub const HELP: &str = "\
+A session:
+  conductor workflow validate .conductor/workflows/feature.json
+  conductor workflow start feature \"Add rate limiting\"          # prints wf-1a2b3c
+  conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --append-system-prompt-file {system_file}'
+  conductor workflow show wf-1a2b3c       # Planning [✓] -> Implementation [●] -> Verification [ ]
+  conductor workflow approve wf-1a2b3c    # when a state requires approval; then run again
+
+Workers (started by `workflow run`) call `workflow transition`, `snapshot`, `usage` and `status`;
+they find their session in CONDUCTOR_WORKFLOW_SESSION. The README's \"Workflows\" section has a
+template to copy.";
+
 /// Workflows: a supervised state machine, each state run by a fresh agent process.
 #[derive(Debug, Subcommand)]
 pub enum WorkflowCommand {

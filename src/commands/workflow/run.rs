@@ -10,6 +10,7 @@
 //! the snapshot. A state whose transition was recorded is never run again.
 
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -32,7 +33,7 @@ use crate::workflows::{
 };
 
 /// Re-read the ledger at least this often, in case a notification is lost.
-const SAFETY_RESCAN: Duration = Duration::from_secs(30);
+const SAFETY_RESCAN: Duration = Duration::from_secs(10);
 /// How long a stopped worker gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(5);
 
@@ -118,11 +119,14 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
             if let Some(p) = s.supervisor_pid
                 && p != me
                 && !crate::runtime::pid_is_dead(p)
-                && s.active_run().is_some()
             {
                 return Err(Error::invalid(
                     "already_supervised",
-                    format!("session {} is already being run by process {p}", s.id),
+                    format!(
+                        "session {} is already being run by process {p} (stop it first with \
+                         `kill {p}`; run this again to resume)",
+                        s.id
+                    ),
                 ));
             }
             s.supervisor_pid = Some(me);
@@ -299,6 +303,18 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
 }
 
 fn report(ctx: &Ctx, s: &Session) -> Result<u8> {
+    // This supervisor is gone from now on (a finished session left the live document).
+    if !s.status.is_finished()
+        && let Ok(c) = fresh(ctx)
+    {
+        let me = std::process::id();
+        let _ = workflows::update(&c.store, c.now, &s.id, |s, _| {
+            if s.supervisor_pid == Some(me) {
+                s.supervisor_pid = None;
+            }
+            Ok(())
+        });
+    }
     let code = s.status.exit_code();
     let mut text = format!(
         "{}: {}\n{}",
@@ -633,8 +649,15 @@ fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker
         Path::new(&files.system),
         &prompt,
     );
+    // The gate: the worker's shell waits on fd 3 until its pid is in the ledger, so a supervisor
+    // killed in between never leaves a worker that a resumed supervisor cannot find and stop
+    // (it reads end-of-file and exits 125 without running the agent).
+    let (gate_r, gate_w) = gate_pipe()?;
+    let gate_fd = gate_r.as_raw_fd();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
+        .arg(GATE)
+        .arg("conductor-worker")
         .arg(&line)
         .current_dir(&project)
         .stdin(Stdio::piped())
@@ -650,9 +673,19 @@ fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker
         cmd.env("CONDUCTOR_INSTANCE_ID", i);
     }
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             watch::unblock_stop_signals();
-            Ok(())
+            // dup2 onto another number clears close-on-exec; onto itself it does not.
+            let ok = if gate_fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0) == 0
+            } else {
+                libc::dup2(gate_fd, 3) == 3
+            };
+            if ok {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
         });
     }
     let mut child = match cmd.spawn() {
@@ -679,6 +712,7 @@ fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker
             return Ok(None);
         }
     };
+    drop(gate_r);
     let pid = child.id() as i32;
     if let Some(mut stdin) = child.stdin.take() {
         let prompt = prompt.clone();
@@ -693,6 +727,11 @@ fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker
         }
         Ok(())
     })?;
+    {
+        let mut gate_w = gate_w;
+        // A worker that already died is the waiter's to record.
+        let _ = gate_w.write_all(b"go\n");
+    }
     // The waiter records the exit in the ledger; that write is what wakes the supervisor.
     let home = ctx.store.home().dir().to_path_buf();
     let timeout = ctx.store.lock_timeout();
@@ -737,6 +776,29 @@ fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker
         transitioned_at: None,
         killed_at: None,
     }))
+}
+
+/// The worker's shell: wait for the supervisor's go on fd 3, then run the agent command ($1).
+const GATE: &str = "IFS= read -r go <&3 || exit 125; exec 3<&-; eval \"$1\"";
+
+/// A close-on-exec pipe: (read end, write end).
+fn gate_pipe() -> Result<(std::fs::File, std::fs::File)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::io(
+            "create a pipe for",
+            Path::new("the worker"),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: both descriptors were just created and are owned by nothing else.
+    Ok(unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    })
 }
 
 fn fail(ctx: &Ctx, id: &str, why: String) -> Result<()> {
