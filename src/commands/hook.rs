@@ -76,6 +76,9 @@ pub fn run(global: &GlobalArgs, args: HookArgs, _out: &Output) -> Result<u8> {
                 )),
             ),
             Ok(input) if steps_aside(agent, &args, &input) => hooks::Answer::default(),
+            Ok(input) if let Some(v) = workflow_rules(global, &text, &input) => {
+                agent.render(&input.event_name, &v)
+            }
             Ok(input) => {
                 let verdict = handle(global, agent, &input).unwrap_or_else(|e| {
                     let what = match input.event {
@@ -95,6 +98,35 @@ pub fn run(global: &GlobalArgs, args: HookArgs, _out: &Output) -> Result<u8> {
         let _ = writeln!(std::io::stderr().lock(), "{}", answer.stderr);
     }
     Ok(answer.code)
+}
+
+/// A workflow worker's tool call against its session's safety rules (issue 11): the supervisor
+/// gives the worker `CONDUCTOR_WORKFLOW_SESSION`, the agent passes its environment to its hooks,
+/// and a call that a rule denies or asks about is answered here (and logged in the session's
+/// ledger) before any claim check. `None`: not a worker, not a tool call the rules cover, or
+/// allowed.
+fn workflow_rules(global: &GlobalArgs, text: &str, input: &HookInput) -> Option<Verdict> {
+    use crate::workflows::{self, rules};
+    let sid = std::env::var("CONDUCTOR_WORKFLOW_SESSION")
+        .ok()
+        .filter(|s| !s.is_empty())?;
+    if !matches!(
+        input.event_name.as_str(),
+        "PreToolUse" | "BeforeTool" | "preToolUse"
+    ) {
+        return None;
+    }
+    let payload: serde_json::Value = serde_json::from_str(text).ok()?;
+    let tool = payload.get("tool_name")?.as_str()?;
+    let call = rules::ToolCall::from_hook(tool, payload.get("tool_input")?)?;
+    let store = open_store(global, LOCK_WAIT_SECS).ok()?;
+    let cwd = session_dir(input).ok()?;
+    match workflows::guard(&store, Timestamp::now(), &sid, &call, &cwd, false) {
+        Ok(rules::Decision::Deny(reason)) => Some(Verdict::deny(reason)),
+        Ok(rules::Decision::Ask(reason)) => Some(Verdict::ask(reason)),
+        // An unknown or unreadable session falls through to the claim checks like any call.
+        Ok(rules::Decision::Allow) | Err(_) => None,
+    }
 }
 
 /// One decision per event: the plugin's hook steps aside for hooks `integrate claude` installed,

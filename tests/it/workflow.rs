@@ -923,3 +923,66 @@ $C workflow transition done --summary finished"#,
     supervise(&env, &["workflow", "run", &id]).code(0);
     assert_eq!(trace(&env), ["a", "a"]);
 }
+
+#[test]
+fn workflow_rules_are_enforced_by_the_agent_hook_for_workers() {
+    let env = TestEnv::new();
+    template(
+        &env,
+        "one",
+        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
+    );
+    std::fs::create_dir_all(env.project.join(".pi")).unwrap();
+    std::fs::write(
+        env.project.join(".pi/damage-control-rules.yaml"),
+        "bashToolPatterns:\n  - pattern: '\\brm\\s+-[a-zA-Z]*r'\n    reason: recursive delete is not allowed\nzeroAccessPaths:\n  - .env\n",
+    )
+    .unwrap();
+    // The worker is an agent whose PreToolUse hook is `conductor hook claude`: it feeds the hook
+    // the payloads Claude Code would, with the environment the supervisor gave it.
+    let agent = worker(
+        &env,
+        r#"echo '{"session_id":"w1","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf build"}}' | $C hook claude > hook-bash.json
+echo '{"session_id":"w1","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":".env"}}' | $C hook claude > hook-read.json
+echo '{"session_id":"w1","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"}}' | $C hook claude > hook-ok.json
+$C workflow transition done --summary checked"#,
+    );
+    let id = start(&env, "one");
+    supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent]).code(0);
+    let read = |name: &str| -> Value {
+        let text = std::fs::read_to_string(env.project.join(name)).unwrap();
+        serde_json::from_str(text.trim()).unwrap_or(Value::Null)
+    };
+    let bash = read("hook-bash.json");
+    assert_eq!(
+        bash["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{bash}"
+    );
+    assert!(
+        bash["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .contains("recursive delete is not allowed"),
+        "{bash}"
+    );
+    assert_eq!(
+        read("hook-read.json")["hookSpecificOutput"]["permissionDecision"],
+        "deny"
+    );
+    let ok = read("hook-ok.json");
+    assert_ne!(
+        ok["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{ok}"
+    );
+    let s = &show(&env, &id)["session"];
+    let hits = s["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "intercepted")
+        .count();
+    assert_eq!(
+        hits, 2,
+        "both interceptions are in the session's ledger: {s}"
+    );
+}
