@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Measure `conductor hook claude` (PreToolUse) and `conductor prompt` latency at 1,000 live claims.
+# Measure `conductor hook claude` (PreToolUse), `conductor hook codex` (apply_patch) and `conductor prompt`
+# latency at 1,000 live claims.
 # Usage: shell/bench-hook.sh [RUNS]   (builds the release binary; uses a throwaway home)
 # Prints p50/p95/max in milliseconds per case. Targets: hook p95 < 50 ms, prompt < 5 ms.
 set -euo pipefail
@@ -36,24 +37,30 @@ def payload(tool, path):
                        "hook_event_name": "PreToolUse", "tool_name": tool,
                        "tool_input": {"file_path": path, "old_string": "a", "new_string": "b"}, "tool_use_id": "toolu_x"}).encode()
 
-def measure(name, make_input, args, expect):
+def measure(name, make_input, args, expect, want=None):
     times = []
     for i in range(runs):
         data = make_input(i)
         t = time.perf_counter()
-        r = subprocess.run(args, input=data, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        r = subprocess.run(args, input=data, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         times.append((time.perf_counter() - t) * 1000)
         assert r.returncode == expect, (name, r.returncode)
+        assert want is None or want in r.stdout, (name, r.stdout)
     times.sort()
     p = lambda q: times[min(len(times) - 1, int(q * len(times)))]
     print(f"{name:<44} p50 {p(0.50):6.2f} ms  p95 {p(0.95):6.2f} ms  max {times[-1]:6.2f} ms  (n={runs})")
 
 hook = [bin, "hook", "claude"]
 measure("floor: process start (conductor --version)", lambda i: b"", [bin, "--version"], 0)
-measure("PreToolUse Edit of a foreign file (block)", lambda i: payload("Edit", f"{proj}/src/f{i % 1000 + 1}.rs"), hook, 2)
+measure("PreToolUse Edit of a foreign file (deny)", lambda i: payload("Edit", f"{proj}/src/f{i % 1000 + 1}.rs"), hook, 0, b'"deny"')
 measure("PreToolUse Edit of own file (allow)", lambda i: payload("Edit", f"{proj}/src/mine.rs"), hook, 0)
 measure("PreToolUse Write of a free file (auto-claim)", lambda i: payload("Write", f"{proj}/src/new{i}.rs"), hook, 0)
 measure("PreToolUse Bash (not an edit)", lambda i: json.dumps({"session_id": sb, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"}}).encode(), hook, 0)
+def patch(i):
+    text = f"*** Begin Patch\n*** Update File: src/mine.rs\n@@\n-a\n+b\n*** Add File: src/p{i}.rs\n+x\n*** Update File: src/f{i % 1000 + 1}.rs\n@@\n-a\n+b\n*** End Patch\n"
+    return json.dumps({"session_id": "codex-bench", "cwd": proj, "hook_event_name": "PreToolUse", "model": "gpt-5-codex",
+                       "permission_mode": "default", "tool_name": "apply_patch", "tool_input": {"command": text}, "tool_use_id": "call_x"}).encode()
+measure("Codex apply_patch, 3 files, 1 foreign (deny)", patch, [bin, "hook", "codex"], 0, b'"deny"')
 import os
 os.environ["CONDUCTOR_INSTANCE_ID"] = idb
 measure("prompt segment (conductor prompt)", lambda i: b"", [bin, "prompt"], 0)

@@ -18,6 +18,7 @@ Exit codes:
      cursor_expired (events/watch --after older than the oldest kept event)
   3  claim conflict (the free files were still claimed); claim --wait or wait timed out
   4  blocked by the priority gate
+  5  queue run: some job failed, timed out or is blocked (see `queue run --help`)
 
 With --json, stdout carries exactly one JSON object; errors are
 {\"status\":\"error\",\"reason\":\"<snake_case>\",\"message\":\"...\"}.";
@@ -116,6 +117,26 @@ pub enum Command {
     Wait(crate::commands::wait::WaitArgs),
     /// Run a command as a registered instance: heartbeats while it runs, done when it exits.
     Run(crate::commands::run::RunArgs),
+    /// Agent runtime: register agents, run their loops, show their status and feed.
+    #[command(subcommand)]
+    Agent(crate::commands::agent::AgentCommand),
+    /// Post a message to a channel; addressed agents get a mention and an inbox item.
+    Post(crate::commands::post::PostArgs),
+    /// Send a direct message to an agent (lands in its inbox).
+    Dm(crate::commands::post::DmArgs),
+    /// Edit a message you posted.
+    Edit(crate::commands::post::EditArgs),
+    /// Show a channel's messages.
+    Messages(crate::commands::post::MessagesArgs),
+    /// Show and act on agents' inbox items: seen, complete, skip, claim, renew, release.
+    Inbox(crate::commands::inbox::InboxArgs),
+    /// Show unacknowledged mentions, or acknowledge them.
+    Mentions(crate::commands::inbox::MentionsArgs),
+    /// Validate an artifact's structured blocks.
+    #[command(subcommand)]
+    Artifact(crate::commands::artifact::ArtifactCommand),
+    /// Print the agent runtime's metrics in Prometheus text format.
+    Metrics(crate::commands::metrics::MetricsArgs),
     /// Run one protocol operation given as JSON, like {"operation":"claim",...}.
     Op(op::OpArgs),
     /// Check the files in the home and explain what is wrong; --repair fixes it without deleting anything.
@@ -134,6 +155,9 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Print the man page (roff) generated from the command definitions.
     Man(man::ManArgs),
+    /// The agent job queue: submit planned jobs, dispatch them, collect their results.
+    #[command(subcommand)]
+    Queue(crate::commands::queue::QueueCommand),
 }
 
 impl Cli {

@@ -3,12 +3,14 @@
 //! Layers: `cli` (clap) → `commands` (one file per verb: arguments → request → report) →
 //! `protocol` (pure operations on the state) + `store` (every file in the home) + `output`.
 
+pub mod canopy;
 pub mod cli;
 pub mod commands;
 pub mod error;
 pub mod hooks;
 pub mod output;
 pub mod protocol;
+pub mod queue;
 pub mod runtime;
 pub mod schema;
 pub mod store;

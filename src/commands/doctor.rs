@@ -167,6 +167,18 @@ fn integrations() -> Vec<Finding> {
                             if Some(root) == roots.last() && roots.len() > 1 { " --user" } else { "" }
                         )),
                     }
+                } else if !p.is_absolute() {
+                    Finding {
+                        file,
+                        ok: true,
+                        detail: format!(
+                            "the {} hooks run `{prog}` from the PATH the agent runs hooks with; \
+                             `conductor integrate {}` again names the binary by its absolute path",
+                            agent.product(),
+                            agent.name()
+                        ),
+                        repair: None,
+                    }
                 } else {
                     Finding {
                         file,

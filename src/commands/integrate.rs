@@ -320,6 +320,7 @@ fn install(t: &Target, dir: &Path, command: &str) -> Result<Vec<String>> {
         ));
     }
     let mut changes = Vec::new();
+    tighten_manifest(&manifest_path, &mut changes)?;
     let (original, mut settings) = match existing {
         Some((b, m)) => (Some(b), m),
         None => (None, Map::new()),
@@ -532,6 +533,21 @@ fn uninstall(t: &Target, dir: &Path) -> Result<Vec<String>> {
     }
     let _ = std::fs::remove_dir(dir); // only if conductor left it empty
     Ok(changes)
+}
+
+/// Earlier versions wrote the manifest (which can hold a settings file's secrets) 0644: make an
+/// existing one private.
+fn tighten_manifest(path: &Path, changes: &mut Vec<String>) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    if meta.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .ctx("set permissions of", path)?;
+        changes.push(format!("{}: made private (0600)", path.display()));
+    }
+    Ok(())
 }
 
 /// Replace `path` atomically (temp file in the same directory, fsync, rename), keeping the

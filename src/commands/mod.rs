@@ -2,7 +2,11 @@
 //! input, the same object `conductor op` takes), and `execute` runs the request. Reports print
 //! as text, or with `--json` as exactly the protocol's output object.
 
+pub mod agent;
+pub mod agent_run;
+pub mod agent_selftest;
 pub mod align;
+pub mod artifact;
 pub mod claim;
 pub mod claim_wait;
 pub mod cleanup;
@@ -14,10 +18,14 @@ pub mod events;
 pub mod heartbeat;
 pub mod history;
 pub mod hook;
+pub mod inbox;
 pub mod integrate;
 pub mod man;
+pub mod metrics;
 pub mod op;
+pub mod post;
 pub mod prompt;
+pub mod queue;
 pub mod release;
 pub mod reset;
 pub mod run;
@@ -137,8 +145,20 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Watch(a)) => return watch::run(&ctx, a),
         Some(Command::Wait(a)) => return wait::run(&ctx, a),
         Some(Command::Run(a)) => return run::run(&ctx, a),
+        Some(Command::Agent(c)) => return agent::run(&ctx, c),
+        Some(Command::Post(a)) => return post::run_post(&ctx, a),
+        Some(Command::Dm(a)) => return post::run_dm(&ctx, a),
+        Some(Command::Edit(a)) => return post::run_edit(&ctx, a),
+        Some(Command::Messages(a)) => return post::run_messages(&ctx, a),
+        Some(Command::Inbox(a)) => return inbox::run(&ctx, a),
+        Some(Command::Mentions(a)) => return inbox::run_mentions(&ctx, a),
+        Some(Command::Artifact(c)) => return artifact::run(&ctx, c),
+        Some(Command::Metrics(a)) => return metrics::run(&ctx, a),
+        Some(Command::Queue(c)) => return queue::run(&ctx, c),
     };
     validate_request(&request)?;
+    // One request, then the process exits.
+    ctx.store.short_lived();
     let report = execute(&ctx, request)?;
     print(out, report.as_ref())
 }

@@ -53,7 +53,14 @@ pub fn decode_quick(path: &Path, bytes: &[u8]) -> Result<State> {
 /// Parse `status.json`: any document valid under `schemas/status.schema.json` is read, anything
 /// else is `corrupt_state` naming what is wrong and where.
 pub fn decode(path: &Path, bytes: &[u8]) -> Result<State> {
-    serde_json::from_slice(bytes).map_err(|e| {
+    // UTF-8 is checked once for the whole file (fast for ASCII), not string by string.
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        corrupt(
+            path,
+            format!("not valid JSON (invalid UTF-8 at byte {})", e.valid_up_to()),
+        )
+    })?;
+    serde_json::from_str(text).map_err(|e| {
         let what = if e.is_syntax() || e.is_eof() {
             "not valid JSON"
         } else {

@@ -1040,3 +1040,59 @@ fn issue_13_doctor_reports_an_integration_whose_binary_is_gone() {
     assert!(r.stdout.contains("pointed the"), "{r:?}");
     env.run(&["doctor"]).code(0);
 }
+
+/// Issue 13 (6, 7): an install made by an earlier conductor (hooks running `conductor` from PATH,
+/// a manifest written 0644 holding the original settings, API key included) is upgraded in place:
+/// the manifest becomes private, the hooks name the binary, and uninstall still restores the
+/// original bytes.
+#[test]
+fn issue_13_integrate_upgrades_an_earlier_install() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let d = env.project.join(".claude");
+    std::fs::create_dir_all(&d).unwrap();
+    let original = "{\"env\": {\"ANTHROPIC_API_KEY\": \"sk-secret\"}}";
+    let old = serde_json::json!({
+        "env": {"ANTHROPIC_API_KEY": "sk-secret"},
+        "hooks": {"PreToolUse": [{"matcher": "Edit|Write|MultiEdit|NotebookEdit",
+                                   "hooks": [{"type": "command", "command": "conductor hook claude", "timeout": 10}]}]}
+    });
+    std::fs::write(
+        d.join("settings.json"),
+        serde_json::to_string_pretty(&old).unwrap(),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        d.join("settings.json"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let manifest = serde_json::json!({"installed_by": "conductor 0.1.0", "settings": {"existed": true, "original": original},
+                                      "command_file": "commands/conductor.md", "hook_command": "conductor hook claude"});
+    std::fs::write(d.join("conductor-integration.json"), manifest.to_string()).unwrap();
+    std::fs::set_permissions(
+        d.join("conductor-integration.json"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+
+    let r = env.run(&["integrate", "claude"]);
+    r.code(0);
+    assert!(r.stdout.contains("made private"), "{r:?}");
+    let mode = std::fs::metadata(d.join("conductor-integration.json"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(
+        installed_commands(&env, "PreToolUse"),
+        vec![format!("{} hook claude", bin_canonical())]
+    );
+    assert_eq!(installed_commands(&env, "UserPromptSubmit").len(), 1);
+    env.run(&["integrate", "claude", "--uninstall"]).code(0);
+    assert_eq!(
+        std::fs::read_to_string(d.join("settings.json")).unwrap(),
+        original
+    );
+}

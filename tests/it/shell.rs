@@ -270,26 +270,34 @@ fn readme_shell_section_runs() {
     assert!(r.stdout.contains("Task complete"), "{r:?}");
 }
 
+/// Each agent's README section: its one command sets the agent up in the project, and
+/// `--uninstall` takes it out again.
 #[test]
-fn readme_claude_section_runs() {
-    let env = TestEnv::new();
-    let r = bash(
-        &env,
-        &format!("set -e\n{}", readme_block("## Use it from Claude Code")),
-    );
-    r.code(0);
-    assert!(
-        r.stdout.contains("installed the /conductor command"),
-        "{r:?}"
-    );
-    assert!(
-        env.root.path().join(".claude/settings.json").exists(),
-        "--user installed into HOME"
-    );
-    assert!(
-        !env.project.join(".claude").exists(),
-        "--uninstall removed the project install"
-    );
+fn readme_agent_sections_run() {
+    for (heading, agent, file) in [
+        ("### Claude Code", "claude", ".claude/settings.json"),
+        ("### Cursor", "cursor", ".cursor/hooks.json"),
+        ("### Codex CLI", "codex", ".codex/hooks.json"),
+        ("### Gemini CLI", "gemini", ".gemini/settings.json"),
+    ] {
+        let env = TestEnv::new();
+        let block = readme_block(heading);
+        assert!(
+            block.contains(&format!("conductor integrate {agent}")),
+            "{heading}: {block}"
+        );
+        let r = bash(&env, &format!("set -e\n{block}"));
+        r.code(0);
+        assert!(r.stdout.contains("added"), "{heading}: {r:?}");
+        assert!(env.project.join(file).exists(), "{heading}");
+        let r = bash(&env, &format!("conductor integrate {agent} --uninstall"));
+        r.code(0);
+        let dir = Path::new(file).parent().unwrap();
+        assert!(
+            !env.project.join(dir).exists(),
+            "{heading}: --uninstall removed it all"
+        );
+    }
 }
 
 #[test]

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Benchmark of the job queue (not a test), side by side in one run on this machine:
+#   1. a 50-hop chain of no-op jobs (each depends on the previous one)
+#   2. 200 independent no-op jobs at parallel 4
+# for `conductor queue` (local runner; submit + run, every state change a durable
+# transaction) and task-spooler (`tsp -S 4`, `tsp -D` for the chain) when it is installed;
+# then the sandbox runner's overhead per job (bubblewrap, if it works here).
+# Usage: shell/bench-queue.sh [ROUNDS]   (default 3; builds the release binary; throwaway homes)
+# Prints the median wall time of each case over the rounds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+cargo build --release --quiet --bin conductor
+bin=$PWD/target/release/conductor
+work=$(mktemp -d)
+trap 'rm -rf "$work"; [ -n "${TS_SOCKET:-}" ] && tsp -K >/dev/null 2>&1 || true' EXIT
+
+python3 - "$bin" "$work" "$rounds" <<'PY'
+import json, os, shutil, statistics, subprocess, sys, time
+bin, work, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+def manifest(ws, n, chain):
+    return json.dumps({"workspace": ws, "jobs": [
+        {"id": f"j{i}", "prompt": "no-op", "depends_on": [f"j{i-1}"] if chain and i else []}
+        for i in range(n)]})
+
+def conductor(n, chain, parallel, runner="local", tag=""):
+    home = os.path.join(work, f"home-{n}-{chain}-{runner}-{tag}-{time.time_ns()}")
+    env = dict(os.environ, CONDUCTOR_HOME=home)
+    t0 = time.perf_counter()
+    subprocess.run([bin, "queue", "submit", "-"], input=manifest("b", n, chain).encode(),
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    r = subprocess.run([bin, "-q", "queue", "run", "--parallel", str(parallel), "--runner", runner,
+                        "--agent-cmd", "true"], env=env, stdout=subprocess.PIPE)
+    dt = time.perf_counter() - t0
+    assert r.returncode == 0, r
+    shutil.rmtree(home, ignore_errors=True)
+    return dt
+
+def tsp(n, chain, parallel):
+    sock = os.path.join(work, f"tsp-{time.time_ns()}")
+    env = dict(os.environ, TS_SOCKET=sock, TS_MAXFINISHED="1000", TS_SAVELIST="")
+    os.environ["TS_SOCKET"] = sock
+    subprocess.run(["tsp", "-S", str(parallel)], env=env, check=True, stdout=subprocess.DEVNULL)
+    t0 = time.perf_counter()
+    last = None
+    for i in range(n):
+        args = ["tsp"] + (["-D", last] if chain and last is not None else []) + ["true"]
+        last = subprocess.run(args, env=env, check=True, stdout=subprocess.PIPE).stdout.decode().strip()
+    subprocess.run(["tsp", "-w", last], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Wait for every job (tsp -w waits for one).
+    while True:
+        out = subprocess.run(["tsp"], env=env, stdout=subprocess.PIPE).stdout.decode()
+        if "running" not in out and "queued" not in out:
+            break
+        time.sleep(0.005)
+    dt = time.perf_counter() - t0
+    subprocess.run(["tsp", "-K"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return dt
+
+have_tsp = shutil.which("tsp") is not None
+have_bwrap = shutil.which("bwrap") is not None and subprocess.run(
+    ["bwrap", "--ro-bind", "/", "/", "--unshare-all", "true"], stderr=subprocess.DEVNULL).returncode == 0
+cases = [("50-hop chain", 50, True, 1), ("200 no-op jobs, parallel 4", 200, False, 4)]
+res = {}
+for r in range(rounds):
+    for name, n, chain, par in cases:
+        res.setdefault((name, "conductor queue"), []).append(conductor(n, chain, par))
+        if have_tsp:
+            res.setdefault((name, "task-spooler"), []).append(tsp(n, chain, par))
+    if have_bwrap:
+        res.setdefault(("50 jobs one at a time", "local"), []).append(conductor(50, False, 1, "local", r))
+        res.setdefault(("50 jobs one at a time", "sandbox"), []).append(conductor(50, False, 1, "sandbox", r))
+fd = os.open(os.path.join(work, "fsync.probe"), os.O_WRONLY | os.O_CREAT, 0o600)
+syncs = []
+for _ in range(50):
+    os.write(fd, b"x" * 200)
+    t = time.perf_counter(); os.fdatasync(fd); syncs.append(time.perf_counter() - t)
+syncs.sort()
+print(f"this disk: fdatasync median {syncs[25]*1000:.2f} ms (a conductor transaction makes 4-5 syncs); "
+      f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+print(f"median of {rounds} round(s), wall seconds including submit")
+for (name, who), v in res.items():
+    print(f"  {name:<28} {who:<16} {statistics.median(v):7.3f} s")
+if not have_tsp:
+    print("  task-spooler: not installed (apt-get install task-spooler)")
+if have_bwrap:
+    loc = statistics.median(res[("50 jobs one at a time", "local")])
+    sb = statistics.median(res[("50 jobs one at a time", "sandbox")])
+    print(f"  sandbox overhead per job: {(sb - loc) / 50 * 1000:.1f} ms")
+else:
+    print("  sandbox: bwrap missing or cannot create namespaces here")
+PY

@@ -1,0 +1,398 @@
+//! `conductor agent register|list|status|events|log|selftest|run`: the agents of the runtime
+//! (see `crate::canopy`). `run` lives in `agent_run.rs`, `selftest` in `agent_selftest.rs`.
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use super::{Ctx, Report, print};
+use crate::canopy::{self, Agents, Inbox, health, ops};
+use crate::error::Result;
+use crate::store::Lock;
+use crate::store::journal::{self, Tail};
+
+/// A report made of a JSON object, its text form and an exit code.
+pub struct Out {
+    pub json: Value,
+    pub text: String,
+    pub code: u8,
+}
+
+impl Out {
+    pub fn ok(json: Value, text: impl Into<String>) -> Out {
+        Out {
+            json,
+            text: text.into(),
+            code: 0,
+        }
+    }
+}
+
+impl Report for Out {
+    fn to_json(&self) -> Value {
+        self.json.clone()
+    }
+    fn to_text(&self) -> String {
+        self.text.clone()
+    }
+    fn exit_code(&self) -> u8 {
+        self.code
+    }
+}
+
+/// The agent commands.
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Register an agent (or update its handle, user id and watched channels).
+    Register(RegisterArgs),
+    /// List registered agents with their backlog and mode.
+    List,
+    /// Show an agent's runtime facts: wake source, blind window, backlog, cursor, mode, health, metrics.
+    Status(NameArg),
+    /// Print a page of the agent's own event feed (resumable with its durable cursor).
+    Events(EventsArgs),
+    /// Print the agent's run-loop action log (newest last), one JSON object per line.
+    Log(LogArgs),
+    /// Check feed, cursor, inbox/mention correlation, mode and routing on live data.
+    Selftest(super::agent_selftest::SelftestArgs),
+    /// Run the agent's loop: wake on the journal, route, claim, execute, validate, post, complete.
+    Run(super::agent_run::RunArgs),
+}
+
+/// `agent register`.
+#[derive(Debug, Args)]
+#[command(
+    after_long_help = "Examples:\n  conductor agent register scout --handle @scout --watch ops\n  \
+conductor agent register lint --watch ops --watch review\n\nA post that mentions the handle (`@scout`) \
+or names the agent on an assignment line (`owner: scout`, also to:, next:, assignee:, reviewer:, \
+members:) lands in its inbox. Names and handles: letters, digits, `_ . -`, starting and ending with a \
+letter or digit. The agent's cursor starts at the end of the journal."
+)]
+pub struct RegisterArgs {
+    /// The agent's name (lowercased).
+    pub name: String,
+    /// The handle posts mention it by [default: @NAME].
+    #[arg(long)]
+    pub handle: Option<String>,
+    /// A channel whose posts its run loop routes (repeatable).
+    #[arg(long = "watch", value_name = "CHANNEL")]
+    pub watch: Vec<String>,
+    /// Canopy's user id for the agent [default: NAME].
+    #[arg(long, value_name = "ID")]
+    pub user_id: Option<String>,
+}
+
+/// An agent name.
+#[derive(Debug, Args)]
+pub struct NameArg {
+    /// The agent.
+    pub name: String,
+}
+
+/// `agent events`.
+#[derive(Debug, Args)]
+#[command(
+    after_long_help = "Prints {\"items\":[...],\"next_after_seq\":N,\"has_more\":bool} with Canopy's \
+item fields (seq, event_id, event_type, actor_user_id, target_user_id, channel_id, post_id, message_id, \
+visibility_scope, created_at, payload). Without --after it reads from the agent's durable cursor; \
+--advance moves the cursor to next_after_seq."
+)]
+pub struct EventsArgs {
+    /// The agent.
+    pub name: String,
+    /// Read after this seq [default: the agent's cursor].
+    #[arg(long, value_name = "SEQ")]
+    pub after: Option<u64>,
+    /// At most this many items.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub limit: u64,
+    /// Move the agent's cursor to the page's next_after_seq.
+    #[arg(long)]
+    pub advance: bool,
+}
+
+/// `agent log`.
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// The agent.
+    pub name: String,
+    /// Only the newest N actions.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+/// Run an agent command.
+pub fn run(ctx: &Ctx, cmd: AgentCommand) -> Result<u8> {
+    match cmd {
+        AgentCommand::Register(a) => register(ctx, a),
+        AgentCommand::List => list(ctx),
+        AgentCommand::Status(a) => status(ctx, a),
+        AgentCommand::Events(a) => events(ctx, a),
+        AgentCommand::Log(a) => log(ctx, a),
+        AgentCommand::Selftest(a) => super::agent_selftest::run(ctx, a),
+        AgentCommand::Run(a) => super::agent_run::run(ctx, a),
+    }
+}
+
+fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
+    let cursor = journal::last_seq(ctx.store.home().dir())?;
+    let now = ctx.now;
+    let (fresh, agent) = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+        let mut agents: Agents = tx.read()?;
+        let mut fx = ops::Fx::default();
+        let name = a.name.to_ascii_lowercase();
+        let fresh = ops::register(
+            &mut agents,
+            ops::NewAgent {
+                name: a.name.clone(),
+                handle: a.handle.clone(),
+                user_id: a.user_id.clone(),
+                watch: a.watch.clone(),
+            },
+            cursor,
+            now,
+            &mut fx,
+        )?;
+        let agent = agents.agents[&name].clone();
+        tx.write(&agents)?;
+        canopy::stage(tx, fx)?;
+        Ok((fresh, agent))
+    })?;
+    let verb = if fresh { "Registered" } else { "Updated" };
+    let text = format!(
+        "{verb} agent {} ({}), watching {}; cursor at seq {}",
+        agent.name,
+        agent.handle,
+        if agent.watch.is_empty() {
+            "no channels".to_string()
+        } else {
+            agent.watch.join(", ")
+        },
+        agent.cursor
+    );
+    print(
+        ctx.out,
+        &Out::ok(
+            json!({"status": "ok", "new": fresh, "agent": public(&agent)}),
+            text,
+        ),
+    )
+}
+
+/// An agent as shown to people and scripts (without its action log).
+pub fn public(a: &canopy::Agent) -> Value {
+    json!({"name": a.name, "handle": a.handle, "user_id": a.user_id, "watch": a.watch,
+           "registered_at": a.registered_at, "cursor": a.cursor, "queue": a.queue})
+}
+
+fn alive(a: &canopy::Agent) -> bool {
+    a.run
+        .as_ref()
+        .is_some_and(|r| r.status == "running" && !crate::runtime::pid_is_dead(r.pid))
+}
+
+fn list(ctx: &Ctx) -> Result<u8> {
+    let agents: Agents = ctx.store.read_doc(ctx.now)?;
+    let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
+    let mut rows = Vec::new();
+    let mut text = String::new();
+    for a in agents.agents.values() {
+        let s = health::snapshot(a, &inbox, alive(a));
+        let (mode, _) = health::mode(&s);
+        let mut row = public(a);
+        row["pending_inbox"] = json!(s.pending_inbox);
+        row["unacked_mentions"] = json!(s.unacked_mentions);
+        row["mode"] = json!(mode);
+        row["running"] = json!(s.running);
+        text.push_str(&format!(
+            "{:<16} {:<18} pending {:<3} unacked {:<3} {:<11} {}\n",
+            a.name,
+            a.handle,
+            s.pending_inbox,
+            s.unacked_mentions,
+            mode,
+            if s.running { "running" } else { "not running" }
+        ));
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        text = "No agents registered (conductor agent register NAME --watch CHANNEL)".into();
+    }
+    print(
+        ctx.out,
+        &Out::ok(json!({"status": "ok", "agents": rows}), text),
+    )
+}
+
+fn latency(h: &canopy::Histogram) -> Value {
+    json!({"count": h.count, "p50": h.percentile(50.0), "p95": h.percentile(95.0),
+           "last": h.recent_ms.back(),
+           "mean": h.sum_ms.checked_div(h.count)})
+}
+
+/// The runtime facts of an agent (`agent status --json`).
+pub fn facts(ctx: &Ctx, name: &str) -> Result<Value> {
+    let agents: Agents = ctx.store.read_doc(ctx.now)?;
+    let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
+    let a = ops::agent(&agents, name)?;
+    let s = health::snapshot(a, &inbox, alive(a));
+    let (mode, mode_reasons) = health::mode(&s);
+    let (health, issues) = health::health(&s);
+    let m = &a.metrics;
+    let run = a
+        .run
+        .as_ref()
+        .map(|r| health::redact(&serde_json::to_value(r).unwrap_or_default()));
+    Ok(json!({
+        "status": "ok",
+        "agent": a.name,
+        "handle": a.handle,
+        "wake_source": s.wake_source,
+        "canopy_poll_interval_seconds": s.poll_interval_seconds,
+        "blind_window_seconds": s.blind_window_seconds,
+        "pending_inbox": s.pending_inbox,
+        "unacked_mentions": s.unacked_mentions,
+        "last_event_cursor_seen": a.cursor,
+        "journal_seq": journal::last_seq(ctx.store.home().dir())?,
+        "feed": s.feed,
+        "mode": mode,
+        "mode_reasons": mode_reasons,
+        "health": health,
+        "health_issues": issues,
+        "running": s.running,
+        "queue": a.queue,
+        "metrics": {
+            "event_to_seen_ms": latency(&m.event_to_seen),
+            "event_to_claim_ms": latency(&m.event_to_claim),
+            "claim_to_complete_ms": latency(&m.claim_to_complete),
+            "pending_inbox": s.pending_inbox,
+            "unacked_mentions": s.unacked_mentions,
+            "timeout_recoveries": m.timeout_recoveries,
+            "completed": m.completed,
+            "errors": m.errors,
+            "last_success_at": m.last_success_at,
+        },
+        "run": run,
+    }))
+}
+
+fn status(ctx: &Ctx, a: NameArg) -> Result<u8> {
+    let v = facts(ctx, &a.name)?;
+    let ms = |k: &str, p: &str| match &v["metrics"][k][p] {
+        Value::Null => "-".to_string(),
+        x => format!("{x} ms"),
+    };
+    let text = format!(
+        "agent {} ({})\n  mode {} ({})\n  health {}{}\n  wake source {}, blind window {}\n  pending inbox {}, unacked mentions {}, cursor {} of {}\n  event_to_claim p50 {} p95 {}; claim_to_complete p50 {}; timeout recoveries {}",
+        v["agent"].as_str().unwrap_or_default(),
+        v["handle"].as_str().unwrap_or_default(),
+        v["mode"].as_str().unwrap_or_default(),
+        v["mode_reasons"]
+            .as_array()
+            .map(|r| r
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("; "))
+            .unwrap_or_default(),
+        v["health"].as_str().unwrap_or_default(),
+        v["health_issues"]
+            .as_array()
+            .filter(|i| !i.is_empty())
+            .map(|r| format!(
+                ": {}",
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))
+            .unwrap_or_default(),
+        v["wake_source"].as_str().unwrap_or_default(),
+        match v["blind_window_seconds"].as_f64() {
+            Some(b) => format!("{b} s"),
+            None => "unbounded".into(),
+        },
+        v["pending_inbox"],
+        v["unacked_mentions"],
+        v["last_event_cursor_seen"],
+        v["journal_seq"],
+        ms("event_to_claim_ms", "p50"),
+        ms("event_to_claim_ms", "p95"),
+        ms("claim_to_complete_ms", "p50"),
+        v["metrics"]["timeout_recoveries"],
+    );
+    print(ctx.out, &Out::ok(v, text))
+}
+
+/// An event in Canopy's feed-item shape.
+pub fn canopy_item(e: &crate::protocol::events::Event, users: &Agents) -> Value {
+    let uid = |n: &Option<String>| {
+        n.as_ref().map(|n| {
+            users
+                .agents
+                .get(n)
+                .map(|a| a.user_id.clone())
+                .unwrap_or_else(|| n.clone())
+        })
+    };
+    let p = &e.payload;
+    json!({
+        "seq": e.seq, "event_id": e.event_id, "event_type": e.event_type,
+        "actor_user_id": uid(&e.actor), "target_user_id": uid(&e.target),
+        "channel_id": p.get("channel_id"), "post_id": p.get("post_id"),
+        "message_id": p.get("message_id"),
+        "visibility_scope": p.get("visibility_scope").cloned().unwrap_or_else(|| json!(if e.target.is_some() { "direct" } else { "channel" })),
+        "created_at": e.created_at, "payload": p,
+    })
+}
+
+fn events(ctx: &Ctx, a: EventsArgs) -> Result<u8> {
+    let agents: Agents = ctx.store.read_doc(ctx.now)?;
+    let agent = ops::agent(&agents, &a.name)?.clone();
+    let dir = ctx.store.home().dir();
+    let start = a.after.unwrap_or(agent.cursor);
+    let mut tail = Tail::open(dir, Some(start))?;
+    let mut items = Vec::new();
+    let mut has_more = false;
+    let mut last = start;
+    tail.read(|e| {
+        if !ops::concerns(&agent, &e) {
+            return true;
+        }
+        if items.len() as u64 >= a.limit {
+            has_more = true;
+            return false;
+        }
+        last = e.seq;
+        items.push(canopy_item(&e, &agents));
+        true
+    })?;
+    let next = if has_more { last } else { tail.after.max(last) };
+    if a.advance && next > agent.cursor {
+        ctx.store.transaction(ctx.now, &[Lock::Runtime], |tx| {
+            let mut agents: Agents = tx.read()?;
+            let ag = ops::agent_mut(&mut agents, &a.name)?;
+            ag.cursor = ag.cursor.max(next);
+            tx.write(&agents)
+        })?;
+    }
+    ctx.out
+        .json_line(&json!({"items": items, "next_after_seq": next, "has_more": has_more}))?;
+    Ok(0)
+}
+
+fn log(ctx: &Ctx, a: LogArgs) -> Result<u8> {
+    let agents: Agents = ctx.store.read_doc(ctx.now)?;
+    let agent = ops::agent(&agents, &a.name)?;
+    let skip = a.limit.map_or(0, |l| agent.actions.len().saturating_sub(l));
+    let mut s = String::new();
+    for act in agent.actions.iter().skip(skip) {
+        s.push_str(&serde_json::to_string(act).expect("actions serialize"));
+        s.push('\n');
+    }
+    use std::io::Write;
+    std::io::stdout()
+        .lock()
+        .write_all(s.as_bytes())
+        .map_err(|e| crate::error::Error::io("write to", std::path::Path::new("stdout"), e))?;
+    Ok(0)
+}

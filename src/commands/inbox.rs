@@ -1,0 +1,406 @@
+//! `conductor inbox [--agent] [--status]` and `inbox seen|complete|skip|claim|renew|release`;
+//! `conductor mentions [--agent]` and `mentions ack ID...`.
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use super::agent::Out;
+use super::{Ctx, print};
+use crate::canopy::{self, Agents, Inbox, Status, ops};
+use crate::error::{Error, Result};
+use crate::store::Lock;
+
+const INBOX_HELP: &str = "Statuses: pending and seen are actionable; completed and skipped are terminal; \
+expired is set by the system only (`handled` is read as completed). Completing always needs a non-empty \
+completion_ref (--ref KEY=VALUE, repeatable).\n\nWork claims have a TTL of 15 to 1800 s (default 120). A \
+claim held by someone else is a conflict (exit 3) with the holder and retry_after_seconds; an expired claim \
+can be taken over with --takeover (counted in timeout_recoveries, logged in runtime-conflicts.log); a live \
+claim never is.\n\nExamples:\n  conductor inbox --agent scout\n  conductor inbox claim inb-000003 --agent \
+scout --ttl 300\n  conductor inbox complete inb-000003 --agent scout --ref post_id=msg-000007\n  conductor \
+inbox --status completed";
+
+/// `inbox`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, after_long_help = INBOX_HELP)]
+pub struct InboxArgs {
+    #[command(subcommand)]
+    pub command: Option<InboxCommand>,
+    /// Only this agent's items.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Only items with this status (terminal statuses are read from runtime-inbox.jsonl).
+    #[arg(long, value_enum)]
+    pub status: Option<Status>,
+}
+
+/// The inbox verbs.
+#[derive(Debug, Subcommand)]
+pub enum InboxCommand {
+    /// Mark items seen (still actionable).
+    Seen(IdsArgs),
+    /// Complete an item with a completion reference (required, non-empty).
+    Complete(FinishArgs),
+    /// Skip an item (terminal).
+    Skip(FinishArgs),
+    /// Claim an item or mention for a while (TTL), so nobody else works on it.
+    Claim(ClaimArgs),
+    /// Renew a claim you hold (the TTL starts again).
+    Renew(HolderArgs),
+    /// Release a claim you hold.
+    Release(HolderArgs),
+}
+
+/// Item ids.
+#[derive(Debug, Args)]
+pub struct IdsArgs {
+    /// Inbox item ids.
+    #[arg(required = true)]
+    pub ids: Vec<String>,
+}
+
+/// `complete` / `skip`.
+#[derive(Debug, Args)]
+pub struct FinishArgs {
+    /// The inbox item.
+    pub id: String,
+    /// A completion reference KEY=VALUE (repeatable), like post_id=msg-000007.
+    #[arg(long = "ref", value_name = "KEY=VALUE")]
+    pub refs: Vec<String>,
+    /// Act as this agent (needed when the item is claimed).
+    #[arg(long)]
+    pub agent: Option<String>,
+}
+
+/// `claim`.
+#[derive(Debug, Args)]
+pub struct ClaimArgs {
+    /// The inbox item or mention.
+    pub id: String,
+    /// The agent claiming it.
+    #[arg(long)]
+    pub agent: String,
+    /// Seconds the claim lasts unless renewed (15 to 1800).
+    #[arg(long, default_value_t = canopy::TTL_DEFAULT)]
+    pub ttl: u64,
+    /// Take over a claim whose TTL has run out.
+    #[arg(long)]
+    pub takeover: bool,
+}
+
+/// `renew` / `release`.
+#[derive(Debug, Args)]
+pub struct HolderArgs {
+    /// The inbox item or mention.
+    pub id: String,
+    /// The agent holding the claim.
+    #[arg(long)]
+    pub agent: String,
+    /// A new TTL in seconds (renew only) [default: the claim's].
+    #[arg(long)]
+    pub ttl: Option<u64>,
+}
+
+/// `mentions`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct MentionsArgs {
+    #[command(subcommand)]
+    pub command: Option<MentionsCommand>,
+    /// Only this agent's mentions.
+    #[arg(long)]
+    pub agent: Option<String>,
+}
+
+/// The mention verbs.
+#[derive(Debug, Subcommand)]
+pub enum MentionsCommand {
+    /// Acknowledge mentions (all or nothing).
+    Ack(IdsArgs),
+}
+
+fn tx_inbox<T>(
+    ctx: &Ctx,
+    f: impl FnOnce(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
+) -> Result<T> {
+    let now_ms = canopy::now_ms();
+    ctx.store.transaction(ctx.now, &[Lock::Runtime], |tx| {
+        let mut agents: Agents = tx.read()?;
+        let mut inbox: Inbox = tx.read()?;
+        let before = (agents.clone(), inbox.clone());
+        let mut fx = ops::Fx::default();
+        let v = f(&mut agents, &mut inbox, now_ms, &mut fx)?;
+        if agents != before.0 {
+            tx.write(&agents)?;
+        }
+        if inbox != before.1 {
+            tx.write(&inbox)?;
+        }
+        canopy::stage(tx, fx)?;
+        Ok(v)
+    })
+}
+
+/// A better message for an id that is no longer actionable.
+fn explain_missing(ctx: &Ctx, e: Error, id: &str) -> Error {
+    if e.reason() != "unknown_item" {
+        return e;
+    }
+    let path = ctx.store.home().dir().join(canopy::INBOX_DONE.name);
+    let mut status = None;
+    let _ = crate::store::ledger::for_each_line(&path, |_, line| {
+        if let crate::store::ledger::Line::Complete(t) = line
+            && t.contains(id)
+            && let Ok(v) = serde_json::from_str::<Value>(&t)
+            && v["item"]["id"] == id
+        {
+            status = v["item"]["status"].as_str().map(str::to_string);
+        }
+        Ok(true)
+    });
+    match status {
+        Some(s) => Error::invalid(
+            "not_actionable",
+            format!("inbox item `{id}` is already {s}"),
+        ),
+        None => e,
+    }
+}
+
+fn item_line(i: &Value) -> String {
+    let claim = match &i["claim"] {
+        Value::Object(c) => format!(
+            " [claimed by {} until {}]",
+            c["agent"].as_str().unwrap_or_default(),
+            c["expires_at"].as_str().unwrap_or_default()
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "{} {:<9} {:<6} {:<8} {} in {} from {}: {}{}",
+        i["id"].as_str().unwrap_or_default(),
+        i["status"].as_str().unwrap_or_default(),
+        i["priority"].as_str().unwrap_or_default(),
+        i["trigger_type"].as_str().unwrap_or_default(),
+        i["agent"].as_str().unwrap_or_default(),
+        i["channel_id"].as_str().unwrap_or_default(),
+        i["author"].as_str().unwrap_or_default(),
+        i["preview"].as_str().unwrap_or_default(),
+        claim
+    )
+}
+
+/// Run `inbox`.
+pub fn run(ctx: &Ctx, a: InboxArgs) -> Result<u8> {
+    let Some(cmd) = a.command else {
+        return list(ctx, a.agent, a.status);
+    };
+    match cmd {
+        InboxCommand::Seen(x) => {
+            let ids = x.ids.clone();
+            let items = tx_inbox(ctx, |ag, ib, ms, fx| {
+                ids.iter()
+                    .map(|id| ops::mark_seen(ag, ib, id, ctx.now, ms, fx))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .map_err(|e| explain_missing(ctx, e, &x.ids[0]))?;
+            let text = format!("Seen: {}", x.ids.join(", "));
+            print(
+                ctx.out,
+                &Out::ok(json!({"status": "ok", "items": items}), text),
+            )
+        }
+        InboxCommand::Complete(f) => finish(ctx, f, Status::Completed),
+        InboxCommand::Skip(f) => finish(ctx, f, Status::Skipped),
+        InboxCommand::Claim(c) => {
+            let out = tx_inbox(ctx, |ag, ib, ms, fx| {
+                ops::claim(
+                    ag, ib, &c.id, &c.agent, "cli", c.ttl, c.takeover, ctx.now, ms, fx,
+                )
+            })
+            .map_err(|e| explain_missing(ctx, e, &c.id))?;
+            let (text, code) = match &out {
+                ops::ClaimOutcome::Ok {
+                    id,
+                    claim,
+                    takeover,
+                    previous,
+                } => (
+                    format!(
+                        "Claimed {id} for {} until {}{}",
+                        claim.agent,
+                        claim.expires_at,
+                        if *takeover {
+                            format!(
+                                " (took over the expired claim of {})",
+                                previous.as_ref().map(|p| p.agent.as_str()).unwrap_or("?")
+                            )
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    0,
+                ),
+                ops::ClaimOutcome::Conflict { id, message, .. } => {
+                    (format!("CONFLICT on {id}: {message}"), 3)
+                }
+            };
+            print(
+                ctx.out,
+                &Out {
+                    json: serde_json::to_value(&out).expect("serializes"),
+                    text,
+                    code,
+                },
+            )
+        }
+        InboxCommand::Renew(h) => {
+            let c = tx_inbox(ctx, |_, ib, ms, fx| {
+                ops::renew(ib, &h.id, &h.agent, h.ttl, ctx.now, ms, fx)
+            })
+            .map_err(|e| explain_missing(ctx, e, &h.id))?;
+            let text = format!("Renewed {} until {}", h.id, c.expires_at);
+            print(
+                ctx.out,
+                &Out::ok(json!({"status": "ok", "id": h.id, "claim": c}), text),
+            )
+        }
+        InboxCommand::Release(h) => {
+            if h.ttl.is_some() {
+                return Err(Error::invalid("invalid_input", "--ttl is for renew"));
+            }
+            let c = tx_inbox(ctx, |_, ib, _, fx| {
+                ops::release(ib, &h.id, &h.agent, "released", fx)
+            })
+            .map_err(|e| explain_missing(ctx, e, &h.id))?;
+            let text = format!("Released {} (held by {})", h.id, c.agent);
+            print(
+                ctx.out,
+                &Out::ok(json!({"status": "ok", "id": h.id, "released": c}), text),
+            )
+        }
+    }
+}
+
+fn finish(ctx: &Ctx, f: FinishArgs, status: Status) -> Result<u8> {
+    let refs = ops::parse_refs(&f.refs)?;
+    let refs = if status == Status::Skipped && refs.is_empty() {
+        None
+    } else {
+        Some(refs)
+    };
+    if let Some(a) = &f.agent {
+        let agents: Agents = ctx.store.read_doc(ctx.now)?;
+        ops::agent(&agents, a)?;
+    }
+    let by = f.agent.as_ref().map(|a| a.to_ascii_lowercase());
+    let item = tx_inbox(ctx, |ag, ib, ms, fx| {
+        ops::finish(ag, ib, &f.id, status, refs, by.as_deref(), ctx.now, ms, fx)
+    })
+    .map_err(|e| explain_missing(ctx, e, &f.id))?;
+    let text = format!(
+        "{} {}",
+        if status == Status::Completed {
+            "Completed"
+        } else {
+            "Skipped"
+        },
+        item.id
+    );
+    print(
+        ctx.out,
+        &Out::ok(json!({"status": "ok", "item": item}), text),
+    )
+}
+
+fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> {
+    let agent = match agent {
+        Some(a) => {
+            let agents: Agents = ctx.store.read_doc(ctx.now)?;
+            Some(ops::agent(&agents, &a)?.name.clone())
+        }
+        None => None,
+    };
+    let mut items: Vec<Value> = Vec::new();
+    if status.is_none_or(Status::actionable) {
+        let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
+        let mut v: Vec<&canopy::Item> = inbox
+            .items
+            .values()
+            .filter(|i| agent.as_ref().is_none_or(|a| i.agent == *a))
+            .filter(|i| status.is_none_or(|s| i.status == s))
+            .collect();
+        v.sort_by(|a, b| ops::pick_order(a, b));
+        items = v
+            .into_iter()
+            .map(|i| serde_json::to_value(i).expect("serializes"))
+            .collect();
+    } else {
+        let path = ctx.store.home().dir().join(canopy::INBOX_DONE.name);
+        let want = status.expect("checked").as_str();
+        crate::store::ledger::for_each_line(&path, |_, line| {
+            if let crate::store::ledger::Line::Complete(t) = line
+                && let Ok(v) = serde_json::from_str::<Value>(&t)
+                && v["item"]["status"] == want
+                && agent
+                    .as_ref()
+                    .is_none_or(|a| v["item"]["agent"] == a.as_str())
+            {
+                items.push(v["item"].clone());
+            }
+            Ok(true)
+        })?;
+    }
+    let text = if items.is_empty() {
+        "Inbox empty".to_string()
+    } else {
+        items.iter().map(item_line).collect::<Vec<_>>().join("\n")
+    };
+    print(
+        ctx.out,
+        &Out::ok(json!({"status": "ok", "items": items}), text),
+    )
+}
+
+/// Run `mentions`.
+pub fn run_mentions(ctx: &Ctx, a: MentionsArgs) -> Result<u8> {
+    match a.command {
+        Some(MentionsCommand::Ack(ids)) => {
+            let acked = tx_inbox(ctx, |_, ib, _, fx| ops::ack(ib, &ids.ids, ctx.now, fx))?;
+            let text = format!("Acknowledged {}", ids.ids.join(", "));
+            print(
+                ctx.out,
+                &Out::ok(json!({"status": "ok", "mentions": acked}), text),
+            )
+        }
+        None => {
+            let agents: Agents = ctx.store.read_doc(ctx.now)?;
+            let agent = match &a.agent {
+                Some(n) => Some(ops::agent(&agents, n)?.name.clone()),
+                None => None,
+            };
+            let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
+            let v: Vec<&canopy::Mention> = inbox
+                .mentions
+                .values()
+                .filter(|m| agent.as_ref().is_none_or(|n| m.agent == *n))
+                .collect();
+            let text = if v.is_empty() {
+                "No unacknowledged mentions".to_string()
+            } else {
+                v.iter()
+                    .map(|m| {
+                        format!(
+                            "{} @{} by {} in {} ({}, via {})",
+                            m.id, m.agent, m.author, m.channel_id, m.source_id, m.via
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            print(
+                ctx.out,
+                &Out::ok(json!({"status": "ok", "mentions": v}), text),
+            )
+        }
+    }
+}

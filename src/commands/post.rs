@@ -1,0 +1,304 @@
+//! `conductor post`, `dm`, `edit` and `messages`: channel messages. A post that addresses
+//! agents creates their mentions and inbox items in the same transaction.
+
+use std::io::Read;
+
+use clap::Args;
+use serde_json::json;
+
+use super::agent::Out;
+use super::{Ctx, print};
+use crate::canopy::{self, Agents, Channels, Inbox, Priority, ops};
+use crate::error::{Error, Result};
+use crate::store::Lock;
+
+/// `post`.
+#[derive(Debug, Args)]
+#[command(
+    after_long_help = "The text addresses agents by handle (`@scout`, Canopy's rule: letters, digits, \
+`_ . -`, not ending in `.` or `-`) or on an assignment line (`owner: scout`; also to:, next:, assignee:, \
+reviewer:, members:). Each addressed agent gets a mention and an inbox item, written together with the \
+post. A reply to an agent's message lands in that agent's inbox too (trigger `reply`).\n\nPosts are at \
+most 16384 bytes (reason `post_too_large`, exit 2).\n\nExamples:\n  conductor post ops \"@scout please \
+summarize the failing tests\"\n  printf 'owner: scout\\nfix the build\\n' | conductor post ops - --as ana"
+)]
+pub struct PostArgs {
+    /// The channel (created on first post; a leading `#` is dropped).
+    pub channel: String,
+    /// The text, or `-` to read it from stdin.
+    pub text: String,
+    /// Post as this name [default: $CONDUCTOR_AS, else $USER].
+    #[arg(long = "as", value_name = "NAME")]
+    pub author: Option<String>,
+    /// Reply to this message (its author, if an agent, gets an inbox item).
+    #[arg(long, value_name = "MESSAGE_ID")]
+    pub reply_to: Option<String>,
+    /// Priority of the inbox items the post creates.
+    #[arg(long, value_enum, default_value_t = Priority::Normal)]
+    pub priority: Priority,
+}
+
+/// `dm`.
+#[derive(Debug, Args)]
+#[command(after_long_help = "Example:\n  conductor dm scout \"can you take the release notes?\"")]
+pub struct DmArgs {
+    /// The agent to write to.
+    pub agent: String,
+    /// The text, or `-` to read it from stdin.
+    pub text: String,
+    /// Send as this name [default: $CONDUCTOR_AS, else $USER].
+    #[arg(long = "as", value_name = "NAME")]
+    pub author: Option<String>,
+    /// Priority of the inbox item.
+    #[arg(long, value_enum, default_value_t = Priority::High)]
+    pub priority: Priority,
+}
+
+/// `edit`.
+#[derive(Debug, Args)]
+#[command(
+    after_long_help = "Only the author can edit. Agents the new text addresses for the first time \
+get a mention and an inbox item (deduplicated by agent + message + trigger)."
+)]
+pub struct EditArgs {
+    /// The message to edit.
+    pub message_id: String,
+    /// The new text, or `-` to read it from stdin.
+    pub text: String,
+    /// Edit as this name [default: $CONDUCTOR_AS, else $USER].
+    #[arg(long = "as", value_name = "NAME")]
+    pub author: Option<String>,
+}
+
+/// `messages`.
+#[derive(Debug, Args)]
+pub struct MessagesArgs {
+    /// The channel (or a DM conversation id like dm:ana+scout).
+    pub channel: String,
+    /// The newest N messages.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub limit: u64,
+}
+
+/// The author: `--as`, else CONDUCTOR_AS, else USER, else `user`.
+pub fn author(given: Option<String>) -> String {
+    given
+        .or_else(|| std::env::var("CONDUCTOR_AS").ok().filter(|s| !s.is_empty()))
+        .or_else(|| {
+            std::env::var("USER")
+                .ok()
+                .filter(|u| crate::canopy::text::check_name("n", u).is_ok())
+        })
+        .unwrap_or_else(|| "user".into())
+}
+
+/// The text, from stdin when `-`.
+pub fn text(t: String) -> Result<String> {
+    if t != "-" {
+        return Ok(t);
+    }
+    let mut s = String::new();
+    std::io::stdin()
+        .take(canopy::MAX_POST_BYTES as u64 + 1)
+        .read_to_string(&mut s)
+        .map_err(|e| Error::io("read", std::path::Path::new("stdin"), e))?;
+    Ok(s)
+}
+
+fn posted(ctx: &Ctx, m: &canopy::Message) -> Result<u8> {
+    let text = format!(
+        "Posted {} in {}{}",
+        m.message_id,
+        m.channel_id,
+        if m.addressed.is_empty() {
+            String::new()
+        } else {
+            format!(" (inbox: {})", m.addressed.join(", "))
+        }
+    );
+    print(
+        ctx.out,
+        &Out::ok(json!({"status": "ok", "message": m}), text),
+    )
+}
+
+/// Post (or DM) in one transaction.
+pub fn post_message(ctx: &Ctx, p: ops::NewPost) -> Result<canopy::Message> {
+    let now = ctx.now;
+    let now_ms = canopy::now_ms();
+    ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+        let agents: Agents = tx.read()?;
+        let mut inbox: Inbox = tx.read()?;
+        let mut channels: Channels = tx.read()?;
+        let replied = match &p.reply_to {
+            Some(id) => canopy::find_message(&ctx.store, &channels, id)?,
+            None => None,
+        };
+        let mut fx = ops::Fx::default();
+        let m = ops::post(
+            &agents,
+            &mut inbox,
+            &mut channels,
+            p,
+            replied.as_ref(),
+            now,
+            now_ms,
+            &mut fx,
+        )?;
+        tx.write(&inbox)?;
+        tx.write(&channels)?;
+        canopy::stage(tx, fx)?;
+        Ok(m)
+    })
+}
+
+/// Run `post`.
+pub fn run_post(ctx: &Ctx, a: PostArgs) -> Result<u8> {
+    let content = text(a.text)?;
+    let m = post_message(
+        ctx,
+        ops::NewPost {
+            channel: a.channel,
+            author: author(a.author),
+            content,
+            reply_to: a.reply_to,
+            priority: a.priority,
+            dm: false,
+        },
+    )?;
+    posted(ctx, &m)
+}
+
+/// Run `dm`.
+pub fn run_dm(ctx: &Ctx, a: DmArgs) -> Result<u8> {
+    let content = text(a.text)?;
+    let m = post_message(
+        ctx,
+        ops::NewPost {
+            channel: a.agent,
+            author: author(a.author),
+            content,
+            reply_to: None,
+            priority: a.priority,
+            dm: true,
+        },
+    )?;
+    posted(ctx, &m)
+}
+
+/// Run `edit`.
+pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
+    let content = text(a.text)?;
+    let who = author(a.author);
+    let now = ctx.now;
+    let now_ms = canopy::now_ms();
+    let m = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+        let agents: Agents = tx.read()?;
+        let mut inbox: Inbox = tx.read()?;
+        let mut channels: Channels = tx.read()?;
+        let original =
+            canopy::find_message(&ctx.store, &channels, &a.message_id)?.ok_or_else(|| {
+                Error::invalid(
+                    "message_not_found",
+                    format!(
+                        "no message `{}`",
+                        crate::protocol::ops::printable(&a.message_id)
+                    ),
+                )
+            })?;
+        let store = &ctx.store;
+        let finished = |agent: &str, source: &str, trigger: &str| {
+            canopy::finished_item(store, agent, source, trigger).unwrap_or(false)
+        };
+        let mut fx = ops::Fx::default();
+        let m = ops::edit(
+            &agents,
+            &mut inbox,
+            &mut channels,
+            original,
+            &who,
+            content,
+            &finished,
+            now,
+            now_ms,
+            &mut fx,
+        )?;
+        tx.write(&inbox)?;
+        tx.write(&channels)?;
+        canopy::stage(tx, fx)?;
+        Ok(m)
+    })?;
+    print(
+        ctx.out,
+        &Out::ok(
+            json!({"status": "ok", "message": m}),
+            format!("Edited {} in {}", m.message_id, m.channel_id),
+        ),
+    )
+}
+
+/// Run `messages`.
+pub fn run_messages(ctx: &Ctx, a: MessagesArgs) -> Result<u8> {
+    let channels: Channels = ctx.store.read_doc(ctx.now)?;
+    let id = if a.channel.starts_with("dm:") {
+        a.channel.clone()
+    } else {
+        crate::canopy::text::channel_name(&a.channel)?
+    };
+    let Some(ch) = channels.channels.get(&id) else {
+        return Err(Error::invalid(
+            "unknown_channel",
+            format!(
+                "no channel `{}` (nothing was posted there)",
+                crate::protocol::ops::printable(&id)
+            ),
+        ));
+    };
+    let mut msgs: Vec<canopy::Message> = ch.recent.clone();
+    if (a.limit as usize) > msgs.len() && ch.message_count as usize > msgs.len() {
+        // Older than the recent window: read every version from the ledger, last one wins.
+        let mut all: Vec<canopy::Message> = Vec::new();
+        let path = ctx.store.home().dir().join(canopy::MESSAGES.name);
+        crate::store::ledger::for_each_line(&path, |_, line| {
+            if let crate::store::ledger::Line::Complete(t) = line
+                && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t)
+                && v["message"]["channel_id"] == id.as_str()
+                && let Ok(m) = serde_json::from_value::<canopy::Message>(v["message"].clone())
+            {
+                match all.iter_mut().find(|x| x.message_id == m.message_id) {
+                    Some(x) => *x = m,
+                    None => all.push(m),
+                }
+            }
+            Ok(true)
+        })?;
+        msgs = all;
+    }
+    let skip = msgs.len().saturating_sub(a.limit as usize);
+    let msgs: Vec<canopy::Message> = msgs.into_iter().skip(skip).collect();
+    let mut text = String::new();
+    for m in &msgs {
+        text.push_str(&format!(
+            "{} {} {}{}: {}\n",
+            m.message_id,
+            m.created_at,
+            m.author,
+            if m.edited_at.is_some() {
+                " (edited)"
+            } else {
+                ""
+            },
+            m.content.replace('\n', "\n    ")
+        ));
+    }
+    if msgs.is_empty() {
+        text = "No messages".into();
+    }
+    print(
+        ctx.out,
+        &Out::ok(
+            json!({"status": "ok", "channel_id": id, "messages": msgs}),
+            text,
+        ),
+    )
+}

@@ -1,0 +1,100 @@
+//! `conductor queue ...`: the agent job queue (see `crate::queue`). One file per verb.
+
+pub mod cancel;
+pub mod jobs;
+pub mod plan;
+pub mod results;
+pub mod retry;
+pub mod run;
+pub mod show;
+pub mod submit;
+
+use clap::Subcommand;
+
+use super::Ctx;
+use crate::error::Result;
+
+/// Exit codes of `queue run`, shown at the end of its `--help`.
+pub const RUN_EXIT_CODES: &str = "\
+Exit codes:
+  0  every job completed (nothing failed, timed out or is blocked)
+  1  operational error (lock_timeout, io, corrupt_state)
+  2  invalid input or usage (bad --runner, unsafe secrets file)
+  5  the queue cannot go further: some job failed, timed out or is blocked (or the
+     dispatcher was stopped by SIGINT/SIGTERM; its running jobs were put back in line)";
+
+/// The queue's verbs.
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Submit a job manifest ({workspace, jobs[]}) from a file or `-` (stdin).
+    #[command(long_about = submit::ABOUT)]
+    Submit(submit::SubmitArgs),
+    /// Ask a planner command to turn a prompt into a manifest; show it, submit it with --yes.
+    #[command(long_about = plan::ABOUT)]
+    Plan(plan::PlanArgs),
+    /// Run the dispatcher: start ready jobs, and each dependent the moment its dependencies complete.
+    #[command(after_long_help = RUN_EXIT_CODES)]
+    #[command(long_about = run::ABOUT)]
+    Run(run::RunArgs),
+    /// List jobs and their states (live ones; with WORKSPACE or --all, finished ones too).
+    #[command(long_about = jobs::ABOUT)]
+    Jobs(jobs::JobsArgs),
+    /// Show one job: its state object, prompt file, log and result.
+    #[command(long_about = show::ABOUT)]
+    Show(show::ShowArgs),
+    /// Run a failed, timed-out, blocked or cancelled job again (its blocked dependents follow).
+    #[command(long_about = retry::ABOUT)]
+    Retry(retry::RetryArgs),
+    /// Cancel a job, or every unfinished job of a workspace; running processes are killed.
+    #[command(long_about = cancel::ABOUT)]
+    Cancel(cancel::CancelArgs),
+    /// Compile a workspace's RESULT.md files and whether each job's outcomes were met, as reported.
+    #[command(long_about = results::ABOUT)]
+    Results(results::ResultsArgs),
+}
+
+/// Run a queue verb.
+pub fn run(ctx: &Ctx, cmd: QueueCommand) -> Result<u8> {
+    match cmd {
+        QueueCommand::Submit(a) => submit::run(ctx, a),
+        QueueCommand::Plan(a) => plan::run(ctx, a),
+        QueueCommand::Run(a) => run::run(ctx, a),
+        QueueCommand::Jobs(a) => jobs::run(ctx, a),
+        QueueCommand::Show(a) => show::run(ctx, a),
+        QueueCommand::Retry(a) => retry::run(ctx, a),
+        QueueCommand::Cancel(a) => cancel::run(ctx, a),
+        QueueCommand::Results(a) => results::run(ctx, a),
+    }
+}
+
+/// A report printed from a ready JSON value and text.
+pub struct Plain {
+    pub json: serde_json::Value,
+    pub text: String,
+    pub code: u8,
+}
+
+impl super::Report for Plain {
+    fn to_json(&self) -> serde_json::Value {
+        self.json.clone()
+    }
+    fn to_text(&self) -> String {
+        self.text.clone()
+    }
+    fn exit_code(&self) -> u8 {
+        self.code
+    }
+}
+
+/// Every job of the queue: the live ones, then (when `finished`) the archived ones. Live jobs
+/// come first so a lookup finds the current run of an id.
+pub fn all_jobs(ctx: &Ctx, finished: bool) -> Result<Vec<crate::queue::Job>> {
+    let doc: crate::queue::QueueDoc = ctx.store.read_doc(ctx.now)?;
+    let mut jobs = doc.jobs;
+    if finished {
+        let mut old = crate::queue::archived(ctx.store.home().dir())?;
+        old.reverse();
+        jobs.extend(old);
+    }
+    Ok(jobs)
+}

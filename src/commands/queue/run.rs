@@ -1,0 +1,215 @@
+//! `conductor queue run`: the dispatcher, with a live progress display on stderr.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::json;
+
+use super::Plain;
+use crate::commands::{Ctx, print};
+use crate::error::{Error, Result};
+use crate::queue::State;
+use crate::queue::dispatch::{self, Options, Update};
+use crate::queue::exec::{DEFAULT_AGENT_CMD, Runner};
+
+/// The long help of `queue run`.
+pub const ABOUT: &str = "Start every ready job (up to --parallel at once) and each dependent the moment its last\n\
+dependency completes; return when no job can make progress (--follow: keep waiting for\n\
+submissions, retries and cancels).\n\
+\n\
+Each job's agent gets the augmented prompt on stdin (also in workspaces/<ws>/.prompts/<job>.md),\n\
+runs in its own process group (a timeout or cancel kills the whole tree), with its stdout and\n\
+stderr in queue-logs/<ws>/<job>.log. Its secrets are read now, from this process's environment\n\
+or --secrets-file, and given to that job only; a missing one blocks the job, naming it.\n\
+\n\
+Runners: `local` runs the agent command in the workspace directory. `sandbox` runs it under\n\
+bubblewrap (bwrap): the workspace read-write at the job's workdir (/workspace), its docs\n\
+read-only, a private /tmp, no home directory, an environment with only PATH, HOME, LANG,\n\
+TERM, --pass-env variables and its own secrets. Anything else is a template with `{cmd}`\n\
+(the agent command, shell-quoted), run by `sh -c` with the prompt on stdin:\n\
+`--runner 'ssh build1 -- {cmd}'`.\n\
+\n\
+Agent command placeholders (values shell-quoted): {agent}, {model}, {job}, {workspace}\n\
+(the workspace as the agent sees it), {prompt_file}; a `[...]` part is dropped when a\n\
+placeholder in it is empty.";
+
+/// The arguments of `queue run` (see [`ABOUT`]).
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// How many jobs run at once.
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallel: u16,
+    /// `local`, `sandbox`, or a template containing {cmd}.
+    #[arg(long, default_value = "local", value_name = "local|sandbox|TEMPLATE")]
+    pub runner: String,
+    /// The agent command template (run by sh -c).
+    #[arg(long, default_value = DEFAULT_AGENT_CMD, value_name = "TEMPLATE")]
+    pub agent_cmd: String,
+    /// Keep running: wait for new submissions, retries and cancels instead of returning.
+    #[arg(long)]
+    pub follow: bool,
+    /// A file of NAME=value lines (mode 0600) to read secrets from, after the environment.
+    #[arg(long, env = "CONDUCTOR_SECRETS_FILE", value_name = "FILE")]
+    pub secrets_file: Option<PathBuf>,
+    /// Sandbox: also show this host path read-only (where the agent is installed). Repeatable.
+    #[arg(long = "sandbox-ro", value_name = "PATH")]
+    pub sandbox_ro: Vec<PathBuf>,
+    /// Sandbox: pass this variable through from the environment (e.g. a model API key). Repeatable.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
+}
+
+/// Parse `--runner`.
+pub fn parse_runner(s: &str, ro: Vec<PathBuf>, pass_env: Vec<String>) -> Result<Runner> {
+    match s {
+        "local" => Ok(Runner::Local),
+        "sandbox" => Ok(Runner::Sandbox {
+            read_only: ro,
+            pass_env,
+        }),
+        t if t.contains("{cmd}") => Ok(Runner::Template(t.to_string())),
+        other => Err(Error::invalid(
+            "invalid_runner",
+            format!(
+                "--runner `{other}` is not `local`, `sandbox`, or a template containing {{cmd}} (like 'ssh host -- {{cmd}}')"
+            ),
+        )),
+    }
+}
+
+/// The progress display: one line per change, or a table redrawn in place on a terminal.
+struct Progress {
+    live: bool,
+    quiet: bool,
+    rows: BTreeMap<String, (State, String, Instant, Option<Duration>)>,
+    order: Vec<String>,
+    drawn: usize,
+}
+
+impl Progress {
+    fn update(&mut self, u: Update) {
+        if self.quiet {
+            return;
+        }
+        if let Update::Job {
+            key,
+            state,
+            detail,
+            elapsed,
+        } = &u
+        {
+            if !self.rows.contains_key(key) {
+                self.order.push(key.clone());
+            }
+            let start = match (state, self.rows.get(key)) {
+                (State::Running, _) => Instant::now(),
+                (_, Some(r)) => r.2,
+                _ => Instant::now(),
+            };
+            self.rows
+                .insert(key.clone(), (*state, detail.clone(), start, *elapsed));
+            if !self.live {
+                let took = elapsed
+                    .map(|d| format!(" after {:.2}s", d.as_secs_f64()))
+                    .unwrap_or_default();
+                let detail = if detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({detail})")
+                };
+                eprintln!("{:<10} {key}{took}{detail}", state.as_str());
+                return;
+            }
+        }
+        if self.live {
+            self.redraw();
+        }
+    }
+
+    fn redraw(&mut self) {
+        let mut err = std::io::stderr().lock();
+        let mut s = String::new();
+        if self.drawn > 0 {
+            s.push_str(&format!("\x1b[{}A", self.drawn));
+        }
+        for key in &self.order {
+            let (state, detail, start, elapsed) = &self.rows[key];
+            let secs = match (state, elapsed) {
+                (State::Running, _) => start.elapsed().as_secs_f64(),
+                (_, Some(d)) => d.as_secs_f64(),
+                _ => 0.0,
+            };
+            s.push_str(&format!(
+                "\x1b[2K{:<10} {key:<32} {secs:>7.1}s  {detail}\n",
+                state.as_str()
+            ));
+        }
+        self.drawn = self.order.len();
+        let _ = err.write_all(s.as_bytes());
+    }
+}
+
+/// Run `queue run`.
+pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
+    let runner = parse_runner(&args.runner, args.sandbox_ro, args.pass_env)?;
+    let live = std::io::stderr().is_terminal() && !ctx.out.quiet;
+    let opts = Options {
+        parallel: usize::from(args.parallel),
+        runner,
+        agent_cmd: args.agent_cmd,
+        follow: args.follow,
+        secrets_file: args.secrets_file,
+        tick: live,
+    };
+    let mut p = Progress {
+        live,
+        quiet: ctx.out.quiet,
+        rows: BTreeMap::new(),
+        order: Vec::new(),
+        drawn: 0,
+    };
+    let began = Instant::now();
+    let summary = dispatch::run(&ctx.store, &opts, &mut |u| p.update(u))?;
+    let took = began.elapsed().as_secs_f64();
+    let ok = summary.all_completed();
+    let counts = |m: &BTreeMap<String, usize>| {
+        m.iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let message = format!(
+        "{}Started {} job(s) in {took:.2}s{}.{}",
+        if summary.stopped { "Stopped. " } else { "" },
+        summary.started,
+        if summary.ended.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", counts(&summary.ended))
+        },
+        if summary.remaining.is_empty() {
+            " The queue is empty (finished workspaces are archived).".to_string()
+        } else {
+            format!(" Left in the queue: {}.", counts(&summary.remaining))
+        }
+    );
+    print(
+        ctx.out,
+        &Plain {
+            json: json!({
+                "status": if ok { "ok" } else { "incomplete" },
+                "started": summary.started,
+                "ended": summary.ended,
+                "remaining": summary.remaining,
+                "stopped": summary.stopped,
+                "seconds": took,
+                "message": message,
+            }),
+            text: message.clone(),
+            code: if ok { 0 } else { 5 },
+        },
+    )
+}

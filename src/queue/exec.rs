@@ -1,0 +1,370 @@
+//! Processes: the runners that start a job's agent, process groups (a timeout or a cancel kills
+//! the job's whole tree), environments (a job gets its own secrets and nobody else's), and
+//! finding the processes of a job whose dispatcher is gone.
+//!
+//! Every job runs in its own process group (`setpgid(0, 0)`), with its stdin reading the prompt
+//! file and stdout/stderr appended to its log. Its environment carries `CONDUCTOR_QUEUE_RUN`
+//! (the dispatcher, job and attempt), which is how a restarted dispatcher or `cancel` recognises
+//! a leftover process before killing it.
+
+use std::collections::BTreeSet;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use super::Job;
+
+/// The default agent command: OpenCode's batch form, reading the prompt on stdin.
+pub const DEFAULT_AGENT_CMD: &str = "opencode run --agent {agent} [--model {model}]";
+
+/// How jobs are run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Runner {
+    /// The agent command in the workspace directory, as a child of the dispatcher.
+    Local,
+    /// The agent command under bubblewrap: the workspace read-write at `workdir`, its docs
+    /// read-only, a private /tmp, no home directory, only its own secrets in the environment.
+    Sandbox {
+        /// More host paths to show read-only (where the agent is installed).
+        read_only: Vec<PathBuf>,
+        /// Variables passed through from the dispatcher's environment (besides PATH, LANG, TERM).
+        pass_env: Vec<String>,
+    },
+    /// A command template with `{cmd}` (the agent command, shell-quoted) run by `sh -c`: an
+    /// existing remote engine (`ssh build1 -- {cmd}`, `docker run ... sh -c {cmd}`).
+    Template(String),
+}
+
+impl Runner {
+    /// `local`, `sandbox` or `template` (as recorded in the job's state).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Runner::Local => "local",
+            Runner::Sandbox { .. } => "sandbox",
+            Runner::Template(_) => "template",
+        }
+    }
+}
+
+/// Quote a value for `sh`.
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+".contains(c))
+    {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Fill a template: `{name}` becomes the shell-quoted value; a `[...]` group is kept (without
+/// its brackets) only when every placeholder in it has a non-empty value.
+pub fn fill(template: &str, values: &[(&str, Option<&str>)]) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']') else {
+            break;
+        };
+        out.push_str(&fill_plain(&rest[..open], values));
+        let group = &rest[open + 1..open + close];
+        let empty = values
+            .iter()
+            .any(|(k, v)| group.contains(&format!("{{{k}}}")) && v.is_none_or(str::is_empty));
+        if !empty {
+            out.push_str(&fill_plain(group, values));
+        }
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(&fill_plain(rest, values));
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn fill_plain(s: &str, values: &[(&str, Option<&str>)]) -> String {
+    let mut s = s.to_string();
+    for (k, v) in values {
+        s = s.replace(&format!("{{{k}}}"), &shell_quote(v.unwrap_or("")));
+    }
+    s
+}
+
+/// What one launch needs.
+pub struct Launch<'a> {
+    pub job: &'a Job,
+    pub workspace_dir: &'a Path,
+    pub prompt_file: &'a Path,
+    pub log: &'a Path,
+    /// This job's secrets, name and value.
+    pub secrets: Vec<(String, String)>,
+    /// Every secret name any job or the secrets file knows: removed from what is inherited.
+    pub scrub: &'a BTreeSet<String>,
+    /// `CONDUCTOR_QUEUE_RUN`.
+    pub run_token: String,
+    pub agent_cmd: &'a str,
+}
+
+fn agent_command(l: &Launch, root: &str, prompt_file: &str) -> String {
+    fill(
+        l.agent_cmd,
+        &[
+            ("agent", Some(&l.job.agent)),
+            ("model", l.job.model.as_deref()),
+            ("job", Some(&l.job.id)),
+            ("workspace", Some(root)),
+            ("prompt_file", Some(prompt_file)),
+        ],
+    )
+}
+
+/// Start a job's process (its own process group).
+pub fn spawn(l: &Launch, runner: &Runner) -> std::io::Result<Child> {
+    let ws = l.workspace_dir.to_string_lossy().into_owned();
+    let prompt = std::fs::File::open(l.prompt_file)?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode_private()
+        .open(l.log)?;
+    let log2 = log.try_clone()?;
+    let mut c = match runner {
+        Runner::Local | Runner::Template(_) => {
+            let agent = agent_command(l, &ws, &l.prompt_file.to_string_lossy());
+            let script = match runner {
+                Runner::Template(t) => fill_cmd(t, &agent),
+                _ => agent,
+            };
+            let mut c = shell_or_direct(&script);
+            c.current_dir(l.workspace_dir);
+            for name in l.scrub {
+                c.env_remove(name);
+            }
+            c
+        }
+        Runner::Sandbox {
+            read_only,
+            pass_env,
+        } => {
+            let root = l.job.workdir.clone();
+            let inner_prompt = format!("{root}/.prompts/{}.md", l.job.id);
+            let agent = agent_command(l, &root, &inner_prompt);
+            let mut c = Command::new("bwrap");
+            c.args(sandbox_args(l.workspace_dir, &root, read_only));
+            c.arg("sh").arg("-c").arg(agent);
+            // The environment is set on bwrap itself (never on its command line, which other
+            // processes can read): nothing is inherited but these.
+            c.env_clear();
+            c.env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            );
+            c.env("HOME", &root);
+            for name in ["LANG", "LC_ALL", "TERM"]
+                .into_iter()
+                .map(str::to_string)
+                .chain(pass_env.iter().cloned())
+            {
+                if let Some(v) = std::env::var_os(&name)
+                    && !l.scrub.contains(&name)
+                {
+                    c.env(name, v);
+                }
+            }
+            c
+        }
+    };
+    let root = match runner {
+        Runner::Sandbox { .. } => l.job.workdir.clone(),
+        _ => ws.clone(),
+    };
+    c.env("CONDUCTOR_QUEUE_JOB", &l.job.id)
+        .env("CONDUCTOR_QUEUE_WORKSPACE", &root)
+        .env(
+            "CONDUCTOR_QUEUE_OUTPUT",
+            format!("{root}/output/{}", l.job.id),
+        )
+        .env("CONDUCTOR_QUEUE_RUN", &l.run_token);
+    for (k, v) in &l.secrets {
+        c.env(k, v);
+    }
+    c.stdin(Stdio::from(prompt))
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log2))
+        .process_group(0);
+    // No `pre_exec`: std then uses posix_spawn (vfork-like, much cheaper than fork under load),
+    // which also starts the child with an empty signal mask, undoing the dispatcher's blocked
+    // SIGINT/SIGTERM (tested: the agent sees SigBlk 0).
+    c.spawn()
+}
+
+/// `sh -c SCRIPT`, or the program itself when the script is plain words (no quoting, no
+/// expansions, no operators): one exec instead of two for every job.
+fn shell_or_direct(script: &str) -> Command {
+    let plain = !script.is_empty()
+        && script
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || " -_./:,+@".contains(c));
+    let words: Vec<&str> = script.split_whitespace().collect();
+    const BUILTINS: &[&str] = &[
+        "exit", "cd", "exec", "export", "set", "eval", "source", "ulimit", "umask", "wait", "read",
+        "trap", "unset", "shift", "return", "alias", "command", "type", "hash",
+    ];
+    if plain && !words.is_empty() && !BUILTINS.contains(&words[0]) {
+        let mut c = Command::new(words[0]);
+        c.args(&words[1..]);
+        return c;
+    }
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(script);
+    c
+}
+
+fn fill_cmd(template: &str, agent: &str) -> String {
+    template.replace("{cmd}", &shell_quote(agent))
+}
+
+/// bubblewrap's arguments up to the command.
+fn sandbox_args(ws: &Path, root: &str, read_only: &[PathBuf]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--unshare-all",
+        "--share-net",
+        "--die-with-parent",
+        "--new-session",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--ro-bind",
+        "/etc",
+        "/etc",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+        let p = Path::new(top);
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(t) = std::fs::read_link(p) {
+                    a.extend([
+                        "--symlink".into(),
+                        t.to_string_lossy().into_owned(),
+                        top.into(),
+                    ]);
+                }
+            }
+            Ok(m) if m.is_dir() => a.extend(["--ro-bind".into(), top.into(), top.into()]),
+            _ => {}
+        }
+    }
+    for p in read_only {
+        let s = p.to_string_lossy().into_owned();
+        a.extend(["--ro-bind".into(), s.clone(), s]);
+    }
+    let ws_s = ws.to_string_lossy().into_owned();
+    a.extend(["--bind".into(), ws_s.clone(), root.to_string()]);
+    if ws.join("docs").is_dir() {
+        a.extend([
+            "--ro-bind".into(),
+            format!("{ws_s}/docs"),
+            format!("{root}/docs"),
+        ]);
+    }
+    a.extend(["--chdir".into(), root.to_string(), "--".into()]);
+    a
+}
+
+trait PrivateOpen {
+    fn mode_private(&mut self) -> &mut Self;
+}
+
+impl PrivateOpen for std::fs::OpenOptions {
+    fn mode_private(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.mode(0o600)
+    }
+}
+
+/// SIGKILL a process group.
+pub fn kill_group(pgid: u32) {
+    if pgid > 1 && pgid <= i32::MAX as u32 {
+        unsafe {
+            libc::kill(-(pgid as i32), libc::SIGKILL);
+        }
+    }
+}
+
+/// This process's identity as a dispatcher: `<pid>:<start time in clock ticks since boot>`,
+/// which no later process can share even if it reuses the pid.
+pub fn self_token() -> String {
+    let pid = std::process::id();
+    format!("{pid}:{}", start_time(pid).unwrap_or(0))
+}
+
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: fields after the last ')' are fixed.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+/// True while the dispatcher with this token is alive.
+pub fn dispatcher_alive(token: &str) -> bool {
+    let Some((pid, start)) = token.split_once(':') else {
+        return false;
+    };
+    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
+        return false;
+    };
+    start_time(pid) == Some(start)
+}
+
+/// Processes whose environment holds `CONDUCTOR_QUEUE_RUN=<token>` (ours only: other users'
+/// environments are unreadable).
+pub fn find_by_run(token: &str) -> Vec<u32> {
+    let needle = format!("CONDUCTOR_QUEUE_RUN={token}");
+    let mut pids = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return pids;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(e.path().join("environ"))
+            && env.split(|b| *b == 0).any(|v| v == needle.as_bytes())
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Kill every process of a run that is still there (their groups, then any stragglers).
+pub fn kill_run(token: &str, pid: Option<u32>) {
+    let found = find_by_run(token);
+    if let Some(p) = pid
+        && found.contains(&p)
+    {
+        kill_group(p);
+    }
+    let own = unsafe { libc::getpgrp() };
+    for p in find_by_run(token) {
+        unsafe {
+            let pg = libc::getpgid(p as i32);
+            if pg > 1 && pg != own {
+                libc::kill(-pg, libc::SIGKILL);
+            }
+            libc::kill(p as i32, libc::SIGKILL);
+        }
+    }
+}
+
+/// The `CONDUCTOR_QUEUE_RUN` value for one attempt of a job.
+pub fn run_token(dispatcher: &str, job: &Job, attempt: u32) -> String {
+    format!("{dispatcher}/{}/{}/{attempt}", job.workspace, job.id)
+}

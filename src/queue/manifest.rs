@@ -1,0 +1,220 @@
+//! The job manifest (`{workspace, jobs[]}`, the planner's output in the design): parsed, checked
+//! against `schemas/queue-manifest.schema.json`, then checked as a graph (unique ids, known
+//! dependencies, no cycles). Everything here is pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// The checked-in schema text.
+pub const SCHEMA: &str = include_str!("../../schemas/queue-manifest.schema.json");
+
+#[jsonschema::validator(path = "schemas/queue-manifest.schema.json")]
+struct ManifestSchema;
+
+/// A submitted manifest.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub workspace: String,
+    pub jobs: Vec<JobSpec>,
+}
+
+/// One job as submitted (defaults filled in by serde).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    pub id: String,
+    pub prompt: String,
+    #[serde(default)]
+    pub docs: Vec<String>,
+    #[serde(default)]
+    pub secrets: Vec<String>,
+    #[serde(default = "default_workdir")]
+    pub workdir: String,
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    #[serde(default)]
+    pub outcomes: Vec<String>,
+    #[serde(default = "default_timeout")]
+    pub timeout_minutes: f64,
+    #[serde(default = "default_agent")]
+    pub agent: String,
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+fn default_workdir() -> String {
+    "/workspace".into()
+}
+fn default_timeout() -> f64 {
+    30.0
+}
+fn default_agent() -> String {
+    "build".into()
+}
+
+fn bad(message: String) -> Error {
+    Error::invalid("invalid_manifest", message)
+}
+
+/// Parse and check a manifest's text. `source` names it in errors (a path or "stdin").
+pub fn parse(text: &str, source: &str) -> Result<Manifest> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| bad(format!("{source} is not valid JSON: {e}")))?;
+    // The design's dataclass had `secrets: dict[str, str]`; say plainly why that is refused.
+    if let Some(jobs) = value.get("jobs").and_then(Value::as_array) {
+        for (i, j) in jobs.iter().enumerate() {
+            if j.get("secrets").is_some_and(Value::is_object) {
+                return Err(bad(format!(
+                    "{source}: /jobs/{i}/secrets must be a list of environment variable names, \
+                     not values (values are read from the dispatcher's environment or a secrets file)"
+                )));
+            }
+        }
+    }
+    if let Some(err) = ManifestSchema::iter_errors(&value).next() {
+        let at = err.instance_path().to_string();
+        let at = if at.is_empty() { "/".to_string() } else { at };
+        let msg = crate::protocol::ops::printable_max(&err.to_string(), 160);
+        return Err(bad(format!(
+            "{source} does not match the manifest schema at {at}: {msg}"
+        )));
+    }
+    let m: Manifest = serde_json::from_value(value).map_err(|e| bad(format!("{source}: {e}")))?;
+    check_graph(&m, &|_| false)?;
+    Ok(m)
+}
+
+/// Unique ids, dependencies that exist (in the manifest, or for which `known` says yes: a job
+/// already in the workspace), and no cycle (spelled out: `a -> b -> a`).
+pub fn check_graph(m: &Manifest, known: &dyn Fn(&str) -> bool) -> Result<()> {
+    let mut seen = BTreeSet::new();
+    for j in &m.jobs {
+        if !seen.insert(j.id.as_str()) {
+            return Err(bad(format!("duplicate job id `{}` in the manifest", j.id)));
+        }
+    }
+    for j in &m.jobs {
+        for d in &j.depends_on {
+            if d == &j.id {
+                return Err(bad(format!(
+                    "job `{}` depends on itself (cycle: {} -> {})",
+                    j.id, j.id, j.id
+                )));
+            }
+            if !seen.contains(d.as_str()) && !known(d) {
+                return Err(bad(format!(
+                    "job `{}` depends on unknown job `{d}` (not in the manifest nor in workspace `{}`)",
+                    j.id, m.workspace
+                )));
+            }
+        }
+    }
+    if let Some(cycle) = find_cycle(m) {
+        return Err(bad(format!(
+            "the dependencies form a cycle: {}",
+            cycle.join(" -> ")
+        )));
+    }
+    Ok(())
+}
+
+/// A cycle among the manifest's jobs, as `[a, b, c, a]`.
+fn find_cycle(m: &Manifest) -> Option<Vec<String>> {
+    let deps: BTreeMap<&str, Vec<&str>> = m
+        .jobs
+        .iter()
+        .map(|j| {
+            (
+                j.id.as_str(),
+                j.depends_on.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect();
+    // 0 unvisited, 1 on the stack, 2 done.
+    let mut mark: BTreeMap<&str, u8> = BTreeMap::new();
+    let mut stack: Vec<&str> = Vec::new();
+    fn visit<'a>(
+        n: &'a str,
+        deps: &BTreeMap<&'a str, Vec<&'a str>>,
+        mark: &mut BTreeMap<&'a str, u8>,
+        stack: &mut Vec<&'a str>,
+    ) -> Option<Vec<String>> {
+        match mark.get(n).copied().unwrap_or(0) {
+            2 => return None,
+            1 => {
+                let from = stack.iter().position(|s| *s == n).unwrap_or(0);
+                let mut c: Vec<String> = stack[from..].iter().map(|s| s.to_string()).collect();
+                c.push(n.to_string());
+                return Some(c);
+            }
+            _ => {}
+        }
+        mark.insert(n, 1);
+        stack.push(n);
+        for d in deps.get(n).into_iter().flatten() {
+            if deps.contains_key(d)
+                && let Some(c) = visit(d, deps, mark, stack)
+            {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        mark.insert(n, 2);
+        None
+    }
+    for j in &m.jobs {
+        if let Some(c) = visit(&j.id, &deps, &mut mark, &mut stack) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(jobs: &str) -> Result<Manifest> {
+        parse(&format!(r#"{{"workspace":"w","jobs":{jobs}}}"#), "test")
+    }
+
+    #[test]
+    fn defaults_are_the_designs() {
+        let m = m(r#"[{"id":"a","prompt":"p"}]"#).unwrap();
+        let j = &m.jobs[0];
+        assert_eq!(
+            (j.workdir.as_str(), j.timeout_minutes, j.agent.as_str()),
+            ("/workspace", 30.0, "build")
+        );
+    }
+
+    #[test]
+    fn cycles_are_spelled_out() {
+        let e = m(r#"[{"id":"a","prompt":"p","depends_on":["c"]},
+                      {"id":"b","prompt":"p","depends_on":["a"]},
+                      {"id":"c","prompt":"p","depends_on":["b"]}]"#)
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("a -> c -> b -> a"), "{e}");
+    }
+
+    #[test]
+    fn duplicates_and_unknown_dependencies_are_refused() {
+        let e = m(r#"[{"id":"a","prompt":"p"},{"id":"a","prompt":"q"}]"#).unwrap_err();
+        assert!(e.to_string().contains("duplicate job id `a`"));
+        let e = m(r#"[{"id":"a","prompt":"p","depends_on":["zz"]}]"#).unwrap_err();
+        assert!(e.to_string().contains("unknown job `zz`"));
+    }
+
+    #[test]
+    fn secret_values_are_refused() {
+        let e = m(r#"[{"id":"a","prompt":"p","secrets":{"K":"v"}}]"#).unwrap_err();
+        assert!(e.to_string().contains("names"), "{e}");
+        assert!(!e.to_string().contains("\"v\""));
+    }
+}

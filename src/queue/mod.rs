@@ -1,0 +1,310 @@
+//! The agent job queue (`conductor queue ...`): planned jobs with dependencies, per-job docs and
+//! secrets, shared workspaces, dispatched the moment their last dependency completes.
+//!
+//! Where things live (all under the conductor home, private modes):
+//! - `queue.json` ([`QueueDoc`], guarded by `queue.lock`): the live jobs and the workspaces.
+//!   Every change is a store transaction, so each state change is durable and appears in the one
+//!   event journal as a `queue.*` event (`queue.job.submitted|started|completed|failed|timed_out|
+//!   blocked|cancelled|retried|interrupted`).
+//! - `queue-finished.jsonl` ([`JOBS_DONE`]): when every job of a workspace is completed or
+//!   cancelled, the transaction that finishes the last one moves them all here, one JSON job per
+//!   line, so `queue.json` only ever holds work that can still change. `jobs`, `show` and
+//!   `results` read both.
+//! - `workspaces/<id>/` with `docs/<collection>/` (read-only copies made at submit time),
+//!   `output/<job>/` (RESULT.md and artifacts), `shared/`, and `.prompts/<job>.md` (the
+//!   augmented prompt the job was started with).
+//! - `queue-logs/<workspace>/<job>.log`: the agent's stdout and stderr, outside the workspace so
+//!   sandboxed jobs cannot read each other's logs.
+//!
+//! Secrets are environment-variable *names* in the job; values are read at launch from the
+//! dispatcher's environment or a 0600 secrets file and handed only to that job's process. No
+//! value is ever written to a document, ledger, event, prompt, log line of ours or error.
+//!
+//! Layering: [`manifest`] (parsing and checking what is submitted), [`ops`] (pure state changes
+//! with `now` passed in), [`docs`] (docpull collections), [`prompt`] (the augmented prompt),
+//! [`exec`] (processes: spawning, process groups, environments, the runners) and [`dispatch`]
+//! (the dispatcher loop).
+
+pub mod dispatch;
+pub mod docs;
+pub mod exec;
+pub mod manifest;
+pub mod ops;
+pub mod prompt;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::store::{Document, LedgerFile, Lock};
+use crate::time::Timestamp;
+
+#[jsonschema::validator(path = "schemas/queue.schema.json")]
+struct QueueSchema;
+
+/// Check a `queue.json` value against `schemas/queue.schema.json` (the published contract; the
+/// typed decoder is what reads it, this is for tests and tools). The error names where.
+pub fn validate_doc(value: &serde_json::Value) -> std::result::Result<(), String> {
+    match QueueSchema::iter_errors(value).next() {
+        None => Ok(()),
+        Some(e) => Err(format!("at {}: {e}", e.instance_path())),
+    }
+}
+
+/// Check one `queue-finished.jsonl` line (a job) against the schema's `job` definition.
+pub fn validate_job(value: &serde_json::Value) -> std::result::Result<(), String> {
+    let doc = serde_json::json!({
+        "version": "1.0", "updated_at": "2026-01-01T00:00:00Z", "workspaces": {}, "jobs": [value]
+    });
+    validate_doc(&doc)
+}
+
+/// Finished workspaces' jobs, one JSON [`Job`] per line.
+pub const JOBS_DONE: LedgerFile = LedgerFile {
+    name: "queue-finished.jsonl",
+    lock: Lock::Queue,
+};
+
+/// The live queue document, `queue.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueDoc {
+    /// Always "1.0".
+    pub version: String,
+    pub updated_at: Timestamp,
+    /// Workspaces by id (kept after their jobs are archived: they are small).
+    pub workspaces: BTreeMap<String, Workspace>,
+    /// Live jobs, in submission order.
+    pub jobs: Vec<Job>,
+}
+
+/// A named directory that jobs share.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workspace {
+    pub id: String,
+    /// The directory in the home (`<home>/workspaces/<id>`).
+    pub dir: String,
+    /// The doc collections copied into `docs/`.
+    pub docs_loaded: Vec<String>,
+    pub created_at: Timestamp,
+}
+
+/// One job: what an agent should do, what it needs, and where it stands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    pub id: String,
+    pub workspace: String,
+    pub prompt: String,
+    pub docs: Vec<String>,
+    /// Environment-variable names; never values.
+    pub secrets: Vec<String>,
+    /// Where the workspace appears to a sandboxed agent ("/workspace").
+    pub workdir: String,
+    pub depends_on: Vec<String>,
+    pub outcomes: Vec<String>,
+    pub timeout_minutes: f64,
+    pub agent: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub submitted_at: Timestamp,
+    pub state: JobStatus,
+}
+
+/// Where a job stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Waiting for dependencies.
+    Queued,
+    /// Its dependencies completed; waiting for a free slot.
+    Ready,
+    Running,
+    Completed,
+    /// The agent exited non-zero (or could not be started).
+    Failed,
+    TimedOut,
+    /// Cannot run: a dependency failed, or a secret is missing (see `reason`).
+    Blocked,
+    Cancelled,
+}
+
+impl State {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Queued => "queued",
+            State::Ready => "ready",
+            State::Running => "running",
+            State::Completed => "completed",
+            State::Failed => "failed",
+            State::TimedOut => "timed_out",
+            State::Blocked => "blocked",
+            State::Cancelled => "cancelled",
+        }
+    }
+
+    /// Failed, timed out or blocked: needs a `retry` (or a fix) to go on.
+    pub fn is_stuck(self) -> bool {
+        matches!(self, State::Failed | State::TimedOut | State::Blocked)
+    }
+
+    /// Completed or cancelled: nothing more will happen.
+    pub fn is_final(self) -> bool {
+        matches!(self, State::Completed | State::Cancelled)
+    }
+}
+
+/// A job's state object, as `queue.json` and `--json` show it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobStatus {
+    pub state: State,
+    /// When it entered this state.
+    pub since: Timestamp,
+    /// How many times it was started.
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The agent's (or sandbox's) process id, also its process group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The dispatcher running it (`<pid>:<start time>`), which is also put in the job's
+    /// environment as `CONDUCTOR_QUEUE_RUN` so a restarted dispatcher can find leftovers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatcher: Option<String>,
+    /// The runner it was started with (`local`, `sandbox`, `template`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
+    /// Why it failed, was blocked, cancelled or interrupted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The dependency whose failure blocks it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_by: Option<String>,
+    /// The RESULT.md path, when the job wrote one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+}
+
+impl JobStatus {
+    /// A fresh state.
+    pub fn new(state: State, now: Timestamp) -> JobStatus {
+        JobStatus {
+            state,
+            since: now,
+            attempts: 0,
+            started_at: None,
+            finished_at: None,
+            exit_code: None,
+            pid: None,
+            dispatcher: None,
+            runner: None,
+            reason: None,
+            blocked_by: None,
+            result: None,
+        }
+    }
+}
+
+impl Job {
+    /// `workspace/id`, unique among live jobs.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.workspace, self.id)
+    }
+}
+
+impl Document for QueueDoc {
+    const FILE: &'static str = "queue.json";
+    const LOCK: Lock = Lock::Queue;
+
+    fn empty(now: Timestamp) -> Self {
+        QueueDoc {
+            version: "1.0".into(),
+            updated_at: now,
+            workspaces: BTreeMap::new(),
+            jobs: Vec::new(),
+        }
+    }
+
+    fn decode(path: &Path, bytes: &[u8]) -> Result<Self> {
+        let doc: QueueDoc = serde_json::from_slice(bytes)
+            .map_err(|e| crate::store::corrupt(path, format!("not a queue document ({e})")))?;
+        if doc.version != "1.0" {
+            return Err(crate::store::corrupt(
+                path,
+                format!("unsupported queue version {:?}", doc.version),
+            ));
+        }
+        Ok(doc)
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        // Compact: the dispatcher rewrites it on every step, and a big queue is read often.
+        let mut v = serde_json::to_vec(self).expect("queue serializes");
+        v.push(b'\n');
+        v
+    }
+}
+
+/// Paths of the queue's directories in the home.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub home: PathBuf,
+}
+
+impl Layout {
+    /// `<home>/workspaces/<ws>`.
+    pub fn workspace(&self, ws: &str) -> PathBuf {
+        self.home.join("workspaces").join(ws)
+    }
+    /// `<home>/workspaces/<ws>/output/<job>`.
+    pub fn output(&self, ws: &str, job: &str) -> PathBuf {
+        self.workspace(ws).join("output").join(job)
+    }
+    /// `<home>/workspaces/<ws>/.prompts/<job>.md`.
+    pub fn prompt(&self, ws: &str, job: &str) -> PathBuf {
+        self.workspace(ws)
+            .join(".prompts")
+            .join(format!("{job}.md"))
+    }
+    /// `<home>/queue-logs/<ws>/<job>.log`.
+    pub fn log(&self, ws: &str, job: &str) -> PathBuf {
+        self.home
+            .join("queue-logs")
+            .join(ws)
+            .join(format!("{job}.log"))
+    }
+}
+
+/// Create a directory (and parents) with mode 0700.
+pub fn private_dir(path: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| crate::Error::io("create directory", path, e))
+}
+
+/// Every job ever archived (`queue-finished.jsonl`), oldest first. Unparseable lines are skipped
+/// (a torn last line after a crash is cut by the next append anyway).
+pub fn archived(home: &Path) -> Result<Vec<Job>> {
+    let mut jobs = Vec::new();
+    crate::store::ledger::for_each_line(&home.join(JOBS_DONE.name), |_, line| {
+        if let crate::store::ledger::Line::Complete(t) = line
+            && let Ok(j) = serde_json::from_str::<Job>(&t)
+        {
+            jobs.push(j);
+        }
+        Ok(true)
+    })?;
+    Ok(jobs)
+}

@@ -1,0 +1,728 @@
+//! The agent job queue (issue 14), end to end: the real binary, a temp home, a real stand-in
+//! agent script (sh) whose behaviour each test steers through files in a control directory.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::{Run, TestEnv, wait_until};
+
+/// The stand-in agent. It records `start`/`end` lines in `$CTRL/trace`, saves the prompt it was
+/// given, writes RESULT.md, and obeys `$CTRL/<job>.fail` (exit 3), `<job>.sleep` (seconds),
+/// `<job>.spawn` (start a background `sleep 300` and record its pid), `<job>.block` (wait until
+/// the file is removed).
+const AGENT: &str = r#"#!/bin/sh
+job="$1"
+echo "start $job $(date +%s.%N)" >> "$CTRL/trace"
+out="$CONDUCTOR_QUEUE_OUTPUT"
+mkdir -p "$out"
+cat > "$CTRL/$job.prompt"
+env > "$CTRL/$job.env"
+if [ -f "$CTRL/$job.spawn" ]; then
+  sleep 300 &
+  echo $! > "$CTRL/$job.grandchild"
+fi
+if [ -f "$CTRL/$job.sleep" ]; then sleep "$(cat "$CTRL/$job.sleep")"; fi
+while [ -f "$CTRL/$job.block" ]; do sleep 0.02; done
+if [ -f "$CTRL/$job.fail" ]; then echo "end $job fail" >> "$CTRL/trace"; exit 3; fi
+printf '# %s\n\nBuilt %s.\n- [x] exists\n' "$job" "$job" > "$out/RESULT.md"
+echo "end $job $(date +%s.%N)" >> "$CTRL/trace"
+"#;
+
+struct Q {
+    env: TestEnv,
+    ctrl: PathBuf,
+    agent: PathBuf,
+}
+
+impl Q {
+    fn new() -> Q {
+        let env = TestEnv::new();
+        let ctrl = env.dir("ctrl");
+        let agent = env.dir("bin").join("agent.sh");
+        std::fs::write(&agent, AGENT).unwrap();
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // docpull's cache in $HOME/.docpull, as docpull lays it out.
+        let dp = env.root.path().join(".docpull");
+        for c in ["datadog", "slack"] {
+            std::fs::create_dir_all(dp.join(c)).unwrap();
+            std::fs::write(dp.join(c).join("index.md"), format!("# {c} docs\n")).unwrap();
+        }
+        std::fs::write(
+            dp.join("manifest.json"),
+            r#"{"version":"1.0","api_url":"x","collections":{"datadog":{"pages":1},"slack":{"pages":1}}}"#,
+        )
+        .unwrap();
+        Q { env, ctrl, agent }
+    }
+
+    fn agent_cmd(&self) -> String {
+        format!("sh {} {{job}}", self.agent.display())
+    }
+
+    fn ctl(&self, name: &str, contents: &str) {
+        std::fs::write(self.ctrl.join(name), contents).unwrap();
+    }
+
+    fn submit(&self, manifest: &Value) -> Run {
+        self.env
+            .run_stdin(&["queue", "submit", "-"], &manifest.to_string())
+    }
+
+    fn run_args(&self, extra: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = ["queue", "run", "--agent-cmd"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.push(self.agent_cmd());
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    }
+
+    fn dispatch(&self, extra: &[&str], envs: &[(&str, &str)]) -> Run {
+        let args = self.run_args(extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut e = vec![("CTRL", self.ctrl.to_str().unwrap())];
+        e.extend_from_slice(envs);
+        self.env.run_env(&args, &e)
+    }
+
+    fn spawn_dispatcher(&self, extra: &[&str], envs: &[(&str, &str)]) -> Child {
+        let mut c = self.env.cmd();
+        c.args(self.run_args(extra))
+            .env("CTRL", &self.ctrl)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        c.spawn().unwrap()
+    }
+
+    fn jobs(&self) -> Vec<Value> {
+        let r = self.env.run(&["--json", "queue", "jobs", "--all"]);
+        r.code(0);
+        r.json()["jobs"].as_array().unwrap().clone()
+    }
+
+    fn state(&self, id: &str) -> String {
+        self.jobs()
+            .iter()
+            .find(|j| j["id"] == id)
+            .map(|j| j["state"]["state"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    }
+
+    fn trace(&self) -> Vec<String> {
+        std::fs::read_to_string(self.ctrl.join("trace"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn pos(&self, word: &str, job: &str) -> usize {
+        let t = self.trace();
+        t.iter()
+            .position(|l| l.starts_with(&format!("{word} {job} ")))
+            .unwrap_or_else(|| panic!("no `{word} {job}` in trace {t:?}"))
+    }
+}
+
+fn design_manifest() -> Value {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/queue/design-manifest.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Every regular file under `dir`, recursively, with its bytes.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                out.extend(tree(&p));
+            } else if t.is_file() && !p.ends_with("queue.lock") {
+                out.push((p.clone(), std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// queue.json and every queue-finished.jsonl line match schemas/queue.schema.json.
+#[track_caller]
+fn check_queue_files(home: &Path) {
+    if let Ok(b) = std::fs::read(home.join("queue.json")) {
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        if let Err(e) = conductor::queue::validate_doc(&v) {
+            panic!("queue.json breaks its schema {e}:\n{v:#}");
+        }
+    }
+    for line in crate::common::read_lines(&home.join("queue-finished.jsonl")) {
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if let Err(e) = conductor::queue::validate_job(&v) {
+            panic!("queue-finished.jsonl line breaks the schema {e}: {line}");
+        }
+    }
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // A zombie counts as dead.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s[s.rfind(')').unwrap() + 2..].starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn issue_14_design_manifest_runs_in_order_in_parallel_with_the_right_prompts_and_secrets() {
+    let q = Q::new();
+    for j in ["dd-skill", "slack-listener"] {
+        q.ctl(&format!("{j}.sleep"), "0.4");
+    }
+    q.submit(&design_manifest()).code(0);
+    let dd = "dd-secret-value-7f3a";
+    let sl = "slack-secret-value-91bc";
+    let r = q.dispatch(
+        &["--parallel", "4"],
+        &[("DD_API_KEY", dd), ("SLACK_WEBHOOK_SECRET", sl)],
+    );
+    r.code(0);
+    // The two independent jobs overlap; each dependent starts after its dependencies end.
+    assert!(q.pos("start", "slack-listener") < q.pos("end", "dd-skill"));
+    assert!(q.pos("start", "dd-skill") < q.pos("end", "slack-listener"));
+    assert!(q.pos("end", "dd-skill") < q.pos("start", "test-ui"));
+    assert!(q.pos("end", "dd-skill") < q.pos("start", "integration"));
+    assert!(q.pos("end", "slack-listener") < q.pos("start", "integration"));
+    assert_eq!(q.trace().len(), 8, "each job ran once: {:?}", q.trace());
+
+    // The prompt, exactly as the design lays it out, with prior work from RESULT.md.
+    let ws = q.env.home.join("workspaces/dd-skill-20260205");
+    let root = ws.display();
+    let prompt = std::fs::read_to_string(q.ctrl.join("test-ui.prompt")).unwrap();
+    let expected = format!(
+        "You are working on job \"test-ui\".\n\
+\n\
+## Your Task\n\
+Create a simple web UI for testing Datadog queries...\n\
+\n\
+## Documentation\n\
+Reference docs are available at {root}/docs/. The following\n\
+collections are loaded: datadog\n\
+\n\
+## Prior Work\n\
+### dd-skill (completed; output in {root}/output/dd-skill/)\n\
+# dd-skill\n\
+\n\
+Built dd-skill.\n\
+- [x] exists\n\
+\n\
+## Output\n\
+Write all output files to {root}/output/test-ui/.\n\
+When done, write a RESULT.md summarizing what you built,\n\
+any files created, and how to use them.\n\
+\n\
+## Success Criteria\n\
+- A standalone HTML+JS or Streamlit app at /workspace/output/test-ui/\n\
+- Uses the dd_skill module from /workspace/shared/\n\
+- Has a text input for queries and displays results\n"
+    );
+    assert_eq!(prompt, expected);
+    assert!(ws.join("docs/datadog/index.md").is_file());
+    assert!(ws.join("docs/slack/index.md").is_file());
+
+    // Each job saw its own secrets and nobody else's.
+    let envof = |j: &str| std::fs::read_to_string(q.ctrl.join(format!("{j}.env"))).unwrap();
+    assert!(envof("dd-skill").contains(&format!("DD_API_KEY={dd}")));
+    assert!(!envof("dd-skill").contains(sl));
+    assert!(!envof("slack-listener").contains(dd));
+    assert!(envof("integration").contains(dd) && envof("integration").contains(sl));
+
+    // No secret value in any file under the home, nor in any output.
+    for (p, bytes) in tree(&q.env.home) {
+        let t = String::from_utf8_lossy(&bytes);
+        assert!(
+            !t.contains(dd) && !t.contains(sl),
+            "secret in {}",
+            p.display()
+        );
+    }
+    for args in [
+        vec!["queue", "jobs", "--all"],
+        vec!["--json", "queue", "jobs", "--all"],
+        vec!["queue", "show", "integration"],
+        vec!["queue", "results", "dd-skill-20260205"],
+        vec!["events", "--limit", "1000"],
+    ] {
+        let out = q.env.run(&args);
+        for s in [&out.stdout, &out.stderr, &r.stdout, &r.stderr] {
+            assert!(
+                !s.contains(dd) && !s.contains(sl),
+                "secret in output of {args:?}"
+            );
+        }
+    }
+
+    // Everything completed and the workspace was archived out of queue.json.
+    assert!(q.jobs().iter().all(|j| j["state"]["state"] == "completed"));
+    let live: Value =
+        serde_json::from_slice(&std::fs::read(q.env.home.join("queue.json")).unwrap()).unwrap();
+    assert_eq!(live["jobs"], json!([]));
+    check_queue_files(&q.env.home);
+    let results = q.env.run(&["queue", "results", "dd-skill-20260205"]);
+    results.code(0);
+    assert!(
+        results.stdout.contains("## test-ui (completed)"),
+        "{}",
+        results.stdout
+    );
+}
+
+#[test]
+fn issue_14_bad_manifests_are_refused_and_change_nothing() {
+    let q = Q::new();
+    q.submit(&json!({"workspace": "w0", "jobs": [{"id": "ok", "prompt": "p"}]}))
+        .code(0);
+    let before = tree(&q.env.home);
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"workspace": "w", "jobs": [{"id": "a", "prompt": "p"}, {"id": "a", "prompt": "q"}]}),
+            "duplicate job id `a`",
+        ),
+        (
+            json!({"workspace": "w", "jobs": [{"id": "a", "prompt": "p", "depends_on": ["nope"]}]}),
+            "unknown job `nope`",
+        ),
+        (
+            json!({"workspace": "w", "jobs": [
+                {"id": "a", "prompt": "p", "depends_on": ["b"]},
+                {"id": "b", "prompt": "p", "depends_on": ["a"]}]}),
+            "cycle: a -> b -> a",
+        ),
+        (
+            json!({"workspace": "w", "jobs": [{"id": "a", "prompt": "p", "docs": ["stripe"]}]}),
+            "available: datadog, slack",
+        ),
+        (
+            json!({"workspace": "w", "jobs": [{"id": "a", "prompt": "p", "secrets": {"K": "hunter2"}}]}),
+            "names",
+        ),
+        (json!({"workspace": "w", "jobs": [{"id": "a"}]}), "prompt"),
+        (
+            json!({"workspace": "w0", "jobs": [{"id": "ok", "prompt": "p"}]}),
+            "already in workspace `w0`",
+        ),
+    ];
+    for (m, want) in cases {
+        let r = q.submit(&m);
+        r.code(2);
+        let first = r.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: ") && first.contains(want),
+            "{want}: {r:?}"
+        );
+        assert!(!r.stderr.contains("hunter2"));
+        assert_eq!(tree(&q.env.home), before, "files changed by {m}");
+    }
+    // --docs-dir replaces ~/.docpull, and the refusal names what it has.
+    let dd = q.env.dir("mydocs/stripe");
+    std::fs::write(dd.join("a.md"), "x").unwrap();
+    let m = json!({"workspace": "w", "jobs": [{"id": "a", "prompt": "p", "docs": ["datadog"]}]});
+    let r = q.env.run_stdin(
+        &[
+            "queue",
+            "submit",
+            "-",
+            "--docs-dir",
+            q.env.root.path().join("mydocs").to_str().unwrap(),
+        ],
+        &m.to_string(),
+    );
+    r.code(2);
+    assert!(r.stderr.contains("available: stripe"), "{r:?}");
+}
+
+#[test]
+fn issue_14_a_failure_blocks_exactly_its_dependents_and_retry_recovers() {
+    let q = Q::new();
+    q.ctl("a.fail", "");
+    q.submit(&json!({"workspace": "w", "jobs": [
+        {"id": "a", "prompt": "p"},
+        {"id": "b", "prompt": "p", "depends_on": ["a"]},
+        {"id": "c", "prompt": "p", "depends_on": ["b"]},
+        {"id": "x", "prompt": "p"},
+        {"id": "y", "prompt": "p", "depends_on": ["x"]}]}))
+        .code(0);
+    let r = q.dispatch(&[], &[]);
+    r.code(5);
+    assert_eq!(q.state("a"), "failed");
+    assert_eq!(q.state("b"), "blocked");
+    assert_eq!(q.state("c"), "blocked");
+    assert_eq!(q.state("x"), "completed");
+    assert_eq!(q.state("y"), "completed");
+    check_queue_files(&q.env.home);
+    let show = q.env.run(&["queue", "show", "c"]);
+    assert!(
+        show.stdout.contains("dependency `b` is blocked"),
+        "{show:?}"
+    );
+    let r = q.env.run(&["queue", "retry", "b"]);
+    r.code(2);
+    assert!(r.stderr.contains("retry `w/a` instead"), "{r:?}");
+
+    std::fs::remove_file(q.ctrl.join("a.fail")).unwrap();
+    let r = q.env.run(&["queue", "retry", "a"]);
+    r.code(0);
+    assert!(r.stdout.contains("w/b, w/c"), "{r:?}");
+    q.dispatch(&[], &[]).code(0);
+    for j in ["a", "b", "c", "x", "y"] {
+        assert_eq!(q.state(j), "completed", "{j}");
+    }
+    // x and y ran once; a twice.
+    let t = q.trace();
+    assert_eq!(t.iter().filter(|l| l.starts_with("start x ")).count(), 1);
+    assert_eq!(t.iter().filter(|l| l.starts_with("start a ")).count(), 2);
+}
+
+#[test]
+fn issue_14_a_timeout_kills_the_whole_process_tree() {
+    let q = Q::new();
+    q.ctl("slow.spawn", "");
+    q.ctl("slow.sleep", "300");
+    q.submit(&json!({"workspace": "w", "jobs": [
+        {"id": "slow", "prompt": "p", "timeout_minutes": 0.01},
+        {"id": "after", "prompt": "p", "depends_on": ["slow"]}]}))
+        .code(0);
+    let t0 = std::time::Instant::now();
+    let r = q.dispatch(&[], &[]);
+    r.code(5);
+    assert!(t0.elapsed() < Duration::from_secs(20));
+    assert_eq!(q.state("slow"), "timed_out");
+    assert_eq!(q.state("after"), "blocked");
+    check_queue_files(&q.env.home);
+    let gc: i32 = std::fs::read_to_string(q.ctrl.join("slow.grandchild"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        wait_until(5.0, || !pid_alive(gc)),
+        "grandchild {gc} survived"
+    );
+}
+
+#[test]
+fn issue_14_a_missing_secret_blocks_the_job_naming_it() {
+    let q = Q::new();
+    q.submit(&json!({"workspace": "w", "jobs": [
+        {"id": "a", "prompt": "p", "secrets": ["NOPE_NOT_SET"]},
+        {"id": "b", "prompt": "p", "depends_on": ["a"]}]}))
+        .code(0);
+    let r = q.dispatch(&[], &[]);
+    r.code(5);
+    assert_eq!(q.state("a"), "blocked");
+    assert_eq!(q.state("b"), "blocked");
+    let show = q.env.run(&["queue", "show", "a"]);
+    assert!(
+        show.stdout.contains("missing secret NOPE_NOT_SET"),
+        "{show:?}"
+    );
+    assert!(q.trace().is_empty());
+    // From a 0600 secrets file, after a retry, it runs; a 0644 one is refused.
+    let f = q.env.root.path().join("secrets.env");
+    std::fs::write(&f, "NOPE_NOT_SET=from-file-42\n").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    q.env.run(&["queue", "retry", "a"]).code(0);
+    let fs = f.to_str().unwrap();
+    let r = q.dispatch(&["--secrets-file", fs], &[]);
+    r.code(2);
+    assert!(r.stderr.contains("chmod 600"), "{r:?}");
+    assert!(!r.stderr.contains("from-file-42"));
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    q.dispatch(&["--secrets-file", fs], &[]).code(0);
+    let env_a = std::fs::read_to_string(q.ctrl.join("a.env")).unwrap();
+    assert!(env_a.contains("NOPE_NOT_SET=from-file-42"));
+}
+
+#[test]
+fn issue_14_cancel_stops_running_jobs() {
+    let q = Q::new();
+    q.ctl("long.spawn", "");
+    q.ctl("long.block", "");
+    q.submit(&json!({"workspace": "w", "jobs": [
+        {"id": "long", "prompt": "p"},
+        {"id": "next", "prompt": "p", "depends_on": ["long"]}]}))
+        .code(0);
+    let mut d = q.spawn_dispatcher(&[], &[]);
+    assert!(wait_until(10.0, || q.ctrl.join("long.grandchild").exists()));
+    let gc: i32 = std::fs::read_to_string(q.ctrl.join("long.grandchild"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let r = q.env.run(&["queue", "cancel", "w"]);
+    r.code(0);
+    assert!(r.stdout.contains("Cancelled 2 job(s)"), "{r:?}");
+    let status = d.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "nothing failed: cancelled is not a failure"
+    );
+    assert!(wait_until(5.0, || !pid_alive(gc)));
+    assert_eq!(q.state("long"), "cancelled");
+    assert_eq!(q.state("next"), "cancelled");
+}
+
+#[test]
+fn issue_14_a_sigkilled_dispatcher_restarted_never_reruns_a_completed_job() {
+    let q = Q::new();
+    q.ctl("b.block", "");
+    q.ctl("b.spawn", "");
+    q.submit(&json!({"workspace": "w", "jobs": [
+        {"id": "a", "prompt": "p"},
+        {"id": "b", "prompt": "p", "depends_on": ["a"]},
+        {"id": "c", "prompt": "p", "depends_on": ["b"]}]}))
+        .code(0);
+    let mut d = q.spawn_dispatcher(&[], &[]);
+    assert!(wait_until(10.0, || q.ctrl.join("b.grandchild").exists()));
+    unsafe {
+        libc::kill(d.id() as i32, libc::SIGKILL);
+    }
+    d.wait().unwrap();
+    assert_eq!(q.state("a"), "completed");
+    assert_eq!(q.state("b"), "running");
+    check_queue_files(&q.env.home);
+    let gc: i32 = std::fs::read_to_string(q.ctrl.join("b.grandchild"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::fs::remove_file(q.ctrl.join("b.grandchild")).unwrap();
+    std::fs::remove_file(q.ctrl.join("b.spawn")).unwrap();
+    std::fs::remove_file(q.ctrl.join("b.block")).unwrap();
+    let r = q.dispatch(&[], &[]);
+    r.code(0);
+    assert!(r.stderr.contains("interrupted"), "{r:?}");
+    // The orphaned attempt was killed (with its tree), b ran again, a never did.
+    assert!(wait_until(5.0, || !pid_alive(gc)), "old attempt survived");
+    let t = q.trace();
+    assert_eq!(
+        t.iter().filter(|l| l.starts_with("start a ")).count(),
+        1,
+        "{t:?}"
+    );
+    assert_eq!(
+        t.iter().filter(|l| l.starts_with("start b ")).count(),
+        2,
+        "{t:?}"
+    );
+    assert_eq!(q.state("c"), "completed");
+    let b = q.jobs().into_iter().find(|j| j["id"] == "b").unwrap();
+    assert_eq!(b["state"]["attempts"], 2);
+}
+
+#[test]
+fn issue_14_follow_starts_later_submissions_and_retries_without_polling() {
+    let q = Q::new();
+    let mut d = q.spawn_dispatcher(&["--follow"], &[]);
+    // Give it time to start watching, then submit: the journal wakes it.
+    assert!(wait_until(10.0, || q
+        .env
+        .home
+        .join("events.jsonl")
+        .exists()
+        || {
+            q.submit(&json!({"workspace": "w", "jobs": [{"id": "late", "prompt": "p"}]}));
+            true
+        }));
+    assert!(wait_until(10.0, || q.state("late") == "completed"));
+    unsafe {
+        libc::kill(d.id() as i32, libc::SIGTERM);
+    }
+    d.wait().unwrap();
+}
+
+#[test]
+fn issue_14_design_manifest_matches_the_schema_and_help_teaches() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/queue/design-manifest.json"),
+    )
+    .unwrap();
+    let m = conductor::queue::manifest::parse(&text, "design").unwrap();
+    assert_eq!(m.jobs.len(), 4);
+    let q = Q::new();
+    let h = q.env.run(&["queue", "run", "--help"]);
+    h.code(0);
+    for w in [
+        "--parallel",
+        "sandbox",
+        "{cmd}",
+        "{prompt_file}",
+        "Exit codes",
+        "5  the queue",
+    ] {
+        assert!(h.stdout.contains(w), "run --help lacks {w}");
+    }
+    let r = q.env.run(&["queue", "run", "--runner", "docker"]);
+    r.code(2);
+    assert!(r.stderr.contains("{cmd}"));
+}
+
+#[test]
+fn issue_14_template_runner_wraps_the_agent_command() {
+    let q = Q::new();
+    q.submit(&json!({"workspace": "w", "jobs": [{"id": "t", "prompt": "p"}]}))
+        .code(0);
+    let wrap = q.env.dir("bin").join("wrap.sh");
+    std::fs::write(
+        &wrap,
+        "#!/bin/sh\necho wrapped >> \"$CTRL/trace.wrap\"\nexec sh -c \"$1\"\n",
+    )
+    .unwrap();
+    let runner = format!("sh {} {{cmd}}", wrap.display());
+    q.dispatch(&["--runner", &runner], &[]).code(0);
+    assert_eq!(q.state("t"), "completed");
+    assert!(q.ctrl.join("trace.wrap").exists());
+}
+
+#[test]
+fn issue_14_plan_runs_the_planner_and_submits_with_yes() {
+    let q = Q::new();
+    let planner = q.env.dir("bin").join("planner.sh");
+    std::fs::write(
+        &planner,
+        "#!/bin/sh\ncat > \"$CTRL/planner.in\"\necho 'Here is the plan:'\ncat <<'EOF'\n{\"workspace\":\"pw\",\"jobs\":[{\"id\":\"one\",\"prompt\":\"do it\",\"docs\":[\"slack\"]}]}\nEOF\n",
+    )
+    .unwrap();
+    let cmd = format!("sh {}", planner.display());
+    let ctrl = q.ctrl.to_str().unwrap();
+    let r = q.env.run_env(
+        &[
+            "queue",
+            "plan",
+            "build a slack bot",
+            "--docs",
+            "slack",
+            "--planner",
+            &cmd,
+        ],
+        &[("CTRL", ctrl)],
+    );
+    r.code(0);
+    assert!(r.stdout.contains("\"workspace\": \"pw\""), "{r:?}");
+    assert!(q.jobs().is_empty(), "not submitted without --yes");
+    let input = std::fs::read_to_string(q.ctrl.join("planner.in")).unwrap();
+    assert!(input.contains("build a slack bot") && input.contains("datadog, slack"));
+    let r = q.env.run_env(
+        &[
+            "queue",
+            "plan",
+            "build a slack bot",
+            "--docs",
+            "slack",
+            "--planner",
+            &cmd,
+            "--yes",
+        ],
+        &[("CTRL", ctrl)],
+    );
+    r.code(0);
+    assert_eq!(q.state("one"), "ready");
+}
+
+/// True when bubblewrap can create namespaces here; otherwise the sandbox tests say why.
+fn bwrap_works() -> bool {
+    let ok = std::process::Command::new("bwrap")
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-all",
+            "--die-with-parent",
+            "true",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("SKIPPED: bwrap is missing or cannot create namespaces on this machine");
+    }
+    ok
+}
+
+#[test]
+fn issue_14_a_sandboxed_job_sees_only_its_workspace_docs_and_secret() {
+    if !bwrap_works() {
+        return;
+    }
+    let q = Q::new();
+    // A file outside the workspace (next to the home) and one in the home itself.
+    let outside = q.env.root.path().join("outside.txt");
+    std::fs::write(&outside, "top secret").unwrap();
+    let probe = q.env.dir("sbin").join("probe.sh");
+    std::fs::write(
+        &probe,
+        format!(
+            r#"#!/bin/sh
+cd "$CONDUCTOR_QUEUE_WORKSPACE"
+o="$CONDUCTOR_QUEUE_OUTPUT"; mkdir -p "$o"
+cat > "$o/prompt.txt"
+{{ cat {outside} && echo LEAK-outside; cat {home}/queue.json && echo LEAK-home; ls {root} | grep -q outside.txt && echo LEAK-root
+   cat /proc/*/environ 2>/dev/null | tr '\0' '\n' | grep -q other-secret-222 && echo LEAK-other
+   env | grep -q SECRET_B && echo LEAK-env
+   [ "$SECRET_A" = "mine-111" ] && echo own-secret-ok
+   cat docs/slack/index.md >/dev/null && echo docs-ok
+   touch docs/slack/x 2>/dev/null && echo LEAK-docs-writable
+   echo hi > shared/from-$CONDUCTOR_QUEUE_JOB && echo shared-ok
+   pwd; }} > "$o/report.txt" 2>/dev/null
+echo done > "$o/RESULT.md"
+"#,
+            outside = outside.display(),
+            home = q.env.home.display(),
+            root = q.env.root.path().display(),
+        ),
+    )
+    .unwrap();
+    q.submit(&json!({"workspace": "sb", "jobs": [
+        {"id": "a", "prompt": "p", "docs": ["slack"], "secrets": ["SECRET_A"]},
+        {"id": "b", "prompt": "p", "secrets": ["SECRET_B"]}]}))
+        .code(0);
+    let sbin = probe.parent().unwrap().to_str().unwrap().to_string();
+    let cmd = format!("sh {}", probe.display());
+    let r = q.env.run_env(
+        &[
+            "queue",
+            "run",
+            "--runner",
+            "sandbox",
+            "--sandbox-ro",
+            &sbin,
+            "--agent-cmd",
+            &cmd,
+        ],
+        &[("SECRET_A", "mine-111"), ("SECRET_B", "other-secret-222")],
+    );
+    r.code(0);
+    let rep =
+        std::fs::read_to_string(q.env.home.join("workspaces/sb/output/a/report.txt")).unwrap();
+    assert!(!rep.contains("LEAK"), "{rep}");
+    assert!(
+        rep.contains("own-secret-ok") && rep.contains("docs-ok") && rep.contains("shared-ok"),
+        "{rep}"
+    );
+    assert!(rep.contains("/workspace\n"), "{rep}");
+    let prompt =
+        std::fs::read_to_string(q.env.home.join("workspaces/sb/output/a/prompt.txt")).unwrap();
+    assert!(
+        prompt.contains("Write all output files to /workspace/output/a/."),
+        "{prompt}"
+    );
+}

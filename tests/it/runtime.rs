@@ -1,0 +1,821 @@
+//! Issue 10: the agent runtime. Channels, mentions, inbox and work claims as ledgers in the
+//! home, and `agent run` loops as real processes running real child commands. No mocks, no
+//! fixed sleeps (everything polls with a deadline).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+use serde_json::Value;
+
+use crate::common::*;
+
+fn setup() -> TestEnv {
+    let env = TestEnv::new();
+    env.run(&[
+        "agent", "register", "scout", "--handle", "@scout", "--watch", "ops",
+    ])
+    .code(0);
+    env.run(&["agent", "register", "lint", "--watch", "ops"])
+        .code(0);
+    env
+}
+
+fn post(env: &TestEnv, text: &str) -> Value {
+    let r = env.run(&["--json", "post", "ops", text, "--as", "ana"]);
+    r.code(0);
+    r.json()["message"].clone()
+}
+
+fn items(env: &TestEnv, agent: &str) -> Vec<Value> {
+    let r = env.run(&["--json", "inbox", "--agent", agent]);
+    r.code(0);
+    r.json()["items"].as_array().unwrap().clone()
+}
+
+fn done_lines(env: &TestEnv) -> Vec<Value> {
+    read_lines(&env.home_file("runtime-inbox.jsonl"))
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn journal_types(env: &TestEnv) -> Vec<String> {
+    read_lines(&env.home_file("events.jsonl"))
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event_type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+fn script(env: &TestEnv, name: &str, body: &str) -> PathBuf {
+    let p = env.dir("bin").join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn spawn_loop(env: &TestEnv, args: &[&str]) -> Child {
+    let mut c = env.cmd();
+    c.args(["-q", "agent", "run"])
+        .args(args)
+        .env("CONDUCTOR_STRICT_MACHINE", "1");
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    c.spawn().unwrap()
+}
+
+fn status(env: &TestEnv, agent: &str) -> Value {
+    let r = env.run(&["--json", "agent", "status", agent]);
+    r.code(0);
+    r.json()
+}
+
+fn actions(env: &TestEnv, agent: &str) -> Vec<Value> {
+    let r = env.run(&["agent", "log", agent]);
+    r.code(0);
+    r.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn stop(mut child: Child) {
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let out = child.wait().unwrap();
+    assert_eq!(out.code(), Some(0), "the loop exits 0 on SIGTERM");
+}
+
+fn schema_accepts(schema_file: &str, doc: &Path) {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("schemas")
+                .join(schema_file),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(doc).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    if let Some(e) = validator.iter_errors(&v).next() {
+        panic!(
+            "{schema_file} rejects {}: {e} at {}",
+            doc.display(),
+            e.instance_path()
+        );
+    }
+}
+
+#[test]
+fn runtime_post_writes_mention_and_item_with_it_and_edits_dedupe() {
+    let env = setup();
+    let m = post(
+        &env,
+        "thanks @scout. please review\nnext: lint\nmail me@lint.dev",
+    );
+    assert_eq!(m["addressed"], serde_json::json!(["scout", "lint"]));
+    let s = items(&env, "scout");
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0]["status"], "pending");
+    assert_eq!(s[0]["trigger_type"], "mention");
+    assert_eq!(s[0]["source_id"], m["message_id"]);
+    assert_eq!(items(&env, "lint").len(), 1);
+    let types = journal_types(&env);
+    let tail: Vec<&str> = types
+        .iter()
+        .rev()
+        .take(5)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "channel.message.created",
+            "mention.created",
+            "inbox.item.created",
+            "mention.created",
+            "inbox.item.created"
+        ]
+    );
+    // Chatter addresses nobody.
+    let chat = post(&env, "just thinking out loud about @nobody");
+    assert_eq!(chat["addressed"], serde_json::json!([]));
+    // An edit that adds a mention creates one item; editing again does not duplicate it.
+    let id = chat["message_id"].as_str().unwrap();
+    env.run(&["edit", id, "ok @scout, yours", "--as", "ana"])
+        .code(0);
+    env.run(&["edit", id, "ok @scout, yours!", "--as", "ana"])
+        .code(0);
+    assert_eq!(items(&env, "scout").len(), 2);
+    let r = env.run(&["edit", id, "hijack", "--as", "mallory"]);
+    r.code(2);
+    assert!(r.stderr.contains("only its author"), "{}", r.stderr);
+    // A DM lands in the inbox with trigger dm; a reply to an agent's message with trigger reply.
+    env.run(&["dm", "lint", "can you check the build?", "--as", "ana"])
+        .code(0);
+    let l = items(&env, "lint");
+    assert!(l.iter().any(|i| i["trigger_type"] == "dm"), "{l:?}");
+    let own = env.run(&[
+        "--json",
+        "post",
+        "ops",
+        "[result]\nbuild is green\n[/result]",
+        "--as",
+        "lint",
+    ]);
+    let own_id = own.json()["message"]["message_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.run(&[
+        "post",
+        "ops",
+        "thanks!",
+        "--as",
+        "ana",
+        "--reply-to",
+        &own_id,
+    ])
+    .code(0);
+    assert!(
+        items(&env, "lint")
+            .iter()
+            .any(|i| i["trigger_type"] == "reply")
+    );
+    let msgs = env
+        .run(&["--json", "messages", "ops", "--limit", "2"])
+        .json();
+    assert_eq!(msgs["messages"].as_array().unwrap().len(), 2);
+    // The documents match their published schemas.
+    schema_accepts(
+        "runtime-agents.schema.json",
+        &env.home_file("runtime-agents.json"),
+    );
+    schema_accepts(
+        "runtime-inbox.schema.json",
+        &env.home_file("runtime-inbox.json"),
+    );
+    schema_accepts(
+        "runtime-channels.schema.json",
+        &env.home_file("runtime-channels.json"),
+    );
+}
+
+#[test]
+fn runtime_statuses_and_claims_ttl_conflict_takeover() {
+    let mut env = setup();
+    env.at("2026-01-17T10:00:00Z");
+    post(&env, "@scout please look");
+    let id = items(&env, "scout")[0]["id"].as_str().unwrap().to_string();
+    env.run(&["inbox", "seen", &id]).code(0);
+    assert_eq!(items(&env, "scout")[0]["status"], "seen");
+    // Claimed by scout for 15 s.
+    env.run(&["inbox", "claim", &id, "--agent", "scout", "--ttl", "15"])
+        .code(0);
+    env.at("2026-01-17T10:00:10Z");
+    let c = env.run(&[
+        "--json",
+        "inbox",
+        "claim",
+        &id,
+        "--agent",
+        "lint",
+        "--ttl",
+        "15",
+        "--takeover",
+    ]);
+    c.code(3);
+    let j = c.json();
+    assert_eq!(j["status"], "conflict");
+    assert_eq!(j["holder"], "scout");
+    assert_eq!(j["retry_after_seconds"], 5);
+    // Completing while another agent's claim runs is refused, files unchanged.
+    let before = env.snapshot();
+    let r = env.run(&[
+        "inbox",
+        "complete",
+        &id,
+        "--agent",
+        "lint",
+        "--ref",
+        "post_id=msg-9",
+    ]);
+    r.code(2);
+    assert!(r.stderr.contains("claimed by `scout`"), "{}", r.stderr);
+    assert_eq!(before, env.snapshot());
+    // Expired: a plain claim still conflicts; --takeover takes it over and is counted and logged.
+    env.at("2026-01-17T10:00:16Z");
+    let c = env.run(&[
+        "--json", "inbox", "claim", &id, "--agent", "lint", "--ttl", "15",
+    ]);
+    c.code(3);
+    assert_eq!(c.json()["expired"], true);
+    let t = env.run(&[
+        "--json",
+        "inbox",
+        "claim",
+        &id,
+        "--agent",
+        "lint",
+        "--ttl",
+        "15",
+        "--takeover",
+    ]);
+    t.code(0);
+    assert_eq!(t.json()["takeover"], true);
+    assert_eq!(status(&env, "lint")["metrics"]["timeout_recoveries"], 1);
+    let log = read_lines(&env.home_file("runtime-conflicts.log"));
+    assert!(
+        log.iter()
+            .any(|l| l.contains(" | TAKEOVER | lint (cli) took over")),
+        "{log:?}"
+    );
+    env.run(&["inbox", "renew", &id, "--agent", "lint", "--ttl", "60"])
+        .code(0);
+    // Complete needs a non-empty reference, always.
+    let r = env.run(&["inbox", "complete", &id, "--agent", "lint"]);
+    r.code(2);
+    assert!(r.stderr.contains("completion_ref"), "{}", r.stderr);
+    env.run(&[
+        "inbox",
+        "complete",
+        &id,
+        "--agent",
+        "lint",
+        "--ref",
+        "post_id=msg-000042",
+        "--ref",
+        "note=done",
+    ])
+    .code(0);
+    let done = done_lines(&env);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0]["item"]["status"], "completed");
+    assert_eq!(done[0]["item"]["completion_ref"]["post_id"], "msg-000042");
+    // Twice is an error naming the status; the mention was acknowledged with the completion.
+    let r = env.run(&[
+        "inbox",
+        "complete",
+        &id,
+        "--agent",
+        "lint",
+        "--ref",
+        "post_id=x",
+    ]);
+    r.code(2);
+    assert!(r.stderr.contains("already completed"), "{}", r.stderr);
+    assert_eq!(
+        env.run(&["--json", "mentions"]).json()["mentions"],
+        serde_json::json!([])
+    );
+    let c = env
+        .run(&["--json", "inbox", "--status", "completed"])
+        .json();
+    assert_eq!(c["items"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn runtime_bad_input_is_refused_with_files_unchanged() {
+    let env = setup();
+    post(&env, "@scout hi");
+    let id = items(&env, "scout")[0]["id"].as_str().unwrap().to_string();
+    let big = "x".repeat(16 * 1024 + 1);
+    let before = env.snapshot();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["inbox", "--agent", "nobody"], "no agent `nobody`"),
+        (vec!["dm", "nobody", "hello"], "no agent `nobody`"),
+        (
+            vec!["inbox", "claim", &id, "--agent", "nobody"],
+            "no agent `nobody`",
+        ),
+        (
+            vec!["inbox", "claim", &id, "--agent", "scout", "--ttl", "5"],
+            "15 to 1800",
+        ),
+        (
+            vec!["inbox", "claim", &id, "--agent", "scout", "--ttl", "1801"],
+            "15 to 1800",
+        ),
+        (
+            vec!["agent", "run", "scout", "--ttl", "2", "--max-cycles", "1"],
+            "15 to 1800",
+        ),
+        (
+            vec!["inbox", "complete", &id, "--ref", "post_id"],
+            "KEY=VALUE",
+        ),
+        (
+            vec!["inbox", "complete", &id, "--ref", "=x"],
+            "not a reference",
+        ),
+        (vec!["inbox", "complete", &id], "completion_ref"),
+        (
+            vec!["inbox", "seen", "inb-999999"],
+            "no actionable inbox item",
+        ),
+        (vec!["post", "ops", &big, "--as", "ana"], "limit is 16384"),
+        (vec!["post", "no channel", "hi"], "not a valid channel name"),
+        (vec!["post", "ops", "   "], "needs some text"),
+        (
+            vec!["post", "ops", "hi", "--as", "bad name"],
+            "not a valid author name",
+        ),
+        (
+            vec!["post", "ops", "hi", "--reply-to", "msg-424242"],
+            "to reply to",
+        ),
+        (
+            vec!["agent", "register", "bad.", "--watch", "ops"],
+            "not a valid agent name",
+        ),
+        (
+            vec!["agent", "register", "other", "--handle", "@scout"],
+            "already belongs",
+        ),
+        (
+            vec!["mentions", "ack", "men-000001", "men-999999"],
+            "no unacknowledged mention",
+        ),
+        (vec!["agent", "status", "nobody"], "no agent `nobody`"),
+        (vec!["messages", "nowhere"], "no channel"),
+    ];
+    for (args, needle) in cases {
+        let r = env.run(&args);
+        assert_eq!(r.code, 2, "{args:?} should exit 2:\n{r:#?}");
+        let first = r.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: ") && first.contains(needle),
+            "{args:?}: {first}"
+        );
+        assert_eq!(before, env.snapshot(), "{args:?} changed a file");
+    }
+    // With --json the error is the one-line envelope with a stable reason.
+    let r = env.run(&[
+        "--json", "inbox", "claim", &id, "--agent", "scout", "--ttl", "5",
+    ]);
+    assert_eq!(r.json()["reason"], "invalid_ttl");
+    // An invalid artifact exits 2 naming the valid blocks.
+    let r = env.run_stdin(
+        &["artifact", "validate", "-"],
+        "[bogus]\nx\n[/bogus]\n[bogus]\n[/bogus]\n",
+    );
+    r.code(2);
+    assert_eq!(
+        r.stdout.matches("unknown block `[bogus]`").count(),
+        1,
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("valid blocks: task, request"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(before, env.snapshot());
+}
+
+#[test]
+fn runtime_artifact_validate_accepts_canopy_blocks() {
+    let env = TestEnv::new();
+    let ok = "[objective]\ntitle: Ship 1.0\n[tasks]\n- [ ] write notes\n- [x] tag\n[/tasks]\n[/objective]\n\
+              See [the plan](http://x) and\n- [x] a checkbox\n```\n[not-a-block]\n```\n[poll]\nquestion: Friday?\n[/poll]\n\
+              [completion]\nall 42 tests pass\n[/completion]\n";
+    let r = env.run_stdin(&["--json", "artifact", "validate"], ok);
+    r.code(0);
+    assert_eq!(r.json()["valid"], true);
+    let r = env.run_stdin(
+        &["artifact", "validate", "-"],
+        "[completion]\n[/completion]\n[task]\nowner: x\n[/task]\n",
+    );
+    r.code(2);
+    assert!(
+        r.stdout.contains("needs evidence")
+            && r.stdout.contains("`[task]` needs a non-empty `title:`"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn runtime_feed_is_agent_scoped_and_resumable_with_the_cursor() {
+    let env = setup();
+    post(&env, "@scout one");
+    post(&env, "chatter");
+    env.run(&["post", "elsewhere", "not for anyone"]).code(0);
+    let p = env.run(&["agent", "events", "scout", "--advance"]);
+    p.code(0);
+    let page = p.json();
+    let types: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["event_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "channel.message.created",
+            "mention.created",
+            "inbox.item.created",
+            "channel.message.created"
+        ]
+    );
+    let first = &page["items"][1];
+    assert_eq!(first["target_user_id"], "scout");
+    assert!(first["message_id"].is_string() && first["channel_id"] == "ops");
+    // Resumed from the durable cursor: nothing new yet, then only the new event.
+    let again = env.run(&["agent", "events", "scout"]).json();
+    assert_eq!(again["items"], serde_json::json!([]));
+    env.run(&["dm", "scout", "psst", "--as", "ana"]).code(0);
+    let next = env.run(&["agent", "events", "scout"]).json();
+    let types: Vec<&str> = next["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["event_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["dm.message.created", "inbox.item.created"]);
+}
+
+/// The issue's "Done means": two agents and a person on one channel; the addressed agent's
+/// loop claims, runs a real child that writes an artifact, posts it and completes the item with
+/// a reference to the post; the other agent records `not_addressed`; a loop SIGKILLed mid-item
+/// has its claim taken over by another loop after the TTL, and the item is completed once.
+#[test]
+fn runtime_end_to_end_two_agents_a_person_and_a_sigkill() {
+    let env = setup();
+    let marker = env.root.path().join("first-attempt");
+    let worker = script(
+        &env,
+        "worker.sh",
+        &format!(
+            "input=$(cat)\nif [ ! -e {m} ]; then touch {m}; sleep 120; fi\n\
+             printf '[result]\\nsummarized %s for %s\\n[/result]\\n[completion]\\nsummary posted\\n[/completion]\\n' \"$CONDUCTOR_ITEM_ID\" \"$CONDUCTOR_AGENT\"",
+            m = marker.display()
+        ),
+    );
+    let w = worker.to_str().unwrap();
+    let lint = spawn_loop(&env, &["lint", "--exec", "false"]);
+    let first = spawn_loop(&env, &["scout", "--exec", w, "--ttl", "15"]);
+    assert!(wait_until(10.0, || status(&env, "scout")["running"]
+        == true
+        && status(&env, "lint")["running"] == true));
+    let msg = post(&env, "@scout please summarize the failing tests");
+    let item = |env: &TestEnv| items(env, "scout").first().cloned();
+    // The first loop claims and starts the child.
+    assert!(
+        wait_until(10.0, || marker.exists()),
+        "the child never started"
+    );
+    let claimed = item(&env).unwrap();
+    let id = claimed["id"].as_str().unwrap().to_string();
+    let first_worker = format!("run-{}", first.id());
+    assert_eq!(claimed["claim"]["worker"], first_worker.as_str());
+    // SIGKILL it mid-item, start another loop for the agent.
+    let mut first = first;
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let second = spawn_loop(&env, &["scout", "--exec", w, "--ttl", "15"]);
+    // While the TTL runs, the claim is not taken over (the new loop waits for the expiry).
+    assert!(wait_until(10.0, || actions(&env, "scout")
+        .iter()
+        .any(|a| a["kind"] == "conflict")));
+    assert_eq!(
+        item(&env).unwrap()["claim"]["worker"],
+        first_worker.as_str()
+    );
+    // After the TTL: taken over, executed, posted, completed with a reference to the post.
+    assert!(
+        wait_until(30.0, || item(&env).is_none()),
+        "the item was never completed"
+    );
+    let done: Vec<Value> = done_lines(&env)
+        .into_iter()
+        .filter(|d| d["item"]["id"] == id.as_str())
+        .collect();
+    assert_eq!(done.len(), 1, "completed exactly once");
+    let r = &done[0]["item"]["completion_ref"];
+    assert_eq!(done[0]["item"]["status"], "completed");
+    let post_id = r["post_id"].as_str().unwrap();
+    let msgs = env.run(&["--json", "messages", "ops"]).json()["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let answer = msgs
+        .iter()
+        .find(|m| m["message_id"] == post_id)
+        .expect("the referenced post exists");
+    assert_eq!(answer["author"], "scout");
+    assert_eq!(answer["reply_to"], msg["message_id"]);
+    assert!(
+        answer["content"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("summarized {id} for scout"))
+    );
+    assert_eq!(
+        msgs.iter().filter(|m| m["author"] == "scout").count(),
+        1,
+        "one artifact posted"
+    );
+    let st = status(&env, "scout");
+    assert_eq!(st["metrics"]["timeout_recoveries"], 1);
+    assert_eq!(st["metrics"]["completed"], 1);
+    let log = read_lines(&env.home_file("runtime-conflicts.log"));
+    assert!(
+        log.iter()
+            .any(|l| l.contains("TAKEOVER") && l.contains(&first_worker)),
+        "{log:?}"
+    );
+    let takeover_path: Vec<String> = actions(&env, "scout")
+        .iter()
+        .filter(|a| a["kind"] == "transition")
+        .map(|a| {
+            format!(
+                "{}->{}",
+                a["detail"]["from"].as_str().unwrap(),
+                a["detail"]["to"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(
+        takeover_path
+            .windows(2)
+            .any(|w| w == ["claiming->timeout_takeover", "timeout_takeover->executing"]),
+        "{takeover_path:?}"
+    );
+    // The other agent saw the person's post and recorded why it did not act.
+    let lint_routes = actions(&env, "lint");
+    assert!(
+        lint_routes.iter().any(|a| a["kind"] == "route"
+            && a["detail"]["route"]["reason"] == "not_addressed"
+            && a["detail"]["event_type"] == "channel.message.created"),
+        "{lint_routes:?}"
+    );
+    stop(second);
+    stop(lint);
+}
+
+#[test]
+fn runtime_errors_back_off_exponentially_then_recover() {
+    let env = setup();
+    let n = env.root.path().join("attempts");
+    let worker = script(
+        &env,
+        "flaky.sh",
+        &format!(
+            "cat >/dev/null\nc=$(cat {n} 2>/dev/null || echo 0); c=$((c+1)); echo $c > {n}\n\
+             case $c in 1) exit 1;; 2) echo '[bogus]'; echo '[/bogus]';; 3) sleep 30;; *) printf '[result]\\nok\\n[/result]\\n';; esac",
+            n = n.display()
+        ),
+    );
+    let lp = spawn_loop(
+        &env,
+        &[
+            "scout",
+            "--exec",
+            worker.to_str().unwrap(),
+            "--backoff-ms",
+            "100",
+            "--timeout",
+            "1",
+        ],
+    );
+    post(&env, "@scout flaky job");
+    assert!(
+        wait_until(30.0, || items(&env, "scout").is_empty()),
+        "never completed"
+    );
+    stop(lp);
+    let acts = actions(&env, "scout");
+    let delays: Vec<u64> = acts
+        .iter()
+        .filter(|a| a["kind"] == "backoff")
+        .map(|a| a["detail"]["delay_ms"].as_u64().unwrap())
+        .collect();
+    assert_eq!(delays, [100, 200, 400], "{acts:?}");
+    let errors: Vec<String> = acts
+        .iter()
+        .filter(|a| a["kind"] == "error")
+        .map(|a| a["detail"]["error"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        errors[0].starts_with("exit_status")
+            && errors[1].starts_with("invalid_artifact")
+            && errors[2].starts_with("timeout"),
+        "{errors:?}"
+    );
+    let st = status(&env, "scout");
+    assert_eq!(st["metrics"]["errors"], 3);
+    assert_eq!(st["metrics"]["completed"], 1);
+    assert_eq!(done_lines(&env).len(), 1);
+}
+
+#[test]
+fn runtime_status_relay_grade_selftest_metrics_and_redaction() {
+    let env = setup();
+    post(&env, "hello everyone");
+    // No loop: background, and the self-test is only a compatibility pass.
+    assert_eq!(status(&env, "scout")["mode"], "background");
+    env.run(&["agent", "selftest", "scout"]).code(0);
+    env.run(&["agent", "selftest", "scout", "--min-level", "full_pass"])
+        .code(1);
+    // A shadow loop on the watcher: relay_grade, near-zero blind window, full pass.
+    let lp = spawn_loop(&env, &["scout", "--mark-seen"]);
+    assert!(wait_until(10.0, || status(&env, "scout")["running"] == true));
+    let st = status(&env, "scout");
+    assert_eq!(st["wake_source"], "watcher");
+    assert_eq!(st["blind_window_seconds"], 0.0);
+    assert_eq!(st["mode"], "relay_grade", "{st}");
+    assert_eq!(st["health"], "healthy", "{st}");
+    let r = env.run(&[
+        "--json",
+        "agent",
+        "selftest",
+        "scout",
+        "--min-level",
+        "full_pass",
+    ]);
+    r.code(0);
+    assert_eq!(r.json()["level"], "full_pass");
+    // Shadow mode queues and marks seen without claiming.
+    post(&env, "@scout take a look");
+    assert!(wait_until(10.0, || items(&env, "scout")
+        .first()
+        .is_some_and(|i| i["status"] == "seen")));
+    assert!(items(&env, "scout")[0]["claim"].is_null());
+    stop(lp);
+    // Prometheus text: promtool (Debian's prometheus package) when installed, else the basics.
+    let m = env.run(&["metrics"]);
+    m.code(0);
+    assert!(
+        m.stdout
+            .contains("# TYPE conductor_event_to_claim_seconds histogram")
+    );
+    assert!(
+        m.stdout
+            .contains("conductor_pending_inbox{agent=\"scout\"} 1"),
+        "{}",
+        m.stdout
+    );
+    assert!(
+        m.stdout
+            .contains("# TYPE conductor_timeout_recoveries_total counter")
+    );
+    if let Ok(p) = which("promtool") {
+        let mut c = std::process::Command::new(p);
+        c.args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(m.stdout.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let dir = env.dir("textfile");
+    env.run(&["metrics", "--textfile", dir.to_str().unwrap()])
+        .code(0);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("conductor.prom")).unwrap(),
+        m.stdout
+    );
+    // Secrets in what the loop records are redacted; harmless keys are not.
+    let lp = spawn_loop(
+        &env,
+        &[
+            "lint",
+            "--exec",
+            "true X-API-Key: s3cret --max_tokens=512 Authorization: Bearer tok",
+            "--max-cycles",
+            "1",
+        ],
+    );
+    let out = lp.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let log = env.run(&["agent", "log", "lint"]).stdout;
+    assert!(!log.contains("s3cret") && !log.contains("tok\""), "{log}");
+    assert!(
+        log.contains("max_tokens=512") && log.contains("X-API-Key: [redacted]"),
+        "{log}"
+    );
+}
+
+fn which(name: &str) -> Result<PathBuf, ()> {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+        .ok_or(())
+}
+
+#[test]
+fn runtime_dm_answered_by_dm_and_broadcast_takes_unaddressed_posts() {
+    let env = setup();
+    let worker = script(
+        &env,
+        "echo.sh",
+        "cat >/dev/null\nprintf '[result]\\nhandled %s\\n[/result]\\n' \"$CONDUCTOR_ITEM_ID\"",
+    );
+    let lp = spawn_loop(
+        &env,
+        &["scout", "--exec", worker.to_str().unwrap(), "--broadcast"],
+    );
+    assert!(wait_until(10.0, || status(&env, "scout")["running"] == true));
+    env.run(&["dm", "scout", "are you there?", "--as", "ana"])
+        .code(0);
+    post(&env, "anyone free to look at CI?");
+    assert!(
+        wait_until(20.0, || done_lines(&env).len() == 2),
+        "{:?}",
+        items(&env, "scout")
+    );
+    stop(lp);
+    let done = done_lines(&env);
+    let triggers: Vec<&str> = done
+        .iter()
+        .map(|d| d["item"]["trigger_type"].as_str().unwrap())
+        .collect();
+    assert!(
+        triggers.contains(&"dm") && triggers.contains(&"broadcast"),
+        "{triggers:?}"
+    );
+    // The DM is answered in the DM conversation, the broadcast post in the channel.
+    let dm = env.run(&["--json", "messages", "dm:ana+scout"]).json();
+    let dms = dm["messages"].as_array().unwrap();
+    assert_eq!(dms.len(), 2);
+    assert_eq!(dms[1]["author"], "scout");
+    let ops = env.run(&["--json", "messages", "ops"]).json();
+    assert!(
+        ops["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["author"] == "scout")
+    );
+    // Nothing was answered twice.
+    assert_eq!(
+        env.run(&["--json", "inbox", "--agent", "scout"]).json()["items"],
+        serde_json::json!([])
+    );
+}
