@@ -213,7 +213,7 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
 fn foreign_finding(status: &Path, mut st: State, now: Timestamp, repair: bool) -> Result<Finding> {
     let problems = foreign::inspect(&st);
     let detail = format!(
-        "readable, but not in conductor's form ({} issue(s)): {}",
+        "readable, but not in conductor's form; the repair ({} step(s)) will: {}",
         problems.len(),
         problems.join("; ")
     );
