@@ -430,7 +430,15 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
         }
         let mut stop = false;
         for m in msgs {
-            handle(m, &mut running, &mut exited, &mut tail, &me, &mut dirty, &mut stop)?;
+            handle(
+                m,
+                &mut running,
+                &mut exited,
+                &mut tail,
+                &me,
+                &mut dirty,
+                &mut stop,
+            )?;
         }
         // Siblings started together (no-op or very short jobs) tend to end together: give them
         // a moment so one transaction records them all. Jobs that have run for a while (real
@@ -442,7 +450,15 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                 .any(|r| !r.dropped && r.started.elapsed() < COALESCE_YOUNGER_THAN)
         {
             match rx.recv_timeout(COALESCE_WINDOW) {
-                Ok(m) => handle(m, &mut running, &mut exited, &mut tail, &me, &mut dirty, &mut stop)?,
+                Ok(m) => handle(
+                    m,
+                    &mut running,
+                    &mut exited,
+                    &mut tail,
+                    &me,
+                    &mut dirty,
+                    &mut stop,
+                )?,
                 Err(_) => break,
             }
         }
@@ -504,10 +520,7 @@ fn handle(
                         },
                         (None, sig) => Finish::Failed {
                             exit_code: None,
-                            reason: format!(
-                                "the agent was killed by signal {}",
-                                sig.unwrap_or(0)
-                            ),
+                            reason: format!("the agent was killed by signal {}", sig.unwrap_or(0)),
                             result,
                         },
                     },
@@ -524,8 +537,7 @@ fn handle(
             let mut foreign = false;
             let me2 = me.to_string();
             tail.read(|ev| {
-                if ev.event_type.starts_with("queue.")
-                    && ev.actor.as_deref() != Some(me2.as_str())
+                if ev.event_type.starts_with("queue.") && ev.actor.as_deref() != Some(me2.as_str())
                 {
                     foreign = true;
                 }

@@ -594,3 +594,21 @@ fn the_claude_hook_sees_a_relative_plugin_claim_before_any_rewrite() {
         "decided without a write"
     );
 }
+
+#[test]
+fn doctor_repair_drops_only_what_it_cannot_interpret_and_names_it() {
+    let h = Home::new();
+    let mine = h.env.start("Conductor work", "P1");
+    let f = h.env.abs("src/kept.rs");
+    h.env.exec(&["claim", "--instance", &mine, &f]).code(0);
+    h.plugin_start("web-0a0b0c", "p", "t");
+    h.plugin(0, &["claim", "web-0a0b0c", "src/rel.ts"]);
+    h.edit(r#".instances[1].started_at = "yesterday""#);
+    h.env.run(&["status"]).code(1);
+    let r = h.env.run(&["--json", "doctor", "--repair"]);
+    let status = &r.json()["findings"][0];
+    let repair = status["repair"].as_str().unwrap();
+    assert!(repair.contains("dropped instance web-0a0b0c ("), "{repair}");
+    let st = h.env.state();
+    assert_eq!(claims(&st), [(f, mine)]);
+}
