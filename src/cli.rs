@@ -158,6 +158,9 @@ pub enum Command {
     /// The agent job queue: submit planned jobs, dispatch them, collect their results.
     #[command(subcommand)]
     Queue(crate::commands::queue::QueueCommand),
+    /// Workflows: a supervised state machine, each state run by a fresh agent process.
+    #[command(subcommand)]
+    Workflow(crate::commands::workflow::WorkflowCommand),
 }
 
 impl Cli {

@@ -16,6 +16,7 @@ pub mod schema;
 pub mod store;
 pub mod time;
 pub mod watch;
+pub mod workflows;
 
 pub use error::{Error, Result};
 

@@ -59,6 +59,9 @@ impl HomeWatcher {
         let (tx, rx) = sync_channel::<()>(1);
         let theirs = tx.clone();
         let handler = move |res: notify::Result<notify::Event>| match res {
+            // Opening or reading a file is not a change: without this, every reader of the
+            // journal would wake every other watcher, and two watchers would wake each other.
+            Ok(ev) if matches!(ev.kind, notify::EventKind::Access(_)) => {}
             Ok(ev) => {
                 let ours = ev.need_rescan()
                     || ev.paths.is_empty()

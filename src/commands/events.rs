@@ -40,6 +40,46 @@ pub struct Filter {
     pub instance: Option<String>,
 }
 
+/// Every event type any domain writes to the journal (one journal, one list).
+pub fn known_types() -> Vec<&'static str> {
+    use crate::canopy::ev as rt;
+    use crate::queue::ops as q;
+    use crate::workflows::event as wf;
+    let mut all = ALL_TYPES.to_vec();
+    all.extend([
+        rt::AGENT_REGISTERED,
+        rt::CHANNEL_MESSAGE_CREATED,
+        rt::CHANNEL_MESSAGE_EDITED,
+        rt::DM_MESSAGE_CREATED,
+        rt::DM_MESSAGE_EDITED,
+        rt::MENTION_CREATED,
+        rt::MENTION_ACKNOWLEDGED,
+        rt::INBOX_ITEM_CREATED,
+        rt::INBOX_ITEM_UPDATED,
+        rt::CLAIM_ACQUIRED,
+        rt::CLAIM_RENEWED,
+        rt::CLAIM_RELEASED,
+        rt::CLAIM_TAKEN_OVER,
+        q::SUBMITTED,
+        q::STARTED,
+        q::COMPLETED,
+        q::FAILED,
+        q::TIMED_OUT,
+        q::BLOCKED,
+        q::CANCELLED,
+        q::RETRIED,
+        q::INTERRUPTED,
+        wf::STARTED,
+        wf::STATE_STARTED,
+        wf::TRANSITION_REQUESTED,
+        wf::TRANSITION,
+        wf::WORKER_EXITED,
+        wf::STATUS,
+        wf::INTERCEPTED,
+    ]);
+    all
+}
+
 impl Filter {
     /// Check the type names (so a typo is an error, not an empty feed).
     pub fn new(types: Vec<String>, instance: Option<String>) -> Result<Filter> {
@@ -49,13 +89,13 @@ impl Filter {
             .filter(|t| !t.is_empty())
             .collect();
         for t in &types {
-            if !ALL_TYPES.contains(&t.as_str()) {
+            if !known_types().contains(&t.as_str()) {
                 return Err(Error::invalid(
                     "invalid_input",
                     format!(
                         "unknown event type `{}` (known: {})",
                         crate::protocol::ops::printable(t),
-                        ALL_TYPES.join(", ")
+                        known_types().join(", ")
                     ),
                 ));
             }

@@ -34,6 +34,7 @@ pub mod start;
 pub mod status;
 pub mod wait;
 pub mod watch;
+pub mod workflow;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -155,6 +156,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Artifact(c)) => return artifact::run(&ctx, c),
         Some(Command::Metrics(a)) => return metrics::run(&ctx, a),
         Some(Command::Queue(c)) => return queue::run(&ctx, c),
+        Some(Command::Workflow(a)) => return workflow::run(&ctx, a),
     };
     validate_request(&request)?;
     // One request, then the process exits.

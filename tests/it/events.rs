@@ -736,3 +736,37 @@ fn issue_4_fixtures_for_queues_config_and_wait_outputs() {
         Some(2)
     );
 }
+
+#[test]
+fn issue_8_one_journal_carries_every_domain_in_one_sequence() {
+    let env = TestEnv::new();
+    let id = env.start("protocol work", "P1");
+    env.run(&[
+        "agent", "register", "scout", "--handle", "@scout", "--watch", "ops",
+    ])
+    .code(0);
+    env.run(&["claim", "--instance", &id, "src/a.rs"]).code(0);
+    env.run(&["post", "ops", "@scout please look", "--as", "ana"])
+        .code(0);
+    let events = all_events(&env);
+    let types: Vec<&str> = events
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    // Protocol and runtime events interleave in the order they happened, numbered 1, 2, 3, ...
+    let granted = types.iter().position(|t| *t == "claim.granted").unwrap();
+    let posted = types
+        .iter()
+        .position(|t| *t == "channel.message.created")
+        .unwrap();
+    assert!(granted < posted, "{types:?}");
+    assert_eq!(seqs(&events), (1..=events.len() as u64).collect::<Vec<_>>());
+    // A filter may name any domain's event type.
+    let r = env.run(&["events", "--types", "mention.created,claim.granted"]);
+    let items = r.json()["items"].as_array().unwrap().clone();
+    let got: Vec<&str> = items
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, vec!["claim.granted", "mention.created"]);
+}

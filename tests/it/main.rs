@@ -21,3 +21,4 @@ mod shell;
 mod smoke;
 mod stale;
 mod txn_crash;
+mod workflow;

@@ -1,0 +1,82 @@
+//! The person's controls: `approve`, `resolve --to`, `pause`, `resume`, `abort`.
+
+use serde_json::json;
+
+use super::{Ctx, emit};
+use crate::error::Result;
+use crate::time::Timestamp;
+use crate::workflows::{self, Session};
+
+/// A session, by id or unique prefix.
+#[derive(Debug, clap::Args)]
+pub struct SessionArg {
+    /// The session id (a unique prefix is enough).
+    pub session: String,
+}
+
+/// `resolve SESSION --to STATE`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_long_help = "Leaves human_intervention (or failed, budget_exceeded): the session \
+continues in STATE with a fresh retry count and cleared transition counts. Run `workflow run` \
+again (or let a --follow supervisor pick it up)."
+)]
+pub struct ResolveArgs {
+    /// The session id (a unique prefix is enough).
+    pub session: String,
+    /// The state to continue in.
+    #[arg(long, value_name = "STATE")]
+    pub to: String,
+}
+
+fn act(
+    ctx: &Ctx,
+    session: &str,
+    verb: &str,
+    op: impl FnOnce(&mut Session, Timestamp) -> Result<()>,
+) -> Result<u8> {
+    let id = workflows::find_session(&ctx.store, ctx.now, session)?.id;
+    let now = ctx.now;
+    let s = workflows::update(&ctx.store, now, &id, |s, _| {
+        op(s, now)?;
+        Ok(s.clone())
+    })?;
+    emit(
+        ctx,
+        json!({"status": "ok", "session": id, "workflow_status": s.status, "state": s.current_state}),
+        format!(
+            "{verb} {id}: now {}{}",
+            s.status.as_str(),
+            s.current_state
+                .as_deref()
+                .map(|c| format!(" in `{c}`"))
+                .unwrap_or_default()
+        ),
+        0,
+    )
+}
+
+/// Run `workflow approve`.
+pub fn approve(ctx: &Ctx, a: SessionArg) -> Result<u8> {
+    act(ctx, &a.session, "Approved", |s, now| s.approve(now))
+}
+
+/// Run `workflow resolve`.
+pub fn resolve(ctx: &Ctx, a: ResolveArgs) -> Result<u8> {
+    act(ctx, &a.session, "Resolved", |s, now| s.resolve(&a.to, now))
+}
+
+/// Run `workflow pause`.
+pub fn pause(ctx: &Ctx, a: SessionArg) -> Result<u8> {
+    act(ctx, &a.session, "Paused", |s, now| s.pause(now))
+}
+
+/// Run `workflow resume`.
+pub fn resume(ctx: &Ctx, a: SessionArg) -> Result<u8> {
+    act(ctx, &a.session, "Resumed", |s, now| s.resume(now))
+}
+
+/// Run `workflow abort`.
+pub fn abort(ctx: &Ctx, a: SessionArg) -> Result<u8> {
+    act(ctx, &a.session, "Aborted", |s, now| s.abort(now))
+}

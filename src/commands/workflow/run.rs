@@ -1,0 +1,750 @@
+//! `conductor workflow run SESSION --agent-cmd TEMPLATE [--follow]`: the supervisor. It does no
+//! work itself: it starts one fresh agent process per state, waits (woken by the home watcher,
+//! never polling) for the worker's explicit transition and exit, runs cleanup, applies the
+//! transition, and starts the next state, until no automated progress is possible.
+//!
+//! Every step is a transaction on the session's ledger, and each decision is made from what the
+//! ledger says, so the supervisor can be killed at any instant: run again, it finds a run whose
+//! worker it does not own (its supervisor died), stops that worker if it is still alive, and
+//! either applies the transition that worker recorded or runs the interrupted state again with
+//! the snapshot. A state whose transition was recorded is never run again.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{Ctx, emit, title};
+use crate::commands::done::{self, DoneRequest};
+use crate::commands::start::{self as protocol_start, StartRequest};
+use crate::error::{Error, IoContext, Result};
+use crate::protocol::{Outcome, Priority};
+use crate::store::Store;
+use crate::time::Timestamp;
+use crate::watch::{self, HomeWatcher, Wake};
+use crate::workflows::session::{Run, RunFiles};
+use crate::workflows::{
+    self, RunOutcome, SESSION_FILES_DIR, Session, Sessions, Status, baseline, event, persona,
+};
+
+/// Re-read the ledger at least this often, in case a notification is lost.
+const SAFETY_RESCAN: Duration = Duration::from_secs(30);
+/// How long a stopped worker gets between SIGTERM and SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// Drive a session.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = const_format_help())]
+pub struct RunArgs {
+    /// The session id (a unique prefix is enough).
+    pub session: String,
+    /// The agent command, run with `sh -c` in the project directory for each state. Placeholders:
+    /// {prompt_file}, {system_file} (paths) and {prompt} (the text), shell-quoted; the prompt is
+    /// also on its stdin. Remembered for later runs of the session; keep secrets in the
+    /// environment, not here.
+    #[arg(long, value_name = "TEMPLATE")]
+    pub agent_cmd: Option<String>,
+    /// Keep waiting through approvals and pauses instead of returning.
+    #[arg(long)]
+    pub follow: bool,
+    /// How long a worker may keep running after it recorded its transition before it is stopped.
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = crate::time::parse_limit)]
+    pub exit_grace: crate::time::Limit,
+}
+
+const fn const_format_help() -> &'static str {
+    "Each worker runs with CONDUCTOR_WORKFLOW_SESSION, CONDUCTOR_WORKFLOW_STATE, \
+CONDUCTOR_INSTANCE_ID (a conductor instance registered for it, so its claims are coordinated) and \
+CONDUCTOR_HOME in its environment, and its starting prompt holds the task, its persona, the state's \
+instructions, the snapshot handed over by earlier states, and how to finish: \
+`conductor workflow transition TARGET --summary TEXT`. Its output goes to a file in \
+<home>/workflow-sessions/SESSION/.\n\n\
+A worker that exits without a transition is run once more with the failure in its prompt; the \
+second time the session goes to human_intervention. The fourth traversal of the same edge does too. \
+Kill the supervisor at any time: `conductor workflow run SESSION` resumes where the ledger says.\n\n\
+Examples:\n  conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --append-system-prompt-file {system_file}'\n  \
+conductor workflow run wf-1a2b3c --agent-cmd 'pi -p \"$(cat {prompt_file})\"' --follow\n\n\
+Exit codes of `workflow run` (it returns when no automated progress is possible):\n  \
+0   done\n  1   operational error (lock_timeout, io, corrupt_state)\n  \
+2   invalid input (unknown session, no --agent-cmd, another supervisor is running it)\n  5   awaiting_approval (conductor workflow approve SESSION; or --follow)\n  \
+6   paused (conductor workflow resume SESSION)\n  7   human_intervention (conductor workflow resolve SESSION --to STATE)\n  \
+8   budget_exceeded (the figures are in `workflow show`)\n  9   failed (the agent command could not be run)\n  \
+10  aborted\n  130 the supervisor was interrupted (SIGINT/SIGTERM); run it again to resume"
+}
+
+/// A worker this supervisor started.
+struct Worker {
+    index: usize,
+    pid: i32,
+    waiter: std::thread::JoinHandle<()>,
+    transitioned_at: Option<Instant>,
+    killed_at: Option<Instant>,
+}
+
+fn fresh<'a>(ctx: &Ctx<'a>) -> Result<Ctx<'a>> {
+    Ok(Ctx {
+        store: Store::open(
+            ctx.store.home().dir().to_path_buf(),
+            ctx.store.lock_timeout(),
+            true,
+        )?,
+        now: Timestamp::now(),
+        out: ctx.out,
+    })
+}
+
+/// Run `workflow run`.
+pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
+    // The protocol's `start` gives an exported instance a new task instead of registering one;
+    // the workers must get instances of their own. No thread exists yet.
+    unsafe { std::env::remove_var("CONDUCTOR_INSTANCE_ID") };
+    watch::block_stop_signals();
+    let id = workflows::find_session(&ctx.store, ctx.now, &args.session)?.id;
+    let dir = ctx.store.home().dir().to_path_buf();
+    let watcher = HomeWatcher::new(&dir, |name| name == "workflows.json")?;
+    watcher.stop_on_signals_and_closed_stdout();
+    let me = std::process::id();
+    let agent_cmd = args.agent_cmd.clone();
+    if agent_cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
+        return Err(Error::invalid("invalid_input", "--agent-cmd is empty"));
+    }
+    let live: Sessions = ctx.store.read_doc(Timestamp::now())?;
+    if live.sessions.iter().any(|s| s.id == id) {
+        workflows::update(&ctx.store, Timestamp::now(), &id, |s, _| {
+            if let Some(p) = s.supervisor_pid
+                && p != me
+                && !crate::runtime::pid_is_dead(p)
+                && s.active_run().is_some()
+            {
+                return Err(Error::invalid(
+                    "already_supervised",
+                    format!("session {} is already being run by process {p}", s.id),
+                ));
+            }
+            s.supervisor_pid = Some(me);
+            if let Some(c) = &agent_cmd {
+                s.agent_cmd = Some(c.clone());
+            }
+            if s.agent_cmd.is_none() {
+                return Err(Error::invalid(
+                    "invalid_input",
+                    format!(
+                        "session {} has no agent command yet: pass --agent-cmd",
+                        s.id
+                    ),
+                ));
+            }
+            Ok(())
+        })?;
+    }
+    let grace = args.exit_grace.0;
+    let mut worker: Option<Worker> = None;
+    // Reads finish a commit in flight first; that short wait is not worth a message.
+    let reader = fresh(ctx)?;
+    loop {
+        let now = Timestamp::now();
+        let doc: Sessions = reader.store.read_doc(now)?;
+        let Some(s) = doc.sessions.into_iter().find(|s| s.id == id) else {
+            // Finished (done or aborted): it moved to the finished ledger.
+            if let Some(w) = worker.take() {
+                stop_worker(w);
+            }
+            let s = workflows::find_session(&ctx.store, now, &id)?;
+            if let Some(inst) = s.runs.last().and_then(|r| r.instance_id.as_deref()) {
+                finish_instance(ctx, inst, Outcome::Abandoned, "workflow session ended");
+            }
+            return report(ctx, &s);
+        };
+        if let Some(w) = &mut worker {
+            let r = &s.runs[w.index];
+            if r.exit_code.is_some() {
+                let w = worker.take().expect("checked");
+                let _ = w.waiter.join();
+                continue;
+            }
+            if matches!(s.status, Status::BudgetExceeded | Status::Aborted) && w.killed_at.is_none()
+            {
+                ctx.out.status(&format!(
+                    "conductor: stopping the `{}` worker ({})",
+                    r.state,
+                    s.halt.as_deref().unwrap_or(s.status.as_str())
+                ));
+                kill_group(w.pid, libc::SIGTERM);
+                w.killed_at = Some(Instant::now());
+            }
+            if s.pending.as_ref().is_some_and(|p| p.from == r.state) && w.transitioned_at.is_none()
+            {
+                w.transitioned_at = Some(Instant::now());
+            }
+            let mut timeout = SAFETY_RESCAN;
+            if let Some(k) = w.killed_at {
+                if k.elapsed() >= KILL_GRACE {
+                    kill_group(w.pid, libc::SIGKILL);
+                } else {
+                    timeout = timeout.min(KILL_GRACE - k.elapsed());
+                }
+            } else if let (Some(t), Some(g)) = (w.transitioned_at, grace) {
+                if t.elapsed() >= g {
+                    ctx.out.status(&format!(
+                        "conductor: the `{}` worker recorded its transition {}s ago and is still running; stopping it",
+                        r.state,
+                        g.as_secs()
+                    ));
+                    kill_group(w.pid, libc::SIGTERM);
+                    w.killed_at = Some(Instant::now());
+                } else {
+                    timeout = timeout.min(g - t.elapsed());
+                }
+            }
+            if watcher.wait(Some(timeout)) == Wake::Stop {
+                return interrupted(ctx, &id, worker.take());
+            }
+            continue;
+        }
+        // A run whose worker this supervisor does not own: its supervisor died.
+        if let Some(r) = s.active_run() {
+            let state = r.state.clone();
+            if let Some(pid) = r.worker_pid {
+                stop_orphan(pid as i32);
+            }
+            if let Some(inst) = &r.instance_id {
+                finish_instance(ctx, inst, Outcome::Abandoned, "workflow worker interrupted");
+            }
+            let c = fresh(ctx)?;
+            workflows::update(&c.store, c.now, &id, |s, _| {
+                s.interrupt_active("its supervisor was not running", c.now);
+                Ok(())
+            })?;
+            ctx.out.status(&format!(
+                "conductor: resuming {id}: the `{state}` worker of a previous supervisor was interrupted"
+            ));
+            continue;
+        }
+        // The last run ended: release its instance, run its cleanup, decide.
+        if let Some(r) = s.runs.last()
+            && !r.cleaned_up
+        {
+            let transitioned = s.pending.as_ref().is_some_and(|p| p.from == r.state);
+            if let Some(inst) = &r.instance_id {
+                let (outcome, note) = if transitioned {
+                    (Outcome::Success, "workflow state finished")
+                } else {
+                    (
+                        Outcome::Abandoned,
+                        "workflow worker ended without a transition",
+                    )
+                };
+                finish_instance(ctx, inst, outcome, note);
+            }
+            let cleanup = s
+                .template
+                .state(&r.state)
+                .map(|d| d.cleanup.clone())
+                .unwrap_or_default();
+            let results = run_cleanup(ctx, &cleanup, Path::new(&s.project_dir));
+            let c = fresh(ctx)?;
+            workflows::update(&c.store, c.now, &id, |s, _| {
+                s.finish_run(results, c.now);
+                Ok(())
+            })?;
+            continue;
+        }
+        match s.status {
+            Status::Running if s.pending.is_some() => {
+                let c = fresh(ctx)?;
+                let entered = workflows::update(&c.store, c.now, &id, |s, ev| {
+                    let p = s.pending.clone();
+                    let entered = s.apply_pending(c.now);
+                    if let Some(p) = p
+                        && s.pending.is_none()
+                        && (entered.is_some() || s.status == Status::Done)
+                    {
+                        ev.push(workflows::event(
+                            event::TRANSITION,
+                            s,
+                            json!({"from": p.from, "to": p.to, "summary": p.summary}),
+                        ));
+                    }
+                    Ok(entered)
+                })?;
+                if let Some(st) = entered {
+                    ctx.out
+                        .status(&format!("conductor: {id} -> {}", title(&st)));
+                }
+            }
+            Status::Running => {
+                let cmd = s.agent_cmd.clone().unwrap_or_default();
+                worker = start_worker(ctx, &s, &cmd)?;
+            }
+            Status::AwaitingApproval | Status::Paused if args.follow => {
+                ctx.out.status(&format!(
+                    "conductor: {id} is {}; waiting",
+                    s.status.as_str()
+                ));
+                loop {
+                    match watcher.wait(Some(SAFETY_RESCAN)) {
+                        Wake::Stop => return interrupted(ctx, &id, None),
+                        Wake::Changed => break,
+                        Wake::Timeout => {}
+                    }
+                }
+            }
+            _ => return report(ctx, &s),
+        }
+    }
+}
+
+fn report(ctx: &Ctx, s: &Session) -> Result<u8> {
+    let code = s.status.exit_code();
+    let mut text = format!(
+        "{}: {}\n{}",
+        s.id,
+        s.status.as_str(),
+        super::show::breadcrumbs(s)
+    );
+    if let Some(h) = &s.halt
+        && s.status != Status::Done
+    {
+        text.push_str(&format!("\nWhy: {h}"));
+    }
+    text.push_str(&format!(
+        "\nTotals: {} runs, {} tokens, ${:.4}",
+        s.totals.runs, s.totals.tokens, s.totals.cost_usd
+    ));
+    let next = match s.status {
+        Status::AwaitingApproval => Some(format!("conductor workflow approve {}", s.id)),
+        Status::Paused => Some(format!("conductor workflow resume {}", s.id)),
+        Status::HumanIntervention | Status::Failed | Status::BudgetExceeded => {
+            Some(format!("conductor workflow resolve {} --to STATE", s.id))
+        }
+        _ => None,
+    };
+    if let Some(n) = &next {
+        text.push_str(&format!(
+            "\nNext: {n}, then conductor workflow run {}",
+            s.id
+        ));
+    }
+    emit(
+        ctx,
+        json!({"status": "ok", "session": s.id, "workflow_status": s.status,
+               "state": s.current_state, "reason": s.halt, "exit_code": code,
+               "tokens": s.totals.tokens, "cost_usd": s.totals.cost_usd}),
+        text,
+        code,
+    )
+}
+
+/// SIGINT/SIGTERM: stop our worker, mark its run interrupted, exit 130.
+fn interrupted(ctx: &Ctx, id: &str, worker: Option<Worker>) -> Result<u8> {
+    if let Ok(c) = fresh(ctx) {
+        let _ = workflows::update(&c.store, c.now, id, |s, _| {
+            s.interrupt_active("the supervisor was stopped by a signal", c.now);
+            Ok(())
+        });
+    }
+    if let Some(w) = worker {
+        stop_worker(w);
+    }
+    ctx.out.warn(&format!(
+        "the supervisor of {id} was stopped; run `conductor workflow run {id}` to resume"
+    ));
+    Ok(130)
+}
+
+fn kill_group(pid: i32, sig: i32) {
+    if pid > 0 {
+        unsafe {
+            libc::kill(-pid, sig);
+        }
+    }
+}
+
+/// Stop our worker and wait for its waiter thread to record the exit.
+fn stop_worker(w: Worker) {
+    kill_group(w.pid, libc::SIGTERM);
+    let deadline = Instant::now() + KILL_GRACE;
+    while !w.waiter.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !w.waiter.is_finished() {
+        kill_group(w.pid, libc::SIGKILL);
+    }
+    let _ = w.waiter.join();
+}
+
+/// Stop a worker left by a dead supervisor (its process group), if it is still alive.
+fn stop_orphan(pid: i32) {
+    if crate::runtime::pid_is_dead(pid as u32) {
+        return;
+    }
+    kill_group(pid, libc::SIGTERM);
+    let deadline = Instant::now() + KILL_GRACE;
+    while !crate::runtime::pid_is_dead(pid as u32) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill_group(pid, libc::SIGKILL);
+}
+
+/// Record a worker's conductor instance as done (releasing its claims); already gone is fine.
+fn finish_instance(ctx: &Ctx, id: &str, outcome: Outcome, note: &str) {
+    let Ok(c) = fresh(ctx) else { return };
+    let req = DoneRequest {
+        instance_id: Some(id.to_string()),
+        outcome: Some(outcome),
+        files_modified: None,
+        notes: Some(note.to_string()),
+    };
+    match done::execute(&c, req) {
+        Ok(_) | Err(Error::UnknownInstance(_)) => {}
+        Err(e) => ctx.out.warn(&format!("could not record {id} as done: {e}")),
+    }
+}
+
+/// Run a state's cleanup commands; each result is a checkpoint.
+fn run_cleanup(ctx: &Ctx, commands: &[String], dir: &Path) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for c in commands {
+        let r = Command::new("sh")
+            .arg("-c")
+            .arg(c)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output();
+        let v = match r {
+            Ok(o) if o.status.success() => json!({"command": c, "exit_code": 0}),
+            Ok(o) => {
+                let err = String::from_utf8_lossy(&o.stderr);
+                let first =
+                    crate::protocol::ops::printable_max(err.lines().next().unwrap_or(""), 200);
+                ctx.out
+                    .warn(&format!("cleanup command `{c}` failed: {first}"));
+                json!({"command": c, "exit_code": o.status.code(), "signal": o.status.signal(), "error": first})
+            }
+            Err(e) => json!({"command": c, "exit_code": null, "error": e.to_string()}),
+        };
+        out.push(v);
+    }
+    out
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The agent command with its placeholders filled in.
+pub fn fill(template: &str, prompt_file: &Path, system_file: &Path, prompt: &str) -> String {
+    template
+        .replace("{prompt_file}", &quote(&prompt_file.to_string_lossy()))
+        .replace("{system_file}", &quote(&system_file.to_string_lossy()))
+        .replace("{prompt}", &quote(prompt))
+}
+
+/// The starting prompt of a state's worker: task, persona, state, handover, how to finish.
+pub fn build_prompt(s: &Session, state: &str, p: &persona::Persona, attempt: u32) -> String {
+    let def = s.template.state(state).expect("state in template");
+    let mut t = format!(
+        "# Workflow \"{}\" · session {} · state `{state}` (attempt {attempt})\n\n## Task\n{}\n\n## Your role\nYou are {}",
+        s.template.name, s.id, s.task, p.name
+    );
+    if let Some(d) = &p.description {
+        t.push_str(&format!(": {d}"));
+    }
+    t.push_str(". You work on this state only; other agents handle the other states.\n");
+    if !p.tools.is_empty() {
+        t.push_str(&format!("Tools for this role: {}\n", p.tools.join(", ")));
+    }
+    if let Some(pr) = &def.prompt {
+        t.push_str(&format!("\n## This state: {}\n{pr}\n", title(state)));
+    }
+    t.push_str(&format!("\n## Timeline\n{}\n", super::show::breadcrumbs(s)));
+    let summaries = s.summaries();
+    let sn = &s.snapshot;
+    if !summaries.is_empty()
+        || !sn.key_findings.is_empty()
+        || !sn.modified_files.is_empty()
+        || !sn.pending_tasks.is_empty()
+        || !sn.custom.is_empty()
+    {
+        t.push_str("\n## Handover from earlier states\n");
+        for (st, sum) in &summaries {
+            t.push_str(&format!("- {} finished: {sum}\n", title(st)));
+        }
+        if !sn.key_findings.is_empty() {
+            t.push_str("Key findings:\n");
+            for f in &sn.key_findings {
+                t.push_str(&format!("- {f}\n"));
+            }
+        }
+        if !sn.modified_files.is_empty() {
+            t.push_str(&format!(
+                "Modified files: {}\n",
+                sn.modified_files.join(", ")
+            ));
+        }
+        if !sn.pending_tasks.is_empty() {
+            t.push_str("Pending tasks:\n");
+            for f in &sn.pending_tasks {
+                t.push_str(&format!("- {f}\n"));
+            }
+        }
+        for (k, v) in &sn.custom {
+            t.push_str(&format!("{k} = {v}\n"));
+        }
+    }
+    if let Some(note) = &s.retry_note {
+        t.push_str(&format!("\n## Note from the supervisor\n{note}\n"));
+    }
+    let allowed = def.allowed();
+    t.push_str(&format!(
+        "\n## How to finish\nWhen this state's work is complete, run exactly one of:\n{}\
+         then exit. Allowed targets: {} (`done` finishes the whole workflow).\n\
+         Along the way:\n- conductor workflow snapshot --finding TEXT | --file PATH | --pending TEXT | --set KEY=VALUE\n\
+         - conductor workflow usage --tokens N --cost USD (what you used)\n\
+         - conductor claim FILE before editing a file (you are a registered conductor instance)\n",
+        allowed
+            .iter()
+            .map(|a| format!("  conductor workflow transition {a} --summary \"what you did\"\n"))
+            .collect::<String>(),
+        allowed.join(", ")
+    ));
+    t
+}
+
+fn private_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .ctx("create", path)?;
+    f.write_all(bytes).ctx("write", path)
+}
+
+/// Start the worker of the current state.
+fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker>> {
+    let state = s
+        .current_state
+        .clone()
+        .expect("running sessions have a state");
+    let def = s.template.state(&state).expect("state in template").clone();
+    let project = PathBuf::from(&s.project_dir);
+    let id = s.id.clone();
+    let p = match persona::resolve(&def.persona, &project) {
+        Ok(p) => p,
+        Err(e) => {
+            fail(
+                ctx,
+                &id,
+                format!("the persona of state `{state}` cannot be loaded: {e}"),
+            )?;
+            return Ok(None);
+        }
+    };
+    let attempt = s.next_attempt();
+    let dir = ctx.store.home().dir().join(SESSION_FILES_DIR).join(&id);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .ctx("create", &dir)?;
+    let base = format!("{:02}-{state}-{attempt}", s.runs.len() + 1);
+    let files = RunFiles {
+        prompt: dir.join(format!("{base}.prompt.md")).display().to_string(),
+        system: dir.join(format!("{base}.system.md")).display().to_string(),
+        output: dir.join(format!("{base}.output.log")).display().to_string(),
+    };
+    let prompt = build_prompt(s, &state, &p, attempt);
+    private_file(Path::new(&files.prompt), prompt.as_bytes())?;
+    private_file(Path::new(&files.system), p.system_prompt.as_bytes())?;
+    private_file(Path::new(&files.output), b"")?;
+
+    // The worker's conductor instance.
+    let c = fresh(ctx)?;
+    let req = StartRequest {
+        task: format!("workflow {id} · {} ({})", title(&state), p.name),
+        project: project
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "root".into()),
+        priority: Priority::P1,
+        working_directory: Some(s.project_dir.clone()),
+        override_reason: None,
+        source: None,
+        owner_pid: Some(std::process::id()),
+        session_id: None,
+    };
+    let started = protocol_start::execute(&c, req)?;
+    let instance_id = started.to_json()["instance_id"]
+        .as_str()
+        .map(str::to_string);
+
+    let c = fresh(ctx)?;
+    let run = Run {
+        state: state.clone(),
+        attempt,
+        persona: p.clone(),
+        instance_id: instance_id.clone(),
+        worker_pid: None,
+        started_at: c.now,
+        completed_at: None,
+        summary: None,
+        tokens: 0,
+        cost_usd: 0.0,
+        elapsed_secs: None,
+        exit_code: None,
+        outcome: RunOutcome::Running,
+        baseline: baseline::take(&project),
+        files: files.clone(),
+        cleaned_up: false,
+    };
+    let index = workflows::update(&c.store, c.now, &id, |s, ev| {
+        s.begin_run(run, c.now)?;
+        ev.push(workflows::event(
+            event::STATE_STARTED,
+            s,
+            json!({"state": state, "attempt": attempt, "persona": p.name}),
+        ));
+        Ok(s.runs.len() - 1)
+    })?;
+    ctx.out.status(&format!(
+        "conductor: {id} · {} (attempt {attempt}, {}) as {}",
+        title(&state),
+        p.name,
+        instance_id.as_deref().unwrap_or("-")
+    ));
+
+    let output = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&files.output)
+        .ctx("open", Path::new(&files.output))?;
+    let output2 = output.try_clone().ctx("open", Path::new(&files.output))?;
+    let line = fill(
+        agent_cmd,
+        Path::new(&files.prompt),
+        Path::new(&files.system),
+        &prompt,
+    );
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(&line)
+        .current_dir(&project)
+        .stdin(Stdio::piped())
+        .stdout(output)
+        .stderr(output2)
+        .env("CONDUCTOR_WORKFLOW_SESSION", &id)
+        .env("CONDUCTOR_WORKFLOW_STATE", &state)
+        .env("CONDUCTOR_HOME", ctx.store.home().dir())
+        .env("CONDUCTOR_WORKFLOW_PROMPT_FILE", &files.prompt)
+        .env_remove("CONDUCTOR_NOW")
+        .process_group(0);
+    if let Some(i) = &instance_id {
+        cmd.env("CONDUCTOR_INSTANCE_ID", i);
+    }
+    unsafe {
+        cmd.pre_exec(|| {
+            watch::unblock_stop_signals();
+            Ok(())
+        });
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(i) = &instance_id {
+                finish_instance(
+                    ctx,
+                    i,
+                    Outcome::Abandoned,
+                    "the workflow worker could not start",
+                );
+            }
+            let c = fresh(ctx)?;
+            workflows::update(&c.store, c.now, &id, |s, _| {
+                s.record_exit(index, None, c.now);
+                if let Some(r) = s.runs.get_mut(index) {
+                    r.cleaned_up = true;
+                }
+                s.status = Status::Failed;
+                s.halt = Some(format!("could not start the agent command: {e}"));
+                Ok(())
+            })?;
+            return Ok(None);
+        }
+    };
+    let pid = child.id() as i32;
+    if let Some(mut stdin) = child.stdin.take() {
+        let prompt = prompt.clone();
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(prompt.as_bytes());
+        });
+    }
+    let c = fresh(ctx)?;
+    workflows::update(&c.store, c.now, &id, |s, _| {
+        if let Some(r) = s.runs.get_mut(index) {
+            r.worker_pid = Some(pid as u32);
+        }
+        Ok(())
+    })?;
+    // The waiter records the exit in the ledger; that write is what wakes the supervisor.
+    let home = ctx.store.home().dir().to_path_buf();
+    let timeout = ctx.store.lock_timeout();
+    let sid = id.clone();
+    let waiter = std::thread::spawn(move || {
+        let status = child.wait();
+        let code = match &status {
+            Ok(st) => st.code().or_else(|| st.signal().map(|n| 128 + n)),
+            Err(_) => None,
+        };
+        // Retried: a lost exit would leave the supervisor waiting for a worker that is gone.
+        for attempt in 0..100 {
+            let now = Timestamp::now();
+            let r = Store::open(home.clone(), timeout, true).and_then(|store| {
+                workflows::update(&store, now, &sid, |s, ev| {
+                    s.record_exit(index, code, now);
+                    let state = s.runs.get(index).map(|r| r.state.clone());
+                    ev.push(workflows::event(
+                        event::WORKER_EXITED,
+                        s,
+                        json!({"state": state, "exit_code": code}),
+                    ));
+                    Ok(())
+                })
+            });
+            match r {
+                Ok(()) => return,
+                Err(e) if e.reason() == "unknown_session" => return,
+                Err(e) => {
+                    if attempt == 0 {
+                        eprintln!("warning: could not record the worker's exit yet: {e}");
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+    });
+    Ok(Some(Worker {
+        index,
+        pid,
+        waiter,
+        transitioned_at: None,
+        killed_at: None,
+    }))
+}
+
+fn fail(ctx: &Ctx, id: &str, why: String) -> Result<()> {
+    let c = fresh(ctx)?;
+    workflows::update(&c.store, c.now, id, |s, _| {
+        s.status = Status::Failed;
+        s.halt = Some(why.clone());
+        s.log(c.now, "failed", json!({"reason": why}));
+        Ok(())
+    })
+}

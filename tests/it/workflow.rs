@@ -1,0 +1,811 @@
+//! Workflows (issue 11): templates, sessions, the worker's tools, the supervisor with a scripted
+//! stand-in worker (a real child process calling the real binary), recovery, safety rules.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::*;
+
+const FEATURE: &str = r#"{
+  "name": "Feature",
+  "initial": "plan",
+  "states": {
+    "plan":   { "persona": "architect", "prompt": "Write the plan.", "next": ["build"] },
+    "build":  { "persona": "Senior Engineer", "next": ["verify", "plan"],
+                "cleanup": ["echo cleaned >> cleanup.txt", "exit 3"] },
+    "verify": { "persona": "QA", "next": ["done", "build"] }
+  }
+}"#;
+
+/// A worker script: `$CONDUCTOR_BIN` is the binary; each call appends its state to trace.txt.
+fn worker(env: &TestEnv, body: &str) -> String {
+    let path = env.root.path().join("worker.sh");
+    let script = format!(
+        "#!/bin/sh\nC=\"$CONDUCTOR_BIN\"\nS=\"$CONDUCTOR_WORKFLOW_STATE\"\necho \"$S\" >> \"$TRACE\"\n{body}\n"
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("sh {} {{prompt_file}} {{system_file}}", path.display())
+}
+
+fn template(env: &TestEnv, name: &str, text: &str) {
+    let dir = env.project.join(".conductor/workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("{name}.json")), text).unwrap();
+}
+
+fn trace(env: &TestEnv) -> Vec<String> {
+    read_lines(&env.root.path().join("trace.txt"))
+}
+
+fn start(env: &TestEnv, tpl: &str) -> String {
+    let r = env.run(&["--json", "workflow", "start", tpl, "Add rate limiting"]);
+    r.code(0);
+    r.json()["session"].as_str().unwrap().to_string()
+}
+
+fn run_cmd(env: &TestEnv, args: &[&str]) -> Command {
+    let mut c = env.cmd();
+    c.args(args)
+        .env("CONDUCTOR_BIN", bin())
+        .env("TRACE", env.root.path().join("trace.txt"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Run the supervisor to completion (at most 60 s).
+fn supervise(env: &TestEnv, args: &[&str]) -> Run {
+    let child = run_cmd(env, args).spawn().unwrap();
+    finish(child, 60)
+}
+
+fn finish(mut child: Child, secs: u64) -> Run {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().ok();
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "supervisor still running after {secs}s\n{}\n{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+fn show(env: &TestEnv, id: &str) -> Value {
+    let r = env.run(&["--json", "workflow", "show", id]);
+    r.code(0);
+    r.json()
+}
+
+#[test]
+fn workflow_three_states_run_to_done_with_handover_personas_and_instances() {
+    let env = TestEnv::new();
+    template(&env, "feature", FEATURE);
+    let agents = env.project.join(".claude/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("architect.md"),
+        "---\nname: architect\ndescription: Designs before building\ntools: Read, Grep\n---\nYou are the ARCHITECT-PERSONA.\n",
+    )
+    .unwrap();
+    let agent = worker(
+        &env,
+        r#"case "$S" in
+  plan) grep -q ARCHITECT-PERSONA "$2" || exit 41
+        grep -q "Designs before building" "$1" || exit 42
+        grep -q "Add rate limiting" "$1" || exit 43
+        cat > stdin.txt
+        $C workflow snapshot --finding "the API port is 8081" --set branch=feat-x
+        $C workflow usage --tokens 100 --cost 0.5
+        $C workflow transition build --summary "planned the limiter" ;;
+  build) grep -q "the API port is 8081" "$1" || exit 44
+         grep -q "planned the limiter" "$1" || exit 45
+         test -n "$CONDUCTOR_INSTANCE_ID" || exit 46
+         $C claim src/limiter.rs || exit 47
+         echo limiter > src/limiter.rs
+         $C workflow snapshot --file src/limiter.rs
+         $C workflow usage --tokens 200
+         $C workflow transition verify --summary built ;;
+  verify) $C workflow transition done --summary verified ;;
+esac"#,
+    );
+    let id = start(&env, "feature");
+    let r = supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent]);
+    r.code(0);
+    assert!(r.stdout.contains("done"), "{r:?}");
+    assert_eq!(trace(&env), ["plan", "build", "verify"]);
+    // The prompt was also on stdin.
+    let stdin = std::fs::read_to_string(env.project.join("stdin.txt")).unwrap();
+    assert!(stdin.contains("conductor workflow transition build"));
+    // Cleanup ran after build; its failure is recorded, not fatal.
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("cleanup.txt")).unwrap(),
+        "cleaned\n"
+    );
+    let v = show(&env, &id);
+    let s = &v["session"];
+    assert_eq!(s["status"], "done");
+    assert_eq!(s["totals"]["tokens"], 300);
+    assert_eq!(s["snapshot"]["custom"]["branch"], "feat-x");
+    assert_eq!(s["snapshot"]["modified_files"][0], "src/limiter.rs");
+    assert_eq!(
+        s["runs"][0]["persona"]["source"],
+        agents.join("architect.md").to_str().unwrap()
+    );
+    assert_eq!(
+        s["runs"][0]["persona"]["tools"],
+        serde_json::json!(["Read", "Grep"])
+    );
+    assert_eq!(s["transition_counts"]["plan->build"], 1);
+    let cleanup: Vec<&Value> = s["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "cleanup")
+        .collect();
+    assert_eq!(cleanup.len(), 2);
+    assert_eq!(cleanup[1]["detail"]["exit_code"], 3);
+    assert_eq!(v["breadcrumbs"], "Plan [✓] -> Build [✓] -> Verify [✓]");
+    // Each worker was a conductor instance, recorded as done; none is left.
+    let hist = env.history();
+    assert_eq!(hist.len(), 3, "{hist:?}");
+    assert!(hist.iter().all(|h| h["outcome"] == "success"));
+    assert_eq!(env.state()["instances"].as_array().unwrap().len(), 0);
+    // The finished session left workflows.json for the finished ledger.
+    let live: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.home_file("workflows.json")).unwrap())
+            .unwrap();
+    assert_eq!(live["sessions"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        read_lines(&env.home_file("workflows-finished.jsonl")).len(),
+        1
+    );
+    let list = env.run(&["workflow", "list"]);
+    assert!(
+        list.stdout.contains(&id) && list.stdout.contains("done"),
+        "{list:?}"
+    );
+    // Events in the journal.
+    let ev = std::fs::read_to_string(env.home_file("events.jsonl")).unwrap();
+    for t in [
+        "workflow.started",
+        "workflow.state.started",
+        "workflow.transition",
+        "workflow.worker.exited",
+    ] {
+        assert!(ev.contains(t), "no {t} event");
+    }
+    // Private files.
+    let dir = env.home.join("workflow-sessions").join(&id);
+    assert_eq!(
+        std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let m = e.unwrap().metadata().unwrap().permissions().mode() & 0o777;
+        assert_eq!(m, 0o600);
+    }
+}
+
+#[test]
+fn workflow_show_draws_the_timeline_while_running() {
+    let env = TestEnv::new();
+    template(&env, "feature", FEATURE);
+    let agent = worker(
+        &env,
+        r#"case "$S" in
+  plan) $C workflow transition build --summary p ;;
+  build) echo x > src/new.rs; touch "$TRACE.ready"; while [ ! -e "$TRACE.go" ]; do sleep 0.05; done
+         $C workflow transition verify --summary b ;;
+  verify) $C workflow transition done --summary v ;;
+esac"#,
+    );
+    let id = start(&env, "feature");
+    let child = run_cmd(&env, &["workflow", "run", &id, "--agent-cmd", &agent])
+        .spawn()
+        .unwrap();
+    let ready = env.root.path().join("trace.txt.ready");
+    assert!(wait_until(30.0, || ready.exists()));
+    let r = env.run(&["workflow", "show", &id]);
+    r.code(0);
+    assert!(
+        r.stdout.contains("Plan [✓] -> Build [●] -> Verify [ ]"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("Files modified since `build` began: src/new.rs"),
+        "{}",
+        r.stdout
+    );
+    let st = env.run_env(
+        &["--json", "workflow", "status"],
+        &[
+            ("CONDUCTOR_WORKFLOW_SESSION", &id),
+            ("CONDUCTOR_WORKFLOW_STATE", "build"),
+        ],
+    );
+    assert_eq!(st.json()["allowed"], serde_json::json!(["verify", "plan"]));
+    std::fs::write(env.root.path().join("trace.txt.go"), "").unwrap();
+    finish(child, 60).code(0);
+}
+
+#[test]
+fn workflow_approval_gate_holds_until_approve() {
+    let env = TestEnv::new();
+    template(
+        &env,
+        "gated",
+        r#"{"name":"Gated","initial":"plan","states":{
+          "plan":{"persona":"Architect","next":["build"],"requires_approval":true},
+          "build":{"persona":"Engineer"}}}"#,
+    );
+    let agent = worker(
+        &env,
+        r#"case "$S" in
+  plan) $C workflow transition build --summary "the plan" ;;
+  build) $C workflow transition done --summary built ;;
+esac"#,
+    );
+    let id = start(&env, "gated");
+    let r = supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent]);
+    r.code(5);
+    assert!(r.stdout.contains("awaiting_approval"), "{r:?}");
+    assert!(
+        r.stdout
+            .contains(&format!("conductor workflow approve {id}")),
+        "{r:?}"
+    );
+    assert_eq!(trace(&env), ["plan"]);
+    // Running again without approval changes nothing.
+    supervise(&env, &["workflow", "run", &id]).code(5);
+    assert_eq!(trace(&env), ["plan"]);
+    env.run(&["workflow", "approve", &id]).code(0);
+    env.run(&["workflow", "approve", &id]).code(2);
+    supervise(&env, &["workflow", "run", &id]).code(0);
+    assert_eq!(trace(&env), ["plan", "build"]);
+}
+
+#[test]
+fn workflow_follow_waits_through_the_approval() {
+    let env = TestEnv::new();
+    template(
+        &env,
+        "gated",
+        r#"{"name":"Gated","initial":"plan","states":{
+          "plan":{"persona":"Architect","next":["build"],"requires_approval":true},
+          "build":{"persona":"Engineer"}}}"#,
+    );
+    let agent = worker(
+        &env,
+        r#"case "$S" in
+  plan) $C workflow transition build --summary "the plan" ;;
+  build) $C workflow transition done --summary built ;;
+esac"#,
+    );
+    let id = start(&env, "gated");
+    let child = run_cmd(
+        &env,
+        &["workflow", "run", &id, "--follow", "--agent-cmd", &agent],
+    )
+    .spawn()
+    .unwrap();
+    assert!(wait_until(30.0, || show(&env, &id)["session"]["status"]
+        == "awaiting_approval"));
+    env.run(&["workflow", "approve", &id]).code(0);
+    finish(child, 60).code(0);
+    assert_eq!(trace(&env), ["plan", "build"]);
+}
+
+#[test]
+fn workflow_ping_pong_lands_in_human_intervention_on_the_fourth_edge() {
+    let env = TestEnv::new();
+    template(
+        &env,
+        "pingpong",
+        r#"{"name":"Ping","initial":"a","states":{
+          "a":{"persona":"A","next":["b"]},
+          "b":{"persona":"B","next":["a","done"]}}}"#,
+    );
+    let agent = worker(
+        &env,
+        r#"case "$S" in
+  a) $C workflow transition b --summary ping ;;
+  b) $C workflow transition a --summary pong ;;
+esac"#,
+    );
+    let id = start(&env, "pingpong");
+    let r = supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent]);
+    r.code(7);
+    assert_eq!(trace(&env), ["a", "b", "a", "b", "a", "b", "a"]);
+    let s = &show(&env, &id)["session"];
+    assert_eq!(s["status"], "human_intervention");
+    assert!(s["halt"].as_str().unwrap().contains("a->b"), "{s}");
+    assert_eq!(s["current_state"], "a");
+    // Blocked until resolve: running again does nothing.
+    supervise(&env, &["workflow", "run", &id]).code(7);
+    assert_eq!(trace(&env).len(), 7);
+    env.run(&["workflow", "resolve", &id, "--to", "nowhere"])
+        .code(2);
+    env.run(&["workflow", "resolve", &id, "--to", "b"]).code(0);
+    let agent2 = worker(&env, r#"$C workflow transition done --summary finished"#);
+    supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent2]).code(0);
+    assert_eq!(trace(&env).last().unwrap(), "b");
+}
+
+#[test]
+fn workflow_budget_stops_a_session_with_the_figures() {
+    let env = TestEnv::new();
+    template(
+        &env,
+        "budget",
+        r#"{"name":"B","initial":"a","budget":{"max_cost_usd":10},"states":{
+          "a":{"persona":"A","budget":{"max_tokens":500}}}}"#,
+    );
+    let agent = worker(
+        &env,
+        r#"$C workflow usage --tokens 300
+$C workflow usage --tokens 300 --cost 0.25
+sleep 30"#,
+    );
+    let id = start(&env, "budget");
+    let t0 = Instant::now();
+    let r = supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent]);
+    r.code(8);
+    assert!(
+        t0.elapsed() < Duration::from_secs(25),
+        "the worker was stopped"
+    );
+    assert!(
+        r.stdout.contains("600 tokens of its 500-token budget"),
+        "{r:?}"
+    );
+    // The worker's report that passes the budget exits 8 with the figures.
+    let u = env.run_env(
+        &["workflow", "usage", "--tokens", "1"],
+        &[
+            ("CONDUCTOR_WORKFLOW_SESSION", &id),
+            ("CONDUCTOR_WORKFLOW_STATE", "a"),
+        ],
+    );
+    u.code(8);
+    assert!(
+        u.stdout.contains("601 tokens of its 500-token budget"),
+        "{u:?}"
+    );
+    let s = &show(&env, &id)["session"];
+    assert_eq!(s["status"], "budget_exceeded");
+    assert_eq!(s["totals"]["tokens"], 601);
+}
+
+#[test]
+fn workflow_sigkilled_supervisor_resumes_without_repeating_a_completed_state() {
+    let env = TestEnv::new();
+    template(
+        &env,
+        "two",
+        r#"{"name":"Two","initial":"one","states":{
+          "one":{"persona":"A","next":["two"]},
+          "two":{"persona":"B"}}}"#,
+    );
+    let agent = worker(
+        &env,
+        r#"case "$S" in
+  one) $C workflow snapshot --finding "found in one"; $C workflow transition two --summary first ;;
+  two) if [ ! -e "$TRACE.second" ]; then touch "$TRACE.second"; echo $$ > "$TRACE.pid"; sleep 60; exit 0; fi
+       grep -q "found in one" "$1" || exit 40
+       grep -q "interrupted" "$1" || exit 41
+       $C workflow transition done --summary second ;;
+esac"#,
+    );
+    let id = start(&env, "two");
+    let mut sup = run_cmd(&env, &["workflow", "run", &id, "--agent-cmd", &agent])
+        .spawn()
+        .unwrap();
+    let pidfile = env.root.path().join("trace.txt.pid");
+    assert!(wait_until(30.0, || std::fs::read_to_string(&pidfile)
+        .is_ok_and(|s| s.ends_with('\n'))));
+    // The supervisor records the worker's pid right after starting it.
+    assert!(wait_until(30.0, || !show(&env, &id)["session"]["runs"][1]
+        ["worker_pid"]
+        .is_null()));
+    sup.kill().unwrap(); // SIGKILL
+    sup.wait().unwrap();
+    let orphan: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        unsafe { libc::kill(orphan, 0) },
+        0,
+        "the worker outlived its supervisor"
+    );
+    let r = supervise(&env, &["workflow", "run", &id]);
+    r.code(0);
+    assert_eq!(trace(&env), ["one", "two", "two"]);
+    assert!(
+        wait_until(10.0, || unsafe { libc::kill(orphan, 0) } != 0
+            || std::fs::read_to_string(format!("/proc/{orphan}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))),
+        "the interrupted worker was stopped"
+    );
+    let s = &show(&env, &id)["session"];
+    let outcomes: Vec<&str> = s["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["transitioned", "interrupted", "transitioned"]);
+    assert_eq!(env.state()["instances"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn workflow_exit_without_transition_is_retried_once_then_needs_a_person() {
+    let env = TestEnv::new();
+    template(
+        &env,
+        "one",
+        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
+    );
+    let agent = worker(
+        &env,
+        "cp \"$1\" \"prompt-$(wc -l < \"$TRACE\").md\"; exit 1",
+    );
+    let id = start(&env, "one");
+    let r = supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent]);
+    r.code(7);
+    assert_eq!(trace(&env), ["a", "a"]);
+    let second = std::fs::read_to_string(env.project.join("prompt-2.md")).unwrap();
+    assert!(
+        second.contains("exited with status 1 without calling"),
+        "{second}"
+    );
+    let s = &show(&env, &id)["session"];
+    assert!(s["halt"].as_str().unwrap().contains("twice"), "{s}");
+    assert_eq!(s["runs"][1]["exit_code"], 1);
+    // A worker command that cannot be run fails the session.
+    let id2 = start(&env, "one");
+    supervise(
+        &env,
+        &[
+            "workflow",
+            "run",
+            &id2,
+            "--agent-cmd",
+            "no-such-agent-cli {prompt_file}",
+        ],
+    )
+    .code(9);
+}
+
+#[test]
+fn workflow_safety_rules_deny_and_log_interceptions() {
+    let env = TestEnv::new();
+    template(
+        &env,
+        "one",
+        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
+    );
+    std::fs::create_dir_all(env.project.join(".pi")).unwrap();
+    std::fs::write(
+        env.project.join(".pi/damage-control-rules.yaml"),
+        "bashToolPatterns:\n  - pattern: '\\brm\\s+-[a-zA-Z]*r'\n    reason: recursive delete is not allowed\nzeroAccessPaths:\n  - .env\n  - ~/.ssh/\n",
+    )
+    .unwrap();
+    let agent = worker(
+        &env,
+        r#"$C workflow guard --bash "rm -rf build"; echo "bash $?" >> guard.txt
+$C workflow guard --read .env; echo "read $?" >> guard.txt
+$C workflow guard --read src/main.rs; echo "ok $?" >> guard.txt
+$C workflow transition done --summary checked"#,
+    );
+    let id = start(&env, "one");
+    supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent]).code(0);
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("guard.txt")).unwrap(),
+        "bash 4\nread 4\nok 0\n"
+    );
+    let s = &show(&env, &id)["session"];
+    let hits: Vec<&Value> = s["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "intercepted")
+        .collect();
+    assert_eq!(hits.len(), 2, "{s}");
+    assert_eq!(
+        hits[0]["detail"]["decision"]["reason"],
+        "recursive delete is not allowed"
+    );
+    assert_eq!(hits[1]["detail"]["call"]["tool"], "read");
+    assert!(
+        std::fs::read_to_string(env.home_file("events.jsonl"))
+            .unwrap()
+            .contains("workflow.intercepted")
+    );
+}
+
+#[test]
+fn workflow_bad_input_is_a_clear_error_and_changes_nothing() {
+    let env = TestEnv::new();
+    template(
+        &env,
+        "one",
+        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A","next":["b"]},"b":{"persona":"B"}}}"#,
+    );
+    let id = start(&env, "one");
+    let before = env.snapshot();
+    let broken = env.project.join(".conductor/workflows/broken.json");
+    std::fs::write(
+        &broken,
+        r#"{"name":"X","initial":"plan","states":{
+          "plan":{"persona":"A","next":["biuld"]},
+          "orphan":{"persona":"B","next":["done"]},
+          "spin":{"persona":"C","next":["spin"]}}}"#,
+    )
+    .unwrap();
+    let v = env.run(&["workflow", "validate", broken.to_str().unwrap()]);
+    v.code(2);
+    assert!(
+        v.stdout
+            .contains("/states/plan/next/0: `next` names an unknown state `biuld`"),
+        "{v:?}"
+    );
+    assert!(
+        v.stdout
+            .contains("/states/orphan: state `orphan` cannot be reached"),
+        "{v:?}"
+    );
+    assert!(
+        v.stdout
+            .contains("/states/spin/next: state `spin` has no way to finish"),
+        "{v:?}"
+    );
+    let v = env.run(&["--json", "workflow", "validate", broken.to_str().unwrap()]);
+    assert_eq!(v.json()["problems"].as_array().unwrap().len(), 5, "{v:?}");
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            vec!["workflow", "start", "broken", "t"],
+            vec![],
+            "is invalid",
+        ),
+        (
+            vec!["workflow", "start", "missing", "t"],
+            vec![],
+            "no workflow template `missing`",
+        ),
+        (
+            vec!["workflow", "show", "wf-nope"],
+            vec![],
+            "no live workflow session",
+        ),
+        (
+            vec!["workflow", "approve", &id],
+            vec![],
+            "not awaiting_approval",
+        ),
+        (
+            vec!["workflow", "transition", "done", "--summary", "x"],
+            vec![("CONDUCTOR_WORKFLOW_SESSION", &id)],
+            "allowed: b",
+        ),
+        (
+            vec!["workflow", "transition", "b", "--summary", "x"],
+            vec![
+                ("CONDUCTOR_WORKFLOW_SESSION", &id),
+                ("CONDUCTOR_WORKFLOW_STATE", "b"),
+            ],
+            "is in state `a`, not `b`",
+        ),
+        (
+            vec!["workflow", "transition", "b", "--summary", "x"],
+            vec![],
+            "no workflow session",
+        ),
+        (
+            vec!["workflow", "usage", "--tokens", "5"],
+            vec![("CONDUCTOR_WORKFLOW_SESSION", &id)],
+            "has not started a worker",
+        ),
+        (
+            vec!["workflow", "snapshot"],
+            vec![("CONDUCTOR_WORKFLOW_SESSION", &id)],
+            "nothing to record",
+        ),
+        (vec!["workflow", "run", &id], vec![], "no agent command"),
+    ];
+    for (args, envs, msg) in cases {
+        let r = env.run_env(&args, &envs);
+        r.code(2);
+        assert!(r.stderr.contains(msg), "{args:?}: {r:?}");
+        assert_eq!(
+            r.stderr.lines().next().unwrap().matches("error:").count(),
+            1
+        );
+    }
+    // A rules file that does not parse stops `start`.
+    std::fs::create_dir_all(env.project.join(".pi")).unwrap();
+    std::fs::write(
+        env.project.join(".pi/damage-control-rules.yaml"),
+        "zeroAcessPaths: [.env]\n",
+    )
+    .unwrap();
+    let r = env.run(&["--json", "workflow", "start", "one", "t"]);
+    r.code(2);
+    assert_eq!(r.json()["reason"], "invalid_rules");
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `zeroAcessPaths`")
+    );
+    // A broken agent file stops `start` too.
+    std::fs::remove_file(env.project.join(".pi/damage-control-rules.yaml")).unwrap();
+    std::fs::create_dir_all(env.project.join(".pi/agents")).unwrap();
+    std::fs::write(
+        env.project.join(".pi/agents/A.md"),
+        "---\nname: [\n---\nbody",
+    )
+    .unwrap();
+    let r = env.run(&["workflow", "start", "one", "t"]);
+    r.code(2);
+    assert!(r.stderr.contains("bad front matter"), "{r:?}");
+    assert_eq!(env.snapshot(), before, "files are byte-identical");
+}
+
+#[test]
+fn workflow_templates_are_found_in_the_project_then_the_home() {
+    let env = TestEnv::new();
+    template(&env, "feature", FEATURE);
+    std::fs::create_dir_all(env.home.join("workflows")).unwrap();
+    std::fs::write(env.home.join("workflows/feature.json"), FEATURE).unwrap();
+    std::fs::write(
+        env.home.join("workflows/solo.json"),
+        r#"{"name":"Solo","initial":"a","states":{"a":{"persona":"A"}}}"#,
+    )
+    .unwrap();
+    std::fs::write(env.home.join("workflows/bad.json"), "{").unwrap();
+    let r = env.run(&["--json", "workflow", "templates"]);
+    r.code(0);
+    let t = r.json()["templates"].as_array().unwrap().clone();
+    let names: Vec<(&str, bool)> = t
+        .iter()
+        .map(|x| {
+            (
+                x["name"].as_str().unwrap(),
+                x["shadowed"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("feature", false),
+            ("bad", false),
+            ("feature", true),
+            ("solo", false)
+        ]
+    );
+    assert!(t[1]["problem"].as_str().unwrap().contains("not valid JSON"));
+    let id = start(&env, "solo");
+    assert!(
+        show(&env, &id)["session"]["template_file"]
+            .as_str()
+            .unwrap()
+            .contains("home/workflows/solo.json")
+    );
+    let readme = readme_template();
+    let path = env.root.path().join("readme.json");
+    std::fs::write(&path, readme).unwrap();
+    env.run(&["workflow", "validate", path.to_str().unwrap()])
+        .code(0);
+}
+
+/// The template in the README's "Workflows" section.
+fn readme_template() -> String {
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    let at = readme
+        .find("## Workflows")
+        .expect("README has a Workflows section");
+    let rest = &readme[at..];
+    let start = rest.find("```json\n").expect("with a JSON template") + 8;
+    let end = rest[start..].find("```").unwrap();
+    rest[start..start + end].to_string()
+}
+
+#[test]
+fn workflow_help_teaches() {
+    let env = TestEnv::new();
+    let r = env.run(&["workflow", "run", "--help"]);
+    r.code(0);
+    for s in [
+        "{prompt_file}",
+        "CONDUCTOR_WORKFLOW_SESSION",
+        "awaiting_approval",
+        "human_intervention",
+        "budget_exceeded",
+    ] {
+        assert!(r.stdout.contains(s), "{s}");
+    }
+    let _ = Path::new("");
+}
+
+/// Check a value against `schemas/workflows.schema.json` (`pointer`: a definition in it, like
+/// `#/$defs/session`, or `""` for the whole document).
+#[track_caller]
+fn assert_ledger_schema(v: &Value, pointer: &str) {
+    let base = "https://conductor.invalid/schemas/";
+    let tpl: Value =
+        serde_json::from_str(include_str!("../../schemas/workflow-template.schema.json")).unwrap();
+    let root: Value =
+        serde_json::from_str(include_str!("../../schemas/workflows.schema.json")).unwrap();
+    let registry = jsonschema::Registry::new()
+        .add(format!("{base}workflow-template.schema.json"), tpl)
+        .unwrap()
+        .add(format!("{base}workflows.schema.json"), root)
+        .unwrap()
+        .prepare()
+        .unwrap();
+    let schema = serde_json::json!({"$ref": format!("{base}workflows.schema.json{pointer}")});
+    let validator = jsonschema::options()
+        .with_registry(&registry)
+        .build(&schema)
+        .unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "the ledger schema rejects what was written: {errors:#?}"
+    );
+}
+
+#[test]
+fn workflow_ledger_matches_its_published_schema() {
+    let env = TestEnv::new();
+    template(&env, "feature", FEATURE);
+    let agent = worker(
+        &env,
+        r#"case "$S" in
+  plan) $C workflow snapshot --finding f --pending p --set k=v --file a.rs
+        $C workflow usage --tokens 5 --cost 0.01
+        $C workflow transition build --summary p ;;
+  build) exit 1 ;;
+esac"#,
+    );
+    let id = start(&env, "feature");
+    let live = || -> Value {
+        serde_json::from_str(&std::fs::read_to_string(env.home_file("workflows.json")).unwrap())
+            .unwrap()
+    };
+    assert_ledger_schema(&live(), "");
+    supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent]).code(7);
+    assert_ledger_schema(&live(), "");
+    env.run(&["workflow", "abort", &id]).code(0);
+    let finished = read_lines(&env.home_file("workflows-finished.jsonl"));
+    let s: Value = serde_json::from_str(&finished[0]).unwrap();
+    assert_eq!(s["status"], "aborted");
+    assert_ledger_schema(&s, "#/$defs/session");
+}
