@@ -145,8 +145,9 @@ impl Report for StatusReport {
         }
         if !self.warnings.is_empty() {
             out.push(
-                "Warning: status.json was written by another program and is not in conductor's form \
-                 (served as it is, global_claims is the truth; the next conductor command repairs it):"
+                "Warning: status.json was written by another program and is not in conductor's form; \
+                 it is served as it is (global_claims is the truth) and the next conductor command \
+                 will repair it:"
                     .into(),
             );
             for w in &self.warnings {

@@ -142,19 +142,18 @@ pub fn interpret(state: &mut State) {
 /// registered once, and `files_claimed` exactly `global_claims`.
 fn looks_canonical(st: &State) -> bool {
     let mut ids = BTreeSet::new();
-    let mut listed = 0usize;
+    let mut listed = std::collections::HashSet::with_capacity(st.global_claims.len());
     for i in &st.instances {
         if !ids.insert(i.id.as_str()) {
             return false;
         }
         for f in &i.files_claimed {
-            if st.global_claims.get(f) != Some(&i.id) {
+            if st.global_claims.get(f) != Some(&i.id) || !listed.insert(f.as_str()) {
                 return false;
             }
         }
-        listed += i.files_claimed.len();
     }
-    listed == st.global_claims.len()
+    listed.len() == st.global_claims.len()
         && st
             .global_claims
             .iter()
@@ -482,6 +481,16 @@ mod tests {
         )));
         crate::protocol::codec::check_consistency(&st).unwrap();
         assert!(inspect(&st).is_empty());
+    }
+
+    #[test]
+    fn a_file_listed_twice_is_noticed() {
+        let (mut st, a, _) = with_two();
+        st.global_claims.insert("/w/y".into(), a.clone());
+        st.instance_mut(&a).unwrap().files_claimed = vec!["/w/x".into(), "/w/x".into()];
+        assert!(!inspect(&st).is_empty());
+        run(&mut st, Seen::Changed(None));
+        assert_eq!(st.instance(&a).unwrap().files_claimed, ["/w/x", "/w/y"]);
     }
 
     #[test]

@@ -213,7 +213,7 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
 fn foreign_finding(status: &Path, mut st: State, now: Timestamp, repair: bool) -> Result<Finding> {
     let problems = foreign::inspect(&st);
     let detail = format!(
-        "readable, but not in conductor's form ({} issue(s)): {}",
+        "readable, but not in conductor's form; the repair ({} step(s)) will: {}",
         problems.len(),
         problems.join("; ")
     );
@@ -384,19 +384,29 @@ pub fn salvage(bytes: &[u8], now: Timestamp) -> (State, Vec<String>) {
     {
         notes.push(format!("converted from version {v}"));
     }
-    let mut dropped = 0;
-    for item in value
+    let mut dropped: Vec<String> = Vec::new();
+    for (n, item) in value
         .get("instances")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .enumerate()
     {
-        let Ok(mut inst) = serde_json::from_value::<Instance>(item.clone()) else {
-            dropped += 1;
-            continue;
+        let name = item
+            .get("id")
+            .and_then(Value::as_str)
+            .map(|id| format!("instance {}", crate::protocol::ops::printable_max(id, 40)))
+            .unwrap_or_else(|| format!("instance #{}", n + 1));
+        let mut inst = match serde_json::from_value::<Instance>(item.clone()) {
+            Ok(inst) => inst,
+            Err(e) => {
+                let why = crate::protocol::ops::printable_max(&e.to_string(), 120);
+                dropped.push(format!("{name} ({why})"));
+                continue;
+            }
         };
         if state.instance(&inst.id).is_some() {
-            dropped += 1;
+            dropped.push(format!("{name} (its id is used by an earlier instance)"));
             continue;
         }
         let mut seen = std::collections::BTreeSet::new();
@@ -415,7 +425,7 @@ pub fn salvage(bytes: &[u8], now: Timestamp) -> (State, Vec<String>) {
         )
         .is_err()
         {
-            dropped += 1;
+            dropped.push(format!("{name} (not valid on its own)"));
             continue;
         }
         for f in &inst.files_claimed {
@@ -423,8 +433,8 @@ pub fn salvage(bytes: &[u8], now: Timestamp) -> (State, Vec<String>) {
         }
         state.instances.push(inst);
     }
-    if dropped > 0 {
-        notes.push(format!("{dropped} unreadable instance(s) dropped"));
+    if !dropped.is_empty() {
+        notes.push(format!("dropped {}", dropped.join(", ")));
     }
     for item in value
         .get("drift_warnings")

@@ -561,3 +561,54 @@ fn concurrent_conductors_and_recipes_lose_no_acknowledged_claim() {
         assert!(extra.is_empty(), "left over: {extra:?}\n{:#?}", env.log());
     });
 }
+
+#[test]
+fn the_claude_hook_sees_a_relative_plugin_claim_before_any_rewrite() {
+    // The hook decides from a lock-free read: a relative key another program just wrote must
+    // already mean its file there.
+    let h = Home::new();
+    let env = &h.env;
+    let payload = |name: &str| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("fixtures/hooks/claude/{name}.json"));
+        std::fs::read_to_string(path)
+            .unwrap()
+            .replace("/home/user/proj", env.project.to_str().unwrap())
+    };
+    env.run_stdin(&["hook", "claude"], &payload("session-start-a"))
+        .code(0);
+    h.plugin_start("web-0a0b0c", "p", "t");
+    h.plugin(0, &["claim", "web-0a0b0c", "src/auth.rs"]);
+    let before = std::fs::read(env.home_file("status.json")).unwrap();
+    let r = env.run_stdin(&["hook", "claude"], &payload("pre-tool-use-edit-a"));
+    r.code(0);
+    assert_eq!(
+        r.json()["hookSpecificOutput"]["permissionDecision"],
+        "deny",
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("web-0a0b0c"), "{r:?}");
+    assert_eq!(
+        std::fs::read(env.home_file("status.json")).unwrap(),
+        before,
+        "decided without a write"
+    );
+}
+
+#[test]
+fn doctor_repair_drops_only_what_it_cannot_interpret_and_names_it() {
+    let h = Home::new();
+    let mine = h.env.start("Conductor work", "P1");
+    let f = h.env.abs("src/kept.rs");
+    h.env.exec(&["claim", "--instance", &mine, &f]).code(0);
+    h.plugin_start("web-0a0b0c", "p", "t");
+    h.plugin(0, &["claim", "web-0a0b0c", "src/rel.ts"]);
+    h.edit(r#".instances[1].started_at = "yesterday""#);
+    h.env.run(&["status"]).code(1);
+    let r = h.env.run(&["--json", "doctor", "--repair"]);
+    let status = &r.json()["findings"][0];
+    let repair = status["repair"].as_str().unwrap();
+    assert!(repair.contains("dropped instance web-0a0b0c ("), "{repair}");
+    let st = h.env.state();
+    assert_eq!(claims(&st), [(f, mine)]);
+}
