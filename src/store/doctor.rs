@@ -232,6 +232,8 @@ fn foreign_finding(status: &Path, mut st: State, now: Timestamp, repair: bool) -
         Some(suffix) => Some(atomic::keep_beside(status, suffix)?),
         None => None,
     };
+    // `.status.json.last` is left alone on purpose: the next transaction then still describes
+    // what the other program did (not what doctor did, which only changes spellings).
     atomic::write_atomic(status, &encode_state(&st))?;
     let done: Vec<String> = fx
         .iter()

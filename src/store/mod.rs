@@ -48,6 +48,9 @@ pub enum Ledger {
     Conflicts,
 }
 
+/// How many copies of status.json as other programs left it are kept.
+pub const FOREIGN_COPIES_KEPT: usize = 20;
+
 /// Access to one conductor home.
 pub struct Store {
     home: Home,
@@ -150,6 +153,7 @@ impl Store {
             let value = op(&mut state, &mut effects)?;
             if let Some(suffix) = &rec.keep_copy {
                 atomic::keep_beside(&self.home.status(), suffix)?;
+                self.prune_foreign_copies();
             }
             // After another program's write, conductor commits even an unchanged state, so the
             // next transaction compares with this one and does not report the same changes again.
@@ -164,6 +168,30 @@ impl Store {
             }
             Ok(value)
         })
+    }
+
+    /// Keep the newest [`FOREIGN_COPIES_KEPT`] copies of status.json as another program left it
+    /// (`status.json.foreign-<time>`): a writer that always claims relative paths would
+    /// otherwise leave one per claim.
+    fn prune_foreign_copies(&self) {
+        let Ok(entries) = std::fs::read_dir(self.home.dir()) else {
+            return;
+        };
+        let mut copies: Vec<(Option<std::time::SystemTime>, PathBuf)> = entries
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("status.json.foreign-")
+            })
+            .map(|e| (e.metadata().and_then(|m| m.modified()).ok(), e.path()))
+            .collect();
+        // Oldest first: by when the other program wrote it (a copy is a hard link), then name.
+        copies.sort();
+        let excess = copies.len().saturating_sub(FOREIGN_COPIES_KEPT);
+        for (_, old) in &copies[..excess] {
+            let _ = std::fs::remove_file(old);
+        }
     }
 
     /// True when status.json is absent or is the file conductor committed last (its hard link

@@ -612,3 +612,45 @@ fn doctor_repair_drops_only_what_it_cannot_interpret_and_names_it() {
     let st = h.env.state();
     assert_eq!(claims(&st), [(f, mine)]);
 }
+
+#[test]
+fn copies_of_foreign_states_are_bounded_and_doctor_rewrites_are_not_foreign() {
+    // A plugin that always claims relative paths: each conductor transaction after it keeps a
+    // copy of what the plugin left; only the newest FOREIGN_COPIES_KEPT stay.
+    let h = Home::new();
+    let env = &h.env;
+    h.plugin_start("web-0a0b0c", "p", "t");
+    let mine = env.start("Conductor work", "P1");
+    let kept = conductor::store::FOREIGN_COPIES_KEPT;
+    for i in 0..kept + 5 {
+        h.plugin(0, &["claim", "web-0a0b0c", &format!("src/rel-{i}.ts")]);
+        env.exec(&["heartbeat", "--instance", &mine]).code(0);
+    }
+    assert_eq!(h.copies().len(), kept);
+    // The newest copy holds the newest relative claim.
+    let newest = h
+        .copies()
+        .into_iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .filter(|t| t.contains(&format!("\"src/rel-{}.ts\"", kept + 4)))
+        .count();
+    assert_eq!(newest, 1);
+    // After doctor --repair rewrites the file, the next transaction still reports what the
+    // plugin did (its claim), once, and nothing of doctor's respelling.
+    h.plugin(0, &["claim", "web-0a0b0c", "src/after.ts"]);
+    env.run(&["doctor", "--repair"]).code(0);
+    let before = h.events().len();
+    env.exec(&["heartbeat", "--instance", &mine]).code(0);
+    env.exec(&["heartbeat", "--instance", &mine]).code(0);
+    let external: Vec<Value> = h.events()[before..]
+        .iter()
+        .filter(|e| e["payload"]["external"] == true)
+        .cloned()
+        .collect();
+    assert_eq!(external.len(), 1, "{external:?}");
+    assert_eq!(external[0]["event_type"], "claim.granted");
+    assert_eq!(
+        external[0]["payload"]["files"],
+        serde_json::json!([env.abs("src/after.ts")])
+    );
+}
