@@ -354,7 +354,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             for l in launches {
                 let key = l.job.key();
                 match launch(&layout, &l, &opts.runner, &opts.agent_cmd) {
-                    Ok((child, ws_dir)) => {
+                    Ok((child, copier, ws_dir)) => {
                         let pid = child.id();
                         summary.started += 1;
                         let limit = Duration::from_secs_f64(l.job.timeout_minutes * 60.0);
@@ -382,6 +382,11 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                         let mut child = child;
                         std::thread::spawn(move || {
                             let status = child.wait();
+                            // The tree ends with its leader; then the log copy has all of it.
+                            exec::kill_group(pid);
+                            if let Some(c) = copier {
+                                let _ = c.join();
+                            }
                             let _ = tx.send(Msg::Exited { key, status });
                         });
                     }
@@ -430,7 +435,15 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
         }
         let mut stop = false;
         for m in msgs {
-            handle(m, &mut running, &mut exited, &mut tail, &me, &mut dirty, &mut stop)?;
+            handle(
+                m,
+                &mut running,
+                &mut exited,
+                &mut tail,
+                &me,
+                &mut dirty,
+                &mut stop,
+            )?;
         }
         // Siblings started together (no-op or very short jobs) tend to end together: give them
         // a moment so one transaction records them all. Jobs that have run for a while (real
@@ -442,7 +455,15 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                 .any(|r| !r.dropped && r.started.elapsed() < COALESCE_YOUNGER_THAN)
         {
             match rx.recv_timeout(COALESCE_WINDOW) {
-                Ok(m) => handle(m, &mut running, &mut exited, &mut tail, &me, &mut dirty, &mut stop)?,
+                Ok(m) => handle(
+                    m,
+                    &mut running,
+                    &mut exited,
+                    &mut tail,
+                    &me,
+                    &mut dirty,
+                    &mut stop,
+                )?,
                 Err(_) => break,
             }
         }
@@ -504,10 +525,7 @@ fn handle(
                         },
                         (None, sig) => Finish::Failed {
                             exit_code: None,
-                            reason: format!(
-                                "the agent was killed by signal {}",
-                                sig.unwrap_or(0)
-                            ),
+                            reason: format!("the agent was killed by signal {}", sig.unwrap_or(0)),
                             result,
                         },
                     },
@@ -524,8 +542,7 @@ fn handle(
             let mut foreign = false;
             let me2 = me.to_string();
             tail.read(|ev| {
-                if ev.event_type.starts_with("queue.")
-                    && ev.actor.as_deref() != Some(me2.as_str())
+                if ev.event_type.starts_with("queue.") && ev.actor.as_deref() != Some(me2.as_str())
                 {
                     foreign = true;
                 }
@@ -692,7 +709,11 @@ fn launch(
     l: &ToLaunch,
     runner: &Runner,
     agent_cmd: &str,
-) -> std::io::Result<(std::process::Child, PathBuf)> {
+) -> std::io::Result<(
+    std::process::Child,
+    Option<std::thread::JoinHandle<()>>,
+    PathBuf,
+)> {
     let job = &l.job;
     let ws_dir = layout.workspace(&job.workspace);
     let out = layout.output(&job.workspace, &job.id);
@@ -746,6 +767,6 @@ fn launch(
         ),
         agent_cmd,
     };
-    let child = exec::spawn(&launch, runner)?;
-    Ok((child, ws_dir))
+    let (child, copier) = exec::spawn(&launch, runner)?;
+    Ok((child, copier, ws_dir))
 }
