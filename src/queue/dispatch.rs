@@ -354,7 +354,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             for l in launches {
                 let key = l.job.key();
                 match launch(&layout, &l, &opts.runner, &opts.agent_cmd) {
-                    Ok((child, ws_dir)) => {
+                    Ok((child, copier, ws_dir)) => {
                         let pid = child.id();
                         summary.started += 1;
                         let limit = Duration::from_secs_f64(l.job.timeout_minutes * 60.0);
@@ -382,6 +382,11 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                         let mut child = child;
                         std::thread::spawn(move || {
                             let status = child.wait();
+                            // The tree ends with its leader; then the log copy has all of it.
+                            exec::kill_group(pid);
+                            if let Some(c) = copier {
+                                let _ = c.join();
+                            }
                             let _ = tx.send(Msg::Exited { key, status });
                         });
                     }
@@ -704,7 +709,11 @@ fn launch(
     l: &ToLaunch,
     runner: &Runner,
     agent_cmd: &str,
-) -> std::io::Result<(std::process::Child, PathBuf)> {
+) -> std::io::Result<(
+    std::process::Child,
+    Option<std::thread::JoinHandle<()>>,
+    PathBuf,
+)> {
     let job = &l.job;
     let ws_dir = layout.workspace(&job.workspace);
     let out = layout.output(&job.workspace, &job.id);
@@ -758,6 +767,6 @@ fn launch(
         ),
         agent_cmd,
     };
-    let child = exec::spawn(&launch, runner)?;
-    Ok((child, ws_dir))
+    let (child, copier) = exec::spawn(&launch, runner)?;
+    Ok((child, copier, ws_dir))
 }

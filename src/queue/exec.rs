@@ -116,8 +116,12 @@ fn agent_command(l: &Launch, root: &str, prompt_file: &str) -> String {
     )
 }
 
-/// Start a job's process (its own process group).
-pub fn spawn(l: &Launch, runner: &Runner) -> std::io::Result<Child> {
+/// Start a job's process (its own process group). The handle, when there is one, is the thread
+/// copying its output to the log (join it after the job's tree is gone).
+pub fn spawn(
+    l: &Launch,
+    runner: &Runner,
+) -> std::io::Result<(Child, Option<std::thread::JoinHandle<()>>)> {
     let ws = l.workspace_dir.to_string_lossy().into_owned();
     let prompt = std::fs::File::open(l.prompt_file)?;
     let log = std::fs::OpenOptions::new()
@@ -193,7 +197,49 @@ pub fn spawn(l: &Launch, runner: &Runner) -> std::io::Result<Child> {
     // No `pre_exec`: std then uses posix_spawn (vfork-like, much cheaper than fork under load),
     // which also starts the child with an empty signal mask, undoing the dispatcher's blocked
     // SIGINT/SIGTERM (tested: the agent sees SigBlk 0).
-    c.spawn()
+    if l.secrets.iter().all(|(_, v)| v.is_empty()) {
+        return Ok((c.spawn()?, None));
+    }
+    // A job with secrets writes through a pipe that blanks their values before the log.
+    let (reader, writer) = std::io::pipe()?;
+    let writer2 = writer.try_clone()?;
+    c.stdout(Stdio::from(writer)).stderr(Stdio::from(writer2));
+    let child = c.spawn();
+    drop(c); // our copies of the write end: the pipe closes when the job's tree is gone
+    let child = child?;
+    let log = std::fs::OpenOptions::new().append(true).open(l.log)?;
+    let values: Vec<(String, String)> = l
+        .secrets
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (v.clone(), format!("[secret {k}]")))
+        .collect();
+    let copier = std::thread::spawn(move || redact_copy(reader, log, &values));
+    Ok((child, Some(copier)))
+}
+
+/// Copy `from` to `to` line by line with every secret value replaced by its name.
+fn redact_copy(from: impl std::io::Read, mut to: std::fs::File, values: &[(String, String)]) {
+    use std::io::{BufRead, Write};
+    let mut r = std::io::BufReader::new(from);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match r.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let mut text = String::from_utf8_lossy(&line).into_owned();
+                for (v, name) in values {
+                    if text.contains(v.as_str()) {
+                        text = text.replace(v.as_str(), name);
+                    }
+                }
+                if to.write_all(text.as_bytes()).is_err() {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// `sh -c SCRIPT`, or the program itself when the script is plain words (no quoting, no

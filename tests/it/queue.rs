@@ -21,6 +21,8 @@ out="$CONDUCTOR_QUEUE_OUTPUT"
 mkdir -p "$out"
 cat > "$CTRL/$job.prompt"
 env > "$CTRL/$job.env"
+echo "agent $job using key ${DD_API_KEY:-none}"
+echo "to stderr: ${SLACK_WEBHOOK_SECRET:-none}" >&2
 if [ -f "$CTRL/$job.spawn" ]; then
   sleep 300 &
   echo $! > "$CTRL/$job.grandchild"
@@ -244,6 +246,18 @@ any files created, and how to use them.\n\
     assert!(!envof("slack-listener").contains(dd));
     assert!(envof("integration").contains(dd) && envof("integration").contains(sl));
 
+    // The agent printed its secrets: the log has their names instead.
+    let log = std::fs::read_to_string(
+        q.env
+            .home
+            .join("queue-logs/dd-skill-20260205/integration.log"),
+    )
+    .unwrap();
+    assert!(
+        log.contains("using key [secret DD_API_KEY]")
+            && log.contains("[secret SLACK_WEBHOOK_SECRET]"),
+        "{log}"
+    );
     // No secret value in any file under the home, nor in any output.
     for (p, bytes) in tree(&q.env.home) {
         let t = String::from_utf8_lossy(&bytes);
@@ -543,6 +557,14 @@ fn issue_14_follow_starts_later_submissions_and_retries_without_polling() {
             true
         }));
     assert!(wait_until(10.0, || q.state("late") == "completed"));
+    // A failure, then a retry from another process: the journal wakes it again.
+    q.ctl("again.fail", "");
+    q.submit(&json!({"workspace": "w2", "jobs": [{"id": "again", "prompt": "p"}]}))
+        .code(0);
+    assert!(wait_until(10.0, || q.state("again") == "failed"));
+    std::fs::remove_file(q.ctrl.join("again.fail")).unwrap();
+    q.env.run(&["queue", "retry", "again"]).code(0);
+    assert!(wait_until(10.0, || q.state("again") == "completed"));
     unsafe {
         libc::kill(d.id() as i32, libc::SIGTERM);
     }
