@@ -26,9 +26,10 @@ With --json, stdout carries exactly one JSON object; errors are
 /// Coordinate AI coding agents and people working on one machine: register tasks, claim files
 /// before editing them, release them when done.
 ///
-/// All state lives in ~/.conductor (or CONDUCTOR_HOME): status.json, history.jsonl,
-/// conflicts.log and events.jsonl, guarded by a lock and atomic renames; no daemon. With no
-/// command, shows the status.
+/// All state lives in ~/.conductor (or CONDUCTOR_HOME): the protocol's status.json,
+/// history.jsonl and conflicts.log, the agent runtime's, the workflows' and the job queue's own
+/// documents and ledgers, and one event journal (events.jsonl), written by transactions that a
+/// crash can never half-apply; no daemon. With no command, shows the status.
 #[derive(Debug, Parser)]
 #[command(name = "conductor", version, after_long_help = EXIT_CODES_HELP, max_term_width = 100)]
 pub struct Cli {
