@@ -10,7 +10,8 @@ use crate::store::doctor::{self, Finding};
 #[derive(Debug, clap::Args)]
 #[command(
     after_long_help = "Checks status.json (JSON, version, schema, claim consistency), history.jsonl \
-and conflicts.log line by line, sprint.json and config.json, and leftover temp files. With --repair, a bad \
+and conflicts.log line by line, sprint.json and config.json, the agent runtime's, the workflows' and \
+the queue's documents, a commit left unfinished by a crashed writer, and leftover temp files. With --repair, a bad \
 file is kept under <name>.corrupt-<timestamp> (never deleted) and replaced: status.json by a state rebuilt \
 from every instance that can be read, a ledger by its valid lines.\n\nIt also checks the agent integrations \
 (`conductor integrate`) in this directory and in ~: a hook whose conductor binary is gone would silently \
@@ -25,6 +26,9 @@ pub struct DoctorArgs {
 
 struct DoctorReport {
     findings: Vec<Finding>,
+    /// The other domains' documents: reported, never rewritten (conductor does not overwrite a
+    /// file it cannot interpret).
+    documents: Vec<Finding>,
     /// Agent integrations: reported, never repaired here.
     integrations: Vec<Finding>,
     repaired: bool,
@@ -35,7 +39,10 @@ impl DoctorReport {
         self.findings.iter().all(|f| f.ok)
     }
     fn integrations_ok(&self) -> bool {
-        self.integrations.iter().all(|f| f.ok)
+        self.integrations
+            .iter()
+            .chain(&self.documents)
+            .all(|f| f.ok)
     }
 }
 
@@ -53,7 +60,7 @@ impl Report for DoctorReport {
         } else {
             "problems"
         };
-        json!({"status": status, "findings": self.findings, "integrations": self.integrations})
+        json!({"status": status, "findings": self.findings, "documents": self.documents, "integrations": self.integrations})
     }
     fn to_text(&self) -> String {
         let mut lines: Vec<String> = self
@@ -77,7 +84,7 @@ impl Report for DoctorReport {
                 s
             })
             .collect();
-        for f in &self.integrations {
+        for f in self.documents.iter().chain(&self.integrations) {
             let mark = if f.ok { "ok " } else { "BAD" };
             lines.push(format!("{mark:<5} {}: {}", f.file, f.detail));
             if let Some(r) = f.repair.as_ref().filter(|_| !f.ok) {
@@ -113,10 +120,48 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
         ctx.out,
         &DoctorReport {
             findings,
+            documents: documents(ctx),
             integrations: integrations(),
             repaired: args.repair,
         },
     )
+}
+
+/// Each domain's live documents that exist: readable, or what is wrong with them.
+fn documents(ctx: &Ctx) -> Vec<Finding> {
+    use crate::store::Document;
+    fn check<D: Document>(ctx: &Ctx, domain: &str) -> Option<Finding> {
+        let path = ctx.store.home().dir().join(D::FILE);
+        if !path.exists() {
+            return None;
+        }
+        Some(match ctx.store.read_doc::<D>(ctx.now) {
+            Ok(_) => Finding {
+                file: D::FILE.into(),
+                ok: true,
+                detail: "readable".into(),
+                repair: None,
+            },
+            Err(e) => Finding {
+                file: D::FILE.into(),
+                ok: false,
+                detail: e.to_string(),
+                repair: Some(format!(
+                    "not rewritten by --repair; move it aside to start the {domain} afresh (its finished work stays in its ledgers)"
+                )),
+            },
+        })
+    }
+    [
+        check::<crate::canopy::Agents>(ctx, "agent runtime"),
+        check::<crate::canopy::Inbox>(ctx, "agent runtime"),
+        check::<crate::canopy::Channels>(ctx, "agent runtime"),
+        check::<crate::workflows::Sessions>(ctx, "workflows"),
+        check::<crate::queue::QueueDoc>(ctx, "job queue"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// The agent integrations installed in this directory and in ~, and whether the binary each

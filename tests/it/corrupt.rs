@@ -502,3 +502,34 @@ fn a_whole_last_record_without_newline_is_kept() {
     );
     assert_eq!(text.lines().count(), 2);
 }
+
+#[test]
+fn a_bad_document_of_another_domain_is_reported_never_rewritten_and_stops_no_claim() {
+    let env = TestEnv::new();
+    let id = env.start("protocol work", "P1");
+    env.run(&["agent", "register", "scout", "--handle", "@scout"])
+        .code(0);
+    std::fs::write(env.home_file("queue.json"), "{ not json").unwrap();
+    let r = env.run(&["--json", "doctor"]);
+    r.code(1);
+    let docs = r.json()["documents"].as_array().unwrap().clone();
+    let queue = docs.iter().find(|f| f["file"] == "queue.json").unwrap();
+    assert_eq!(queue["ok"], false, "{docs:?}");
+    let agents = docs
+        .iter()
+        .find(|f| f["file"] == "runtime-agents.json")
+        .unwrap();
+    assert_eq!(agents["ok"], true, "{docs:?}");
+    // --repair does not overwrite what it cannot interpret, and says so.
+    env.run(&["doctor", "--repair"]).code(1);
+    assert_eq!(
+        std::fs::read(env.home_file("queue.json")).unwrap(),
+        b"{ not json"
+    );
+    // The protocol and the runtime go on working.
+    env.run(&["claim", "--instance", &id, "src/a.rs"]).code(0);
+    env.run(&["post", "ops", "@scout hello", "--as", "ana"])
+        .code(0);
+    // The queue itself refuses with corrupt_state (exit 1) and changes nothing.
+    env.run(&["queue", "jobs"]).code(1);
+}
