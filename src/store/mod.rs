@@ -141,11 +141,10 @@ impl Store {
     ) -> Result<T> {
         self.transaction(now, &[Lock::Status], |tx| {
             use crate::protocol::foreign::{self, Seen};
-            let (mut state, previous) = tx.read_tracked::<State>()?;
-            let seen = match &previous {
-                Some(p) => Seen::Changed(Some(p)),
-                None if self.status_is_last_commit() => Seen::Own,
-                None => Seen::Changed(None),
+            let (mut state, last_writer) = tx.read_tracked::<State>()?;
+            let seen = match &last_writer {
+                txn::LastWriter::Conductor => Seen::Own,
+                txn::LastWriter::Other(previous) => Seen::Changed(previous.as_ref()),
             };
             let mut effects = Vec::new();
             let mut resolver = crate::runtime::PathNormalizer::new(PathBuf::from("/"));
@@ -191,22 +190,6 @@ impl Store {
         let excess = copies.len().saturating_sub(FOREIGN_COPIES_KEPT);
         for (_, old) in &copies[..excess] {
             let _ = std::fs::remove_file(old);
-        }
-    }
-
-    /// True when status.json is absent or is the file conductor committed last (its hard link
-    /// `.status.json.last` is the same inode): nobody else wrote it since.
-    fn status_is_last_commit(&self) -> bool {
-        use std::os::unix::fs::MetadataExt;
-        let dir = self.home.dir();
-        let last = dir.join(txn::last_committed_name(<State as Document>::FILE));
-        match (
-            std::fs::metadata(self.home.status()),
-            std::fs::metadata(last),
-        ) {
-            (Err(_), _) => true,
-            (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
-            (Ok(_), Err(_)) => false,
         }
     }
 

@@ -133,6 +133,14 @@ pub fn last_committed_name(file: &str) -> String {
     format!(".{file}.last")
 }
 
+/// Who wrote a tracked document's file last (see [`Tx::read_tracked`]).
+pub enum LastWriter<D> {
+    /// conductor (or nobody: there is no file).
+    Conductor,
+    /// Another program; with the version conductor committed before it, when readable.
+    Other(Option<D>),
+}
+
 /// One transaction in progress: its locks are held.
 pub struct Tx<'s> {
     store: &'s Store,
@@ -187,24 +195,28 @@ impl<'s> Tx<'s> {
         Ok(doc)
     }
 
-    /// Read a tracked document and, when another program replaced its file since conductor's
-    /// last commit, the version conductor committed last.
-    pub fn read_tracked<D: Document>(&mut self) -> Result<(D, Option<D>)> {
+    /// Read a tracked document and who wrote its file last: conductor (its file is the one
+    /// conductor committed, or there is none), or another program, with the version conductor
+    /// committed before that when it can still be read.
+    pub fn read_tracked<D: Document>(&mut self) -> Result<(D, LastWriter<D>)> {
+        use std::os::unix::fs::MetadataExt;
         let current = self.read::<D>()?;
         let dir = self.store.home().dir();
-        let path = dir.join(D::FILE);
         let last = dir.join(last_committed_name(D::FILE));
-        use std::os::unix::fs::MetadataExt;
-        let (Ok(a), Ok(b)) = (std::fs::metadata(&path), std::fs::metadata(&last)) else {
-            return Ok((current, None));
+        let Ok(a) = std::fs::metadata(dir.join(D::FILE)) else {
+            return Ok((current, LastWriter::Conductor));
         };
-        if a.ino() == b.ino() && a.dev() == b.dev() {
-            return Ok((current, None));
-        }
-        // Someone else replaced it. What conductor wrote last is only a reference: if it cannot
-        // be read, there is simply nothing to compare with.
-        let previous = super::read_bytes(&last)?.and_then(|bytes| D::decode(&last, &bytes).ok());
-        Ok((current, previous))
+        let previous = match std::fs::metadata(&last) {
+            Ok(b) if a.ino() == b.ino() && a.dev() == b.dev() => {
+                return Ok((current, LastWriter::Conductor));
+            }
+            // What conductor wrote last is only a reference: if it cannot be read, there is
+            // simply nothing to compare with.
+            Ok(_) => super::read_bytes(&last)?.and_then(|bytes| D::decode(&last, &bytes).ok()),
+            // No record of conductor's last write (a home from before it was kept).
+            Err(_) => None,
+        };
+        Ok((current, LastWriter::Other(previous)))
     }
 
     /// Replace a document when the transaction commits.
