@@ -221,30 +221,26 @@ impl<'s> Tx<'s> {
 
     /// Replace a document when the transaction commits.
     pub fn write<D: Document>(&mut self, doc: &D) -> Result<()> {
-        self.check_held(D::LOCK, D::FILE)?;
-        let bytes = doc.encode();
-        self.writes.retain(|w| w.file != D::FILE);
-        self.writes.push(Write {
-            file: D::FILE,
-            lock: D::LOCK,
-            bytes,
-            track: D::TRACK_FOREIGN_WRITES,
-        });
-        Ok(())
+        self.stage(doc, false).map(|_| ())
     }
 
     /// Replace a document when the transaction commits, unless its bytes are exactly those
     /// this transaction read (so an operation that changed nothing writes nothing, without
     /// keeping a copy of the document to compare). Returns true if it will be written.
     pub fn write_if_changed<D: Document>(&mut self, doc: &D) -> Result<bool> {
+        self.stage(doc, true)
+    }
+
+    fn stage<D: Document>(&mut self, doc: &D, unless_unchanged: bool) -> Result<bool> {
         self.check_held(D::LOCK, D::FILE)?;
         let bytes = doc.encode();
-        let same = self
-            .seen
-            .iter()
-            .any(|(f, b)| *f == D::FILE && b.as_deref() == Some(bytes.as_slice()));
         self.writes.retain(|w| w.file != D::FILE);
-        if !same {
+        let unchanged = unless_unchanged
+            && self
+                .seen
+                .iter()
+                .any(|(f, b)| *f == D::FILE && b.as_deref() == Some(bytes.as_slice()));
+        if !unchanged {
             self.writes.push(Write {
                 file: D::FILE,
                 lock: D::LOCK,
@@ -252,7 +248,7 @@ impl<'s> Tx<'s> {
                 track: D::TRACK_FOREIGN_WRITES,
             });
         }
-        Ok(!same)
+        Ok(!unchanged)
     }
 
     /// Append a line (without its newline) to a ledger when the transaction commits.
