@@ -45,6 +45,11 @@ pub enum Error {
     /// The command needs an instance and could not tell which one was meant.
     #[error("{message}")]
     AmbiguousInstance { message: String },
+
+    /// The shared store (an etcd cluster) cannot serve requests: no member reachable, or no
+    /// quorum. Nothing was changed.
+    #[error("the store `{store}` is unavailable: {detail}")]
+    StoreUnavailable { store: String, detail: String },
 }
 
 fn holder_suffix(holder: &Option<String>) -> String {
@@ -82,6 +87,7 @@ impl Error {
             Error::Invalid { reason, .. } => reason,
             Error::UnknownInstance(_) => "unknown_instance",
             Error::AmbiguousInstance { .. } => "ambiguous_instance",
+            Error::StoreUnavailable { .. } => "store_unavailable",
         }
     }
 
@@ -97,6 +103,9 @@ impl Error {
             Error::UnknownInstance(_) => {
                 Some("run `conductor status` to list live instances".into())
             }
+            Error::StoreUnavailable { .. } => Some(
+                "nothing was changed; etcd needs a majority of its members up: `conductor doctor` shows each member".into(),
+            ),
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::ReadOnlyFilesystem
                 || source.kind() == std::io::ErrorKind::PermissionDenied =>
             {
@@ -106,9 +115,11 @@ impl Error {
         }
     }
 
-    /// The process exit code: 1 operational failure, 2 invalid input or usage.
+    /// The process exit code: 1 operational failure, 2 invalid input or usage, 10 the shared
+    /// store is unavailable.
     pub fn exit_code(&self) -> u8 {
         match self {
+            Error::StoreUnavailable { .. } => 10,
             Error::LockTimeout { .. }
             | Error::Io { .. }
             | Error::CorruptState { .. }

@@ -42,7 +42,7 @@ pub struct HomeWatcher {
     rx: Receiver<()>,
     tx: SyncSender<()>,
     stop: Arc<AtomicBool>,
-    _watcher: Box<dyn Watcher + Send>,
+    _watcher: Option<Box<dyn Watcher + Send>>,
     /// True when the poll watcher is in use.
     pub polling: bool,
 }
@@ -109,8 +109,40 @@ impl HomeWatcher {
             rx,
             tx,
             stop: Arc::new(AtomicBool::new(false)),
-            _watcher: watcher,
+            _watcher: Some(watcher),
             polling,
+        })
+    }
+
+    /// Watch the shared store's keys: a change to a key wakes the watcher when `wanted` accepts
+    /// the file name it stands for (a document's file, a ledger's file, `events.jsonl` for the
+    /// journal). Returns once etcd confirmed the watch, so nothing committed after is missed.
+    pub fn remote(r: &crate::store::etcd::Etcd, wanted: fn(&str) -> bool) -> Result<HomeWatcher> {
+        let (tx, rx) = sync_channel::<()>(1);
+        let theirs = tx.clone();
+        let root = r.root();
+        r.watch(move |keys: &[String]| {
+            let ours = keys.is_empty()
+                || keys.iter().any(|k| {
+                    let rest = k.strip_prefix(&root).unwrap_or(k);
+                    let name = match rest.split_once('/') {
+                        Some(("journal", _)) => crate::store::journal::ACTIVE,
+                        Some(("doc", file)) => file,
+                        Some(("ledger", l)) => l.split('/').next().unwrap_or(l),
+                        _ => rest,
+                    };
+                    wanted(name)
+                });
+            if ours {
+                nudge(&theirs);
+            }
+        })?;
+        Ok(HomeWatcher {
+            rx,
+            tx,
+            stop: Arc::new(AtomicBool::new(false)),
+            _watcher: None,
+            polling: false,
         })
     }
 

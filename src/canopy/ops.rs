@@ -169,6 +169,7 @@ pub fn register(
 // Posts
 
 /// What `post`, `dm` and a run loop's artifact post ask for.
+#[derive(Clone)]
 pub struct NewPost {
     /// A channel name, or for a DM the recipient agent.
     pub channel: String,

@@ -8,7 +8,7 @@ use super::{Ctx, Report, print};
 use crate::canopy::{self, Agents, Inbox, health, ops};
 use crate::error::Result;
 use crate::store::Lock;
-use crate::store::journal::{self, Tail};
+use crate::store::journal::{self};
 
 /// A report made of a JSON object, its text form and an exit code.
 pub struct Out {
@@ -348,9 +348,9 @@ pub fn canopy_item(e: &crate::protocol::events::Event, users: &Agents) -> Value 
 fn events(ctx: &Ctx, a: EventsArgs) -> Result<u8> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
     let agent = ops::agent(&agents, &a.name)?.clone();
-    let dir = ctx.store.home().dir();
+    let _dir = ctx.store.home().dir();
     let start = a.after.unwrap_or(agent.cursor);
-    let mut tail = Tail::open(dir, Some(start))?;
+    let mut tail = ctx.store.tail(Some(start))?;
     let mut items = Vec::new();
     let mut has_more = false;
     let mut last = start;

@@ -30,9 +30,9 @@ use crate::canopy::{self, Agents, Channels, Inbox, ops};
 use crate::error::{Error, Result};
 use crate::protocol::events::Event;
 use crate::store::Lock;
-use crate::store::journal::{self, Tail};
+use crate::store::journal::{self};
 use crate::time::Timestamp;
-use crate::watch::{self, HomeWatcher, Wake};
+use crate::watch::{self, Wake};
 
 /// `agent run`.
 #[derive(Debug, Args)]
@@ -136,7 +136,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
     let name = ops::agent(&agents, &args.name)?.name.clone();
     let dir = ctx.store.home().dir().to_path_buf();
-    let (watcher, wake_source, poll) = match HomeWatcher::new(&dir, journal::is_journal_file) {
+    let (watcher, wake_source, poll) = match ctx.store.watcher(journal::is_journal_file) {
         Ok(w) if w.polling => (Some(w), "poll", watch::POLL_INTERVAL.as_secs_f64()),
         Ok(w) => (Some(w), "watcher", 0.0),
         Err(e) => {
@@ -324,7 +324,7 @@ impl<'a> Loop<'a> {
             let mut agents: Agents = tx.read()?;
             let a = ops::agent_mut(&mut agents, &name)?;
             self.log_transitions(a, now);
-            ops::log_action(a, now, "run", detail);
+            ops::log_action(a, now, "run", detail.clone());
             self.run_status(a, now, status);
             tx.write(&agents)
         })
@@ -335,12 +335,11 @@ impl<'a> Loop<'a> {
     fn cycle(&mut self, stopped: &dyn Fn() -> bool) -> Result<Duration> {
         self.m.go(State::Waking);
         self.m.go(State::FetchingEvents);
-        let dir = self.ctx.store.home().dir().to_path_buf();
         let now = Timestamp::now();
         let snapshot: Agents = self.ctx.store.read_doc(now)?;
         let me = ops::agent(&snapshot, &self.name)?.clone();
         let channels: Channels = self.ctx.store.read_doc(now)?;
-        let (events, read_to) = read_feed(&dir, &me)?;
+        let (events, read_to) = read_feed(&self.ctx.store, &me)?;
         let store = &self.ctx().store;
         let lookup = |id: &str| canopy::find_message(store, &channels, id).ok().flatten();
         let routed: Vec<(Event, ops::Route)> = events
@@ -755,7 +754,7 @@ impl<'a> Loop<'a> {
             let mut agents: Agents = tx.read()?;
             let a = ops::agent_mut(&mut agents, &name)?;
             self.log_transitions(a, now);
-            ops::log_action(a, now, kind, detail);
+            ops::log_action(a, now, kind, detail.clone());
             self.run_status(a, now, "running");
             tx.write(&agents)
         })
@@ -827,17 +826,17 @@ impl<'a> Loop<'a> {
 }
 
 /// The agent's feed after its cursor (at most [`FEED_BATCH`] events), and how far it read.
-fn read_feed(dir: &std::path::Path, me: &canopy::Agent) -> Result<(Vec<Event>, u64)> {
-    let mut tail = match Tail::open(dir, Some(me.cursor)) {
+fn read_feed(store: &crate::store::Store, me: &canopy::Agent) -> Result<(Vec<Event>, u64)> {
+    let mut tail = match store.tail(Some(me.cursor)) {
         Ok(t) => t,
         Err(e) if e.reason() == "cursor_expired" => {
-            let oldest = Tail::oldest(dir)?.unwrap_or(1);
+            let oldest = store.oldest_event()?.unwrap_or(1);
             eprintln!(
                 "conductor: agent {}: {e}; resuming at {}",
                 me.name,
                 oldest - 1
             );
-            Tail::open(dir, Some(oldest - 1))?
+            store.tail(Some(oldest - 1))?
         }
         Err(e) => return Err(e),
     };

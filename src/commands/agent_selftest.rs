@@ -8,7 +8,7 @@ use super::agent::Out;
 use super::{Ctx, print};
 use crate::canopy::{self, Agents, Channels, Inbox, health, ops};
 use crate::error::Result;
-use crate::store::journal::{self, Tail};
+use crate::store::journal::{self};
 
 /// Self-test levels, lowest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -63,7 +63,7 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
     // Feed and cursor.
     let last = journal::last_seq(dir)?;
     let mut lag = 0u64;
-    match Tail::open(dir, Some(me.cursor)) {
+    match ctx.store.tail(Some(me.cursor)) {
         Ok(mut t) => {
             t.read(|e| {
                 if ops::concerns(&me, &e) {

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::protocol::ops::{self, ClaimOutcome};
 use crate::runtime::ProcessTable;
 use crate::time::Timestamp;
-use crate::watch::{self, HomeWatcher, Wake};
+use crate::watch::{self, Wake};
 
 /// Re-read the state at least this often while waiting, in case a notification is lost.
 const SAFETY_RESCAN: Duration = Duration::from_secs(30);
@@ -29,8 +29,8 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     let (id, mut paths) = super::resolve_with_paths(ctx, &state, &req.instance_id, &[&req.files])?;
     let files = paths.remove(0);
     let deadline = limit.map(|d| Instant::now() + d);
-    let dir = ctx.store.home().dir().to_path_buf();
-    let watcher = HomeWatcher::new(&dir, |name| name == "status.json")?;
+    let _dir = ctx.store.home().dir().to_path_buf();
+    let watcher = ctx.store.watcher(|name| name == "status.json")?;
     watcher.stop_on_signals_and_closed_stdout();
     let live = ProcessTable::new().with_max_age(ctx.store.config()?.default_max_age_minutes);
     let pid = std::process::id();

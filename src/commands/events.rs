@@ -6,7 +6,6 @@ use serde_json::json;
 use super::Ctx;
 use crate::error::{Error, Result};
 use crate::protocol::events::{ALL_TYPES, Event};
-use crate::store::journal::Tail;
 
 /// Read events.
 #[derive(Debug, clap::Args)]
@@ -117,12 +116,12 @@ pub fn page(
     limit: u64,
     filter: &Filter,
 ) -> Result<serde_json::Value> {
-    let dir = ctx.store.home().dir();
+    let _dir = ctx.store.home().dir();
     let start = match after {
         Some(a) => a,
-        None => Tail::oldest(dir)?.map(|o| o - 1).unwrap_or(0),
+        None => ctx.store.oldest_event()?.map(|o| o - 1).unwrap_or(0),
     };
-    let mut tail = Tail::open(dir, Some(start))?;
+    let mut tail = ctx.store.tail(Some(start))?;
     let mut items: Vec<Event> = Vec::new();
     let mut has_more = false;
     let mut last_returned = start;

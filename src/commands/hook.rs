@@ -266,7 +266,7 @@ fn session_start(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result
                 }
                 (id, true)
             }
-            None => (register(st, new, agent, now, fx), false),
+            None => (register(st, new.clone(), agent, now, fx), false),
         };
         Ok((st.clone(), id, resumed))
     })?;
@@ -371,7 +371,7 @@ fn edit(
         }
         let id = match hooks::session_instance(st, &input.session_id) {
             Some(m) => m.id.clone(),
-            None => register(st, new, agent, now, fx),
+            None => register(st, new.clone(), agent, now, fx),
         };
         let out = ops::claim(st, &id, &to_claim, None, now, &live, fx)?;
         if let Some(c) = out.conflicts.first() {

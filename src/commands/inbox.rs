@@ -120,7 +120,7 @@ pub enum MentionsCommand {
 
 fn tx_inbox<T>(
     ctx: &Ctx,
-    f: impl FnOnce(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
+    mut f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
 ) -> Result<T> {
     let now_ms = canopy::now_ms();
     ctx.store.transaction(ctx.now, &[Lock::Runtime], |tx| {
@@ -294,7 +294,7 @@ fn finish(ctx: &Ctx, f: FinishArgs, status: Status) -> Result<u8> {
     }
     let by = f.agent.as_ref().map(|a| a.to_ascii_lowercase());
     let item = tx_inbox(ctx, |ag, ib, ms, fx| {
-        ops::finish(ag, ib, &f.id, status, refs, by.as_deref(), ctx.now, ms, fx)
+        ops::finish(ag, ib, &f.id, status, refs.clone(), by.as_deref(), ctx.now, ms, fx)
     })
     .map_err(|e| explain_missing(ctx, e, &f.id))?;
     let text = format!(

@@ -294,13 +294,13 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
         .ok()
         .filter(|s| !s.is_empty());
     let instance_id = ctx.store.transact(now, |st, fx| {
-        if let Some(id) = session_instance
+        if let Some(id) = session_instance.clone()
             && st.instance(&id).is_some_and(|i| i.session_id.is_some())
         {
-            ops::retask(st, &id, new, recorded, now, fx)?;
+            ops::retask(st, &id, new.clone(), recorded.clone(), now, fx)?;
             return Ok(id);
         }
-        Ok(ops::start(st, new, recorded, runtime::random_hex6, now, fx))
+        Ok(ops::start(st, new.clone(), recorded.clone(), runtime::random_hex6, now, fx))
     })?;
     Ok(Box::new(Started { instance_id, drift }))
 }

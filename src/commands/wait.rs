@@ -9,7 +9,7 @@ use super::{Ctx, Report, print};
 use crate::error::Result;
 use crate::runtime::PathNormalizer;
 use crate::time::Timestamp;
-use crate::watch::{self, HomeWatcher, Wake};
+use crate::watch::{self, Wake};
 
 /// Wait for releases or finished instances.
 #[derive(Debug, clap::Args)]
@@ -105,7 +105,7 @@ pub fn run(ctx: &Ctx, args: WaitArgs) -> Result<u8> {
         .collect::<Result<Vec<_>>>()?;
     let ids = args.done;
     let deadline = args.timeout.and_then(|l| l.0).map(|d| Instant::now() + d);
-    let watcher = HomeWatcher::new(ctx.store.home().dir(), |name| name == "status.json")?;
+    let watcher = ctx.store.watcher(|name| name == "status.json")?;
     watcher.stop_on_signals_and_closed_stdout();
     loop {
         let now = check(ctx, &files, &ids)?;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::Ctx;
 use super::events::Filter;
 use crate::error::{Error, Result};
-use crate::store::journal::{self, Tail};
-use crate::watch::{self, HomeWatcher, Wake};
+use crate::store::journal::{self};
+use crate::watch::{self, Wake};
 
 /// Watch events.
 #[derive(Debug, clap::Args)]
@@ -46,9 +46,9 @@ pub fn run(ctx: &Ctx, args: WatchArgs) -> Result<u8> {
     let filter = Filter::new(args.types, args.instance)?;
     let dir = ctx.store.home().dir().to_path_buf();
     // Watch first, then position the cursor: nothing appended in between is missed.
-    let watcher = HomeWatcher::new(&dir, journal::is_journal_file)?;
+    let watcher = ctx.store.watcher(journal::is_journal_file)?;
     watcher.stop_on_signals_and_closed_stdout();
-    let mut tail = Tail::open(&dir, args.after)?;
+    let mut tail = ctx.store.tail(args.after)?;
     if !ctx.out.json {
         ctx.out.status(&format!(
             "Watching {} from seq {} (Ctrl-C to stop)",

@@ -306,6 +306,9 @@ pub struct Config {
     /// What the Claude Code hook does with edits of files this session has not claimed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforce: Option<Enforce>,
+    /// The shared store, `etcd://HOST:PORT[,HOST:PORT...][/PREFIX]` (absent: this home's files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
 }
 
 /// The `enforce` setting: how `conductor hook claude` treats an edit (PreToolUse).

@@ -32,7 +32,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::store::journal::Tail;
 use crate::store::{Lock, Store};
 use crate::time::Timestamp;
-use crate::watch::{self, HomeWatcher, Wake};
+use crate::watch::{self, Wake};
 
 /// How to dispatch.
 #[derive(Clone, Debug)]
@@ -169,8 +169,8 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
     };
     let parallel = opts.parallel.max(1);
     let (tx, rx) = mpsc::channel::<Msg>();
-    let mut tail = Tail::open(&home, None)?;
-    let watcher = HomeWatcher::new(&home, crate::store::journal::is_journal_file)?;
+    let mut tail = store.tail(None)?;
+    let watcher = store.watcher(crate::store::journal::is_journal_file)?;
     watcher.stop_on_signals_and_closed_stdout();
     {
         let tx = tx.clone();

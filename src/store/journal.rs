@@ -180,8 +180,12 @@ pub fn number(
     if size >= retention.segment_bytes {
         roll(dir, retention)?;
     }
-    let mut seq = last_seq(dir)?;
-    Ok(events
+    Ok(encode(last_seq(dir)?, now, events))
+}
+
+/// The journal lines of `events`, numbered from `seq + 1`.
+pub fn encode(mut seq: u64, now: Timestamp, events: &[NewEvent]) -> Vec<String> {
+    events
         .iter()
         .map(|e| {
             seq += 1;
@@ -201,7 +205,7 @@ pub fn number(
             };
             serde_json::to_string(&ev).expect("events serialize")
         })
-        .collect())
+        .collect()
 }
 
 /// Rename the active file to its segment name, then prune old segments.
@@ -249,6 +253,8 @@ pub struct Tail {
     /// The last seq delivered (or skipped as before the cursor).
     pub after: u64,
     partial: Vec<u8>,
+    /// The shared store, when the journal is its `journal/` keys instead of files.
+    remote: Option<super::etcd::Etcd>,
 }
 
 /// The `cursor_expired` error.
@@ -279,9 +285,55 @@ impl Tail {
             offset: 0,
             after,
             partial: Vec::new(),
+            remote: None,
         };
         t.locate()?;
         Ok(t)
+    }
+
+    /// Position after `after` in the shared store's journal (`None`: at its current end).
+    pub fn open_remote(r: &super::etcd::Etcd, after: Option<u64>) -> Result<Tail> {
+        let after = match after {
+            Some(a) => a,
+            None => remote_last_seq(r)?,
+        };
+        if let Some(oldest) = remote_oldest(r)?
+            && after + 1 < oldest
+        {
+            return Err(cursor_expired(after, oldest));
+        }
+        Ok(Tail {
+            dir: PathBuf::new(),
+            file: None,
+            offset: 0,
+            after,
+            partial: Vec::new(),
+            remote: Some(r.clone()),
+        })
+    }
+
+    /// [`Tail::read`] from the shared store: the events after the cursor, a page at a time.
+    fn read_remote(&mut self, f: &mut dyn FnMut(Event) -> bool) -> Result<bool> {
+        let r = self.remote.clone().expect("a remote tail");
+        let end = super::etcd::prefix_end(&r.journal_prefix());
+        loop {
+            let (page, more) = r.range(&r.journal_key(self.after + 1), &end, 256)?;
+            for kv in page {
+                let Ok(event) = serde_json::from_slice::<Event>(&kv.value) else {
+                    continue;
+                };
+                if event.seq <= self.after {
+                    continue;
+                }
+                self.after = event.seq;
+                if !f(event) {
+                    return Ok(true);
+                }
+            }
+            if !more {
+                return Ok(false);
+            }
+        }
     }
 
     /// The seq of the oldest event still kept (`None` for an empty journal).
@@ -339,6 +391,9 @@ impl Tail {
     /// Deliver every complete event after the cursor, in seq order, to `f` until it returns
     /// false. Returns true if it stopped because `f` said so.
     pub fn read(&mut self, mut f: impl FnMut(Event) -> bool) -> Result<bool> {
+        if self.remote.is_some() {
+            return self.read_remote(&mut f);
+        }
         // Moving to another file is progress when events were read since the last move;
         // three moves in a row without progress mean we are at the end (or the journal has
         // a real gap).
@@ -441,4 +496,21 @@ impl Tail {
             }
         }
     }
+}
+
+/// The seq of the last event in the shared store's journal (0: none).
+pub fn remote_last_seq(r: &super::etcd::Etcd) -> Result<u64> {
+    Ok(r.get(&r.meta_key())?
+        .and_then(|kv| serde_json::from_slice::<serde_json::Value>(&kv.value).ok())
+        .and_then(|v| v["event"].as_u64())
+        .unwrap_or(0))
+}
+
+/// The seq of the oldest event kept in the shared store's journal.
+pub fn remote_oldest(r: &super::etcd::Etcd) -> Result<Option<u64>> {
+    let prefix = r.journal_prefix();
+    let (first, _) = r.range(&prefix, &super::etcd::prefix_end(&prefix), 1)?;
+    Ok(first
+        .first()
+        .and_then(|kv| kv.key.strip_prefix(&prefix)?.parse().ok()))
 }

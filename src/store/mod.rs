@@ -16,6 +16,7 @@
 
 pub mod atomic;
 pub mod doctor;
+pub mod etcd;
 pub mod home;
 pub mod journal;
 pub mod ledger;
@@ -60,19 +61,70 @@ pub struct Store {
     config: std::sync::OnceLock<Config>,
     /// Set by a command that runs one transaction and exits (see [`Store::short_lived`]).
     short_lived: std::cell::Cell<bool>,
+    /// The shared store when one is configured (`CONDUCTOR_STORE`, `--store` or config.json's
+    /// `store`): documents, ledgers and the journal then live in etcd, and the home keeps only
+    /// this machine's own files (config.json, sprint.json, workspaces).
+    remote: Option<etcd::Etcd>,
 }
 
 impl Store {
     /// Open (creating if needed) the home at `dir`.
     pub fn open(dir: PathBuf, lock_timeout: Duration, quiet: bool) -> Result<Store> {
         let home = Home::ensure(dir)?;
-        Ok(Store {
+        let mut store = Store {
             home,
             lock_timeout,
             quiet,
             config: std::sync::OnceLock::new(),
             short_lived: std::cell::Cell::new(false),
-        })
+            remote: None,
+        };
+        let url = match std::env::var("CONDUCTOR_STORE") {
+            Ok(u) if !u.is_empty() => Some(u),
+            _ => store.config()?.store,
+        };
+        if let Some(url) = url {
+            store.remote = Some(etcd::Etcd::parse(&url)?);
+        }
+        Ok(store)
+    }
+
+    /// The shared store, when documents live in etcd rather than in the home's files.
+    pub fn remote(&self) -> Option<&etcd::Etcd> {
+        self.remote.as_ref()
+    }
+
+    /// A reader of the event journal positioned after `after` (`None`: at its end).
+    pub fn tail(&self, after: Option<u64>) -> Result<journal::Tail> {
+        match &self.remote {
+            Some(r) => journal::Tail::open_remote(r, after),
+            None => journal::Tail::open(self.home.dir(), after),
+        }
+    }
+
+    /// The seq of the oldest event kept (`None`: the journal is empty).
+    pub fn oldest_event(&self) -> Result<Option<u64>> {
+        match &self.remote {
+            Some(r) => journal::remote_oldest(r),
+            None => journal::Tail::oldest(self.home.dir()),
+        }
+    }
+
+    /// Wake up when a document or ledger whose file name satisfies `wanted` changes: a watch on
+    /// the home directory, or on the shared store's keys.
+    pub fn watcher(&self, wanted: fn(&str) -> bool) -> Result<crate::watch::HomeWatcher> {
+        match &self.remote {
+            Some(r) => crate::watch::HomeWatcher::remote(r, wanted),
+            None => crate::watch::HomeWatcher::new(self.home.dir(), wanted),
+        }
+    }
+
+    /// Where state lives, for messages: the home directory or the store URL.
+    pub fn location(&self) -> String {
+        match &self.remote {
+            Some(r) => r.url().to_string(),
+            None => self.home.dir().display().to_string(),
+        }
     }
 
     /// Declare that this process exits right after its command: the protocol state a
@@ -95,6 +147,9 @@ impl Store {
 
     /// Finish a transaction that committed and then died, if there is one (a `stat` when not).
     fn settle(&self) -> Result<()> {
+        if self.remote.is_some() {
+            return Ok(());
+        }
         if redo::pending(self.home.dir()) {
             let _journal = self.take(Lock::Journal)?;
             redo::replay(self.home.dir())?;
@@ -105,7 +160,7 @@ impl Store {
     /// Read a document's file as it is (the caller holds its lock or accepts a snapshot).
     fn read_doc_file<D: Document>(&self, now: Timestamp) -> Result<D> {
         let path = self.home.dir().join(D::FILE);
-        match read_bytes(&path)? {
+        match self.read_doc_bytes(D::FILE)? {
             None => Ok(D::empty(now)),
             Some(bytes) => D::decode(&path, &bytes),
         }
@@ -122,11 +177,19 @@ impl Store {
         self.read_doc(now)
     }
 
+    /// A document's bytes as they are (`None`: it does not exist).
+    fn read_doc_bytes(&self, file: &str) -> Result<Option<Vec<u8>>> {
+        match &self.remote {
+            Some(r) => Ok(r.get(&r.doc_key(file))?.map(|kv| kv.value)),
+            None => read_bytes(&self.home.dir().join(file)),
+        }
+    }
+
     /// The protocol state for a quick read-only decision (agent hooks, prompt). No lock.
     pub fn read_unvalidated(&self, now: Timestamp) -> Result<State> {
         self.settle()?;
         let path = self.home.status();
-        match read_bytes(&path)? {
+        match self.read_doc_bytes(<State as Document>::FILE)? {
             None => Ok(State::empty(now)),
             Some(bytes) => codec::decode_quick(&path, &bytes),
         }
@@ -137,7 +200,7 @@ impl Store {
     pub fn transact<T>(
         &self,
         now: Timestamp,
-        op: impl FnOnce(&mut State, &mut Vec<Effect>) -> Result<T>,
+        mut op: impl FnMut(&mut State, &mut Vec<Effect>) -> Result<T>,
     ) -> Result<T> {
         self.transaction(now, &[Lock::Status], |tx| {
             use crate::protocol::foreign::{self, Seen};
@@ -215,7 +278,7 @@ impl Store {
         events: Vec<crate::protocol::events::NewEvent>,
     ) -> Result<()> {
         self.transaction(now, &[], |tx| {
-            events.into_iter().for_each(|e| tx.event(e));
+            events.iter().for_each(|e| tx.event(e.clone()));
             Ok(())
         })
     }
@@ -225,7 +288,7 @@ impl Store {
     pub fn reset(&self, now: Timestamp) -> Result<Option<PathBuf>> {
         self.transaction(now, &[Lock::Status], |tx| {
             let status = self.home.status();
-            let backup = if status.exists() {
+            let backup = if self.remote.is_none() && status.exists() {
                 Some(atomic::keep_beside(
                     &status,
                     &format!("{}.bak", now.compact()),
@@ -264,7 +327,18 @@ impl Store {
             Ledger::History => self.home.history(),
             Ledger::Conflicts => self.home.conflicts_log(),
         };
-        ledger::for_each_line(&path, f)
+        match &self.remote {
+            Some(r) => {
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                let mut f = f;
+                let mut n = 0;
+                r.scan(&r.ledger_prefix(name), |kv| {
+                    n += 1;
+                    f(n, ledger::Line::Complete(String::from_utf8_lossy(&kv.value).into_owned()))
+                })
+            }
+            None => ledger::for_each_line(&path, f),
+        }
     }
 
     /// `sprint.json`, if present (validated).

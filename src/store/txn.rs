@@ -151,6 +151,8 @@ pub struct Tx<'s> {
     events: Vec<NewEvent>,
     /// The bytes each document had when this transaction read it (`None`: no file).
     seen: Vec<(&'static str, Option<Vec<u8>>)>,
+    /// With a shared store: the revision of each document read (0: absent), compared at commit.
+    revs: Vec<(&'static str, i64)>,
 }
 
 struct Write {
@@ -185,7 +187,15 @@ impl<'s> Tx<'s> {
     pub fn read<D: Document>(&mut self) -> Result<D> {
         self.check_held(D::LOCK, D::FILE)?;
         let path = self.store.home().dir().join(D::FILE);
-        let bytes = super::read_bytes(&path)?;
+        let bytes = match self.store.remote() {
+            Some(r) => {
+                let kv = r.get(&r.doc_key(D::FILE))?;
+                self.revs.retain(|(f, _)| *f != D::FILE);
+                self.revs.push((D::FILE, kv.as_ref().map_or(0, |kv| kv.mod_revision)));
+                kv.map(|kv| kv.value)
+            }
+            None => super::read_bytes(&path)?,
+        };
         let doc = match &bytes {
             None => D::empty(self.now),
             Some(b) => D::decode(&path, b)?,
@@ -201,6 +211,10 @@ impl<'s> Tx<'s> {
     pub fn read_tracked<D: Document>(&mut self) -> Result<(D, LastWriter<D>)> {
         use std::os::unix::fs::MetadataExt;
         let current = self.read::<D>()?;
+        if self.store.remote().is_some() {
+            // Only conductor writes the shared store's keys.
+            return Ok((current, LastWriter::Conductor));
+        }
         let dir = self.store.home().dir();
         let last = dir.join(last_committed_name(D::FILE));
         let Ok(a) = std::fs::metadata(dir.join(D::FILE)) else {
@@ -275,8 +289,11 @@ impl Store {
         &self,
         now: Timestamp,
         locks: &[Lock],
-        f: impl FnOnce(&mut Tx) -> Result<T>,
+        mut f: impl FnMut(&mut Tx) -> Result<T>,
     ) -> Result<T> {
+        if self.remote().is_some() {
+            return self.transaction_remote(now, locks, f);
+        }
         let mut order: Vec<Lock> = locks
             .iter()
             .copied()
@@ -302,10 +319,109 @@ impl Store {
             appends: Vec::new(),
             events: Vec::new(),
             seen: Vec::new(),
+            revs: Vec::new(),
         };
         let value = f(&mut tx)?;
         self.commit(tx)?;
         Ok(value)
+    }
+
+    /// [`Store::transaction`] against the shared store: optimistic. The closure runs on what
+    /// it reads; the commit is one etcd transaction that writes everything staged only if every
+    /// document read (and the numbering record, when something is appended) is still at the
+    /// revision read. Otherwise nothing was written and the closure runs again on fresh reads,
+    /// which is why operations are pure functions of what they read. Gives up with
+    /// `lock_timeout` after the lock timeout of contention.
+    fn transaction_remote<T>(
+        &self,
+        now: Timestamp,
+        locks: &[Lock],
+        mut f: impl FnMut(&mut Tx) -> Result<T>,
+    ) -> Result<T> {
+        let started = std::time::Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            let mut tx = Tx {
+                store: self,
+                now,
+                locks: locks.to_vec(),
+                writes: Vec::new(),
+                appends: Vec::new(),
+                events: Vec::new(),
+                seen: Vec::new(),
+                revs: Vec::new(),
+            };
+            let value = f(&mut tx)?;
+            if self.commit_remote(tx)? {
+                return Ok(value);
+            }
+            attempt += 1;
+            if started.elapsed() > self.lock_timeout() {
+                return Err(Error::LockTimeout {
+                    secs: self.lock_timeout().as_secs_f64(),
+                    path: std::path::PathBuf::from(self.location()),
+                    holder: Some(format!("{attempt} concurrent writers won first")),
+                });
+            }
+            // Back off a little, randomly, so racing writers do not collide again in step.
+            let ms = rand::random_range(0..(1u64 << attempt.min(5)));
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
+    }
+
+    /// Commit a transaction's staged changes to the shared store. `Ok(false)`: a document it
+    /// read changed since, nothing was written.
+    fn commit_remote(&self, tx: Tx) -> Result<bool> {
+        let r = self.remote().expect("a shared store");
+        let Tx {
+            now,
+            writes,
+            appends,
+            events,
+            revs,
+            ..
+        } = tx;
+        if writes.is_empty() && appends.is_empty() && events.is_empty() {
+            return Ok(true);
+        }
+        let mut compares: Vec<(String, i64)> =
+            revs.iter().map(|(f, rev)| (r.doc_key(f), *rev)).collect();
+        let mut puts: Vec<(String, Vec<u8>)> = writes
+            .into_iter()
+            .map(|w| (r.doc_key(w.file), w.bytes))
+            .collect();
+        if !appends.is_empty() || !events.is_empty() {
+            let meta = r.get(&r.meta_key())?;
+            let (mut event, mut line) = match &meta {
+                Some(kv) => {
+                    let v: serde_json::Value =
+                        serde_json::from_slice(&kv.value).unwrap_or_default();
+                    (
+                        v["event"].as_u64().unwrap_or(0),
+                        v["line"].as_u64().unwrap_or(0),
+                    )
+                }
+                None => (0, 0),
+            };
+            compares.push((r.meta_key(), meta.map_or(0, |kv| kv.mod_revision)));
+            for (ledger, lines) in appends {
+                for l in lines {
+                    line += 1;
+                    puts.push((r.ledger_key(ledger.name, line), l.into_bytes()));
+                }
+            }
+            for l in journal::encode(event, now, &events) {
+                event += 1;
+                puts.push((r.journal_key(event), l.into_bytes()));
+            }
+            puts.push((
+                r.meta_key(),
+                serde_json::json!({ "event": event, "line": line })
+                    .to_string()
+                    .into_bytes(),
+            ));
+        }
+        r.txn(&compares, &puts)
     }
 
     /// Take one lock of the home.

@@ -142,7 +142,7 @@ pub fn update<T>(
     store: &Store,
     now: Timestamp,
     id: &str,
-    op: impl FnOnce(&mut Session, &mut Vec<NewEvent>) -> Result<T>,
+    mut op: impl FnMut(&mut Session, &mut Vec<NewEvent>) -> Result<T>,
 ) -> Result<T> {
     store.transaction(now, &[Lock::Workflows], |tx| {
         let mut doc: Sessions = tx.read()?;

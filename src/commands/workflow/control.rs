@@ -33,7 +33,7 @@ fn act(
     ctx: &Ctx,
     session: &str,
     verb: &str,
-    op: impl FnOnce(&mut Session, Timestamp) -> Result<()>,
+    mut op: impl FnMut(&mut Session, Timestamp) -> Result<()>,
 ) -> Result<u8> {
     let id = workflows::find_session(&ctx.store, ctx.now, session)?.id;
     let now = ctx.now;

@@ -26,7 +26,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::protocol::{Outcome, Priority};
 use crate::store::Store;
 use crate::time::Timestamp;
-use crate::watch::{self, HomeWatcher, Wake};
+use crate::watch::{self, Wake};
 use crate::workflows::session::{Run, RunFiles};
 use crate::workflows::{
     self, RunOutcome, SESSION_FILES_DIR, Session, Sessions, Status, baseline, event, persona,
@@ -105,8 +105,8 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
     unsafe { std::env::remove_var("CONDUCTOR_INSTANCE_ID") };
     watch::block_stop_signals();
     let id = workflows::find_session(&ctx.store, ctx.now, &args.session)?.id;
-    let dir = ctx.store.home().dir().to_path_buf();
-    let watcher = HomeWatcher::new(&dir, |name| name == "workflows.json")?;
+    let _dir = ctx.store.home().dir().to_path_buf();
+    let watcher = ctx.store.watcher(|name| name == "workflows.json")?;
     watcher.stop_on_signals_and_closed_stdout();
     let me = std::process::id();
     let agent_cmd = args.agent_cmd.clone();
@@ -252,7 +252,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
             let results = run_cleanup(ctx, &cleanup, Path::new(&s.project_dir));
             let c = fresh(ctx)?;
             workflows::update(&c.store, c.now, &id, |s, _| {
-                s.finish_run(results, c.now);
+                s.finish_run(results.clone(), c.now);
                 Ok(())
             })?;
             continue;
@@ -623,7 +623,7 @@ fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker
         cleaned_up: false,
     };
     let index = workflows::update(&c.store, c.now, &id, |s, ev| {
-        s.begin_run(run, c.now)?;
+        s.begin_run(run.clone(), c.now)?;
         ev.push(workflows::event(
             event::STATE_STARTED,
             s,

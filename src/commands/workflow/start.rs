@@ -104,7 +104,7 @@ pub fn run(ctx: &Ctx, args: StartArgs) -> Result<u8> {
             &s,
             json!({"template": name, "task": s.task, "initial": initial}),
         ));
-        doc.sessions.push(s);
+        doc.sessions.push(s.clone());
         doc.updated_at = now;
         tx.write(&doc)
     })?;
