@@ -19,6 +19,8 @@ Exit codes:
   3  claim conflict (the free files were still claimed); claim --wait or wait timed out
   4  blocked by the priority gate
   5  queue run: some job failed, timed out or is blocked (see `queue run --help`)
+  10 store_unavailable: the shared store (etcd) has no reachable member or no quorum;
+     nothing was changed
 
 With --json, stdout carries exactly one JSON object; errors are
 {\"status\":\"error\",\"reason\":\"<snake_case>\",\"message\":\"...\"}.";
@@ -55,6 +57,11 @@ pub struct GlobalArgs {
     /// Hide status messages on stderr (errors and warnings are still printed).
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// Keep state in a shared etcd cluster instead of the home's files, for agents on several
+    /// machines: etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (also `store` in config.json).
+    /// Check it with `conductor doctor`.
+    #[arg(long, global = true, env = "CONDUCTOR_STORE", value_name = "URL")]
+    pub store: Option<String>,
 }
 
 fn parse_timeout(s: &str) -> Result<f64, String> {

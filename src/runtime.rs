@@ -31,8 +31,14 @@ pub fn random_hex6() -> String {
     format!("{:02x}{:02x}{:02x}", b[0], b[1], b[2])
 }
 
-/// This machine's host name.
+/// This machine's host name, or `CONDUCTOR_HOST` when set (how a machine names itself to a
+/// shared store, and how tests stand for several hosts on one machine).
 pub fn hostname() -> Option<String> {
+    if let Ok(h) = std::env::var("CONDUCTOR_HOST")
+        && !h.is_empty()
+    {
+        return Some(h);
+    }
     let mut buf = [0u8; 256];
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     if rc != 0 {
@@ -106,6 +112,9 @@ pub struct PathNormalizer {
     base: PathBuf,
     floor: PathBuf,
     cache: HashMap<PathBuf, PathBuf>,
+    /// Key claims by repository instead of by absolute path (a shared store: see
+    /// [`PathNormalizer::with_repo_keys`]), with each directory's repository found so far.
+    repos: Option<HashMap<PathBuf, Option<(PathBuf, String)>>>,
 }
 
 impl PathNormalizer {
@@ -115,6 +124,59 @@ impl PathNormalizer {
             floor: base.clone(),
             base,
             cache: HashMap::new(),
+            repos: None,
+        }
+    }
+
+    /// With a shared store, the same file on two hosts must be one claim: key it by its
+    /// repository and its path inside it (`github.com/acme/app:src/main.rs`, the repository
+    /// being the normalized URL of its `origin` remote, else of its first remote). A file in no
+    /// repository with a remote is keyed by this host and its absolute path
+    /// (`host=build1:/srv/x/a.rs`), so it never conflicts with another host's file.
+    pub fn with_repo_keys(mut self, on: bool) -> PathNormalizer {
+        self.repos = on.then(HashMap::new);
+        self
+    }
+
+    /// The repository (its root and id) that holds `dir`, if any.
+    fn repo_of(&mut self, dir: &Path) -> Option<(PathBuf, String)> {
+        let repos = self.repos.as_mut()?;
+        let mut chain = Vec::new();
+        let mut found = None;
+        for d in dir.ancestors() {
+            if let Some(known) = repos.get(d) {
+                found = known.clone();
+                break;
+            }
+            chain.push(d.to_path_buf());
+            let git = d.join(".git");
+            if std::fs::symlink_metadata(&git).is_ok() {
+                found = repo_remote(&git).map(|id| (d.to_path_buf(), id));
+                break;
+            }
+        }
+        for d in chain {
+            repos.insert(d, found.clone());
+        }
+        found
+    }
+
+    /// The claim key of an absolute, normalized path (itself unless repository keys are on).
+    fn key(&mut self, abs: PathBuf) -> PathBuf {
+        if self.repos.is_none() {
+            return abs;
+        }
+        let dir = abs.parent().unwrap_or(Path::new("/")).to_path_buf();
+        match self.repo_of(&dir) {
+            Some((root, id)) => {
+                let rel = abs.strip_prefix(&root).unwrap_or(&abs);
+                PathBuf::from(format!("{id}:{}", rel.display()))
+            }
+            None => PathBuf::from(format!(
+                "host={}:{}",
+                hostname().unwrap_or_else(|| "unknown".into()),
+                abs.display()
+            )),
         }
     }
 
@@ -165,6 +227,7 @@ impl PathNormalizer {
             self.base.join(p)
         };
         let resolved = self.resolve_physical(&raw);
+        let resolved = self.key(resolved);
         resolved
             .into_os_string()
             .into_string()
@@ -208,6 +271,72 @@ impl crate::protocol::foreign::Resolve for PathNormalizer {
             .into_string()
             .unwrap_or_else(|_| crate::protocol::foreign::lexical(path))
     }
+}
+
+/// The normalized URL of a repository's `origin` remote (else its first remote), from the
+/// `.git` entry at `git` (a directory, or a file pointing at a worktree's git directory).
+fn repo_remote(git: &Path) -> Option<String> {
+    let mut dir = git.to_path_buf();
+    if git.is_file() {
+        let text = std::fs::read_to_string(git).ok()?;
+        let target = text.trim().strip_prefix("gitdir:")?.trim();
+        dir = git.parent()?.join(target);
+    }
+    // A linked worktree's config lives in the common directory.
+    if let Ok(common) = std::fs::read_to_string(dir.join("commondir")) {
+        dir = dir.join(common.trim());
+    }
+    let config = std::fs::read_to_string(dir.join("config")).ok()?;
+    let mut section = String::new();
+    let mut first = None;
+    for line in config.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            section = line.trim_matches(|c| c == '[' || c == ']').to_string();
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        if k.trim() != "url" || !section.starts_with("remote ") {
+            continue;
+        }
+        let url = normalize_remote(v.trim().trim_matches('"'));
+        if section == "remote \"origin\"" {
+            return Some(url);
+        }
+        first.get_or_insert(url);
+    }
+    first
+}
+
+/// One spelling for every way of writing a remote: no scheme, no user, the host in lower
+/// case, `host:path` as `host/path`, no `.git` or trailing slash.
+pub fn normalize_remote(url: &str) -> String {
+    let (rest, had_scheme) = match url.split_once("://") {
+        Some((_, r)) => (r, true),
+        None => (url, false),
+    };
+    let rest = match rest.split_once('@') {
+        Some((user, r)) if !user.contains('/') => r,
+        _ => rest,
+    };
+    let rest = if !had_scheme && !rest.starts_with('/') {
+        // scp-like `host:path`
+        match rest.split_once(':') {
+            Some((h, p)) => format!("{h}/{}", p.trim_start_matches('/')),
+            None => rest.to_string(),
+        }
+    } else {
+        rest.to_string()
+    };
+    let (host, path) = match rest.split_once('/') {
+        Some((h, p)) if !rest.starts_with('/') => (h.to_ascii_lowercase(), format!("/{p}")),
+        _ => (String::new(), rest.clone()),
+    };
+    let path = path.trim_end_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path).trim_end_matches('/');
+    format!("{host}{path}")
 }
 
 /// Join `p` to `base` and collapse `.` and `..` lexically. `None` if a relative `p` climbs
@@ -270,6 +399,20 @@ pub fn current_dir() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remotes_have_one_spelling() {
+        for u in [
+            "git@github.com:Acme/app.git",
+            "https://github.com/Acme/app",
+            "ssh://git@GitHub.com/Acme/app.git",
+            "https://user@github.com/Acme/app.git/",
+        ] {
+            assert_eq!(normalize_remote(u), "github.com/Acme/app", "{u}");
+        }
+        assert_eq!(normalize_remote("/srv/git/app.git"), "/srv/git/app");
+        assert_eq!(normalize_remote("file:///srv/git/app.git"), "/srv/git/app");
+    }
 
     #[test]
     fn collapses_dots_and_refuses_escapes() {

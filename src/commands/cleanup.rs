@@ -100,6 +100,7 @@ pub fn execute(ctx: &Ctx, req: CleanupRequest) -> Result<Box<dyn Report>> {
             &ctx.store.read(ctx.now)?,
             Some(id),
             std::path::Path::new("/"),
+            None,
         )?;
     }
     let now = ctx.now;

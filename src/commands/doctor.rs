@@ -32,6 +32,10 @@ struct DoctorReport {
     /// Agent integrations: reported, never repaired here.
     integrations: Vec<Finding>,
     repaired: bool,
+    /// Where state lives: the home, or the shared store with its cluster's health.
+    backend: serde_json::Value,
+    /// The shared store could not be reached (exit 10).
+    unavailable: bool,
 }
 
 impl DoctorReport {
@@ -60,7 +64,8 @@ impl Report for DoctorReport {
         } else {
             "problems"
         };
-        json!({"status": status, "findings": self.findings, "documents": self.documents, "integrations": self.integrations})
+        let status = if self.unavailable { "unavailable" } else { status };
+        json!({"status": status, "backend": self.backend, "findings": self.findings, "documents": self.documents, "integrations": self.integrations})
     }
     fn to_text(&self) -> String {
         let mut lines: Vec<String> = self
@@ -91,7 +96,9 @@ impl Report for DoctorReport {
                 lines.push(format!("      fix: {r}"));
             }
         }
-        lines.push(if self.healthy() {
+        lines.push(if self.unavailable {
+            "The shared store is unavailable; nothing was changed.".into()
+        } else if self.healthy() {
             "Everything is in order.".into()
         } else if self.repaired {
             "Repaired. Nothing was deleted: the originals are kept beside the rebuilt files.".into()
@@ -102,6 +109,9 @@ impl Report for DoctorReport {
         lines.join("\n")
     }
     fn exit_code(&self) -> u8 {
+        if self.unavailable {
+            return 10;
+        }
         if !self.integrations_ok() {
             return 1;
         }
@@ -115,6 +125,9 @@ impl Report for DoctorReport {
 
 /// Run `doctor`.
 pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
+    if let Some(r) = ctx.store.remote() {
+        return run_remote(ctx, r);
+    }
     let findings = doctor::run(&ctx.store, ctx.now, args.repair)?;
     print(
         ctx.out,
@@ -123,6 +136,95 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
             documents: documents(ctx),
             integrations: integrations(),
             repaired: args.repair,
+            backend: json!({"kind": "files", "home": ctx.store.home().dir()}),
+            unavailable: false,
+        },
+    )
+}
+
+/// `doctor` against a shared store: the cluster's health and revision, then every document.
+fn run_remote(ctx: &Ctx, r: &crate::store::etcd::Etcd) -> Result<u8> {
+    let (finding, backend, unavailable) = match r.health() {
+        Ok(h) => {
+            let up = h.members.iter().filter(|(_, up)| *up).count();
+            let total = h.members.len();
+            let down: Vec<&str> = h
+                .members
+                .iter()
+                .filter(|(_, up)| !*up)
+                .map(|(m, _)| m.as_str())
+                .collect();
+            let detail = format!(
+                "etcd {} via {}: leader {}, {up}/{total} members answering{}, revision {}",
+                h.version,
+                h.endpoint,
+                h.leader.as_deref().unwrap_or("none"),
+                if down.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (down: {})", down.join("; "))
+                },
+                h.revision
+            );
+            let ok = h.leader.is_some() && up * 2 > total;
+            (
+                Finding {
+                    file: format!("store {}", r.url()),
+                    ok,
+                    detail,
+                    repair: (!ok).then(|| "start the members that are down: etcd needs a majority".into()),
+                },
+                json!({
+                    "kind": "etcd", "store": r.url(), "endpoint": h.endpoint, "version": h.version,
+                    "leader": h.leader, "revision": h.revision,
+                    "members": h.members.iter().map(|(m, up)| json!({"member": m, "up": up})).collect::<Vec<_>>(),
+                }),
+                !ok,
+            )
+        }
+        Err(e) => (
+            Finding {
+                file: format!("store {}", r.url()),
+                ok: false,
+                detail: e.to_string(),
+                repair: Some("start the cluster's members (etcd needs a majority of them up)".into()),
+            },
+            json!({"kind": "etcd", "store": r.url()}),
+            true,
+        ),
+    };
+    let documents = if unavailable {
+        Vec::new()
+    } else {
+        let mut d = documents(ctx);
+        d.insert(
+            0,
+            match ctx.store.read(ctx.now) {
+                Ok(st) => Finding {
+                    file: "status.json".into(),
+                    ok: true,
+                    detail: format!("{} instance(s), {} claim(s)", st.instances.len(), st.global_claims.len()),
+                    repair: None,
+                },
+                Err(e) => Finding {
+                    file: "status.json".into(),
+                    ok: false,
+                    detail: e.to_string(),
+                    repair: None,
+                },
+            },
+        );
+        d
+    };
+    print(
+        ctx.out,
+        &DoctorReport {
+            findings: vec![finding],
+            documents,
+            integrations: integrations(),
+            repaired: false,
+            backend,
+            unavailable,
         },
     )
 }
@@ -132,7 +234,7 @@ fn documents(ctx: &Ctx) -> Vec<Finding> {
     use crate::store::Document;
     fn check<D: Document>(ctx: &Ctx, domain: &str) -> Option<Finding> {
         let path = ctx.store.home().dir().join(D::FILE);
-        if !path.exists() {
+        if ctx.store.remote().is_none() && !path.exists() {
             return None;
         }
         Some(match ctx.store.read_doc::<D>(ctx.now) {

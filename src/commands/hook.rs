@@ -319,7 +319,7 @@ fn edit(
     }
     let now = Timestamp::now();
     let dir = session_dir(input)?;
-    let mut norm = PathNormalizer::new(dir.clone());
+    let mut norm = PathNormalizer::new(dir.clone()).with_repo_keys(store.remote().is_some());
     let files = raw_files
         .iter()
         .map(|f| norm.normalize(f))

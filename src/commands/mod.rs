@@ -111,6 +111,11 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Man(a)) => return man::run(a),
         c => c,
     };
+    // `--store` reaches every Store this process (and the conductor processes it starts) opens.
+    if let Some(url) = &cli.global.store {
+        // SAFETY: no other thread runs yet (commands start theirs after this).
+        unsafe { std::env::set_var("CONDUCTOR_STORE", url) };
+    }
     let dir = match cli.global.home.clone() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Home::default_dir()?,
@@ -217,6 +222,7 @@ fn resolve_with_paths(
         state,
         explicit.as_deref(),
         cwd.as_deref().unwrap_or(Path::new("/")),
+        runtime::hostname().as_deref(),
     )?;
     let inst = state.instance(&id).expect("just resolved");
     let wd = Path::new(&inst.working_directory);
@@ -224,7 +230,9 @@ fn resolve_with_paths(
         Some(c) => runtime::claim_base(c, wd),
         None => wd.to_path_buf(),
     };
-    let mut norm = PathNormalizer::new(base).with_floor(wd);
+    let mut norm = PathNormalizer::new(base)
+        .with_floor(wd)
+        .with_repo_keys(ctx.store.remote().is_some());
     let mut out = Vec::new();
     for list in paths {
         out.push(

@@ -87,7 +87,15 @@ impl Report for StatusReport {
                     .into(),
             );
         }
+        // Across machines (a shared store), say where each instance runs.
+        let hosts: std::collections::BTreeSet<Option<&str>> =
+            self.state.instances.iter().map(|i| i.host.as_deref()).collect();
+        let several_hosts = hosts.len() > 1;
         for i in &self.state.instances {
+            let wd = match (&i.host, several_hosts) {
+                (Some(h), true) => format!("{h}:{}", i.working_directory),
+                _ => i.working_directory.clone(),
+            };
             out.push(fit(
                 &format!("{}  {}  {} · {}", i.id, i.priority, i.project, i.task),
                 WIDTH,
@@ -98,7 +106,7 @@ impl Report for StatusReport {
                     "    started {}m ago · heartbeat {}m ago · {}",
                     i.started_at.minutes_until(self.now),
                     beat,
-                    i.working_directory
+                    wd
                 ),
                 WIDTH,
             ));

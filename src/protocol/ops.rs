@@ -894,8 +894,14 @@ pub fn summary(st: &State, now: Timestamp) -> Summary {
 }
 
 /// Decide which live instance a command acts on: the explicit id, else the one instance whose
-/// working directory contains `cwd`. Never guesses between several.
-pub fn resolve_instance(st: &State, explicit: Option<&str>, cwd: &Path) -> Result<String> {
+/// working directory contains `cwd` on this host (`host`: instances that recorded another host
+/// run on another machine, whose directories are not ours). Never guesses between several.
+pub fn resolve_instance(
+    st: &State,
+    explicit: Option<&str>,
+    cwd: &Path,
+    host: Option<&str>,
+) -> Result<String> {
     if let Some(id) = explicit {
         if !is_valid_instance_id(id) {
             return Err(Error::invalid(
@@ -915,6 +921,10 @@ pub fn resolve_instance(st: &State, explicit: Option<&str>, cwd: &Path) -> Resul
         .instances
         .iter()
         .filter(|i| cwd.starts_with(Path::new(&i.working_directory)))
+        .filter(|i| match (i.host.as_deref(), host) {
+            (Some(theirs), Some(ours)) => theirs == ours,
+            _ => true,
+        })
         .collect();
     let list = |v: &[&Instance]| {
         v.iter()

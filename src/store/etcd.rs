@@ -313,7 +313,12 @@ impl Etcd {
     pub fn health(&self) -> Result<Health> {
         let status = self.call("/v3/maintenance/status", &json!({}))?;
         let endpoint = self.endpoints[self.preferred.get()].clone();
-        let leader_id = status.get("leader").and_then(num);
+        let id = |v: Option<&Value>| match v {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        };
+        let leader_id = id(status.get("leader"));
         let list = self.call("/v3/cluster/member/list", &json!({}))?;
         let mut members = Vec::new();
         let mut leader = None;
@@ -326,7 +331,7 @@ impl Etcd {
                 .flatten()
                 .filter_map(|u| u.as_str().map(str::to_string))
                 .collect();
-            if m.get("ID").and_then(num).is_some() && m.get("ID").and_then(num) == leader_id {
+            if leader_id.is_some() && id(m.get("ID")) == leader_id {
                 leader = Some(name.clone());
             }
             let up = urls.iter().any(|u| {

@@ -5,6 +5,7 @@ mod common;
 mod agree;
 mod corrupt;
 mod crash;
+mod etcd;
 mod events;
 mod faults;
 mod foreign;

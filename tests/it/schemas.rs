@@ -489,6 +489,7 @@ fn rust_types_and_schemas_have_the_same_fields() {
         enforce: Some(conductor::protocol::types::Enforce::BlockForeign),
         events_segment_bytes: Some(4096),
         events_keep_segments: Some(4),
+        store: Some("etcd://127.0.0.1:2379/team".into()),
         events_keep_days: Some(7),
     };
     in_step(
