@@ -149,6 +149,12 @@ pub enum Command {
     Op(op::OpArgs),
     /// Check the files in the home and explain what is wrong; --repair fixes it without deleting anything.
     Doctor(doctor::DoctorArgs),
+    /// Write everything the home (or the shared store) holds to one JSON bundle.
+    Export(crate::commands::export::ExportArgs),
+    /// Load an export bundle into an empty home or store (nothing is ever replaced).
+    Import(crate::commands::import::ImportArgs),
+    /// Keep grep-able copies of history.jsonl and conflicts.log in a directory, live.
+    Mirror(crate::commands::mirror::MirrorArgs),
     /// Back up status.json beside itself, then start from an empty state.
     Reset(reset::ResetArgs),
     /// Run as an agent hook (Claude Code, Cursor, Codex CLI, Gemini CLI): register sessions, refuse edits of held files.

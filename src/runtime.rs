@@ -335,7 +335,10 @@ pub fn normalize_remote(url: &str) -> String {
         _ => (String::new(), rest.clone()),
     };
     let path = path.trim_end_matches('/');
-    let path = path.strip_suffix(".git").unwrap_or(path).trim_end_matches('/');
+    let path = path
+        .strip_suffix(".git")
+        .unwrap_or(path)
+        .trim_end_matches('/');
     format!("{host}{path}")
 }
 

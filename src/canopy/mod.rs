@@ -504,8 +504,7 @@ pub fn find_message(
         return Ok(Some(m.clone()));
     }
     let mut found = None;
-    let path = store.home().dir().join(MESSAGES.name);
-    crate::store::ledger::for_each_line(&path, |_, line| {
+    store.read_ledger_file(MESSAGES, |_, line| {
         if let crate::store::ledger::Line::Complete(text) = line
             && text.contains(id)
             && let Ok(v) = serde_json::from_str::<Value>(&text)
@@ -527,8 +526,7 @@ pub fn finished_item(
     trigger: &str,
 ) -> Result<bool> {
     let mut found = false;
-    let path = store.home().dir().join(INBOX_DONE.name);
-    crate::store::ledger::for_each_line(&path, |_, line| {
+    store.read_ledger_file(INBOX_DONE, |_, line| {
         if let crate::store::ledger::Line::Complete(text) = line
             && text.contains(source)
             && let Ok(v) = serde_json::from_str::<Value>(&text)

@@ -64,7 +64,11 @@ impl Report for DoctorReport {
         } else {
             "problems"
         };
-        let status = if self.unavailable { "unavailable" } else { status };
+        let status = if self.unavailable {
+            "unavailable"
+        } else {
+            status
+        };
         json!({"status": status, "backend": self.backend, "findings": self.findings, "documents": self.documents, "integrations": self.integrations})
     }
     fn to_text(&self) -> String {
@@ -172,7 +176,8 @@ fn run_remote(ctx: &Ctx, r: &crate::store::etcd::Etcd) -> Result<u8> {
                     file: format!("store {}", r.url()),
                     ok,
                     detail,
-                    repair: (!ok).then(|| "start the members that are down: etcd needs a majority".into()),
+                    repair: (!ok)
+                        .then(|| "start the members that are down: etcd needs a majority".into()),
                 },
                 json!({
                     "kind": "etcd", "store": r.url(), "endpoint": h.endpoint, "version": h.version,
@@ -187,7 +192,9 @@ fn run_remote(ctx: &Ctx, r: &crate::store::etcd::Etcd) -> Result<u8> {
                 file: format!("store {}", r.url()),
                 ok: false,
                 detail: e.to_string(),
-                repair: Some("start the cluster's members (etcd needs a majority of them up)".into()),
+                repair: Some(
+                    "start the cluster's members (etcd needs a majority of them up)".into(),
+                ),
             },
             json!({"kind": "etcd", "store": r.url()}),
             true,
@@ -203,7 +210,11 @@ fn run_remote(ctx: &Ctx, r: &crate::store::etcd::Etcd) -> Result<u8> {
                 Ok(st) => Finding {
                     file: "status.json".into(),
                     ok: true,
-                    detail: format!("{} instance(s), {} claim(s)", st.instances.len(), st.global_claims.len()),
+                    detail: format!(
+                        "{} instance(s), {} claim(s)",
+                        st.instances.len(),
+                        st.global_claims.len()
+                    ),
                     repair: None,
                 },
                 Err(e) => Finding {

@@ -145,9 +145,8 @@ fn explain_missing(ctx: &Ctx, e: Error, id: &str) -> Error {
     if e.reason() != "unknown_item" {
         return e;
     }
-    let path = ctx.store.home().dir().join(canopy::INBOX_DONE.name);
     let mut status = None;
-    let _ = crate::store::ledger::for_each_line(&path, |_, line| {
+    let _ = ctx.store.read_ledger_file(canopy::INBOX_DONE, |_, line| {
         if let crate::store::ledger::Line::Complete(t) = line
             && t.contains(id)
             && let Ok(v) = serde_json::from_str::<Value>(&t)
@@ -294,7 +293,17 @@ fn finish(ctx: &Ctx, f: FinishArgs, status: Status) -> Result<u8> {
     }
     let by = f.agent.as_ref().map(|a| a.to_ascii_lowercase());
     let item = tx_inbox(ctx, |ag, ib, ms, fx| {
-        ops::finish(ag, ib, &f.id, status, refs.clone(), by.as_deref(), ctx.now, ms, fx)
+        ops::finish(
+            ag,
+            ib,
+            &f.id,
+            status,
+            refs.clone(),
+            by.as_deref(),
+            ctx.now,
+            ms,
+            fx,
+        )
     })
     .map_err(|e| explain_missing(ctx, e, &f.id))?;
     let text = format!(
@@ -335,9 +344,8 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
             .map(|i| serde_json::to_value(i).expect("serializes"))
             .collect();
     } else {
-        let path = ctx.store.home().dir().join(canopy::INBOX_DONE.name);
         let want = status.expect("checked").as_str();
-        crate::store::ledger::for_each_line(&path, |_, line| {
+        ctx.store.read_ledger_file(canopy::INBOX_DONE, |_, line| {
             if let crate::store::ledger::Line::Complete(t) = line
                 && let Ok(v) = serde_json::from_str::<Value>(&t)
                 && v["item"]["status"] == want

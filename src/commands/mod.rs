@@ -15,13 +15,16 @@ pub mod conflicts;
 pub mod doctor;
 pub mod done;
 pub mod events;
+pub mod export;
 pub mod heartbeat;
 pub mod history;
 pub mod hook;
+pub mod import;
 pub mod inbox;
 pub mod integrate;
 pub mod man;
 pub mod metrics;
+pub mod mirror;
 pub mod op;
 pub mod post;
 pub mod prompt;
@@ -143,6 +146,9 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::History(a)) => return history::run(&ctx, a),
         Some(Command::Op(a)) => return op::run(&ctx, a),
         Some(Command::Doctor(a)) => return doctor::run(&ctx, a),
+        Some(Command::Export(a)) => return export::run(&ctx, a),
+        Some(Command::Import(a)) => return import::run(&ctx, a),
+        Some(Command::Mirror(a)) => return mirror::run(&ctx, a),
         Some(
             Command::Hook(_) | Command::Integrate(_) | Command::ShellInit(_) | Command::Prompt(_),
         )

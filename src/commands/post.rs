@@ -258,8 +258,7 @@ pub fn run_messages(ctx: &Ctx, a: MessagesArgs) -> Result<u8> {
     if (a.limit as usize) > msgs.len() && ch.message_count as usize > msgs.len() {
         // Older than the recent window: read every version from the ledger, last one wins.
         let mut all: Vec<canopy::Message> = Vec::new();
-        let path = ctx.store.home().dir().join(canopy::MESSAGES.name);
-        crate::store::ledger::for_each_line(&path, |_, line| {
+        ctx.store.read_ledger_file(canopy::MESSAGES, |_, line| {
             if let crate::store::ledger::Line::Complete(t) = line
                 && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t)
                 && v["message"]["channel_id"] == id.as_str()

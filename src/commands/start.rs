@@ -300,7 +300,14 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
             ops::retask(st, &id, new.clone(), recorded.clone(), now, fx)?;
             return Ok(id);
         }
-        Ok(ops::start(st, new.clone(), recorded.clone(), runtime::random_hex6, now, fx))
+        Ok(ops::start(
+            st,
+            new.clone(),
+            recorded.clone(),
+            runtime::random_hex6,
+            now,
+            fx,
+        ))
     })?;
     Ok(Box::new(Started { instance_id, drift }))
 }

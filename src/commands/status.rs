@@ -88,8 +88,12 @@ impl Report for StatusReport {
             );
         }
         // Across machines (a shared store), say where each instance runs.
-        let hosts: std::collections::BTreeSet<Option<&str>> =
-            self.state.instances.iter().map(|i| i.host.as_deref()).collect();
+        let hosts: std::collections::BTreeSet<Option<&str>> = self
+            .state
+            .instances
+            .iter()
+            .map(|i| i.host.as_deref())
+            .collect();
         let several_hosts = hosts.len() > 1;
         for i in &self.state.instances {
             let wd = match (&i.host, several_hosts) {

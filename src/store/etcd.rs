@@ -79,7 +79,9 @@ impl Etcd {
         let bad = |why: &str| {
             Error::invalid(
                 "invalid_store",
-                format!("invalid store `{url}`: {why} (expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX])"),
+                format!(
+                    "invalid store `{url}`: {why} (expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX])"
+                ),
             )
         };
         let rest = url
@@ -90,18 +92,24 @@ impl Etcd {
             None => (rest, DEFAULT_PREFIX),
         };
         let prefix = prefix.trim_end_matches('/');
-        let prefix = if prefix.is_empty() { DEFAULT_PREFIX } else { prefix };
+        let prefix = if prefix.is_empty() {
+            DEFAULT_PREFIX
+        } else {
+            prefix
+        };
         if prefix.chars().any(|c| c.is_control() || c.is_whitespace()) {
             return Err(bad("the prefix contains a space or a control character"));
         }
         let mut endpoints = Vec::new();
         for h in hosts.split(',') {
-            let (host, port) = h.rsplit_once(':').ok_or_else(|| bad("a member has no port"))?;
+            let (host, port) = h
+                .rsplit_once(':')
+                .ok_or_else(|| bad("a member has no port"))?;
             if host.is_empty()
                 || port.parse::<u16>().is_err()
-                || !host
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '[' | ']' | ':'))
+                || !host.chars().all(|c| {
+                    c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '[' | ']' | ':')
+                })
             {
                 return Err(bad(&format!("`{h}` is not HOST:PORT")));
             }
@@ -322,8 +330,17 @@ impl Etcd {
         let list = self.call("/v3/cluster/member/list", &json!({}))?;
         let mut members = Vec::new();
         let mut leader = None;
-        for m in list.get("members").and_then(Value::as_array).into_iter().flatten() {
-            let name = m.get("name").and_then(Value::as_str).unwrap_or("?").to_string();
+        for m in list
+            .get("members")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = m
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string();
             let urls: Vec<String> = m
                 .get("clientURLs")
                 .and_then(Value::as_array)
@@ -497,11 +514,20 @@ mod tests {
     #[test]
     fn parses_store_urls() {
         let e = Etcd::parse("etcd://127.0.0.1:2379,10.0.0.2:2379/team").unwrap();
-        assert_eq!(e.endpoints, ["http://127.0.0.1:2379", "http://10.0.0.2:2379"]);
+        assert_eq!(
+            e.endpoints,
+            ["http://127.0.0.1:2379", "http://10.0.0.2:2379"]
+        );
         assert_eq!(e.doc_key("status.json"), "/team/doc/status.json");
         let e = Etcd::parse("etcd://localhost:2379").unwrap();
         assert_eq!(e.journal_key(7), "/conductor/journal/00000000000000000007");
-        for bad in ["http://x:1", "etcd://x", "etcd://x:notaport", "etcd://:1", "etcd://x:1/a b"] {
+        for bad in [
+            "http://x:1",
+            "etcd://x",
+            "etcd://x:notaport",
+            "etcd://:1",
+            "etcd://x:1/a b",
+        ] {
             let err = Etcd::parse(bad).err().expect(bad);
             assert_eq!(err.reason(), "invalid_store", "{bad}");
         }

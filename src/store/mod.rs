@@ -329,15 +329,42 @@ impl Store {
         };
         match &self.remote {
             Some(r) => {
-                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                let name = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default();
                 let mut f = f;
                 let mut n = 0;
                 r.scan(&r.ledger_prefix(name), |kv| {
                     n += 1;
-                    f(n, ledger::Line::Complete(String::from_utf8_lossy(&kv.value).into_owned()))
+                    f(
+                        n,
+                        ledger::Line::Complete(String::from_utf8_lossy(&kv.value).into_owned()),
+                    )
                 })
             }
             None => ledger::for_each_line(&path, f),
+        }
+    }
+
+    /// Stream the lines of any domain's ledger, from the home's file or the shared store.
+    pub fn read_ledger_file(
+        &self,
+        ledger: LedgerFile,
+        mut f: impl FnMut(usize, ledger::Line) -> Result<bool>,
+    ) -> Result<()> {
+        match &self.remote {
+            Some(r) => {
+                let mut n = 0;
+                r.scan(&r.ledger_prefix(ledger.name), |kv| {
+                    n += 1;
+                    f(
+                        n,
+                        ledger::Line::Complete(String::from_utf8_lossy(&kv.value).into_owned()),
+                    )
+                })
+            }
+            None => ledger::for_each_line(&self.home.dir().join(ledger.name), f),
         }
     }
 
@@ -402,4 +429,270 @@ fn decode<T: DeserializeOwned>(path: &Path, bytes: &[u8], schema: Schema) -> Res
         .map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
     schema::validate(schema, &value).map_err(|e| corrupt(path, format!("schema violation {e}")))?;
     serde_json::from_value(value).map_err(|e| corrupt(path, e.to_string()))
+}
+
+/// Every document file a home may hold, in every domain (what `export` carries).
+pub const DOCUMENT_FILES: &[&str] = &[
+    "status.json",
+    "runtime-agents.json",
+    "runtime-inbox.json",
+    "runtime-channels.json",
+    "workflows.json",
+    "queue.json",
+];
+
+/// Every ledger file a home may hold, in every domain.
+pub const LEDGER_FILES: &[&str] = &[
+    "history.jsonl",
+    "conflicts.log",
+    "runtime-messages.jsonl",
+    "runtime-inbox.jsonl",
+    "runtime-mentions.jsonl",
+    "runtime-conflicts.log",
+    "workflows-finished.jsonl",
+    "queue-finished.jsonl",
+];
+
+/// Everything a home (or a store prefix) holds, as `export` writes it and `import` reads it:
+/// documents as their exact bytes, ledgers and the journal as their lines.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Bundle {
+    pub conductor_export: u32,
+    pub source: String,
+    pub documents: indexmap::IndexMap<String, String>,
+    pub ledgers: indexmap::IndexMap<String, Vec<String>>,
+    pub events: Vec<String>,
+}
+
+impl Store {
+    /// Everything this home or store holds.
+    pub fn export(&self, now: Timestamp) -> Result<Bundle> {
+        self.settle()?;
+        let mut b = Bundle {
+            conductor_export: 1,
+            source: self.location(),
+            ..Bundle::default()
+        };
+        for file in DOCUMENT_FILES {
+            if let Some(bytes) = self.read_doc_bytes(file)? {
+                let text = String::from_utf8(bytes)
+                    .map_err(|_| corrupt(&self.home.dir().join(file), "not UTF-8, so not JSON"))?;
+                b.documents.insert(file.to_string(), text);
+            }
+        }
+        for name in LEDGER_FILES {
+            let ledger = LedgerFile {
+                name,
+                lock: Lock::Status,
+            };
+            let mut lines = Vec::new();
+            self.read_ledger_file(ledger, |_, line| {
+                if let ledger::Line::Complete(t) = line {
+                    lines.push(t);
+                }
+                Ok(true)
+            })?;
+            if !lines.is_empty() {
+                b.ledgers.insert(name.to_string(), lines);
+            }
+        }
+        let start = self.oldest_event()?.map(|o| o - 1).unwrap_or(0);
+        let mut tail = self.tail(Some(start))?;
+        let mut events = Vec::new();
+        tail.read(|e| {
+            events.push(serde_json::to_string(&e).expect("events serialize"));
+            true
+        })?;
+        b.events = events;
+        let _ = now;
+        Ok(b)
+    }
+
+    /// True when this home or store holds no document, ledger line or event.
+    pub fn is_empty(&self) -> Result<bool> {
+        match &self.remote {
+            Some(r) => Ok(r
+                .range(&r.root(), &etcd::prefix_end(&r.root()), 1)?
+                .0
+                .is_empty()),
+            None => Ok(DOCUMENT_FILES
+                .iter()
+                .chain(LEDGER_FILES)
+                .chain(&[journal::ACTIVE])
+                .all(|f| !self.home.dir().join(f).exists())
+                && journal::segments(self.home.dir())?.is_empty()),
+        }
+    }
+
+    /// Write a bundle into this home or store, which must be empty (nothing is ever replaced).
+    /// Documents keep their exact bytes and events their numbers.
+    pub fn import(&self, b: &Bundle) -> Result<()> {
+        let refuse = |why: String| Error::invalid("target_not_empty", why);
+        check_bundle(self.home.dir(), b)?;
+        match &self.remote {
+            Some(r) => {
+                if !self.is_empty()? {
+                    return Err(refuse(format!(
+                        "{} already holds state; import only into an empty prefix (nothing is replaced)",
+                        r.url()
+                    )));
+                }
+                let mut puts: Vec<(String, Vec<u8>)> = Vec::new();
+                for (file, text) in &b.documents {
+                    puts.push((r.doc_key(file), text.clone().into_bytes()));
+                }
+                let mut line = 0u64;
+                for (name, lines) in &b.ledgers {
+                    for l in lines {
+                        line += 1;
+                        puts.push((r.ledger_key(name, line), l.clone().into_bytes()));
+                    }
+                }
+                let mut last = 0;
+                for e in &b.events {
+                    let seq = serde_json::from_str::<serde_json::Value>(e)
+                        .ok()
+                        .and_then(|v| v["seq"].as_u64())
+                        .unwrap_or(0);
+                    last = last.max(seq);
+                    puts.push((r.journal_key(seq), e.clone().into_bytes()));
+                }
+                // In batches under etcd's limits (128 operations, 1.5 MiB per request); the
+                // numbering record last, so writers that start meanwhile number after it.
+                let mut batch: Vec<(String, Vec<u8>)> = Vec::new();
+                let mut size = 0;
+                for p in puts {
+                    size += p.0.len() + p.1.len();
+                    batch.push(p);
+                    if batch.len() >= 100 || size > 512 * 1024 {
+                        r.txn(&[], &batch)?;
+                        batch.clear();
+                        size = 0;
+                    }
+                }
+                batch.push((
+                    r.meta_key(),
+                    serde_json::json!({"event": last, "line": line})
+                        .to_string()
+                        .into_bytes(),
+                ));
+                r.txn(&[], &batch)?;
+                Ok(())
+            }
+            None => {
+                let _locks = self.lock_all()?;
+                if !self.is_empty()? {
+                    return Err(refuse(format!(
+                        "{} already holds state; import only into an empty home (nothing is replaced)",
+                        self.home.dir().display()
+                    )));
+                }
+                let join = |lines: &[String]| {
+                    let mut s = lines.join("\n");
+                    s.push('\n');
+                    s
+                };
+                for (name, lines) in b.ledgers.iter().filter(|(_, l)| !l.is_empty()) {
+                    atomic::write_atomic(&self.home.dir().join(name), join(lines).as_bytes())?;
+                }
+                if !b.events.is_empty() {
+                    atomic::write_atomic(
+                        &self.home.dir().join(journal::ACTIVE),
+                        join(&b.events).as_bytes(),
+                    )?;
+                }
+                // Documents last: a home with status.json is a home in use.
+                for (file, text) in &b.documents {
+                    atomic::write_atomic(&self.home.dir().join(file), text.as_bytes())?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Refuse a bundle with a document or ledger conductor does not know, a document that does not
+/// decode, or a line that is not one line: an import never writes what conductor could not read.
+fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
+    fn check<D: Document>(dir: &Path, text: &str) -> Result<()> {
+        D::decode(&dir.join(D::FILE), text.as_bytes())
+            .map(|_| ())
+            .map_err(|e| {
+                let detail = match e {
+                    Error::CorruptState { detail, .. } => detail,
+                    other => other.to_string(),
+                };
+                Error::invalid(
+                    "invalid_input",
+                    format!(
+                        "the bundle's {} is not valid conductor state: {detail}",
+                        D::FILE
+                    ),
+                )
+            })
+    }
+    if b.conductor_export != 1 {
+        return Err(Error::invalid(
+            "invalid_input",
+            format!(
+                "not a conductor export (version {}; this build reads 1)",
+                b.conductor_export
+            ),
+        ));
+    }
+    for (file, text) in &b.documents {
+        match file.as_str() {
+            "status.json" => check::<State>(dir, text)?,
+            "runtime-agents.json" => check::<crate::canopy::Agents>(dir, text)?,
+            "runtime-inbox.json" => check::<crate::canopy::Inbox>(dir, text)?,
+            "runtime-channels.json" => check::<crate::canopy::Channels>(dir, text)?,
+            "workflows.json" => check::<crate::workflows::Sessions>(dir, text)?,
+            "queue.json" => check::<crate::queue::QueueDoc>(dir, text)?,
+            other => {
+                return Err(Error::invalid(
+                    "invalid_input",
+                    format!(
+                        "the bundle holds an unknown document `{}`",
+                        crate::protocol::ops::printable(other)
+                    ),
+                ));
+            }
+        }
+    }
+    for (name, lines) in &b.ledgers {
+        if !LEDGER_FILES.contains(&name.as_str()) {
+            return Err(Error::invalid(
+                "invalid_input",
+                format!(
+                    "the bundle holds an unknown ledger `{}`",
+                    crate::protocol::ops::printable(name)
+                ),
+            ));
+        }
+        if lines.iter().any(|l| l.contains('\n')) {
+            return Err(Error::invalid(
+                "invalid_input",
+                format!("a line of {name} spans several lines"),
+            ));
+        }
+    }
+    let mut last = 0;
+    for e in &b.events {
+        let seq = serde_json::from_str::<crate::protocol::events::Event>(e)
+            .map_err(|err| {
+                Error::invalid(
+                    "invalid_input",
+                    format!("an event in the bundle is not an event: {err}"),
+                )
+            })?
+            .seq;
+        if seq <= last {
+            return Err(Error::invalid(
+                "invalid_input",
+                "the bundle's events are not in seq order",
+            ));
+        }
+        last = seq;
+    }
+    Ok(())
 }

@@ -191,7 +191,8 @@ impl<'s> Tx<'s> {
             Some(r) => {
                 let kv = r.get(&r.doc_key(D::FILE))?;
                 self.revs.retain(|(f, _)| *f != D::FILE);
-                self.revs.push((D::FILE, kv.as_ref().map_or(0, |kv| kv.mod_revision)));
+                self.revs
+                    .push((D::FILE, kv.as_ref().map_or(0, |kv| kv.mod_revision)));
                 kv.map(|kv| kv.value)
             }
             None => super::read_bytes(&path)?,

@@ -175,8 +175,7 @@ pub fn update<T>(
 pub fn all_sessions(store: &Store, now: Timestamp) -> Result<Vec<Session>> {
     let doc: Sessions = store.read_doc(now)?;
     let mut out = doc.sessions;
-    let path = store.home().dir().join(FINISHED.name);
-    crate::store::ledger::for_each_line(&path, |_, line| {
+    store.read_ledger_file(FINISHED, |_, line| {
         if let crate::store::ledger::Line::Complete(text) = line
             && let Ok(s) = serde_json::from_str::<Session>(&text)
         {

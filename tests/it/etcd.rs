@@ -326,7 +326,10 @@ fn hosts_race(rounds: usize) {
         assert_eq!(won.len(), 1, "round {round}: exactly one winner: {outs:#?}");
         for (i, o) in outs.iter().enumerate() {
             if i != won[0] {
-                assert_eq!(o.code, 3, "round {round}: the others see a conflict: {o:#?}");
+                assert_eq!(
+                    o.code, 3,
+                    "round {round}: the others see a conflict: {o:#?}"
+                );
                 let v = o.json();
                 assert_eq!(v["conflicts"][0]["held_by"], ids[won[0]].as_str(), "{v}");
             }
@@ -365,14 +368,21 @@ fn hosts_racing_for_one_file_get_exactly_one_winner_1000() {
 fn unrelated_repositories_and_plain_directories_never_conflict() {
     let cluster = Cluster::start();
     let root = tempfile::tempdir().unwrap();
-    let a = hosts(&root.path().join("one"), &cluster.url(), 1).pop().unwrap();
-    let mut b = hosts(&root.path().join("two"), &cluster.url(), 1).pop().unwrap();
+    let a = hosts(&root.path().join("one"), &cluster.url(), 1)
+        .pop()
+        .unwrap();
+    let mut b = hosts(&root.path().join("two"), &cluster.url(), 1)
+        .pop()
+        .unwrap();
     b.name = "other".into();
     a.start("a");
     b.start("b");
     assert_eq!(a.run(&["claim", "src/x.rs"]).code, 0);
     let r = b.run(&["--json", "claim", "src/x.rs"]);
-    assert_eq!(r.code, 0, "another repository's src/x.rs is another file: {r:#?}");
+    assert_eq!(
+        r.code, 0,
+        "another repository's src/x.rs is another file: {r:#?}"
+    );
     // Plain directories (no repository): the same absolute path on two hosts is two files.
     let plain = std::fs::canonicalize(root.path()).unwrap().join("plain");
     std::fs::create_dir_all(&plain).unwrap();
@@ -382,8 +392,14 @@ fn unrelated_repositories_and_plain_directories_never_conflict() {
     assert_eq!(b.run(&["claim", p]).code, 0);
     let keys: Vec<String> = claims(&a).keys().cloned().collect();
     assert_eq!(keys.len(), 4, "{keys:?}");
-    assert!(keys.iter().any(|k| k.starts_with("host=host0:")), "{keys:?}");
-    assert!(keys.iter().any(|k| k.starts_with("host=other:")), "{keys:?}");
+    assert!(
+        keys.iter().any(|k| k.starts_with("host=host0:")),
+        "{keys:?}"
+    );
+    assert!(
+        keys.iter().any(|k| k.starts_with("host=other:")),
+        "{keys:?}"
+    );
     // status names each instance's host.
     let text = a.run(&["status"]).stdout;
     assert!(text.contains("host0:") && text.contains("other:"), "{text}");
@@ -423,7 +439,10 @@ fn killing_the_leader_mid_race_loses_no_claim_and_grants_none_twice() {
                 .map(|c| c.wait_with_output().unwrap().status.code().unwrap_or(-1))
                 .collect();
             let won: Vec<usize> = (0..3).filter(|i| codes[*i] == 0).collect();
-            assert!(won.len() <= 1, "two winners while the leader died: {codes:?}");
+            assert!(
+                won.len() <= 1,
+                "two winners while the leader died: {codes:?}"
+            );
             if let Some(w) = won.first() {
                 acknowledged.push((file, *w));
             }
@@ -509,7 +528,11 @@ fn without_quorum_commands_fail_with_exit_10_and_change_nothing() {
         }
     }
     cluster.wait_for_leader();
-    assert_eq!(cluster.dump(), before, "nothing changed while quorum was lost");
+    assert_eq!(
+        cluster.dump(),
+        before,
+        "nothing changed while quorum was lost"
+    );
     let r = hosts[1].run(&["--json", "start", "b", "--priority", "P2"]);
     assert_eq!(r.code, 0, "{r:#?}");
     assert_eq!(hosts[1].run(&["claim", "src/new.rs"]).code, 0);
@@ -518,11 +541,7 @@ fn without_quorum_commands_fail_with_exit_10_and_change_nothing() {
     let v = d.json();
     assert_eq!(v["backend"]["kind"], "etcd");
     assert!(v["backend"]["revision"].as_i64().unwrap() > 0, "{v}");
-    assert_eq!(
-        v["backend"]["members"].as_array().unwrap().len(),
-        3,
-        "{v}"
-    );
+    assert_eq!(v["backend"]["members"].as_array().unwrap().len(), 3, "{v}");
 }
 
 /// `watch` on one host sees a claim made on another, and `events --after` gives both hosts the
@@ -570,12 +589,21 @@ fn one_journal_history_and_conflicts_across_hosts() {
         .iter()
         .map(|e| e["seq"].as_u64().unwrap())
         .collect();
-    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "gap-free");
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "gap-free"
+    );
     let after = seqs[seqs.len() - 2].to_string();
-    let tail = hosts[1].run(&["--json", "events", "--after", &after]).json();
+    let tail = hosts[1]
+        .run(&["--json", "events", "--after", &after])
+        .json();
     assert_eq!(tail["items"].as_array().unwrap().len(), 1);
     let h = hosts[0].run(&["--json", "history"]).json();
-    assert!(h.to_string().contains(&b), "host0 reads host1's history: {h}");
+    assert!(
+        h.to_string().contains(&b),
+        "host0 reads host1's history: {h}"
+    );
     let c = hosts[1].run(&["conflicts"]).stdout;
     assert!(c.contains(&a), "host1 reads host0's conflict: {c}");
     // The homes hold no state of their own.
@@ -589,8 +617,99 @@ fn one_journal_history_and_conflicts_across_hosts() {
             })
             .unwrap_or_default();
         assert!(
-            !files.iter().any(|f| f == "status.json" || f == "events.jsonl"),
+            !files
+                .iter()
+                .any(|f| f == "status.json" || f == "events.jsonl"),
             "{files:?}"
         );
     }
+}
+
+/// `export` / `import` move a home into etcd and back losing nothing (byte for byte), refuse a
+/// target that holds state, and `mirror` keeps grep-able copies of the shared logs.
+#[test]
+fn a_home_moves_into_etcd_and_back_and_mirror_keeps_the_logs() {
+    let cluster = Cluster::start();
+    let root = tempfile::tempdir().unwrap();
+    let mut hs = hosts(root.path(), &cluster.url(), 1);
+    let h = hs.pop().unwrap();
+    // A file home with a claim, a release, a finished task and a conflict.
+    let file_home = |dir: &str| {
+        let mut c = h.cmd(&[]);
+        c.env_remove("CONDUCTOR_STORE")
+            .env("CONDUCTOR_HOME", root.path().join(dir));
+        c
+    };
+    let run = |mut c: Command, args: &[&str]| {
+        let o = c.args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {o:?}");
+        o
+    };
+    run(file_home("a"), &["start", "one", "--priority", "P1"]);
+    run(file_home("a"), &["claim", "src/a.rs", "src/b.rs"]);
+    run(file_home("a"), &["release", "src/a.rs"]);
+    let bundle = root.path().join("home.json");
+    run(file_home("a"), &["export", bundle.to_str().unwrap()]);
+    let r = h.run(&["--json", "import", bundle.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    // The store now answers like the home did.
+    let st = h.run(&["--json", "status"]).json();
+    assert_eq!(st["instances"][0]["task"], "one", "{st}");
+    // Importing again would replace state: refused, nothing changed.
+    let before = cluster.dump();
+    let again = h.run(&["--json", "import", bundle.to_str().unwrap()]);
+    assert_eq!(again.code, 2, "{again:#?}");
+    assert_eq!(again.json()["reason"], "target_not_empty");
+    assert_eq!(cluster.dump(), before);
+    // A bad bundle changes nothing either.
+    let bad = root.path().join("bad.json");
+    std::fs::write(&bad, r#"{"conductor_export":1,"source":"x","documents":{"status.json":"{}"},"ledgers":{},"events":[]}"#).unwrap();
+    let mut empty_prefix = h.cmd(&["--json", "import", bad.to_str().unwrap()]);
+    empty_prefix.env("CONDUCTOR_STORE", format!("{}-other", cluster.url()));
+    let o = empty_prefix.output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    // And back to a file home: byte-identical files.
+    let back = root.path().join("back.json");
+    assert_eq!(h.run(&["export", back.to_str().unwrap()]).code, 0);
+    run(file_home("b"), &["import", back.to_str().unwrap()]);
+    for f in ["status.json", "conflicts.log", "events.jsonl"] {
+        let a = std::fs::read(root.path().join("a/").join(f)).unwrap();
+        let b = std::fs::read(root.path().join("b/").join(f)).unwrap();
+        assert_eq!(a, b, "{f} differs after the round trip");
+    }
+    // mirror: a live copy of the shared conflicts.log.
+    let logs = root.path().join("logs");
+    let mut m = h
+        .cmd(&["mirror", logs.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        crate::common::wait_until(20.0, || std::fs::read_to_string(logs.join("conflicts.log"))
+            .is_ok_and(|t| t.contains("RELEASE"))),
+        "mirror copied the imported log"
+    );
+    let id = h.run(&["--json", "status"]).json()["instances"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        h.run(&["done", "--instance", &id, "--outcome", "success"])
+            .code,
+        0
+    );
+    assert!(
+        crate::common::wait_until(20.0, || std::fs::read_to_string(logs.join("history.jsonl"))
+            .is_ok_and(|t| t.contains(&id))),
+        "mirror picked up the new history line"
+    );
+    let _ = m.kill();
+    let _ = m.wait();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(logs.join("history.jsonl"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
 }

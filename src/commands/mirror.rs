@@ -1,0 +1,79 @@
+//! `conductor mirror DIR`: keep grep-able copies of `history.jsonl` and `conflicts.log` in a
+//! directory, up to date through a watch: with a shared store the ledgers live in etcd, and
+//! people still want `grep` and `tail -f`.
+
+use std::path::PathBuf;
+
+use super::Ctx;
+use crate::error::{Error, IoContext, Result};
+use crate::store::{CONFLICTS, HISTORY, LedgerFile};
+use crate::watch::{self, Wake};
+
+/// Keep local copies of the history and conflict logs up to date.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_long_help = "Writes DIR/history.jsonl and DIR/conflicts.log (0600), each \
+replaced atomically whenever its ledger grows, so a reader never sees half a file. Runs until \
+SIGINT/SIGTERM; --once copies and exits.\n\nExample:\n  conductor --store etcd://10.0.0.5:2379 \
+mirror ~/conductor-logs &\n  tail -f ~/conductor-logs/conflicts.log"
+)]
+pub struct MirrorArgs {
+    /// The directory to keep the copies in (created 0700 if missing).
+    pub dir: PathBuf,
+    /// Copy once and exit.
+    #[arg(long)]
+    pub once: bool,
+}
+
+const MIRRORED: [LedgerFile; 2] = [HISTORY, CONFLICTS];
+
+/// Run `mirror`.
+pub fn run(ctx: &Ctx, args: MirrorArgs) -> Result<u8> {
+    use std::os::unix::fs::DirBuilderExt;
+    watch::block_stop_signals();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&args.dir)
+        .ctx("create", &args.dir)?;
+    if !args.dir.is_dir() {
+        return Err(Error::invalid(
+            "invalid_directory",
+            format!("`{}` is not a directory", args.dir.display()),
+        ));
+    }
+    let watcher = if args.once {
+        None
+    } else {
+        let w = ctx
+            .store
+            .watcher(|name| MIRRORED.iter().any(|l| l.name == name))?;
+        w.stop_on_signals_and_closed_stdout();
+        Some(w)
+    };
+    let mut copied = [usize::MAX; 2];
+    loop {
+        for (i, ledger) in MIRRORED.iter().enumerate() {
+            let mut text = String::new();
+            let mut n = 0;
+            ctx.store.read_ledger_file(*ledger, |_, line| {
+                if let crate::store::ledger::Line::Complete(t) = line {
+                    text.push_str(&t);
+                    text.push('\n');
+                    n += 1;
+                }
+                Ok(true)
+            })?;
+            if n != copied[i] {
+                crate::store::atomic::write_atomic(&args.dir.join(ledger.name), text.as_bytes())?;
+                copied[i] = n;
+            }
+        }
+        let Some(w) = &watcher else {
+            return Ok(0);
+        };
+        if w.wait(None) == Wake::Stop {
+            return Ok(0);
+        }
+    }
+}
