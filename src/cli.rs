@@ -19,7 +19,7 @@ Exit codes:
   3  claim conflict (the free files were still claimed); claim --wait or wait timed out
   4  blocked by the priority gate
   5  queue run: some job failed, timed out or is blocked (see `queue run --help`)
-  10 store_unavailable: the shared store (etcd) has no reachable member or no quorum;
+  11 store_unavailable: the shared store (etcd) has no reachable member or no quorum;
      nothing was changed
 
 With --json, stdout carries exactly one JSON object; errors are

@@ -115,11 +115,11 @@ impl Error {
         }
     }
 
-    /// The process exit code: 1 operational failure, 2 invalid input or usage, 10 the shared
+    /// The process exit code: 1 operational failure, 2 invalid input or usage, 11 the shared
     /// store is unavailable.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::StoreUnavailable { .. } => 10,
+            Error::StoreUnavailable { .. } => 11,
             Error::LockTimeout { .. }
             | Error::Io { .. }
             | Error::CorruptState { .. }

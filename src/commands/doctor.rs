@@ -34,7 +34,7 @@ struct DoctorReport {
     repaired: bool,
     /// Where state lives: the home, or the shared store with its cluster's health.
     backend: serde_json::Value,
-    /// The shared store could not be reached (exit 10).
+    /// The shared store could not be reached (exit 11).
     unavailable: bool,
 }
 
@@ -114,7 +114,7 @@ impl Report for DoctorReport {
     }
     fn exit_code(&self) -> u8 {
         if self.unavailable {
-            return 10;
+            return 11;
         }
         if !self.integrations_ok() {
             return 1;

@@ -18,7 +18,7 @@
 //!
 //! Every request carries `Grpc-Metadata-hasleader: true`, so a member that has lost its leader
 //! answers "no leader" at once instead of after etcd's request timeout: a command run without
-//! quorum fails fast (`store_unavailable`, exit 10) having changed nothing.
+//! quorum fails fast (`store_unavailable`, exit 11) having changed nothing.
 
 use std::io::BufRead;
 use std::time::Duration;

@@ -447,7 +447,7 @@ fn killing_the_leader_mid_race_loses_no_claim_and_grants_none_twice() {
                 acknowledged.push((file, *w));
             }
             for c in &codes {
-                assert!([0, 3, 10].contains(c), "unexpected exit {c}: {codes:?}");
+                assert!([0, 3, 11].contains(c), "unexpected exit {c}: {codes:?}");
             }
             continue;
         }
@@ -457,10 +457,10 @@ fn killing_the_leader_mid_race_loses_no_claim_and_grants_none_twice() {
         assert!(won.len() <= 1, "round {round}: two winners: {outs:#?}");
         for o in &outs {
             assert!(
-                [0, 3, 10].contains(&o.code),
+                [0, 3, 11].contains(&o.code),
                 "round {round}: a claim either wins, conflicts, or reports the store unavailable: {o:#?}"
             );
-            if o.code == 10 {
+            if o.code == 11 {
                 unavailable += 1;
                 assert!(o.stderr.contains("unavailable"), "{o:#?}");
             }
@@ -487,10 +487,10 @@ fn killing_the_leader_mid_race_loses_no_claim_and_grants_none_twice() {
     );
 }
 
-/// With two of three members down, commands fail fast with `store_unavailable` (exit 10) and
+/// With two of three members down, commands fail fast with `store_unavailable` (exit 11) and
 /// change nothing; with them back, work resumes.
 #[test]
-fn without_quorum_commands_fail_with_exit_10_and_change_nothing() {
+fn without_quorum_commands_fail_with_exit_11_and_change_nothing() {
     let mut cluster = Cluster::start();
     let root = tempfile::tempdir().unwrap();
     let hosts = hosts(root.path(), &cluster.url(), 2);
@@ -513,14 +513,14 @@ fn without_quorum_commands_fail_with_exit_10_and_change_nothing() {
     for args in attempts {
         let t = Instant::now();
         let r = hosts[0].run(args);
-        assert_eq!(r.code, 10, "{args:?}: {r:#?}");
+        assert_eq!(r.code, 11, "{args:?}: {r:#?}");
         let v = r.json();
         assert_eq!(v["reason"], "store_unavailable", "{v}");
         // Generous: etcd's own request timeout without the leader check would be 7 s or more.
         assert!(t.elapsed() < Duration::from_secs(20), "{args:?} hung");
     }
     let d = hosts[0].run(&["--json", "doctor"]);
-    assert_eq!(d.code, 10, "{d:#?}");
+    assert_eq!(d.code, 11, "{d:#?}");
     assert_eq!(d.json()["status"], "unavailable");
     for i in 0..3 {
         if i != keep {
