@@ -713,3 +713,25 @@ fn a_home_moves_into_etcd_and_back_and_mirror_keeps_the_logs() {
         .mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+/// A pid is only ever checked on its own host: an instance whose owner process is gone is reaped
+/// by `cleanup` on its host, never by another host's (where that pid means nothing).
+#[test]
+fn a_pid_is_only_checked_on_its_own_host() {
+    let cluster = Cluster::start();
+    let root = tempfile::tempdir().unwrap();
+    let hosts = hosts(root.path(), &cluster.url(), 2);
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id().to_string();
+    gone.wait().unwrap();
+    let r = hosts[0].run(&["--json", "start", "owned", "--priority", "P2", "--owner-pid", &pid]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let id = r.json()["instance_id"].as_str().unwrap().to_string();
+    assert_eq!(hosts[1].run(&["cleanup"]).code, 0);
+    let st = hosts[1].run(&["--json", "status"]).json();
+    assert_eq!(st["instances"][0]["id"], id.as_str(), "host1 left it alone: {st}");
+    assert_eq!(st["instances"][0]["host"], "host0");
+    assert_eq!(hosts[0].run(&["cleanup"]).code, 0);
+    let st = hosts[1].run(&["--json", "status"]).json();
+    assert_eq!(st["instances"].as_array().unwrap().len(), 0, "host0 reaped it: {st}");
+}
