@@ -285,7 +285,12 @@ impl Etcd {
 
     /// Put every `(key, value)` if every `(key, mod_revision)` still holds (0: the key does not
     /// exist). `Ok(false)` when a comparison failed and nothing was written.
-    pub fn txn(&self, compares: &[(String, i64)], puts: &[(String, Vec<u8>)]) -> Result<bool> {
+    pub fn txn(
+        &self,
+        compares: &[(String, i64)],
+        puts: &[(String, Vec<u8>)],
+        deletes: &[(String, String)],
+    ) -> Result<bool> {
         let compare: Vec<Value> = compares
             .iter()
             .map(|(k, rev)| {
@@ -300,6 +305,9 @@ impl Etcd {
         let success: Vec<Value> = puts
             .iter()
             .map(|(k, v)| json!({ "request_put": { "key": b64(k.as_bytes()), "value": b64(v) } }))
+            .chain(deletes.iter().map(|(from, to)| {
+                json!({ "request_delete_range": { "key": b64(from.as_bytes()), "range_end": b64(to.as_bytes()) } })
+            }))
             .collect();
         let v = self.call(
             "/v3/kv/txn",
@@ -308,13 +316,22 @@ impl Etcd {
         Ok(v.get("succeeded").and_then(Value::as_bool).unwrap_or(false))
     }
 
-    /// Delete every key under `prefix` (import replaces what is there).
-    pub fn delete_prefix(&self, prefix: &str) -> Result<()> {
-        self.call(
-            "/v3/kv/deleterange",
-            &json!({ "key": b64(prefix.as_bytes()), "range_end": b64(prefix_end(prefix).as_bytes()) }),
-        )
-        .map(|_| ())
+    /// Several keys in one request, at one revision.
+    pub fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Kv>>> {
+        let success: Vec<Value> = keys
+            .iter()
+            .map(|k| json!({ "request_range": { "key": b64(k.as_bytes()) } }))
+            .collect();
+        let v = self.call("/v3/kv/txn", &json!({ "success": success }))?;
+        let responses = v.get("responses").and_then(Value::as_array);
+        Ok((0..keys.len())
+            .map(|i| {
+                responses
+                    .and_then(|r| r.get(i))
+                    .and_then(|r| r.get("response_range"))
+                    .and_then(|r| kvs(r).into_iter().next())
+            })
+            .collect())
     }
 
     /// The cluster's state, as seen from each member.

@@ -514,3 +514,13 @@ pub fn remote_oldest(r: &super::etcd::Etcd) -> Result<Option<u64>> {
         .first()
         .and_then(|kv| kv.key.strip_prefix(&prefix)?.parse().ok()))
 }
+
+/// How many events the shared store keeps (`CONDUCTOR_STORE_KEEP_EVENTS`, default 100,000);
+/// older ones are deleted, and a cursor before them answers `cursor_expired`.
+pub fn remote_keep_events() -> u64 {
+    std::env::var("CONDUCTOR_STORE_KEEP_EVENTS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(100_000)
+}

@@ -565,7 +565,7 @@ impl Store {
                     size += p.0.len() + p.1.len();
                     batch.push(p);
                     if batch.len() >= 100 || size > 512 * 1024 {
-                        r.txn(&[], &batch)?;
+                        r.txn(&[], &batch, &[])?;
                         batch.clear();
                         size = 0;
                     }
@@ -576,7 +576,7 @@ impl Store {
                         .to_string()
                         .into_bytes(),
                 ));
-                r.txn(&[], &batch)?;
+                r.txn(&[], &batch, &[])?;
                 Ok(())
             }
             None => {

@@ -153,6 +153,8 @@ pub struct Tx<'s> {
     seen: Vec<(&'static str, Option<Vec<u8>>)>,
     /// With a shared store: the revision of each document read (0: absent), compared at commit.
     revs: Vec<(&'static str, i64)>,
+    /// With a shared store: the numbering record, read with the first document (one request).
+    meta: Option<Option<super::etcd::Kv>>,
 }
 
 struct Write {
@@ -189,7 +191,13 @@ impl<'s> Tx<'s> {
         let path = self.store.home().dir().join(D::FILE);
         let bytes = match self.store.remote() {
             Some(r) => {
-                let kv = r.get(&r.doc_key(D::FILE))?;
+                let kv = if self.meta.is_none() {
+                    let mut both = r.get_many(&[r.doc_key(D::FILE), r.meta_key()])?;
+                    self.meta = Some(both.pop().flatten());
+                    both.pop().flatten()
+                } else {
+                    r.get(&r.doc_key(D::FILE))?
+                };
                 self.revs.retain(|(f, _)| *f != D::FILE);
                 self.revs
                     .push((D::FILE, kv.as_ref().map_or(0, |kv| kv.mod_revision)));
@@ -321,6 +329,7 @@ impl Store {
             events: Vec::new(),
             seen: Vec::new(),
             revs: Vec::new(),
+            meta: None,
         };
         let value = f(&mut tx)?;
         self.commit(tx)?;
@@ -351,6 +360,7 @@ impl Store {
                 events: Vec::new(),
                 seen: Vec::new(),
                 revs: Vec::new(),
+                meta: None,
             };
             let value = f(&mut tx)?;
             if self.commit_remote(tx)? {
@@ -380,6 +390,7 @@ impl Store {
             appends,
             events,
             revs,
+            meta,
             ..
         } = tx;
         if writes.is_empty() && appends.is_empty() && events.is_empty() {
@@ -387,12 +398,16 @@ impl Store {
         }
         let mut compares: Vec<(String, i64)> =
             revs.iter().map(|(f, rev)| (r.doc_key(f), *rev)).collect();
+        let mut deletes: Vec<(String, String)> = Vec::new();
         let mut puts: Vec<(String, Vec<u8>)> = writes
             .into_iter()
             .map(|w| (r.doc_key(w.file), w.bytes))
             .collect();
         if !appends.is_empty() || !events.is_empty() {
-            let meta = r.get(&r.meta_key())?;
+            let meta = match meta {
+                Some(m) => m,
+                None => r.get(&r.meta_key())?,
+            };
             let (mut event, mut line) = match &meta {
                 Some(kv) => {
                     let v: serde_json::Value =
@@ -411,9 +426,17 @@ impl Store {
                     puts.push((r.ledger_key(ledger.name, line), l.into_bytes()));
                 }
             }
+            let first = event;
             for l in journal::encode(event, now, &events) {
                 event += 1;
                 puts.push((r.journal_key(event), l.into_bytes()));
+            }
+            // Retention: now and then (every `keep / 4` events, at most 256), drop the events
+            // older than the newest `keep`.
+            let keep = journal::remote_keep_events();
+            let step = (keep / 4).clamp(1, 256);
+            if event > keep && first / step != event / step {
+                deletes.push((r.journal_key(0), r.journal_key(event - keep + 1)));
             }
             puts.push((
                 r.meta_key(),
@@ -422,7 +445,7 @@ impl Store {
                     .into_bytes(),
             ));
         }
-        r.txn(&compares, &puts)
+        r.txn(&compares, &puts, &deletes)
     }
 
     /// Take one lock of the home.

@@ -724,14 +724,103 @@ fn a_pid_is_only_checked_on_its_own_host() {
     let mut gone = Command::new("true").spawn().unwrap();
     let pid = gone.id().to_string();
     gone.wait().unwrap();
-    let r = hosts[0].run(&["--json", "start", "owned", "--priority", "P2", "--owner-pid", &pid]);
+    let r = hosts[0].run(&[
+        "--json",
+        "start",
+        "owned",
+        "--priority",
+        "P2",
+        "--owner-pid",
+        &pid,
+    ]);
     assert_eq!(r.code, 0, "{r:#?}");
     let id = r.json()["instance_id"].as_str().unwrap().to_string();
     assert_eq!(hosts[1].run(&["cleanup"]).code, 0);
     let st = hosts[1].run(&["--json", "status"]).json();
-    assert_eq!(st["instances"][0]["id"], id.as_str(), "host1 left it alone: {st}");
+    assert_eq!(
+        st["instances"][0]["id"],
+        id.as_str(),
+        "host1 left it alone: {st}"
+    );
     assert_eq!(st["instances"][0]["host"], "host0");
     assert_eq!(hosts[0].run(&["cleanup"]).code, 0);
     let st = hosts[1].run(&["--json", "status"]).json();
-    assert_eq!(st["instances"].as_array().unwrap().len(), 0, "host0 reaped it: {st}");
+    assert_eq!(
+        st["instances"].as_array().unwrap().len(),
+        0,
+        "host0 reaped it: {st}"
+    );
+}
+
+/// `claim --wait` on one host gets the file the moment another host releases it; `--force`
+/// takes it over across hosts with a reason in the shared conflicts log.
+#[test]
+fn claim_wait_and_force_across_hosts() {
+    let cluster = Cluster::start();
+    let root = tempfile::tempdir().unwrap();
+    let hosts = hosts(root.path(), &cluster.url(), 3);
+    let ids: Vec<String> = hosts.iter().map(|h| h.start("w")).collect();
+    assert_eq!(hosts[0].run(&["claim", "src/w.rs"]).code, 0);
+    let waiter = hosts[1]
+        .cmd(&["--json", "claim", "src/w.rs", "--wait", "60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once host1 is queued behind host0, release.
+    assert!(
+        crate::common::wait_until(20.0, || hosts[2]
+            .run(&["--json", "status"])
+            .stdout
+            .contains("waiting_for")
+            || hosts[2].run(&["--json", "status"]).stdout.contains(&ids[1])),
+        "host1 waits"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(hosts[0].run(&["release", "src/w.rs"]).code, 0);
+    let o = waiter.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let holders = claims(&hosts[2]);
+    let key = holders
+        .keys()
+        .find(|k| k.ends_with(":src/w.rs"))
+        .unwrap()
+        .clone();
+    assert_eq!(holders[&key], ids[1].as_str());
+    // host2 forces it, with a reason everyone can read.
+    let r = hosts[2].run(&[
+        "--json",
+        "claim",
+        "src/w.rs",
+        "--force",
+        "pairing with host1",
+    ]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(claims(&hosts[0])[&key], ids[2].as_str());
+    let log = hosts[0].run(&["conflicts"]).stdout;
+    assert!(log.contains("pairing with host1"), "{log}");
+}
+
+/// The shared journal keeps the newest events (`CONDUCTOR_STORE_KEEP_EVENTS`); a cursor from
+/// before them answers `cursor_expired` (exit 2), like the file journal's pruned segments.
+#[test]
+fn an_old_cursor_on_the_shared_journal_is_cursor_expired() {
+    let cluster = Cluster::start();
+    let root = tempfile::tempdir().unwrap();
+    let hosts = hosts(root.path(), &cluster.url(), 1);
+    let h = &hosts[0];
+    h.start("j");
+    for i in 0..150 {
+        let mut c = h.cmd(&["claim", &format!("src/j{i}.rs")]);
+        c.env("CONDUCTOR_STORE_KEEP_EVENTS", "50");
+        assert!(c.status().unwrap().success());
+    }
+    let all = h.run(&["--json", "events", "--after", "0"]);
+    assert_eq!(all.code, 2, "{all:#?}");
+    assert_eq!(all.json()["reason"], "cursor_expired");
+    // The oldest kept event is still served, and the newest is 151.
+    let v = h.run(&["--json", "events", "--limit", "1000"]).json();
+    let items = v["items"].as_array().unwrap();
+    assert!(items.len() >= 50 && items.len() < 151, "{}", items.len());
+    assert_eq!(items.last().unwrap()["seq"], 151);
 }
