@@ -824,3 +824,53 @@ fn an_old_cursor_on_the_shared_journal_is_cursor_expired() {
     assert!(items.len() >= 50 && items.len() < 151, "{}", items.len());
     assert_eq!(items.last().unwrap()["seq"], 151);
 }
+
+/// `watch` keeps going when the member it listens to dies: it reconnects to another member and
+/// still prints every claim, in order, none missed.
+#[test]
+fn watch_survives_the_death_of_its_member() {
+    let mut cluster = Cluster::start();
+    let root = tempfile::tempdir().unwrap();
+    let hosts = hosts(root.path(), &cluster.url(), 2);
+    hosts[0].start("watcher");
+    hosts[1].start("worker");
+    let mut watch = hosts[0]
+        .cmd(&["--json", "watch", "--types", "claim.granted"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        while let Some(Ok(l)) = lines.next() {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(hosts[1].run(&["claim", "src/before.rs"]).code, 0);
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("first claim seen");
+    // The first member listed is the one the watch connected to.
+    cluster.kill_member(0);
+    cluster.wait_for_leader();
+    for i in 0..3 {
+        let r = hosts[1].run(&["claim", &format!("src/after{i}.rs")]);
+        assert_eq!(r.code, 0, "{r:#?}");
+    }
+    let mut files = Vec::new();
+    for _ in 0..3 {
+        let l = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("watch still prints after its member died");
+        let v: Value = serde_json::from_str(&l).unwrap();
+        files.push(v["payload"]["files"][0].as_str().unwrap().to_string());
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    for (i, f) in files.iter().enumerate() {
+        assert!(f.ends_with(&format!(":src/after{i}.rs")), "{files:?}");
+    }
+}
