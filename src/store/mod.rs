@@ -79,9 +79,10 @@ impl Store {
             short_lived: std::cell::Cell::new(false),
             remote: None,
         };
+        // Set, even empty (the files of this home), it wins over config.json's `store`.
         let url = match std::env::var("CONDUCTOR_STORE") {
-            Ok(u) if !u.is_empty() => Some(u),
-            _ => store.config()?.store,
+            Ok(u) => Some(u).filter(|u| !u.is_empty()),
+            Err(_) => store.config()?.store,
         };
         if let Some(url) = url {
             store.remote = Some(etcd::Etcd::parse(&url)?);
