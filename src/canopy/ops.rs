@@ -71,15 +71,12 @@ fn next_id(inbox: &mut Inbox, prefix: &str) -> String {
     format!("{prefix}-{:06}", inbox.last_id)
 }
 
-/// Append to an agent's action log, keeping the newest [`ACTIONS_KEPT`].
-pub fn log_action(a: &mut Agent, now: Timestamp, kind: &str, detail: Value) {
-    a.actions.push_back(Action {
+/// One line of an action log, secrets redacted.
+pub fn action(now: Timestamp, kind: &str, detail: Value) -> Action {
+    Action {
         at: now,
         kind: kind.to_string(),
         detail: super::health::redact(&detail),
-    });
-    while a.actions.len() > ACTIONS_KEPT {
-        a.actions.pop_front();
     }
 }
 
@@ -149,9 +146,9 @@ pub fn register(
         registered_at: now,
         cursor,
         queue: Vec::new(),
-        run: None,
         metrics: Metrics::default(),
-        actions: VecDeque::new(),
+        legacy_run: None,
+        legacy_actions: None,
     });
     a.handle = format!("@{handle}");
     a.user_id = user_id;
@@ -695,6 +692,61 @@ pub fn finish(
         ack_one(inbox, mid, by.unwrap_or(&item.agent), now, fx);
     }
     Ok(item)
+}
+
+/// True when an actionable item has outlived [`ITEM_EXPIRY_SECONDS`] with no live claim.
+pub fn due_to_expire(item: &Item, now_ms: i64) -> bool {
+    now_ms - item.created_ms >= ITEM_EXPIRY_SECONDS * 1000
+        && item.claim.as_ref().is_none_or(|c| c.expires_ms <= now_ms)
+}
+
+/// Expire every item [`due_to_expire`]: it leaves the live document for `runtime-inbox.jsonl`
+/// with status `expired` (and `expired_at`), leaves its agent's queue, and an
+/// `inbox.item.updated` event says so (actor `conductor`: the system). Its mention, if still
+/// unacknowledged, stays. Called by every transaction that reads and writes the inbox, so the
+/// outcome depends only on the documents and the clock passed in. Returns the expired ids.
+pub fn expire(
+    agents: &mut Agents,
+    inbox: &mut Inbox,
+    now: Timestamp,
+    now_ms: i64,
+    fx: &mut Fx,
+) -> Vec<String> {
+    let due: Vec<String> = inbox
+        .items
+        .values()
+        .filter(|i| due_to_expire(i, now_ms))
+        .map(|i| i.id.clone())
+        .collect();
+    for id in &due {
+        let mut item = inbox.items.remove(id).expect("just listed");
+        if let Some(a) = agents.agents.get_mut(&item.agent) {
+            a.queue.retain(|q| q != id);
+        }
+        item.status = Status::Expired;
+        let holder = item.claim.take();
+        fx.line(
+            INBOX_DONE,
+            &json!({"item": item, "finished_by": null, "last_claim": holder, "expired_at": now,
+                    "reason": format!("still {} {} s after it was created", item_status_word(&item), ITEM_EXPIRY_SECONDS)}),
+        );
+        fx.event(
+            ev::INBOX_ITEM_UPDATED,
+            "conductor",
+            Some(&item.agent),
+            json!({"item_id": id, "status": "expired", "channel_id": item.channel_id,
+                   "message_id": item.source_id, "created_at": item.created_at}),
+        );
+    }
+    due
+}
+
+fn item_status_word(item: &Item) -> &'static str {
+    if item.seen_at.is_some() {
+        "seen"
+    } else {
+        "pending"
+    }
 }
 
 fn ack_one(inbox: &mut Inbox, id: &str, by: &str, now: Timestamp, fx: &mut Fx) {

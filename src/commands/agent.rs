@@ -51,6 +51,9 @@ pub enum AgentCommand {
     /// Print a page of the agent's own event feed (resumable with its durable cursor).
     Events(EventsArgs),
     /// Print the agent's run-loop action log (newest last), one JSON object per line.
+    ///
+    /// The log is the file runtime/agents/NAME/actions.jsonl in the home, capped at 256 KiB
+    /// (an append that would pass the cap keeps the newest 128 KiB of lines).
     Log(LogArgs),
     /// Check feed, cursor, inbox/mention correlation, mode and routing on live data.
     Selftest(super::agent_selftest::SelftestArgs),
@@ -184,10 +187,9 @@ pub fn public(a: &canopy::Agent) -> Value {
            "registered_at": a.registered_at, "cursor": a.cursor, "queue": a.queue})
 }
 
-fn alive(a: &canopy::Agent) -> bool {
-    a.run
-        .as_ref()
-        .is_some_and(|r| r.status == "running" && !crate::runtime::pid_is_dead(r.pid))
+/// True when the run status says running and its process still exists.
+pub fn alive(run: Option<&canopy::RunStatus>) -> bool {
+    run.is_some_and(|r| r.status == "running" && !crate::runtime::pid_is_dead(r.pid))
 }
 
 fn list(ctx: &Ctx) -> Result<u8> {
@@ -196,7 +198,8 @@ fn list(ctx: &Ctx) -> Result<u8> {
     let mut rows = Vec::new();
     let mut text = String::new();
     for a in agents.agents.values() {
-        let s = health::snapshot(a, &inbox, alive(a));
+        let run = canopy::read_run_status(&ctx.store, &a.name)?;
+        let s = health::snapshot(a, run.as_ref(), &inbox, alive(run.as_ref()));
         let (mode, _) = health::mode(&s);
         let mut row = public(a);
         row["pending_inbox"] = json!(s.pending_inbox);
@@ -234,12 +237,12 @@ pub fn facts(ctx: &Ctx, name: &str) -> Result<Value> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
     let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
     let a = ops::agent(&agents, name)?;
-    let s = health::snapshot(a, &inbox, alive(a));
+    let run = canopy::read_run_status(&ctx.store, &a.name)?;
+    let s = health::snapshot(a, run.as_ref(), &inbox, alive(run.as_ref()));
     let (mode, mode_reasons) = health::mode(&s);
     let (health, issues) = health::health(&s);
     let m = &a.metrics;
-    let run = a
-        .run
+    let run = run
         .as_ref()
         .map(|r| health::redact(&serde_json::to_value(r).unwrap_or_default()));
     Ok(json!({
@@ -383,10 +386,18 @@ fn events(ctx: &Ctx, a: EventsArgs) -> Result<u8> {
 fn log(ctx: &Ctx, a: LogArgs) -> Result<u8> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
     let agent = ops::agent(&agents, &a.name)?;
-    let skip = a.limit.map_or(0, |l| agent.actions.len().saturating_sub(l));
+    let file = canopy::agent_file(&agent.name, canopy::ACTIONS_FILE)?;
+    let bytes = ctx.store.read_at(&file)?.unwrap_or_default();
+    // Whole lines that parse (a torn last line of a crashed append is not an action yet).
+    let lines: Vec<&str> = std::str::from_utf8(&bytes)
+        .unwrap_or_default()
+        .split_terminator('\n')
+        .filter(|l| serde_json::from_str::<canopy::Action>(l).is_ok())
+        .collect();
+    let skip = a.limit.map_or(0, |l| lines.len().saturating_sub(l));
     let mut s = String::new();
-    for act in agent.actions.iter().skip(skip) {
-        s.push_str(&serde_json::to_string(act).expect("actions serialize"));
+    for line in lines.iter().skip(skip) {
+        s.push_str(line);
         s.push('\n');
     }
     use std::io::Write;

@@ -104,6 +104,17 @@ struct Loop<'a> {
     failures: HashMap<String, u32>,
     /// Foreign claims already logged as conflicts.
     announced: std::collections::HashSet<String>,
+    /// Actions not yet written to the action log (written with the next transaction).
+    pending: Vec<canopy::Action>,
+    /// `running` or `stopped`, for run-status.json.
+    run_state: &'static str,
+    started_at: Timestamp,
+    last_error: Option<(String, Timestamp)>,
+    current: Option<canopy::CurrentWork>,
+    backoff_now: Option<canopy::Backoff>,
+    cursor: u64,
+    status_file: crate::store::HomePath,
+    actions_file: crate::store::HomePath,
 }
 
 /// What the fetch-and-claim transaction decided.
@@ -134,7 +145,11 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         ));
     }
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
-    let name = ops::agent(&agents, &args.name)?.name.clone();
+    let me = ops::agent(&agents, &args.name)?;
+    let name = me.name.clone();
+    let cursor = me.cursor;
+    let status_file = canopy::agent_file(&name, canopy::RUN_STATUS_FILE)?;
+    let actions_file = canopy::agent_file(&name, canopy::ACTIONS_FILE)?;
     let dir = ctx.store.home().dir().to_path_buf();
     let (watcher, wake_source, poll) = match HomeWatcher::new(&dir, journal::is_journal_file) {
         Ok(w) if w.polling => (Some(w), "poll", watch::POLL_INTERVAL.as_secs_f64()),
@@ -171,6 +186,15 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         held_back: HashMap::new(),
         failures: HashMap::new(),
         announced: Default::default(),
+        pending: Vec::new(),
+        run_state: "running",
+        started_at: Timestamp::now(),
+        last_error: None,
+        current: None,
+        backoff_now: None,
+        cursor,
+        status_file,
+        actions_file,
     };
     let stopped = || {
         stop.load(std::sync::atomic::Ordering::SeqCst)
@@ -290,43 +314,76 @@ impl<'a> Loop<'a> {
         self.ctx
     }
 
-    fn log_transitions(&mut self, a: &mut canopy::Agent, now: Timestamp) {
+    /// Queue an action for the action log (written with the next transaction).
+    fn act(&mut self, now: Timestamp, kind: &str, detail: Value) {
+        self.pending.push(ops::action(now, kind, detail));
+    }
+
+    fn log_transitions(&mut self, now: Timestamp) {
         for t in transitions(self.m.drain()) {
-            ops::log_action(a, now, "transition", t);
+            self.act(now, "transition", t);
         }
     }
 
-    fn run_status(&self, a: &mut canopy::Agent, now: Timestamp, status: &str) {
-        let prev = a.run.take();
-        let same = prev.as_ref().filter(|r| r.worker == self.worker);
-        a.run = Some(canopy::RunStatus {
+    fn run_status(&self, now: Timestamp) -> canopy::RunStatus {
+        canopy::RunStatus {
+            version: canopy::VERSION.into(),
+            agent: self.name.clone(),
             pid: std::process::id(),
             worker: self.worker.clone(),
-            started_at: same.map_or(now, |r| r.started_at),
+            started_at: self.started_at,
             updated_at: now,
             wake_source: self.wake_source.into(),
             poll_interval_seconds: self.poll,
             state: self.m.state.as_str().into(),
             cycles: self.cycles,
             shadow: self.args.exec.is_none(),
-            status: status.into(),
-            last_error: same.and_then(|r| r.last_error.clone()),
-            last_error_at: same.and_then(|r| r.last_error_at),
+            status: self.run_state.into(),
+            exec: self.args.exec.as_deref().map(canopy::health::redact_text),
+            last_event_cursor: self.cursor,
+            current: self.current.clone(),
+            last_error: self.last_error.as_ref().map(|(e, _)| e.clone()),
+            last_error_at: self.last_error.as_ref().map(|(_, t)| *t),
             consecutive_errors: self.consecutive_errors,
+            backoff: self.backoff_now.clone(),
+        }
+    }
+
+    /// Run `f` in a transaction of the runtime and write the loop's run files with it: the
+    /// actions queued so far (and the transitions made) appended to `actions.jsonl`, and
+    /// `run-status.json`. If it fails, the actions `f` queued are dropped with it.
+    fn commit<T>(
+        &mut self,
+        now: Timestamp,
+        f: impl FnOnce(&mut Self, &mut crate::store::Tx) -> Result<T>,
+    ) -> Result<T> {
+        let mark = self.pending.len();
+        let ctx = self.ctx();
+        let res = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+            let v = f(self, tx)?;
+            self.log_transitions(now);
+            let lines: Vec<String> = self
+                .pending
+                .iter()
+                .map(|a| serde_json::to_string(a).expect("actions serialize"))
+                .collect();
+            tx.append_capped(&self.actions_file, &lines, canopy::ACTIONS_CAP_BYTES)?;
+            tx.write_at(&self.status_file, canopy::to_bytes(&self.run_status(now)))?;
+            Ok(v)
         });
+        match &res {
+            Ok(_) => self.pending.clear(),
+            Err(_) => self.pending.truncate(mark),
+        }
+        res
     }
 
     /// Record the loop's status (and an action).
-    fn status(&mut self, status: &str, detail: Value) -> Result<()> {
-        let now = Timestamp::now();
-        let name = self.name.clone();
-        self.ctx().store.transaction(now, &[Lock::Runtime], |tx| {
-            let mut agents: Agents = tx.read()?;
-            let a = ops::agent_mut(&mut agents, &name)?;
-            self.log_transitions(a, now);
-            ops::log_action(a, now, "run", detail);
-            self.run_status(a, now, status);
-            tx.write(&agents)
+    fn status(&mut self, status: &'static str, detail: Value) -> Result<()> {
+        self.run_state = status;
+        self.commit(Timestamp::now(), |lp, _| {
+            lp.act(lp.started_at.max(Timestamp::now()), "run", detail);
+            Ok(())
         })
     }
 
@@ -398,21 +455,20 @@ impl<'a> Loop<'a> {
             .filter(|(_, t)| **t > Instant::now())
             .map(|(k, _)| k.clone())
             .collect();
-        let mut channels = channels.clone();
-        self.ctx().store.transaction(now, &[Lock::Runtime], |tx| {
+        self.commit(now, |lp, tx| {
             let mut agents: Agents = tx.read()?;
             let mut inbox: Inbox = tx.read()?;
-            let inbox_before = inbox.clone();
             let mut fx = ops::Fx::default();
+            ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
             let a = ops::agent_mut(&mut agents, &name)?;
             let mut newly: Vec<String> = Vec::new();
             for (e, r) in routed {
                 let mut detail = json!({"seq": e.seq, "event_type": e.event_type});
                 detail["route"] = serde_json::to_value(r).expect("serializes");
-                ops::log_action(a, now, "route", detail);
+                lp.act(now, "route", detail);
                 if let ops::Route::Broadcast { message_id } = r
                     && !ops::has_item(&inbox, &name, message_id, "broadcast")
-                    && let Some(m) = ops::recent(&channels, message_id).cloned()
+                    && let Some(m) = ops::recent(channels, message_id).cloned()
                 {
                     let id = ops::add_item(&mut inbox, &m, &name, "broadcast", "broadcast",
                         canopy::Priority::Low, now, now_ms, &mut fx);
@@ -433,18 +489,19 @@ impl<'a> Loop<'a> {
             for id in &newly {
                 let created = inbox.items.get(id).map(|i| (i.created_ms, i.status));
                 if let Some((ms, status)) = created
-                    && !(self.args.mark_seen && status == canopy::Status::Pending)
+                    && !(lp.args.mark_seen && status == canopy::Status::Pending)
                     && status == canopy::Status::Pending
                 {
                     a.metrics.event_to_seen.observe((now_ms - ms).max(0) as u64);
                 }
-                ops::log_action(a, now, "queue", json!({"item_id": id}));
+                lp.act(now, "queue", json!({"item_id": id}));
             }
             a.queue = queue.clone();
             // The cursor moves only now: everything it covers is queued in this commit.
             a.cursor = a.cursor.max(read_to);
-            if self.args.mark_seen && queue.iter().any(|id| inbox.items[id].status == canopy::Status::Pending) {
-                self.m.go(State::MarkingSeen);
+            lp.cursor = a.cursor;
+            if lp.args.mark_seen && queue.iter().any(|id| inbox.items[id].status == canopy::Status::Pending) {
+                lp.m.go(State::MarkingSeen);
                 for id in &queue {
                     ops::mark_seen(&mut agents, &mut inbox, id, now, now_ms, &mut fx)?;
                 }
@@ -457,54 +514,56 @@ impl<'a> Loop<'a> {
                 }
                 let item = &inbox.items[id];
                 match &item.claim {
-                    Some(c) if !(c.agent == name && c.worker == self.worker) && c.expires_ms > now_ms => {
+                    Some(c) if !(c.agent == name && c.worker == lp.worker) && c.expires_ms > now_ms => {
                         plan.next_expiry_ms = Some(plan.next_expiry_ms.map_or(c.expires_ms, |x| x.min(c.expires_ms)));
                         // Held by someone else while its TTL runs: wait for the expiry (logged once).
                         let key = format!("{id} {} {}", c.worker, c.claimed_ms);
-                        if exec && self.announced.insert(key) {
-                            let a = ops::agent_mut(&mut agents, &name)?;
-                            ops::log_action(a, now, "conflict", json!({"item_id": id, "holder": c.agent,
+                        if exec && lp.announced.insert(key) {
+                            lp.act(now, "conflict", json!({"item_id": id, "holder": c.agent,
                                 "worker": c.worker, "retry_after_seconds": ops::retry_after(c, now_ms)}));
                         }
                     }
-                    Some(c) if !(c.agent == name && c.worker == self.worker) => candidates.push((id.clone(), true)),
+                    Some(c) if !(c.agent == name && c.worker == lp.worker) => candidates.push((id.clone(), true)),
                     _ => candidates.push((id.clone(), false)),
                 }
             }
             plan.more = candidates.len() > 1;
             if exec && let Some((id, expired)) = candidates.first().cloned() {
-                self.m.go(State::Claiming);
-                let out = ops::claim(&mut agents, &mut inbox, &id, &name, &self.worker, self.args.ttl,
+                lp.m.go(State::Claiming);
+                let out = ops::claim(&mut agents, &mut inbox, &id, &name, &lp.worker, lp.args.ttl,
                     expired, now, now_ms, &mut fx)?;
-                let a = ops::agent_mut(&mut agents, &name)?;
                 match out {
                     ops::ClaimOutcome::Ok { claim, takeover, previous, .. } => {
                         if takeover {
-                            self.m.go(State::TimeoutTakeover);
+                            lp.m.go(State::TimeoutTakeover);
                         }
-                        self.m.go(State::Executing);
-                        ops::log_action(a, now, "claim", json!({"item_id": id, "expires_at": claim.expires_at,
-                            "takeover": takeover, "previous_holder": previous.map(|p| format!("{} ({})", p.agent, p.worker))}));
-                        plan.claimed = Some((inbox.items[&id].clone(), claim, takeover));
+                        lp.m.go(State::Executing);
+                        lp.act(now, "claim", json!({"item_id": id, "owner": inbox.items[&id].agent,
+                            "expires_at": claim.expires_at, "takeover": takeover,
+                            "previous_holder": previous.map(|p| format!("{} ({})", p.agent, p.worker))}));
+                        let item = inbox.items[&id].clone();
+                        lp.current = Some(canopy::CurrentWork {
+                            item_id: id.clone(),
+                            channel_id: item.channel_id.clone(),
+                            message_id: item.source_id.clone(),
+                            claim_expires_at: claim.expires_at,
+                            takeover,
+                            started_at: now,
+                        });
+                        plan.claimed = Some((item, claim, takeover));
                     }
                     ops::ClaimOutcome::Conflict { holder, worker, retry_after_seconds, .. } => {
-                        self.m.go(State::Idle);
-                        ops::log_action(a, now, "conflict", json!({"item_id": id, "holder": holder,
+                        lp.m.go(State::Idle);
+                        lp.act(now, "conflict", json!({"item_id": id, "holder": holder,
                             "worker": worker, "retry_after_seconds": retry_after_seconds}));
                     }
                 }
             } else {
-                self.m.go(State::Idle);
+                lp.m.go(State::Idle);
             }
-            let a = ops::agent_mut(&mut agents, &name)?;
-            self.log_transitions(a, now);
-            self.run_status(a, now, "running");
-            tx.write(&agents)?;
-            if inbox != inbox_before {
-                tx.write(&inbox)?;
-            }
+            tx.write_if_changed(&agents)?;
+            tx.write_if_changed(&inbox)?;
             canopy::stage(tx, fx)?;
-            let _ = &mut channels;
             Ok(plan)
         })
     }
@@ -531,6 +590,7 @@ impl<'a> Loop<'a> {
             stopped,
             &mut || self.renew(&item.id),
         );
+        self.current = None;
         match result {
             Ok(ChildEnd::Exited(0, out)) => {
                 let verdict = canopy::artifact::validate(&out);
@@ -561,7 +621,7 @@ impl<'a> Loop<'a> {
                 let now = Timestamp::now();
                 let now_ms = canopy::now_ms();
                 let name = self.name.clone();
-                let res = self.ctx().store.transaction(now, &[Lock::Runtime], |tx| {
+                let res = self.commit(now, |_, tx| {
                     let mut agents: Agents = tx.read()?;
                     let mut inbox: Inbox = tx.read()?;
                     let mut fx = ops::Fx::default();
@@ -653,8 +713,7 @@ impl<'a> Loop<'a> {
         let name = self.name.clone();
         let worker = self.worker.clone();
         let ctx = self.ctx();
-        let m = &mut self.m;
-        ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+        self.commit(now, |_, tx| {
             let mut agents: Agents = tx.read()?;
             let mut inbox: Inbox = tx.read()?;
             let mut channels: Channels = tx.read()?;
@@ -715,9 +774,6 @@ impl<'a> Loop<'a> {
             )?;
             let a = ops::agent_mut(&mut agents, &name)?;
             a.queue.retain(|q| *q != item.id);
-            for t in transitions(m.drain()) {
-                ops::log_action(a, now, "transition", t);
-            }
             tx.write(&agents)?;
             tx.write(&inbox)?;
             tx.write(&channels)?;
@@ -750,14 +806,9 @@ impl<'a> Loop<'a> {
     /// An action in the log (with the transitions made so far).
     fn note(&mut self, kind: &str, detail: Value) -> Result<()> {
         let now = Timestamp::now();
-        let name = self.name.clone();
-        self.ctx().store.transaction(now, &[Lock::Runtime], |tx| {
-            let mut agents: Agents = tx.read()?;
-            let a = ops::agent_mut(&mut agents, &name)?;
-            self.log_transitions(a, now);
-            ops::log_action(a, now, kind, detail);
-            self.run_status(a, now, "running");
-            tx.write(&agents)
+        self.commit(now, |lp, _| {
+            lp.act(now, kind, detail);
+            Ok(())
         })
     }
 
@@ -771,18 +822,13 @@ impl<'a> Loop<'a> {
         let now = Timestamp::now();
         let name = self.name.clone();
         let item_id = item.map(|i| i.id.clone());
-        let why = why.to_string();
-        let _ = self.ctx().store.transaction(now, &[Lock::Runtime], |tx| {
+        let why = canopy::health::redact_text(why);
+        self.last_error = Some((why.clone(), now));
+        let _ = self.commit(now, |lp, tx| {
             let mut agents: Agents = tx.read()?;
             let a = ops::agent_mut(&mut agents, &name)?;
             a.metrics.errors += 1;
-            self.log_transitions(a, now);
-            ops::log_action(a, now, "error", json!({"item_id": item_id, "error": why}));
-            self.run_status(a, now, "running");
-            if let Some(r) = a.run.as_mut() {
-                r.last_error = Some(why.clone());
-                r.last_error_at = Some(now);
-            }
+            lp.act(now, "error", json!({"item_id": item_id, "error": why}));
             tx.write(&agents)
         });
         self.ctx.out.warn(&format!("agent {}: {why}", self.name));
@@ -815,11 +861,18 @@ impl<'a> Loop<'a> {
             *self.failures.entry(id.to_string()).or_default() += 1;
             self.held_back.insert(id.to_string(), Instant::now() + d);
         }
+        self.backoff_now = Some(canopy::Backoff {
+            delay_ms: ms,
+            until: canopy::ts(canopy::now_ms() + ms as i64),
+            consecutive_errors: n,
+            item_id: item.map(str::to_string),
+        });
         let _ = self.note(
             "backoff",
             json!({"delay_ms": ms, "consecutive_errors": n, "item_id": item}),
         );
         sleep_unless(stopped, d);
+        self.backoff_now = None;
         self.m.go(State::Recovering);
         self.m.go(State::Idle);
         Duration::ZERO

@@ -85,10 +85,8 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
             me.cursor
         ));
     }
-    let running = me
-        .run
-        .as_ref()
-        .is_some_and(|r| r.status == "running" && !crate::runtime::pid_is_dead(r.pid));
+    let run = crate::canopy::read_run_status(&ctx.store, &me.name)?;
+    let running = super::agent::alive(run.as_ref());
     if lag > 0 && !running {
         warnings.push(format!(
             "{lag} feed events after the cursor and no run loop is running"
@@ -131,7 +129,7 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
         "mentions_without_item": orphans, "items_without_mention": dangling}));
 
     // Mode.
-    let s = health::snapshot(&me, &inbox, running);
+    let s = health::snapshot(&me, run.as_ref(), &inbox, running);
     let (mode, reasons) = health::mode(&s);
     let (h, issues) = health::health(&s);
     if !running {

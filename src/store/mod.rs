@@ -30,7 +30,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use home::Home;
-pub use txn::{CONFLICTS, Document, HISTORY, LedgerFile, Lock, Tx};
+pub use txn::{CONFLICTS, Document, HISTORY, HomePath, LedgerFile, Lock, Tx};
 
 use crate::error::{Error, Result};
 use crate::protocol::codec;
@@ -115,6 +115,13 @@ impl Store {
     pub fn read_doc<D: Document>(&self, now: Timestamp) -> Result<D> {
         self.settle()?;
         self.read_doc_file(now)
+    }
+
+    /// A file named at run time, as it is (`None`: no file), without locking (files are only
+    /// ever replaced whole or appended to).
+    pub fn read_at(&self, file: &HomePath) -> Result<Option<Vec<u8>>> {
+        self.settle()?;
+        read_bytes(&self.home.dir().join(file.rel()))
     }
 
     /// The protocol state, without locking. A missing file is an empty state.

@@ -128,6 +128,56 @@ pub const CONFLICTS: LedgerFile = LedgerFile {
     lock: Lock::Status,
 };
 
+/// A file of the home whose name is only known at run time (the runtime's per-agent files),
+/// under a lock. Its path is relative to the home and made of checked components (letters,
+/// digits, `_ . -`, not starting with `.`), so it can never leave the home or name a hidden
+/// file; missing directories are created 0700 when a transaction first writes there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HomePath {
+    rel: String,
+    lock: Lock,
+}
+
+impl HomePath {
+    /// The path `parts[0]/parts[1]/...` under `lock`; an unsafe component is `invalid_input`.
+    pub fn new(lock: Lock, parts: &[&str]) -> Result<HomePath> {
+        for p in parts {
+            let ok = !p.is_empty()
+                && p.len() <= 128
+                && !p.starts_with('.')
+                && p
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+            if !ok {
+                return Err(Error::invalid(
+                    "invalid_input",
+                    format!(
+                        "`{}` cannot name a file in the home",
+                        crate::protocol::ops::printable(p)
+                    ),
+                ));
+            }
+        }
+        if parts.is_empty() {
+            return Err(Error::invalid("invalid_input", "an empty path"));
+        }
+        Ok(HomePath {
+            rel: parts.join("/"),
+            lock,
+        })
+    }
+
+    /// The path relative to the home.
+    pub fn rel(&self) -> &str {
+        &self.rel
+    }
+
+    /// The lock that guards it.
+    pub fn lock(&self) -> Lock {
+        self.lock
+    }
+}
+
 /// The name of the link to the last committed version of a tracked document.
 pub fn last_committed_name(file: &str) -> String {
     format!(".{file}.last")
@@ -147,14 +197,15 @@ pub struct Tx<'s> {
     now: Timestamp,
     locks: Vec<Lock>,
     writes: Vec<Write>,
-    appends: Vec<(LedgerFile, Vec<String>)>,
+    /// `(file relative to the home, lines)`.
+    appends: Vec<(String, Vec<String>)>,
     events: Vec<NewEvent>,
     /// The bytes each document had when this transaction read it (`None`: no file).
     seen: Vec<(&'static str, Option<Vec<u8>>)>,
 }
 
 struct Write {
-    file: &'static str,
+    file: String,
     lock: Lock,
     bytes: Vec<u8>,
     track: bool,
@@ -242,7 +293,7 @@ impl<'s> Tx<'s> {
                 .any(|(f, b)| *f == D::FILE && b.as_deref() == Some(bytes.as_slice()));
         if !unchanged {
             self.writes.push(Write {
-                file: D::FILE,
+                file: D::FILE.to_string(),
                 lock: D::LOCK,
                 bytes,
                 track: D::TRACK_FOREIGN_WRITES,
@@ -254,12 +305,76 @@ impl<'s> Tx<'s> {
     /// Append a line (without its newline) to a ledger when the transaction commits.
     pub fn append(&mut self, ledger: LedgerFile, line: String) -> Result<()> {
         self.check_held(ledger.lock, ledger.name)?;
-        debug_assert!(!line.contains('\n'), "a ledger line is one line");
-        match self.appends.iter_mut().find(|(l, _)| *l == ledger) {
-            Some((_, lines)) => lines.push(line),
-            None => self.appends.push((ledger, vec![line])),
-        }
+        self.push_line(ledger.name, line);
         Ok(())
+    }
+
+    fn push_line(&mut self, file: &str, line: String) {
+        debug_assert!(!line.contains('\n'), "a ledger line is one line");
+        match self.appends.iter_mut().find(|(l, _)| l == file) {
+            Some((_, lines)) => lines.push(line),
+            None => self.appends.push((file.to_string(), vec![line])),
+        }
+    }
+
+    /// Replace a file named at run time with `bytes` when the transaction commits (atomically:
+    /// a temp file renamed into place).
+    pub fn write_at(&mut self, file: &HomePath, bytes: Vec<u8>) -> Result<()> {
+        self.check_held(file.lock, file.rel())?;
+        self.writes.retain(|w| w.file != file.rel);
+        self.writes.push(Write {
+            file: file.rel.clone(),
+            lock: file.lock,
+            bytes,
+            track: false,
+        });
+        Ok(())
+    }
+
+    /// Append lines (without their newlines) to a JSON Lines file named at run time, keeping it
+    /// under `cap` bytes: when the lines would take it past `cap`, the file is instead replaced
+    /// (atomically) by its newest whole lines that fit in half of `cap`, followed by the new
+    /// ones. A torn last line (a crash mid-append elsewhere) is dropped then.
+    pub fn append_capped(&mut self, file: &HomePath, lines: &[String], cap: u64) -> Result<()> {
+        self.check_held(file.lock, file.rel())?;
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let path = self.store.home().dir().join(&file.rel);
+        let staged: u64 = self
+            .appends
+            .iter()
+            .filter(|(f, _)| *f == file.rel)
+            .flat_map(|(_, l)| l.iter())
+            .chain(lines)
+            .map(|l| l.len() as u64 + 1)
+            .sum();
+        if file_len(&path)? + staged <= cap {
+            for l in lines {
+                self.push_line(&file.rel, l.clone());
+            }
+            return Ok(());
+        }
+        let old = super::read_bytes(&path)?.unwrap_or_default();
+        let mut keep: Vec<String> = String::from_utf8_lossy(&old)
+            .split_terminator('\n')
+            .map(str::to_string)
+            .collect();
+        if !old.is_empty() && !old.ends_with(b"\n") {
+            keep.pop();
+        }
+        // Lines staged for this file earlier in the transaction go with the rewrite.
+        if let Some(i) = self.appends.iter().position(|(f, _)| *f == file.rel) {
+            keep.extend(self.appends.remove(i).1);
+        }
+        keep.extend(lines.iter().cloned());
+        let mut budget = cap / 2;
+        let mut start = keep.len();
+        while start > 0 && (keep[start - 1].len() as u64) < budget {
+            budget -= keep[start - 1].len() as u64 + 1;
+            start -= 1;
+        }
+        self.write_at(file, join_lines(&keep[start..]).into_bytes())
     }
 
     /// Append an event to the journal when the transaction commits (the store numbers it).
@@ -337,6 +452,12 @@ impl Store {
         let dir = self.home().dir();
         // Everything that can fail for lack of space happens before the commit point.
         let mut prepared = Vec::new();
+        // Per-agent files live in subdirectories, created (private) before anything is staged.
+        for target in writes.iter().map(|w| &w.file).chain(appends.iter().map(|(f, _)| f)) {
+            if let Some(parent) = Path::new(target).parent().filter(|p| !p.as_os_str().is_empty()) {
+                super::atomic::create_private_dirs(&dir.join(parent))?;
+            }
+        }
         for w in &writes {
             let prefix = w.lock.temp_prefix();
             let tmp = super::atomic::prepare_named(dir, &prefix, &w.bytes)?;
@@ -345,7 +466,7 @@ impl Store {
             } else {
                 None
             };
-            prepared.push((tmp, shadow, w.file));
+            prepared.push((tmp, shadow, w.file.as_str()));
         }
         let retention = if events.is_empty() {
             None
@@ -363,11 +484,11 @@ impl Store {
                     .push((shadow.clone(), last_committed_name(file)));
             }
         }
-        for (ledger, lines) in &appends {
-            let path = dir.join(ledger.name);
+        for (file, lines) in &appends {
+            let path = dir.join(file);
             ledger::repair(&path)?;
             record.appends.push(redo::Append {
-                file: ledger.name.to_string(),
+                file: file.clone(),
                 at: file_len(&path)?,
                 data: join_lines(lines),
             });
