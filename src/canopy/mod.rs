@@ -318,6 +318,16 @@ impl Document for Agents {
             if *k != a.name {
                 return Err(corrupt(path, format!("agent key `{k}` holds `{}`", a.name)));
             }
+            // A name also names the agent's directory under runtime/agents/.
+            if text::check_name("agent name", k).is_err() || *k != k.to_ascii_lowercase() {
+                return Err(corrupt(
+                    path,
+                    format!(
+                        "`{}` is not a valid agent name",
+                        crate::protocol::ops::printable(k)
+                    ),
+                ));
+            }
         }
         Ok(d)
     }
@@ -616,4 +626,43 @@ pub fn finished_item(
         Ok(true)
     })?;
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_files_stay_inside_the_home() {
+        assert_eq!(
+            agent_file("scout", RUN_STATUS_FILE).unwrap().rel(),
+            "runtime/agents/scout/run-status.json"
+        );
+        for bad in ["..", ".", "", "a/b", "../x", ".hidden", "a\0b", "é"] {
+            assert!(agent_file(bad, ACTIONS_FILE).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn agents_with_unsafe_names_are_corrupt_and_legacy_fields_are_dropped() {
+        let p = Path::new("runtime-agents.json");
+        let doc = |name: &str, extra: &str| {
+            format!(
+                r#"{{"version":"1.0","agents":{{"{name}":{{"name":"{name}","handle":"@x","user_id":"x",
+                "watch":[],"registered_at":"2026-01-17T10:00:00Z","cursor":0,"queue":[],
+                "metrics":{{"event_to_seen":{{"buckets":[],"count":0,"sum_ms":0,"recent_ms":[]}},
+                "event_to_claim":{{"buckets":[],"count":0,"sum_ms":0,"recent_ms":[]}},
+                "claim_to_complete":{{"buckets":[],"count":0,"sum_ms":0,"recent_ms":[]}},
+                "timeout_recoveries":0,"completed":0,"errors":0,"last_success_at":null}}{extra}}}}}}}"#
+            )
+        };
+        assert!(Agents::decode(p, doc("../../etc", "").as_bytes()).is_err());
+        let old = Agents::decode(
+            p,
+            doc("scout", r#","run":{"pid":1},"actions":[{"at":"x"}]"#).as_bytes(),
+        )
+        .unwrap();
+        let out = String::from_utf8(old.encode()).unwrap();
+        assert!(!out.contains("\"run\"") && !out.contains("\"actions\""), "{out}");
+    }
 }

@@ -360,6 +360,8 @@ impl<'a> Loop<'a> {
         let mark = self.pending.len();
         let ctx = self.ctx();
         let res = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+            // Transitions made before `f`, then what `f` logs, then the transitions it made.
+            self.log_transitions(now);
             let v = f(self, tx)?;
             self.log_transitions(now);
             let lines: Vec<String> = self

@@ -819,3 +819,178 @@ fn runtime_dm_answered_by_dm_and_broadcast_takes_unaddressed_posts() {
         serde_json::json!([])
     );
 }
+
+fn mode_of(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// Issue 10: `run-status.json` and a capped JSONL action log per agent, operator-readable files
+/// in the home, written through the store (private, atomic), secrets redacted; the shared
+/// `runtime-agents.json` does not grow with the loop's actions.
+#[test]
+fn runtime_run_status_and_capped_action_log_are_per_agent_files() {
+    let env = setup();
+    let dir = env.home.join("runtime/agents/lint");
+    let status_file = dir.join("run-status.json");
+    let log_file = dir.join("actions.jsonl");
+    // A first run creates the agent's files.
+    let first = spawn_loop(&env, &["lint", "--max-cycles", "1"]);
+    assert!(first.wait_with_output().unwrap().status.success());
+    assert!(status_file.is_file() && log_file.is_file());
+    // An action log already at the cap (old lines from earlier runs).
+    let old: String = (0..3000)
+        .map(|i| {
+            format!(
+                "{{\"at\":\"2026-01-01T00:00:00Z\",\"kind\":\"old\",\"detail\":{{\"n\":{i},\"pad\":\"{}\"}}}}\n",
+                "x".repeat(60)
+            )
+        })
+        .collect();
+    assert!(old.len() > 256 * 1024);
+    std::fs::write(&log_file, &old).unwrap();
+    post(&env, "@lint hello");
+    let lp = spawn_loop(
+        &env,
+        &[
+            "lint",
+            "--exec",
+            "true X-API-Key: s3cret --max_tokens=512",
+            "--max-cycles",
+            "2",
+            "--backoff-ms",
+            "10",
+        ],
+    );
+    let pid = lp.id();
+    let out = lp.wait_with_output().unwrap();
+    assert!(out.status.success());
+    // run-status.json: the loop's state, readable by an operator, private, schema-valid.
+    let st: Value = serde_json::from_str(&std::fs::read_to_string(&status_file).unwrap()).unwrap();
+    schema_accepts("runtime-run-status.schema.json", &status_file);
+    assert_eq!(st["agent"], "lint");
+    assert_eq!(st["pid"], pid);
+    assert_eq!(st["status"], "stopped");
+    assert_eq!(st["state"], "idle");
+    assert_eq!(st["cycles"], 2);
+    assert!(st["last_event_cursor"].as_u64().unwrap() > 0, "{st}");
+    assert_eq!(
+        st["exec"],
+        "true X-API-Key: [redacted] --max_tokens=512",
+        "{st}"
+    );
+    assert_eq!(mode_of(&status_file), 0o600);
+    assert_eq!(mode_of(&log_file), 0o600);
+    for d in [&dir, &env.home.join("runtime/agents"), &env.home.join("runtime")] {
+        assert_eq!(mode_of(d), 0o700, "{}", d.display());
+    }
+    // actions.jsonl: capped (rewritten with its newest lines), every line one valid action,
+    // newest last, secrets redacted.
+    let text = std::fs::read_to_string(&log_file).unwrap();
+    assert!(text.len() as u64 <= 256 * 1024, "{}", text.len());
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.iter().any(|a| a["kind"] == "old"), "the newest old lines stay");
+    assert!(!lines.iter().any(|a| a["detail"]["n"] == 0), "the oldest went");
+    assert_eq!(lines.last().unwrap()["detail"]["event"], "stop");
+    assert!(lines.iter().any(|a| a["kind"] == "transition"));
+    assert!(lines.iter().any(|a| a["kind"] == "route"));
+    assert!(!text.contains("s3cret"));
+    let one_line = tempfile::NamedTempFile::new().unwrap();
+    for l in text.lines().rev().take(20) {
+        std::fs::write(one_line.path(), l).unwrap();
+        schema_accepts("runtime-action.schema.json", one_line.path());
+    }
+    // `agent log` reads that file (newest last); `agent status` reads run-status.json.
+    let log = env.run(&["agent", "log", "lint", "--limit", "3"]);
+    log.code(0);
+    assert_eq!(
+        log.stdout.lines().collect::<Vec<_>>(),
+        text.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>()
+    );
+    let s = status(&env, "lint");
+    assert_eq!(s["run"]["pid"], pid);
+    assert_eq!(s["run"]["status"], "stopped");
+    assert_eq!(s["running"], false);
+    // runtime-agents.json holds no run status and no actions: only the cursor moved.
+    let agents_after = std::fs::read_to_string(env.home_file("runtime-agents.json")).unwrap();
+    assert!(
+        !agents_after.contains("\"actions\"") && !agents_after.contains("\"run\""),
+        "{agents_after}"
+    );
+    // Runs with nothing new to do write their run files only.
+    let shadow = || {
+        let again = spawn_loop(&env, &["lint", "--max-cycles", "1"]);
+        assert!(again.wait_with_output().unwrap().status.success());
+        std::fs::read_to_string(env.home_file("runtime-agents.json")).unwrap()
+    };
+    let settled = shadow();
+    assert_eq!(shadow(), settled);
+    assert_ne!(std::fs::read_to_string(&log_file).unwrap(), text);
+    check_home(&env.home);
+}
+
+/// Issue 10: inbox status `expired`. An actionable item still pending or seen 7 days after it
+/// was created, with no live claim, is expired by the next transaction that reads the inbox
+/// (deterministically: the clock is passed in), with an `inbox.item.updated` event.
+#[test]
+fn runtime_items_expire_after_seven_days_without_a_live_claim() {
+    let mut env = setup();
+    env.at("2026-01-10T10:00:00Z");
+    post(&env, "@scout old request");
+    env.at("2026-01-16T10:00:00Z");
+    post(&env, "@lint newer request");
+    let old = items(&env, "scout")[0]["id"].as_str().unwrap().to_string();
+    let newer = items(&env, "lint")[0]["id"].as_str().unwrap().to_string();
+    // One second short of 7 days: still actionable.
+    env.at("2026-01-17T09:59:59Z");
+    assert_eq!(items(&env, "scout").len(), 1);
+    // 7 days: listed as expired already; acting on it is refused with files unchanged.
+    env.at("2026-01-17T10:00:00Z");
+    assert_eq!(items(&env, "scout"), Vec::<Value>::new());
+    let e = env.run(&["--json", "inbox", "--status", "expired"]).json();
+    assert_eq!(e["items"][0]["id"], old.as_str());
+    let before = env.snapshot();
+    let r = env.run(&["inbox", "seen", &old]);
+    r.code(2);
+    assert!(r.stderr.contains("has expired"), "{}", r.stderr);
+    assert_eq!(before, env.snapshot());
+    // The next write records it: the ledger line, the event, out of the live document.
+    post(&env, "unrelated chatter");
+    let done = done_lines(&env);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0]["item"]["id"], old.as_str());
+    assert_eq!(done[0]["item"]["status"], "expired");
+    assert_eq!(done[0]["expired_at"], "2026-01-17T10:00:00Z");
+    let ev: Vec<Value> = read_lines(&env.home_file("events.jsonl"))
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &Value| e["payload"]["status"] == "expired")
+        .collect();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0]["event_type"], "inbox.item.updated");
+    assert_eq!(ev[0]["actor"], "conductor");
+    assert_eq!(ev[0]["target"], "scout");
+    assert!(!std::fs::read_to_string(env.home_file("runtime-inbox.json")).unwrap().contains(&old));
+    let r = env.run(&["inbox", "seen", &old]);
+    assert!(r.stderr.contains("already expired"), "{}", r.stderr);
+    assert_eq!(
+        env.run(&["--json", "inbox", "--status", "expired"]).json()["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // A live claim keeps an item past its 7 days; once the claim lapses, it expires.
+    env.at("2026-01-23T09:59:30Z");
+    env.run(&["inbox", "claim", &newer, "--agent", "lint", "--ttl", "60"])
+        .code(0);
+    env.at("2026-01-23T10:00:10Z");
+    post(&env, "more chatter");
+    assert_eq!(items(&env, "lint").len(), 1);
+    env.at("2026-01-23T10:00:30Z");
+    post(&env, "even more chatter");
+    assert_eq!(items(&env, "lint"), Vec::<Value>::new());
+    assert_eq!(done_lines(&env).len(), 2);
+}
