@@ -139,10 +139,19 @@ pub fn run(ctx: &Ctx, cmd: AgentCommand) -> Result<u8> {
 fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
     let cursor = journal::last_seq(ctx.store.home().dir())?;
     let now = ctx.now;
-    let (fresh, agent) = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+    let now_ms = canopy::now_ms();
+    let (fresh, agent, added) = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
         let mut agents: Agents = tx.read()?;
+        let mut inbox: Inbox = tx.read()?;
+        let channels: canopy::Channels = tx.read()?;
         let mut fx = ops::Fx::default();
+        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
         let name = a.name.to_ascii_lowercase();
+        let watched_before: Vec<String> = agents
+            .agents
+            .get(&name)
+            .map(|x| x.watch.clone())
+            .unwrap_or_default();
         let fresh = ops::register(
             &mut agents,
             ops::NewAgent {
@@ -156,12 +165,27 @@ fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
             &mut fx,
         )?;
         let agent = agents.agents[&name].clone();
+        // Added to a channel that already exists: a `channel_added` item (once per channel).
+        let store = &ctx.store;
+        let finished = |agent: &str, source: &str, trigger: &str| {
+            canopy::finished_item(store, agent, source, trigger).unwrap_or(false)
+        };
+        let mut added = Vec::new();
+        for c in agent.watch.iter().filter(|c| !watched_before.contains(c)) {
+            if channels.channels.contains_key(c)
+                && let Some(id) =
+                    ops::channel_added(&mut inbox, &name, c, &finished, now, now_ms, &mut fx)
+            {
+                added.push(id);
+            }
+        }
         tx.write(&agents)?;
+        tx.write_if_changed(&inbox)?;
         canopy::stage(tx, fx)?;
-        Ok((fresh, agent))
+        Ok((fresh, agent, added))
     })?;
     let verb = if fresh { "Registered" } else { "Updated" };
-    let text = format!(
+    let mut text = format!(
         "{verb} agent {} ({}), watching {}; cursor at seq {}",
         agent.name,
         agent.handle,
@@ -172,10 +196,16 @@ fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
         },
         agent.cursor
     );
+    if !added.is_empty() {
+        text.push_str(&format!(
+            "\nAdded to existing channels: inbox item(s) {} (channel_added)",
+            added.join(", ")
+        ));
+    }
     print(
         ctx.out,
         &Out::ok(
-            json!({"status": "ok", "new": fresh, "agent": public(&agent)}),
+            json!({"status": "ok", "new": fresh, "agent": public(&agent), "channel_added": added}),
             text,
         ),
     )

@@ -734,7 +734,7 @@ impl<'a> Loop<'a> {
             let replied = canopy::find_message(&ctx.store, &channels, &item.source_id)?;
             let mut fx = ops::Fx::default();
             let post = ops::post(
-                &agents,
+                &mut agents,
                 &mut inbox,
                 &mut channels,
                 ops::NewPost {

@@ -137,7 +137,7 @@ pub fn post_message(ctx: &Ctx, p: ops::NewPost) -> Result<canopy::Message> {
         let mut fx = ops::Fx::default();
         ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
         let m = ops::post(
-            &agents,
+            &mut agents,
             &mut inbox,
             &mut channels,
             p,

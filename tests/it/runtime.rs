@@ -994,3 +994,85 @@ fn runtime_items_expire_after_seven_days_without_a_live_claim() {
     assert_eq!(items(&env, "lint"), Vec::<Value>::new());
     assert_eq!(done_lines(&env).len(), 2);
 }
+
+/// Issue 10: the `channel_added` trigger. An agent added to a channel that already exists
+/// (`agent register --watch`, or named on a `members:` line of a post there) gets an inbox item
+/// with trigger `channel_added`, deduplicated by agent + source + trigger.
+#[test]
+fn runtime_channel_added_when_an_agent_joins_an_existing_channel() {
+    let env = setup();
+    env.run(&["post", "release", "kickoff", "--as", "ana"]).code(0);
+    let join = |agent: &str, channels: &[&str]| {
+        let mut args = vec!["--json", "agent", "register", agent];
+        for c in channels {
+            args.extend(["--watch", c]);
+        }
+        let r = env.run(&args);
+        r.code(0);
+        r.json()["channel_added"].as_array().unwrap().len()
+    };
+    assert_eq!(join("scout", &["ops", "release"]), 1);
+    let s = items(&env, "scout");
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(s[0]["trigger_type"], "channel_added");
+    assert_eq!(s[0]["channel_id"], "release");
+    assert_eq!(s[0]["source_type"], "channel");
+    assert_eq!(s[0]["source_id"], "release");
+    let ev: Vec<Value> = read_lines(&env.home_file("events.jsonl"))
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &Value| e["payload"]["trigger_type"] == "channel_added")
+        .collect();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0]["event_type"], "inbox.item.created");
+    assert_eq!(ev[0]["target"], "scout");
+    // Registering again, or watching a channel with no messages yet, adds nothing.
+    assert_eq!(join("scout", &["ops", "release"]), 0);
+    assert_eq!(join("scout", &["ops", "release", "quiet"]), 0);
+    // Deduplicated against finished items too: leave and rejoin after completing it.
+    let id = s[0]["id"].as_str().unwrap();
+    env.run(&["inbox", "complete", id, "--ref", "note=joined"])
+        .code(0);
+    assert_eq!(join("scout", &["ops"]), 0);
+    assert_eq!(join("scout", &["ops", "release"]), 0);
+    assert_eq!(items(&env, "scout"), Vec::<Value>::new());
+    // A new agent watching an existing channel is added to it too.
+    assert_eq!(join("docs", &["release"]), 1);
+    // `members:` adds lint (who does not watch release) with a channel_added item and a
+    // mention; scout, already there, gets a plain mention.
+    let m = env.run(&[
+        "--json",
+        "post",
+        "release",
+        "members: @lint, scout\nplease help with the release",
+        "--as",
+        "ana",
+    ]);
+    m.code(0);
+    let mid = m.json()["message"]["message_id"].as_str().unwrap().to_string();
+    let l = items(&env, "lint");
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert_eq!(l[0]["trigger_type"], "channel_added");
+    assert_eq!(l[0]["source_id"], mid.as_str());
+    assert!(l[0]["mention_id"].is_string());
+    let agents = env.run(&["--json", "agent", "list"]).json();
+    let lint = agents["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "lint")
+        .unwrap()
+        .clone();
+    assert_eq!(lint["watch"], serde_json::json!(["ops", "release"]));
+    let s = items(&env, "scout");
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0]["trigger_type"], "mention");
+    // The same line again: lint is a member now, so a mention, not a second channel_added.
+    env.run(&["post", "release", "members: lint", "--as", "ana"])
+        .code(0);
+    let triggers: Vec<String> = items(&env, "lint")
+        .iter()
+        .map(|i| i["trigger_type"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(triggers, ["channel_added", "mention"]);
+}
