@@ -1,6 +1,7 @@
 //! The JSON Schemas in `schemas/`, compiled into Rust at build time by `jsonschema`'s
 //! `validator` macro (offline: every `$ref` resolves to one of these files, nothing is fetched).
-//! Inputs to `conductor op` and every state file read from disk pass through [`validate`].
+//! Inputs to `conductor op` and every state file read from disk pass through [`validate`]; the
+//! agent runtime's documents are validated by `conductor doctor`.
 //!
 //! Compiling at build time matters: every conductor call is a process start, and building the
 //! validators at run time (meta-validating the schemas, resolving references) cost more than
@@ -41,6 +42,26 @@ pub const FILES: &[(&str, &str)] = &[
     (
         "output.schema.json",
         include_str!("../schemas/output.schema.json"),
+    ),
+    (
+        "runtime-agents.schema.json",
+        include_str!("../schemas/runtime-agents.schema.json"),
+    ),
+    (
+        "runtime-inbox.schema.json",
+        include_str!("../schemas/runtime-inbox.schema.json"),
+    ),
+    (
+        "runtime-channels.schema.json",
+        include_str!("../schemas/runtime-channels.schema.json"),
+    ),
+    (
+        "runtime-run-status.schema.json",
+        include_str!("../schemas/runtime-run-status.schema.json"),
+    ),
+    (
+        "runtime-action.schema.json",
+        include_str!("../schemas/runtime-action.schema.json"),
     ),
 ];
 
@@ -84,6 +105,11 @@ from_file!(ConfigSchema, "schemas/config.schema.json");
 from_file!(ProjectConfigSchema, "schemas/project-config.schema.json");
 from_file!(OpInputSchema, "schemas/op-input.schema.json");
 from_file!(OutputSchema, "schemas/output.schema.json");
+from_file!(RuntimeAgentsSchema, "schemas/runtime-agents.schema.json");
+from_file!(RuntimeInboxSchema, "schemas/runtime-inbox.schema.json");
+from_file!(RuntimeChannelsSchema, "schemas/runtime-channels.schema.json");
+from_file!(RuntimeRunStatusSchema, "schemas/runtime-run-status.schema.json");
+from_file!(RuntimeActionSchema, "schemas/runtime-action.schema.json");
 
 op_branch!(
     OpStart,
@@ -128,6 +154,16 @@ pub enum Schema {
     ProjectConfig,
     OpInput,
     Output,
+    /// The agent runtime's `runtime-agents.json`.
+    RuntimeAgents,
+    /// `runtime-inbox.json`.
+    RuntimeInbox,
+    /// `runtime-channels.json`.
+    RuntimeChannels,
+    /// `runtime/agents/NAME/run-status.json`.
+    RuntimeRunStatus,
+    /// One line of `runtime/agents/NAME/actions.jsonl`.
+    RuntimeAction,
 }
 
 impl Schema {
@@ -141,6 +177,11 @@ impl Schema {
             Schema::ProjectConfig => "project-config.schema.json",
             Schema::OpInput => "op-input.schema.json",
             Schema::Output => "output.schema.json",
+            Schema::RuntimeAgents => "runtime-agents.schema.json",
+            Schema::RuntimeInbox => "runtime-inbox.schema.json",
+            Schema::RuntimeChannels => "runtime-channels.schema.json",
+            Schema::RuntimeRunStatus => "runtime-run-status.schema.json",
+            Schema::RuntimeAction => "runtime-action.schema.json",
         }
     }
 }
@@ -202,6 +243,11 @@ pub fn validate(schema: Schema, value: &Value) -> Result<(), String> {
         Schema::ProjectConfig => ProjectConfigSchema::iter_errors(value),
         Schema::OpInput => OpInputSchema::iter_errors(value),
         Schema::Output => OutputSchema::iter_errors(value),
+        Schema::RuntimeAgents => RuntimeAgentsSchema::iter_errors(value),
+        Schema::RuntimeInbox => RuntimeInboxSchema::iter_errors(value),
+        Schema::RuntimeChannels => RuntimeChannelsSchema::iter_errors(value),
+        Schema::RuntimeRunStatus => RuntimeRunStatusSchema::iter_errors(value),
+        Schema::RuntimeAction => RuntimeActionSchema::iter_errors(value),
     };
     first_error(errors.next())
 }

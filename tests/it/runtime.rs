@@ -1076,3 +1076,61 @@ fn runtime_channel_added_when_an_agent_joins_an_existing_channel() {
         .collect();
     assert_eq!(triggers, ["channel_added", "mention"]);
 }
+
+/// Issue 10: `conductor doctor` validates the runtime's documents and each agent's run files
+/// with their JSON Schemas (compiled like the protocol's): a document the Rust model would
+/// read but the published schema rejects is reported (exit 1), never rewritten.
+#[test]
+fn runtime_doctor_validates_the_runtime_documents_with_their_schemas() {
+    let env = setup();
+    env.run(&["post", "release", "kickoff", "--as", "ana"]).code(0);
+    env.run(&["agent", "register", "scout", "--watch", "ops", "--watch", "release"])
+        .code(0);
+    post(&env, "@scout look");
+    let lp = spawn_loop(&env, &["scout", "--max-cycles", "1"]);
+    assert!(lp.wait_with_output().unwrap().status.success());
+    let r = env.run(&["--json", "doctor"]);
+    r.code(0);
+    let docs = r.json()["documents"].as_array().unwrap().clone();
+    for f in [
+        "runtime-agents.json",
+        "runtime-inbox.json",
+        "runtime-channels.json",
+        "runtime/agents/scout/run-status.json",
+        "runtime/agents/scout/actions.jsonl",
+    ] {
+        let d = docs
+            .iter()
+            .find(|d| d["file"] == f)
+            .unwrap_or_else(|| panic!("{f} not checked: {docs:?}"));
+        assert_eq!(d["ok"], true, "{d}");
+    }
+    // Schema violations the model does not see: a handle without `@`, an unknown loop state.
+    let agents = env.home_file("runtime-agents.json");
+    let text = std::fs::read_to_string(&agents).unwrap();
+    let bad = text.replace("\"@scout\"", "\"scout-no-at\"");
+    std::fs::write(&agents, &bad).unwrap();
+    let status_file = env.home.join("runtime/agents/scout/run-status.json");
+    let st = std::fs::read_to_string(&status_file).unwrap();
+    let bad_st = st.replace("\"state\": \"idle\"", "\"state\": \"dancing\"");
+    assert_ne!(st, bad_st);
+    std::fs::write(&status_file, &bad_st).unwrap();
+    let r = env.run(&["--json", "doctor", "--repair"]);
+    r.code(1);
+    let docs = r.json()["documents"].as_array().unwrap().clone();
+    let a = docs.iter().find(|d| d["file"] == "runtime-agents.json").unwrap();
+    assert_eq!(a["ok"], false);
+    let detail = a["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("runtime-agents.schema.json") && detail.contains("/agents/scout/handle"),
+        "{detail}"
+    );
+    let s = docs
+        .iter()
+        .find(|d| d["file"] == "runtime/agents/scout/run-status.json")
+        .unwrap();
+    assert_eq!(s["ok"], false);
+    assert!(s["detail"].as_str().unwrap().contains("/state"), "{s}");
+    assert_eq!(std::fs::read_to_string(&agents).unwrap(), bad);
+    assert_eq!(std::fs::read_to_string(&status_file).unwrap(), bad_st);
+}
