@@ -104,7 +104,25 @@ from_file!(SprintSchema, "schemas/sprint.schema.json");
 from_file!(ConfigSchema, "schemas/config.schema.json");
 from_file!(ProjectConfigSchema, "schemas/project-config.schema.json");
 from_file!(OpInputSchema, "schemas/op-input.schema.json");
-from_file!(OutputSchema, "schemas/output.schema.json");
+/// The output schema refers to run-status.json's (`agent status --json` shows it).
+#[jsonschema::validator(
+    path = "schemas/output.schema.json",
+    resources = {
+        "https://conductor.invalid/schemas/defs.schema.json" => { path = "schemas/defs.schema.json" },
+        "https://conductor.invalid/schemas/runtime-run-status.schema.json" => { path = "schemas/runtime-run-status.schema.json" }
+    }
+)]
+struct OutputSchema;
+/// Canopy's feed page printed by `agent events` (`$defs/agent_events_page` of the output schema).
+#[jsonschema::validator(
+    schema = r#"{"$ref": "https://conductor.invalid/schemas/output.schema.json#/$defs/agent_events_page"}"#,
+    resources = {
+        "https://conductor.invalid/schemas/defs.schema.json" => { path = "schemas/defs.schema.json" },
+        "https://conductor.invalid/schemas/runtime-run-status.schema.json" => { path = "schemas/runtime-run-status.schema.json" },
+        "https://conductor.invalid/schemas/output.schema.json" => { path = "schemas/output.schema.json" }
+    }
+)]
+struct AgentEventsPageSchema;
 from_file!(RuntimeAgentsSchema, "schemas/runtime-agents.schema.json");
 from_file!(RuntimeInboxSchema, "schemas/runtime-inbox.schema.json");
 from_file!(RuntimeChannelsSchema, "schemas/runtime-channels.schema.json");
@@ -164,6 +182,8 @@ pub enum Schema {
     RuntimeRunStatus,
     /// One line of `runtime/agents/NAME/actions.jsonl`.
     RuntimeAction,
+    /// What `agent events` prints (Canopy's feed page, not the status envelope).
+    AgentEventsPage,
 }
 
 impl Schema {
@@ -182,6 +202,7 @@ impl Schema {
             Schema::RuntimeChannels => "runtime-channels.schema.json",
             Schema::RuntimeRunStatus => "runtime-run-status.schema.json",
             Schema::RuntimeAction => "runtime-action.schema.json",
+            Schema::AgentEventsPage => "output.schema.json",
         }
     }
 }
@@ -248,6 +269,7 @@ pub fn validate(schema: Schema, value: &Value) -> Result<(), String> {
         Schema::RuntimeChannels => RuntimeChannelsSchema::iter_errors(value),
         Schema::RuntimeRunStatus => RuntimeRunStatusSchema::iter_errors(value),
         Schema::RuntimeAction => RuntimeActionSchema::iter_errors(value),
+        Schema::AgentEventsPage => AgentEventsPageSchema::iter_errors(value),
     };
     first_error(errors.next())
 }
