@@ -80,6 +80,11 @@ pub struct RunArgs {
     /// Seconds between looks at the journal when no file system watcher is available.
     #[arg(long, default_value_t = 5.0, value_name = "S")]
     pub heartbeat: f64,
+    /// Stand in for AGENT (repeatable): take over expired claims on AGENT's items in channels
+    /// this agent watches, once their TTL has run out (say AGENT's loop was killed mid-item).
+    /// Never a live claim, never an item nobody claimed, never a DM.
+    #[arg(long = "takeover-for", value_name = "AGENT")]
+    pub takeover_for: Vec<String>,
 }
 
 /// Re-read at least this often even when nothing woke the loop (lost notifications).
@@ -104,6 +109,8 @@ struct Loop<'a> {
     failures: HashMap<String, u32>,
     /// Foreign claims already logged as conflicts.
     announced: std::collections::HashSet<String>,
+    /// Agents whose expired claims this loop takes over (`--takeover-for`).
+    stand_in: Vec<String>,
     /// Actions not yet written to the action log (written with the next transaction).
     pending: Vec<canopy::Action>,
     /// `running` or `stopped`, for run-status.json.
@@ -147,6 +154,19 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
     let me = ops::agent(&agents, &args.name)?;
     let name = me.name.clone();
+    let mut stand_in = Vec::new();
+    for other in &args.takeover_for {
+        let o = ops::agent(&agents, other)?.name.clone();
+        if o == name {
+            return Err(Error::invalid(
+                "invalid_input",
+                "--takeover-for names another agent (an agent's own expired claims are taken over anyway)",
+            ));
+        }
+        if !stand_in.contains(&o) {
+            stand_in.push(o);
+        }
+    }
     let cursor = me.cursor;
     let status_file = canopy::agent_file(&name, canopy::RUN_STATUS_FILE)?;
     let actions_file = canopy::agent_file(&name, canopy::ACTIONS_FILE)?;
@@ -186,6 +206,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         held_back: HashMap::new(),
         failures: HashMap::new(),
         announced: Default::default(),
+        stand_in,
         pending: Vec::new(),
         run_state: "running",
         started_at: Timestamp::now(),
@@ -308,7 +329,24 @@ fn transitions(made: Vec<(State, State)>) -> Vec<Value> {
         .collect()
 }
 
+/// The channels an agent watches.
+fn a_watch<'x>(agents: &'x Agents, name: &str) -> &'x canopy::Agent {
+    ops::agent(agents, name).expect("the loop's agent was read in this transaction")
+}
+
 impl<'a> Loop<'a> {
+    /// True when `item` is another agent's that this loop stands in for (`--takeover-for`):
+    /// claimed by someone else, in a channel `me` watches, not a DM.
+    fn stands_in(&self, me: &canopy::Agent, item: &canopy::Item) -> bool {
+        self.stand_in.contains(&item.agent)
+            && item.source_type != "dm"
+            && me.watch.contains(&item.channel_id)
+            && item
+                .claim
+                .as_ref()
+                .is_some_and(|c| !(c.agent == self.name && c.worker == self.worker))
+    }
+
     /// The context, borrowed for the loop's whole life (not from `self`).
     fn ctx(&self) -> &'a Ctx<'a> {
         self.ctx
@@ -414,7 +452,10 @@ impl<'a> Loop<'a> {
         let idle = routed.is_empty()
             && me.queue.is_empty()
             && read_to.saturating_sub(me.cursor) < 500
-            && !inbox.items.values().any(|i| i.agent == self.name);
+            && !inbox
+                .items
+                .values()
+                .any(|i| i.agent == self.name || self.stands_in(&me, i));
         if idle {
             // Nothing for this agent: no write (the transitions are logged with the next one).
             self.m.go(State::Idle);
@@ -527,6 +568,27 @@ impl<'a> Loop<'a> {
                     }
                     Some(c) if !(c.agent == name && c.worker == lp.worker) => candidates.push((id.clone(), true)),
                     _ => candidates.push((id.clone(), false)),
+                }
+            }
+            // Stand-in work: expired claims of the agents this loop stands in for, after its own.
+            let mut theirs: Vec<&canopy::Item> = inbox
+                .items
+                .values()
+                .filter(|i| lp.stands_in(a_watch(&agents, &name), i) && !held.contains(&i.id))
+                .collect();
+            theirs.sort_by(|x, y| ops::pick_order(x, y));
+            for item in theirs {
+                let c = item.claim.as_ref().expect("stands_in needs a claim");
+                if c.expires_ms > now_ms {
+                    plan.next_expiry_ms = Some(plan.next_expiry_ms.map_or(c.expires_ms, |x| x.min(c.expires_ms)));
+                    let key = format!("{} {} {}", item.id, c.worker, c.claimed_ms);
+                    if exec && lp.announced.insert(key) {
+                        lp.act(now, "conflict", json!({"item_id": item.id, "owner": item.agent,
+                            "holder": c.agent, "worker": c.worker,
+                            "retry_after_seconds": ops::retry_after(c, now_ms)}));
+                    }
+                } else {
+                    candidates.push((item.id.clone(), true));
                 }
             }
             plan.more = candidates.len() > 1;

@@ -1134,3 +1134,114 @@ fn runtime_doctor_validates_the_runtime_documents_with_their_schemas() {
     assert_eq!(std::fs::read_to_string(&agents).unwrap(), bad);
     assert_eq!(std::fs::read_to_string(&status_file).unwrap(), bad_st);
 }
+
+/// Issue 10, "Done means": an agent SIGKILLed mid-item (its `--exec` child running) has its
+/// claim taken over by *another agent* after the TTL (15 s, the minimum), and the item is
+/// completed exactly once. lint stands in for scout (`--takeover-for scout`): it waits while
+/// the TTL runs, then takes over, runs its own child, posts the artifact as itself and
+/// completes scout's item with a reference to that post.
+#[test]
+fn runtime_another_agent_takes_over_a_sigkilled_agents_claim_after_the_ttl() {
+    let env = setup();
+    let started = env.root.path().join("scout-child-started");
+    let scout_worker = script(
+        &env,
+        "scout.sh",
+        &format!("cat >/dev/null\ntouch {}\nsleep 300", started.display()),
+    );
+    let lint_worker = script(
+        &env,
+        "lint.sh",
+        "cat >/dev/null\nprintf '[result]\\n%s finished %s for a stand-in\\n[/result]\\n' \"$CONDUCTOR_AGENT\" \"$CONDUCTOR_ITEM_ID\"",
+    );
+    let mut scout = spawn_loop(
+        &env,
+        &["scout", "--exec", scout_worker.to_str().unwrap(), "--ttl", "15"],
+    );
+    let lint = spawn_loop(
+        &env,
+        &[
+            "lint",
+            "--exec",
+            lint_worker.to_str().unwrap(),
+            "--ttl",
+            "15",
+            "--takeover-for",
+            "scout",
+        ],
+    );
+    assert!(wait_until(10.0, || status(&env, "scout")["running"] == true
+        && status(&env, "lint")["running"] == true));
+    let msg = post(&env, "@scout please triage the flaky test");
+    assert!(wait_until(10.0, || started.exists()), "scout's child never started");
+    let item = items(&env, "scout")[0].clone();
+    let id = item["id"].as_str().unwrap().to_string();
+    let scout_worker_id = format!("run-{}", scout.id());
+    assert_eq!(item["claim"]["worker"], scout_worker_id.as_str());
+    let rs: Value = serde_json::from_str(
+        &std::fs::read_to_string(env.home.join("runtime/agents/scout/run-status.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rs["state"], "executing");
+    assert_eq!(rs["current"]["item_id"], id.as_str());
+    // SIGKILL scout's loop while its child runs (the child dies with it).
+    scout.kill().unwrap();
+    scout.wait().unwrap();
+    // lint sees the claim, and does not touch it while the TTL runs.
+    assert!(wait_until(10.0, || actions(&env, "lint")
+        .iter()
+        .any(|a| a["kind"] == "conflict" && a["detail"]["item_id"] == id.as_str())));
+    assert_eq!(
+        items(&env, "scout")[0]["claim"]["worker"],
+        scout_worker_id.as_str()
+    );
+    // After the TTL: lint takes over and completes the item, once.
+    assert!(
+        wait_until(40.0, || items(&env, "scout").is_empty()),
+        "the item was never completed"
+    );
+    stop(lint);
+    let done: Vec<Value> = done_lines(&env)
+        .into_iter()
+        .filter(|d| d["item"]["id"] == id.as_str())
+        .collect();
+    assert_eq!(done.len(), 1, "completed exactly once");
+    assert_eq!(done[0]["item"]["status"], "completed");
+    assert_eq!(done[0]["item"]["agent"], "scout");
+    assert_eq!(done[0]["finished_by"], "lint");
+    assert_eq!(done[0]["last_claim"]["agent"], "lint");
+    let post_id = done[0]["item"]["completion_ref"]["post_id"].as_str().unwrap();
+    let msgs = env.run(&["--json", "messages", "ops"]).json()["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let answer = msgs.iter().find(|m| m["message_id"] == post_id).unwrap();
+    assert_eq!(answer["author"], "lint");
+    assert_eq!(answer["reply_to"], msg["message_id"]);
+    assert!(answer["content"].as_str().unwrap().contains(&format!("lint finished {id}")));
+    assert_eq!(msgs.iter().filter(|m| m["author"] != "ana").count(), 1, "one artifact");
+    assert_eq!(status(&env, "lint")["metrics"]["timeout_recoveries"], 1);
+    assert_eq!(status(&env, "scout")["metrics"]["completed"], 0);
+    let log = read_lines(&env.home_file("runtime-conflicts.log"));
+    assert!(
+        log.iter().any(|l| l.contains(" | TAKEOVER | lint (run-")
+            && l.contains(&format!("from scout ({scout_worker_id})"))),
+        "{log:?}"
+    );
+    let path: Vec<String> = actions(&env, "lint")
+        .iter()
+        .filter(|a| a["kind"] == "transition")
+        .map(|a| format!("{}->{}", a["detail"]["from"].as_str().unwrap(), a["detail"]["to"].as_str().unwrap()))
+        .collect();
+    assert!(
+        path.windows(2)
+            .any(|w| w == ["claiming->timeout_takeover", "timeout_takeover->executing"]),
+        "{path:?}"
+    );
+    // Bad stand-in requests are refused before the loop starts.
+    let r = env.run(&["agent", "run", "lint", "--takeover-for", "nobody", "--max-cycles", "1"]);
+    r.code(2);
+    assert!(r.stderr.contains("no agent `nobody`"), "{}", r.stderr);
+    let r = env.run(&["agent", "run", "lint", "--takeover-for", "lint", "--max-cycles", "1"]);
+    r.code(2);
+}
