@@ -125,8 +125,14 @@ struct OutputSchema;
 struct AgentEventsPageSchema;
 from_file!(RuntimeAgentsSchema, "schemas/runtime-agents.schema.json");
 from_file!(RuntimeInboxSchema, "schemas/runtime-inbox.schema.json");
-from_file!(RuntimeChannelsSchema, "schemas/runtime-channels.schema.json");
-from_file!(RuntimeRunStatusSchema, "schemas/runtime-run-status.schema.json");
+from_file!(
+    RuntimeChannelsSchema,
+    "schemas/runtime-channels.schema.json"
+);
+from_file!(
+    RuntimeRunStatusSchema,
+    "schemas/runtime-run-status.schema.json"
+);
 from_file!(RuntimeActionSchema, "schemas/runtime-action.schema.json");
 
 op_branch!(

@@ -663,6 +663,9 @@ mod tests {
         )
         .unwrap();
         let out = String::from_utf8(old.encode()).unwrap();
-        assert!(!out.contains("\"run\"") && !out.contains("\"actions\""), "{out}");
+        assert!(
+            !out.contains("\"run\"") && !out.contains("\"actions\""),
+            "{out}"
+        );
     }
 }

@@ -542,7 +542,9 @@ pub fn edit(
                 msg.addressed.push(n.clone());
             }
             // (an agent a `members:` line added has its `channel_added` item for this post)
-            let known = |t: &str| has_item(inbox, &n, &msg.message_id, t) || finished(&n, &msg.message_id, t);
+            let known = |t: &str| {
+                has_item(inbox, &n, &msg.message_id, t) || finished(&n, &msg.message_id, t)
+            };
             if !known("mention") && !known("channel_added") {
                 new_targets.push((n, via));
             }

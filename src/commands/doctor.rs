@@ -141,7 +141,12 @@ fn documents(ctx: &Ctx) -> Vec<Finding> {
             Some(s) => schema_check(&path, s),
             None => Ok(()),
         };
-        let read = checked.and_then(|()| ctx.store.read_doc::<D>(ctx.now).map(|_| ()).map_err(|e| e.to_string()));
+        let read = checked.and_then(|()| {
+            ctx.store
+                .read_doc::<D>(ctx.now)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        });
         Some(match read {
             Ok(_) => Finding {
                 file: D::FILE.into(),
@@ -202,7 +207,13 @@ fn agent_run_files(ctx: &Ctx) -> Vec<Finding> {
     let fix = "not rewritten by --repair: the agent's next `conductor agent run` replaces run-status.json; move a bad actions.jsonl aside to start its log afresh";
     let mut out = Vec::new();
     for name in names {
-        let rel = |f: &str| format!("{}/{}/{name}/{f}", crate::canopy::AGENT_DIR[0], crate::canopy::AGENT_DIR[1]);
+        let rel = |f: &str| {
+            format!(
+                "{}/{}/{name}/{f}",
+                crate::canopy::AGENT_DIR[0],
+                crate::canopy::AGENT_DIR[1]
+            )
+        };
         let status = base.join(&name).join(crate::canopy::RUN_STATUS_FILE);
         if status.exists() {
             let r = schema_check(&status, Schema::RuntimeRunStatus).and_then(|()| {
@@ -210,7 +221,12 @@ fn agent_run_files(ctx: &Ctx) -> Vec<Finding> {
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             });
-            out.push(finding(rel(crate::canopy::RUN_STATUS_FILE), r, "valid", fix));
+            out.push(finding(
+                rel(crate::canopy::RUN_STATUS_FILE),
+                r,
+                "valid",
+                fix,
+            ));
         }
         let log = base.join(&name).join(crate::canopy::ACTIONS_FILE);
         if let Ok(bytes) = std::fs::read(&log) {
@@ -218,7 +234,8 @@ fn agent_run_files(ctx: &Ctx) -> Vec<Finding> {
             let mut bad = None;
             let mut n = 0;
             for (i, line) in text.split_terminator('\n').enumerate() {
-                let torn_tail = i + 1 == text.split_terminator('\n').count() && !text.ends_with('\n');
+                let torn_tail =
+                    i + 1 == text.split_terminator('\n').count() && !text.ends_with('\n');
                 let r = serde_json::from_str::<serde_json::Value>(line)
                     .map_err(|e| format!("not JSON ({e})"))
                     .and_then(|v| crate::schema::validate(Schema::RuntimeAction, &v));
@@ -235,7 +252,12 @@ fn agent_run_files(ctx: &Ctx) -> Vec<Finding> {
                 Some(e) => Err(e),
                 None => Ok(()),
             };
-            out.push(finding(rel(crate::canopy::ACTIONS_FILE), r, &format!("{n} valid action(s)"), fix));
+            out.push(finding(
+                rel(crate::canopy::ACTIONS_FILE),
+                r,
+                &format!("{n} valid action(s)"),
+                fix,
+            ));
         }
     }
     out

@@ -342,11 +342,19 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
     let mut inbox: Inbox = ctx.store.read_doc(ctx.now)?;
     let mut fx = ops::Fx::default();
     let mut agents_copy: Agents = ctx.store.read_doc(ctx.now)?;
-    ops::expire(&mut agents_copy, &mut inbox, ctx.now, canopy::now_ms(), &mut fx);
+    ops::expire(
+        &mut agents_copy,
+        &mut inbox,
+        ctx.now,
+        canopy::now_ms(),
+        &mut fx,
+    );
     if status == Some(Status::Expired) {
         for (_, line) in &fx.lines {
             if let Ok(v) = serde_json::from_str::<Value>(line)
-                && agent.as_ref().is_none_or(|a| v["item"]["agent"] == a.as_str())
+                && agent
+                    .as_ref()
+                    .is_none_or(|a| v["item"]["agent"] == a.as_str())
             {
                 items.push(v["item"].clone());
             }

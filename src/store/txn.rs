@@ -145,8 +145,7 @@ impl HomePath {
             let ok = !p.is_empty()
                 && p.len() <= 128
                 && !p.starts_with('.')
-                && p
-                    .chars()
+                && p.chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
             if !ok {
                 return Err(Error::invalid(
@@ -453,8 +452,15 @@ impl Store {
         // Everything that can fail for lack of space happens before the commit point.
         let mut prepared = Vec::new();
         // Per-agent files live in subdirectories, created (private) before anything is staged.
-        for target in writes.iter().map(|w| &w.file).chain(appends.iter().map(|(f, _)| f)) {
-            if let Some(parent) = Path::new(target).parent().filter(|p| !p.as_os_str().is_empty()) {
+        for target in writes
+            .iter()
+            .map(|w| &w.file)
+            .chain(appends.iter().map(|(f, _)| f))
+        {
+            if let Some(parent) = Path::new(target)
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+            {
                 super::atomic::create_private_dirs(&dir.join(parent))?;
             }
         }

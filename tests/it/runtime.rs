@@ -874,13 +874,16 @@ fn runtime_run_status_and_capped_action_log_are_per_agent_files() {
     assert_eq!(st["cycles"], 2);
     assert!(st["last_event_cursor"].as_u64().unwrap() > 0, "{st}");
     assert_eq!(
-        st["exec"],
-        "true X-API-Key: [redacted] --max_tokens=512",
+        st["exec"], "true X-API-Key: [redacted] --max_tokens=512",
         "{st}"
     );
     assert_eq!(mode_of(&status_file), 0o600);
     assert_eq!(mode_of(&log_file), 0o600);
-    for d in [&dir, &env.home.join("runtime/agents"), &env.home.join("runtime")] {
+    for d in [
+        &dir,
+        &env.home.join("runtime/agents"),
+        &env.home.join("runtime"),
+    ] {
         assert_eq!(mode_of(d), 0o700, "{}", d.display());
     }
     // actions.jsonl: capped (rewritten with its newest lines), every line one valid action,
@@ -891,8 +894,14 @@ fn runtime_run_status_and_capped_action_log_are_per_agent_files() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert!(lines.iter().any(|a| a["kind"] == "old"), "the newest old lines stay");
-    assert!(!lines.iter().any(|a| a["detail"]["n"] == 0), "the oldest went");
+    assert!(
+        lines.iter().any(|a| a["kind"] == "old"),
+        "the newest old lines stay"
+    );
+    assert!(
+        !lines.iter().any(|a| a["detail"]["n"] == 0),
+        "the oldest went"
+    );
     assert_eq!(lines.last().unwrap()["detail"]["event"], "stop");
     assert!(lines.iter().any(|a| a["kind"] == "transition"));
     assert!(lines.iter().any(|a| a["kind"] == "route"));
@@ -907,7 +916,13 @@ fn runtime_run_status_and_capped_action_log_are_per_agent_files() {
     log.code(0);
     assert_eq!(
         log.stdout.lines().collect::<Vec<_>>(),
-        text.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>()
+        text.lines()
+            .rev()
+            .take(3)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
     );
     let s = status(&env, "lint");
     assert_eq!(s["run"]["pid"], pid);
@@ -972,7 +987,11 @@ fn runtime_items_expire_after_seven_days_without_a_live_claim() {
     assert_eq!(ev[0]["event_type"], "inbox.item.updated");
     assert_eq!(ev[0]["actor"], "conductor");
     assert_eq!(ev[0]["target"], "scout");
-    assert!(!std::fs::read_to_string(env.home_file("runtime-inbox.json")).unwrap().contains(&old));
+    assert!(
+        !std::fs::read_to_string(env.home_file("runtime-inbox.json"))
+            .unwrap()
+            .contains(&old)
+    );
     let r = env.run(&["inbox", "seen", &old]);
     assert!(r.stderr.contains("already expired"), "{}", r.stderr);
     assert_eq!(
@@ -1001,7 +1020,8 @@ fn runtime_items_expire_after_seven_days_without_a_live_claim() {
 #[test]
 fn runtime_channel_added_when_an_agent_joins_an_existing_channel() {
     let env = setup();
-    env.run(&["post", "release", "kickoff", "--as", "ana"]).code(0);
+    env.run(&["post", "release", "kickoff", "--as", "ana"])
+        .code(0);
     let join = |agent: &str, channels: &[&str]| {
         let mut args = vec!["--json", "agent", "register", agent];
         for c in channels {
@@ -1049,7 +1069,10 @@ fn runtime_channel_added_when_an_agent_joins_an_existing_channel() {
         "ana",
     ]);
     m.code(0);
-    let mid = m.json()["message"]["message_id"].as_str().unwrap().to_string();
+    let mid = m.json()["message"]["message_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let l = items(&env, "lint");
     assert_eq!(l.len(), 1, "{l:?}");
     assert_eq!(l[0]["trigger_type"], "channel_added");
@@ -1083,9 +1106,12 @@ fn runtime_channel_added_when_an_agent_joins_an_existing_channel() {
 #[test]
 fn runtime_doctor_validates_the_runtime_documents_with_their_schemas() {
     let env = setup();
-    env.run(&["post", "release", "kickoff", "--as", "ana"]).code(0);
-    env.run(&["agent", "register", "scout", "--watch", "ops", "--watch", "release"])
+    env.run(&["post", "release", "kickoff", "--as", "ana"])
         .code(0);
+    env.run(&[
+        "agent", "register", "scout", "--watch", "ops", "--watch", "release",
+    ])
+    .code(0);
     post(&env, "@scout look");
     let lp = spawn_loop(&env, &["scout", "--max-cycles", "1"]);
     assert!(lp.wait_with_output().unwrap().status.success());
@@ -1118,7 +1144,10 @@ fn runtime_doctor_validates_the_runtime_documents_with_their_schemas() {
     let r = env.run(&["--json", "doctor", "--repair"]);
     r.code(1);
     let docs = r.json()["documents"].as_array().unwrap().clone();
-    let a = docs.iter().find(|d| d["file"] == "runtime-agents.json").unwrap();
+    let a = docs
+        .iter()
+        .find(|d| d["file"] == "runtime-agents.json")
+        .unwrap();
     assert_eq!(a["ok"], false);
     let detail = a["detail"].as_str().unwrap();
     assert!(
@@ -1156,7 +1185,13 @@ fn runtime_another_agent_takes_over_a_sigkilled_agents_claim_after_the_ttl() {
     );
     let mut scout = spawn_loop(
         &env,
-        &["scout", "--exec", scout_worker.to_str().unwrap(), "--ttl", "15"],
+        &[
+            "scout",
+            "--exec",
+            scout_worker.to_str().unwrap(),
+            "--ttl",
+            "15",
+        ],
     );
     let lint = spawn_loop(
         &env,
@@ -1170,10 +1205,14 @@ fn runtime_another_agent_takes_over_a_sigkilled_agents_claim_after_the_ttl() {
             "scout",
         ],
     );
-    assert!(wait_until(10.0, || status(&env, "scout")["running"] == true
+    assert!(wait_until(10.0, || status(&env, "scout")["running"]
+        == true
         && status(&env, "lint")["running"] == true));
     let msg = post(&env, "@scout please triage the flaky test");
-    assert!(wait_until(10.0, || started.exists()), "scout's child never started");
+    assert!(
+        wait_until(10.0, || started.exists()),
+        "scout's child never started"
+    );
     let item = items(&env, "scout")[0].clone();
     let id = item["id"].as_str().unwrap().to_string();
     let scout_worker_id = format!("run-{}", scout.id());
@@ -1190,7 +1229,9 @@ fn runtime_another_agent_takes_over_a_sigkilled_agents_claim_after_the_ttl() {
     // lint sees the claim, and does not touch it while the TTL runs.
     assert!(wait_until(10.0, || actions(&env, "lint")
         .iter()
-        .any(|a| a["kind"] == "conflict" && a["detail"]["item_id"] == id.as_str())));
+        .any(
+            |a| a["kind"] == "conflict" && a["detail"]["item_id"] == id.as_str()
+        )));
     assert_eq!(
         items(&env, "scout")[0]["claim"]["worker"],
         scout_worker_id.as_str()
@@ -1210,7 +1251,9 @@ fn runtime_another_agent_takes_over_a_sigkilled_agents_claim_after_the_ttl() {
     assert_eq!(done[0]["item"]["agent"], "scout");
     assert_eq!(done[0]["finished_by"], "lint");
     assert_eq!(done[0]["last_claim"]["agent"], "lint");
-    let post_id = done[0]["item"]["completion_ref"]["post_id"].as_str().unwrap();
+    let post_id = done[0]["item"]["completion_ref"]["post_id"]
+        .as_str()
+        .unwrap();
     let msgs = env.run(&["--json", "messages", "ops"]).json()["messages"]
         .as_array()
         .unwrap()
@@ -1218,8 +1261,17 @@ fn runtime_another_agent_takes_over_a_sigkilled_agents_claim_after_the_ttl() {
     let answer = msgs.iter().find(|m| m["message_id"] == post_id).unwrap();
     assert_eq!(answer["author"], "lint");
     assert_eq!(answer["reply_to"], msg["message_id"]);
-    assert!(answer["content"].as_str().unwrap().contains(&format!("lint finished {id}")));
-    assert_eq!(msgs.iter().filter(|m| m["author"] != "ana").count(), 1, "one artifact");
+    assert!(
+        answer["content"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("lint finished {id}"))
+    );
+    assert_eq!(
+        msgs.iter().filter(|m| m["author"] != "ana").count(),
+        1,
+        "one artifact"
+    );
     assert_eq!(status(&env, "lint")["metrics"]["timeout_recoveries"], 1);
     assert_eq!(status(&env, "scout")["metrics"]["completed"], 0);
     let log = read_lines(&env.home_file("runtime-conflicts.log"));
@@ -1231,7 +1283,13 @@ fn runtime_another_agent_takes_over_a_sigkilled_agents_claim_after_the_ttl() {
     let path: Vec<String> = actions(&env, "lint")
         .iter()
         .filter(|a| a["kind"] == "transition")
-        .map(|a| format!("{}->{}", a["detail"]["from"].as_str().unwrap(), a["detail"]["to"].as_str().unwrap()))
+        .map(|a| {
+            format!(
+                "{}->{}",
+                a["detail"]["from"].as_str().unwrap(),
+                a["detail"]["to"].as_str().unwrap()
+            )
+        })
         .collect();
     assert!(
         path.windows(2)
@@ -1239,9 +1297,25 @@ fn runtime_another_agent_takes_over_a_sigkilled_agents_claim_after_the_ttl() {
         "{path:?}"
     );
     // Bad stand-in requests are refused before the loop starts.
-    let r = env.run(&["agent", "run", "lint", "--takeover-for", "nobody", "--max-cycles", "1"]);
+    let r = env.run(&[
+        "agent",
+        "run",
+        "lint",
+        "--takeover-for",
+        "nobody",
+        "--max-cycles",
+        "1",
+    ]);
     r.code(2);
     assert!(r.stderr.contains("no agent `nobody`"), "{}", r.stderr);
-    let r = env.run(&["agent", "run", "lint", "--takeover-for", "lint", "--max-cycles", "1"]);
+    let r = env.run(&[
+        "agent",
+        "run",
+        "lint",
+        "--takeover-for",
+        "lint",
+        "--max-cycles",
+        "1",
+    ]);
     r.code(2);
 }
