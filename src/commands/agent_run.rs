@@ -13,7 +13,9 @@
 //! queues and reports (shadow mode).
 //!
 //! Every state change goes through `canopy::machine`'s table and is logged in the agent's
-//! action log (`conductor agent log NAME`).
+//! action log (`runtime/agents/NAME/actions.jsonl`, `conductor agent log NAME`); the loop's
+//! status (`runtime/agents/NAME/run-status.json`) is rewritten in the same transactions. With
+//! `--takeover-for OTHER` it also takes over OTHER's expired claims in channels it watches.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -43,9 +45,12 @@ Its stdout is the artifact: it must pass `conductor artifact validate`. Exit 0 w
 posts it (as a reply in the item's channel, or a DM back) and completes the item with \
 completion_ref {post_id, channel_id}; exit 3 skips the item; anything else (or a timeout) releases \
 the claim and backs off (--backoff-ms doubling up to --backoff-max-ms).\n\nThe loop stops on \
-SIGINT/SIGTERM, after --max-cycles cycles or --duration-seconds seconds. `conductor agent status \
-NAME` and `conductor agent log NAME` show what it does.\n\nExamples:\n  conductor agent run scout \
---exec ./answer.sh\n  conductor agent run scout --mark-seen              # shadow mode: queue and report only"
+SIGINT/SIGTERM, after --max-cycles cycles or --duration-seconds seconds. It keeps \
+runtime/agents/NAME/run-status.json (what it is doing now) and runtime/agents/NAME/actions.jsonl \
+(every action, capped at 256 KiB) in the home, secrets redacted: `conductor agent status NAME` and \
+`conductor agent log NAME` show them.\n\nExamples:\n  conductor agent run scout \
+--exec ./answer.sh\n  conductor agent run scout --mark-seen              # shadow mode: queue and report only\n  \
+conductor agent run lint --exec ./answer.sh --takeover-for scout   # finish what a dead scout loop claimed"
 )]
 pub struct RunArgs {
     /// The agent.

@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::store::Lock;
 
 const INBOX_HELP: &str = "Statuses: pending and seen are actionable; completed and skipped are terminal; \
-expired is set by the system only (`handled` is read as completed). Completing always needs a non-empty \
+expired is set by the system only: an item still pending or seen 7 days after it was created, with no \
+live claim, expires with the next write to the inbox (`handled` is read as completed). Completing always needs a non-empty \
 completion_ref (--ref KEY=VALUE, repeatable).\n\nWork claims have a TTL of 15 to 1800 s (default 120). A \
 claim held by someone else is a conflict (exit 3) with the holder and retry_after_seconds; an expired claim \
 can be taken over with --takeover (counted in timeout_recoveries, logged in runtime-conflicts.log); a live \
