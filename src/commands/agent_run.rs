@@ -426,8 +426,9 @@ impl<'a> Loop<'a> {
     /// Record the loop's status (and an action).
     fn status(&mut self, status: &'static str, detail: Value) -> Result<()> {
         self.run_state = status;
-        self.commit(Timestamp::now(), |lp, _| {
-            lp.act(lp.started_at.max(Timestamp::now()), "run", detail);
+        let now = Timestamp::now();
+        self.commit(now, |lp, _| {
+            lp.act(now, "run", detail);
             Ok(())
         })
     }

@@ -340,21 +340,28 @@ impl<'s> Tx<'s> {
             return Ok(());
         }
         let path = self.store.home().dir().join(&file.rel);
-        let staged: u64 = self
-            .appends
-            .iter()
-            .filter(|(f, _)| *f == file.rel)
-            .flat_map(|(_, l)| l.iter())
-            .chain(lines)
-            .map(|l| l.len() as u64 + 1)
-            .sum();
-        if file_len(&path)? + staged <= cap {
-            for l in lines {
-                self.push_line(&file.rel, l.clone());
+        // Already rewritten in this transaction: that staged version is the base.
+        let rewritten = self.writes.iter().position(|w| w.file == file.rel);
+        if rewritten.is_none() {
+            let staged: u64 = self
+                .appends
+                .iter()
+                .filter(|(f, _)| *f == file.rel)
+                .flat_map(|(_, l)| l.iter())
+                .chain(lines)
+                .map(|l| l.len() as u64 + 1)
+                .sum();
+            if file_len(&path)? + staged <= cap {
+                for l in lines {
+                    self.push_line(&file.rel, l.clone());
+                }
+                return Ok(());
             }
-            return Ok(());
         }
-        let old = super::read_bytes(&path)?.unwrap_or_default();
+        let old = match rewritten {
+            Some(i) => self.writes.remove(i).bytes,
+            None => super::read_bytes(&path)?.unwrap_or_default(),
+        };
         let mut keep: Vec<String> = String::from_utf8_lossy(&old)
             .split_terminator('\n')
             .map(str::to_string)
@@ -367,11 +374,15 @@ impl<'s> Tx<'s> {
             keep.extend(self.appends.remove(i).1);
         }
         keep.extend(lines.iter().cloned());
-        let mut budget = cap / 2;
-        let mut start = keep.len();
-        while start > 0 && (keep[start - 1].len() as u64) < budget {
-            budget -= keep[start - 1].len() as u64 + 1;
-            start -= 1;
+        let total: u64 = keep.iter().map(|l| l.len() as u64 + 1).sum();
+        let mut start = 0;
+        if total > cap {
+            let mut budget = cap / 2;
+            start = keep.len();
+            while start > 0 && (keep[start - 1].len() as u64) < budget {
+                budget -= keep[start - 1].len() as u64 + 1;
+                start -= 1;
+            }
         }
         self.write_at(file, join_lines(&keep[start..]).into_bytes())
     }
@@ -560,4 +571,78 @@ fn join_lines(lines: &[String]) -> String {
         s.push('\n');
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(
+            d.path().join("home"),
+            std::time::Duration::from_secs(5),
+            true,
+        )
+        .unwrap();
+        (d, s)
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::parse("2026-01-17T10:00:00Z").unwrap()
+    }
+
+    #[test]
+    fn home_paths_are_checked_and_created_private() {
+        use std::os::unix::fs::PermissionsExt;
+        for bad in [&["..", "x"][..], &["a/b"], &[".x"], &[""], &[]] {
+            assert!(HomePath::new(Lock::Runtime, bad).is_err(), "{bad:?}");
+        }
+        let (_d, s) = store();
+        let f = HomePath::new(Lock::Runtime, &["runtime", "agents", "a", "s.json"]).unwrap();
+        // Without its lock, nothing is staged.
+        let e = s.transaction(now(), &[Lock::Status], |tx| {
+            tx.write_at(&f, b"{}\n".to_vec())
+        });
+        assert!(e.is_err());
+        assert!(s.read_at(&f).unwrap().is_none());
+        s.transaction(now(), &[Lock::Runtime], |tx| {
+            tx.write_at(&f, b"{}\n".to_vec())
+        })
+        .unwrap();
+        assert_eq!(s.read_at(&f).unwrap().unwrap(), b"{}\n");
+        let p = s.home().dir().join(f.rel());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&p), 0o600);
+        assert_eq!(mode(p.parent().unwrap()), 0o700);
+        assert_eq!(mode(&s.home().dir().join("runtime")), 0o700);
+    }
+
+    #[test]
+    fn capped_appends_keep_the_newest_whole_lines() {
+        let (_d, s) = store();
+        let f = HomePath::new(Lock::Runtime, &["log.jsonl"]).unwrap();
+        let line = |i: usize| format!("{{\"n\":{i:04}}}"); // 10 bytes + newline
+        for i in 0..9 {
+            s.transaction(now(), &[Lock::Runtime], |tx| {
+                tx.append_capped(&f, &[line(i)], 100)
+            })
+            .unwrap();
+        }
+        let text = |s: &Store| String::from_utf8(s.read_at(&f).unwrap().unwrap()).unwrap();
+        assert_eq!(text(&s).lines().count(), 9);
+        // The tenth line would pass 100 bytes: the file is rewritten with its newest lines that
+        // fit in 50, then the lines staged after that in the same transaction, newest last.
+        s.transaction(now(), &[Lock::Runtime], |tx| {
+            tx.append_capped(&f, &[line(9)], 100)?;
+            tx.append_capped(&f, &[line(10)], 100)
+        })
+        .unwrap();
+        let t = text(&s);
+        assert!(t.len() <= 100, "{t}");
+        assert_eq!(t.lines().next().unwrap(), line(6), "{t}");
+        assert_eq!(t.lines().last().unwrap(), line(10));
+        assert_eq!(t.lines().nth_back(1).unwrap(), line(9));
+        assert!(t.ends_with('\n') && t.lines().all(|l| l.len() == 10));
+    }
 }
