@@ -353,6 +353,40 @@ fn status(ctx: &Ctx, a: NameArg) -> Result<u8> {
         ms("claim_to_complete_ms", "p50"),
         v["metrics"]["timeout_recoveries"],
     );
+    let mut text = text;
+    if let Some(r) = v["run"].as_object() {
+        let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
+        text.push_str(&format!(
+            "\n  loop pid {} {} ({}), state {}, {} cycles, updated {}",
+            r.get("pid").and_then(Value::as_u64).unwrap_or_default(),
+            s("status"),
+            s("worker"),
+            s("state"),
+            r.get("cycles").and_then(Value::as_u64).unwrap_or_default(),
+            s("updated_at"),
+        ));
+        if let Some(c) = r.get("current").and_then(Value::as_object) {
+            text.push_str(&format!(
+                "\n  working on {} (claim until {})",
+                c.get("item_id").and_then(Value::as_str).unwrap_or("-"),
+                c.get("claim_expires_at")
+                    .and_then(Value::as_str)
+                    .unwrap_or("-")
+            ));
+        }
+        if let Some(b) = r.get("backoff").and_then(Value::as_object) {
+            text.push_str(&format!(
+                "\n  backing off {} ms until {}",
+                b.get("delay_ms")
+                    .and_then(Value::as_u64)
+                    .unwrap_or_default(),
+                b.get("until").and_then(Value::as_str).unwrap_or("-")
+            ));
+        }
+        if let Some(e) = r.get("last_error").and_then(Value::as_str) {
+            text.push_str(&format!("\n  last error {} at {}", e, s("last_error_at")));
+        }
+    }
     print(ctx.out, &Out::ok(v, text))
 }
 

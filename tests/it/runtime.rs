@@ -384,6 +384,30 @@ fn runtime_bad_input_is_refused_with_files_unchanged() {
             "no unacknowledged mention",
         ),
         (vec!["agent", "status", "nobody"], "no agent `nobody`"),
+        (
+            vec![
+                "agent",
+                "run",
+                "scout",
+                "--takeover-for",
+                "nobody",
+                "--max-cycles",
+                "1",
+            ],
+            "no agent `nobody`",
+        ),
+        (
+            vec![
+                "agent",
+                "run",
+                "scout",
+                "--takeover-for",
+                "scout",
+                "--max-cycles",
+                "1",
+            ],
+            "names another agent",
+        ),
         (vec!["messages", "nowhere"], "no channel"),
     ];
     for (args, needle) in cases {
