@@ -10,6 +10,9 @@
 //! - A file that fails to parse or check is never overwritten: the command fails with
 //!   `corrupt_state` and the file stays byte-identical.
 //! - The home is created 0700 and files 0600; a home owned by another user is refused.
+//! - Files named at run time (the agent runtime's `runtime/agents/NAME/...`) go through
+//!   [`HomePath`]: checked components only, so no name can leave the home; their directories
+//!   are created 0700 by the commit, and they are written like any other document or ledger.
 //!
 //! The protocol's files keep the protocol's names and lock (`status.json`, `status.lock`,
 //! `history.jsonl`, `conflicts.log`), so the original plugin's jq recipes still interoperate.
