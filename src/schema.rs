@@ -1,6 +1,7 @@
 //! The JSON Schemas in `schemas/`, compiled into Rust at build time by `jsonschema`'s
 //! `validator` macro (offline: every `$ref` resolves to one of these files, nothing is fetched).
-//! Inputs to `conductor op` and every state file read from disk pass through [`validate`].
+//! Inputs to `conductor op` and every state file read from disk pass through [`validate`]; the
+//! agent runtime's documents are validated by `conductor doctor`.
 //!
 //! Compiling at build time matters: every conductor call is a process start, and building the
 //! validators at run time (meta-validating the schemas, resolving references) cost more than
@@ -41,6 +42,26 @@ pub const FILES: &[(&str, &str)] = &[
     (
         "output.schema.json",
         include_str!("../schemas/output.schema.json"),
+    ),
+    (
+        "runtime-agents.schema.json",
+        include_str!("../schemas/runtime-agents.schema.json"),
+    ),
+    (
+        "runtime-inbox.schema.json",
+        include_str!("../schemas/runtime-inbox.schema.json"),
+    ),
+    (
+        "runtime-channels.schema.json",
+        include_str!("../schemas/runtime-channels.schema.json"),
+    ),
+    (
+        "runtime-run-status.schema.json",
+        include_str!("../schemas/runtime-run-status.schema.json"),
+    ),
+    (
+        "runtime-action.schema.json",
+        include_str!("../schemas/runtime-action.schema.json"),
     ),
 ];
 
@@ -83,7 +104,36 @@ from_file!(SprintSchema, "schemas/sprint.schema.json");
 from_file!(ConfigSchema, "schemas/config.schema.json");
 from_file!(ProjectConfigSchema, "schemas/project-config.schema.json");
 from_file!(OpInputSchema, "schemas/op-input.schema.json");
-from_file!(OutputSchema, "schemas/output.schema.json");
+/// The output schema refers to run-status.json's (`agent status --json` shows it).
+#[jsonschema::validator(
+    path = "schemas/output.schema.json",
+    resources = {
+        "https://conductor.invalid/schemas/defs.schema.json" => { path = "schemas/defs.schema.json" },
+        "https://conductor.invalid/schemas/runtime-run-status.schema.json" => { path = "schemas/runtime-run-status.schema.json" }
+    }
+)]
+struct OutputSchema;
+/// Canopy's feed page printed by `agent events` (`$defs/agent_events_page` of the output schema).
+#[jsonschema::validator(
+    schema = r#"{"$ref": "https://conductor.invalid/schemas/output.schema.json#/$defs/agent_events_page"}"#,
+    resources = {
+        "https://conductor.invalid/schemas/defs.schema.json" => { path = "schemas/defs.schema.json" },
+        "https://conductor.invalid/schemas/runtime-run-status.schema.json" => { path = "schemas/runtime-run-status.schema.json" },
+        "https://conductor.invalid/schemas/output.schema.json" => { path = "schemas/output.schema.json" }
+    }
+)]
+struct AgentEventsPageSchema;
+from_file!(RuntimeAgentsSchema, "schemas/runtime-agents.schema.json");
+from_file!(RuntimeInboxSchema, "schemas/runtime-inbox.schema.json");
+from_file!(
+    RuntimeChannelsSchema,
+    "schemas/runtime-channels.schema.json"
+);
+from_file!(
+    RuntimeRunStatusSchema,
+    "schemas/runtime-run-status.schema.json"
+);
+from_file!(RuntimeActionSchema, "schemas/runtime-action.schema.json");
 
 op_branch!(
     OpStart,
@@ -128,6 +178,18 @@ pub enum Schema {
     ProjectConfig,
     OpInput,
     Output,
+    /// The agent runtime's `runtime-agents.json`.
+    RuntimeAgents,
+    /// `runtime-inbox.json`.
+    RuntimeInbox,
+    /// `runtime-channels.json`.
+    RuntimeChannels,
+    /// `runtime/agents/NAME/run-status.json`.
+    RuntimeRunStatus,
+    /// One line of `runtime/agents/NAME/actions.jsonl`.
+    RuntimeAction,
+    /// What `agent events` prints (Canopy's feed page, not the status envelope).
+    AgentEventsPage,
 }
 
 impl Schema {
@@ -141,6 +203,12 @@ impl Schema {
             Schema::ProjectConfig => "project-config.schema.json",
             Schema::OpInput => "op-input.schema.json",
             Schema::Output => "output.schema.json",
+            Schema::RuntimeAgents => "runtime-agents.schema.json",
+            Schema::RuntimeInbox => "runtime-inbox.schema.json",
+            Schema::RuntimeChannels => "runtime-channels.schema.json",
+            Schema::RuntimeRunStatus => "runtime-run-status.schema.json",
+            Schema::RuntimeAction => "runtime-action.schema.json",
+            Schema::AgentEventsPage => "output.schema.json",
         }
     }
 }
@@ -202,6 +270,12 @@ pub fn validate(schema: Schema, value: &Value) -> Result<(), String> {
         Schema::ProjectConfig => ProjectConfigSchema::iter_errors(value),
         Schema::OpInput => OpInputSchema::iter_errors(value),
         Schema::Output => OutputSchema::iter_errors(value),
+        Schema::RuntimeAgents => RuntimeAgentsSchema::iter_errors(value),
+        Schema::RuntimeInbox => RuntimeInboxSchema::iter_errors(value),
+        Schema::RuntimeChannels => RuntimeChannelsSchema::iter_errors(value),
+        Schema::RuntimeRunStatus => RuntimeRunStatusSchema::iter_errors(value),
+        Schema::RuntimeAction => RuntimeActionSchema::iter_errors(value),
+        Schema::AgentEventsPage => AgentEventsPageSchema::iter_errors(value),
     };
     first_error(errors.next())
 }

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Agent, BUCKETS_MS, Histogram, Inbox};
+use super::{Agent, BUCKETS_MS, Histogram, Inbox, RunStatus};
 
 /// CanopyKit's thresholds.
 pub const RELAY_BLIND_WINDOW_S: f64 = 30.0;
@@ -35,10 +35,10 @@ pub fn backlog(inbox: &Inbox, agent: &str) -> (u64, u64) {
     (pending, unacked)
 }
 
-/// The snapshot of an agent. `alive` says whether its recorded run loop process still exists.
-pub fn snapshot(agent: &Agent, inbox: &Inbox, alive: bool) -> Snapshot {
+/// The snapshot of an agent, with its run loop's status (`run-status.json`). `alive` says
+/// whether that run loop's process still exists.
+pub fn snapshot(agent: &Agent, run: Option<&RunStatus>, inbox: &Inbox, alive: bool) -> Snapshot {
     let (pending, unacked) = backlog(inbox, &agent.name);
-    let run = agent.run.as_ref();
     let running = alive && run.is_some_and(|r| r.status == "running");
     let (wake_source, poll) = match run {
         Some(r) if running => (r.wake_source.clone(), r.poll_interval_seconds),

@@ -101,7 +101,7 @@ pub fn legal(from: State, to: State) -> bool {
 }
 
 /// A machine that only moves along the table, remembering the transitions it made.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Machine {
     pub state: State,
     /// Transitions made since the last [`Machine::drain`].

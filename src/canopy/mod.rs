@@ -6,7 +6,16 @@
 //!
 //! Files (all under [`Lock::Runtime`], written only through store transactions):
 //! - `runtime-agents.json` ([`Agents`]): registered agents, each with its durable journal
-//!   cursor, its durable work queue, its run status, a capped action log and its metrics.
+//!   cursor, its durable work queue and its metrics. It stays small: it does not grow with the
+//!   run loops' actions.
+//! - `runtime/agents/<name>/run-status.json` ([`RunStatus`]): what the agent's run loop is doing
+//!   now (its state machine state, cycles, cursor, current item and claim, last error,
+//!   back-off, pid, timestamps), rewritten with every action; operator-readable, secrets
+//!   redacted.
+//! - `runtime/agents/<name>/actions.jsonl` ([`Action`]): the run loop's action log, one JSON
+//!   object per line (every transition, routing decision, claim, execution, error, back-off),
+//!   capped at [`ACTIONS_CAP_BYTES`]: an append that would pass the cap rewrites the file with
+//!   its newest lines (half the cap), atomically.
 //! - `runtime-inbox.json` ([`Inbox`]): actionable inbox items (pending, seen) with their work
 //!   claims, unacknowledged mentions, and the id counter. Finished items (completed, skipped,
 //!   expired) move to `runtime-inbox.jsonl`; acknowledged mentions to `runtime-mentions.jsonl`.
@@ -25,6 +34,7 @@ pub mod ops;
 pub mod text;
 
 use std::collections::{BTreeMap, VecDeque};
+
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -38,8 +48,12 @@ use crate::time::Timestamp;
 pub const VERSION: &str = "1.0";
 /// Messages kept per channel in `runtime-channels.json`.
 pub const RECENT: usize = 100;
-/// Entries kept in each agent's action log.
-pub const ACTIONS_KEPT: usize = 200;
+/// The largest an agent's `actions.jsonl` gets, in bytes (see [`crate::store::Tx::append_capped`]).
+pub const ACTIONS_CAP_BYTES: u64 = 256 * 1024;
+/// How long an actionable inbox item lives: an item that is still pending or seen this long
+/// after it was created, with no live claim, is expired by the next transaction that reads the
+/// inbox (see [`ops::expire`]).
+pub const ITEM_EXPIRY_SECONDS: i64 = 7 * 24 * 3600;
 /// The largest post, in bytes.
 pub const MAX_POST_BYTES: usize = 16 * 1024;
 /// Claim TTL bounds and default, in seconds (Canopy's).
@@ -129,17 +143,68 @@ pub struct Agent {
     pub cursor: u64,
     /// Inbox item ids its run loop has queued and not finished (the durable work queue).
     pub queue: Vec<String>,
-    /// The run loop's status (`None` before the first run).
-    pub run: Option<RunStatus>,
     pub metrics: Metrics,
-    /// The newest [`ACTIONS_KEPT`] actions of its run loop, oldest first.
-    pub actions: VecDeque<Action>,
+    /// Earlier versions kept the run status and the action log here; they are read and dropped
+    /// (both now live in `runtime/agents/<name>/`).
+    #[serde(default, rename = "run", skip_serializing)]
+    pub legacy_run: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "actions", skip_serializing)]
+    pub legacy_actions: Option<serde::de::IgnoredAny>,
 }
 
-/// What a run loop reports about itself.
+/// The directory of an agent's run files, relative to the home.
+pub const AGENT_DIR: [&str; 2] = ["runtime", "agents"];
+/// `runtime/agents/<name>/run-status.json`.
+pub const RUN_STATUS_FILE: &str = "run-status.json";
+/// `runtime/agents/<name>/actions.jsonl`.
+pub const ACTIONS_FILE: &str = "actions.jsonl";
+
+/// The path of one of an agent's run files (the name is checked again: never a path).
+pub fn agent_file(agent: &str, file: &str) -> Result<crate::store::HomePath> {
+    crate::store::HomePath::new(Lock::Runtime, &[AGENT_DIR[0], AGENT_DIR[1], agent, file])
+}
+
+/// The agent's `run-status.json` (`None` before its first run).
+pub fn read_run_status(store: &crate::store::Store, agent: &str) -> Result<Option<RunStatus>> {
+    let f = agent_file(agent, RUN_STATUS_FILE)?;
+    let Some(bytes) = store.read_at(&f)? else {
+        return Ok(None);
+    };
+    let path = store.home().dir().join(f.rel());
+    let r: RunStatus = parse(&path, &bytes)?;
+    check_version(&path, &r.version)?;
+    Ok(Some(r))
+}
+
+/// The work a run loop holds now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CurrentWork {
+    pub item_id: String,
+    pub channel_id: String,
+    pub message_id: String,
+    pub claim_expires_at: Timestamp,
+    /// True when the claim was taken over from an expired one.
+    pub takeover: bool,
+    pub started_at: Timestamp,
+}
+
+/// A back-off in progress.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backoff {
+    pub delay_ms: u64,
+    pub until: Timestamp,
+    pub consecutive_errors: u32,
+    pub item_id: Option<String>,
+}
+
+/// What a run loop reports about itself (`runtime/agents/<name>/run-status.json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunStatus {
+    pub version: String,
+    pub agent: String,
     pub pid: u32,
     pub worker: String,
     pub started_at: Timestamp,
@@ -153,9 +218,17 @@ pub struct RunStatus {
     pub shadow: bool,
     /// `running`, `stopped`.
     pub status: String,
+    /// The `--exec` command (secrets redacted), `None` in shadow mode.
+    pub exec: Option<String>,
+    /// The agent's durable cursor after the loop's last transaction.
+    pub last_event_cursor: u64,
+    /// The item being worked on, with its claim.
+    pub current: Option<CurrentWork>,
     pub last_error: Option<String>,
     pub last_error_at: Option<Timestamp>,
     pub consecutive_errors: u32,
+    /// The back-off in progress, if any.
+    pub backoff: Option<Backoff>,
 }
 
 /// One line of an agent's action log.
@@ -244,6 +317,16 @@ impl Document for Agents {
         for (k, a) in &d.agents {
             if *k != a.name {
                 return Err(corrupt(path, format!("agent key `{k}` holds `{}`", a.name)));
+            }
+            // A name also names the agent's directory under runtime/agents/.
+            if text::check_name("agent name", k).is_err() || *k != k.to_ascii_lowercase() {
+                return Err(corrupt(
+                    path,
+                    format!(
+                        "`{}` is not a valid agent name",
+                        crate::protocol::ops::printable(k)
+                    ),
+                ));
             }
         }
         Ok(d)
@@ -477,7 +560,8 @@ fn check_version(path: &Path, v: &str) -> Result<()> {
     }
 }
 
-fn to_bytes<T: Serialize>(v: &T) -> Vec<u8> {
+/// Pretty JSON and a newline: how the runtime writes its documents.
+pub fn to_bytes<T: Serialize>(v: &T) -> Vec<u8> {
     let mut b = serde_json::to_vec_pretty(v).expect("documents serialize");
     b.push(b'\n');
     b
@@ -540,4 +624,46 @@ pub fn finished_item(
         Ok(true)
     })?;
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_files_stay_inside_the_home() {
+        assert_eq!(
+            agent_file("scout", RUN_STATUS_FILE).unwrap().rel(),
+            "runtime/agents/scout/run-status.json"
+        );
+        for bad in ["..", ".", "", "a/b", "../x", ".hidden", "a\0b", "é"] {
+            assert!(agent_file(bad, ACTIONS_FILE).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn agents_with_unsafe_names_are_corrupt_and_legacy_fields_are_dropped() {
+        let p = Path::new("runtime-agents.json");
+        let doc = |name: &str, extra: &str| {
+            format!(
+                r#"{{"version":"1.0","agents":{{"{name}":{{"name":"{name}","handle":"@x","user_id":"x",
+                "watch":[],"registered_at":"2026-01-17T10:00:00Z","cursor":0,"queue":[],
+                "metrics":{{"event_to_seen":{{"buckets":[],"count":0,"sum_ms":0,"recent_ms":[]}},
+                "event_to_claim":{{"buckets":[],"count":0,"sum_ms":0,"recent_ms":[]}},
+                "claim_to_complete":{{"buckets":[],"count":0,"sum_ms":0,"recent_ms":[]}},
+                "timeout_recoveries":0,"completed":0,"errors":0,"last_success_at":null}}{extra}}}}}}}"#
+            )
+        };
+        assert!(Agents::decode(p, doc("../../etc", "").as_bytes()).is_err());
+        let old = Agents::decode(
+            p,
+            doc("scout", r#","run":{"pid":1},"actions":[{"at":"x"}]"#).as_bytes(),
+        )
+        .unwrap();
+        let out = String::from_utf8(old.encode()).unwrap();
+        assert!(
+            !out.contains("\"run\"") && !out.contains("\"actions\""),
+            "{out}"
+        );
+    }
 }

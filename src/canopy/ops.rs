@@ -71,15 +71,12 @@ fn next_id(inbox: &mut Inbox, prefix: &str) -> String {
     format!("{prefix}-{:06}", inbox.last_id)
 }
 
-/// Append to an agent's action log, keeping the newest [`ACTIONS_KEPT`].
-pub fn log_action(a: &mut Agent, now: Timestamp, kind: &str, detail: Value) {
-    a.actions.push_back(Action {
+/// One line of an action log, secrets redacted.
+pub fn action(now: Timestamp, kind: &str, detail: Value) -> Action {
+    Action {
         at: now,
         kind: kind.to_string(),
         detail: super::health::redact(&detail),
-    });
-    while a.actions.len() > ACTIONS_KEPT {
-        a.actions.pop_front();
     }
 }
 
@@ -149,9 +146,9 @@ pub fn register(
         registered_at: now,
         cursor,
         queue: Vec::new(),
-        run: None,
         metrics: Metrics::default(),
-        actions: VecDeque::new(),
+        legacy_run: None,
+        legacy_actions: None,
     });
     a.handle = format!("@{handle}");
     a.user_id = user_id;
@@ -246,10 +243,12 @@ pub fn recent<'a>(channels: &'a Channels, id: &str) -> Option<&'a Message> {
 
 /// Post a message; in the same change, a mention and an inbox item for every agent it
 /// addresses (and an item for the author of the message it replies to, and for a DM's
-/// recipient). `replied` is the message replied to, looked up by the caller.
+/// recipient). An agent named on a `members:` line that does not watch the channel yet is
+/// added to it: the channel joins its watch list and its item's trigger is `channel_added`.
+/// `replied` is the message replied to, looked up by the caller.
 #[allow(clippy::too_many_arguments)]
 pub fn post(
-    agents: &Agents,
+    agents: &mut Agents,
     inbox: &mut Inbox,
     channels: &mut Channels,
     p: NewPost,
@@ -299,8 +298,19 @@ pub fn post(
             targets.push((to.clone(), "dm", "dm"));
         }
     } else {
+        let members = text::members(&p.content);
         for (n, via) in addressed(agents, &p.content, &author) {
-            targets.push((n, "mention", via));
+            let joins = members.contains(&n)
+                && agents
+                    .agents
+                    .get(&n)
+                    .is_some_and(|a| !a.watch.contains(&channel_id));
+            if joins && let Some(a) = agents.agents.get_mut(&n) {
+                a.watch.push(channel_id.clone());
+                targets.push((n, "channel_added", via));
+            } else {
+                targets.push((n, "mention", via));
+            }
         }
     }
     if let Some(m) = replied
@@ -378,7 +388,8 @@ pub fn add_item(
     } else {
         "channel_message"
     };
-    let mention_id = if trigger == "mention" {
+    // A mention for an address in the text (a `members:` line that adds the agent too).
+    let mention_id = if trigger == "mention" || trigger == "channel_added" {
         let id = next_id(inbox, "men");
         inbox.mentions.insert(
             id.clone(),
@@ -439,6 +450,55 @@ pub fn add_item(
     id
 }
 
+/// Create the `channel_added` inbox item telling `agent` it now watches `channel` (added by
+/// `agent register --watch` to a channel that already has messages), unless an item for
+/// agent + source (the channel) + trigger exists, live or finished (`finished`).
+#[allow(clippy::too_many_arguments)]
+pub fn channel_added(
+    inbox: &mut Inbox,
+    agent: &str,
+    channel: &str,
+    finished: &dyn Fn(&str, &str, &str) -> bool,
+    now: Timestamp,
+    now_ms: i64,
+    fx: &mut Fx,
+) -> Option<String> {
+    if has_item(inbox, agent, channel, "channel_added") || finished(agent, channel, "channel_added")
+    {
+        return None;
+    }
+    let id = next_id(inbox, "inb");
+    let item = Item {
+        id: id.clone(),
+        agent: agent.to_string(),
+        source_type: "channel".into(),
+        source_id: channel.to_string(),
+        channel_id: channel.to_string(),
+        trigger_type: "channel_added".into(),
+        status: Status::Pending,
+        priority: Priority::Low,
+        created_at: now,
+        created_ms: now_ms,
+        seen_at: None,
+        completed_at: None,
+        completion_ref: None,
+        preview: format!("added to channel {channel}"),
+        author: "conductor".into(),
+        mention_id: None,
+        claim: None,
+        attempts: 0,
+    };
+    fx.event(
+        ev::INBOX_ITEM_CREATED,
+        "conductor",
+        Some(agent),
+        json!({"item_id": id, "channel_id": channel, "message_id": null, "post_id": null,
+               "trigger_type": "channel_added", "priority": Priority::Low, "status": "pending"}),
+    );
+    inbox.items.insert(id.clone(), item);
+    Some(id)
+}
+
 /// True when an actionable item for `agent` from `source` with `trigger` exists.
 pub fn has_item(inbox: &Inbox, agent: &str, source: &str, trigger: &str) -> bool {
     inbox
@@ -482,9 +542,11 @@ pub fn edit(
             if !msg.addressed.contains(&n) {
                 msg.addressed.push(n.clone());
             }
-            if !has_item(inbox, &n, &msg.message_id, "mention")
-                && !finished(&n, &msg.message_id, "mention")
-            {
+            // (an agent a `members:` line added has its `channel_added` item for this post)
+            let known = |t: &str| {
+                has_item(inbox, &n, &msg.message_id, t) || finished(&n, &msg.message_id, t)
+            };
+            if !known("mention") && !known("channel_added") {
                 new_targets.push((n, via));
             }
         }
@@ -696,6 +758,61 @@ pub fn finish(
         ack_one(inbox, mid, by.unwrap_or(&item.agent), now, fx);
     }
     Ok(item)
+}
+
+/// True when an actionable item has outlived [`ITEM_EXPIRY_SECONDS`] with no live claim.
+pub fn due_to_expire(item: &Item, now_ms: i64) -> bool {
+    now_ms - item.created_ms >= ITEM_EXPIRY_SECONDS * 1000
+        && item.claim.as_ref().is_none_or(|c| c.expires_ms <= now_ms)
+}
+
+/// Expire every item [`due_to_expire`]: it leaves the live document for `runtime-inbox.jsonl`
+/// with status `expired` (and `expired_at`), leaves its agent's queue, and an
+/// `inbox.item.updated` event says so (actor `conductor`: the system). Its mention, if still
+/// unacknowledged, stays. Called by every transaction that reads and writes the inbox, so the
+/// outcome depends only on the documents and the clock passed in. Returns the expired ids.
+pub fn expire(
+    agents: &mut Agents,
+    inbox: &mut Inbox,
+    now: Timestamp,
+    now_ms: i64,
+    fx: &mut Fx,
+) -> Vec<String> {
+    let due: Vec<String> = inbox
+        .items
+        .values()
+        .filter(|i| due_to_expire(i, now_ms))
+        .map(|i| i.id.clone())
+        .collect();
+    for id in &due {
+        let mut item = inbox.items.remove(id).expect("just listed");
+        if let Some(a) = agents.agents.get_mut(&item.agent) {
+            a.queue.retain(|q| q != id);
+        }
+        item.status = Status::Expired;
+        let holder = item.claim.take();
+        fx.line(
+            INBOX_DONE,
+            &json!({"item": item, "finished_by": null, "last_claim": holder, "expired_at": now,
+                    "reason": format!("still {} {} s after it was created", item_status_word(&item), ITEM_EXPIRY_SECONDS)}),
+        );
+        fx.event(
+            ev::INBOX_ITEM_UPDATED,
+            "conductor",
+            Some(&item.agent),
+            json!({"item_id": id, "status": "expired", "channel_id": item.channel_id,
+                   "message_id": item.source_id, "created_at": item.created_at}),
+        );
+    }
+    due
+}
+
+fn item_status_word(item: &Item) -> &'static str {
+    if item.seen_at.is_some() {
+        "seen"
+    } else {
+        "pending"
+    }
 }
 
 fn ack_one(inbox: &mut Inbox, id: &str, by: &str, now: Timestamp, fx: &mut Fx) {
@@ -1106,7 +1223,8 @@ mod tests {
             priority: Priority::Normal,
             dm: false,
         };
-        (post(a, i, c, p, None, t(), 1000, &mut fx).unwrap(), fx)
+        let mut a = a.clone();
+        (post(&mut a, i, c, p, None, t(), 1000, &mut fx).unwrap(), fx)
     }
 
     #[test]

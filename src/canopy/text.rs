@@ -73,6 +73,15 @@ pub const ASSIGNMENT_KEYS: [&str; 6] = ["owner", "to", "next", "assignee", "revi
 /// Names given on assignment lines (`owner: scout`, `- reviewer: @lint, @docs`), lowercased,
 /// without `@`, in order, no duplicates. Lines inside code fences are not read.
 pub fn assigned(text: &str) -> Vec<String> {
+    assigned_with(text, &ASSIGNMENT_KEYS)
+}
+
+/// Names given on `members:` lines only (they add the agents to the channel).
+pub fn members(text: &str) -> Vec<String> {
+    assigned_with(text, &["members"])
+}
+
+fn assigned_with(text: &str, keys: &[&str]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut fenced = false;
     for line in text.lines() {
@@ -88,7 +97,7 @@ pub fn assigned(text: &str) -> Vec<String> {
         let Some((key, value)) = t.split_once(':') else {
             continue;
         };
-        if !ASSIGNMENT_KEYS.contains(&key.trim().to_ascii_lowercase().as_str()) {
+        if !keys.contains(&key.trim().to_ascii_lowercase().as_str()) {
             continue;
         }
         for tok in value.split([',', ' ', '\t', ';']) {

@@ -8,7 +8,6 @@ use super::{Ctx, Report, print};
 use crate::canopy::{self, Agents, Inbox, health, ops};
 use crate::error::Result;
 use crate::store::Lock;
-use crate::store::journal::{self};
 
 /// A report made of a JSON object, its text form and an exit code.
 pub struct Out {
@@ -51,6 +50,9 @@ pub enum AgentCommand {
     /// Print a page of the agent's own event feed (resumable with its durable cursor).
     Events(EventsArgs),
     /// Print the agent's run-loop action log (newest last), one JSON object per line.
+    ///
+    /// The log is the file runtime/agents/NAME/actions.jsonl in the home, capped at 256 KiB
+    /// (an append that would pass the cap keeps the newest 128 KiB of lines).
     Log(LogArgs),
     /// Check feed, cursor, inbox/mention correlation, mode and routing on live data.
     Selftest(super::agent_selftest::SelftestArgs),
@@ -134,12 +136,21 @@ pub fn run(ctx: &Ctx, cmd: AgentCommand) -> Result<u8> {
 }
 
 fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
-    let cursor = journal::last_seq(ctx.store.home().dir())?;
+    let cursor = ctx.store.last_event_seq()?;
     let now = ctx.now;
-    let (fresh, agent) = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+    let now_ms = canopy::now_ms();
+    let (fresh, agent, added) = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
         let mut agents: Agents = tx.read()?;
+        let mut inbox: Inbox = tx.read()?;
+        let channels: canopy::Channels = tx.read()?;
         let mut fx = ops::Fx::default();
+        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
         let name = a.name.to_ascii_lowercase();
+        let watched_before: Vec<String> = agents
+            .agents
+            .get(&name)
+            .map(|x| x.watch.clone())
+            .unwrap_or_default();
         let fresh = ops::register(
             &mut agents,
             ops::NewAgent {
@@ -153,12 +164,27 @@ fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
             &mut fx,
         )?;
         let agent = agents.agents[&name].clone();
+        // Added to a channel that already exists: a `channel_added` item (once per channel).
+        let store = &ctx.store;
+        let finished = |agent: &str, source: &str, trigger: &str| {
+            canopy::finished_item(store, agent, source, trigger).unwrap_or(false)
+        };
+        let mut added = Vec::new();
+        for c in agent.watch.iter().filter(|c| !watched_before.contains(c)) {
+            if channels.channels.contains_key(c)
+                && let Some(id) =
+                    ops::channel_added(&mut inbox, &name, c, &finished, now, now_ms, &mut fx)
+            {
+                added.push(id);
+            }
+        }
         tx.write(&agents)?;
+        tx.write_if_changed(&inbox)?;
         canopy::stage(tx, fx)?;
-        Ok((fresh, agent))
+        Ok((fresh, agent, added))
     })?;
     let verb = if fresh { "Registered" } else { "Updated" };
-    let text = format!(
+    let mut text = format!(
         "{verb} agent {} ({}), watching {}; cursor at seq {}",
         agent.name,
         agent.handle,
@@ -169,10 +195,16 @@ fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
         },
         agent.cursor
     );
+    if !added.is_empty() {
+        text.push_str(&format!(
+            "\nAdded to existing channels: inbox item(s) {} (channel_added)",
+            added.join(", ")
+        ));
+    }
     print(
         ctx.out,
         &Out::ok(
-            json!({"status": "ok", "new": fresh, "agent": public(&agent)}),
+            json!({"status": "ok", "new": fresh, "agent": public(&agent), "channel_added": added}),
             text,
         ),
     )
@@ -184,10 +216,9 @@ pub fn public(a: &canopy::Agent) -> Value {
            "registered_at": a.registered_at, "cursor": a.cursor, "queue": a.queue})
 }
 
-fn alive(a: &canopy::Agent) -> bool {
-    a.run
-        .as_ref()
-        .is_some_and(|r| r.status == "running" && !crate::runtime::pid_is_dead(r.pid))
+/// True when the run status says running and its process still exists.
+pub fn alive(run: Option<&canopy::RunStatus>) -> bool {
+    run.is_some_and(|r| r.status == "running" && !crate::runtime::pid_is_dead(r.pid))
 }
 
 fn list(ctx: &Ctx) -> Result<u8> {
@@ -196,7 +227,8 @@ fn list(ctx: &Ctx) -> Result<u8> {
     let mut rows = Vec::new();
     let mut text = String::new();
     for a in agents.agents.values() {
-        let s = health::snapshot(a, &inbox, alive(a));
+        let run = canopy::read_run_status(&ctx.store, &a.name)?;
+        let s = health::snapshot(a, run.as_ref(), &inbox, alive(run.as_ref()));
         let (mode, _) = health::mode(&s);
         let mut row = public(a);
         row["pending_inbox"] = json!(s.pending_inbox);
@@ -234,12 +266,12 @@ pub fn facts(ctx: &Ctx, name: &str) -> Result<Value> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
     let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
     let a = ops::agent(&agents, name)?;
-    let s = health::snapshot(a, &inbox, alive(a));
+    let run = canopy::read_run_status(&ctx.store, &a.name)?;
+    let s = health::snapshot(a, run.as_ref(), &inbox, alive(run.as_ref()));
     let (mode, mode_reasons) = health::mode(&s);
     let (health, issues) = health::health(&s);
     let m = &a.metrics;
-    let run = a
-        .run
+    let run = run
         .as_ref()
         .map(|r| health::redact(&serde_json::to_value(r).unwrap_or_default()));
     Ok(json!({
@@ -252,7 +284,7 @@ pub fn facts(ctx: &Ctx, name: &str) -> Result<Value> {
         "pending_inbox": s.pending_inbox,
         "unacked_mentions": s.unacked_mentions,
         "last_event_cursor_seen": a.cursor,
-        "journal_seq": journal::last_seq(ctx.store.home().dir())?,
+        "journal_seq": ctx.store.last_event_seq()?,
         "feed": s.feed,
         "mode": mode,
         "mode_reasons": mode_reasons,
@@ -320,6 +352,40 @@ fn status(ctx: &Ctx, a: NameArg) -> Result<u8> {
         ms("claim_to_complete_ms", "p50"),
         v["metrics"]["timeout_recoveries"],
     );
+    let mut text = text;
+    if let Some(r) = v["run"].as_object() {
+        let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
+        text.push_str(&format!(
+            "\n  loop pid {} {} ({}), state {}, {} cycles, updated {}",
+            r.get("pid").and_then(Value::as_u64).unwrap_or_default(),
+            s("status"),
+            s("worker"),
+            s("state"),
+            r.get("cycles").and_then(Value::as_u64).unwrap_or_default(),
+            s("updated_at"),
+        ));
+        if let Some(c) = r.get("current").and_then(Value::as_object) {
+            text.push_str(&format!(
+                "\n  working on {} (claim until {})",
+                c.get("item_id").and_then(Value::as_str).unwrap_or("-"),
+                c.get("claim_expires_at")
+                    .and_then(Value::as_str)
+                    .unwrap_or("-")
+            ));
+        }
+        if let Some(b) = r.get("backoff").and_then(Value::as_object) {
+            text.push_str(&format!(
+                "\n  backing off {} ms until {}",
+                b.get("delay_ms")
+                    .and_then(Value::as_u64)
+                    .unwrap_or_default(),
+                b.get("until").and_then(Value::as_str).unwrap_or("-")
+            ));
+        }
+        if let Some(e) = r.get("last_error").and_then(Value::as_str) {
+            text.push_str(&format!("\n  last error {} at {}", e, s("last_error_at")));
+        }
+    }
     print(ctx.out, &Out::ok(v, text))
 }
 
@@ -348,7 +414,6 @@ pub fn canopy_item(e: &crate::protocol::events::Event, users: &Agents) -> Value 
 fn events(ctx: &Ctx, a: EventsArgs) -> Result<u8> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
     let agent = ops::agent(&agents, &a.name)?.clone();
-    let _dir = ctx.store.home().dir();
     let start = a.after.unwrap_or(agent.cursor);
     let mut tail = ctx.store.tail(Some(start))?;
     let mut items = Vec::new();
@@ -383,10 +448,18 @@ fn events(ctx: &Ctx, a: EventsArgs) -> Result<u8> {
 fn log(ctx: &Ctx, a: LogArgs) -> Result<u8> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
     let agent = ops::agent(&agents, &a.name)?;
-    let skip = a.limit.map_or(0, |l| agent.actions.len().saturating_sub(l));
+    let file = canopy::agent_file(&agent.name, canopy::ACTIONS_FILE)?;
+    let bytes = ctx.store.read_at(&file)?.unwrap_or_default();
+    // Whole lines that parse (a torn last line of a crashed append is not an action yet).
+    let lines: Vec<&str> = std::str::from_utf8(&bytes)
+        .unwrap_or_default()
+        .split_terminator('\n')
+        .filter(|l| serde_json::from_str::<canopy::Action>(l).is_ok())
+        .collect();
+    let skip = a.limit.map_or(0, |l| lines.len().saturating_sub(l));
     let mut s = String::new();
-    for act in agent.actions.iter().skip(skip) {
-        s.push_str(&serde_json::to_string(act).expect("actions serialize"));
+    for line in lines.iter().skip(skip) {
+        s.push_str(line);
         s.push('\n');
     }
     use std::io::Write;

@@ -13,7 +13,9 @@
 //! queues and reports (shadow mode).
 //!
 //! Every state change goes through `canopy::machine`'s table and is logged in the agent's
-//! action log (`conductor agent log NAME`).
+//! action log (`runtime/agents/NAME/actions.jsonl`, `conductor agent log NAME`); the loop's
+//! status (`runtime/agents/NAME/run-status.json`) is rewritten in the same transactions. With
+//! `--takeover-for OTHER` it also takes over OTHER's expired claims in channels it watches.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -43,9 +45,12 @@ Its stdout is the artifact: it must pass `conductor artifact validate`. Exit 0 w
 posts it (as a reply in the item's channel, or a DM back) and completes the item with \
 completion_ref {post_id, channel_id}; exit 3 skips the item; anything else (or a timeout) releases \
 the claim and backs off (--backoff-ms doubling up to --backoff-max-ms).\n\nThe loop stops on \
-SIGINT/SIGTERM, after --max-cycles cycles or --duration-seconds seconds. `conductor agent status \
-NAME` and `conductor agent log NAME` show what it does.\n\nExamples:\n  conductor agent run scout \
---exec ./answer.sh\n  conductor agent run scout --mark-seen              # shadow mode: queue and report only"
+SIGINT/SIGTERM, after --max-cycles cycles or --duration-seconds seconds. It keeps \
+runtime/agents/NAME/run-status.json (what it is doing now) and runtime/agents/NAME/actions.jsonl \
+(every action, capped at 256 KiB) in the home, secrets redacted: `conductor agent status NAME` and \
+`conductor agent log NAME` show them.\n\nExamples:\n  conductor agent run scout \
+--exec ./answer.sh\n  conductor agent run scout --mark-seen              # shadow mode: queue and report only\n  \
+conductor agent run lint --exec ./answer.sh --takeover-for scout   # finish what a dead scout loop claimed"
 )]
 pub struct RunArgs {
     /// The agent.
@@ -80,6 +85,11 @@ pub struct RunArgs {
     /// Seconds between looks at the journal when no file system watcher is available.
     #[arg(long, default_value_t = 5.0, value_name = "S")]
     pub heartbeat: f64,
+    /// Stand in for AGENT (repeatable): take over expired claims on AGENT's items in channels
+    /// this agent watches, once their TTL has run out (say AGENT's loop was killed mid-item).
+    /// Never a live claim, never an item nobody claimed, never a DM.
+    #[arg(long = "takeover-for", value_name = "AGENT")]
+    pub takeover_for: Vec<String>,
 }
 
 /// Re-read at least this often even when nothing woke the loop (lost notifications).
@@ -104,6 +114,19 @@ struct Loop<'a> {
     failures: HashMap<String, u32>,
     /// Foreign claims already logged as conflicts.
     announced: std::collections::HashSet<String>,
+    /// Agents whose expired claims this loop takes over (`--takeover-for`).
+    stand_in: Vec<String>,
+    /// Actions not yet written to the action log (written with the next transaction).
+    pending: Vec<canopy::Action>,
+    /// `running` or `stopped`, for run-status.json.
+    run_state: &'static str,
+    started_at: Timestamp,
+    last_error: Option<(String, Timestamp)>,
+    current: Option<canopy::CurrentWork>,
+    backoff_now: Option<canopy::Backoff>,
+    cursor: u64,
+    status_file: crate::store::HomePath,
+    actions_file: crate::store::HomePath,
 }
 
 /// What the fetch-and-claim transaction decided.
@@ -134,7 +157,24 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         ));
     }
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
-    let name = ops::agent(&agents, &args.name)?.name.clone();
+    let me = ops::agent(&agents, &args.name)?;
+    let name = me.name.clone();
+    let mut stand_in = Vec::new();
+    for other in &args.takeover_for {
+        let o = ops::agent(&agents, other)?.name.clone();
+        if o == name {
+            return Err(Error::invalid(
+                "invalid_input",
+                "--takeover-for names another agent (an agent's own expired claims are taken over anyway)",
+            ));
+        }
+        if !stand_in.contains(&o) {
+            stand_in.push(o);
+        }
+    }
+    let cursor = me.cursor;
+    let status_file = canopy::agent_file(&name, canopy::RUN_STATUS_FILE)?;
+    let actions_file = canopy::agent_file(&name, canopy::ACTIONS_FILE)?;
     let dir = ctx.store.home().dir().to_path_buf();
     let (watcher, wake_source, poll) = match ctx.store.watcher(journal::is_journal_file) {
         Ok(w) if w.polling => (Some(w), "poll", watch::POLL_INTERVAL.as_secs_f64()),
@@ -171,6 +211,16 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         held_back: HashMap::new(),
         failures: HashMap::new(),
         announced: Default::default(),
+        stand_in,
+        pending: Vec::new(),
+        run_state: "running",
+        started_at: Timestamp::now(),
+        last_error: None,
+        current: None,
+        backoff_now: None,
+        cursor,
+        status_file,
+        actions_file,
     };
     let stopped = || {
         stop.load(std::sync::atomic::Ordering::SeqCst)
@@ -284,49 +334,112 @@ fn transitions(made: Vec<(State, State)>) -> Vec<Value> {
         .collect()
 }
 
+/// The channels an agent watches.
+fn a_watch<'x>(agents: &'x Agents, name: &str) -> &'x canopy::Agent {
+    ops::agent(agents, name).expect("the loop's agent was read in this transaction")
+}
+
 impl<'a> Loop<'a> {
+    /// True when `item` is another agent's that this loop stands in for (`--takeover-for`):
+    /// claimed by someone else, in a channel `me` watches, not a DM.
+    fn stands_in(&self, me: &canopy::Agent, item: &canopy::Item) -> bool {
+        self.stand_in.contains(&item.agent)
+            && item.source_type != "dm"
+            && me.watch.contains(&item.channel_id)
+            && item
+                .claim
+                .as_ref()
+                .is_some_and(|c| !(c.agent == self.name && c.worker == self.worker))
+    }
+
     /// The context, borrowed for the loop's whole life (not from `self`).
     fn ctx(&self) -> &'a Ctx<'a> {
         self.ctx
     }
 
-    fn log_transitions(&mut self, a: &mut canopy::Agent, now: Timestamp) {
+    /// Queue an action for the action log (written with the next transaction).
+    fn act(&mut self, now: Timestamp, kind: &str, detail: Value) {
+        self.pending.push(ops::action(now, kind, detail));
+    }
+
+    fn log_transitions(&mut self, now: Timestamp) {
         for t in transitions(self.m.drain()) {
-            ops::log_action(a, now, "transition", t);
+            self.act(now, "transition", t);
         }
     }
 
-    fn run_status(&self, a: &mut canopy::Agent, now: Timestamp, status: &str) {
-        let prev = a.run.take();
-        let same = prev.as_ref().filter(|r| r.worker == self.worker);
-        a.run = Some(canopy::RunStatus {
+    fn run_status(&self, now: Timestamp) -> canopy::RunStatus {
+        canopy::RunStatus {
+            version: canopy::VERSION.into(),
+            agent: self.name.clone(),
             pid: std::process::id(),
             worker: self.worker.clone(),
-            started_at: same.map_or(now, |r| r.started_at),
+            started_at: self.started_at,
             updated_at: now,
             wake_source: self.wake_source.into(),
             poll_interval_seconds: self.poll,
             state: self.m.state.as_str().into(),
             cycles: self.cycles,
             shadow: self.args.exec.is_none(),
-            status: status.into(),
-            last_error: same.and_then(|r| r.last_error.clone()),
-            last_error_at: same.and_then(|r| r.last_error_at),
+            status: self.run_state.into(),
+            exec: self.args.exec.as_deref().map(canopy::health::redact_text),
+            last_event_cursor: self.cursor,
+            current: self.current.clone(),
+            last_error: self.last_error.as_ref().map(|(e, _)| e.clone()),
+            last_error_at: self.last_error.as_ref().map(|(_, t)| *t),
             consecutive_errors: self.consecutive_errors,
+            backoff: self.backoff_now.clone(),
+        }
+    }
+
+    /// Run `f` in a transaction of the runtime and write the loop's run files with it: the
+    /// actions queued so far (and the transitions made) appended to `actions.jsonl`, and
+    /// `run-status.json`. If it fails, the actions `f` queued are dropped with it.
+    fn commit<T>(
+        &mut self,
+        now: Timestamp,
+        mut f: impl FnMut(&mut Self, &mut crate::store::Tx) -> Result<T>,
+    ) -> Result<T> {
+        // Transitions made before `f`, then what `f` logs, then the transitions it made.
+        self.log_transitions(now);
+        let mark = self.pending.len();
+        // A shared store runs the transaction again when another writer committed first: `f`
+        // then starts from the loop as it was.
+        let (saved_machine, saved_cursor) = (self.m.clone(), self.cursor);
+        let mut attempt = 0;
+        let ctx = self.ctx();
+        let res = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+            if attempt > 0 {
+                self.m = saved_machine.clone();
+                self.cursor = saved_cursor;
+                self.pending.truncate(mark);
+            }
+            attempt += 1;
+            let v = f(self, tx)?;
+            self.log_transitions(now);
+            let lines: Vec<String> = self
+                .pending
+                .iter()
+                .map(|a| serde_json::to_string(a).expect("actions serialize"))
+                .collect();
+            tx.append_capped(&self.actions_file, &lines, canopy::ACTIONS_CAP_BYTES)?;
+            tx.write_at(&self.status_file, canopy::to_bytes(&self.run_status(now)))?;
+            Ok(v)
         });
+        match &res {
+            Ok(_) => self.pending.clear(),
+            Err(_) => self.pending.truncate(mark),
+        }
+        res
     }
 
     /// Record the loop's status (and an action).
-    fn status(&mut self, status: &str, detail: Value) -> Result<()> {
+    fn status(&mut self, status: &'static str, detail: Value) -> Result<()> {
+        self.run_state = status;
         let now = Timestamp::now();
-        let name = self.name.clone();
-        self.ctx().store.transaction(now, &[Lock::Runtime], |tx| {
-            let mut agents: Agents = tx.read()?;
-            let a = ops::agent_mut(&mut agents, &name)?;
-            self.log_transitions(a, now);
-            ops::log_action(a, now, "run", detail.clone());
-            self.run_status(a, now, status);
-            tx.write(&agents)
+        self.commit(now, |lp, _| {
+            lp.act(now, "run", detail.clone());
+            Ok(())
         })
     }
 
@@ -354,7 +467,10 @@ impl<'a> Loop<'a> {
         let idle = routed.is_empty()
             && me.queue.is_empty()
             && read_to.saturating_sub(me.cursor) < 500
-            && !inbox.items.values().any(|i| i.agent == self.name);
+            && !inbox
+                .items
+                .values()
+                .any(|i| i.agent == self.name || self.stands_in(&me, i));
         if idle {
             // Nothing for this agent: no write (the transitions are logged with the next one).
             self.m.go(State::Idle);
@@ -397,21 +513,20 @@ impl<'a> Loop<'a> {
             .filter(|(_, t)| **t > Instant::now())
             .map(|(k, _)| k.clone())
             .collect();
-        let mut channels = channels.clone();
-        self.ctx().store.transaction(now, &[Lock::Runtime], |tx| {
+        self.commit(now, |lp, tx| {
             let mut agents: Agents = tx.read()?;
             let mut inbox: Inbox = tx.read()?;
-            let inbox_before = inbox.clone();
             let mut fx = ops::Fx::default();
+            ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
             let a = ops::agent_mut(&mut agents, &name)?;
             let mut newly: Vec<String> = Vec::new();
             for (e, r) in routed {
                 let mut detail = json!({"seq": e.seq, "event_type": e.event_type});
                 detail["route"] = serde_json::to_value(r).expect("serializes");
-                ops::log_action(a, now, "route", detail);
+                lp.act(now, "route", detail);
                 if let ops::Route::Broadcast { message_id } = r
                     && !ops::has_item(&inbox, &name, message_id, "broadcast")
-                    && let Some(m) = ops::recent(&channels, message_id).cloned()
+                    && let Some(m) = ops::recent(channels, message_id).cloned()
                 {
                     let id = ops::add_item(&mut inbox, &m, &name, "broadcast", "broadcast",
                         canopy::Priority::Low, now, now_ms, &mut fx);
@@ -432,18 +547,19 @@ impl<'a> Loop<'a> {
             for id in &newly {
                 let created = inbox.items.get(id).map(|i| (i.created_ms, i.status));
                 if let Some((ms, status)) = created
-                    && !(self.args.mark_seen && status == canopy::Status::Pending)
+                    && !(lp.args.mark_seen && status == canopy::Status::Pending)
                     && status == canopy::Status::Pending
                 {
                     a.metrics.event_to_seen.observe((now_ms - ms).max(0) as u64);
                 }
-                ops::log_action(a, now, "queue", json!({"item_id": id}));
+                lp.act(now, "queue", json!({"item_id": id}));
             }
             a.queue = queue.clone();
             // The cursor moves only now: everything it covers is queued in this commit.
             a.cursor = a.cursor.max(read_to);
-            if self.args.mark_seen && queue.iter().any(|id| inbox.items[id].status == canopy::Status::Pending) {
-                self.m.go(State::MarkingSeen);
+            lp.cursor = a.cursor;
+            if lp.args.mark_seen && queue.iter().any(|id| inbox.items[id].status == canopy::Status::Pending) {
+                lp.m.go(State::MarkingSeen);
                 for id in &queue {
                     ops::mark_seen(&mut agents, &mut inbox, id, now, now_ms, &mut fx)?;
                 }
@@ -456,54 +572,77 @@ impl<'a> Loop<'a> {
                 }
                 let item = &inbox.items[id];
                 match &item.claim {
-                    Some(c) if !(c.agent == name && c.worker == self.worker) && c.expires_ms > now_ms => {
+                    Some(c) if !(c.agent == name && c.worker == lp.worker) && c.expires_ms > now_ms => {
                         plan.next_expiry_ms = Some(plan.next_expiry_ms.map_or(c.expires_ms, |x| x.min(c.expires_ms)));
                         // Held by someone else while its TTL runs: wait for the expiry (logged once).
                         let key = format!("{id} {} {}", c.worker, c.claimed_ms);
-                        if exec && self.announced.insert(key) {
-                            let a = ops::agent_mut(&mut agents, &name)?;
-                            ops::log_action(a, now, "conflict", json!({"item_id": id, "holder": c.agent,
+                        if exec && lp.announced.insert(key) {
+                            lp.act(now, "conflict", json!({"item_id": id, "holder": c.agent,
                                 "worker": c.worker, "retry_after_seconds": ops::retry_after(c, now_ms)}));
                         }
                     }
-                    Some(c) if !(c.agent == name && c.worker == self.worker) => candidates.push((id.clone(), true)),
+                    Some(c) if !(c.agent == name && c.worker == lp.worker) => candidates.push((id.clone(), true)),
                     _ => candidates.push((id.clone(), false)),
+                }
+            }
+            // Stand-in work: expired claims of the agents this loop stands in for, after its own.
+            let mut theirs: Vec<&canopy::Item> = inbox
+                .items
+                .values()
+                .filter(|i| lp.stands_in(a_watch(&agents, &name), i) && !held.contains(&i.id))
+                .collect();
+            theirs.sort_by(|x, y| ops::pick_order(x, y));
+            for item in theirs {
+                let c = item.claim.as_ref().expect("stands_in needs a claim");
+                if c.expires_ms > now_ms {
+                    plan.next_expiry_ms = Some(plan.next_expiry_ms.map_or(c.expires_ms, |x| x.min(c.expires_ms)));
+                    let key = format!("{} {} {}", item.id, c.worker, c.claimed_ms);
+                    if exec && lp.announced.insert(key) {
+                        lp.act(now, "conflict", json!({"item_id": item.id, "owner": item.agent,
+                            "holder": c.agent, "worker": c.worker,
+                            "retry_after_seconds": ops::retry_after(c, now_ms)}));
+                    }
+                } else {
+                    candidates.push((item.id.clone(), true));
                 }
             }
             plan.more = candidates.len() > 1;
             if exec && let Some((id, expired)) = candidates.first().cloned() {
-                self.m.go(State::Claiming);
-                let out = ops::claim(&mut agents, &mut inbox, &id, &name, &self.worker, self.args.ttl,
+                lp.m.go(State::Claiming);
+                let out = ops::claim(&mut agents, &mut inbox, &id, &name, &lp.worker, lp.args.ttl,
                     expired, now, now_ms, &mut fx)?;
-                let a = ops::agent_mut(&mut agents, &name)?;
                 match out {
                     ops::ClaimOutcome::Ok { claim, takeover, previous, .. } => {
                         if takeover {
-                            self.m.go(State::TimeoutTakeover);
+                            lp.m.go(State::TimeoutTakeover);
                         }
-                        self.m.go(State::Executing);
-                        ops::log_action(a, now, "claim", json!({"item_id": id, "expires_at": claim.expires_at,
-                            "takeover": takeover, "previous_holder": previous.map(|p| format!("{} ({})", p.agent, p.worker))}));
-                        plan.claimed = Some((inbox.items[&id].clone(), claim, takeover));
+                        lp.m.go(State::Executing);
+                        lp.act(now, "claim", json!({"item_id": id, "owner": inbox.items[&id].agent,
+                            "expires_at": claim.expires_at, "takeover": takeover,
+                            "previous_holder": previous.map(|p| format!("{} ({})", p.agent, p.worker))}));
+                        let item = inbox.items[&id].clone();
+                        lp.current = Some(canopy::CurrentWork {
+                            item_id: id.clone(),
+                            channel_id: item.channel_id.clone(),
+                            message_id: item.source_id.clone(),
+                            claim_expires_at: claim.expires_at,
+                            takeover,
+                            started_at: now,
+                        });
+                        plan.claimed = Some((item, claim, takeover));
                     }
                     ops::ClaimOutcome::Conflict { holder, worker, retry_after_seconds, .. } => {
-                        self.m.go(State::Idle);
-                        ops::log_action(a, now, "conflict", json!({"item_id": id, "holder": holder,
+                        lp.m.go(State::Idle);
+                        lp.act(now, "conflict", json!({"item_id": id, "holder": holder,
                             "worker": worker, "retry_after_seconds": retry_after_seconds}));
                     }
                 }
             } else {
-                self.m.go(State::Idle);
+                lp.m.go(State::Idle);
             }
-            let a = ops::agent_mut(&mut agents, &name)?;
-            self.log_transitions(a, now);
-            self.run_status(a, now, "running");
-            tx.write(&agents)?;
-            if inbox != inbox_before {
-                tx.write(&inbox)?;
-            }
+            tx.write_if_changed(&agents)?;
+            tx.write_if_changed(&inbox)?;
             canopy::stage(tx, fx)?;
-            let _ = &mut channels;
             Ok(plan)
         })
     }
@@ -530,6 +669,7 @@ impl<'a> Loop<'a> {
             stopped,
             &mut || self.renew(&item.id),
         );
+        self.current = None;
         match result {
             Ok(ChildEnd::Exited(0, out)) => {
                 let verdict = canopy::artifact::validate(&out);
@@ -560,7 +700,7 @@ impl<'a> Loop<'a> {
                 let now = Timestamp::now();
                 let now_ms = canopy::now_ms();
                 let name = self.name.clone();
-                let res = self.ctx().store.transaction(now, &[Lock::Runtime], |tx| {
+                let res = self.commit(now, |_, tx| {
                     let mut agents: Agents = tx.read()?;
                     let mut inbox: Inbox = tx.read()?;
                     let mut fx = ops::Fx::default();
@@ -652,8 +792,7 @@ impl<'a> Loop<'a> {
         let name = self.name.clone();
         let worker = self.worker.clone();
         let ctx = self.ctx();
-        let m = &mut self.m;
-        ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+        self.commit(now, |_, tx| {
             let mut agents: Agents = tx.read()?;
             let mut inbox: Inbox = tx.read()?;
             let mut channels: Channels = tx.read()?;
@@ -672,7 +811,7 @@ impl<'a> Loop<'a> {
             let replied = canopy::find_message(&ctx.store, &channels, &item.source_id)?;
             let mut fx = ops::Fx::default();
             let post = ops::post(
-                &agents,
+                &mut agents,
                 &mut inbox,
                 &mut channels,
                 ops::NewPost {
@@ -714,9 +853,6 @@ impl<'a> Loop<'a> {
             )?;
             let a = ops::agent_mut(&mut agents, &name)?;
             a.queue.retain(|q| *q != item.id);
-            for t in transitions(m.drain()) {
-                ops::log_action(a, now, "transition", t);
-            }
             tx.write(&agents)?;
             tx.write(&inbox)?;
             tx.write(&channels)?;
@@ -749,14 +885,9 @@ impl<'a> Loop<'a> {
     /// An action in the log (with the transitions made so far).
     fn note(&mut self, kind: &str, detail: Value) -> Result<()> {
         let now = Timestamp::now();
-        let name = self.name.clone();
-        self.ctx().store.transaction(now, &[Lock::Runtime], |tx| {
-            let mut agents: Agents = tx.read()?;
-            let a = ops::agent_mut(&mut agents, &name)?;
-            self.log_transitions(a, now);
-            ops::log_action(a, now, kind, detail.clone());
-            self.run_status(a, now, "running");
-            tx.write(&agents)
+        self.commit(now, |lp, _| {
+            lp.act(now, kind, detail.clone());
+            Ok(())
         })
     }
 
@@ -770,18 +901,13 @@ impl<'a> Loop<'a> {
         let now = Timestamp::now();
         let name = self.name.clone();
         let item_id = item.map(|i| i.id.clone());
-        let why = why.to_string();
-        let _ = self.ctx().store.transaction(now, &[Lock::Runtime], |tx| {
+        let why = canopy::health::redact_text(why);
+        self.last_error = Some((why.clone(), now));
+        let _ = self.commit(now, |lp, tx| {
             let mut agents: Agents = tx.read()?;
             let a = ops::agent_mut(&mut agents, &name)?;
             a.metrics.errors += 1;
-            self.log_transitions(a, now);
-            ops::log_action(a, now, "error", json!({"item_id": item_id, "error": why}));
-            self.run_status(a, now, "running");
-            if let Some(r) = a.run.as_mut() {
-                r.last_error = Some(why.clone());
-                r.last_error_at = Some(now);
-            }
+            lp.act(now, "error", json!({"item_id": item_id, "error": why}));
             tx.write(&agents)
         });
         self.ctx.out.warn(&format!("agent {}: {why}", self.name));
@@ -814,11 +940,18 @@ impl<'a> Loop<'a> {
             *self.failures.entry(id.to_string()).or_default() += 1;
             self.held_back.insert(id.to_string(), Instant::now() + d);
         }
+        self.backoff_now = Some(canopy::Backoff {
+            delay_ms: ms,
+            until: canopy::ts(canopy::now_ms() + ms as i64),
+            consecutive_errors: n,
+            item_id: item.map(str::to_string),
+        });
         let _ = self.note(
             "backoff",
             json!({"delay_ms": ms, "consecutive_errors": n, "item_id": item}),
         );
         sleep_unless(stopped, d);
+        self.backoff_now = None;
         self.m.go(State::Recovering);
         self.m.go(State::Idle);
         Duration::ZERO

@@ -8,7 +8,6 @@ use super::agent::Out;
 use super::{Ctx, print};
 use crate::canopy::{self, Agents, Channels, Inbox, health, ops};
 use crate::error::Result;
-use crate::store::journal::{self};
 
 /// Self-test levels, lowest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -55,13 +54,12 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
     let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
     let channels: Channels = ctx.store.read_doc(ctx.now)?;
     let me = ops::agent(&agents, &a.name)?.clone();
-    let dir = ctx.store.home().dir();
     let mut checks: Vec<Value> = Vec::new();
     let mut gaps: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
 
     // Feed and cursor.
-    let last = journal::last_seq(dir)?;
+    let last = ctx.store.last_event_seq()?;
     let mut lag = 0u64;
     match ctx.store.tail(Some(me.cursor)) {
         Ok(mut t) => {
@@ -85,10 +83,8 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
             me.cursor
         ));
     }
-    let running = me
-        .run
-        .as_ref()
-        .is_some_and(|r| r.status == "running" && !crate::runtime::pid_is_dead(r.pid));
+    let run = crate::canopy::read_run_status(&ctx.store, &me.name)?;
+    let running = super::agent::alive(run.as_ref());
     if lag > 0 && !running {
         warnings.push(format!(
             "{lag} feed events after the cursor and no run loop is running"
@@ -131,7 +127,7 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
         "mentions_without_item": orphans, "items_without_mention": dangling}));
 
     // Mode.
-    let s = health::snapshot(&me, &inbox, running);
+    let s = health::snapshot(&me, run.as_ref(), &inbox, running);
     let (mode, reasons) = health::mode(&s);
     let (h, issues) = health::health(&s);
     if !running {

@@ -29,7 +29,6 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     let (id, mut paths) = super::resolve_with_paths(ctx, &state, &req.instance_id, &[&req.files])?;
     let files = paths.remove(0);
     let deadline = limit.map(|d| Instant::now() + d);
-    let _dir = ctx.store.home().dir().to_path_buf();
     let watcher = ctx.store.watcher(|name| name == "status.json")?;
     watcher.stop_on_signals_and_closed_stdout();
     let live = ProcessTable::new().with_max_age(ctx.store.config()?.default_max_age_minutes);

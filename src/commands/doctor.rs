@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::{Ctx, Report, print};
 use crate::error::Result;
+use crate::schema::Schema;
 use crate::store::doctor::{self, Finding};
 
 /// Check (and repair) the home.
@@ -243,12 +244,24 @@ fn run_remote(ctx: &Ctx, r: &crate::store::etcd::Etcd) -> Result<u8> {
 /// Each domain's live documents that exist: readable, or what is wrong with them.
 fn documents(ctx: &Ctx) -> Vec<Finding> {
     use crate::store::Document;
-    fn check<D: Document>(ctx: &Ctx, domain: &str) -> Option<Finding> {
-        let path = ctx.store.home().dir().join(D::FILE);
-        if ctx.store.remote().is_none() && !path.exists() {
-            return None;
-        }
-        Some(match ctx.store.read_doc::<D>(ctx.now) {
+    fn check<D: Document>(ctx: &Ctx, domain: &str, schema: Option<Schema>) -> Option<Finding> {
+        let bytes = match ctx.store.read_doc_bytes(D::FILE) {
+            Ok(None) => return None,
+            Ok(Some(b)) => Ok(b),
+            Err(e) => Err(e.to_string()),
+        };
+        // The published schema first (it names the field that is wrong), then the model.
+        let checked = match schema {
+            Some(s) => bytes.and_then(|b| schema_check(&b, s)),
+            None => bytes.map(|_| ()),
+        };
+        let read = checked.and_then(|()| {
+            ctx.store
+                .read_doc::<D>(ctx.now)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        });
+        Some(match read {
             Ok(_) => Finding {
                 file: D::FILE.into(),
                 ok: true,
@@ -258,23 +271,126 @@ fn documents(ctx: &Ctx) -> Vec<Finding> {
             Err(e) => Finding {
                 file: D::FILE.into(),
                 ok: false,
-                detail: e.to_string(),
+                detail: e,
                 repair: Some(format!(
                     "not rewritten by --repair; move it aside to start the {domain} afresh (its finished work stays in its ledgers)"
                 )),
             },
         })
     }
-    [
-        check::<crate::canopy::Agents>(ctx, "agent runtime"),
-        check::<crate::canopy::Inbox>(ctx, "agent runtime"),
-        check::<crate::canopy::Channels>(ctx, "agent runtime"),
-        check::<crate::workflows::Sessions>(ctx, "workflows"),
-        check::<crate::queue::QueueDoc>(ctx, "job queue"),
+    let mut out: Vec<Finding> = [
+        check::<crate::canopy::Agents>(ctx, "agent runtime", Some(Schema::RuntimeAgents)),
+        check::<crate::canopy::Inbox>(ctx, "agent runtime", Some(Schema::RuntimeInbox)),
+        check::<crate::canopy::Channels>(ctx, "agent runtime", Some(Schema::RuntimeChannels)),
+        check::<crate::workflows::Sessions>(ctx, "workflows", None),
+        check::<crate::queue::QueueDoc>(ctx, "job queue", None),
     ]
     .into_iter()
     .flatten()
-    .collect()
+    .collect();
+    out.extend(agent_run_files(ctx));
+    out
+}
+
+/// Check a JSON file against a schema: the first violation, on one line.
+fn schema_check(bytes: &[u8], schema: Schema) -> std::result::Result<(), String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("not JSON ({e})"))?;
+    crate::schema::validate(schema, &v).map_err(|e| format!("fails {}: {e}", schema.file()))
+}
+
+/// Each agent's run files (`runtime/agents/NAME/run-status.json` and `actions.jsonl`) against
+/// their schemas. Reported, never rewritten: the next run of the agent's loop replaces
+/// run-status.json, and a bad action line ages out of the capped log.
+fn agent_run_files(ctx: &Ctx) -> Vec<Finding> {
+    let base = ctx
+        .store
+        .home()
+        .dir()
+        .join(crate::canopy::AGENT_DIR[0])
+        .join(crate::canopy::AGENT_DIR[1]);
+    let Ok(entries) = std::fs::read_dir(&base) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let fix = "not rewritten by --repair: the agent's next `conductor agent run` replaces run-status.json; move a bad actions.jsonl aside to start its log afresh";
+    let mut out = Vec::new();
+    for name in names {
+        let rel = |f: &str| {
+            format!(
+                "{}/{}/{name}/{f}",
+                crate::canopy::AGENT_DIR[0],
+                crate::canopy::AGENT_DIR[1]
+            )
+        };
+        let status = base.join(&name).join(crate::canopy::RUN_STATUS_FILE);
+        if let Ok(bytes) = std::fs::read(&status) {
+            let r = schema_check(&bytes, Schema::RuntimeRunStatus).and_then(|()| {
+                crate::canopy::read_run_status(&ctx.store, &name)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            });
+            out.push(finding(
+                rel(crate::canopy::RUN_STATUS_FILE),
+                r,
+                "valid",
+                fix,
+            ));
+        }
+        let log = base.join(&name).join(crate::canopy::ACTIONS_FILE);
+        if let Ok(bytes) = std::fs::read(&log) {
+            let text = String::from_utf8_lossy(&bytes);
+            let mut bad = None;
+            let mut n = 0;
+            for (i, line) in text.split_terminator('\n').enumerate() {
+                let torn_tail =
+                    i + 1 == text.split_terminator('\n').count() && !text.ends_with('\n');
+                let r = serde_json::from_str::<serde_json::Value>(line)
+                    .map_err(|e| format!("not JSON ({e})"))
+                    .and_then(|v| crate::schema::validate(Schema::RuntimeAction, &v));
+                match r {
+                    Ok(()) => n += 1,
+                    Err(_) if torn_tail => {}
+                    Err(e) => {
+                        bad = Some(format!("line {}: {e}", i + 1));
+                        break;
+                    }
+                }
+            }
+            let r = match bad {
+                Some(e) => Err(e),
+                None => Ok(()),
+            };
+            out.push(finding(
+                rel(crate::canopy::ACTIONS_FILE),
+                r,
+                &format!("{n} valid action(s)"),
+                fix,
+            ));
+        }
+    }
+    out
+}
+
+fn finding(file: String, r: std::result::Result<(), String>, ok: &str, fix: &str) -> Finding {
+    match r {
+        Ok(()) => Finding {
+            file,
+            ok: true,
+            detail: ok.to_string(),
+            repair: None,
+        },
+        Err(detail) => Finding {
+            file,
+            ok: false,
+            detail,
+            repair: Some(fix.to_string()),
+        },
+    }
 }
 
 /// The agent integrations installed in this directory and in ~, and whether the binary each

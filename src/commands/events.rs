@@ -116,7 +116,6 @@ pub fn page(
     limit: u64,
     filter: &Filter,
 ) -> Result<serde_json::Value> {
-    let _dir = ctx.store.home().dir();
     let start = match after {
         Some(a) => a,
         None => ctx.store.oldest_event()?.map(|o| o - 1).unwrap_or(0),

@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::store::Lock;
 
 const INBOX_HELP: &str = "Statuses: pending and seen are actionable; completed and skipped are terminal; \
-expired is set by the system only (`handled` is read as completed). Completing always needs a non-empty \
+expired is set by the system only: an item still pending or seen 7 days after it was created, with no \
+live claim, expires with the next write to the inbox (`handled` is read as completed). Completing always needs a non-empty \
 completion_ref (--ref KEY=VALUE, repeatable).\n\nWork claims have a TTL of 15 to 1800 s (default 120). A \
 claim held by someone else is a conflict (exit 3) with the holder and retry_after_seconds; an expired claim \
 can be taken over with --takeover (counted in timeout_recoveries, logged in runtime-conflicts.log); a live \
@@ -128,6 +129,7 @@ fn tx_inbox<T>(
         let mut inbox: Inbox = tx.read()?;
         let before = (agents.clone(), inbox.clone());
         let mut fx = ops::Fx::default();
+        ops::expire(&mut agents, &mut inbox, ctx.now, now_ms, &mut fx);
         let v = f(&mut agents, &mut inbox, now_ms, &mut fx)?;
         if agents != before.0 {
             tx.write(&agents)?;
@@ -161,6 +163,22 @@ fn explain_missing(ctx: &Ctx, e: Error, id: &str) -> Error {
             "not_actionable",
             format!("inbox item `{id}` is already {s}"),
         ),
+        // Expired by this very transaction (which failed, so nothing was written).
+        None if ctx
+            .store
+            .read_doc::<Inbox>(ctx.now)
+            .ok()
+            .and_then(|i| i.items.get(id).cloned())
+            .is_some_and(|i| ops::due_to_expire(&i, canopy::now_ms())) =>
+        {
+            Error::invalid(
+                "not_actionable",
+                format!(
+                    "inbox item `{id}` has expired (items expire {} days after they were created unless claimed)",
+                    canopy::ITEM_EXPIRY_SECONDS / 86_400
+                ),
+            )
+        }
         None => e,
     }
 }
@@ -330,8 +348,29 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
         None => None,
     };
     let mut items: Vec<Value> = Vec::new();
+    // What the next transaction will expire is shown as expired already (same rule, same clock).
+    let mut inbox: Inbox = ctx.store.read_doc(ctx.now)?;
+    let mut fx = ops::Fx::default();
+    let mut agents_copy: Agents = ctx.store.read_doc(ctx.now)?;
+    ops::expire(
+        &mut agents_copy,
+        &mut inbox,
+        ctx.now,
+        canopy::now_ms(),
+        &mut fx,
+    );
+    if status == Some(Status::Expired) {
+        for (_, line) in &fx.lines {
+            if let Ok(v) = serde_json::from_str::<Value>(line)
+                && agent
+                    .as_ref()
+                    .is_none_or(|a| v["item"]["agent"] == a.as_str())
+            {
+                items.push(v["item"].clone());
+            }
+        }
+    }
     if status.is_none_or(Status::actionable) {
-        let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
         let mut v: Vec<&canopy::Item> = inbox
             .items
             .values()
@@ -345,6 +384,7 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
             .collect();
     } else {
         let want = status.expect("checked").as_str();
+        let mut done = Vec::new();
         ctx.store.read_ledger_file(canopy::INBOX_DONE, |_, line| {
             if let crate::store::ledger::Line::Complete(t) = line
                 && let Ok(v) = serde_json::from_str::<Value>(&t)
@@ -353,10 +393,12 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
                     .as_ref()
                     .is_none_or(|a| v["item"]["agent"] == a.as_str())
             {
-                items.push(v["item"].clone());
+                done.push(v["item"].clone());
             }
             Ok(true)
         })?;
+        done.append(&mut items);
+        items = done;
     }
     let text = if items.is_empty() {
         "Inbox empty".to_string()

@@ -127,7 +127,7 @@ pub fn post_message(ctx: &Ctx, p: ops::NewPost) -> Result<canopy::Message> {
     let now = ctx.now;
     let now_ms = canopy::now_ms();
     ctx.store.transaction(now, &[Lock::Runtime], |tx| {
-        let agents: Agents = tx.read()?;
+        let mut agents: Agents = tx.read()?;
         let mut inbox: Inbox = tx.read()?;
         let mut channels: Channels = tx.read()?;
         let replied = match &p.reply_to {
@@ -135,8 +135,9 @@ pub fn post_message(ctx: &Ctx, p: ops::NewPost) -> Result<canopy::Message> {
             None => None,
         };
         let mut fx = ops::Fx::default();
+        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
         let m = ops::post(
-            &agents,
+            &mut agents,
             &mut inbox,
             &mut channels,
             p.clone(),
@@ -145,6 +146,7 @@ pub fn post_message(ctx: &Ctx, p: ops::NewPost) -> Result<canopy::Message> {
             now_ms,
             &mut fx,
         )?;
+        tx.write_if_changed(&agents)?;
         tx.write(&inbox)?;
         tx.write(&channels)?;
         canopy::stage(tx, fx)?;
@@ -193,9 +195,11 @@ pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
     let now = ctx.now;
     let now_ms = canopy::now_ms();
     let m = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
-        let agents: Agents = tx.read()?;
+        let mut agents: Agents = tx.read()?;
         let mut inbox: Inbox = tx.read()?;
         let mut channels: Channels = tx.read()?;
+        let mut fx = ops::Fx::default();
+        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
         let original =
             canopy::find_message(&ctx.store, &channels, &a.message_id)?.ok_or_else(|| {
                 Error::invalid(
@@ -210,7 +214,6 @@ pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
         let finished = |agent: &str, source: &str, trigger: &str| {
             canopy::finished_item(store, agent, source, trigger).unwrap_or(false)
         };
-        let mut fx = ops::Fx::default();
         let m = ops::edit(
             &agents,
             &mut inbox,
@@ -223,6 +226,7 @@ pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
             now_ms,
             &mut fx,
         )?;
+        tx.write_if_changed(&agents)?;
         tx.write(&inbox)?;
         tx.write(&channels)?;
         canopy::stage(tx, fx)?;

@@ -100,6 +100,16 @@ pub fn keep_beside(path: &Path, suffix: &str) -> Result<std::path::PathBuf> {
     Ok(target)
 }
 
+/// Create `dir` and its missing parents, each 0700 (the home's subdirectories are private).
+pub fn create_private_dirs(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .ctx("create directory", dir)
+}
+
 /// fsync a directory so a rename or a new file in it survives a power cut.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)

@@ -10,6 +10,9 @@
 //! - A file that fails to parse or check is never overwritten: the command fails with
 //!   `corrupt_state` and the file stays byte-identical.
 //! - The home is created 0700 and files 0600; a home owned by another user is refused.
+//! - Files named at run time (the agent runtime's `runtime/agents/NAME/...`) go through
+//!   [`HomePath`]: checked components only, so no name can leave the home; their directories
+//!   are created 0700 by the commit, and they are written like any other document or ledger.
 //!
 //! The protocol's files keep the protocol's names and lock (`status.json`, `status.lock`,
 //! `history.jsonl`, `conflicts.log`), so the original plugin's jq recipes still interoperate.
@@ -31,7 +34,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use home::Home;
-pub use txn::{CONFLICTS, Document, HISTORY, LedgerFile, Lock, Tx};
+pub use txn::{CONFLICTS, Document, HISTORY, HomePath, LedgerFile, Lock, Tx};
 
 use crate::error::{Error, Result};
 use crate::protocol::codec;
@@ -100,6 +103,14 @@ impl Store {
         match &self.remote {
             Some(r) => journal::Tail::open_remote(r, after),
             None => journal::Tail::open(self.home.dir(), after),
+        }
+    }
+
+    /// The seq of the last event written (0: none yet).
+    pub fn last_event_seq(&self) -> Result<u64> {
+        match &self.remote {
+            Some(r) => journal::remote_last_seq(r),
+            None => journal::last_seq(self.home.dir()),
         }
     }
 
@@ -173,13 +184,20 @@ impl Store {
         self.read_doc_file(now)
     }
 
+    /// A file named at run time, as it is (`None`: no file), without locking (files are only
+    /// ever replaced whole or appended to).
+    pub fn read_at(&self, file: &HomePath) -> Result<Option<Vec<u8>>> {
+        self.settle()?;
+        self.read_doc_bytes(file.rel())
+    }
+
     /// The protocol state, without locking. A missing file is an empty state.
     pub fn read(&self, now: Timestamp) -> Result<State> {
         self.read_doc(now)
     }
 
     /// A document's bytes as they are (`None`: it does not exist).
-    fn read_doc_bytes(&self, file: &str) -> Result<Option<Vec<u8>>> {
+    pub fn read_doc_bytes(&self, file: &str) -> Result<Option<Vec<u8>>> {
         match &self.remote {
             Some(r) => Ok(r.get(&r.doc_key(file))?.map(|kv| kv.value)),
             None => read_bytes(&self.home.dir().join(file)),

@@ -203,6 +203,18 @@ pub fn apply(dir: &Path, record: &Record) -> std::result::Result<(), ApplyError>
     if !record.renames.is_empty() || !touched.is_empty() {
         atomic::sync_dir(dir).map_err(ApplyError::Finishing)?;
     }
+    // Files renamed into subdirectories of the home (the runtime's per-agent files).
+    let mut subdirs: Vec<&Path> = record
+        .renames
+        .iter()
+        .filter_map(|(_, target)| Path::new(target).parent())
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    subdirs.sort();
+    subdirs.dedup();
+    for d in subdirs {
+        atomic::sync_dir(&dir.join(d)).map_err(ApplyError::Finishing)?;
+    }
     Ok(())
 }
 

@@ -128,6 +128,55 @@ pub const CONFLICTS: LedgerFile = LedgerFile {
     lock: Lock::Status,
 };
 
+/// A file of the home whose name is only known at run time (the runtime's per-agent files),
+/// under a lock. Its path is relative to the home and made of checked components (letters,
+/// digits, `_ . -`, not starting with `.`), so it can never leave the home or name a hidden
+/// file; missing directories are created 0700 when a transaction first writes there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HomePath {
+    rel: String,
+    lock: Lock,
+}
+
+impl HomePath {
+    /// The path `parts[0]/parts[1]/...` under `lock`; an unsafe component is `invalid_input`.
+    pub fn new(lock: Lock, parts: &[&str]) -> Result<HomePath> {
+        for p in parts {
+            let ok = !p.is_empty()
+                && p.len() <= 128
+                && !p.starts_with('.')
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+            if !ok {
+                return Err(Error::invalid(
+                    "invalid_input",
+                    format!(
+                        "`{}` cannot name a file in the home",
+                        crate::protocol::ops::printable(p)
+                    ),
+                ));
+            }
+        }
+        if parts.is_empty() {
+            return Err(Error::invalid("invalid_input", "an empty path"));
+        }
+        Ok(HomePath {
+            rel: parts.join("/"),
+            lock,
+        })
+    }
+
+    /// The path relative to the home.
+    pub fn rel(&self) -> &str {
+        &self.rel
+    }
+
+    /// The lock that guards it.
+    pub fn lock(&self) -> Lock {
+        self.lock
+    }
+}
+
 /// The name of the link to the last committed version of a tracked document.
 pub fn last_committed_name(file: &str) -> String {
     format!(".{file}.last")
@@ -147,7 +196,8 @@ pub struct Tx<'s> {
     now: Timestamp,
     locks: Vec<Lock>,
     writes: Vec<Write>,
-    appends: Vec<(LedgerFile, Vec<String>)>,
+    /// `(file relative to the home, lines)`.
+    appends: Vec<(String, Vec<String>)>,
     events: Vec<NewEvent>,
     /// The bytes each document had when this transaction read it (`None`: no file).
     seen: Vec<(&'static str, Option<Vec<u8>>)>,
@@ -158,7 +208,7 @@ pub struct Tx<'s> {
 }
 
 struct Write {
-    file: &'static str,
+    file: String,
     lock: Lock,
     bytes: Vec<u8>,
     track: bool,
@@ -265,7 +315,7 @@ impl<'s> Tx<'s> {
                 .any(|(f, b)| *f == D::FILE && b.as_deref() == Some(bytes.as_slice()));
         if !unchanged {
             self.writes.push(Write {
-                file: D::FILE,
+                file: D::FILE.to_string(),
                 lock: D::LOCK,
                 bytes,
                 track: D::TRACK_FOREIGN_WRITES,
@@ -277,12 +327,93 @@ impl<'s> Tx<'s> {
     /// Append a line (without its newline) to a ledger when the transaction commits.
     pub fn append(&mut self, ledger: LedgerFile, line: String) -> Result<()> {
         self.check_held(ledger.lock, ledger.name)?;
-        debug_assert!(!line.contains('\n'), "a ledger line is one line");
-        match self.appends.iter_mut().find(|(l, _)| *l == ledger) {
-            Some((_, lines)) => lines.push(line),
-            None => self.appends.push((ledger, vec![line])),
-        }
+        self.push_line(ledger.name, line);
         Ok(())
+    }
+
+    fn push_line(&mut self, file: &str, line: String) {
+        debug_assert!(!line.contains('\n'), "a ledger line is one line");
+        match self.appends.iter_mut().find(|(l, _)| l == file) {
+            Some((_, lines)) => lines.push(line),
+            None => self.appends.push((file.to_string(), vec![line])),
+        }
+    }
+
+    /// Replace a file named at run time with `bytes` when the transaction commits (atomically:
+    /// a temp file renamed into place).
+    pub fn write_at(&mut self, file: &HomePath, bytes: Vec<u8>) -> Result<()> {
+        self.check_held(file.lock, file.rel())?;
+        self.writes.retain(|w| w.file != file.rel);
+        self.writes.push(Write {
+            file: file.rel.clone(),
+            lock: file.lock,
+            bytes,
+            track: false,
+        });
+        Ok(())
+    }
+
+    /// Append lines (without their newlines) to a JSON Lines file named at run time, keeping it
+    /// under `cap` bytes: when the lines would take it past `cap`, the file is instead replaced
+    /// (atomically) by its newest whole lines that fit in half of `cap`, followed by the new
+    /// ones. A torn last line (a crash mid-append elsewhere) is dropped then.
+    pub fn append_capped(&mut self, file: &HomePath, lines: &[String], cap: u64) -> Result<()> {
+        self.check_held(file.lock, file.rel())?;
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let path = self.store.home().dir().join(&file.rel);
+        // Already rewritten in this transaction: that staged version is the base.
+        let rewritten = self.writes.iter().position(|w| w.file == file.rel);
+        // A shared store keeps such a file as one key, always rewritten whole.
+        let remote = self.store.remote().cloned();
+        if rewritten.is_none() && remote.is_none() {
+            let staged: u64 = self
+                .appends
+                .iter()
+                .filter(|(f, _)| *f == file.rel)
+                .flat_map(|(_, l)| l.iter())
+                .chain(lines)
+                .map(|l| l.len() as u64 + 1)
+                .sum();
+            if file_len(&path)? + staged <= cap {
+                for l in lines {
+                    self.push_line(&file.rel, l.clone());
+                }
+                return Ok(());
+            }
+        }
+        let old = match (rewritten, &remote) {
+            (Some(i), _) => self.writes.remove(i).bytes,
+            (None, Some(r)) => r
+                .get(&r.doc_key(&file.rel))?
+                .map(|kv| kv.value)
+                .unwrap_or_default(),
+            (None, None) => super::read_bytes(&path)?.unwrap_or_default(),
+        };
+        let mut keep: Vec<String> = String::from_utf8_lossy(&old)
+            .split_terminator('\n')
+            .map(str::to_string)
+            .collect();
+        if !old.is_empty() && !old.ends_with(b"\n") {
+            keep.pop();
+        }
+        // Lines staged for this file earlier in the transaction go with the rewrite.
+        if let Some(i) = self.appends.iter().position(|(f, _)| *f == file.rel) {
+            keep.extend(self.appends.remove(i).1);
+        }
+        keep.extend(lines.iter().cloned());
+        let total: u64 = keep.iter().map(|l| l.len() as u64 + 1).sum();
+        let mut start = 0;
+        if total > cap {
+            let mut budget = cap / 2;
+            start = keep.len();
+            while start > 0 && (keep[start - 1].len() as u64) < budget {
+                budget -= keep[start - 1].len() as u64 + 1;
+                start -= 1;
+            }
+        }
+        self.write_at(file, join_lines(&keep[start..]).into_bytes())
     }
 
     /// Append an event to the journal when the transaction commits (the store numbers it).
@@ -401,7 +532,7 @@ impl Store {
         let mut deletes: Vec<(String, String)> = Vec::new();
         let mut puts: Vec<(String, Vec<u8>)> = writes
             .into_iter()
-            .map(|w| (r.doc_key(w.file), w.bytes))
+            .map(|w| (r.doc_key(&w.file), w.bytes))
             .collect();
         if !appends.is_empty() || !events.is_empty() {
             let meta = match meta {
@@ -423,7 +554,7 @@ impl Store {
             for (ledger, lines) in appends {
                 for l in lines {
                     line += 1;
-                    puts.push((r.ledger_key(ledger.name, line), l.into_bytes()));
+                    puts.push((r.ledger_key(&ledger, line), l.into_bytes()));
                 }
             }
             let first = event;
@@ -477,6 +608,19 @@ impl Store {
         let dir = self.home().dir();
         // Everything that can fail for lack of space happens before the commit point.
         let mut prepared = Vec::new();
+        // Per-agent files live in subdirectories, created (private) before anything is staged.
+        for target in writes
+            .iter()
+            .map(|w| &w.file)
+            .chain(appends.iter().map(|(f, _)| f))
+        {
+            if let Some(parent) = Path::new(target)
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+            {
+                super::atomic::create_private_dirs(&dir.join(parent))?;
+            }
+        }
         for w in &writes {
             let prefix = w.lock.temp_prefix();
             let tmp = super::atomic::prepare_named(dir, &prefix, &w.bytes)?;
@@ -485,7 +629,7 @@ impl Store {
             } else {
                 None
             };
-            prepared.push((tmp, shadow, w.file));
+            prepared.push((tmp, shadow, w.file.as_str()));
         }
         let retention = if events.is_empty() {
             None
@@ -503,11 +647,11 @@ impl Store {
                     .push((shadow.clone(), last_committed_name(file)));
             }
         }
-        for (ledger, lines) in &appends {
-            let path = dir.join(ledger.name);
+        for (file, lines) in &appends {
+            let path = dir.join(file);
             ledger::repair(&path)?;
             record.appends.push(redo::Append {
-                file: ledger.name.to_string(),
+                file: file.clone(),
                 at: file_len(&path)?,
                 data: join_lines(lines),
             });
@@ -573,4 +717,78 @@ fn join_lines(lines: &[String]) -> String {
         s.push('\n');
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(
+            d.path().join("home"),
+            std::time::Duration::from_secs(5),
+            true,
+        )
+        .unwrap();
+        (d, s)
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::parse("2026-01-17T10:00:00Z").unwrap()
+    }
+
+    #[test]
+    fn home_paths_are_checked_and_created_private() {
+        use std::os::unix::fs::PermissionsExt;
+        for bad in [&["..", "x"][..], &["a/b"], &[".x"], &[""], &[]] {
+            assert!(HomePath::new(Lock::Runtime, bad).is_err(), "{bad:?}");
+        }
+        let (_d, s) = store();
+        let f = HomePath::new(Lock::Runtime, &["runtime", "agents", "a", "s.json"]).unwrap();
+        // Without its lock, nothing is staged.
+        let e = s.transaction(now(), &[Lock::Status], |tx| {
+            tx.write_at(&f, b"{}\n".to_vec())
+        });
+        assert!(e.is_err());
+        assert!(s.read_at(&f).unwrap().is_none());
+        s.transaction(now(), &[Lock::Runtime], |tx| {
+            tx.write_at(&f, b"{}\n".to_vec())
+        })
+        .unwrap();
+        assert_eq!(s.read_at(&f).unwrap().unwrap(), b"{}\n");
+        let p = s.home().dir().join(f.rel());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&p), 0o600);
+        assert_eq!(mode(p.parent().unwrap()), 0o700);
+        assert_eq!(mode(&s.home().dir().join("runtime")), 0o700);
+    }
+
+    #[test]
+    fn capped_appends_keep_the_newest_whole_lines() {
+        let (_d, s) = store();
+        let f = HomePath::new(Lock::Runtime, &["log.jsonl"]).unwrap();
+        let line = |i: usize| format!("{{\"n\":{i:04}}}"); // 10 bytes + newline
+        for i in 0..9 {
+            s.transaction(now(), &[Lock::Runtime], |tx| {
+                tx.append_capped(&f, &[line(i)], 100)
+            })
+            .unwrap();
+        }
+        let text = |s: &Store| String::from_utf8(s.read_at(&f).unwrap().unwrap()).unwrap();
+        assert_eq!(text(&s).lines().count(), 9);
+        // The tenth line would pass 100 bytes: the file is rewritten with its newest lines that
+        // fit in 50, then the lines staged after that in the same transaction, newest last.
+        s.transaction(now(), &[Lock::Runtime], |tx| {
+            tx.append_capped(&f, &[line(9)], 100)?;
+            tx.append_capped(&f, &[line(10)], 100)
+        })
+        .unwrap();
+        let t = text(&s);
+        assert!(t.len() <= 100, "{t}");
+        assert_eq!(t.lines().next().unwrap(), line(6), "{t}");
+        assert_eq!(t.lines().last().unwrap(), line(10));
+        assert_eq!(t.lines().nth_back(1).unwrap(), line(9));
+        assert!(t.ends_with('\n') && t.lines().all(|l| l.len() == 10));
+    }
 }

@@ -384,6 +384,30 @@ fn runtime_bad_input_is_refused_with_files_unchanged() {
             "no unacknowledged mention",
         ),
         (vec!["agent", "status", "nobody"], "no agent `nobody`"),
+        (
+            vec![
+                "agent",
+                "run",
+                "scout",
+                "--takeover-for",
+                "nobody",
+                "--max-cycles",
+                "1",
+            ],
+            "no agent `nobody`",
+        ),
+        (
+            vec![
+                "agent",
+                "run",
+                "scout",
+                "--takeover-for",
+                "scout",
+                "--max-cycles",
+                "1",
+            ],
+            "names another agent",
+        ),
         (vec!["messages", "nowhere"], "no channel"),
     ];
     for (args, needle) in cases {
@@ -818,4 +842,504 @@ fn runtime_dm_answered_by_dm_and_broadcast_takes_unaddressed_posts() {
         env.run(&["--json", "inbox", "--agent", "scout"]).json()["items"],
         serde_json::json!([])
     );
+}
+
+fn mode_of(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// Issue 10: `run-status.json` and a capped JSONL action log per agent, operator-readable files
+/// in the home, written through the store (private, atomic), secrets redacted; the shared
+/// `runtime-agents.json` does not grow with the loop's actions.
+#[test]
+fn runtime_run_status_and_capped_action_log_are_per_agent_files() {
+    let env = setup();
+    let dir = env.home.join("runtime/agents/lint");
+    let status_file = dir.join("run-status.json");
+    let log_file = dir.join("actions.jsonl");
+    // A first run creates the agent's files.
+    let first = spawn_loop(&env, &["lint", "--max-cycles", "1"]);
+    assert!(first.wait_with_output().unwrap().status.success());
+    assert!(status_file.is_file() && log_file.is_file());
+    // An action log already at the cap (old lines from earlier runs).
+    let old: String = (0..3000)
+        .map(|i| {
+            format!(
+                "{{\"at\":\"2026-01-01T00:00:00Z\",\"kind\":\"old\",\"detail\":{{\"n\":{i},\"pad\":\"{}\"}}}}\n",
+                "x".repeat(60)
+            )
+        })
+        .collect();
+    assert!(old.len() > 256 * 1024);
+    std::fs::write(&log_file, &old).unwrap();
+    post(&env, "@lint hello");
+    let lp = spawn_loop(
+        &env,
+        &[
+            "lint",
+            "--exec",
+            "true X-API-Key: s3cret --max_tokens=512",
+            "--max-cycles",
+            "2",
+            "--backoff-ms",
+            "10",
+        ],
+    );
+    let pid = lp.id();
+    let out = lp.wait_with_output().unwrap();
+    assert!(out.status.success());
+    // run-status.json: the loop's state, readable by an operator, private, schema-valid.
+    let st: Value = serde_json::from_str(&std::fs::read_to_string(&status_file).unwrap()).unwrap();
+    schema_accepts("runtime-run-status.schema.json", &status_file);
+    assert_eq!(st["agent"], "lint");
+    assert_eq!(st["pid"], pid);
+    assert_eq!(st["status"], "stopped");
+    assert_eq!(st["state"], "idle");
+    assert_eq!(st["cycles"], 2);
+    assert!(st["last_event_cursor"].as_u64().unwrap() > 0, "{st}");
+    assert_eq!(
+        st["exec"], "true X-API-Key: [redacted] --max_tokens=512",
+        "{st}"
+    );
+    assert_eq!(mode_of(&status_file), 0o600);
+    assert_eq!(mode_of(&log_file), 0o600);
+    for d in [
+        &dir,
+        &env.home.join("runtime/agents"),
+        &env.home.join("runtime"),
+    ] {
+        assert_eq!(mode_of(d), 0o700, "{}", d.display());
+    }
+    // actions.jsonl: capped (rewritten with its newest lines), every line one valid action,
+    // newest last, secrets redacted.
+    let text = std::fs::read_to_string(&log_file).unwrap();
+    assert!(text.len() as u64 <= 256 * 1024, "{}", text.len());
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines.iter().any(|a| a["kind"] == "old"),
+        "the newest old lines stay"
+    );
+    assert!(
+        !lines.iter().any(|a| a["detail"]["n"] == 0),
+        "the oldest went"
+    );
+    assert_eq!(lines.last().unwrap()["detail"]["event"], "stop");
+    assert!(lines.iter().any(|a| a["kind"] == "transition"));
+    assert!(lines.iter().any(|a| a["kind"] == "route"));
+    assert!(!text.contains("s3cret"));
+    let one_line = tempfile::NamedTempFile::new().unwrap();
+    for l in text.lines().rev().take(20) {
+        std::fs::write(one_line.path(), l).unwrap();
+        schema_accepts("runtime-action.schema.json", one_line.path());
+    }
+    // `agent log` reads that file (newest last); `agent status` reads run-status.json.
+    let log = env.run(&["agent", "log", "lint", "--limit", "3"]);
+    log.code(0);
+    assert_eq!(
+        log.stdout.lines().collect::<Vec<_>>(),
+        text.lines()
+            .rev()
+            .take(3)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+    );
+    let s = status(&env, "lint");
+    assert_eq!(s["run"]["pid"], pid);
+    assert_eq!(s["run"]["status"], "stopped");
+    assert_eq!(s["running"], false);
+    // runtime-agents.json holds no run status and no actions: only the cursor moved.
+    let agents_after = std::fs::read_to_string(env.home_file("runtime-agents.json")).unwrap();
+    assert!(
+        !agents_after.contains("\"actions\"") && !agents_after.contains("\"run\""),
+        "{agents_after}"
+    );
+    // Runs with nothing new to do write their run files only.
+    let shadow = || {
+        let again = spawn_loop(&env, &["lint", "--max-cycles", "1"]);
+        assert!(again.wait_with_output().unwrap().status.success());
+        std::fs::read_to_string(env.home_file("runtime-agents.json")).unwrap()
+    };
+    let settled = shadow();
+    assert_eq!(shadow(), settled);
+    assert_ne!(std::fs::read_to_string(&log_file).unwrap(), text);
+    check_home(&env.home);
+}
+
+/// Issue 10: inbox status `expired`. An actionable item still pending or seen 7 days after it
+/// was created, with no live claim, is expired by the next transaction that reads the inbox
+/// (deterministically: the clock is passed in), with an `inbox.item.updated` event.
+#[test]
+fn runtime_items_expire_after_seven_days_without_a_live_claim() {
+    let mut env = setup();
+    env.at("2026-01-10T10:00:00Z");
+    post(&env, "@scout old request");
+    env.at("2026-01-16T10:00:00Z");
+    post(&env, "@lint newer request");
+    let old = items(&env, "scout")[0]["id"].as_str().unwrap().to_string();
+    let newer = items(&env, "lint")[0]["id"].as_str().unwrap().to_string();
+    // One second short of 7 days: still actionable.
+    env.at("2026-01-17T09:59:59Z");
+    assert_eq!(items(&env, "scout").len(), 1);
+    // 7 days: listed as expired already; acting on it is refused with files unchanged.
+    env.at("2026-01-17T10:00:00Z");
+    assert_eq!(items(&env, "scout"), Vec::<Value>::new());
+    let e = env.run(&["--json", "inbox", "--status", "expired"]).json();
+    assert_eq!(e["items"][0]["id"], old.as_str());
+    let before = env.snapshot();
+    let r = env.run(&["inbox", "seen", &old]);
+    r.code(2);
+    assert!(r.stderr.contains("has expired"), "{}", r.stderr);
+    assert_eq!(before, env.snapshot());
+    // The next write records it: the ledger line, the event, out of the live document.
+    post(&env, "unrelated chatter");
+    let done = done_lines(&env);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0]["item"]["id"], old.as_str());
+    assert_eq!(done[0]["item"]["status"], "expired");
+    assert_eq!(done[0]["expired_at"], "2026-01-17T10:00:00Z");
+    let ev: Vec<Value> = read_lines(&env.home_file("events.jsonl"))
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &Value| e["payload"]["status"] == "expired")
+        .collect();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0]["event_type"], "inbox.item.updated");
+    assert_eq!(ev[0]["actor"], "conductor");
+    assert_eq!(ev[0]["target"], "scout");
+    assert!(
+        !std::fs::read_to_string(env.home_file("runtime-inbox.json"))
+            .unwrap()
+            .contains(&old)
+    );
+    let r = env.run(&["inbox", "seen", &old]);
+    assert!(r.stderr.contains("already expired"), "{}", r.stderr);
+    assert_eq!(
+        env.run(&["--json", "inbox", "--status", "expired"]).json()["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // A live claim keeps an item past its 7 days; once the claim lapses, it expires.
+    env.at("2026-01-23T09:59:30Z");
+    env.run(&["inbox", "claim", &newer, "--agent", "lint", "--ttl", "60"])
+        .code(0);
+    env.at("2026-01-23T10:00:10Z");
+    post(&env, "more chatter");
+    assert_eq!(items(&env, "lint").len(), 1);
+    env.at("2026-01-23T10:00:30Z");
+    post(&env, "even more chatter");
+    assert_eq!(items(&env, "lint"), Vec::<Value>::new());
+    assert_eq!(done_lines(&env).len(), 2);
+}
+
+/// Issue 10: the `channel_added` trigger. An agent added to a channel that already exists
+/// (`agent register --watch`, or named on a `members:` line of a post there) gets an inbox item
+/// with trigger `channel_added`, deduplicated by agent + source + trigger.
+#[test]
+fn runtime_channel_added_when_an_agent_joins_an_existing_channel() {
+    let env = setup();
+    env.run(&["post", "release", "kickoff", "--as", "ana"])
+        .code(0);
+    let join = |agent: &str, channels: &[&str]| {
+        let mut args = vec!["--json", "agent", "register", agent];
+        for c in channels {
+            args.extend(["--watch", c]);
+        }
+        let r = env.run(&args);
+        r.code(0);
+        r.json()["channel_added"].as_array().unwrap().len()
+    };
+    assert_eq!(join("scout", &["ops", "release"]), 1);
+    let s = items(&env, "scout");
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(s[0]["trigger_type"], "channel_added");
+    assert_eq!(s[0]["channel_id"], "release");
+    assert_eq!(s[0]["source_type"], "channel");
+    assert_eq!(s[0]["source_id"], "release");
+    let ev: Vec<Value> = read_lines(&env.home_file("events.jsonl"))
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &Value| e["payload"]["trigger_type"] == "channel_added")
+        .collect();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0]["event_type"], "inbox.item.created");
+    assert_eq!(ev[0]["target"], "scout");
+    // Registering again, or watching a channel with no messages yet, adds nothing.
+    assert_eq!(join("scout", &["ops", "release"]), 0);
+    assert_eq!(join("scout", &["ops", "release", "quiet"]), 0);
+    // Deduplicated against finished items too: leave and rejoin after completing it.
+    let id = s[0]["id"].as_str().unwrap();
+    env.run(&["inbox", "complete", id, "--ref", "note=joined"])
+        .code(0);
+    assert_eq!(join("scout", &["ops"]), 0);
+    assert_eq!(join("scout", &["ops", "release"]), 0);
+    assert_eq!(items(&env, "scout"), Vec::<Value>::new());
+    // A new agent watching an existing channel is added to it too.
+    assert_eq!(join("docs", &["release"]), 1);
+    // `members:` adds lint (who does not watch release) with a channel_added item and a
+    // mention; scout, already there, gets a plain mention.
+    let m = env.run(&[
+        "--json",
+        "post",
+        "release",
+        "members: @lint, scout\nplease help with the release",
+        "--as",
+        "ana",
+    ]);
+    m.code(0);
+    let mid = m.json()["message"]["message_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let l = items(&env, "lint");
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert_eq!(l[0]["trigger_type"], "channel_added");
+    assert_eq!(l[0]["source_id"], mid.as_str());
+    assert!(l[0]["mention_id"].is_string());
+    let agents = env.run(&["--json", "agent", "list"]).json();
+    let lint = agents["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "lint")
+        .unwrap()
+        .clone();
+    assert_eq!(lint["watch"], serde_json::json!(["ops", "release"]));
+    let s = items(&env, "scout");
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0]["trigger_type"], "mention");
+    // The same line again: lint is a member now, so a mention, not a second channel_added.
+    env.run(&["post", "release", "members: lint", "--as", "ana"])
+        .code(0);
+    let triggers: Vec<String> = items(&env, "lint")
+        .iter()
+        .map(|i| i["trigger_type"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(triggers, ["channel_added", "mention"]);
+}
+
+/// Issue 10: `conductor doctor` validates the runtime's documents and each agent's run files
+/// with their JSON Schemas (compiled like the protocol's): a document the Rust model would
+/// read but the published schema rejects is reported (exit 1), never rewritten.
+#[test]
+fn runtime_doctor_validates_the_runtime_documents_with_their_schemas() {
+    let env = setup();
+    env.run(&["post", "release", "kickoff", "--as", "ana"])
+        .code(0);
+    env.run(&[
+        "agent", "register", "scout", "--watch", "ops", "--watch", "release",
+    ])
+    .code(0);
+    post(&env, "@scout look");
+    let lp = spawn_loop(&env, &["scout", "--max-cycles", "1"]);
+    assert!(lp.wait_with_output().unwrap().status.success());
+    let r = env.run(&["--json", "doctor"]);
+    r.code(0);
+    let docs = r.json()["documents"].as_array().unwrap().clone();
+    for f in [
+        "runtime-agents.json",
+        "runtime-inbox.json",
+        "runtime-channels.json",
+        "runtime/agents/scout/run-status.json",
+        "runtime/agents/scout/actions.jsonl",
+    ] {
+        let d = docs
+            .iter()
+            .find(|d| d["file"] == f)
+            .unwrap_or_else(|| panic!("{f} not checked: {docs:?}"));
+        assert_eq!(d["ok"], true, "{d}");
+    }
+    // Schema violations the model does not see: a handle without `@`, an unknown loop state.
+    let agents = env.home_file("runtime-agents.json");
+    let text = std::fs::read_to_string(&agents).unwrap();
+    let bad = text.replace("\"@scout\"", "\"scout-no-at\"");
+    std::fs::write(&agents, &bad).unwrap();
+    let status_file = env.home.join("runtime/agents/scout/run-status.json");
+    let st = std::fs::read_to_string(&status_file).unwrap();
+    let bad_st = st.replace("\"state\": \"idle\"", "\"state\": \"dancing\"");
+    assert_ne!(st, bad_st);
+    std::fs::write(&status_file, &bad_st).unwrap();
+    let r = env.run(&["--json", "doctor", "--repair"]);
+    r.code(1);
+    let docs = r.json()["documents"].as_array().unwrap().clone();
+    let a = docs
+        .iter()
+        .find(|d| d["file"] == "runtime-agents.json")
+        .unwrap();
+    assert_eq!(a["ok"], false);
+    let detail = a["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("runtime-agents.schema.json") && detail.contains("/agents/scout/handle"),
+        "{detail}"
+    );
+    let s = docs
+        .iter()
+        .find(|d| d["file"] == "runtime/agents/scout/run-status.json")
+        .unwrap();
+    assert_eq!(s["ok"], false);
+    assert!(s["detail"].as_str().unwrap().contains("/state"), "{s}");
+    assert_eq!(std::fs::read_to_string(&agents).unwrap(), bad);
+    assert_eq!(std::fs::read_to_string(&status_file).unwrap(), bad_st);
+}
+
+/// Issue 10, "Done means": an agent SIGKILLed mid-item (its `--exec` child running) has its
+/// claim taken over by *another agent* after the TTL (15 s, the minimum), and the item is
+/// completed exactly once. lint stands in for scout (`--takeover-for scout`): it waits while
+/// the TTL runs, then takes over, runs its own child, posts the artifact as itself and
+/// completes scout's item with a reference to that post.
+#[test]
+fn runtime_another_agent_takes_over_a_sigkilled_agents_claim_after_the_ttl() {
+    let env = setup();
+    let started = env.root.path().join("scout-child-started");
+    let scout_worker = script(
+        &env,
+        "scout.sh",
+        &format!("cat >/dev/null\ntouch {}\nsleep 300", started.display()),
+    );
+    let lint_worker = script(
+        &env,
+        "lint.sh",
+        "cat >/dev/null\nprintf '[result]\\n%s finished %s for a stand-in\\n[/result]\\n' \"$CONDUCTOR_AGENT\" \"$CONDUCTOR_ITEM_ID\"",
+    );
+    let mut scout = spawn_loop(
+        &env,
+        &[
+            "scout",
+            "--exec",
+            scout_worker.to_str().unwrap(),
+            "--ttl",
+            "15",
+        ],
+    );
+    let lint = spawn_loop(
+        &env,
+        &[
+            "lint",
+            "--exec",
+            lint_worker.to_str().unwrap(),
+            "--ttl",
+            "15",
+            "--takeover-for",
+            "scout",
+        ],
+    );
+    assert!(wait_until(10.0, || status(&env, "scout")["running"]
+        == true
+        && status(&env, "lint")["running"] == true));
+    let msg = post(&env, "@scout please triage the flaky test");
+    assert!(
+        wait_until(10.0, || started.exists()),
+        "scout's child never started"
+    );
+    let item = items(&env, "scout")[0].clone();
+    let id = item["id"].as_str().unwrap().to_string();
+    let scout_worker_id = format!("run-{}", scout.id());
+    assert_eq!(item["claim"]["worker"], scout_worker_id.as_str());
+    let rs: Value = serde_json::from_str(
+        &std::fs::read_to_string(env.home.join("runtime/agents/scout/run-status.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rs["state"], "executing");
+    assert_eq!(rs["current"]["item_id"], id.as_str());
+    // SIGKILL scout's loop while its child runs (the child dies with it).
+    scout.kill().unwrap();
+    scout.wait().unwrap();
+    // lint sees the claim, and does not touch it while the TTL runs.
+    assert!(wait_until(10.0, || actions(&env, "lint")
+        .iter()
+        .any(
+            |a| a["kind"] == "conflict" && a["detail"]["item_id"] == id.as_str()
+        )));
+    assert_eq!(
+        items(&env, "scout")[0]["claim"]["worker"],
+        scout_worker_id.as_str()
+    );
+    // After the TTL: lint takes over and completes the item, once.
+    assert!(
+        wait_until(40.0, || items(&env, "scout").is_empty()),
+        "the item was never completed"
+    );
+    stop(lint);
+    let done: Vec<Value> = done_lines(&env)
+        .into_iter()
+        .filter(|d| d["item"]["id"] == id.as_str())
+        .collect();
+    assert_eq!(done.len(), 1, "completed exactly once");
+    assert_eq!(done[0]["item"]["status"], "completed");
+    assert_eq!(done[0]["item"]["agent"], "scout");
+    assert_eq!(done[0]["finished_by"], "lint");
+    assert_eq!(done[0]["last_claim"]["agent"], "lint");
+    let post_id = done[0]["item"]["completion_ref"]["post_id"]
+        .as_str()
+        .unwrap();
+    let msgs = env.run(&["--json", "messages", "ops"]).json()["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let answer = msgs.iter().find(|m| m["message_id"] == post_id).unwrap();
+    assert_eq!(answer["author"], "lint");
+    assert_eq!(answer["reply_to"], msg["message_id"]);
+    assert!(
+        answer["content"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("lint finished {id}"))
+    );
+    assert_eq!(
+        msgs.iter().filter(|m| m["author"] != "ana").count(),
+        1,
+        "one artifact"
+    );
+    assert_eq!(status(&env, "lint")["metrics"]["timeout_recoveries"], 1);
+    assert_eq!(status(&env, "scout")["metrics"]["completed"], 0);
+    let log = read_lines(&env.home_file("runtime-conflicts.log"));
+    assert!(
+        log.iter().any(|l| l.contains(" | TAKEOVER | lint (run-")
+            && l.contains(&format!("from scout ({scout_worker_id})"))),
+        "{log:?}"
+    );
+    let path: Vec<String> = actions(&env, "lint")
+        .iter()
+        .filter(|a| a["kind"] == "transition")
+        .map(|a| {
+            format!(
+                "{}->{}",
+                a["detail"]["from"].as_str().unwrap(),
+                a["detail"]["to"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(
+        path.windows(2)
+            .any(|w| w == ["claiming->timeout_takeover", "timeout_takeover->executing"]),
+        "{path:?}"
+    );
+    // Bad stand-in requests are refused before the loop starts.
+    let r = env.run(&[
+        "agent",
+        "run",
+        "lint",
+        "--takeover-for",
+        "nobody",
+        "--max-cycles",
+        "1",
+    ]);
+    r.code(2);
+    assert!(r.stderr.contains("no agent `nobody`"), "{}", r.stderr);
+    let r = env.run(&[
+        "agent",
+        "run",
+        "lint",
+        "--takeover-for",
+        "lint",
+        "--max-cycles",
+        "1",
+    ]);
+    r.code(2);
 }

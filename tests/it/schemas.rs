@@ -599,3 +599,107 @@ fn clap_definition_is_consistent() {
     use clap::CommandFactory;
     conductor::cli::Cli::command().debug_assert();
 }
+
+/// Issue 10: the agent runtime's `--json` outputs are described in `schemas/output.schema.json`
+/// (one branch each; `agent events` prints Canopy's feed page, `$defs/agent_events_page`).
+/// Real outputs of the real binary, including a running loop's status, validate.
+#[test]
+fn runtime_outputs_match_the_output_schema() {
+    use crate::common::*;
+    let mut env = TestEnv::new();
+    env.at("2026-01-17T10:00:00Z");
+    let mut outputs: Vec<(String, Value)> = Vec::new();
+    let mut run = |env: &TestEnv, args: &[&str], code: i32| -> Value {
+        let mut full = vec!["--json"];
+        full.extend_from_slice(args);
+        let r = env.run(&full);
+        r.code(code);
+        let v = r.json();
+        outputs.push((args.join(" "), v.clone()));
+        v
+    };
+    run(&env, &["agent", "register", "scout", "--watch", "ops"], 0);
+    run(&env, &["post", "release", "kickoff", "--as", "ana"], 0);
+    run(
+        &env,
+        &[
+            "agent", "register", "lint", "--watch", "ops", "--watch", "release",
+        ],
+        0,
+    );
+    let m = run(
+        &env,
+        &["post", "ops", "@scout hi\nreviewer: lint", "--as", "ana"],
+        0,
+    );
+    let mid = m["message"]["message_id"].as_str().unwrap().to_string();
+    run(
+        &env,
+        &["edit", &mid, "@scout hi!\nreviewer: lint", "--as", "ana"],
+        0,
+    );
+    run(&env, &["dm", "scout", "psst", "--as", "ana"], 0);
+    run(&env, &["messages", "ops"], 0);
+    let items = run(&env, &["inbox", "--agent", "scout"], 0);
+    let id = items["items"][0]["id"].as_str().unwrap().to_string();
+    run(&env, &["inbox", "seen", &id], 0);
+    run(
+        &env,
+        &["inbox", "claim", &id, "--agent", "scout", "--ttl", "15"],
+        0,
+    );
+    run(
+        &env,
+        &["inbox", "claim", &id, "--agent", "lint", "--ttl", "15"],
+        3,
+    );
+    run(&env, &["inbox", "renew", &id, "--agent", "scout"], 0);
+    run(&env, &["inbox", "release", &id, "--agent", "scout"], 0);
+    let mentions = run(&env, &["mentions"], 0);
+    run(
+        &env,
+        &["inbox", "complete", &id, "--ref", "post_id=msg-000001"],
+        0,
+    );
+    run(&env, &["inbox", "--status", "completed"], 0);
+    let lint_items = run(&env, &["inbox", "--agent", "lint"], 0);
+    let lid = lint_items["items"][0]["id"].as_str().unwrap().to_string();
+    run(&env, &["inbox", "skip", &lid], 0);
+    assert!(!mentions["mentions"].as_array().unwrap().is_empty());
+    run(&env, &["post", "ops", "@lint ping", "--as", "ana"], 0);
+    let lm = run(&env, &["mentions", "--agent", "lint"], 0);
+    let men = lm["mentions"][0]["id"].as_str().unwrap().to_string();
+    run(&env, &["mentions", "ack", &men], 0);
+    run(&env, &["agent", "list"], 0);
+    run(&env, &["agent", "status", "scout"], 0);
+    run(&env, &["agent", "selftest", "scout"], 0);
+    run(
+        &env,
+        &["agent", "selftest", "scout", "--min-level", "full_pass"],
+        1,
+    );
+    run(&env, &["inbox", "claim", &id, "--agent", "nobody"], 2);
+    // A loop that ran (its run-status.json shows in agent status), unpinned clock.
+    env.now = None;
+    let mut c = env.cmd();
+    c.args(["-q", "agent", "run", "scout", "--max-cycles", "1"]);
+    assert!(c.status().unwrap().success());
+    let st = run(&env, &["agent", "status", "scout"], 0);
+    assert!(st["run"].is_object(), "{st}");
+    let r = env.run_stdin(
+        &["--json", "artifact", "validate"],
+        "[result]\nok\n[/result]\n",
+    );
+    outputs.push(("artifact validate".into(), r.json()));
+    let r = env.run_stdin(&["--json", "artifact", "validate"], "[bogus]\n[/bogus]\n");
+    outputs.push(("artifact validate (invalid)".into(), r.json()));
+    for (what, v) in &outputs {
+        schema::validate(Schema::Output, v).unwrap_or_else(|e| panic!("{what}: {e}\n{v}"));
+    }
+    // The feed page is not an envelope: its own definition.
+    let page = env
+        .run(&["agent", "events", "scout", "--after", "0"])
+        .json();
+    schema::validate(Schema::AgentEventsPage, &page).unwrap_or_else(|e| panic!("{e}\n{page}"));
+    assert!(schema::validate(Schema::Output, &page).is_err());
+}
