@@ -215,6 +215,9 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
     let mut new_pids: Vec<(String, u32)> = Vec::new();
     let mut dirty = true;
     let mut more = false;
+    // The queue as this dispatcher last committed it, and its bytes: the next step decodes the
+    // file again only if someone else changed it since.
+    let mut cached: Option<(Vec<u8>, QueueDoc)> = None;
     loop {
         if dirty || !exited.is_empty() {
             let free = parallel.saturating_sub(running.len());
@@ -238,7 +241,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             });
             let step = store.transaction(now, &[Lock::Queue], |tx| {
                 let prep_tx = prep_tx;
-                let mut doc: QueueDoc = tx.read()?;
+                let mut doc: QueueDoc = tx.read_cached(cached.take())?;
                 let mut events = Vec::new();
                 for (key, pid) in &pids {
                     ops::set_pid(&mut doc, key, &me, *pid);
@@ -347,15 +350,16 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                     .collect();
                 doc.updated_at = now;
                 tx.write(&doc)?;
+                let bytes = tx.staged::<QueueDoc>().map(<[u8]>::to_vec);
                 for e in events {
                     tx.event(e);
                 }
-                Ok((dropped, more, remaining, shown))
+                Ok((dropped, more, remaining, shown, bytes.map(|b| (b, doc))))
             });
             let prepared = worker.join().expect("the prepare thread does not panic");
             (step, prepared)
             });
-            let (dropped, more_now, remaining, shown) = match step {
+            let (dropped, more_now, remaining, shown, committed) = match step {
                 Ok(v) => v,
                 Err(e) => {
                     for r in running.values() {
@@ -364,6 +368,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                     return Err(e);
                 }
             };
+            cached = committed;
             dirty = false;
             more = more_now;
             summary.remaining = remaining;
