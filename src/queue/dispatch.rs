@@ -227,137 +227,137 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             let runner_name = opts.runner.name();
             // Jobs marked running are prepared on disk (see `prepare`) while the commit runs.
             let (step, prepared) = std::thread::scope(|scope| {
-            let (prep_tx, prep_rx) = mpsc::channel::<ToLaunch>();
-            let runner = &opts.runner;
-            let layout = &layout;
-            let worker = scope.spawn(move || {
-                prep_rx
-                    .into_iter()
-                    .map(|l| {
-                        let r = prepare(layout, &l, runner);
-                        (l, r)
-                    })
-                    .collect::<Vec<_>>()
-            });
-            let step = store.transaction(now, &[Lock::Queue], |tx| {
-                let prep_tx = prep_tx;
-                let mut doc: QueueDoc = tx.read_cached(cached.take())?;
-                let mut events = Vec::new();
-                for (key, pid) in &pids {
-                    ops::set_pid(&mut doc, key, &me, *pid);
-                }
-                for (key, how, _) in &ended {
-                    ops::finish(&mut doc, key, &me, how.clone(), now, &mut events);
-                }
-                // Jobs we run that someone cancelled meanwhile.
-                let dropped: Vec<String> = running
-                    .keys()
-                    .filter(|k| {
-                        !doc.jobs
-                            .iter()
-                            .any(|j| &j.key() == *k && ops::runs_under(j, &me))
-                    })
-                    .cloned()
-                    .collect();
-                let scrub: BTreeSet<String> = doc
-                    .jobs
-                    .iter()
-                    .flat_map(|j| j.secrets.iter().cloned())
-                    .chain(file_secrets.keys().cloned())
-                    .collect();
-                let mut free = free;
-                // Starting one may block another (missing secret): go round until stable.
-                loop {
-                    let ready: Vec<usize> = ops::ready(&doc)
+                let (prep_tx, prep_rx) = mpsc::channel::<ToLaunch>();
+                let runner = &opts.runner;
+                let layout = &layout;
+                let worker = scope.spawn(move || {
+                    prep_rx
                         .into_iter()
-                        .filter(|i| wanted(&doc.jobs[*i]))
+                        .map(|l| {
+                            let r = prepare(layout, &l, runner);
+                            (l, r)
+                        })
+                        .collect::<Vec<_>>()
+                });
+                let step = store.transaction(now, &[Lock::Queue], |tx| {
+                    let prep_tx = prep_tx;
+                    let mut doc: QueueDoc = tx.read_cached(cached.take())?;
+                    let mut events = Vec::new();
+                    for (key, pid) in &pids {
+                        ops::set_pid(&mut doc, key, &me, *pid);
+                    }
+                    for (key, how, _) in &ended {
+                        ops::finish(&mut doc, key, &me, how.clone(), now, &mut events);
+                    }
+                    // Jobs we run that someone cancelled meanwhile.
+                    let dropped: Vec<String> = running
+                        .keys()
+                        .filter(|k| {
+                            !doc.jobs
+                                .iter()
+                                .any(|j| &j.key() == *k && ops::runs_under(j, &me))
+                        })
+                        .cloned()
                         .collect();
-                    let mut progressed = false;
-                    for i in ready {
-                        if free == 0 {
-                            break;
-                        }
-                        let job = &doc.jobs[i];
-                        let mut secrets = Vec::new();
-                        let mut missing = None;
-                        for name in &job.secrets {
-                            match std::env::var(name)
-                                .ok()
-                                .or_else(|| file_secrets.get(name).cloned())
-                            {
-                                Some(v) => secrets.push((name.clone(), v)),
-                                None => {
-                                    missing = Some(name.clone());
-                                    break;
-                                }
-                            }
-                        }
-                        let key = job.key();
-                        if let Some(name) = missing {
-                            ops::finish(
-                                &mut doc,
-                                &key,
-                                &me,
-                                Finish::MissingSecret { name },
-                                now,
-                                &mut events,
-                            );
-                            progressed = true;
-                            break;
-                        }
-                        events.push(ops::start(&mut doc, i, &me, runner_name, now));
-                        let job = doc.jobs[i].clone();
-                        let prior = job.depends_on.clone();
-                        let _ = prep_tx.send(ToLaunch {
-                            job,
-                            secrets,
-                            scrub: scrub.clone(),
-                            prior,
-                        });
-                        free -= 1;
-                    }
-                    if !progressed {
-                        break;
-                    }
-                }
-                let archived = ops::archive(&mut doc);
-                for j in &archived {
-                    tx.append(JOBS_DONE, serde_json::to_string(j).expect("jobs serialize"))?;
-                }
-                let more = doc
-                    .jobs
-                    .iter()
-                    .any(|j| j.state.state == State::Ready && wanted(j))
-                    || (doc
+                    let scrub: BTreeSet<String> = doc
                         .jobs
                         .iter()
-                        .any(|j| j.state.state == State::Queued && wanted(j))
-                        && doc.jobs.iter().any(|j| j.state.state == State::Running));
-                let mut remaining: BTreeMap<String, usize> = BTreeMap::new();
-                for j in &doc.jobs {
-                    *remaining.entry(j.state.state.as_str().into()).or_default() += 1;
-                }
-                let shown: Vec<(String, State, String)> = events
-                    .iter()
-                    .filter(|e| e.event_type != ops::SUBMITTED)
-                    .map(|e| {
-                        (
-                            e.target.clone().unwrap_or_default(),
-                            state_of_event(e.event_type),
-                            describe(&e.payload),
-                        )
-                    })
-                    .collect();
-                doc.updated_at = now;
-                tx.write(&doc)?;
-                let bytes = tx.staged::<QueueDoc>().map(<[u8]>::to_vec);
-                for e in events {
-                    tx.event(e);
-                }
-                Ok((dropped, more, remaining, shown, bytes.map(|b| (b, doc))))
-            });
-            let prepared = worker.join().expect("the prepare thread does not panic");
-            (step, prepared)
+                        .flat_map(|j| j.secrets.iter().cloned())
+                        .chain(file_secrets.keys().cloned())
+                        .collect();
+                    let mut free = free;
+                    // Starting one may block another (missing secret): go round until stable.
+                    loop {
+                        let ready: Vec<usize> = ops::ready(&doc)
+                            .into_iter()
+                            .filter(|i| wanted(&doc.jobs[*i]))
+                            .collect();
+                        let mut progressed = false;
+                        for i in ready {
+                            if free == 0 {
+                                break;
+                            }
+                            let job = &doc.jobs[i];
+                            let mut secrets = Vec::new();
+                            let mut missing = None;
+                            for name in &job.secrets {
+                                match std::env::var(name)
+                                    .ok()
+                                    .or_else(|| file_secrets.get(name).cloned())
+                                {
+                                    Some(v) => secrets.push((name.clone(), v)),
+                                    None => {
+                                        missing = Some(name.clone());
+                                        break;
+                                    }
+                                }
+                            }
+                            let key = job.key();
+                            if let Some(name) = missing {
+                                ops::finish(
+                                    &mut doc,
+                                    &key,
+                                    &me,
+                                    Finish::MissingSecret { name },
+                                    now,
+                                    &mut events,
+                                );
+                                progressed = true;
+                                break;
+                            }
+                            events.push(ops::start(&mut doc, i, &me, runner_name, now));
+                            let job = doc.jobs[i].clone();
+                            let prior = job.depends_on.clone();
+                            let _ = prep_tx.send(ToLaunch {
+                                job,
+                                secrets,
+                                scrub: scrub.clone(),
+                                prior,
+                            });
+                            free -= 1;
+                        }
+                        if !progressed {
+                            break;
+                        }
+                    }
+                    let archived = ops::archive(&mut doc);
+                    for j in &archived {
+                        tx.append(JOBS_DONE, serde_json::to_string(j).expect("jobs serialize"))?;
+                    }
+                    let more = doc
+                        .jobs
+                        .iter()
+                        .any(|j| j.state.state == State::Ready && wanted(j))
+                        || (doc
+                            .jobs
+                            .iter()
+                            .any(|j| j.state.state == State::Queued && wanted(j))
+                            && doc.jobs.iter().any(|j| j.state.state == State::Running));
+                    let mut remaining: BTreeMap<String, usize> = BTreeMap::new();
+                    for j in &doc.jobs {
+                        *remaining.entry(j.state.state.as_str().into()).or_default() += 1;
+                    }
+                    let shown: Vec<(String, State, String)> = events
+                        .iter()
+                        .filter(|e| e.event_type != ops::SUBMITTED)
+                        .map(|e| {
+                            (
+                                e.target.clone().unwrap_or_default(),
+                                state_of_event(e.event_type),
+                                describe(&e.payload),
+                            )
+                        })
+                        .collect();
+                    doc.updated_at = now;
+                    tx.write(&doc)?;
+                    let bytes = tx.staged::<QueueDoc>().map(<[u8]>::to_vec);
+                    for e in events {
+                        tx.event(e);
+                    }
+                    Ok((dropped, more, remaining, shown, bytes.map(|b| (b, doc))))
+                });
+                let prepared = worker.join().expect("the prepare thread does not panic");
+                (step, prepared)
             });
             let (dropped, more_now, remaining, shown, committed) = match step {
                 Ok(v) => v,

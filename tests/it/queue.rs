@@ -592,7 +592,10 @@ fn issue_14_follow_starts_later_submissions_and_retries_without_polling() {
     // The running dispatcher takes it (retry does not run a second one, and needs no agent).
     let r = q.env.run(&["queue", "retry", "again"]);
     r.code(0);
-    assert!(r.stdout.contains("running dispatcher starts it now"), "{r:?}");
+    assert!(
+        r.stdout.contains("running dispatcher starts it now"),
+        "{r:?}"
+    );
     assert!(wait_until(10.0, || q.state("again") == "completed"));
     assert_eq!(q.started_by("again"), d.id());
     unsafe {
@@ -795,7 +798,10 @@ fn issue_14_retry_no_run_only_marks_and_a_busy_dispatcher_picks_the_retry_up() {
     let before = q.trace().len();
     let r = q.retry(&["a", "--no-run"]);
     r.code(0);
-    assert!(r.stdout.contains("Start it with `conductor queue run`"), "{r:?}");
+    assert!(
+        r.stdout.contains("Start it with `conductor queue run`"),
+        "{r:?}"
+    );
     assert_eq!(q.trace().len(), before);
     assert_eq!(q.state("a"), "ready");
     assert_eq!(q.state("b"), "queued");
@@ -815,7 +821,10 @@ fn issue_14_retry_no_run_only_marks_and_a_busy_dispatcher_picks_the_retry_up() {
     assert!(wait_until(10.0, || q.state("hold") == "running"));
     let r = q.retry(&["c"]);
     r.code(0);
-    assert!(r.stdout.contains("running dispatcher starts it now"), "{r:?}");
+    assert!(
+        r.stdout.contains("running dispatcher starts it now"),
+        "{r:?}"
+    );
     assert!(wait_until(10.0, || q.state("c") == "completed"));
     assert_eq!(q.started_by("c"), d.id());
     std::fs::remove_file(q.ctrl.join("hold.block")).unwrap();
@@ -826,5 +835,8 @@ fn issue_14_retry_no_run_only_marks_and_a_busy_dispatcher_picks_the_retry_up() {
     let r = q.env.run(&["queue", "retry", "c", "--runner", "nope"]);
     r.code(2);
     assert_eq!(r.stderr.lines().count(), 1, "{r:?}");
-    assert_eq!(std::fs::read(q.env.home.join("queue.json")).unwrap(), before);
+    assert_eq!(
+        std::fs::read(q.env.home.join("queue.json")).unwrap(),
+        before
+    );
 }
