@@ -44,6 +44,18 @@ pub struct Options {
     pub secrets_file: Option<PathBuf>,
     /// Redraw once a second (a terminal is watching).
     pub tick: bool,
+    /// Start only these jobs (`WORKSPACE/JOB` keys; `queue retry`): the rest are left for
+    /// another dispatcher.
+    pub only: Option<BTreeSet<String>>,
+}
+
+/// The lock every dispatcher holds shared while it runs, so `queue retry` can tell whether one
+/// will pick its job up (see [`crate::store::lock::Presence`]).
+pub const RUN_LOCK: &str = "queue-run.lock";
+
+/// True while a dispatcher runs on this home.
+pub fn dispatcher_running(home: &Path) -> Result<bool> {
+    crate::store::lock::anyone_present(&home.join(RUN_LOCK))
 }
 
 /// Something the progress display may show.
@@ -168,6 +180,9 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
         None => BTreeMap::new(),
     };
     let parallel = opts.parallel.max(1);
+    let run_lock = home.join(RUN_LOCK);
+    let presence = crate::store::lock::announce_presence(&run_lock)?;
+    let wanted = |j: &Job| opts.only.as_ref().is_none_or(|o| o.contains(&j.key()));
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut tail = store.tail(None)?;
     let watcher = store.watcher(crate::store::journal::is_journal_file)?;
@@ -200,6 +215,9 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
     let mut new_pids: Vec<(String, u32)> = Vec::new();
     let mut dirty = true;
     let mut more = false;
+    // The queue as this dispatcher last committed it, and its bytes: the next step decodes the
+    // file again only if someone else changed it since.
+    let mut cached: Option<(Vec<u8>, QueueDoc)> = None;
     loop {
         if dirty || !exited.is_empty() {
             let free = parallel.saturating_sub(running.len());
@@ -207,114 +225,141 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             let ended: Vec<(String, Finish, Option<Duration>)> = std::mem::take(&mut exited);
             let pids = std::mem::take(&mut new_pids);
             let runner_name = opts.runner.name();
-            let step = store.transaction(now, &[Lock::Queue], |tx| {
-                let mut doc: QueueDoc = tx.read()?;
-                let mut events = Vec::new();
-                for (key, pid) in &pids {
-                    ops::set_pid(&mut doc, key, &me, *pid);
-                }
-                for (key, how, _) in &ended {
-                    ops::finish(&mut doc, key, &me, how.clone(), now, &mut events);
-                }
-                // Jobs we run that someone cancelled meanwhile.
-                let dropped: Vec<String> = running
-                    .keys()
-                    .filter(|k| {
-                        !doc.jobs
-                            .iter()
-                            .any(|j| &j.key() == *k && ops::runs_under(j, &me))
-                    })
-                    .cloned()
-                    .collect();
-                let scrub: BTreeSet<String> = doc
-                    .jobs
-                    .iter()
-                    .flat_map(|j| j.secrets.iter().cloned())
-                    .chain(file_secrets.keys().cloned())
-                    .collect();
-                let mut launches = Vec::new();
-                let mut free = free;
-                // Starting one may block another (missing secret): go round until stable.
-                loop {
-                    let ready = ops::ready(&doc);
-                    let mut progressed = false;
-                    for i in ready {
-                        if free == 0 {
-                            break;
-                        }
-                        let job = &doc.jobs[i];
-                        let mut secrets = Vec::new();
-                        let mut missing = None;
-                        for name in &job.secrets {
-                            match std::env::var(name)
-                                .ok()
-                                .or_else(|| file_secrets.get(name).cloned())
-                            {
-                                Some(v) => secrets.push((name.clone(), v)),
-                                None => {
-                                    missing = Some(name.clone());
-                                    break;
+            // Jobs marked running are prepared on disk (see `prepare`) while the commit runs.
+            let (step, prepared) = std::thread::scope(|scope| {
+                let (prep_tx, prep_rx) = mpsc::channel::<ToLaunch>();
+                let runner = &opts.runner;
+                let layout = &layout;
+                let worker = scope.spawn(move || {
+                    prep_rx
+                        .into_iter()
+                        .map(|l| {
+                            let r = prepare(layout, &l, runner);
+                            (l, r)
+                        })
+                        .collect::<Vec<_>>()
+                });
+                let step = store.transaction(now, &[Lock::Queue], |tx| {
+                    let prep_tx = prep_tx;
+                    let mut doc: QueueDoc = tx.read_cached(cached.take())?;
+                    let mut events = Vec::new();
+                    for (key, pid) in &pids {
+                        ops::set_pid(&mut doc, key, &me, *pid);
+                    }
+                    for (key, how, _) in &ended {
+                        ops::finish(&mut doc, key, &me, how.clone(), now, &mut events);
+                    }
+                    // Jobs we run that someone cancelled meanwhile.
+                    let dropped: Vec<String> = running
+                        .keys()
+                        .filter(|k| {
+                            !doc.jobs
+                                .iter()
+                                .any(|j| &j.key() == *k && ops::runs_under(j, &me))
+                        })
+                        .cloned()
+                        .collect();
+                    let scrub: BTreeSet<String> = doc
+                        .jobs
+                        .iter()
+                        .flat_map(|j| j.secrets.iter().cloned())
+                        .chain(file_secrets.keys().cloned())
+                        .collect();
+                    let mut free = free;
+                    // Starting one may block another (missing secret): go round until stable.
+                    loop {
+                        let ready: Vec<usize> = ops::ready(&doc)
+                            .into_iter()
+                            .filter(|i| wanted(&doc.jobs[*i]))
+                            .collect();
+                        let mut progressed = false;
+                        for i in ready {
+                            if free == 0 {
+                                break;
+                            }
+                            let job = &doc.jobs[i];
+                            let mut secrets = Vec::new();
+                            let mut missing = None;
+                            for name in &job.secrets {
+                                match std::env::var(name)
+                                    .ok()
+                                    .or_else(|| file_secrets.get(name).cloned())
+                                {
+                                    Some(v) => secrets.push((name.clone(), v)),
+                                    None => {
+                                        missing = Some(name.clone());
+                                        break;
+                                    }
                                 }
                             }
+                            let key = job.key();
+                            if let Some(name) = missing {
+                                ops::finish(
+                                    &mut doc,
+                                    &key,
+                                    &me,
+                                    Finish::MissingSecret { name },
+                                    now,
+                                    &mut events,
+                                );
+                                progressed = true;
+                                break;
+                            }
+                            events.push(ops::start(&mut doc, i, &me, runner_name, now));
+                            let job = doc.jobs[i].clone();
+                            let prior = job.depends_on.clone();
+                            let _ = prep_tx.send(ToLaunch {
+                                job,
+                                secrets,
+                                scrub: scrub.clone(),
+                                prior,
+                            });
+                            free -= 1;
                         }
-                        let key = job.key();
-                        if let Some(name) = missing {
-                            ops::finish(
-                                &mut doc,
-                                &key,
-                                &me,
-                                Finish::MissingSecret { name },
-                                now,
-                                &mut events,
-                            );
-                            progressed = true;
+                        if !progressed {
                             break;
                         }
-                        events.push(ops::start(&mut doc, i, &me, runner_name, now));
-                        let job = doc.jobs[i].clone();
-                        let prior = job.depends_on.clone();
-                        launches.push(ToLaunch {
-                            job,
-                            secrets,
-                            scrub: scrub.clone(),
-                            prior,
-                        });
-                        free -= 1;
                     }
-                    if !progressed {
-                        break;
+                    let archived = ops::archive(&mut doc);
+                    for j in &archived {
+                        tx.append(JOBS_DONE, serde_json::to_string(j).expect("jobs serialize"))?;
                     }
-                }
-                let archived = ops::archive(&mut doc);
-                for j in &archived {
-                    tx.append(JOBS_DONE, serde_json::to_string(j).expect("jobs serialize"))?;
-                }
-                let more = doc.jobs.iter().any(|j| j.state.state == State::Ready)
-                    || (doc.jobs.iter().any(|j| j.state.state == State::Queued)
-                        && doc.jobs.iter().any(|j| j.state.state == State::Running));
-                let mut remaining: BTreeMap<String, usize> = BTreeMap::new();
-                for j in &doc.jobs {
-                    *remaining.entry(j.state.state.as_str().into()).or_default() += 1;
-                }
-                let shown: Vec<(String, State, String)> = events
-                    .iter()
-                    .filter(|e| e.event_type != ops::SUBMITTED)
-                    .map(|e| {
-                        (
-                            e.target.clone().unwrap_or_default(),
-                            state_of_event(e.event_type),
-                            describe(&e.payload),
-                        )
-                    })
-                    .collect();
-                doc.updated_at = now;
-                tx.write(&doc)?;
-                for e in events {
-                    tx.event(e);
-                }
-                Ok((launches, dropped, more, remaining, shown))
+                    let more = doc
+                        .jobs
+                        .iter()
+                        .any(|j| j.state.state == State::Ready && wanted(j))
+                        || (doc
+                            .jobs
+                            .iter()
+                            .any(|j| j.state.state == State::Queued && wanted(j))
+                            && doc.jobs.iter().any(|j| j.state.state == State::Running));
+                    let mut remaining: BTreeMap<String, usize> = BTreeMap::new();
+                    for j in &doc.jobs {
+                        *remaining.entry(j.state.state.as_str().into()).or_default() += 1;
+                    }
+                    let shown: Vec<(String, State, String)> = events
+                        .iter()
+                        .filter(|e| e.event_type != ops::SUBMITTED)
+                        .map(|e| {
+                            (
+                                e.target.clone().unwrap_or_default(),
+                                state_of_event(e.event_type),
+                                describe(&e.payload),
+                            )
+                        })
+                        .collect();
+                    doc.updated_at = now;
+                    tx.write(&doc)?;
+                    let bytes = tx.staged::<QueueDoc>().map(<[u8]>::to_vec);
+                    for e in events {
+                        tx.event(e);
+                    }
+                    Ok((dropped, more, remaining, shown, bytes.map(|b| (b, doc))))
+                });
+                let prepared = worker.join().expect("the prepare thread does not panic");
+                (step, prepared)
             });
-            let (launches, dropped, more_now, remaining, shown) = match step {
+            let (dropped, more_now, remaining, shown, committed) = match step {
                 Ok(v) => v,
                 Err(e) => {
                     for r in running.values() {
@@ -323,6 +368,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                     return Err(e);
                 }
             };
+            cached = committed;
             dirty = false;
             more = more_now;
             summary.remaining = remaining;
@@ -351,9 +397,9 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                     r.dropped = true;
                 }
             }
-            for l in launches {
+            for (l, prep) in prepared {
                 let key = l.job.key();
-                match launch(&layout, &l, &opts.runner, &opts.agent_cmd) {
+                match prep.and_then(|()| launch(&layout, &l, &opts.runner, &opts.agent_cmd)) {
                     Ok((child, copier, ws_dir)) => {
                         let pid = child.id();
                         summary.started += 1;
@@ -408,8 +454,20 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             }
         }
         if running.is_empty() && !more && !opts.follow {
-            // Record the pids of jobs that already ended is pointless; nothing else is pending.
-            return Ok(summary);
+            // Nothing is left for us. Withdraw first, then look once more: a `queue retry`
+            // that committed before it saw us withdraw counts on us to start its job.
+            presence.withdraw();
+            let doc: QueueDoc = store.read_doc(Timestamp::now())?;
+            if !doc
+                .jobs
+                .iter()
+                .any(|j| j.state.state == State::Ready && wanted(j))
+            {
+                return Ok(summary);
+            }
+            presence.renew(&run_lock)?;
+            dirty = true;
+            continue;
         }
         // Sleep until a child exits, the journal changes, a stop signal, or a deadline.
         let next_deadline = running
@@ -703,28 +761,21 @@ fn describe(payload: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// Write the prompt file and start the process. Returns the child and the workspace dir.
-fn launch(
-    layout: &Layout,
-    l: &ToLaunch,
-    runner: &Runner,
-    agent_cmd: &str,
-) -> std::io::Result<(
-    std::process::Child,
-    Option<std::thread::JoinHandle<()>>,
-    PathBuf,
-)> {
+/// Make a job's directories, write its prompt file and create its log: everything a launch
+/// needs on disk that does not depend on the job being recorded `running`. It runs on a helper
+/// thread while the transaction that marks the job running commits (whose time is mostly spent
+/// waiting for the disk), so the start itself is only the spawn. Done for a job whose
+/// transaction then fails, it leaves a prompt file that the job's real start writes again.
+fn prepare(layout: &Layout, l: &ToLaunch, runner: &Runner) -> std::io::Result<()> {
     let job = &l.job;
     let ws_dir = layout.workspace(&job.workspace);
     let out = layout.output(&job.workspace, &job.id);
     let log = layout.log(&job.workspace, &job.id);
+    let prompt_file = layout.prompt(&job.workspace, &job.id);
     for d in [
         out.as_path(),
         log.parent().expect("log has a parent"),
-        layout
-            .prompt(&job.workspace, &job.id)
-            .parent()
-            .expect("prompt has a parent"),
+        prompt_file.parent().expect("prompt has a parent"),
     ] {
         super::private_dir(d).map_err(|e| std::io::Error::other(e.to_string()))?;
     }
@@ -742,17 +793,32 @@ fn launch(
         })
         .collect();
     let text = prompt::augmented(job, &root, &prior);
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&prompt_file)?
+        .write_all(text.as_bytes())?;
+    exec::create_log(&log)
+}
+
+/// Start a prepared job's process. Returns the child, the log copier and the workspace dir.
+fn launch(
+    layout: &Layout,
+    l: &ToLaunch,
+    runner: &Runner,
+    agent_cmd: &str,
+) -> std::io::Result<(
+    std::process::Child,
+    Option<std::thread::JoinHandle<()>>,
+    PathBuf,
+)> {
+    let job = &l.job;
+    let ws_dir = layout.workspace(&job.workspace);
+    let log = layout.log(&job.workspace, &job.id);
     let prompt_file = layout.prompt(&job.workspace, &job.id);
-    {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&prompt_file)?;
-        f.write_all(text.as_bytes())?;
-    }
     let launch = Launch {
         job,
         workspace_dir: &ws_dir,

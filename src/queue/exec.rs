@@ -151,7 +151,7 @@ pub fn spawn(
             let root = l.job.workdir.clone();
             let inner_prompt = format!("{root}/.prompts/{}.md", l.job.id);
             let agent = agent_command(l, &root, &inner_prompt);
-            let mut c = Command::new("bwrap");
+            let mut c = Command::new(resolve("bwrap"));
             c.args(sandbox_args(l.workspace_dir, &root, read_only));
             c.arg("sh").arg("-c").arg(agent);
             // The environment is set on bwrap itself (never on its command line, which other
@@ -218,6 +218,16 @@ pub fn spawn(
     Ok((child, Some(copier)))
 }
 
+/// Create a job's log file (private) if it does not exist yet.
+pub fn create_log(path: &Path) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode_private()
+        .open(path)
+        .map(drop)
+}
+
 /// Copy `from` to `to` line by line with every secret value replaced by its name.
 fn redact_copy(from: impl std::io::Read, mut to: std::fs::File, values: &[(String, String)]) {
     use std::io::{BufRead, Write};
@@ -255,13 +265,47 @@ fn shell_or_direct(script: &str) -> Command {
         "trap", "unset", "shift", "return", "alias", "command", "type", "hash",
     ];
     if plain && !words.is_empty() && !BUILTINS.contains(&words[0]) {
-        let mut c = Command::new(words[0]);
+        let mut c = Command::new(resolve(words[0]));
         c.args(&words[1..]);
         return c;
     }
-    let mut c = Command::new("sh");
+    let mut c = Command::new(resolve("sh"));
     c.arg("-c").arg(script);
     c
+}
+
+/// A program name as the path `PATH` finds it at (looked up once per dispatcher), so each
+/// spawn is one `execve` rather than one per `PATH` entry. Names with a `/`, and names not
+/// found (the spawn then reports them), are left as they are.
+fn resolve(program: &str) -> PathBuf {
+    use std::collections::HashMap;
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::Mutex;
+    static FOUND: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+    if program.contains('/') {
+        return PathBuf::from(program);
+    }
+    let mut found = FOUND.lock().unwrap_or_else(|e| e.into_inner());
+    let found = found.get_or_insert_with(HashMap::new);
+    if let Some(p) = found.get(program) {
+        return p.clone();
+    }
+    let hit = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .filter(|d| d.is_absolute())
+            .map(|d| d.join(program))
+            .find(|p| {
+                std::fs::metadata(p)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    });
+    match hit {
+        Some(p) => {
+            found.insert(program.to_string(), p.clone());
+            p
+        }
+        None => PathBuf::from(program),
+    }
 }
 
 fn fill_cmd(template: &str, agent: &str) -> String {

@@ -121,3 +121,44 @@ fn read_holder(path: &Path) -> Option<String> {
     let pid: u32 = s.strip_prefix("pid ")?.split(' ').next()?.parse().ok()?;
     (!crate::runtime::pid_is_dead(pid)).then(|| s.to_string())
 }
+
+/// A long-running worker's presence (a dispatcher's `queue-run.lock`): a *shared* lock held for
+/// as long as it runs, so that several can run at once and another process can tell whether any
+/// does ([`anyone_present`]). Released when dropped, or by the kernel when the process dies.
+pub struct Presence {
+    file: File,
+}
+
+/// Announce presence on `path` (a sentinel file, never renamed or deleted). Waits only for a
+/// concurrent [`anyone_present`] probe, which holds the lock for a moment.
+pub fn announce_presence(path: &Path) -> Result<Presence> {
+    let file = super::atomic::open_private(path).ctx("open lock file", path)?;
+    file.lock_shared().ctx("lock", path)?;
+    Ok(Presence { file })
+}
+
+impl Presence {
+    /// Withdraw for a moment (see [`anyone_present`]), then announce again.
+    pub fn withdraw(&self) {
+        let _ = self.file.unlock();
+    }
+
+    /// Announce again after [`Presence::withdraw`].
+    pub fn renew(&self, path: &Path) -> Result<()> {
+        self.file.lock_shared().ctx("lock", path)
+    }
+}
+
+/// True while some process holds a [`Presence`] on `path`.
+pub fn anyone_present(path: &Path) -> Result<bool> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io("open lock file", path, e)),
+    };
+    match file.try_lock() {
+        Ok(()) => Ok(false), // released when `file` closes
+        Err(TryLockError::WouldBlock) => Ok(true),
+        Err(TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
+    }
+}

@@ -264,6 +264,33 @@ impl<'s> Tx<'s> {
         Ok(doc)
     }
 
+    /// Read a document like [`Tx::read`], except that when its file holds exactly the bytes
+    /// of `cached` (what this process wrote last, see [`Tx::staged`]) that document is returned
+    /// without decoding it again. Any change by anyone else changes the bytes, so the result is
+    /// always what the file holds; a long-running writer (the queue's dispatcher) saves the
+    /// parse of a big document on every step.
+    pub fn read_cached<D: Document>(&mut self, cached: Option<(Vec<u8>, D)>) -> Result<D> {
+        self.check_held(D::LOCK, D::FILE)?;
+        let path = self.store.home().dir().join(D::FILE);
+        let bytes = super::read_bytes(&path)?;
+        let doc = match (&bytes, cached) {
+            (None, _) => D::empty(self.now),
+            (Some(b), Some((c, doc))) if *b == c => doc,
+            (Some(b), _) => D::decode(&path, b)?,
+        };
+        self.seen.retain(|(f, _)| *f != D::FILE);
+        self.seen.push((D::FILE, bytes));
+        Ok(doc)
+    }
+
+    /// The bytes a document staged by [`Tx::write`] will be committed as.
+    pub fn staged<D: Document>(&self) -> Option<&[u8]> {
+        self.writes
+            .iter()
+            .find(|w| w.file == D::FILE)
+            .map(|w| w.bytes.as_slice())
+    }
+
     /// Read a tracked document and who wrote its file last: conductor (its file is the one
     /// conductor committed, or there is none), or another program, with the version conductor
     /// committed before that when it can still be read.

@@ -104,6 +104,26 @@ impl Q {
         c.spawn().unwrap()
     }
 
+    /// `queue retry ARGS --agent-cmd <stand-in>` (it may run the dispatcher itself).
+    fn retry(&self, extra: &[&str]) -> Run {
+        let agent = self.agent_cmd();
+        let mut args = vec!["queue", "retry"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--agent-cmd", &agent]);
+        self.env
+            .run_env(&args, &[("CTRL", self.ctrl.to_str().unwrap())])
+    }
+
+    /// The pid of the dispatcher that started `job` (from its `CONDUCTOR_QUEUE_RUN`).
+    fn started_by(&self, job: &str) -> u32 {
+        let env = std::fs::read_to_string(self.ctrl.join(format!("{job}.env"))).unwrap();
+        let token = env
+            .lines()
+            .find_map(|l| l.strip_prefix("CONDUCTOR_QUEUE_RUN="))
+            .unwrap();
+        token.split(':').next().unwrap().parse().unwrap()
+    }
+
     fn jobs(&self) -> Vec<Value> {
         let r = self.env.run(&["--json", "queue", "jobs", "--all"]);
         r.code(0);
@@ -391,10 +411,11 @@ fn issue_14_a_failure_blocks_exactly_its_dependents_and_retry_recovers() {
     assert!(r.stderr.contains("retry `w/a` instead"), "{r:?}");
 
     std::fs::remove_file(q.ctrl.join("a.fail")).unwrap();
-    let r = q.env.run(&["queue", "retry", "a"]);
+    // No dispatcher is running: retry runs a, and b and c that it unblocks, itself.
+    let r = q.retry(&["a"]);
     r.code(0);
     assert!(r.stdout.contains("w/b, w/c"), "{r:?}");
-    q.dispatch(&[], &[]).code(0);
+    assert!(r.stdout.contains("3 completed"), "{r:?}");
     for j in ["a", "b", "c", "x", "y"] {
         assert_eq!(q.state(j), "completed", "{j}");
     }
@@ -452,8 +473,13 @@ fn issue_14_a_missing_secret_blocks_the_job_naming_it() {
     let f = q.env.root.path().join("secrets.env");
     std::fs::write(&f, "NOPE_NOT_SET=from-file-42\n").unwrap();
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
-    q.env.run(&["queue", "retry", "a"]).code(0);
     let fs = f.to_str().unwrap();
+    // retry refuses it before changing anything; --no-run only puts the job back in line.
+    let r = q.retry(&["a", "--secrets-file", fs]);
+    r.code(2);
+    assert!(r.stderr.contains("chmod 600"), "{r:?}");
+    assert_eq!(q.state("a"), "blocked");
+    q.env.run(&["queue", "retry", "--no-run", "a"]).code(0);
     let r = q.dispatch(&["--secrets-file", fs], &[]);
     r.code(2);
     assert!(r.stderr.contains("chmod 600"), "{r:?}");
@@ -563,8 +589,15 @@ fn issue_14_follow_starts_later_submissions_and_retries_without_polling() {
         .code(0);
     assert!(wait_until(10.0, || q.state("again") == "failed"));
     std::fs::remove_file(q.ctrl.join("again.fail")).unwrap();
-    q.env.run(&["queue", "retry", "again"]).code(0);
+    // The running dispatcher takes it (retry does not run a second one, and needs no agent).
+    let r = q.env.run(&["queue", "retry", "again"]);
+    r.code(0);
+    assert!(
+        r.stdout.contains("running dispatcher starts it now"),
+        "{r:?}"
+    );
     assert!(wait_until(10.0, || q.state("again") == "completed"));
+    assert_eq!(q.started_by("again"), d.id());
     unsafe {
         libc::kill(d.id() as i32, libc::SIGTERM);
     }
@@ -746,5 +779,64 @@ echo done > "$o/RESULT.md"
     assert!(
         prompt.contains("Write all output files to /workspace/output/a/."),
         "{prompt}"
+    );
+}
+
+#[test]
+fn issue_14_retry_no_run_only_marks_and_a_busy_dispatcher_picks_the_retry_up() {
+    let q = Q::new();
+    q.ctl("a.fail", "");
+    q.submit(&json!({"workspace": "w", "jobs": [
+        {"id": "a", "prompt": "p"},
+        {"id": "b", "prompt": "p", "depends_on": ["a"]}]}))
+        .code(0);
+    q.dispatch(&[], &[]).code(5);
+    assert_eq!(q.state("b"), "blocked");
+    std::fs::remove_file(q.ctrl.join("a.fail")).unwrap();
+
+    // --no-run: back in line, nothing started.
+    let before = q.trace().len();
+    let r = q.retry(&["a", "--no-run"]);
+    r.code(0);
+    assert!(
+        r.stdout.contains("Start it with `conductor queue run`"),
+        "{r:?}"
+    );
+    assert_eq!(q.trace().len(), before);
+    assert_eq!(q.state("a"), "ready");
+    assert_eq!(q.state("b"), "queued");
+    q.dispatch(&[], &[]).code(0);
+    assert_eq!(q.state("b"), "completed");
+
+    // A dispatcher (no --follow) busy with another job: a retry meanwhile is its work too.
+    q.ctl("c.fail", "");
+    q.submit(&json!({"workspace": "v", "jobs": [{"id": "c", "prompt": "p"}]}))
+        .code(0);
+    q.dispatch(&[], &[]).code(5);
+    std::fs::remove_file(q.ctrl.join("c.fail")).unwrap();
+    q.ctl("hold.block", "");
+    q.submit(&json!({"workspace": "u", "jobs": [{"id": "hold", "prompt": "p"}]}))
+        .code(0);
+    let mut d = q.spawn_dispatcher(&[], &[]);
+    assert!(wait_until(10.0, || q.state("hold") == "running"));
+    let r = q.retry(&["c"]);
+    r.code(0);
+    assert!(
+        r.stdout.contains("running dispatcher starts it now"),
+        "{r:?}"
+    );
+    assert!(wait_until(10.0, || q.state("c") == "completed"));
+    assert_eq!(q.started_by("c"), d.id());
+    std::fs::remove_file(q.ctrl.join("hold.block")).unwrap();
+    assert!(d.wait().unwrap().success());
+
+    // Bad options change nothing.
+    let before = std::fs::read(q.env.home.join("queue.json")).unwrap();
+    let r = q.env.run(&["queue", "retry", "c", "--runner", "nope"]);
+    r.code(2);
+    assert_eq!(r.stderr.lines().count(), 1, "{r:?}");
+    assert_eq!(
+        std::fs::read(q.env.home.join("queue.json")).unwrap(),
+        before
     );
 }

@@ -42,8 +42,8 @@ pub enum QueueCommand {
     /// Show one job: its state object, prompt file, log and result.
     #[command(long_about = show::ABOUT)]
     Show(show::ShowArgs),
-    /// Run a failed, timed-out, blocked or cancelled job again (its blocked dependents follow).
-    #[command(long_about = retry::ABOUT)]
+    /// Run a failed, timed-out, blocked or cancelled job again, and the dependents it blocked.
+    #[command(long_about = retry::ABOUT, after_long_help = retry::EXIT_CODES)]
     Retry(retry::RetryArgs),
     /// Cancel a job, or every unfinished job of a workspace; running processes are killed.
     #[command(long_about = cancel::ABOUT)]

@@ -1,18 +1,35 @@
-//! `conductor queue retry JOB`: run a job again.
+//! `conductor queue retry JOB`: run a job again, and what it unblocks.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use clap::Args;
 use serde_json::json;
 
 use super::Plain;
+use super::run::{DispatchArgs, counts, dispatch_with_progress};
 use crate::commands::{Ctx, print};
 use crate::error::Result;
-use crate::queue::{QueueDoc, ops};
+use crate::queue::{QueueDoc, dispatch, ops};
 use crate::store::Lock;
 
 /// The long help of `queue retry`.
 pub const ABOUT: &str = "Put a failed, timed-out, blocked or cancelled job back in line, with every job that was\n\
-blocked because of it. A running `queue run --follow` starts it at once; otherwise run\n\
-`conductor queue run`. A job blocked by a dependency is retried through that dependency.";
+blocked because of it, and run them.\n\
+\n\
+If a dispatcher is running on this home (`queue run`, `queue run --follow`, another retry),\n\
+it starts them at once (it wakes on the event journal) and retry returns. Otherwise retry\n\
+runs the dispatcher itself, with the same options as `queue run`, for these jobs only, until\n\
+they can make no more progress. --no-run only puts them back in line.\n\
+\n\
+A job blocked by a dependency is retried through that dependency.";
+
+/// Exit codes of `queue retry`, shown at the end of its `--help`.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  the jobs are back in line and completed (or a running dispatcher took them, or --no-run)
+  1  operational error (lock_timeout, io, corrupt_state)
+  2  invalid input: unknown or ambiguous job, a job that cannot be retried, bad --runner
+  5  retry ran them and some failed, timed out or are blocked again";
 
 /// The arguments of `queue retry` (see [`ABOUT`]).
 #[derive(Debug, Args)]
@@ -20,10 +37,17 @@ pub struct RetryArgs {
     /// The job: `JOB` or `WORKSPACE/JOB`.
     #[arg(value_name = "JOB")]
     pub job: String,
+    /// Only put the jobs back in line; start nothing (a later `queue run` starts them).
+    #[arg(long)]
+    pub no_run: bool,
+    #[command(flatten)]
+    pub dispatch: DispatchArgs,
 }
 
 /// Run `queue retry`.
 pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
+    // Bad options are refused before anything changes.
+    let opts = args.dispatch.options(ctx, false, None)?;
     let keys = ctx.store.transaction(ctx.now, &[Lock::Queue], |tx| {
         let mut doc: QueueDoc = tx.read()?;
         let i = ops::find(&doc, &args.job)?;
@@ -35,8 +59,8 @@ pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
         }
         Ok(keys)
     })?;
-    let message = format!(
-        "Queued {} again{}. Start it with `conductor queue run` (a `queue run --follow` picks it up now).",
+    let queued = format!(
+        "Queued {} again{}.",
         keys[0],
         if keys.len() > 1 {
             format!(
@@ -48,12 +72,60 @@ pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
             String::new()
         }
     );
+    let plain = |how: &str, message: String| Plain {
+        json: json!({"status": "ok", "requeued": keys, "run": how, "message": message}),
+        text: message,
+        code: 0,
+    };
+    if args.no_run {
+        let message = format!("{queued} Start it with `conductor queue run`.");
+        return print(ctx.out, &plain("no", message));
+    }
+    // Asked after the commit: a dispatcher that is running now either sees the retry in the
+    // journal, or looks at the queue once more after it withdraws (see `dispatch::run`).
+    if dispatch::dispatcher_running(ctx.store.home().dir())? {
+        let message = format!("{queued} The running dispatcher starts it now.");
+        return print(ctx.out, &plain("dispatcher", message));
+    }
+    let only: BTreeSet<String> = keys.iter().cloned().collect();
+    let opts = dispatch::Options {
+        only: Some(only.clone()),
+        ..opts
+    };
+    let (summary, took) = dispatch_with_progress(ctx, &opts)?;
+    // How the retried jobs ended (live, or archived with their finished workspace).
+    let mut states: BTreeMap<String, String> = BTreeMap::new();
+    for j in super::all_jobs(ctx, true)? {
+        let key = j.key();
+        if only.contains(&key) && !states.contains_key(&key) {
+            states.insert(key, j.state.state.as_str().to_string());
+        }
+    }
+    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+    for s in states.values() {
+        *tally.entry(s.clone()).or_default() += 1;
+    }
+    let ok = !summary.stopped && states.values().all(|s| s == "completed");
+    let message = format!(
+        "{queued} {}Ran them in {took:.2}s: {}.",
+        if summary.stopped { "Stopped. " } else { "" },
+        counts(&tally)
+    );
     print(
         ctx.out,
         &Plain {
-            json: json!({"status": "ok", "requeued": keys, "message": message}),
+            json: json!({
+                "status": if ok { "ok" } else { "incomplete" },
+                "requeued": keys,
+                "run": "here",
+                "states": states,
+                "started": summary.started,
+                "stopped": summary.stopped,
+                "seconds": took,
+                "message": message,
+            }),
             text: message.clone(),
-            code: 0,
+            code: if ok { 0 } else { 5 },
         },
     )
 }

@@ -39,6 +39,17 @@ placeholder in it is empty.";
 /// The arguments of `queue run` (see [`ABOUT`]).
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub dispatch: DispatchArgs,
+    /// Keep running: wait for new submissions, retries and cancels instead of returning.
+    #[arg(long)]
+    pub follow: bool,
+}
+
+/// How jobs are started: shared by `queue run` and `queue retry` (which runs the dispatcher
+/// itself when none is running).
+#[derive(Debug, Args)]
+pub struct DispatchArgs {
     /// How many jobs run at once.
     #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub parallel: u16,
@@ -48,9 +59,6 @@ pub struct RunArgs {
     /// The agent command template (run by sh -c).
     #[arg(long, default_value = DEFAULT_AGENT_CMD, value_name = "TEMPLATE")]
     pub agent_cmd: String,
-    /// Keep running: wait for new submissions, retries and cancels instead of returning.
-    #[arg(long)]
-    pub follow: bool,
     /// A file of NAME=value lines (mode 0600) to read secrets from, after the environment.
     #[arg(long, env = "CONDUCTOR_SECRETS_FILE", value_name = "FILE")]
     pub secrets_file: Option<PathBuf>,
@@ -152,35 +160,59 @@ impl Progress {
     }
 }
 
-/// Run `queue run`.
-pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
-    let runner = parse_runner(&args.runner, args.sandbox_ro, args.pass_env)?;
-    let live = std::io::stderr().is_terminal() && !ctx.out.quiet;
-    let opts = Options {
-        parallel: usize::from(args.parallel),
-        runner,
-        agent_cmd: args.agent_cmd,
-        follow: args.follow,
-        secrets_file: args.secrets_file,
-        tick: live,
-    };
+impl DispatchArgs {
+    /// The dispatcher's options (`follow`, `only` as given).
+    pub fn options(
+        self,
+        ctx: &Ctx,
+        follow: bool,
+        only: Option<std::collections::BTreeSet<String>>,
+    ) -> Result<Options> {
+        let runner = parse_runner(&self.runner, self.sandbox_ro, self.pass_env)?;
+        if let Some(f) = &self.secrets_file {
+            // Refused now, before anything changes (the dispatcher reads it again).
+            dispatch::read_secrets_file(f)?;
+        }
+        Ok(Options {
+            parallel: usize::from(self.parallel),
+            runner,
+            agent_cmd: self.agent_cmd,
+            follow,
+            secrets_file: self.secrets_file,
+            tick: std::io::stderr().is_terminal() && !ctx.out.quiet,
+            only,
+        })
+    }
+}
+
+/// Run the dispatcher with the progress display on stderr; returns what it did and how long
+/// it took (seconds).
+pub fn dispatch_with_progress(ctx: &Ctx, opts: &Options) -> Result<(dispatch::Summary, f64)> {
     let mut p = Progress {
-        live,
+        live: opts.tick,
         quiet: ctx.out.quiet,
         rows: BTreeMap::new(),
         order: Vec::new(),
         drawn: 0,
     };
     let began = Instant::now();
-    let summary = dispatch::run(&ctx.store, &opts, &mut |u| p.update(u))?;
-    let took = began.elapsed().as_secs_f64();
+    let summary = dispatch::run(&ctx.store, opts, &mut |u| p.update(u))?;
+    Ok((summary, began.elapsed().as_secs_f64()))
+}
+
+/// `3 completed, 1 failed`.
+pub fn counts(m: &BTreeMap<String, usize>) -> String {
+    m.iter()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Run `queue run`.
+pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
+    let opts = args.dispatch.options(ctx, args.follow, None)?;
+    let (summary, took) = dispatch_with_progress(ctx, &opts)?;
     let ok = summary.all_completed();
-    let counts = |m: &BTreeMap<String, usize>| {
-        m.iter()
-            .map(|(k, v)| format!("{v} {k}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     let message = format!(
         "{}Started {} job(s) in {took:.2}s{}.{}",
         if summary.stopped { "Stopped. " } else { "" },
