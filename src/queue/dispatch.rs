@@ -239,8 +239,11 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                         })
                         .collect::<Vec<_>>()
                 });
+                // With a shared store the transaction may run again: only the launches of the
+                // run that committed count.
+                let mut launches: Vec<String> = Vec::new();
                 let step = store.transaction(now, &[Lock::Queue], |tx| {
-                    let prep_tx = prep_tx;
+                    launches.clear();
                     let mut doc: QueueDoc = tx.read_cached(cached.take())?;
                     let mut events = Vec::new();
                     for (key, pid) in &pids {
@@ -308,6 +311,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                             events.push(ops::start(&mut doc, i, &me, runner_name, now));
                             let job = doc.jobs[i].clone();
                             let prior = job.depends_on.clone();
+                            launches.push(job.key());
                             let _ = prep_tx.send(ToLaunch {
                                 job,
                                 secrets,
@@ -356,7 +360,18 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                     }
                     Ok((dropped, more, remaining, shown, bytes.map(|b| (b, doc))))
                 });
-                let prepared = worker.join().expect("the prepare thread does not panic");
+                drop(prep_tx);
+                let mut prepared = worker.join().expect("the prepare thread does not panic");
+                if prepared.len() > launches.len() {
+                    // Keep the last preparation of each launch of the committed run.
+                    let mut seen = BTreeSet::new();
+                    prepared.reverse();
+                    prepared.retain(|(l, _)| {
+                        let k = l.job.key();
+                        launches.contains(&k) && seen.insert(k)
+                    });
+                    prepared.reverse();
+                }
                 (step, prepared)
             });
             let (dropped, more_now, remaining, shown, committed) = match step {

@@ -296,9 +296,9 @@ pub fn private_dir(path: &Path) -> Result<()> {
 
 /// Every job ever archived (`queue-finished.jsonl`), oldest first. Unparseable lines are skipped
 /// (a torn last line after a crash is cut by the next append anyway).
-pub fn archived(home: &Path) -> Result<Vec<Job>> {
+pub fn archived(store: &crate::store::Store) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
-    crate::store::ledger::for_each_line(&home.join(JOBS_DONE.name), |_, line| {
+    store.read_ledger_file(JOBS_DONE, |_, line| {
         if let crate::store::ledger::Line::Complete(t) = line
             && let Ok(j) = serde_json::from_str::<Job>(&t)
         {

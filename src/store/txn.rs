@@ -270,6 +270,9 @@ impl<'s> Tx<'s> {
     /// always what the file holds; a long-running writer (the queue's dispatcher) saves the
     /// parse of a big document on every step.
     pub fn read_cached<D: Document>(&mut self, cached: Option<(Vec<u8>, D)>) -> Result<D> {
+        if self.store.remote().is_some() {
+            return self.read();
+        }
         self.check_held(D::LOCK, D::FILE)?;
         let path = self.store.home().dir().join(D::FILE);
         let bytes = super::read_bytes(&path)?;

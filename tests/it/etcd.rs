@@ -889,3 +889,61 @@ fn watch_survives_the_death_of_its_member() {
         assert!(f.ends_with(&format!(":src/after{i}.rs")), "{files:?}");
     }
 }
+
+/// The other domains run on the shared store too: a job queue submitted on one host is run by a
+/// dispatcher on another, and the agent runtime's posts, inbox and work claims are shared.
+#[test]
+fn the_queue_and_the_runtime_share_one_store_across_hosts() {
+    use std::io::Write;
+    let cluster = Cluster::start();
+    let root = tempfile::tempdir().unwrap();
+    let hosts = hosts(root.path(), &cluster.url(), 2);
+    // Queue: a → (b, c), submitted on host0, run on host1.
+    let manifest = serde_json::json!({"workspace": "shared", "jobs": [
+        {"id": "a", "prompt": "first"},
+        {"id": "b", "prompt": "second", "depends_on": ["a"]},
+        {"id": "c", "prompt": "third", "depends_on": ["a"]},
+    ]});
+    let mut submit = hosts[0]
+        .cmd(&["queue", "submit", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    submit
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(manifest.to_string().as_bytes())
+        .unwrap();
+    let o = submit.wait_with_output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let agent = "sh -c 'mkdir -p \"$CONDUCTOR_QUEUE_OUTPUT\" && echo done > \"$CONDUCTOR_QUEUE_OUTPUT/RESULT.md\"'";
+    let r = hosts[1].run(&["queue", "run", "--agent-cmd", agent]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let jobs = hosts[0].run(&["--json", "queue", "jobs", "shared"]);
+    assert_eq!(jobs.code, 0, "{jobs:#?}");
+    let text = jobs.stdout;
+    assert_eq!(text.matches("\"completed\"").count(), 3, "{text}");
+    // Runtime: an agent registered on host0, a post from host1 addressed to it.
+    let r = hosts[0].run(&[
+        "agent", "register", "scout", "--handle", "@scout", "--watch", "general",
+    ]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let r = hosts[1].run(&["post", "general", "please review this @scout"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let inbox = hosts[0].run(&["--json", "inbox", "--agent", "scout"]);
+    assert_eq!(inbox.code, 0, "{inbox:#?}");
+    let v = inbox.json();
+    let id = v["items"][0]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an inbox item on host0: {v}"))
+        .to_string();
+    let r = hosts[0].run(&["--json", "inbox", "claim", &id, "--agent", "scout"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let r = hosts[1].run(&["agent", "register", "lint", "--handle", "@lint"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let again = hosts[1].run(&["--json", "inbox", "claim", &id, "--agent", "lint"]);
+    assert_eq!(again.code, 3, "host1 sees host0's live claim: {again:#?}");
+}

@@ -92,7 +92,7 @@ pub fn all_jobs(ctx: &Ctx, finished: bool) -> Result<Vec<crate::queue::Job>> {
     let doc: crate::queue::QueueDoc = ctx.store.read_doc(ctx.now)?;
     let mut jobs = doc.jobs;
     if finished {
-        let mut old = crate::queue::archived(ctx.store.home().dir())?;
+        let mut old = crate::queue::archived(&ctx.store)?;
         old.reverse();
         jobs.extend(old);
     }

@@ -74,7 +74,7 @@ pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Re
         }
     }
     let home = ctx.store.home().dir().to_path_buf();
-    let archived_completed: BTreeSet<String> = crate::queue::archived(&home)?
+    let archived_completed: BTreeSet<String> = crate::queue::archived(&ctx.store)?
         .into_iter()
         .filter(|j| j.workspace == m.workspace && j.state.state == State::Completed)
         .map(|j| j.id)
