@@ -14,7 +14,7 @@ bin=$PWD/target/release/conductor
 work=$(mktemp -d)
 export CONDUCTOR_HOME=$work/home
 loop_pid=
-trap '[ -n "$loop_pid" ] && kill "$loop_pid" 2>/dev/null; rm -rf "$work"' EXIT
+trap '[ -n "$loop_pid" ] && { kill "$loop_pid" 2>/dev/null; wait "$loop_pid" 2>/dev/null; }; rm -rf "$work"' EXIT
 "$bin" -q agent register bench --watch ops >/dev/null
 "$bin" -q agent run bench --exec 'cat >/dev/null; printf "[result]\nok\n[/result]\n"' 2>/dev/null &
 loop_pid=$!
