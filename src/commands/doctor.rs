@@ -131,6 +131,12 @@ impl Report for DoctorReport {
 /// Run `doctor`.
 pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
     if let Some(r) = ctx.store.remote() {
+        if args.repair {
+            return Err(crate::error::Error::invalid(
+                "invalid_input",
+                "--repair rewrites a file home's files; with a shared store doctor only checks the cluster and its documents (run it without --repair)",
+            ));
+        }
         return run_remote(ctx, r);
     }
     let findings = doctor::run(&ctx.store, ctx.now, args.repair)?;

@@ -947,3 +947,57 @@ fn the_queue_and_the_runtime_share_one_store_across_hosts() {
     let again = hosts[1].run(&["--json", "inbox", "claim", &id, "--agent", "lint"]);
     assert_eq!(again.code, 3, "host1 sees host0's live claim: {again:#?}");
 }
+
+/// A store URL that is not one is refused (exit 2, `invalid_store`) before anything is
+/// touched; a cluster nobody answers for is `store_unavailable` (exit 11), also for `doctor`.
+#[test]
+fn bad_and_unreachable_store_urls() {
+    let env = crate::common::TestEnv::new();
+    for bad in [
+        "http://127.0.0.1:2379",
+        "etcd://nohost",
+        "etcd://h:99999",
+        "etcd://h:1/a b",
+    ] {
+        let r = env.run_env(&["--json", "status"], &[("CONDUCTOR_STORE", bad)]);
+        assert_eq!(r.code, 2, "{bad}: {r:#?}");
+        assert_eq!(r.json()["reason"], "invalid_store", "{bad}");
+    }
+    let r = env.run(&["--json", "--store", "etcd://x", "status"]);
+    assert_eq!(
+        r.json()["reason"],
+        "invalid_store",
+        "--store is read like CONDUCTOR_STORE"
+    );
+    // Nothing listens on port 1.
+    let down = [("CONDUCTOR_STORE", "etcd://127.0.0.1:1,127.0.0.1:2/x")];
+    for args in [&["--json", "claim", "src/a.rs"][..], &["--json", "doctor"]] {
+        let r = env.run_env(args, &down);
+        assert_eq!(r.code, 11, "{args:?}: {r:#?}");
+    }
+    let r = env.run_env(&["--json", "start", "t", "--priority", "P1"], &down);
+    assert_eq!(r.json()["reason"], "store_unavailable");
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("127.0.0.1:2"),
+        "{r:#?}"
+    );
+    let r = env.run_env(&["doctor", "--repair"], &down);
+    assert_eq!(r.code, 2, "{r:#?}");
+    // An empty CONDUCTOR_STORE is the file home, even when config.json names a store.
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(
+        env.home.join("config.json"),
+        r#"{"store":"etcd://127.0.0.1:1/x"}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        env.run(&["--json", "status"]).code,
+        11,
+        "config.json's store is used"
+    );
+    let r = env.run_env(&["--json", "status"], &[("CONDUCTOR_STORE", "")]);
+    assert_eq!(r.code, 0, "{r:#?}");
+}
