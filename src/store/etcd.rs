@@ -11,9 +11,11 @@
 //! Keys (under the prefix, `/conductor` unless the URL names another):
 //! - `<prefix>/doc/<file>`: a document (status.json, queue.json, ...), the same bytes as the
 //!   file in a home;
-//! - `<prefix>/ledger/<file>/<n>`: one ledger line (history.jsonl, conflicts.log, ...), `n`
-//!   zero-padded, numbered in one sequence for every ledger;
-//! - `<prefix>/journal/<seq>`: one event, `seq` zero-padded, gap-free like the file journal;
+//! - `<prefix>/ledger/<file>/<n>`: the lines one transaction appended to a ledger
+//!   (history.jsonl, conflicts.log, ...), newline-separated, numbered from `n` (zero-padded) in
+//!   one sequence for every ledger;
+//! - `<prefix>/journal/<seq>`: the events of one transaction, newline-separated, numbered from
+//!   `seq` (zero-padded), gap-free like the file journal;
 //! - `<prefix>/meta/seq`: `{"event":N,"line":M}`, the last numbers given.
 //!
 //! Every request carries `Grpc-Metadata-hasleader: true`, so a member that has lost its leader
@@ -260,6 +262,21 @@ impl Etcd {
         )?;
         let more = v.get("more").and_then(Value::as_bool).unwrap_or(false);
         Ok((kvs(&v), more))
+    }
+
+    /// The last key under `prefix` that sorts at or before `key`.
+    pub fn last_at_or_before(&self, prefix: &str, key: &str) -> Result<Option<Kv>> {
+        let v = self.call(
+            "/v3/kv/range",
+            &json!({
+                "key": b64(prefix.as_bytes()),
+                "range_end": b64(format!("{key}\0").as_bytes()),
+                "limit": 1,
+                "sort_order": "DESCEND",
+                "sort_target": "KEY",
+            }),
+        )?;
+        Ok(kvs(&v).into_iter().next())
     }
 
     /// Every key under `prefix`, in key order, read in pages.

@@ -315,23 +315,33 @@ impl Tail {
     /// [`Tail::read`] from the shared store: the events after the cursor, a page at a time.
     fn read_remote(&mut self, f: &mut dyn FnMut(Event) -> bool) -> Result<bool> {
         let r = self.remote.clone().expect("a remote tail");
-        let end = super::etcd::prefix_end(&r.journal_prefix());
+        let prefix = r.journal_prefix();
+        let end = super::etcd::prefix_end(&prefix);
+        // A key holds one transaction's events, numbered from its key: start at the key that
+        // holds `after + 1` (the last one at or before it).
+        let mut from = r
+            .last_at_or_before(&prefix, &r.journal_key(self.after + 1))?
+            .map(|kv| kv.key)
+            .unwrap_or_else(|| r.journal_key(self.after + 1));
         loop {
-            let (page, more) = r.range(&r.journal_key(self.after + 1), &end, 256)?;
-            for kv in page {
-                let Ok(event) = serde_json::from_slice::<Event>(&kv.value) else {
-                    continue;
-                };
-                if event.seq <= self.after {
-                    continue;
-                }
-                self.after = event.seq;
-                if !f(event) {
-                    return Ok(true);
+            let (page, more) = r.range(&from, &end, 64)?;
+            for kv in &page {
+                for line in kv.value.split(|b| *b == b'\n') {
+                    let Ok(event) = serde_json::from_slice::<Event>(line) else {
+                        continue;
+                    };
+                    if event.seq <= self.after {
+                        continue;
+                    }
+                    self.after = event.seq;
+                    if !f(event) {
+                        return Ok(true);
+                    }
                 }
             }
-            if !more {
-                return Ok(false);
+            match page.last() {
+                Some(kv) if more => from = format!("{}\0", kv.key),
+                _ => return Ok(false),
             }
         }
     }

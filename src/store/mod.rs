@@ -352,15 +352,7 @@ impl Store {
                     .file_name()
                     .and_then(|n| n.to_str())
                     .unwrap_or_default();
-                let mut f = f;
-                let mut n = 0;
-                r.scan(&r.ledger_prefix(name), |kv| {
-                    n += 1;
-                    f(
-                        n,
-                        ledger::Line::Complete(String::from_utf8_lossy(&kv.value).into_owned()),
-                    )
-                })
+                remote_lines(r, &r.ledger_prefix(name), f)
             }
             None => ledger::for_each_line(&path, f),
         }
@@ -370,19 +362,10 @@ impl Store {
     pub fn read_ledger_file(
         &self,
         ledger: LedgerFile,
-        mut f: impl FnMut(usize, ledger::Line) -> Result<bool>,
+        f: impl FnMut(usize, ledger::Line) -> Result<bool>,
     ) -> Result<()> {
         match &self.remote {
-            Some(r) => {
-                let mut n = 0;
-                r.scan(&r.ledger_prefix(ledger.name), |kv| {
-                    n += 1;
-                    f(
-                        n,
-                        ledger::Line::Complete(String::from_utf8_lossy(&kv.value).into_owned()),
-                    )
-                })
-            }
+            Some(r) => remote_lines(r, &r.ledger_prefix(ledger.name), f),
             None => ledger::for_each_line(&self.home.dir().join(ledger.name), f),
         }
     }
@@ -714,4 +697,25 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
         last = seq;
     }
     Ok(())
+}
+
+/// Every line of a ledger kept in the shared store: its keys hold the lines of one transaction
+/// each (so a transaction stays within etcd's operation limit however many lines it appends).
+fn remote_lines(
+    r: &etcd::Etcd,
+    prefix: &str,
+    mut f: impl FnMut(usize, ledger::Line) -> Result<bool>,
+) -> Result<()> {
+    let mut n = 0;
+    let mut more = true;
+    r.scan(prefix, |kv| {
+        for line in String::from_utf8_lossy(&kv.value).split('\n') {
+            n += 1;
+            if !f(n, ledger::Line::Complete(line.to_string()))? {
+                more = false;
+                return Ok(false);
+            }
+        }
+        Ok(more)
+    })
 }

@@ -581,16 +581,21 @@ impl Store {
                 None => (0, 0),
             };
             compares.push((r.meta_key(), meta.map_or(0, |kv| kv.mod_revision)));
+            // One key per ledger and one for the events, each holding this transaction's
+            // lines: a transaction is a handful of operations (etcd allows 128), however many
+            // files a claim or a release names.
             for (ledger, lines) in appends {
-                for l in lines {
-                    line += 1;
-                    puts.push((r.ledger_key(&ledger, line), l.into_bytes()));
-                }
+                puts.push((
+                    r.ledger_key(&ledger, line + 1),
+                    lines.join("\n").into_bytes(),
+                ));
+                line += lines.len() as u64;
             }
             let first = event;
-            for l in journal::encode(event, now, &events) {
-                event += 1;
-                puts.push((r.journal_key(event), l.into_bytes()));
+            let encoded = journal::encode(event, now, &events);
+            if !encoded.is_empty() {
+                puts.push((r.journal_key(event + 1), encoded.join("\n").into_bytes()));
+                event += encoded.len() as u64;
             }
             // Retention: now and then (every `keep / 4` events, at most 256), drop the events
             // older than the newest `keep`.

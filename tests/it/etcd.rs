@@ -1001,3 +1001,49 @@ fn bad_and_unreachable_store_urls() {
     let r = env.run_env(&["--json", "status"], &[("CONDUCTOR_STORE", "")]);
     assert_eq!(r.code, 0, "{r:#?}");
 }
+
+/// A claim, a release and a `done` of hundreds of files are each one etcd transaction within
+/// etcd's default limit of 128 operations (a ledger's or the journal's lines of a transaction
+/// share a key), and every line reads back.
+#[test]
+fn hundreds_of_files_in_one_command() {
+    let cluster = Cluster::start();
+    let root = tempfile::tempdir().unwrap();
+    let hosts = hosts(root.path(), &cluster.url(), 1);
+    let h = &hosts[0];
+    let id = h.start("big");
+    let files: Vec<String> = (0..300).map(|i| format!("src/m{i}.rs")).collect();
+    let mut args = vec!["--json", "claim"];
+    args.extend(files.iter().map(String::as_str));
+    let r = h.run(&args);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let mut rel = vec!["--json", "release"];
+    rel.extend(files[..200].iter().map(String::as_str));
+    assert_eq!(h.run(&rel).code, 0);
+    assert_eq!(h.run(&["done"]).code, 0);
+    let copy = root.path().join("copy");
+    assert_eq!(h.run(&["mirror", "--once", copy.to_str().unwrap()]).code, 0);
+    let log = std::fs::read_to_string(copy.join("conflicts.log")).unwrap();
+    assert_eq!(log.lines().count(), 300, "{log}");
+    assert_eq!(log.matches("| RELEASE |").count(), 300, "{log}");
+    let ev = h.run(&["--json", "events", "--limit", "1000"]).json();
+    let items = ev["items"].as_array().unwrap();
+    let seqs: Vec<u64> = items.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    // Resuming in the middle of one transaction's events gives the rest of them.
+    for after in 0..seqs.len() as u64 {
+        let page = h
+            .run(&[
+                "--json",
+                "events",
+                "--after",
+                &after.to_string(),
+                "--limit",
+                "1",
+            ])
+            .json();
+        assert_eq!(page["items"][0]["seq"], after + 1, "{page}");
+    }
+    let hist = h.run(&["--json", "history"]).stdout;
+    assert!(hist.contains(&id), "{hist}");
+}
