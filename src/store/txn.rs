@@ -215,6 +215,20 @@ struct Write {
 }
 
 impl<'s> Tx<'s> {
+    fn new(store: &'s Store, now: Timestamp, locks: Vec<Lock>) -> Tx<'s> {
+        Tx {
+            store,
+            now,
+            locks,
+            writes: Vec::new(),
+            appends: Vec::new(),
+            events: Vec::new(),
+            seen: Vec::new(),
+            revs: Vec::new(),
+            meta: None,
+        }
+    }
+
     /// The transaction's clock.
     pub fn now(&self) -> Timestamp {
         self.now
@@ -481,17 +495,7 @@ impl Store {
         super::atomic::remove_stale_temps(self.home().dir(), |name| {
             order.iter().any(|l| l.owns_temp(name))
         });
-        let mut tx = Tx {
-            store: self,
-            now,
-            locks: order,
-            writes: Vec::new(),
-            appends: Vec::new(),
-            events: Vec::new(),
-            seen: Vec::new(),
-            revs: Vec::new(),
-            meta: None,
-        };
+        let mut tx = Tx::new(self, now, order);
         let value = f(&mut tx)?;
         self.commit(tx)?;
         Ok(value)
@@ -512,17 +516,7 @@ impl Store {
         let started = std::time::Instant::now();
         let mut attempt = 0u32;
         loop {
-            let mut tx = Tx {
-                store: self,
-                now,
-                locks: locks.to_vec(),
-                writes: Vec::new(),
-                appends: Vec::new(),
-                events: Vec::new(),
-                seen: Vec::new(),
-                revs: Vec::new(),
-                meta: None,
-            };
+            let mut tx = Tx::new(self, now, locks.to_vec());
             let value = f(&mut tx)?;
             if self.commit_remote(tx)? {
                 return Ok(value);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use conductor::store::etcd::Etcd;
 use serde_json::Value;
 
-use crate::common::bin;
+use crate::common::{Run, bin};
 
 fn etcd_binary() -> PathBuf {
     for p in std::env::var_os("PATH")
@@ -192,21 +192,6 @@ pub struct Host {
     store: String,
 }
 
-/// What a command did.
-#[derive(Debug)]
-pub struct Out {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Out {
-    pub fn json(&self) -> Value {
-        serde_json::from_str(self.stdout.trim())
-            .unwrap_or_else(|e| panic!("not one JSON object ({e}): {self:#?}"))
-    }
-}
-
 impl Host {
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin());
@@ -223,9 +208,9 @@ impl Host {
         c
     }
 
-    pub fn run(&self, args: &[&str]) -> Out {
+    pub fn run(&self, args: &[&str]) -> Run {
         let o = self.cmd(args).output().expect("run conductor");
-        Out {
+        Run {
             code: o.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -274,9 +259,9 @@ pub fn hosts(root: &Path, store: &str, n: usize) -> Vec<Host> {
         .collect()
 }
 
-/// Race every host for `file`, all at once; the exit codes in host order.
-fn race(hosts: &[Host], file: &str) -> Vec<Out> {
-    let children: Vec<Child> = hosts
+/// Every host claims `file` at once (the processes, still running).
+fn spawn_claims(hosts: &[Host], file: &str) -> Vec<Child> {
+    hosts
         .iter()
         .map(|h| {
             h.cmd(&["--json", "claim", file])
@@ -285,18 +270,55 @@ fn race(hosts: &[Host], file: &str) -> Vec<Out> {
                 .spawn()
                 .unwrap()
         })
-        .collect();
+        .collect()
+}
+
+/// What each process did, in order.
+fn outcomes(children: Vec<Child>) -> Vec<Run> {
     children
         .into_iter()
         .map(|c| {
             let o = c.wait_with_output().unwrap();
-            Out {
+            Run {
                 code: o.status.code().unwrap_or(-1),
                 stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
                 stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
             }
         })
         .collect()
+}
+
+/// Race every host for `file`, all at once; what each got, in host order.
+fn race(hosts: &[Host], file: &str) -> Vec<Run> {
+    outcomes(spawn_claims(hosts, file))
+}
+
+/// `watch` on `host` for granted claims from the journal's start (so none made after this
+/// call can fall before its cursor), with its lines on a channel.
+fn watch_claims(host: &Host) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut watch = host
+        .cmd(&[
+            "--json",
+            "watch",
+            "--after",
+            "0",
+            "--types",
+            "claim.granted",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        while let Some(Ok(l)) = lines.next() {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    (watch, rx)
 }
 
 /// Claimed file → holder, from `status --json` (each file held by one instance).
@@ -426,16 +448,7 @@ fn leader_killed_mid_race(rounds: usize, kills: usize) {
             down = None;
         }
         let file = format!("src/r{round}.rs");
-        let children: Vec<Child> = hosts
-            .iter()
-            .map(|h| {
-                h.cmd(&["--json", "claim", &file])
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
+        let children = spawn_claims(&hosts, &file);
         if round > 0 && round % every == 0 && killed < kills && down.is_none() {
             // Kill the leader while this round's claims are in flight.
             let leader = cluster.wait_for_leader();
@@ -443,17 +456,7 @@ fn leader_killed_mid_race(rounds: usize, kills: usize) {
             down = Some((leader, round));
             killed += 1;
         }
-        let outs: Vec<Out> = children
-            .into_iter()
-            .map(|c| {
-                let o = c.wait_with_output().unwrap();
-                Out {
-                    code: o.status.code().unwrap_or(-1),
-                    stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-                    stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-                }
-            })
-            .collect();
+        let outs = outcomes(children);
         let won: Vec<usize> = (0..3).filter(|i| outs[*i].code == 0).collect();
         assert!(won.len() <= 1, "round {round}: two winners: {outs:#?}");
         for o in &outs {
@@ -568,22 +571,8 @@ fn one_journal_history_and_conflicts_across_hosts() {
     let hosts = hosts(root.path(), &cluster.url(), 2);
     let a = hosts[0].start("a");
     let b = hosts[1].start("b");
-    let mut watch = hosts[0]
-        .cmd(&["--json", "watch", "--types", "claim.granted"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
-    // The watch is in place once it printed nothing yet and a claim on the other host lands.
-    std::thread::sleep(Duration::from_millis(300));
+    let (mut watch, rx) = watch_claims(&hosts[0]);
     assert_eq!(hosts[1].run(&["claim", "src/shared.rs"]).code, 0);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        if let Some(Ok(l)) = lines.next() {
-            let _ = tx.send(l);
-        }
-    });
     let line = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("watch on host0 saw host1's claim");
@@ -849,22 +838,7 @@ fn watch_survives_the_death_of_its_member() {
     let hosts = hosts(root.path(), &cluster.url(), 2);
     hosts[0].start("watcher");
     hosts[1].start("worker");
-    let mut watch = hosts[0]
-        .cmd(&["--json", "watch", "--types", "claim.granted"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        while let Some(Ok(l)) = lines.next() {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    std::thread::sleep(Duration::from_millis(300));
+    let (mut watch, rx) = watch_claims(&hosts[0]);
     assert_eq!(hosts[1].run(&["claim", "src/before.rs"]).code, 0);
     rx.recv_timeout(Duration::from_secs(20))
         .expect("first claim seen");

@@ -83,6 +83,21 @@ fn actions(env: &TestEnv, agent: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The state machine's transitions an agent's loop logged, as `from->to`.
+fn transitions(env: &TestEnv, agent: &str) -> Vec<String> {
+    actions(env, agent)
+        .iter()
+        .filter(|a| a["kind"] == "transition")
+        .map(|a| {
+            format!(
+                "{}->{}",
+                a["detail"]["from"].as_str().unwrap(),
+                a["detail"]["to"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
 fn stop(mut child: Child) {
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);
@@ -598,17 +613,7 @@ fn runtime_end_to_end_two_agents_a_person_and_a_sigkill() {
             .any(|l| l.contains("TAKEOVER") && l.contains(&first_worker)),
         "{log:?}"
     );
-    let takeover_path: Vec<String> = actions(&env, "scout")
-        .iter()
-        .filter(|a| a["kind"] == "transition")
-        .map(|a| {
-            format!(
-                "{}->{}",
-                a["detail"]["from"].as_str().unwrap(),
-                a["detail"]["to"].as_str().unwrap()
-            )
-        })
-        .collect();
+    let takeover_path = transitions(&env, "scout");
     assert!(
         takeover_path
             .windows(2)
@@ -1304,17 +1309,7 @@ fn runtime_another_agent_takes_over_a_sigkilled_agents_claim_after_the_ttl() {
             && l.contains(&format!("from scout ({scout_worker_id})"))),
         "{log:?}"
     );
-    let path: Vec<String> = actions(&env, "lint")
-        .iter()
-        .filter(|a| a["kind"] == "transition")
-        .map(|a| {
-            format!(
-                "{}->{}",
-                a["detail"]["from"].as_str().unwrap(),
-                a["detail"]["to"].as_str().unwrap()
-            )
-        })
-        .collect();
+    let path = transitions(&env, "lint");
     assert!(
         path.windows(2)
             .any(|w| w == ["claiming->timeout_takeover", "timeout_takeover->executing"]),
