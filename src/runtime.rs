@@ -58,6 +58,15 @@ pub fn pid_is_dead(pid: u32) -> bool {
     rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
+/// True if the process waiting for a file on behalf of `inst` is gone. A `claim --wait` runs
+/// on its instance's host; another host's pid means nothing here, so it is never judged dead.
+pub fn waiter_is_dead(inst: &Instance, pid: u32) -> bool {
+    match (&inst.host, hostname()) {
+        (Some(theirs), Some(ours)) if *theirs != ours => false,
+        _ => pid_is_dead(pid),
+    }
+}
+
 /// Liveness by pid, for instances that recorded one on this host, and by heartbeat age.
 pub struct ProcessTable {
     host: Option<String>,
@@ -129,10 +138,12 @@ impl PathNormalizer {
     }
 
     /// With a shared store, the same file on two hosts must be one claim: key it by its
-    /// repository and its path inside it (`github.com/acme/app:src/main.rs`, the repository
+    /// repository and its path inside it (`/@github.com/acme/app:src/main.rs`, the repository
     /// being the normalized URL of its `origin` remote, else of its first remote). A file in no
     /// repository with a remote is keyed by this host and its absolute path
-    /// (`host=build1:/srv/x/a.rs`), so it never conflicts with another host's file.
+    /// (`/@host=build1:/srv/x/a.rs`), so it never conflicts with another host's file. Keys start
+    /// with `/` like every claim key, so the protocol's path fields (waits, pending conflicts)
+    /// hold them as they are.
     pub fn with_repo_keys(mut self, on: bool) -> PathNormalizer {
         self.repos = on.then(HashMap::new);
         self
@@ -170,10 +181,10 @@ impl PathNormalizer {
         match self.repo_of(&dir) {
             Some((root, id)) => {
                 let rel = abs.strip_prefix(&root).unwrap_or(&abs);
-                PathBuf::from(format!("{id}:{}", rel.display()))
+                PathBuf::from(format!("/@{id}:{}", rel.display()))
             }
             None => PathBuf::from(format!(
-                "host={}:{}",
+                "/@host={}:{}",
                 hostname().unwrap_or_else(|| "unknown".into()),
                 abs.display()
             )),

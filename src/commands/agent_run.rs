@@ -269,7 +269,8 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
                         Wake::Timeout
                     }
                 };
-                if woke != Wake::Changed || stopped() || journal_stat(&dir) != last_stat {
+                if woke != Wake::Changed || stopped() || journal_stat(&ctx.store, &dir) != last_stat
+                {
                     break;
                 }
             }
@@ -277,7 +278,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
                 break;
             }
         }
-        last_stat = journal_stat(&dir);
+        last_stat = journal_stat(&ctx.store, &dir);
         lp.cycles += 1;
         wait_for = Some(match lp.cycle(&stopped) {
             Ok(next) => next,
@@ -311,8 +312,13 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
     Ok(0)
 }
 
-fn journal_stat(dir: &std::path::Path) -> Option<(u64, u64)> {
+/// Where the journal ends: the active file's inode and size, or with a shared store its last
+/// seq (asked only when the watcher woke the loop).
+fn journal_stat(store: &crate::store::Store, dir: &std::path::Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
+    if store.remote().is_some() {
+        return store.last_event_seq().ok().map(|s| (0, s));
+    }
     std::fs::metadata(dir.join(journal::ACTIVE))
         .ok()
         .map(|m| (m.ino(), m.len()))
@@ -405,13 +411,15 @@ impl<'a> Loop<'a> {
         let mark = self.pending.len();
         // A shared store runs the transaction again when another writer committed first: `f`
         // then starts from the loop as it was.
-        let (saved_machine, saved_cursor) = (self.m.clone(), self.cursor);
+        let (saved_machine, saved_cursor, saved_announced) =
+            (self.m.clone(), self.cursor, self.announced.clone());
         let mut attempt = 0;
         let ctx = self.ctx();
         let res = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
             if attempt > 0 {
                 self.m = saved_machine.clone();
                 self.cursor = saved_cursor;
+                self.announced = saved_announced.clone();
                 self.pending.truncate(mark);
             }
             attempt += 1;

@@ -106,7 +106,7 @@ pub fn execute(ctx: &Ctx, req: CleanupRequest) -> Result<Box<dyn Report>> {
     let now = ctx.now;
     let live = ProcessTable::new();
     let orphans = ctx.store.transact(now, |st, fx| {
-        ops::drop_dead_waiters(st, &crate::runtime::pid_is_dead, now, fx);
+        ops::drop_dead_waiters(st, &crate::runtime::waiter_is_dead, now, fx);
         ops::cleanup(st, max_age, req.instance_id.as_deref(), now, &live, fx)
     })?;
     Ok(Box::new(Cleaned { orphans }))

@@ -92,7 +92,7 @@ pub fn execute(ctx: &Ctx, req: DoneRequest) -> Result<Box<dyn Report>> {
         let (id, mut paths) = super::resolve_with_paths(ctx, st, &req.instance_id, &[&listed])?;
         let files_modified = req.files_modified.as_ref().map(|_| paths.remove(0));
         // A released file goes to the first waiter that is still there.
-        ops::drop_dead_waiters(st, &crate::runtime::pid_is_dead, now, fx);
+        ops::drop_dead_waiters(st, &crate::runtime::waiter_is_dead, now, fx);
         let released = ops::done(st, &id, outcome, files_modified, req.notes.clone(), now, fx)?;
         Ok((id, released))
     })?;

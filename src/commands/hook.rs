@@ -452,7 +452,7 @@ fn session_end(
             return Ok(None);
         };
         // A released file goes to the first waiter that is still there.
-        ops::drop_dead_waiters(st, &crate::runtime::pid_is_dead, now, fx);
+        ops::drop_dead_waiters(st, &crate::runtime::waiter_is_dead, now, fx);
         let released = ops::done(
             st,
             &id,

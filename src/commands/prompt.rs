@@ -27,11 +27,27 @@ pub fn run(global: &GlobalArgs, args: PromptArgs, _out: &Output) -> Result<u8> {
             Err(_) => return Ok(0),
         },
     };
-    let Ok(bytes) = std::fs::read(dir.join("status.json")) else {
-        return Ok(0);
-    };
-    let Ok(state) = serde_json::from_slice::<State>(&bytes) else {
-        return Ok(0);
+    let state = if std::env::var("CONDUCTOR_STORE").is_ok_and(|s| !s.is_empty()) {
+        // A shared store: one request, and a prompt never waits long for it.
+        if std::env::var_os("CONDUCTOR_STORE_TIMEOUT").is_none() {
+            // SAFETY: no other thread runs yet.
+            unsafe { std::env::set_var("CONDUCTOR_STORE_TIMEOUT", "0.3") };
+        }
+        let Ok(store) = crate::store::Store::open(dir, std::time::Duration::ZERO, true) else {
+            return Ok(0);
+        };
+        let Ok(state) = store.read_unvalidated(crate::time::Timestamp::now()) else {
+            return Ok(0);
+        };
+        state
+    } else {
+        let Ok(bytes) = std::fs::read(dir.join("status.json")) else {
+            return Ok(0);
+        };
+        let Ok(state) = serde_json::from_slice::<State>(&bytes) else {
+            return Ok(0);
+        };
+        state
     };
     if let Some(seg) = crate::hooks::prompt_segment(&state, &id) {
         super::completions::write_stdout(format!("{seg}\n").as_bytes())?;

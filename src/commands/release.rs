@@ -100,7 +100,7 @@ pub fn execute(ctx: &Ctx, req: ReleaseRequest) -> Result<Box<dyn Report>> {
             Which::Files(paths.remove(0))
         };
         // A released file goes to the first waiter that is still there.
-        ops::drop_dead_waiters(st, &crate::runtime::pid_is_dead, now, fx);
+        ops::drop_dead_waiters(st, &crate::runtime::waiter_is_dead, now, fx);
         ops::release(st, &id, &which, force, req.reason.as_deref(), now, fx)
     })?;
     Ok(Box::new(Released {

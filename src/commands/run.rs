@@ -226,7 +226,7 @@ fn finish(store: &Store, id: &str, outcome: Outcome, notes: String, ctx: &Ctx) {
     let now = Timestamp::now();
     match store.transact(now, |st, fx| {
         // A released file goes to the first waiter that is still there.
-        ops::drop_dead_waiters(st, &crate::runtime::pid_is_dead, now, fx);
+        ops::drop_dead_waiters(st, &crate::runtime::waiter_is_dead, now, fx);
         ops::done(st, id, outcome, None, Some(notes.clone()), now, fx)
     }) {
         Ok(_) => ctx.out.status(&format!(

@@ -44,7 +44,6 @@ const SAFETY_RESCAN: Duration = Duration::from_secs(60);
 pub fn run(ctx: &Ctx, args: WatchArgs) -> Result<u8> {
     watch::block_stop_signals();
     let filter = Filter::new(args.types, args.instance)?;
-    let dir = ctx.store.home().dir().to_path_buf();
     // Watch first, then position the cursor: nothing appended in between is missed.
     let watcher = ctx.store.watcher(journal::is_journal_file)?;
     watcher.stop_on_signals_and_closed_stdout();
@@ -52,7 +51,7 @@ pub fn run(ctx: &Ctx, args: WatchArgs) -> Result<u8> {
     if !ctx.out.json {
         ctx.out.status(&format!(
             "Watching {} from seq {} (Ctrl-C to stop)",
-            dir.display(),
+            ctx.store.location(),
             tail.after
         ));
     }

@@ -593,10 +593,11 @@ pub fn enqueue(
 }
 
 /// Drop queue places whose waiting process is gone (a `claim --wait` that was killed), so
-/// released files are not handed to an instance that no longer waits for them.
+/// released files are not handed to an instance that no longer waits for them. `is_dead`
+/// judges a waiting pid of an instance (only a pid of this host can be judged).
 pub fn drop_dead_waiters(
     st: &mut State,
-    is_dead: &dyn Fn(u32) -> bool,
+    is_dead: &dyn Fn(&Instance, u32) -> bool,
     now: Timestamp,
     fx: &mut Vec<Effect>,
 ) {
@@ -605,7 +606,7 @@ pub fn drop_dead_waiters(
         let gone: Vec<String> = inst
             .waiting_for
             .iter()
-            .filter(|w| w.pid.is_some_and(is_dead))
+            .filter(|w| w.pid.is_some_and(|p| is_dead(inst, p)))
             .map(|w| w.file.clone())
             .collect();
         if !gone.is_empty() {

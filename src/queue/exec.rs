@@ -392,7 +392,14 @@ pub fn kill_group(pgid: u32) {
 /// which no later process can share even if it reuses the pid.
 pub fn self_token() -> String {
     let pid = std::process::id();
-    format!("{pid}:{}", start_time(pid).unwrap_or(0))
+    let token = format!("{pid}:{}", start_time(pid).unwrap_or(0));
+    // With a shared store, dispatchers on several hosts share one queue: say whose pid it is.
+    match crate::runtime::hostname() {
+        Some(h) if std::env::var_os("CONDUCTOR_STORE").is_some_and(|s| !s.is_empty()) => {
+            format!("{token}@{h}")
+        }
+        _ => token,
+    }
 }
 
 fn start_time(pid: u32) -> Option<u64> {
@@ -404,6 +411,12 @@ fn start_time(pid: u32) -> Option<u64> {
 
 /// True while the dispatcher with this token is alive.
 pub fn dispatcher_alive(token: &str) -> bool {
+    let token = match token.split_once('@') {
+        // Another host's dispatcher cannot be judged from here: its own host recovers its jobs.
+        Some((_, host)) if crate::runtime::hostname().as_deref() != Some(host) => return true,
+        Some((t, _)) => t,
+        None => token,
+    };
     let Some((pid, start)) = token.split_once(':') else {
         return false;
     };

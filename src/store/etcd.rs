@@ -198,6 +198,11 @@ impl Etcd {
                 .send(&body[..]);
             let mut res = match res {
                 Ok(r) => r,
+                // Not connected: nothing was sent, another member may answer.
+                Err(ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve)) => {
+                    last_error = format!("{}: no connection within 1s", self.endpoints[i]);
+                    continue;
+                }
                 Err(ureq::Error::Timeout(_)) => {
                     return Err(self.unavailable(format!(
                         "{} did not answer within {:.1}s",
@@ -218,20 +223,35 @@ impl Etcd {
                     continue;
                 }
             };
-            let v: Value = serde_json::from_slice(&bytes).map_err(|_| {
-                self.unavailable(format!(
+            let Ok(v) = serde_json::from_slice::<Value>(&bytes) else {
+                // Not etcd (a proxy's error page, another service): try another member.
+                last_error = format!(
                     "{} answered HTTP {status} with something that is not etcd's JSON",
                     self.endpoints[i]
-                ))
-            })?;
+                );
+                continue;
+            };
             if let Some(msg) = v.get("error").or_else(|| v.get("message")) {
                 let msg = msg.as_str().unwrap_or("error").to_string();
-                // 14: unavailable (no leader, stopping): try another member.
-                if v.get("code").and_then(Value::as_i64) == Some(14) {
-                    last_error = format!("{}: {msg}", self.endpoints[i]);
-                    continue;
+                match v.get("code").and_then(Value::as_i64) {
+                    // unavailable (no leader, stopping): try another member.
+                    Some(14) => {
+                        last_error = format!("{}: {msg}", self.endpoints[i]);
+                        continue;
+                    }
+                    // invalid argument, out of range, resource exhausted: etcd refuses this
+                    // request itself (too many operations, too large); another member would too.
+                    Some(3 | 8 | 11) => {
+                        return Err(Error::invalid(
+                            "store_refused",
+                            format!(
+                                "{} refused the request: {msg} (nothing was changed; etcd's --max-request-bytes and --max-txn-ops bound one write)",
+                                self.endpoints[i]
+                            ),
+                        ));
+                    }
+                    _ => return Err(self.unavailable(format!("{}: {msg}", self.endpoints[i]))),
                 }
-                return Err(self.unavailable(format!("{}: {msg}", self.endpoints[i])));
             }
             self.preferred.set(i);
             return Ok(v);

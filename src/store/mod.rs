@@ -539,46 +539,74 @@ impl Store {
                         r.url()
                     )));
                 }
-                let mut puts: Vec<(String, Vec<u8>)> = Vec::new();
-                for (file, text) in &b.documents {
-                    puts.push((r.doc_key(file), text.clone().into_bytes()));
+                // First, in one transaction that only succeeds while the prefix has no
+                // numbering record: the documents and the numbering record with the bundle's
+                // last numbers, so a writer starting meanwhile reads the imported state and
+                // numbers its lines and events after the imported ones.
+                let lines: u64 = b.ledgers.values().map(|l| l.len() as u64).sum();
+                let last_event = b
+                    .events
+                    .last()
+                    .and_then(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+                    .and_then(|v| v["seq"].as_u64())
+                    .unwrap_or(0);
+                let mut first: Vec<(String, Vec<u8>)> = b
+                    .documents
+                    .iter()
+                    .map(|(file, text)| (r.doc_key(file), text.clone().into_bytes()))
+                    .collect();
+                first.push((
+                    r.meta_key(),
+                    serde_json::json!({"event": last_event, "line": lines})
+                        .to_string()
+                        .into_bytes(),
+                ));
+                if !r.txn(&[(r.meta_key(), 0)], &first, &[])? {
+                    return Err(refuse(format!(
+                        "{} started being used during the import; nothing of the ledgers was imported",
+                        r.url()
+                    )));
                 }
+                // Then the ledgers and the journal, each key only if it does not exist yet, in
+                // batches under etcd's limits (128 operations, 1.5 MiB per request).
+                let mut puts: Vec<(String, Vec<u8>)> = Vec::new();
                 let mut line = 0u64;
-                for (name, lines) in &b.ledgers {
-                    for l in lines {
+                for (name, ls) in &b.ledgers {
+                    for l in ls {
                         line += 1;
                         puts.push((r.ledger_key(name, line), l.clone().into_bytes()));
                     }
                 }
-                let mut last = 0;
                 for e in &b.events {
                     let seq = serde_json::from_str::<serde_json::Value>(e)
                         .ok()
                         .and_then(|v| v["seq"].as_u64())
                         .unwrap_or(0);
-                    last = last.max(seq);
                     puts.push((r.journal_key(seq), e.clone().into_bytes()));
                 }
-                // In batches under etcd's limits (128 operations, 1.5 MiB per request); the
-                // numbering record last, so writers that start meanwhile number after it.
                 let mut batch: Vec<(String, Vec<u8>)> = Vec::new();
                 let mut size = 0;
+                let flush = |batch: &mut Vec<(String, Vec<u8>)>| -> Result<()> {
+                    let absent: Vec<(String, i64)> =
+                        batch.iter().map(|(k, _)| (k.clone(), 0)).collect();
+                    if !batch.is_empty() && !r.txn(&absent, batch, &[])? {
+                        return Err(refuse(format!(
+                            "{} was written to during the import (a key it was importing exists)",
+                            r.url()
+                        )));
+                    }
+                    batch.clear();
+                    Ok(())
+                };
                 for p in puts {
                     size += p.0.len() + p.1.len();
                     batch.push(p);
-                    if batch.len() >= 100 || size > 512 * 1024 {
-                        r.txn(&[], &batch, &[])?;
-                        batch.clear();
+                    if batch.len() >= 60 || size > 512 * 1024 {
+                        flush(&mut batch)?;
                         size = 0;
                     }
                 }
-                batch.push((
-                    r.meta_key(),
-                    serde_json::json!({"event": last, "line": line})
-                        .to_string()
-                        .into_bytes(),
-                ));
-                r.txn(&[], &batch, &[])?;
+                flush(&mut batch)?;
                 Ok(())
             }
             None => {

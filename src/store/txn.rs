@@ -262,9 +262,11 @@ impl<'s> Tx<'s> {
                 } else {
                     r.get(&r.doc_key(D::FILE))?
                 };
-                self.revs.retain(|(f, _)| *f != D::FILE);
-                self.revs
-                    .push((D::FILE, kv.as_ref().map_or(0, |kv| kv.mod_revision)));
+                // The first read's revision is the one compared: what was decided on it.
+                if !self.revs.iter().any(|(f, _)| *f == D::FILE) {
+                    self.revs
+                        .push((D::FILE, kv.as_ref().map_or(0, |kv| kv.mod_revision)));
+                }
                 kv.map(|kv| kv.value)
             }
             None => super::read_bytes(&path)?,

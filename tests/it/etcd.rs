@@ -248,6 +248,19 @@ pub fn hosts(root: &Path, store: &str, n: usize) -> Vec<Host> {
             std::fs::create_dir_all(&base).unwrap();
             git(&base, &["clone", "-q", origin.to_str().unwrap(), "work"]);
             let clone = std::fs::canonicalize(base.join("work")).unwrap();
+            // Spelled differently on each host, as clones over ssh and https are: one repository.
+            let url = if i % 2 == 0 {
+                format!(
+                    "git@github.com:Acme/{}.git",
+                    root.file_name().unwrap().to_string_lossy()
+                )
+            } else {
+                format!(
+                    "https://github.com/Acme/{}",
+                    root.file_name().unwrap().to_string_lossy()
+                )
+            };
+            git(&clone, &["remote", "set-url", "origin", &url]);
             std::fs::create_dir_all(clone.join("src")).unwrap();
             Host {
                 name: format!("host{i}"),
@@ -415,11 +428,11 @@ fn unrelated_repositories_and_plain_directories_never_conflict() {
     let keys: Vec<String> = claims(&a).keys().cloned().collect();
     assert_eq!(keys.len(), 4, "{keys:?}");
     assert!(
-        keys.iter().any(|k| k.starts_with("host=host0:")),
+        keys.iter().any(|k| k.starts_with("/@host=host0:")),
         "{keys:?}"
     );
     assert!(
-        keys.iter().any(|k| k.starts_with("host=other:")),
+        keys.iter().any(|k| k.starts_with("/@host=other:")),
         "{keys:?}"
     );
     // status names each instance's host.
@@ -773,14 +786,14 @@ fn claim_wait_and_force_across_hosts() {
         .unwrap();
     // Once host1 is queued behind host0, release.
     assert!(
-        crate::common::wait_until(20.0, || hosts[2]
-            .run(&["--json", "status"])
-            .stdout
-            .contains("waiting_for")
-            || hosts[2].run(&["--json", "status"]).stdout.contains(&ids[1])),
-        "host1 waits"
+        crate::common::wait_until(20.0, || {
+            let st = hosts[2].run(&["--json", "status"]).json();
+            st["instances"].as_array().unwrap().iter().any(|i| {
+                i["id"] == ids[1].as_str() && i["waiting_for"].to_string().contains(":src/w.rs")
+            })
+        }),
+        "host1 is queued for the file"
     );
-    std::thread::sleep(Duration::from_millis(200));
     assert_eq!(hosts[0].run(&["release", "src/w.rs"]).code, 0);
     let o = waiter.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{o:?}");
