@@ -475,7 +475,9 @@ impl Store {
             source: self.location(),
             ..Bundle::default()
         };
-        for file in DOCUMENT_FILES {
+        let mut files: Vec<String> = DOCUMENT_FILES.iter().map(|f| f.to_string()).collect();
+        files.extend(self.agent_run_files()?);
+        for file in &files {
             if let Some(bytes) = self.read_doc_bytes(file)? {
                 let text = String::from_utf8(bytes)
                     .map_err(|_| corrupt(&self.home.dir().join(file), "not UTF-8, so not JSON"))?;
@@ -508,6 +510,42 @@ impl Store {
         b.events = events;
         let _ = now;
         Ok(b)
+    }
+
+    /// The runtime's per-agent run files that exist (`runtime/agents/<name>/<file>`).
+    fn agent_run_files(&self) -> Result<Vec<String>> {
+        let base = format!(
+            "{}/{}/",
+            crate::canopy::AGENT_DIR[0],
+            crate::canopy::AGENT_DIR[1]
+        );
+        let mut out = Vec::new();
+        match &self.remote {
+            Some(r) => {
+                let prefix = r.doc_key(&base);
+                r.scan(&prefix, |kv| {
+                    if let Some(rel) = kv.key.strip_prefix(&r.doc_key("")) {
+                        out.push(rel.to_string());
+                    }
+                    Ok(true)
+                })?;
+            }
+            None => {
+                let Ok(agents) = std::fs::read_dir(self.home.dir().join(&base)) else {
+                    return Ok(out);
+                };
+                for a in agents.flatten() {
+                    let name = a.file_name().to_string_lossy().into_owned();
+                    for f in [crate::canopy::RUN_STATUS_FILE, crate::canopy::ACTIONS_FILE] {
+                        if a.path().join(f).is_file() {
+                            out.push(format!("{base}{name}/{f}"));
+                        }
+                    }
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// True when this home or store holds no document, ledger line or event.
@@ -633,7 +671,11 @@ impl Store {
                 }
                 // Documents last: a home with status.json is a home in use.
                 for (file, text) in &b.documents {
-                    atomic::write_atomic(&self.home.dir().join(file), text.as_bytes())?;
+                    let path = self.home.dir().join(file);
+                    if let Some(parent) = path.parent() {
+                        atomic::create_private_dirs(parent)?;
+                    }
+                    atomic::write_atomic(&path, text.as_bytes())?;
                 }
                 Ok(())
             }
@@ -678,6 +720,8 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
             "runtime-channels.json" => check::<crate::canopy::Channels>(dir, text)?,
             "workflows.json" => check::<crate::workflows::Sessions>(dir, text)?,
             "queue.json" => check::<crate::queue::QueueDoc>(dir, text)?,
+            // An agent's run files: a safe path (checked like the runtime checks it).
+            other if agent_run_file(other) => {}
             other => {
                 return Err(Error::invalid(
                     "invalid_input",
@@ -746,4 +790,17 @@ fn remote_lines(
         }
         Ok(more)
     })
+}
+
+/// True for `runtime/agents/<name>/run-status.json` or `.../actions.jsonl` with a safe name.
+fn agent_run_file(rel: &str) -> bool {
+    let parts: Vec<&str> = rel.split('/').collect();
+    match parts.as_slice() {
+        [a, b, name, f] => {
+            [*a, *b] == crate::canopy::AGENT_DIR
+                && [crate::canopy::RUN_STATUS_FILE, crate::canopy::ACTIONS_FILE].contains(f)
+                && crate::canopy::agent_file(name, f).is_ok()
+        }
+        _ => false,
+    }
 }

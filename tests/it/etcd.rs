@@ -665,6 +665,15 @@ fn a_home_moves_into_etcd_and_back_and_mirror_keeps_the_logs() {
     run(file_home("a"), &["start", "one", "--priority", "P1"]);
     run(file_home("a"), &["claim", "src/a.rs", "src/b.rs"]);
     run(file_home("a"), &["release", "src/a.rs"]);
+    // The runtime's per-agent run files travel too.
+    run(
+        file_home("a"),
+        &["agent", "register", "scout", "--handle", "@scout"],
+    );
+    run(
+        file_home("a"),
+        &["agent", "run", "scout", "--max-cycles", "1"],
+    );
     let bundle = root.path().join("home.json");
     run(file_home("a"), &["export", bundle.to_str().unwrap()]);
     let r = h.run(&["--json", "import", bundle.to_str().unwrap()]);
@@ -689,7 +698,14 @@ fn a_home_moves_into_etcd_and_back_and_mirror_keeps_the_logs() {
     let back = root.path().join("back.json");
     assert_eq!(h.run(&["export", back.to_str().unwrap()]).code, 0);
     run(file_home("b"), &["import", back.to_str().unwrap()]);
-    for f in ["status.json", "conflicts.log", "events.jsonl"] {
+    for f in [
+        "status.json",
+        "conflicts.log",
+        "events.jsonl",
+        "runtime-agents.json",
+        "runtime/agents/scout/run-status.json",
+        "runtime/agents/scout/actions.jsonl",
+    ] {
         let a = std::fs::read(root.path().join("a/").join(f)).unwrap();
         let b = std::fs::read(root.path().join("b/").join(f)).unwrap();
         assert_eq!(a, b, "{f} differs after the round trip");
