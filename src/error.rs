@@ -49,7 +49,12 @@ pub enum Error {
     /// The shared store (an etcd cluster) cannot serve requests: no member reachable, or no
     /// quorum. Nothing was changed.
     #[error("the store `{store}` is unavailable: {detail}")]
-    StoreUnavailable { store: String, detail: String },
+    StoreUnavailable {
+        store: String,
+        detail: String,
+        /// A write went out and no answer said what became of it.
+        maybe_applied: bool,
+    },
 }
 
 fn holder_suffix(holder: &Option<String>) -> String {
@@ -103,6 +108,9 @@ impl Error {
             Error::UnknownInstance(_) => {
                 Some("run `conductor status` to list live instances".into())
             }
+            Error::StoreUnavailable { maybe_applied: true, .. } => Some(
+                "check with `conductor status` or `conductor events` whether it took effect before repeating it; `conductor doctor` shows each member".into(),
+            ),
             Error::StoreUnavailable { .. } => Some(
                 "nothing was changed; etcd needs a majority of its members up: `conductor doctor` shows each member".into(),
             ),

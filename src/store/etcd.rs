@@ -176,13 +176,28 @@ impl Etcd {
         Error::StoreUnavailable {
             store: self.url.clone(),
             detail,
+            maybe_applied: false,
+        }
+    }
+
+    /// A write whose fate is unknown: sent, and then no answer that says what became of it.
+    fn outcome_unknown(&self, detail: String) -> Error {
+        Error::StoreUnavailable {
+            store: self.url.clone(),
+            detail: format!("{detail}; the write may or may not have been applied"),
+            maybe_applied: true,
         }
     }
 
     /// POST `body` to `path` on a member: the preferred one first, then the others when a
-    /// member cannot be reached or has no leader (nothing was applied in either case). A
-    /// timeout is not retried elsewhere: the request may still be applied.
+    /// member cannot be reached or has no leader (nothing was applied in either case). For a
+    /// `write`, any other failure after the request went out is not retried anywhere: it may
+    /// still be applied, and the error says so.
     fn call(&self, path: &str, body: &Value) -> Result<Value> {
+        self.request(path, body, false)
+    }
+
+    fn request(&self, path: &str, body: &Value, write: bool) -> Result<Value> {
         let body = serde_json::to_vec(body).expect("requests serialize");
         let n = self.endpoints.len();
         let first = self.preferred.get();
@@ -204,11 +219,27 @@ impl Etcd {
                     continue;
                 }
                 Err(ureq::Error::Timeout(_)) => {
-                    return Err(self.unavailable(format!(
+                    let detail = format!(
                         "{} did not answer within {:.1}s",
                         self.endpoints[i],
                         request_timeout().as_secs_f64()
-                    )));
+                    );
+                    return Err(if write {
+                        self.outcome_unknown(detail)
+                    } else {
+                        self.unavailable(detail)
+                    });
+                }
+                Err(e @ (ureq::Error::ConnectionFailed | ureq::Error::HostNotFound)) => {
+                    last_error = format!("{}: {e}", self.endpoints[i]);
+                    continue;
+                }
+                Err(ureq::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    last_error = format!("{}: {e}", self.endpoints[i]);
+                    continue;
+                }
+                Err(e) if write => {
+                    return Err(self.outcome_unknown(format!("{}: {e}", self.endpoints[i])));
                 }
                 Err(e) => {
                     last_error = format!("{}: {e}", self.endpoints[i]);
@@ -218,12 +249,21 @@ impl Etcd {
             let status = res.status().as_u16();
             let bytes = match res.body_mut().read_to_vec() {
                 Ok(b) => b,
+                Err(e) if write => {
+                    return Err(self.outcome_unknown(format!("{}: {e}", self.endpoints[i])));
+                }
                 Err(e) => {
                     last_error = format!("{}: {e}", self.endpoints[i]);
                     continue;
                 }
             };
             let Ok(v) = serde_json::from_slice::<Value>(&bytes) else {
+                if write {
+                    return Err(self.outcome_unknown(format!(
+                        "{} answered HTTP {status} with something that is not etcd's JSON",
+                        self.endpoints[i]
+                    )));
+                }
                 // Not etcd (a proxy's error page, another service): try another member.
                 last_error = format!(
                     "{} answered HTTP {status} with something that is not etcd's JSON",
@@ -234,7 +274,11 @@ impl Etcd {
             if let Some(msg) = v.get("error").or_else(|| v.get("message")) {
                 let msg = msg.as_str().unwrap_or("error").to_string();
                 match v.get("code").and_then(Value::as_i64) {
-                    // unavailable (no leader, stopping): try another member.
+                    // unavailable: "no leader" is refused before anything is proposed; other
+                    // reasons (timed out, leader changed) leave a write's fate unknown.
+                    Some(14) if write && !msg.contains("no leader") => {
+                        return Err(self.outcome_unknown(format!("{}: {msg}", self.endpoints[i])));
+                    }
                     Some(14) => {
                         last_error = format!("{}: {msg}", self.endpoints[i]);
                         continue;
@@ -346,9 +390,10 @@ impl Etcd {
                 json!({ "request_delete_range": { "key": b64(from.as_bytes()), "range_end": b64(to.as_bytes()) } })
             }))
             .collect();
-        let v = self.call(
+        let v = self.request(
             "/v3/kv/txn",
             &json!({ "compare": compare, "success": success }),
+            true,
         )?;
         Ok(v.get("succeeded").and_then(Value::as_bool).unwrap_or(false))
     }
