@@ -31,7 +31,8 @@ With --json, stdout carries exactly one JSON object; errors are
 /// All state lives in ~/.conductor (or CONDUCTOR_HOME): the protocol's status.json,
 /// history.jsonl and conflicts.log, the agent runtime's, the workflows' and the job queue's own
 /// documents and ledgers, and one event journal (events.jsonl), written by transactions that a
-/// crash can never half-apply; no daemon. With no command, shows the status.
+/// crash can never half-apply; no daemon. Agents on several machines share one etcd cluster
+/// instead (`--store etcd://HOST:PORT`, or CONDUCTOR_STORE). With no command, shows the status.
 #[derive(Debug, Parser)]
 #[command(name = "conductor", version, after_long_help = EXIT_CODES_HELP, max_term_width = 100)]
 pub struct Cli {
