@@ -34,6 +34,9 @@ use crate::error::{Error, Result};
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "/conductor";
 
+/// How long a watch stream may stay silent before it is opened again on another member.
+const WATCH_SILENCE: Duration = Duration::from_secs(60);
+
 /// How long one request may take before the member counts as unreachable.
 fn request_timeout() -> Duration {
     std::env::var("CONDUCTOR_STORE_TIMEOUT")
@@ -481,9 +484,13 @@ impl Etcd {
     /// reconnecting (and calling `on_keys` with no keys, meaning "look again") when the stream
     /// breaks.
     pub fn watch(&self, on_keys: impl Fn(&[String]) + Send + 'static) -> Result<()> {
+        // A member that hangs with the connection open must not stall the watcher: no byte for
+        // a minute (etcd sends progress notifications when asked) means reconnect elsewhere,
+        // and the caller looks again.
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(Duration::from_secs(1)))
+            .timeout_per_read(Some(WATCH_SILENCE))
             .build()
             .into();
         let endpoints = self.endpoints.clone();
@@ -492,6 +499,7 @@ impl Etcd {
             "create_request": {
                 "key": b64(root.as_bytes()),
                 "range_end": b64(prefix_end(&root).as_bytes()),
+                "progress_notify": true,
             }
         }))
         .expect("requests serialize");
