@@ -309,20 +309,16 @@ fn schema_check(bytes: &[u8], schema: Schema) -> std::result::Result<(), String>
 /// their schemas. Reported, never rewritten: the next run of the agent's loop replaces
 /// run-status.json, and a bad action line ages out of the capped log.
 fn agent_run_files(ctx: &Ctx) -> Vec<Finding> {
-    let base = ctx
-        .store
-        .home()
-        .dir()
-        .join(crate::canopy::AGENT_DIR[0])
-        .join(crate::canopy::AGENT_DIR[1]);
-    let Ok(entries) = std::fs::read_dir(&base) else {
+    // In the home's directory or under the shared store's keys alike.
+    let Ok(files) = ctx.store.agent_run_files() else {
         return Vec::new();
     };
-    let mut names: Vec<String> = entries
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+    let mut names: Vec<String> = files
+        .iter()
+        .filter_map(|f| f.split('/').nth(2).map(str::to_string))
         .collect();
-    names.sort();
+    names.dedup();
+    let read = |rel: &str| ctx.store.read_doc_bytes(rel).ok().flatten();
     let fix = "not rewritten by --repair: the agent's next `conductor agent run` replaces run-status.json; move a bad actions.jsonl aside to start its log afresh";
     let mut out = Vec::new();
     for name in names {
@@ -333,8 +329,7 @@ fn agent_run_files(ctx: &Ctx) -> Vec<Finding> {
                 crate::canopy::AGENT_DIR[1]
             )
         };
-        let status = base.join(&name).join(crate::canopy::RUN_STATUS_FILE);
-        if let Ok(bytes) = std::fs::read(&status) {
+        if let Some(bytes) = read(&rel(crate::canopy::RUN_STATUS_FILE)) {
             let r = schema_check(&bytes, Schema::RuntimeRunStatus).and_then(|()| {
                 crate::canopy::read_run_status(&ctx.store, &name)
                     .map(|_| ())
@@ -347,8 +342,7 @@ fn agent_run_files(ctx: &Ctx) -> Vec<Finding> {
                 fix,
             ));
         }
-        let log = base.join(&name).join(crate::canopy::ACTIONS_FILE);
-        if let Ok(bytes) = std::fs::read(&log) {
+        if let Some(bytes) = read(&rel(crate::canopy::ACTIONS_FILE)) {
             let text = String::from_utf8_lossy(&bytes);
             let mut bad = None;
             let mut n = 0;

@@ -513,7 +513,7 @@ impl Store {
     }
 
     /// The runtime's per-agent run files that exist (`runtime/agents/<name>/<file>`).
-    fn agent_run_files(&self) -> Result<Vec<String>> {
+    pub fn agent_run_files(&self) -> Result<Vec<String>> {
         let base = format!(
             "{}/{}/",
             crate::canopy::AGENT_DIR[0],

@@ -846,7 +846,7 @@ fn an_old_cursor_on_the_shared_journal_is_cursor_expired() {
     for i in 0..150 {
         let mut c = h.cmd(&["claim", &format!("src/j{i}.rs")]);
         c.env("CONDUCTOR_STORE_KEEP_EVENTS", "50");
-        assert!(c.status().unwrap().success());
+        assert!(c.output().unwrap().status.success());
     }
     let all = h.run(&["--json", "events", "--after", "0"]);
     assert_eq!(all.code, 2, "{all:#?}");
@@ -949,6 +949,18 @@ fn the_queue_and_the_runtime_share_one_store_across_hosts() {
     assert_eq!(r.code, 0, "{r:#?}");
     let again = hosts[1].run(&["--json", "inbox", "claim", &id, "--agent", "lint"]);
     assert_eq!(again.code, 3, "host1 sees host0's live claim: {again:#?}");
+    // A run loop's files live in the store too; doctor on another host checks them.
+    let r = hosts[0].run(&["agent", "run", "lint", "--max-cycles", "1"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let d = hosts[1].run(&["--json", "doctor"]).json();
+    let docs = d["documents"].to_string();
+    assert!(
+        docs.contains("runtime/agents/lint/run-status.json")
+            && docs.contains("runtime/agents/lint/actions.jsonl"),
+        "{d}"
+    );
+    let st = hosts[1].run(&["--json", "agent", "status", "lint"]);
+    assert_eq!(st.code, 0, "{st:#?}");
 }
 
 /// A store URL that is not one is refused (exit 2, `invalid_store`) before anything is
