@@ -202,7 +202,7 @@ pub struct Tx<'s> {
     /// The bytes each document had when this transaction read it (`None`: no file).
     seen: Vec<(&'static str, Option<Vec<u8>>)>,
     /// With a shared store: the revision of each document read (0: absent), compared at commit.
-    revs: Vec<(&'static str, i64)>,
+    revs: Vec<(String, i64)>,
     /// With a shared store: the numbering record, read with the first document (one request).
     meta: Option<Option<super::etcd::Kv>>,
 }
@@ -263,9 +263,11 @@ impl<'s> Tx<'s> {
                     r.get(&r.doc_key(D::FILE))?
                 };
                 // The first read's revision is the one compared: what was decided on it.
-                if !self.revs.iter().any(|(f, _)| *f == D::FILE) {
-                    self.revs
-                        .push((D::FILE, kv.as_ref().map_or(0, |kv| kv.mod_revision)));
+                if !self.revs.iter().any(|(f, _)| f == D::FILE) {
+                    self.revs.push((
+                        D::FILE.to_string(),
+                        kv.as_ref().map_or(0, |kv| kv.mod_revision),
+                    ));
                 }
                 kv.map(|kv| kv.value)
             }
@@ -431,10 +433,17 @@ impl<'s> Tx<'s> {
         }
         let old = match (rewritten, &remote) {
             (Some(i), _) => self.writes.remove(i).bytes,
-            (None, Some(r)) => r
-                .get(&r.doc_key(&file.rel))?
-                .map(|kv| kv.value)
-                .unwrap_or_default(),
+            (None, Some(r)) => {
+                let kv = r.get(&r.doc_key(&file.rel))?;
+                // Two loops of one agent on two hosts must not drop each other's lines.
+                if !self.revs.iter().any(|(f, _)| *f == file.rel) {
+                    self.revs.push((
+                        file.rel.clone(),
+                        kv.as_ref().map_or(0, |kv| kv.mod_revision),
+                    ));
+                }
+                kv.map(|kv| kv.value).unwrap_or_default()
+            }
             (None, None) => super::read_bytes(&path)?.unwrap_or_default(),
         };
         let mut keep: Vec<String> = String::from_utf8_lossy(&old)
