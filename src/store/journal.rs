@@ -510,10 +510,27 @@ impl Tail {
 
 /// The seq of the last event in the shared store's journal (0: none).
 pub fn remote_last_seq(r: &super::etcd::Etcd) -> Result<u64> {
-    Ok(r.get(&r.meta_key())?
-        .and_then(|kv| serde_json::from_slice::<serde_json::Value>(&kv.value).ok())
-        .and_then(|v| v["event"].as_u64())
-        .unwrap_or(0))
+    match r.get(&r.meta_key())? {
+        Some(kv) => Ok(parse_meta(r, &kv.value)?.0),
+        None => Ok(0),
+    }
+}
+
+/// The shared store's numbering record: the last event seq and ledger line number given. One
+/// that does not read so is never guessed at (numbering again from 0 would overwrite events).
+pub fn parse_meta(r: &super::etcd::Etcd, bytes: &[u8]) -> Result<(u64, u64)> {
+    let v: Option<serde_json::Value> = serde_json::from_slice(bytes).ok();
+    match v
+        .as_ref()
+        .map(|v| (v["event"].as_u64(), v["line"].as_u64()))
+    {
+        Some((Some(e), Some(l))) => Ok((e, l)),
+        _ => Err(Error::CorruptState {
+            path: PathBuf::from(r.meta_key()),
+            detail: "the numbering record is not {\"event\":N,\"line\":M}; nothing was written"
+                .into(),
+        }),
+    }
 }
 
 /// The seq of the oldest event kept in the shared store's journal.

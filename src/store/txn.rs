@@ -575,14 +575,7 @@ impl Store {
                 None => r.get(&r.meta_key())?,
             };
             let (mut event, mut line) = match &meta {
-                Some(kv) => {
-                    let v: serde_json::Value =
-                        serde_json::from_slice(&kv.value).unwrap_or_default();
-                    (
-                        v["event"].as_u64().unwrap_or(0),
-                        v["line"].as_u64().unwrap_or(0),
-                    )
-                }
+                Some(kv) => journal::parse_meta(r, &kv.value)?,
                 None => (0, 0),
             };
             compares.push((r.meta_key(), meta.map_or(0, |kv| kv.mod_revision)));

@@ -1062,3 +1062,26 @@ fn hundreds_of_files_in_one_command() {
     let hist = h.run(&["--json", "history"]).stdout;
     assert!(hist.contains(&id), "{hist}");
 }
+
+/// A numbering record someone else broke is never guessed at: writes fail with
+/// `corrupt_state` (exit 1) and no event is overwritten; reads still work.
+#[test]
+fn a_broken_numbering_record_stops_writes_and_overwrites_nothing() {
+    let cluster = Cluster::start();
+    let root = tempfile::tempdir().unwrap();
+    let hosts = hosts(root.path(), &cluster.url(), 1);
+    let h = &hosts[0];
+    h.start("n");
+    assert_eq!(h.run(&["claim", "src/a.rs"]).code, 0);
+    let c = cluster.client();
+    assert!(
+        c.txn(&[], &[(c.meta_key(), b"garbage".to_vec())], &[])
+            .unwrap()
+    );
+    let before = cluster.dump();
+    let r = h.run(&["--json", "claim", "src/b.rs"]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert_eq!(r.json()["reason"], "corrupt_state");
+    assert_eq!(cluster.dump(), before);
+    assert_eq!(h.run(&["--json", "status"]).code, 0);
+}
