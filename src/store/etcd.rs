@@ -66,6 +66,8 @@ pub struct Etcd {
     agent: ureq::Agent,
     /// The member that answered last (tried first next time).
     preferred: std::cell::Cell<usize>,
+    /// Read every range at this revision (a consistent snapshot: `export`).
+    snapshot: std::cell::Cell<Option<i64>>,
 }
 
 /// What `doctor` reports about the cluster.
@@ -132,6 +134,7 @@ impl Etcd {
             url: url.to_string(),
             agent,
             preferred: std::cell::Cell::new(0),
+            snapshot: std::cell::Cell::new(None),
         })
     }
 
@@ -190,6 +193,29 @@ impl Etcd {
             detail: format!("{detail}; the write may or may not have been applied"),
             maybe_applied: true,
         }
+    }
+
+    /// From now on, read everything as it was at the current revision (one consistent
+    /// snapshot, whatever others write meanwhile); returns that revision.
+    pub fn pin_snapshot(&self) -> Result<i64> {
+        let v = self.call(
+            "/v3/kv/range",
+            &json!({ "key": b64(self.meta_key().as_bytes()) }),
+        )?;
+        let rev = v
+            .pointer("/header/revision")
+            .and_then(num)
+            .ok_or_else(|| self.unavailable("etcd's answer has no revision".into()))?;
+        self.snapshot.set(Some(rev));
+        Ok(rev)
+    }
+
+    /// A range request's body, at the pinned revision if there is one.
+    fn range_body(&self, mut body: Value) -> Value {
+        if let Some(rev) = self.snapshot.get() {
+            body["revision"] = json!(rev.to_string());
+        }
+        body
     }
 
     /// POST `body` to `path` on a member: the preferred one first, then the others when a
@@ -310,7 +336,10 @@ impl Etcd {
 
     /// One key, or `None`.
     pub fn get(&self, key: &str) -> Result<Option<Kv>> {
-        let v = self.call("/v3/kv/range", &json!({ "key": b64(key.as_bytes()) }))?;
+        let v = self.call(
+            "/v3/kv/range",
+            &self.range_body(json!({ "key": b64(key.as_bytes()) })),
+        )?;
         Ok(kvs(&v).into_iter().next())
     }
 
@@ -319,13 +348,13 @@ impl Etcd {
     pub fn range(&self, from: &str, to: &str, limit: i64) -> Result<(Vec<Kv>, bool)> {
         let v = self.call(
             "/v3/kv/range",
-            &json!({
+            &self.range_body(json!({
                 "key": b64(from.as_bytes()),
                 "range_end": b64(to.as_bytes()),
                 "limit": limit,
                 "sort_order": "ASCEND",
                 "sort_target": "KEY",
-            }),
+            })),
         )?;
         let more = v.get("more").and_then(Value::as_bool).unwrap_or(false);
         Ok((kvs(&v), more))
@@ -335,13 +364,13 @@ impl Etcd {
     pub fn last_at_or_before(&self, prefix: &str, key: &str) -> Result<Option<Kv>> {
         let v = self.call(
             "/v3/kv/range",
-            &json!({
+            &self.range_body(json!({
                 "key": b64(prefix.as_bytes()),
                 "range_end": b64(format!("{key}\0").as_bytes()),
                 "limit": 1,
                 "sort_order": "DESCEND",
                 "sort_target": "KEY",
-            }),
+            })),
         )?;
         Ok(kvs(&v).into_iter().next())
     }

@@ -470,6 +470,11 @@ impl Store {
     /// Everything this home or store holds.
     pub fn export(&self, now: Timestamp) -> Result<Bundle> {
         self.settle()?;
+        // One consistent snapshot of a shared store, whatever is written meanwhile. (A file
+        // home is exported as its files are; run it when nobody writes.)
+        if let Some(r) = &self.remote {
+            r.pin_snapshot()?;
+        }
         let mut b = Bundle {
             conductor_export: 1,
             source: self.location(),
