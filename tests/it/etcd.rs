@@ -482,6 +482,12 @@ fn leader_killed_mid_race(rounds: usize, kills: usize) {
                 assert!(o.stderr.contains("unavailable"), "{o:#?}");
             }
         }
+        // A round without a winner is one where some host was told the store was unavailable
+        // (a conflict for everyone with nobody holding the file would be a lost claim).
+        assert!(
+            !won.is_empty() || outs.iter().any(|o| o.code == 11),
+            "round {round}: nobody won and nobody was told why: {outs:#?}"
+        );
         if let Some(w) = won.first() {
             acknowledged.push((file, *w));
         }
@@ -499,10 +505,10 @@ fn leader_killed_mid_race(rounds: usize, kills: usize) {
             .unwrap_or_else(|| panic!("acknowledged claim of {file} lost: {seen:?}"));
         assert_eq!(seen[key], ids[*w].as_str(), "{file} held by its winner");
     }
-    // Rounds without a winner are those where every host was told the store was unavailable.
+    // The cluster kept serving: nearly every round had a winner.
     assert!(
-        acknowledged.len() + unavailable / 3 >= rounds - kills,
-        "most rounds had a winner (acknowledged {}, unavailable answers {unavailable})",
+        acknowledged.len() >= rounds / 2,
+        "acknowledged {} of {rounds} rounds ({unavailable} unavailable answers)",
         acknowledged.len()
     );
 }
