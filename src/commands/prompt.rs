@@ -27,7 +27,15 @@ pub fn run(global: &GlobalArgs, args: PromptArgs, _out: &Output) -> Result<u8> {
             Err(_) => return Ok(0),
         },
     };
-    let state = if std::env::var("CONDUCTOR_STORE").is_ok_and(|s| !s.is_empty()) {
+    // A shared store from CONDUCTOR_STORE (set, even empty, it wins) or config.json.
+    let shared = match std::env::var("CONDUCTOR_STORE") {
+        Ok(s) => !s.is_empty(),
+        Err(_) => std::fs::read(dir.join("config.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .is_some_and(|v| v["store"].as_str().is_some_and(|s| !s.is_empty())),
+    };
+    let state = if shared {
         // A shared store: one request, and a prompt never waits long for it.
         if std::env::var_os("CONDUCTOR_STORE_TIMEOUT").is_none() {
             // SAFETY: no other thread runs yet.
