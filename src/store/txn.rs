@@ -564,6 +564,17 @@ impl Store {
         }
         let mut compares: Vec<(String, i64)> =
             revs.iter().map(|(f, rev)| (r.doc_key(f), *rev)).collect();
+        // What tells, after an unanswered commit, whether it landed: the first document
+        // written (and the revision it was compared at), or the key of this transaction's
+        // events, whose bytes (random event ids) no other transaction writes.
+        let mut probe: Option<Probe> = writes.first().map(|w| Probe {
+            key: r.doc_key(&w.file),
+            bytes: w.bytes.clone(),
+            compared: compares
+                .iter()
+                .find(|(k, _)| *k == r.doc_key(&w.file))
+                .map(|c| c.1),
+        });
         let mut deletes: Vec<(String, String)> = Vec::new();
         let mut puts: Vec<(String, Vec<u8>)> = writes
             .into_iter()
@@ -592,7 +603,13 @@ impl Store {
             let first = event;
             let encoded = journal::encode(event, now, &events);
             if !encoded.is_empty() {
-                puts.push((r.journal_key(event + 1), encoded.join("\n").into_bytes()));
+                let bytes = encoded.join("\n").into_bytes();
+                probe = Some(Probe {
+                    key: r.journal_key(event + 1),
+                    bytes: bytes.clone(),
+                    compared: Some(0),
+                });
+                puts.push((r.journal_key(event + 1), bytes));
                 event += encoded.len() as u64;
             }
             // Retention: now and then (every `keep / 4` events, at most 256), drop the events
@@ -609,7 +626,18 @@ impl Store {
                     .into_bytes(),
             ));
         }
-        r.txn(&compares, &puts, &deletes)
+        match r.txn(&compares, &puts, &deletes) {
+            Err(
+                e @ Error::StoreUnavailable {
+                    maybe_applied: true,
+                    ..
+                },
+            ) => match probe {
+                Some(p) => p.settle(r, e),
+                None => Err(e),
+            },
+            other => other,
+        }
     }
 
     /// Take one lock of the home.
@@ -772,6 +800,34 @@ mod tests {
     }
 
     #[test]
+    fn an_unanswered_commit_is_judged_by_its_probe() {
+        let events = Probe {
+            key: "k".into(),
+            bytes: b"ours".to_vec(),
+            compared: Some(0),
+        };
+        assert_eq!(events.judge(Some((b"ours", 7))), Landed::Yes);
+        assert_eq!(events.judge(Some((b"theirs", 7))), Landed::No);
+        assert_eq!(events.judge(None), Landed::Unknown);
+        let doc = Probe {
+            key: "d".into(),
+            bytes: b"new".to_vec(),
+            compared: Some(5),
+        };
+        assert_eq!(doc.judge(Some((b"new", 9))), Landed::Yes);
+        assert_eq!(doc.judge(Some((b"old", 5))), Landed::Unknown);
+        assert_eq!(doc.judge(Some((b"other", 9))), Landed::No);
+        assert_eq!(doc.judge(None), Landed::No);
+        let blind = Probe {
+            key: "b".into(),
+            bytes: b"x".to_vec(),
+            compared: None,
+        };
+        assert_eq!(blind.judge(Some((b"x", 3))), Landed::Yes);
+        assert_eq!(blind.judge(Some((b"y", 3))), Landed::Unknown);
+    }
+
+    #[test]
     fn home_paths_are_checked_and_created_private() {
         use std::os::unix::fs::PermissionsExt;
         for bad in [&["..", "x"][..], &["a/b"], &[".x"], &[""], &[]] {
@@ -823,5 +879,59 @@ mod tests {
         assert_eq!(t.lines().last().unwrap(), line(10));
         assert_eq!(t.lines().nth_back(1).unwrap(), line(9));
         assert!(t.ends_with('\n') && t.lines().all(|l| l.len() == 10));
+    }
+}
+
+/// How to tell whether a commit that got no answer landed (see [`Store::commit_remote`]).
+struct Probe {
+    key: String,
+    bytes: Vec<u8>,
+    /// The revision the commit compared this key at (0: absent), when it compared it.
+    compared: Option<i64>,
+}
+
+/// What a probe found.
+#[derive(Debug, PartialEq, Eq)]
+enum Landed {
+    /// The commit is there.
+    Yes,
+    /// Something else changed the key: the commit's comparison can never hold, it did not and
+    /// will not land.
+    No,
+    /// The key is as the commit found it: it may still be on its way.
+    Unknown,
+}
+
+impl Probe {
+    fn judge(&self, now: Option<(&[u8], i64)>) -> Landed {
+        match (now, self.compared) {
+            (Some((bytes, rev)), compared) if bytes == self.bytes.as_slice() => {
+                if compared.is_none_or(|c| rev != c) {
+                    Landed::Yes
+                } else {
+                    Landed::Unknown
+                }
+            }
+            (Some((_, rev)), Some(c)) if rev != c => Landed::No,
+            (None, Some(c)) if c != 0 => Landed::No,
+            _ => Landed::Unknown,
+        }
+    }
+
+    /// Look a few times; `Ok(true)` committed, `Ok(false)` run the transaction again, else the
+    /// original error (the outcome stays unknown).
+    fn settle(self, r: &super::etcd::Etcd, unknown: Error) -> Result<bool> {
+        for wait in [100, 300, 600] {
+            std::thread::sleep(std::time::Duration::from_millis(wait));
+            let Ok(kv) = r.get(&self.key) else {
+                continue;
+            };
+            match self.judge(kv.as_ref().map(|kv| (kv.value.as_slice(), kv.mod_revision))) {
+                Landed::Yes => return Ok(true),
+                Landed::No => return Ok(false),
+                Landed::Unknown => {}
+            }
+        }
+        Err(unknown)
     }
 }
