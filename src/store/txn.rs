@@ -524,13 +524,17 @@ impl Store {
         locks: &[Lock],
         mut f: impl FnMut(&mut Tx) -> Result<T>,
     ) -> Result<T> {
-        let started = std::time::Instant::now();
+        let mut started = std::time::Instant::now();
         let mut attempt = 0u32;
         loop {
             let mut tx = Tx::new(self, now, locks.to_vec());
             let value = f(&mut tx)?;
-            if self.commit_remote(tx)? {
-                return Ok(value);
+            match self.commit_remote(tx)? {
+                Outcome::Committed => return Ok(value),
+                Outcome::Conflict => {}
+                // An unanswered commit that can no longer land: that was an outage, not
+                // contention; the clock for giving up starts again.
+                Outcome::NeverLanded => started = std::time::Instant::now(),
             }
             attempt += 1;
             if started.elapsed() > self.lock_timeout() {
@@ -546,9 +550,8 @@ impl Store {
         }
     }
 
-    /// Commit a transaction's staged changes to the shared store. `Ok(false)`: a document it
-    /// read changed since, nothing was written.
-    fn commit_remote(&self, tx: Tx) -> Result<bool> {
+    /// Commit a transaction's staged changes to the shared store.
+    fn commit_remote(&self, tx: Tx) -> Result<Outcome> {
         let r = self.remote().expect("a shared store");
         let Tx {
             now,
@@ -560,7 +563,7 @@ impl Store {
             ..
         } = tx;
         if writes.is_empty() && appends.is_empty() && events.is_empty() {
-            return Ok(true);
+            return Ok(Outcome::Committed);
         }
         let mut compares: Vec<(String, i64)> =
             revs.iter().map(|(f, rev)| (r.doc_key(f), *rev)).collect();
@@ -627,16 +630,21 @@ impl Store {
             ));
         }
         match r.txn(&compares, &puts, &deletes) {
+            Ok(true) => Ok(Outcome::Committed),
+            Ok(false) => Ok(Outcome::Conflict),
             Err(
                 e @ Error::StoreUnavailable {
                     maybe_applied: true,
                     ..
                 },
             ) => match probe {
-                Some(p) => p.settle(r, e),
+                Some(p) => match p.settle(r, e)? {
+                    true => Ok(Outcome::Committed),
+                    false => Ok(Outcome::NeverLanded),
+                },
                 None => Err(e),
             },
-            other => other,
+            Err(e) => Err(e),
         }
     }
 
@@ -880,6 +888,15 @@ mod tests {
         assert_eq!(t.lines().nth_back(1).unwrap(), line(9));
         assert!(t.ends_with('\n') && t.lines().all(|l| l.len() == 10));
     }
+}
+
+/// How a commit to the shared store ended.
+enum Outcome {
+    Committed,
+    /// A document it read changed since: nothing was written.
+    Conflict,
+    /// It got no answer, and then another change showed it can never land.
+    NeverLanded,
 }
 
 /// How to tell whether a commit that got no answer landed (see [`Store::commit_remote`]).
