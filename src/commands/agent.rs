@@ -4,39 +4,12 @@
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::{Ctx, Report, print};
+use super::{Ctx, print};
 use crate::canopy::{self, Agents, Inbox, health, ops};
 use crate::error::Result;
 use crate::store::Lock;
 
-/// A report made of a JSON object, its text form and an exit code.
-pub struct Out {
-    pub json: Value,
-    pub text: String,
-    pub code: u8,
-}
-
-impl Out {
-    pub fn ok(json: Value, text: impl Into<String>) -> Out {
-        Out {
-            json,
-            text: text.into(),
-            code: 0,
-        }
-    }
-}
-
-impl Report for Out {
-    fn to_json(&self) -> Value {
-        self.json.clone()
-    }
-    fn to_text(&self) -> String {
-        self.text.clone()
-    }
-    fn exit_code(&self) -> u8 {
-        self.code
-    }
-}
+pub use super::Out;
 
 /// The agent commands.
 #[derive(Debug, Subcommand)]

@@ -92,6 +92,36 @@ pub trait Report {
     }
 }
 
+/// A report made of a JSON object, its text form and an exit code (commands whose output is
+/// built in place rather than from a typed report).
+pub struct Out {
+    pub json: serde_json::Value,
+    pub text: String,
+    pub code: u8,
+}
+
+impl Out {
+    pub fn ok(json: serde_json::Value, text: impl Into<String>) -> Out {
+        Out {
+            json,
+            text: text.into(),
+            code: 0,
+        }
+    }
+}
+
+impl Report for Out {
+    fn to_json(&self) -> serde_json::Value {
+        self.json.clone()
+    }
+    fn to_text(&self) -> String {
+        self.text.clone()
+    }
+    fn exit_code(&self) -> u8 {
+        self.code
+    }
+}
+
 /// Print a report in the chosen mode.
 pub fn print(out: &Output, report: &dyn Report) -> Result<u8> {
     if out.json {

@@ -29,11 +29,8 @@ pub fn parse(text: &str) -> Result<HookInput, String> {
         _ => Event::Ignore,
     };
     Ok(HookInput {
-        session_id: str_field(&v, "session_id").to_string(),
-        cwd: Some(str_field(&v, "cwd").to_string()).filter(|c| !c.is_empty()),
-        event_name,
-        event,
         run_by_cursor: v.get("cursor_version").is_some(),
+        ..HookInput::new(&v, event_name, event)
     })
 }
 
@@ -86,11 +83,7 @@ pub(crate) fn render_shape(event: &str, v: &Verdict, can_ask: bool) -> Answer {
     if out.is_empty() {
         return Answer::default();
     }
-    Answer {
-        code: 0,
-        stdout: Value::Object(out).to_string(),
-        stderr: String::new(),
-    }
+    Answer::json(out)
 }
 
 #[cfg(test)]

@@ -27,13 +27,7 @@ pub fn parse(text: &str) -> Result<HookInput, String> {
         "PostToolUse" | "UserPromptSubmit" | "Stop" => Event::Activity,
         _ => Event::Ignore,
     };
-    Ok(HookInput {
-        session_id: str_field(&v, "session_id").to_string(),
-        cwd: Some(str_field(&v, "cwd").to_string()).filter(|c| !c.is_empty()),
-        event_name,
-        event,
-        run_by_cursor: false,
-    })
+    Ok(HookInput::new(&v, event_name, event))
 }
 
 /// The patch an `apply_patch` call (or a shell call running apply_patch) carries.

@@ -34,13 +34,7 @@ pub fn parse(text: &str) -> Result<HookInput, String> {
         "SessionEnd" => Event::SessionEnd(Some(str_field(&v, "reason").to_string())),
         _ => Event::Ignore,
     };
-    Ok(HookInput {
-        session_id: str_field(&v, "session_id").to_string(),
-        cwd: Some(str_field(&v, "cwd").to_string()).filter(|c| !c.is_empty()),
-        event_name,
-        event,
-        run_by_cursor: false,
-    })
+    Ok(HookInput::new(&v, event_name, event))
 }
 
 /// Gemini CLI's output for a verdict: always exactly one JSON object on stdout.
@@ -66,11 +60,7 @@ pub fn render(event: &str, v: &Verdict) -> Answer {
             json!({"hookEventName": event, "additionalContext": c}),
         );
     }
-    Answer {
-        code: 0,
-        stdout: Value::Object(out).to_string(),
-        stderr: String::new(),
-    }
+    Answer::json(out)
 }
 
 #[cfg(test)]

@@ -119,6 +119,20 @@ pub struct HookInput {
     pub run_by_cursor: bool,
 }
 
+impl HookInput {
+    /// A parsed payload with the fields every agent's payload spells alike (`session_id`,
+    /// `cwd`).
+    pub(crate) fn new(v: &Value, event_name: String, event: Event) -> HookInput {
+        HookInput {
+            session_id: str_field(v, "session_id").to_string(),
+            cwd: Some(str_field(v, "cwd").to_string()).filter(|c| !c.is_empty()),
+            event_name,
+            event,
+            run_by_cursor: false,
+        }
+    }
+}
+
 /// A string field of a JSON object, or "".
 pub(crate) fn str_field<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
@@ -199,6 +213,17 @@ pub struct Answer {
     pub code: u8,
     pub stdout: String,
     pub stderr: String,
+}
+
+impl Answer {
+    /// Exit 0 with one JSON object on stdout.
+    pub(crate) fn json(out: serde_json::Map<String, Value>) -> Answer {
+        Answer {
+            code: 0,
+            stdout: Value::Object(out).to_string(),
+            stderr: String::new(),
+        }
+    }
 }
 
 /// The live instance a session registered, by its session id.

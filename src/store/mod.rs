@@ -82,10 +82,12 @@ impl Store {
             short_lived: std::cell::Cell::new(false),
             remote: None,
         };
-        // Set, even empty (the files of this home), it wins over config.json's `store`.
+        // Set, even empty (the files of this home), it wins over config.json's `store`. Only
+        // that field is read here: the whole file is checked when a command needs the config
+        // (a read-only command never pays for its schema).
         let url = match std::env::var("CONDUCTOR_STORE") {
             Ok(u) => Some(u).filter(|u| !u.is_empty()),
-            Err(_) => store.config()?.store,
+            Err(_) => configured_store(&store.home.config())?,
         };
         if let Some(url) = url {
             store.remote = Some(etcd::Etcd::parse(&url)?);
@@ -808,4 +810,20 @@ fn agent_run_file(rel: &str) -> bool {
         }
         _ => false,
     }
+}
+
+/// config.json's `store`, when the file names one (`corrupt_state` if it is not JSON or the
+/// field is not a string; the rest of the file is left to [`Store::config`]).
+fn configured_store(path: &Path) -> Result<Option<String>> {
+    #[derive(serde::Deserialize)]
+    struct StoreOnly {
+        #[serde(default)]
+        store: Option<String>,
+    }
+    let Some(bytes) = read_bytes(path)? else {
+        return Ok(None);
+    };
+    let c: StoreOnly = serde_json::from_slice(&bytes)
+        .map_err(|e| corrupt(path, format!("not valid JSON with a string `store` ({e})")))?;
+    Ok(c.store.filter(|s| !s.is_empty()))
 }

@@ -658,8 +658,8 @@ fn issue_14_plan_runs_the_planner_and_submits_with_yes() {
     .unwrap();
     let cmd = format!("sh {}", planner.display());
     let ctrl = q.ctrl.to_str().unwrap();
-    let r = q.env.run_env(
-        &[
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
             "queue",
             "plan",
             "build a slack bot",
@@ -667,28 +667,17 @@ fn issue_14_plan_runs_the_planner_and_submits_with_yes() {
             "slack",
             "--planner",
             &cmd,
-        ],
-        &[("CTRL", ctrl)],
-    );
+        ];
+        args.extend_from_slice(extra);
+        q.env.run_env(&args, &[("CTRL", ctrl)])
+    };
+    let r = plan(&[]);
     r.code(0);
     assert!(r.stdout.contains("\"workspace\": \"pw\""), "{r:?}");
     assert!(q.jobs().is_empty(), "not submitted without --yes");
     let input = std::fs::read_to_string(q.ctrl.join("planner.in")).unwrap();
     assert!(input.contains("build a slack bot") && input.contains("datadog, slack"));
-    let r = q.env.run_env(
-        &[
-            "queue",
-            "plan",
-            "build a slack bot",
-            "--docs",
-            "slack",
-            "--planner",
-            &cmd,
-            "--yes",
-        ],
-        &[("CTRL", ctrl)],
-    );
-    r.code(0);
+    plan(&["--yes"]).code(0);
     assert_eq!(q.state("one"), "ready");
 }
 

@@ -309,8 +309,8 @@ esac"#,
     env.run(&["workflow", "abort", &id]).code(2);
 }
 
-#[test]
-fn workflow_approval_gate_holds_until_approve() {
+/// A two-state workflow whose plan needs approval, started, with a worker that moves it on.
+fn gated() -> (TestEnv, String, String) {
     let env = TestEnv::new();
     template(
         &env,
@@ -327,6 +327,12 @@ fn workflow_approval_gate_holds_until_approve() {
 esac"#,
     );
     let id = start(&env, "gated");
+    (env, id, agent)
+}
+
+#[test]
+fn workflow_approval_gate_holds_until_approve() {
+    let (env, id, agent) = gated();
     let r = supervise(&env, &["workflow", "run", &id, "--agent-cmd", &agent]);
     r.code(5);
     assert!(r.stdout.contains("awaiting_approval"), "{r:?}");
@@ -347,22 +353,7 @@ esac"#,
 
 #[test]
 fn workflow_follow_waits_through_the_approval() {
-    let env = TestEnv::new();
-    template(
-        &env,
-        "gated",
-        r#"{"name":"Gated","initial":"plan","states":{
-          "plan":{"persona":"Architect","next":["build"],"requires_approval":true},
-          "build":{"persona":"Engineer"}}}"#,
-    );
-    let agent = worker(
-        &env,
-        r#"case "$S" in
-  plan) $C workflow transition build --summary "the plan" ;;
-  build) $C workflow transition done --summary built ;;
-esac"#,
-    );
-    let id = start(&env, "gated");
+    let (env, id, agent) = gated();
     let child = run_cmd(
         &env,
         &["workflow", "run", &id, "--follow", "--agent-cmd", &agent],
@@ -523,11 +514,7 @@ esac"#,
 #[test]
 fn workflow_exit_without_transition_is_retried_once_then_needs_a_person() {
     let env = TestEnv::new();
-    template(
-        &env,
-        "one",
-        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
-    );
+    one_state(&env);
     let agent = worker(
         &env,
         "cp \"$1\" \"prompt-$(wc -l < \"$TRACE\").md\"; exit 1",
@@ -559,20 +546,29 @@ fn workflow_exit_without_transition_is_retried_once_then_needs_a_person() {
     .code(9);
 }
 
-#[test]
-fn workflow_safety_rules_deny_and_log_interceptions() {
-    let env = TestEnv::new();
+/// The template `one`: a single state `a`.
+fn one_state(env: &TestEnv) {
     template(
-        &env,
+        env,
         "one",
         r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
     );
+}
+
+/// A one-state workflow in a project with these damage-control rules.
+fn one_state_with_rules(rules: &str) -> TestEnv {
+    let env = TestEnv::new();
+    one_state(&env);
     std::fs::create_dir_all(env.project.join(".pi")).unwrap();
-    std::fs::write(
-        env.project.join(".pi/damage-control-rules.yaml"),
+    std::fs::write(env.project.join(".pi/damage-control-rules.yaml"), rules).unwrap();
+    env
+}
+
+#[test]
+fn workflow_safety_rules_deny_and_log_interceptions() {
+    let env = one_state_with_rules(
         "bashToolPatterns:\n  - pattern: '\\brm\\s+-[a-zA-Z]*r'\n    reason: recursive delete is not allowed\nzeroAccessPaths:\n  - .env\n  - ~/.ssh/\n",
-    )
-    .unwrap();
+    );
     let agent = worker(
         &env,
         r#"$C workflow guard --bash "rm -rf build"; echo "bash $?" >> guard.txt
@@ -884,11 +880,7 @@ esac"#,
 #[test]
 fn workflow_sigterm_stops_the_supervisor_and_its_worker_cleanly() {
     let env = TestEnv::new();
-    template(
-        &env,
-        "one",
-        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
-    );
+    one_state(&env);
     let agent = worker(
         &env,
         r#"if [ ! -e "$TRACE.once" ]; then touch "$TRACE.once"; echo $$ > "$TRACE.pid"; sleep 60; exit 0; fi
@@ -926,18 +918,9 @@ $C workflow transition done --summary finished"#,
 
 #[test]
 fn workflow_rules_are_enforced_by_the_agent_hook_for_workers() {
-    let env = TestEnv::new();
-    template(
-        &env,
-        "one",
-        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
-    );
-    std::fs::create_dir_all(env.project.join(".pi")).unwrap();
-    std::fs::write(
-        env.project.join(".pi/damage-control-rules.yaml"),
+    let env = one_state_with_rules(
         "bashToolPatterns:\n  - pattern: '\\brm\\s+-[a-zA-Z]*r'\n    reason: recursive delete is not allowed\nzeroAccessPaths:\n  - .env\n",
-    )
-    .unwrap();
+    );
     // The worker is an agent whose PreToolUse hook is `conductor hook claude`: it feeds the hook
     // the payloads Claude Code would, with the environment the supervisor gave it.
     let agent = worker(

@@ -3,7 +3,7 @@
 use clap::Args;
 use serde_json::json;
 
-use super::Plain;
+use crate::commands::Out;
 use crate::commands::{Ctx, print};
 use crate::error::Result;
 use crate::queue::{QueueDoc, exec, ops};
@@ -81,7 +81,7 @@ pub fn run(ctx: &Ctx, args: CancelArgs) -> Result<u8> {
     };
     print(
         ctx.out,
-        &Plain {
+        &Out {
             json: json!({"status": "ok", "cancelled": keys, "stopped": stop.iter().map(|s| &s.key).collect::<Vec<_>>(), "message": message}),
             text: message.clone(),
             code: 0,

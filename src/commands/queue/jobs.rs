@@ -3,7 +3,7 @@
 use clap::Args;
 use serde_json::json;
 
-use super::{Plain, all_jobs};
+use super::{Out, all_jobs};
 use crate::commands::{Ctx, print};
 use crate::error::Result;
 use crate::queue::Job;
@@ -58,7 +58,7 @@ pub fn run(ctx: &Ctx, args: JobsArgs) -> Result<u8> {
     };
     print(
         ctx.out,
-        &Plain {
+        &Out {
             json: json!({"status": "ok", "jobs": jobs}),
             text,
             code: 0,

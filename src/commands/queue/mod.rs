@@ -11,7 +11,7 @@ pub mod submit;
 
 use clap::Subcommand;
 
-use super::Ctx;
+use super::{Ctx, Out};
 use crate::error::Result;
 
 /// Exit codes of `queue run`, shown at the end of its `--help`.
@@ -64,25 +64,6 @@ pub fn run(ctx: &Ctx, cmd: QueueCommand) -> Result<u8> {
         QueueCommand::Retry(a) => retry::run(ctx, a),
         QueueCommand::Cancel(a) => cancel::run(ctx, a),
         QueueCommand::Results(a) => results::run(ctx, a),
-    }
-}
-
-/// A report printed from a ready JSON value and text.
-pub struct Plain {
-    pub json: serde_json::Value,
-    pub text: String,
-    pub code: u8,
-}
-
-impl super::Report for Plain {
-    fn to_json(&self) -> serde_json::Value {
-        self.json.clone()
-    }
-    fn to_text(&self) -> String {
-        self.text.clone()
-    }
-    fn exit_code(&self) -> u8 {
-        self.code
     }
 }
 

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use clap::Args;
 use serde_json::json;
 
-use super::Plain;
+use crate::commands::Out;
 use crate::commands::{Ctx, print};
 use crate::error::{Error, Result};
 use crate::queue::{docs, manifest};
@@ -131,7 +131,7 @@ pub fn run(ctx: &Ctx, args: PlanArgs) -> Result<u8> {
         );
         return print(
             ctx.out,
-            &Plain {
+            &Out {
                 json: json!({"status": "ok", "submitted": false, "manifest": pretty, "message": message}),
                 text: format!(
                     "{}\n{message}",

@@ -3,7 +3,7 @@
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::{Plain, all_jobs};
+use super::{Out, all_jobs};
 use crate::commands::{Ctx, print};
 use crate::error::{Error, Result};
 use crate::queue::Layout;
@@ -95,7 +95,7 @@ pub fn run(ctx: &Ctx, args: ResultsArgs) -> Result<u8> {
     ));
     print(
         ctx.out,
-        &Plain {
+        &Out {
             json: json!({"status": "ok", "workspace": args.workspace, "jobs": out}),
             text,
             code: 0,

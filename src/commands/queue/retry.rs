@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use clap::Args;
 use serde_json::json;
 
-use super::Plain;
 use super::run::{DispatchArgs, counts, dispatch_with_progress};
+use crate::commands::Out;
 use crate::commands::{Ctx, print};
 use crate::error::Result;
 use crate::queue::{QueueDoc, dispatch, ops};
@@ -72,7 +72,7 @@ pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
             String::new()
         }
     );
-    let plain = |how: &str, message: String| Plain {
+    let plain = |how: &str, message: String| Out {
         json: json!({"status": "ok", "requeued": keys, "run": how, "message": message}),
         text: message,
         code: 0,
@@ -113,7 +113,7 @@ pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
     );
     print(
         ctx.out,
-        &Plain {
+        &Out {
             json: json!({
                 "status": if ok { "ok" } else { "incomplete" },
                 "requeued": keys,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde_json::json;
 
-use super::Plain;
+use crate::commands::Out;
 use crate::commands::{Ctx, print};
 use crate::error::{Error, Result};
 use crate::queue::State;
@@ -230,7 +230,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
     );
     print(
         ctx.out,
-        &Plain {
+        &Out {
             json: json!({
                 "status": if ok { "ok" } else { "incomplete" },
                 "started": summary.started,

@@ -3,7 +3,7 @@
 use clap::Args;
 use serde_json::json;
 
-use super::{Plain, all_jobs};
+use super::{Out, all_jobs};
 use crate::commands::{Ctx, print};
 use crate::error::{Error, Result};
 use crate::queue::{Job, Layout};
@@ -91,7 +91,7 @@ pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
     }
     print(
         ctx.out,
-        &Plain {
+        &Out {
             json: json!({
                 "status": "ok",
                 "job": j,

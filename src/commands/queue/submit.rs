@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde_json::json;
 
-use super::Plain;
+use crate::commands::Out;
 use crate::commands::{Ctx, print};
 use crate::error::{Error, Result};
 use crate::queue::manifest::{self, Manifest};
@@ -62,7 +62,7 @@ pub fn run(ctx: &Ctx, args: SubmitArgs) -> Result<u8> {
 }
 
 /// Submit a parsed manifest (also used by `queue plan --yes`).
-pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Result<Plain> {
+pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Result<Out> {
     let source = docs::locate(docs_dir)?;
     let mut wanted: Vec<String> = Vec::new();
     for j in &m.jobs {
@@ -131,7 +131,7 @@ pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Re
         text.push_str(&format!("{:<10} {}/{id}\n", s.as_str(), m.workspace));
     }
     text.push_str(&message);
-    Ok(Plain {
+    Ok(Out {
         json: json!({
             "status": "ok",
             "workspace": m.workspace,

@@ -17,7 +17,7 @@ pub mod validate;
 use clap::Subcommand;
 use serde_json::Value;
 
-use super::{Ctx, Report, print};
+use super::{Ctx, print};
 use crate::error::Result;
 
 /// The group's `--help` epilogue: a session from start to end.
@@ -92,24 +92,7 @@ pub fn run(ctx: &Ctx, cmd: WorkflowCommand) -> Result<u8> {
     }
 }
 
-/// A report built from a JSON object and its text.
-pub struct Out {
-    pub json: Value,
-    pub text: String,
-    pub code: u8,
-}
-
-impl Report for Out {
-    fn to_json(&self) -> Value {
-        self.json.clone()
-    }
-    fn to_text(&self) -> String {
-        self.text.clone()
-    }
-    fn exit_code(&self) -> u8 {
-        self.code
-    }
-}
+pub use crate::commands::Out;
 
 /// Print a report.
 pub fn emit(ctx: &Ctx, json: Value, text: String, code: u8) -> Result<u8> {
