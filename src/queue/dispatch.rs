@@ -95,15 +95,6 @@ impl Summary {
     }
 }
 
-enum Msg {
-    Exited {
-        key: String,
-        status: std::io::Result<std::process::ExitStatus>,
-    },
-    Journal,
-    Stop,
-}
-
 struct Running {
     pid: u32,
     started: Instant,
@@ -169,7 +160,188 @@ pub fn read_secrets_file(path: &Path) -> Result<BTreeMap<String, String>> {
     Ok(map)
 }
 
+/// A change this dispatcher makes to the queue. The main loop applies it to its own view at
+/// once; the committer thread makes it durable, in order, several wake-ups' worth per
+/// transaction.
+#[derive(Clone, Debug)]
+enum Intent {
+    /// The process id of a job started under us.
+    Pid { key: String, pid: u32 },
+    /// A job of ours ended (or could not start).
+    Finish { key: String, how: Finish, at: Timestamp },
+    /// A job already launched, made ready by the `Finish` intents of the same batch (see
+    /// [`run`]). Refused (and its process killed) if the commit finds it no longer ready.
+    Start { key: String, at: Timestamp },
+}
+
+/// How long the pids of jobs launched after a commit wait for another change to be committed
+/// with (a job that runs for long gets its pid recorded after this).
+const PID_DELAY: Duration = Duration::from_millis(100);
+
+/// A commit that follows another within this window waits for the rest of it, gathering what
+/// arrives meanwhile (only when no start waits for it).
+const GROUP_WINDOW: Duration = Duration::from_millis(5);
+
+/// What one wake-up hands the committer.
+struct Batch {
+    seq: u64,
+    intents: Vec<Intent>,
+    /// Commit at once: it may start jobs, or nothing else runs to group it with.
+    urgent: bool,
+    /// Slots for jobs the commit may start itself: jobs ready in the committed queue, which
+    /// other dispatchers can see too, are only launched once their start is committed.
+    free: usize,
+}
+
+/// What a commit did, for the main loop.
+struct Committed {
+    /// The last batch it included.
+    upto: u64,
+    /// The queue as committed.
+    doc: QueueDoc,
+    /// Jobs it started, prepared on disk: launch them.
+    launches: Vec<(ToLaunch, std::io::Result<()>)>,
+    /// How many launched jobs it refused to record as started (no longer ready: cancelled).
+    revoked: usize,
+    /// Ready jobs left that we could start (or queued ones that a running job may unblock).
+    more: bool,
+    /// Ready jobs left that we could start.
+    ready_left: bool,
+    remaining: BTreeMap<String, usize>,
+    /// State changes to show: (key, state, detail).
+    shown: Vec<(String, State, String)>,
+}
+
+enum Msg {
+    Exited {
+        key: String,
+        status: std::io::Result<std::process::ExitStatus>,
+    },
+    Journal,
+    Committed(Box<Result<Committed>>),
+    /// The lead lock is ours.
+    Lead,
+    Stop,
+}
+
+/// The lock the dispatcher leading a home's queue holds (file store).
+pub const LEAD_LOCK: &str = "queue-lead.lock";
+
+/// Take the lead of this home's queue, waiting (and saying so) while another dispatcher has
+/// it. `None`: stopped by a signal while waiting.
+fn take_lead(
+    home: &Path,
+    tx: &mpsc::Sender<Msg>,
+    rx: &mpsc::Receiver<Msg>,
+) -> Result<Option<std::fs::File>> {
+    use std::io::{Read, Seek, Write};
+    let path = home.join(LEAD_LOCK);
+    let mut file = crate::store::atomic::open_private(&path).ctx("open lock file", &path)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", &path, e)),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            eprintln!(
+                "conductor: another dispatcher runs this home's queue{}; waiting for it to finish (one dispatcher per home)",
+                if holder.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", holder.trim())
+                }
+            );
+            let waiter = file.try_clone().ctx("clone lock file handle", &path)?;
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                // A failure to wait is a failure to lead: stop.
+                let _ = tx.send(match waiter.lock() {
+                    Ok(()) => Msg::Lead,
+                    Err(_) => Msg::Stop,
+                });
+            });
+            loop {
+                match rx.recv() {
+                    Ok(Msg::Lead) => break,
+                    Ok(Msg::Stop) | Err(_) => return Ok(None),
+                    Ok(_) => continue,
+                }
+            }
+        }
+    }
+    let note = format!("pid {}", std::process::id());
+    let _ = file
+        .set_len(0)
+        .and_then(|_| file.seek(std::io::SeekFrom::Start(0)))
+        .and_then(|_| file.write_all(note.as_bytes()));
+    Ok(Some(file))
+}
+
+/// Resolve a job's secrets from the environment or the secrets file, or name the first missing.
+fn resolve_secrets(
+    job: &Job,
+    file_secrets: &BTreeMap<String, String>,
+) -> std::result::Result<Vec<(String, String)>, String> {
+    job.secrets
+        .iter()
+        .map(|name| {
+            std::env::var(name)
+                .ok()
+                .or_else(|| file_secrets.get(name).cloned())
+                .map(|v| (name.clone(), v))
+                .ok_or_else(|| name.clone())
+        })
+        .collect()
+}
+
+/// Every secret name any job or the secrets file knows (removed from what jobs inherit).
+fn scrub_names(doc: &QueueDoc, file_secrets: &BTreeMap<String, String>) -> BTreeSet<String> {
+    doc.jobs
+        .iter()
+        .flat_map(|j| j.secrets.iter().cloned())
+        .chain(file_secrets.keys().cloned())
+        .collect()
+}
+
+/// Apply intents to a queue, as the commit does and as the main loop's view does. Returns the
+/// `Start`s it refused.
+fn apply(
+    doc: &mut QueueDoc,
+    intents: &[Intent],
+    me: &str,
+    runner: &str,
+    events: &mut Vec<crate::protocol::events::NewEvent>,
+) -> Vec<String> {
+    let mut refused = Vec::new();
+    for i in intents {
+        match i {
+            Intent::Pid { key, pid } => ops::set_pid(doc, key, me, *pid),
+            Intent::Finish { key, how, at } => ops::finish(doc, key, me, how.clone(), *at, events),
+            Intent::Start { key, at } => {
+                match doc
+                    .jobs
+                    .iter()
+                    .position(|j| j.state.state == State::Ready && &j.key() == key)
+                {
+                    Some(i) => events.push(ops::start(doc, i, me, runner, *at)),
+                    None => refused.push(key.clone()),
+                }
+            }
+        }
+    }
+    refused
+}
+
 /// Run the dispatcher until no job can make progress (or forever with `follow`).
+///
+/// Two threads: this one waits for exits, journal changes and deadlines, and launches; the
+/// committer makes every change durable, one store transaction for whatever queued up while
+/// the previous one committed. A job made ready by the completion this wake-up records is
+/// launched at once, before that completion is committed: nobody else can see it ready before
+/// the commit that also records it running under us. (A crash before that commit leaves it
+/// running unrecorded, with our token in its environment; [`recover`] kills every process of
+/// a dead dispatcher's token, and the job runs again.) Every other start is launched only
+/// once committed.
 pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> Result<Summary> {
     watch::block_stop_signals();
     let home = store.home().dir().to_path_buf();
@@ -207,363 +379,670 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
         });
     }
 
+    // On the file store one dispatcher leads a home's queue at a time, and may launch a job
+    // before the commit that records its start. With a shared store, dispatchers on several
+    // hosts share the queue through optimistic transactions and launch only what committed.
+    let lead = match store.remote() {
+        None => match take_lead(&home, &tx, &rx)? {
+            Some(f) => Some(f),
+            None => {
+                return Ok(Summary {
+                    stopped: true,
+                    ..Summary::default()
+                });
+            }
+        },
+        Some(_) => None,
+    };
     recover(store, &me, progress)?;
+    let base0: QueueDoc = store.read_doc(Timestamp::now())?;
 
-    let mut summary = Summary::default();
-    let mut running: HashMap<String, Running> = HashMap::new();
-    let mut exited: Vec<(String, Finish, Option<Duration>)> = Vec::new();
-    let mut new_pids: Vec<(String, u32)> = Vec::new();
-    let mut dirty = true;
-    let mut more = false;
-    // The queue as this dispatcher last committed it, and its bytes: the next step decodes the
-    // file again only if someone else changed it since.
-    let mut cached: Option<(Vec<u8>, QueueDoc)> = None;
-    loop {
-        if dirty || !exited.is_empty() {
-            let free = parallel.saturating_sub(running.len());
-            let now = Timestamp::now();
-            let ended: Vec<(String, Finish, Option<Duration>)> = std::mem::take(&mut exited);
-            let pids = std::mem::take(&mut new_pids);
-            let runner_name = opts.runner.name();
-            // Jobs marked running are prepared on disk (see `prepare`) while the commit runs.
-            let (step, prepared) = std::thread::scope(|scope| {
-                let (prep_tx, prep_rx) = mpsc::channel::<ToLaunch>();
-                let runner = &opts.runner;
-                let layout = &layout;
-                let worker = scope.spawn(move || {
-                    prep_rx
-                        .into_iter()
-                        .map(|l| {
-                            let r = prepare(layout, &l, runner);
-                            (l, r)
-                        })
-                        .collect::<Vec<_>>()
-                });
-                // With a shared store the transaction may run again: only the launches of the
-                // run that committed count.
-                let mut launches: Vec<String> = Vec::new();
-                let step = store.transaction(now, &[Lock::Queue], |tx| {
-                    launches.clear();
-                    let mut doc: QueueDoc = tx.read_cached(cached.take())?;
-                    let mut events = Vec::new();
-                    for (key, pid) in &pids {
-                        ops::set_pid(&mut doc, key, &me, *pid);
-                    }
-                    for (key, how, _) in &ended {
-                        ops::finish(&mut doc, key, &me, how.clone(), now, &mut events);
-                    }
-                    // Jobs we run that someone cancelled meanwhile.
-                    let dropped: Vec<String> = running
-                        .keys()
-                        .filter(|k| {
-                            !doc.jobs
-                                .iter()
-                                .any(|j| &j.key() == *k && ops::runs_under(j, &me))
-                        })
-                        .cloned()
-                        .collect();
-                    let scrub: BTreeSet<String> = doc
-                        .jobs
-                        .iter()
-                        .flat_map(|j| j.secrets.iter().cloned())
-                        .chain(file_secrets.keys().cloned())
-                        .collect();
-                    let mut free = free;
-                    // Starting one may block another (missing secret): go round until stable.
-                    loop {
-                        let ready: Vec<usize> = ops::ready(&doc)
-                            .into_iter()
-                            .filter(|i| wanted(&doc.jobs[*i]))
-                            .collect();
-                        let mut progressed = false;
-                        for i in ready {
-                            if free == 0 {
-                                break;
-                            }
-                            let job = &doc.jobs[i];
-                            let mut secrets = Vec::new();
-                            let mut missing = None;
-                            for name in &job.secrets {
-                                match std::env::var(name)
-                                    .ok()
-                                    .or_else(|| file_secrets.get(name).cloned())
-                                {
-                                    Some(v) => secrets.push((name.clone(), v)),
-                                    None => {
-                                        missing = Some(name.clone());
-                                        break;
-                                    }
-                                }
-                            }
-                            let key = job.key();
-                            if let Some(name) = missing {
-                                ops::finish(
-                                    &mut doc,
-                                    &key,
-                                    &me,
-                                    Finish::MissingSecret { name },
-                                    now,
-                                    &mut events,
-                                );
-                                progressed = true;
-                                break;
-                            }
-                            events.push(ops::start(&mut doc, i, &me, runner_name, now));
-                            let job = doc.jobs[i].clone();
-                            let prior = job.depends_on.clone();
-                            launches.push(job.key());
-                            let _ = prep_tx.send(ToLaunch {
-                                job,
-                                secrets,
-                                scrub: scrub.clone(),
-                                prior,
-                            });
-                            free -= 1;
-                        }
-                        if !progressed {
-                            break;
-                        }
-                    }
-                    let archived = ops::archive(&mut doc);
-                    for j in &archived {
-                        tx.append(JOBS_DONE, serde_json::to_string(j).expect("jobs serialize"))?;
-                    }
-                    let more = doc
-                        .jobs
-                        .iter()
-                        .any(|j| j.state.state == State::Ready && wanted(j))
-                        || (doc
-                            .jobs
-                            .iter()
-                            .any(|j| j.state.state == State::Queued && wanted(j))
-                            && doc.jobs.iter().any(|j| j.state.state == State::Running));
-                    let mut remaining: BTreeMap<String, usize> = BTreeMap::new();
-                    for j in &doc.jobs {
-                        *remaining.entry(j.state.state.as_str().into()).or_default() += 1;
-                    }
-                    let shown: Vec<(String, State, String)> = events
-                        .iter()
-                        .filter(|e| e.event_type != ops::SUBMITTED)
-                        .map(|e| {
-                            (
-                                e.target.clone().unwrap_or_default(),
-                                state_of_event(e.event_type),
-                                describe(&e.payload),
-                            )
-                        })
-                        .collect();
-                    doc.updated_at = now;
-                    tx.write(&doc)?;
-                    let bytes = tx.staged::<QueueDoc>().map(<[u8]>::to_vec);
-                    for e in events {
-                        tx.event(e);
-                    }
-                    Ok((dropped, more, remaining, shown, bytes.map(|b| (b, doc))))
-                });
-                drop(prep_tx);
-                let mut prepared = worker.join().expect("the prepare thread does not panic");
-                if prepared.len() > launches.len() {
-                    // Keep the last preparation of each launch of the committed run.
-                    let mut seen = BTreeSet::new();
-                    prepared.reverse();
-                    prepared.retain(|(l, _)| {
-                        let k = l.job.key();
-                        launches.contains(&k) && seen.insert(k)
-                    });
-                    prepared.reverse();
-                }
-                (step, prepared)
+    std::thread::scope(|scope| {
+        let (batch_tx, batch_rx) = mpsc::channel::<Batch>();
+        {
+            let tx = tx.clone();
+            let me = me.clone();
+            let layout = &layout;
+            let file_secrets = &file_secrets;
+            let wanted = &wanted;
+            scope.spawn(move || {
+                committer(
+                    store,
+                    &me,
+                    opts,
+                    layout,
+                    file_secrets,
+                    wanted,
+                    batch_rx,
+                    tx,
+                );
             });
-            let (dropped, more_now, remaining, shown, committed) = match step {
-                Ok(v) => v,
-                Err(e) => {
-                    for r in running.values() {
-                        exec::kill_group(r.pid);
-                    }
-                    return Err(e);
-                }
-            };
-            cached = committed;
-            dirty = false;
-            more = more_now;
-            summary.remaining = remaining;
-            let elapsed: HashMap<&str, Option<Duration>> =
-                ended.iter().map(|(k, _, d)| (k.as_str(), *d)).collect();
-            for (key, state, detail) in shown {
-                if state == State::Running {
-                    continue; // reported at spawn, with the pid
-                }
-                if matches!(
-                    state,
-                    State::Completed | State::Failed | State::TimedOut | State::Blocked
-                ) {
-                    *summary.ended.entry(state.as_str().into()).or_default() += 1;
-                }
-                progress(Update::Job {
-                    elapsed: elapsed.get(key.as_str()).copied().flatten(),
-                    key,
-                    state,
-                    detail,
-                });
+        }
+        let mut d = Dispatcher {
+            opts,
+            layout: &layout,
+            me: &me,
+            file_secrets: &file_secrets,
+            parallel,
+            summary: Summary::default(),
+            running: HashMap::new(),
+            base: base0,
+            inflight: std::collections::VecDeque::new(),
+            next_seq: 0,
+            promised: 0,
+            exited: Vec::new(),
+            pending: Vec::new(),
+            pending_since: None,
+            took: HashMap::new(),
+            dirty: true,
+            more: false,
+            ready_left: false,
+            tx: tx.clone(),
+            batch_tx,
+        };
+        let result = d.main_loop(store, &wanted, lead.is_some(), &rx, &mut tail, progress, &presence, &run_lock);
+        if result.is_err() {
+            for r in d.running.values() {
+                exec::kill_group(r.pid);
             }
-            for key in dropped {
-                if let Some(r) = running.get_mut(&key) {
-                    exec::kill_group(r.pid);
-                    r.dropped = true;
-                }
+        }
+        // Closing the batch channel ends the committer.
+        drop(d);
+        result
+    })
+}
+
+/// The main loop's state.
+struct Dispatcher<'a> {
+    opts: &'a Options,
+    layout: &'a Layout,
+    me: &'a str,
+    file_secrets: &'a BTreeMap<String, String>,
+    parallel: usize,
+    summary: Summary,
+    running: HashMap<String, Running>,
+    /// The queue as last committed.
+    base: QueueDoc,
+    /// Batches sent and not committed yet (their intents, to rebuild our view on top of `base`).
+    inflight: std::collections::VecDeque<(u64, Vec<Intent>, usize)>,
+    next_seq: u64,
+    /// Start slots handed to batches in flight.
+    promised: usize,
+    /// Exits not yet put in a batch, with how long each ran.
+    exited: Vec<(String, Finish, Option<Duration>)>,
+    /// Intents not yet put in a batch (pids of launches), and since when.
+    pending: Vec<Intent>,
+    pending_since: Option<Instant>,
+    /// How long each ended job ran, until its end is shown.
+    took: HashMap<String, Duration>,
+    /// Someone else changed the queue: the next batch asks the commit to look for work.
+    dirty: bool,
+    more: bool,
+    ready_left: bool,
+    tx: mpsc::Sender<Msg>,
+    batch_tx: mpsc::Sender<Batch>,
+}
+
+impl Dispatcher<'_> {
+    /// Our view: the committed queue plus what is in flight.
+    fn view(&self) -> QueueDoc {
+        let mut doc = self.base.clone();
+        let mut scratch = Vec::new();
+        for (_, intents, _) in &self.inflight {
+            apply(&mut doc, intents, self.me, self.opts.runner.name(), &mut scratch);
+        }
+        doc
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn main_loop(
+        &mut self,
+        store: &Store,
+        wanted: &dyn Fn(&Job) -> bool,
+        lead: bool,
+        rx: &mpsc::Receiver<Msg>,
+        tail: &mut Tail,
+        progress: &mut dyn FnMut(Update),
+        presence: &crate::store::lock::Presence,
+        run_lock: &Path,
+    ) -> Result<Summary> {
+        loop {
+            // Pids ride along with the next batch; alone, they wait a moment for company.
+            let pids_due = self
+                .pending_since
+                .is_some_and(|t| self.inflight.is_empty() && t.elapsed() >= PID_DELAY);
+            // Free slots and work for them that nothing in flight will start.
+            let idle = self.ready_left
+                && self.inflight.is_empty()
+                && self.running.len() < self.parallel;
+            if self.dirty || !self.exited.is_empty() || pids_due || idle {
+                self.send_batch(wanted, lead, progress);
             }
-            for (l, prep) in prepared {
-                let key = l.job.key();
-                match prep.and_then(|()| launch(&layout, &l, &opts.runner, &opts.agent_cmd)) {
-                    Ok((child, copier, ws_dir)) => {
-                        let pid = child.id();
-                        summary.started += 1;
-                        let limit = Duration::from_secs_f64(l.job.timeout_minutes * 60.0);
-                        running.insert(
-                            key.clone(),
-                            Running {
-                                pid,
-                                started: Instant::now(),
-                                deadline: Instant::now() + limit,
-                                minutes: l.job.timeout_minutes,
-                                timed_out: false,
-                                dropped: false,
-                                workspace_dir: ws_dir,
-                                id: l.job.id.clone(),
-                            },
-                        );
-                        new_pids.push((key.clone(), pid));
-                        progress(Update::Job {
-                            key: key.clone(),
-                            state: State::Running,
-                            detail: format!("attempt {}, pid {pid}", l.job.state.attempts),
-                            elapsed: None,
-                        });
-                        let tx = tx.clone();
-                        let mut child = child;
-                        std::thread::spawn(move || {
-                            let status = child.wait();
-                            // The tree ends with its leader; then the log copy has all of it.
-                            exec::kill_group(pid);
-                            if let Some(c) = copier {
-                                let _ = c.join();
-                            }
-                            let _ = tx.send(Msg::Exited { key, status });
-                        });
-                    }
-                    Err(e) => {
-                        exited.push((
-                            key,
-                            Finish::Failed {
-                                exit_code: None,
-                                reason: format!("could not start the job: {e}"),
-                                result: None,
-                            },
-                            None,
-                        ));
-                    }
+            if self.running.is_empty() && self.inflight.is_empty() && !self.more && !self.opts.follow {
+                // Nothing is left for us. Withdraw first, then look once more: a `queue retry`
+                // that committed before it saw us withdraw counts on us to start its job.
+                presence.withdraw();
+                let doc: QueueDoc = store.read_doc(Timestamp::now())?;
+                if !doc
+                    .jobs
+                    .iter()
+                    .any(|j| j.state.state == State::Ready && wanted(j))
+                {
+                    return Ok(std::mem::take(&mut self.summary));
                 }
-            }
-            if !exited.is_empty() {
+                presence.renew(run_lock)?;
+                self.dirty = true;
                 continue;
             }
-        }
-        if running.is_empty() && !more && !opts.follow {
-            // Nothing is left for us. Withdraw first, then look once more: a `queue retry`
-            // that committed before it saw us withdraw counts on us to start its job.
-            presence.withdraw();
-            let doc: QueueDoc = store.read_doc(Timestamp::now())?;
-            if !doc
-                .jobs
-                .iter()
-                .any(|j| j.state.state == State::Ready && wanted(j))
-            {
-                return Ok(summary);
-            }
-            presence.renew(&run_lock)?;
-            dirty = true;
-            continue;
-        }
-        // Sleep until a child exits, the journal changes, a stop signal, or a deadline.
-        let next_deadline = running
-            .values()
-            .filter(|r| !r.timed_out && !r.dropped)
-            .map(|r| r.deadline)
-            .min();
-        let mut wait = next_deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        if opts.tick && !running.is_empty() {
-            wait = Some(wait.map_or(Duration::from_secs(1), |w| w.min(Duration::from_secs(1))));
-        }
-        let first = match wait {
-            Some(w) => match rx.recv_timeout(w) {
-                Ok(m) => Some(m),
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
-                Err(mpsc::RecvTimeoutError::Disconnected) => Some(Msg::Stop),
-            },
-            None => Some(rx.recv().unwrap_or(Msg::Stop)),
-        };
-        let mut msgs: Vec<Msg> = first.into_iter().collect();
-        while let Ok(m) = rx.try_recv() {
-            msgs.push(m);
-        }
-        let mut stop = false;
-        for m in msgs {
-            handle(
-                m,
-                &mut running,
-                &mut exited,
-                &mut tail,
-                &me,
-                &mut dirty,
-                &mut stop,
-            )?;
-        }
-        // Siblings started together (no-op or very short jobs) tend to end together: give them
-        // a moment so one transaction records them all. Jobs that have run for a while (real
-        // agents) never wait here, nor does a lone job (a chain).
-        while !exited.is_empty()
-            && !stop
-            && running
+            // Sleep until a child exits, a commit lands, the journal changes, a stop signal, or
+            // a deadline.
+            let next_deadline = self
+                .running
                 .values()
-                .any(|r| !r.dropped && r.started.elapsed() < COALESCE_YOUNGER_THAN)
-        {
-            match rx.recv_timeout(COALESCE_WINDOW) {
-                Ok(m) => handle(
-                    m,
-                    &mut running,
-                    &mut exited,
-                    &mut tail,
-                    &me,
-                    &mut dirty,
-                    &mut stop,
-                )?,
+                .filter(|r| !r.timed_out && !r.dropped)
+                .map(|r| r.deadline)
+                .min();
+            let mut wait = next_deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if self.opts.tick && !self.running.is_empty() {
+                wait = Some(wait.map_or(Duration::from_secs(1), |w| w.min(Duration::from_secs(1))));
+            }
+            if let Some(t) = self.pending_since {
+                let due = PID_DELAY.saturating_sub(t.elapsed());
+                wait = Some(wait.map_or(due, |w| w.min(due)));
+            }
+            let first = match wait {
+                Some(w) => match rx.recv_timeout(w) {
+                    Ok(m) => Some(m),
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => Some(Msg::Stop),
+                },
+                None => Some(rx.recv().unwrap_or(Msg::Stop)),
+            };
+            let mut msgs: Vec<Msg> = first.into_iter().collect();
+            while let Ok(m) = rx.try_recv() {
+                msgs.push(m);
+            }
+            let mut stop = false;
+            for m in msgs {
+                match m {
+                    Msg::Committed(c) => self.committed((*c)?, progress),
+                    Msg::Stop => stop = true,
+                    m => handle(m, &mut self.running, &mut self.exited, tail, self.me, &mut self.dirty)?,
+                }
+            }
+            let now_i = Instant::now();
+            for r in self.running.values_mut() {
+                if !r.timed_out && !r.dropped && r.deadline <= now_i {
+                    exec::kill_group(r.pid);
+                    r.timed_out = true;
+                }
+            }
+            if self.opts.tick {
+                progress(Update::Tick);
+            }
+            if stop {
+                return self.stop(store, rx, progress);
+            }
+        }
+    }
+
+    /// Put what this wake-up saw in a batch for the committer, launching first the jobs that
+    /// the recorded exits make ready (when that is safe, see [`run`]).
+    fn send_batch(
+        &mut self,
+        wanted: &dyn Fn(&Job) -> bool,
+        lead: bool,
+        progress: &mut dyn FnMut(Update),
+    ) {
+        let now = Timestamp::now();
+        let mut intents = std::mem::take(&mut self.pending);
+        let ended = std::mem::take(&mut self.exited);
+        for (key, how, took) in &ended {
+            if let Some(t) = took {
+                self.took.insert(key.clone(), *t);
+            }
+            intents.push(Intent::Finish {
+                key: key.clone(),
+                how: how.clone(),
+                at: now,
+            });
+        }
+        let mut free = self
+            .parallel
+            .saturating_sub(self.running.len() + self.promised);
+        // Our view is the truth only when nobody else changed the queue since our last commit
+        // and no commit in flight may start jobs itself.
+        let lead = lead && !self.dirty && self.promised == 0;
+        if lead && free > 0 {
+            let mut view = self.view();
+            let mut scratch = Vec::new();
+            apply(&mut view, &intents, self.me, self.opts.runner.name(), &mut scratch);
+            let scrub = scrub_names(&view, self.file_secrets);
+            for i in ops::ready(&view) {
+                if free == 0 {
+                    break;
+                }
+                let job = &view.jobs[i];
+                if !wanted(job) {
+                    continue;
+                }
+                let key = job.key();
+                let secrets = match resolve_secrets(job, self.file_secrets) {
+                    Ok(s) => s,
+                    Err(name) => {
+                        intents.push(Intent::Finish {
+                            key,
+                            how: Finish::MissingSecret { name },
+                            at: now,
+                        });
+                        continue;
+                    }
+                };
+                let _ = ops::start(&mut view, i, self.me, self.opts.runner.name(), now);
+                let started = view.jobs[i].clone();
+                let l = ToLaunch {
+                    prior: started.depends_on.clone(),
+                    job: started,
+                    secrets,
+                    scrub: scrub.clone(),
+                };
+                let prep = prepare(self.layout, &l, &self.opts.runner);
+                intents.push(Intent::Start {
+                    key: key.clone(),
+                    at: now,
+                });
+                if let Some(pid) = self.launch(l, prep, progress) {
+                    intents.push(Intent::Pid { key, pid });
+                }
+                free -= 1;
+            }
+        }
+        // The commit starts jobs itself only when we do not (a shared store, or a view that
+        // someone else's change made stale).
+        let free = if lead {
+            0
+        } else {
+            self.parallel
+                .saturating_sub(self.running.len() + self.promised)
+        };
+        if intents.is_empty() && !self.dirty && free == 0 {
+            return;
+        }
+        self.dirty = false;
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        self.promised += free;
+        self.inflight.push_back((seq, intents.clone(), free));
+        self.pending_since = None;
+        let urgent = free > 0 || self.running.is_empty() || !lead;
+        let _ = self.batch_tx.send(Batch {
+            seq,
+            intents,
+            urgent,
+            free,
+        });
+    }
+
+    /// Start a prepared job; on failure its end is recorded by the next batch. Returns its pid.
+    fn launch(
+        &mut self,
+        l: ToLaunch,
+        prep: std::io::Result<()>,
+        progress: &mut dyn FnMut(Update),
+    ) -> Option<u32> {
+        let key = l.job.key();
+        match prep.and_then(|()| launch(self.layout, &l, &self.opts.runner, &self.opts.agent_cmd)) {
+            Ok((child, copier, ws_dir)) => {
+                let pid = child.id();
+                self.summary.started += 1;
+                let limit = Duration::from_secs_f64(l.job.timeout_minutes * 60.0);
+                self.running.insert(
+                    key.clone(),
+                    Running {
+                        pid,
+                        started: Instant::now(),
+                        deadline: Instant::now() + limit,
+                        minutes: l.job.timeout_minutes,
+                        timed_out: false,
+                        dropped: false,
+                        workspace_dir: ws_dir,
+                        id: l.job.id.clone(),
+                    },
+                );
+                progress(Update::Job {
+                    key: key.clone(),
+                    state: State::Running,
+                    detail: format!("attempt {}, pid {pid}", l.job.state.attempts),
+                    elapsed: None,
+                });
+                let tx = self.tx.clone();
+                let mut child = child;
+                std::thread::spawn(move || {
+                    let status = child.wait();
+                    // The tree ends with its leader; then the log copy has all of it.
+                    exec::kill_group(pid);
+                    if let Some(c) = copier {
+                        let _ = c.join();
+                    }
+                    let _ = tx.send(Msg::Exited { key, status });
+                });
+                Some(pid)
+            }
+            Err(e) => {
+                self.exited.push((
+                    key,
+                    Finish::Failed {
+                        exit_code: None,
+                        reason: format!("could not start the job: {e}"),
+                        result: None,
+                    },
+                    None,
+                ));
+                None
+            }
+        }
+    }
+
+    /// Take in a commit: it is the new base; kill what it refused or someone cancelled; launch
+    /// what it started.
+    fn committed(&mut self, c: Committed, progress: &mut dyn FnMut(Update)) {
+        while let Some((seq, _, free)) = self.inflight.front() {
+            if *seq > c.upto {
+                break;
+            }
+            self.promised = self.promised.saturating_sub(*free);
+            self.inflight.pop_front();
+        }
+        self.base = c.doc;
+        self.more = c.more;
+        self.ready_left = c.ready_left;
+        self.summary.remaining = c.remaining;
+        // Jobs we run that are not ours in the committed queue (plus what is still in
+        // flight): refused starts, or cancelled by someone else. Their end is not ours to
+        // record.
+        let view = self.view();
+        for (key, r) in self.running.iter_mut() {
+            if !r.dropped
+                && !view
+                    .jobs
+                    .iter()
+                    .any(|j| &j.key() == key && ops::runs_under(j, self.me))
+            {
+                exec::kill_group(r.pid);
+                r.dropped = true;
+            }
+        }
+        self.summary.started = self.summary.started.saturating_sub(c.revoked);
+        for (key, state, detail) in c.shown {
+            if state == State::Running {
+                continue; // reported at launch, with the pid
+            }
+            if matches!(
+                state,
+                State::Completed | State::Failed | State::TimedOut | State::Blocked
+            ) {
+                *self.summary.ended.entry(state.as_str().into()).or_default() += 1;
+            }
+            progress(Update::Job {
+                elapsed: self.took.remove(&key),
+                key,
+                state,
+                detail,
+            });
+        }
+        for (l, prep) in c.launches {
+            let key = l.job.key();
+            if let Some(pid) = self.launch(l, prep, progress) {
+                self.pending.push(Intent::Pid { key, pid });
+                self.pending_since.get_or_insert_with(Instant::now);
+            }
+        }
+    }
+
+    /// SIGINT/SIGTERM: wait for the commits in flight (launching nothing more), then kill every
+    /// running job's tree and put those jobs back in line.
+    fn stop(
+        &mut self,
+        store: &Store,
+        rx: &mpsc::Receiver<Msg>,
+        progress: &mut dyn FnMut(Update),
+    ) -> Result<Summary> {
+        let mut unlaunched: Vec<String> = Vec::new();
+        while !self.inflight.is_empty() {
+            match rx.recv() {
+                Ok(Msg::Committed(c)) => {
+                    let mut c = (*c)?;
+                    unlaunched.extend(c.launches.drain(..).map(|(l, _)| l.job.key()));
+                    self.committed(c, progress);
+                }
+                Ok(Msg::Exited { key, status }) => {
+                    record_exit(&mut self.running, &mut self.exited, key, status);
+                }
+                Ok(_) => {}
                 Err(_) => break,
             }
         }
-        let now_i = Instant::now();
-        for r in running.values_mut() {
-            if !r.timed_out && !r.dropped && r.deadline <= now_i {
-                exec::kill_group(r.pid);
-                r.timed_out = true;
+        let mut interrupt: Vec<String> = self.running.keys().cloned().collect();
+        interrupt.extend(unlaunched);
+        stop_all(
+            store,
+            self.me,
+            &self.running,
+            &interrupt,
+            std::mem::take(&mut self.exited),
+            std::mem::take(&mut self.summary),
+            progress,
+        )
+    }
+}
+
+/// The committer thread: one store transaction per round of batches.
+#[allow(clippy::too_many_arguments)]
+fn committer(
+    store: &Store,
+    me: &str,
+    opts: &Options,
+    layout: &Layout,
+    file_secrets: &BTreeMap<String, String>,
+    wanted: &(dyn Fn(&Job) -> bool + Sync),
+    batches: mpsc::Receiver<Batch>,
+    out: mpsc::Sender<Msg>,
+) {
+    let runner_name = opts.runner.name();
+    // The queue as this dispatcher last committed it, and its bytes: a commit decodes the file
+    // again only if someone else changed it since.
+    let mut cached: Option<(Vec<u8>, QueueDoc)> = None;
+    let mut last_commit: Option<Instant> = None;
+    while let Ok(first) = batches.recv() {
+        let mut upto = first.seq;
+        let mut intents = first.intents;
+        let mut free = first.free;
+        let mut urgent = first.urgent;
+        // Group commit: while jobs end in quick succession, what arrives within GROUP_WINDOW of
+        // the last commit goes in the next one (nothing waits for it: these jobs were
+        // launched already).
+        let group_until = last_commit.map(|t| t + GROUP_WINDOW);
+        loop {
+            let b = match group_until {
+                Some(until) if !urgent => match batches.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                    Ok(b) => b,
+                    Err(_) => break,
+                },
+                _ => match batches.try_recv() {
+                    Ok(b) => b,
+                    Err(_) => break,
+                },
+            };
+            upto = b.seq;
+            intents.extend(b.intents);
+            free += b.free;
+            urgent |= b.urgent;
+        }
+        let now = Timestamp::now();
+        let mut launches: Vec<ToLaunch> = Vec::new();
+        let result = store.transaction(now, &[Lock::Queue], |tx| {
+            launches.clear();
+            let mut doc: QueueDoc = tx.read_cached(cached.take())?;
+            let mut events = Vec::new();
+            let revoked = apply(&mut doc, &intents, me, runner_name, &mut events);
+            let scrub = scrub_names(&doc, file_secrets);
+            let mut free = free;
+            // Starting one may block another (missing secret): go round until stable.
+            loop {
+                let mut progressed = false;
+                for i in ops::ready(&doc) {
+                    if free == 0 {
+                        break;
+                    }
+                    if !wanted(&doc.jobs[i]) {
+                        continue;
+                    }
+                    let key = doc.jobs[i].key();
+                    match resolve_secrets(&doc.jobs[i], file_secrets) {
+                        Err(name) => {
+                            ops::finish(
+                                &mut doc,
+                                &key,
+                                me,
+                                Finish::MissingSecret { name },
+                                now,
+                                &mut events,
+                            );
+                            progressed = true;
+                            break;
+                        }
+                        Ok(secrets) => {
+                            events.push(ops::start(&mut doc, i, me, runner_name, now));
+                            let job = doc.jobs[i].clone();
+                            launches.push(ToLaunch {
+                                prior: job.depends_on.clone(),
+                                job,
+                                secrets,
+                                scrub: scrub.clone(),
+                            });
+                            free -= 1;
+                        }
+                    }
+                }
+                if !progressed {
+                    break;
+                }
             }
-        }
-        if opts.tick {
-            progress(Update::Tick);
-        }
-        if stop {
-            return stop_all(store, &me, running, exited, summary, progress);
+            let archived = ops::archive(&mut doc);
+            for j in &archived {
+                tx.append(JOBS_DONE, serde_json::to_string(j).expect("jobs serialize"))?;
+            }
+            let ready_left = doc
+                .jobs
+                .iter()
+                .any(|j| j.state.state == State::Ready && wanted(j));
+            let more = ready_left
+                || (doc
+                    .jobs
+                    .iter()
+                    .any(|j| j.state.state == State::Queued && wanted(j))
+                    && doc.jobs.iter().any(|j| j.state.state == State::Running));
+            let mut remaining: BTreeMap<String, usize> = BTreeMap::new();
+            for j in &doc.jobs {
+                *remaining.entry(j.state.state.as_str().into()).or_default() += 1;
+            }
+            let shown: Vec<(String, State, String)> = events
+                .iter()
+                .filter(|e| e.event_type != ops::SUBMITTED)
+                .map(|e| {
+                    (
+                        e.target.clone().unwrap_or_default(),
+                        state_of_event(e.event_type),
+                        describe(&e.payload),
+                    )
+                })
+                .collect();
+            doc.updated_at = now;
+            tx.write(&doc)?;
+            let bytes = tx.staged::<QueueDoc>().map(<[u8]>::to_vec);
+            for e in events {
+                tx.event(e);
+            }
+            Ok((revoked.len(), more, ready_left, remaining, shown, bytes, doc))
+        });
+        let msg = match result {
+            Ok((revoked, more, ready_left, remaining, shown, bytes, doc)) => {
+                cached = bytes.map(|b| (b, doc.clone()));
+                // Their files are made here, beside the main loop.
+                let launches = launches
+                    .drain(..)
+                    .map(|l| {
+                        let r = prepare(layout, &l, &opts.runner);
+                        (l, r)
+                    })
+                    .collect();
+                Ok(Committed {
+                    upto,
+                    doc,
+                    launches,
+                    revoked,
+                    more,
+                    ready_left,
+                    remaining,
+                    shown,
+                })
+            }
+            Err(e) => Err(e),
+        };
+        last_commit = Some(Instant::now());
+        let failed = msg.is_err();
+        if out.send(Msg::Committed(Box::new(msg))).is_err() || failed {
+            return;
         }
     }
 }
 
-/// Siblings younger than this are waited for (at most [`COALESCE_WINDOW`] each) before the
-/// exits seen so far are recorded.
-const COALESCE_YOUNGER_THAN: Duration = Duration::from_millis(50);
-/// How long to wait for one more sibling's exit.
-const COALESCE_WINDOW: Duration = Duration::from_millis(2);
+/// A child's exit, as the job's end.
+fn record_exit(
+    running: &mut HashMap<String, Running>,
+    exited: &mut Vec<(String, Finish, Option<Duration>)>,
+    key: String,
+    status: std::io::Result<std::process::ExitStatus>,
+) {
+    let Some(r) = running.remove(&key) else {
+        return;
+    };
+    // The job's tree ends with it: nothing it started outlives it.
+    exec::kill_group(r.pid);
+    let took = r.started.elapsed();
+    if r.dropped {
+        return;
+    }
+    let result = result_path(&r.workspace_dir, &r.id);
+    let how = if r.timed_out {
+        Finish::TimedOut { minutes: r.minutes }
+    } else {
+        match status {
+            Ok(s) if s.success() => Finish::Completed { result },
+            Ok(s) => match (s.code(), s.signal()) {
+                (Some(c), _) => Finish::Failed {
+                    exit_code: Some(c),
+                    reason: format!("the agent exited with status {c}"),
+                    result,
+                },
+                (None, sig) => Finish::Failed {
+                    exit_code: None,
+                    reason: format!("the agent was killed by signal {}", sig.unwrap_or(0)),
+                    result,
+                },
+            },
+            Err(e) => Finish::Failed {
+                exit_code: None,
+                reason: format!("could not wait for the agent: {e}"),
+                result,
+            },
+        }
+    };
+    exited.push((key, how, Some(took)));
+}
 
-/// Take in one message: a child's exit (recorded in `exited`), a journal change (`dirty` when
-/// another process changed the queue), a stop signal.
+/// Take in one message: a child's exit (recorded in `exited`) or a journal change (`dirty` when
+/// another process changed the queue).
 fn handle(
     m: Msg,
     running: &mut HashMap<String, Running>,
@@ -571,52 +1050,13 @@ fn handle(
     tail: &mut Tail,
     me: &str,
     dirty: &mut bool,
-    stop: &mut bool,
 ) -> Result<()> {
     match m {
-        Msg::Exited { key, status } => {
-            let Some(r) = running.remove(&key) else {
-                return Ok(());
-            };
-            // The job's tree ends with it: nothing it started outlives it.
-            exec::kill_group(r.pid);
-            let took = r.started.elapsed();
-            if r.dropped {
-                return Ok(());
-            }
-            let result = result_path(&r.workspace_dir, &r.id);
-            let how = if r.timed_out {
-                Finish::TimedOut { minutes: r.minutes }
-            } else {
-                match status {
-                    Ok(s) if s.success() => Finish::Completed { result },
-                    Ok(s) => match (s.code(), s.signal()) {
-                        (Some(c), _) => Finish::Failed {
-                            exit_code: Some(c),
-                            reason: format!("the agent exited with status {c}"),
-                            result,
-                        },
-                        (None, sig) => Finish::Failed {
-                            exit_code: None,
-                            reason: format!("the agent was killed by signal {}", sig.unwrap_or(0)),
-                            result,
-                        },
-                    },
-                    Err(e) => Finish::Failed {
-                        exit_code: None,
-                        reason: format!("could not wait for the agent: {e}"),
-                        result,
-                    },
-                }
-            };
-            exited.push((key, how, Some(took)));
-        }
+        Msg::Exited { key, status } => record_exit(running, exited, key, status),
         Msg::Journal => {
             let mut foreign = false;
-            let me2 = me.to_string();
             tail.read(|ev| {
-                if ev.event_type.starts_with("queue.") && ev.actor.as_deref() != Some(me2.as_str())
-                {
+                if ev.event_type.starts_with("queue.") && ev.actor.as_deref() != Some(me) {
                     foreign = true;
                 }
                 true
@@ -625,17 +1065,19 @@ fn handle(
                 *dirty = true;
             }
         }
-        Msg::Stop => *stop = true,
+        Msg::Committed(_) | Msg::Lead | Msg::Stop => {}
     }
     Ok(())
 }
 
-/// SIGINT/SIGTERM: kill every running job's tree and put those jobs back in line; record what
-/// already ended.
+/// SIGINT/SIGTERM: kill every running job's tree and put those jobs (and `interrupt`, started
+/// but not launched) back in line; record what already ended.
+#[allow(clippy::too_many_arguments)]
 fn stop_all(
     store: &Store,
     me: &str,
-    running: HashMap<String, Running>,
+    running: &HashMap<String, Running>,
+    interrupt: &[String],
     exited: Vec<(String, Finish, Option<Duration>)>,
     mut summary: Summary,
     progress: &mut dyn FnMut(Update),
@@ -650,7 +1092,7 @@ fn stop_all(
         for (key, how, _) in &exited {
             ops::finish(&mut doc, key, me, how.clone(), now, &mut events);
         }
-        for key in running.keys() {
+        for key in interrupt {
             if let Some(i) = doc
                 .jobs
                 .iter()
@@ -672,7 +1114,7 @@ fn stop_all(
         }
         Ok(())
     })?;
-    for key in running.keys() {
+    for key in interrupt {
         progress(Update::Job {
             key: key.clone(),
             state: State::Queued,
@@ -714,6 +1156,12 @@ fn recover(store: &Store, me: &str, progress: &mut dyn FnMut(Update)) -> Result<
         let (ws, id) = key.split_once('/').unwrap_or(("", key));
         let token = format!("{d}/{ws}/{id}/{attempt}");
         exec::kill_run(&token, *pid);
+    }
+    // A dispatcher launches a job made ready by a completion before committing both: what it
+    // launched after its last commit is recorded nowhere, but carries its token.
+    let dead: BTreeSet<&str> = orphans.iter().map(|(_, d, _, _)| d.as_str()).collect();
+    for d in dead {
+        exec::kill_run(&format!("{d}/"), None);
     }
     let keys: Vec<String> = store.transaction(now, &[Lock::Queue], |tx| {
         let mut doc: QueueDoc = tx.read()?;

@@ -426,8 +426,9 @@ pub fn dispatcher_alive(token: &str) -> bool {
     start_time(pid) == Some(start)
 }
 
-/// Processes whose environment holds `CONDUCTOR_QUEUE_RUN=<token>` (ours only: other users'
-/// environments are unreadable).
+/// Processes whose environment holds `CONDUCTOR_QUEUE_RUN=<token>`, or any value starting with
+/// `token` when it ends with `/` (every run of one dispatcher). Ours only: other users'
+/// environments are unreadable.
 pub fn find_by_run(token: &str) -> Vec<u32> {
     let needle = format!("CONDUCTOR_QUEUE_RUN={token}");
     let mut pids = Vec::new();
@@ -439,7 +440,13 @@ pub fn find_by_run(token: &str) -> Vec<u32> {
             continue;
         };
         if let Ok(env) = std::fs::read(e.path().join("environ"))
-            && env.split(|b| *b == 0).any(|v| v == needle.as_bytes())
+            && env.split(|b| *b == 0).any(|v| {
+                if token.ends_with('/') {
+                    v.starts_with(needle.as_bytes())
+                } else {
+                    v == needle.as_bytes()
+                }
+            })
         {
             pids.push(pid);
         }

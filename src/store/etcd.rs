@@ -56,7 +56,6 @@ pub struct Kv {
 }
 
 /// A connection to an etcd cluster under one key prefix.
-#[derive(Clone)]
 pub struct Etcd {
     /// `http://host:port` of each member given.
     endpoints: Vec<String>,
@@ -65,9 +64,26 @@ pub struct Etcd {
     url: String,
     agent: ureq::Agent,
     /// The member that answered last (tried first next time).
-    preferred: std::cell::Cell<usize>,
+    preferred: std::sync::atomic::AtomicUsize,
     /// Read every range at this revision (a consistent snapshot: `export`).
-    snapshot: std::cell::Cell<Option<i64>>,
+    snapshot: std::sync::Mutex<Option<i64>>,
+}
+
+impl Clone for Etcd {
+    fn clone(&self) -> Etcd {
+        Etcd {
+            endpoints: self.endpoints.clone(),
+            prefix: self.prefix.clone(),
+            url: self.url.clone(),
+            agent: self.agent.clone(),
+            preferred: std::sync::atomic::AtomicUsize::new(
+                self.preferred.load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            snapshot: std::sync::Mutex::new(
+                *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()),
+            ),
+        }
+    }
 }
 
 /// What `doctor` reports about the cluster.
@@ -133,8 +149,8 @@ impl Etcd {
             prefix: prefix.to_string(),
             url: url.to_string(),
             agent,
-            preferred: std::cell::Cell::new(0),
-            snapshot: std::cell::Cell::new(None),
+            preferred: std::sync::atomic::AtomicUsize::new(0),
+            snapshot: std::sync::Mutex::new(None),
         })
     }
 
@@ -206,13 +222,13 @@ impl Etcd {
             .pointer("/header/revision")
             .and_then(num)
             .ok_or_else(|| self.unavailable("etcd's answer has no revision".into()))?;
-        self.snapshot.set(Some(rev));
+        *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = Some(rev);
         Ok(rev)
     }
 
     /// A range request's body, at the pinned revision if there is one.
     fn range_body(&self, mut body: Value) -> Value {
-        if let Some(rev) = self.snapshot.get() {
+        if let Some(rev) = *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) {
             body["revision"] = json!(rev.to_string());
         }
         body
@@ -229,7 +245,7 @@ impl Etcd {
     fn request(&self, path: &str, body: &Value, write: bool) -> Result<Value> {
         let body = serde_json::to_vec(body).expect("requests serialize");
         let n = self.endpoints.len();
-        let first = self.preferred.get();
+        let first = self.preferred.load(std::sync::atomic::Ordering::Relaxed);
         let mut last_error = String::new();
         for k in 0..n {
             let i = (first + k) % n;
@@ -326,7 +342,7 @@ impl Etcd {
                     _ => return Err(self.unavailable(format!("{}: {msg}", self.endpoints[i]))),
                 }
             }
-            self.preferred.set(i);
+            self.preferred.store(i, std::sync::atomic::Ordering::Relaxed);
             return Ok(v);
         }
         Err(self.unavailable(format!(
@@ -451,7 +467,7 @@ impl Etcd {
     /// The cluster's state, as seen from each member.
     pub fn health(&self) -> Result<Health> {
         let status = self.call("/v3/maintenance/status", &json!({}))?;
-        let endpoint = self.endpoints[self.preferred.get()].clone();
+        let endpoint = self.endpoints[self.preferred.load(std::sync::atomic::Ordering::Relaxed)].clone();
         let id = |v: Option<&Value>| match v {
             Some(Value::String(s)) => Some(s.clone()),
             Some(Value::Number(n)) => Some(n.to_string()),
@@ -552,7 +568,7 @@ impl Etcd {
                 .filter(|c| *c)?;
             Some(Box::new(reader))
         };
-        let first = self.preferred.get();
+        let first = self.preferred.load(std::sync::atomic::Ordering::Relaxed);
         let mut reader = (0..self.endpoints.len())
             .find_map(|k| open(first + k))
             .ok_or_else(|| self.unavailable("no member accepted a watch".into()))?;

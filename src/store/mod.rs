@@ -65,7 +65,7 @@ pub struct Store {
     /// `config.json`, read (and validated) at most once per process.
     config: std::sync::OnceLock<Config>,
     /// Set by a command that runs one transaction and exits (see [`Store::short_lived`]).
-    short_lived: std::cell::Cell<bool>,
+    short_lived: std::sync::atomic::AtomicBool,
     /// The shared store when one is configured (`CONDUCTOR_STORE`, `--store` or config.json's
     /// `store`): documents, ledgers and the journal then live in etcd, and the home keeps only
     /// this machine's own files (config.json, sprint.json, workspaces).
@@ -81,7 +81,7 @@ impl Store {
             lock_timeout,
             quiet,
             config: std::sync::OnceLock::new(),
-            short_lived: std::cell::Cell::new(false),
+            short_lived: std::sync::atomic::AtomicBool::new(false),
             remote: None,
         };
         // Set, even empty (the files of this home), it wins over config.json's `store`. Only
@@ -148,7 +148,7 @@ impl Store {
     /// of a claim's instructions); the OS takes the memory back at exit. Never set by commands
     /// that loop (`watch`, `run`, `claim --wait`, the runtime and queue loops).
     pub fn short_lived(&self) {
-        self.short_lived.set(true);
+        self.short_lived.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How long transactions wait for the lock.
@@ -248,7 +248,7 @@ impl Store {
                 tx.write_if_changed(&state)?;
             }
             stage_effects(tx, now, effects)?;
-            if self.short_lived.get() {
+            if self.short_lived.load(std::sync::atomic::Ordering::Relaxed) {
                 std::mem::forget(state);
             }
             Ok(value)
