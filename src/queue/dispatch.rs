@@ -1,20 +1,26 @@
 //! The dispatcher (`conductor queue run`): starts every ready job, and a dependent the moment
 //! its last dependency completes.
 //!
-//! It never polls and never re-queues. It sleeps on one channel fed by (a) a thread per child
-//! blocked in `wait()`, so a job's exit wakes it at once, (b) the home watcher on the event
-//! journal, so submissions, retries and cancels from other processes wake it, and (c) stop
-//! signals. The only timer is the nearest job deadline (and, on a terminal, the once-a-second
-//! redraw of the progress display).
+//! It never polls and never re-queues. Its main loop sleeps on one channel fed by (a) the
+//! reaper thread, which waits for every child, so a job's exit wakes it at once, (b) the home
+//! watcher on the event journal, so submissions, retries and cancels from other processes wake
+//! it, (c) the committer thread, and (d) stop signals. The only timer is the nearest job
+//! deadline (and, on a terminal, the once-a-second redraw of the progress display).
 //!
-//! Each wakeup becomes at most one store transaction, which records every exit seen since the
-//! last one, the pids of the jobs started last time, and marks the next ready jobs `running`
-//! (several jobs' changes per transaction: every change is durable, without a transaction per
-//! job). A job is marked `running` before its process exists; its pid is recorded by the next
-//! transaction. A dispatcher that dies leaves jobs `running` under its token: the next
-//! dispatcher sees the token's process is gone, kills whatever still carries the job's
-//! `CONDUCTOR_QUEUE_RUN` and puts the job back in line (`queue.job.interrupted`). Completed jobs
-//! are never started again: only `ready` jobs are ever started, in a transaction.
+//! Durability runs beside the loop rather than in it. Every change (an exit, a start, a pid) is
+//! applied at once to the loop's own view of the queue and handed to the committer, which makes
+//! them durable in order, one store transaction for whatever arrived within a few milliseconds
+//! of its previous commit. On the file store one dispatcher leads a home's queue at a time
+//! (`queue-lead.lock`), so its view is the truth unless someone else changes the queue (the
+//! journal says so): it launches a ready job at once and the commit that records the start
+//! follows. A start the commit finds no longer valid (cancelled meanwhile) is refused and its
+//! process killed. With a shared store, or a view made stale by someone else, the commit
+//! decides which jobs start and the loop launches them after it.
+//!
+//! A dispatcher that dies leaves jobs `running` under its token, or launched and not recorded:
+//! the next dispatcher sees the token's process is gone, kills every process that carries the
+//! token in its `CONDUCTOR_QUEUE_RUN` and puts the recorded jobs back in line
+//! (`queue.job.interrupted`). A job whose completion was committed is never started again.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -105,6 +111,8 @@ struct Running {
     dropped: bool,
     workspace_dir: PathBuf,
     id: String,
+    /// The thread copying a job with secrets' output to its log (joined once its tree is gone).
+    copier: Option<std::thread::JoinHandle<()>>,
 }
 
 /// A job the transaction marked running, to launch after the commit.
@@ -213,9 +221,10 @@ struct Committed {
 }
 
 enum Msg {
+    /// A child was reaped.
     Exited {
-        key: String,
-        status: std::io::Result<std::process::ExitStatus>,
+        pid: u32,
+        status: std::process::ExitStatus,
     },
     Journal,
     Committed(Box<Result<Committed>>),
@@ -437,9 +446,18 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             dirty: true,
             more: false,
             ready_left: false,
-            tx: tx.clone(),
             batch_tx,
+            reaper: reaper(tx.clone()),
+            view: <QueueDoc as crate::store::Document>::empty(Timestamp::now()),
+            made_dirs: BTreeSet::new(),
         };
+        d.view = d.base.clone();
+        if lead.is_some() {
+            // Read after taking the lead and recovering: it is the truth, start from it.
+            d.dirty = false;
+            d.ready_left = d.base.jobs.iter().any(|j| j.state.state == State::Ready && wanted(j));
+            d.more = d.ready_left;
+        }
         let result = d.main_loop(store, &wanted, lead.is_some(), &rx, &mut tail, progress, &presence, &run_lock);
         if result.is_err() {
             for r in d.running.values() {
@@ -479,13 +497,18 @@ struct Dispatcher<'a> {
     dirty: bool,
     more: bool,
     ready_left: bool,
-    tx: mpsc::Sender<Msg>,
     batch_tx: mpsc::Sender<Batch>,
+    /// Told after each spawn (see [`reaper`]).
+    reaper: mpsc::Sender<()>,
+    /// Our view of the queue: `base` plus the batches in flight.
+    view: QueueDoc,
+    /// Directories made for launches so far (not made again).
+    made_dirs: BTreeSet<PathBuf>,
 }
 
 impl Dispatcher<'_> {
-    /// Our view: the committed queue plus what is in flight.
-    fn view(&self) -> QueueDoc {
+    /// Our view rebuilt: the committed queue plus what is in flight.
+    fn rebuild_view(&self) -> QueueDoc {
         let mut doc = self.base.clone();
         let mut scratch = Vec::new();
         for (_, intents, _) in &self.inflight {
@@ -613,16 +636,16 @@ impl Dispatcher<'_> {
         // Our view is the truth only when nobody else changed the queue since our last commit
         // and no commit in flight may start jobs itself.
         let lead = lead && !self.dirty && self.promised == 0;
+        let runner = self.opts.runner.name();
+        let mut scratch = Vec::new();
+        apply(&mut self.view, &intents, self.me, runner, &mut scratch);
         if lead && free > 0 {
-            let mut view = self.view();
-            let mut scratch = Vec::new();
-            apply(&mut view, &intents, self.me, self.opts.runner.name(), &mut scratch);
-            let scrub = scrub_names(&view, self.file_secrets);
-            for i in ops::ready(&view) {
+            let mut scrub = None;
+            for i in ops::ready(&self.view) {
                 if free == 0 {
                     break;
                 }
-                let job = &view.jobs[i];
+                let job = &self.view.jobs[i];
                 if !wanted(job) {
                     continue;
                 }
@@ -630,28 +653,34 @@ impl Dispatcher<'_> {
                 let secrets = match resolve_secrets(job, self.file_secrets) {
                     Ok(s) => s,
                     Err(name) => {
-                        intents.push(Intent::Finish {
+                        let missing = Intent::Finish {
                             key,
                             how: Finish::MissingSecret { name },
                             at: now,
-                        });
+                        };
+                        apply(&mut self.view, std::slice::from_ref(&missing), self.me, runner, &mut scratch);
+                        intents.push(missing);
                         continue;
                     }
                 };
-                let _ = ops::start(&mut view, i, self.me, self.opts.runner.name(), now);
-                let started = view.jobs[i].clone();
+                let scrub = scrub
+                    .get_or_insert_with(|| scrub_names(&self.view, self.file_secrets))
+                    .clone();
+                let _ = ops::start(&mut self.view, i, self.me, runner, now);
+                let started = self.view.jobs[i].clone();
                 let l = ToLaunch {
                     prior: started.depends_on.clone(),
                     job: started,
                     secrets,
-                    scrub: scrub.clone(),
+                    scrub,
                 };
-                let prep = prepare(self.layout, &l, &self.opts.runner);
+                let prep = prepare(self.layout, &l, &self.opts.runner, &mut self.made_dirs);
                 intents.push(Intent::Start {
                     key: key.clone(),
                     at: now,
                 });
                 if let Some(pid) = self.launch(l, prep, progress) {
+                    ops::set_pid(&mut self.view, &key, self.me, pid);
                     intents.push(Intent::Pid { key, pid });
                 }
                 free -= 1;
@@ -707,6 +736,7 @@ impl Dispatcher<'_> {
                         dropped: false,
                         workspace_dir: ws_dir,
                         id: l.job.id.clone(),
+                        copier,
                     },
                 );
                 progress(Update::Job {
@@ -715,17 +745,9 @@ impl Dispatcher<'_> {
                     detail: format!("attempt {}, pid {pid}", l.job.state.attempts),
                     elapsed: None,
                 });
-                let tx = self.tx.clone();
-                let mut child = child;
-                std::thread::spawn(move || {
-                    let status = child.wait();
-                    // The tree ends with its leader; then the log copy has all of it.
-                    exec::kill_group(pid);
-                    if let Some(c) = copier {
-                        let _ = c.join();
-                    }
-                    let _ = tx.send(Msg::Exited { key, status });
-                });
+                // The reaper waits for it (std's handle is dropped without waiting).
+                drop(child);
+                let _ = self.reaper.send(());
                 Some(pid)
             }
             Err(e) => {
@@ -760,7 +782,8 @@ impl Dispatcher<'_> {
         // Jobs we run that are not ours in the committed queue (plus what is still in
         // flight): refused starts, or cancelled by someone else. Their end is not ours to
         // record.
-        let view = self.view();
+        self.view = self.rebuild_view();
+        let view = &self.view;
         for (key, r) in self.running.iter_mut() {
             if !r.dropped
                 && !view
@@ -793,6 +816,7 @@ impl Dispatcher<'_> {
         for (l, prep) in c.launches {
             let key = l.job.key();
             if let Some(pid) = self.launch(l, prep, progress) {
+                ops::set_pid(&mut self.view, &key, self.me, pid);
                 self.pending.push(Intent::Pid { key, pid });
                 self.pending_since.get_or_insert_with(Instant::now);
             }
@@ -815,8 +839,8 @@ impl Dispatcher<'_> {
                     unlaunched.extend(c.launches.drain(..).map(|(l, _)| l.job.key()));
                     self.committed(c, progress);
                 }
-                Ok(Msg::Exited { key, status }) => {
-                    record_exit(&mut self.running, &mut self.exited, key, status);
+                Ok(Msg::Exited { pid, status }) => {
+                    record_exit(&mut self.running, &mut self.exited, pid, status);
                 }
                 Ok(_) => {}
                 Err(_) => break,
@@ -836,6 +860,38 @@ impl Dispatcher<'_> {
     }
 }
 
+/// Start the thread that reaps every child of the dispatcher (its jobs; the dispatcher starts
+/// no other processes) and reports each exit. It sleeps in `waitpid` while children exist and
+/// on the returned channel, told after each spawn, while none do.
+fn reaper(out: mpsc::Sender<Msg>) -> mpsc::Sender<()> {
+    use std::os::unix::process::ExitStatusExt;
+    let (spawned, told) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        loop {
+            let mut raw = 0;
+            let pid = unsafe { libc::waitpid(-1, &mut raw, 0) };
+            if pid > 0 {
+                let status = std::process::ExitStatus::from_raw(raw);
+                if out.send(Msg::Exited { pid: pid as u32, status }).is_err() {
+                    return;
+                }
+                continue;
+            }
+            match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => {}
+                // No child yet: wait to be told of one.
+                _ => {
+                    if told.recv().is_err() {
+                        return;
+                    }
+                    while told.try_recv().is_ok() {}
+                }
+            }
+        }
+    });
+    spawned
+}
+
 /// The committer thread: one store transaction per round of batches.
 #[allow(clippy::too_many_arguments)]
 fn committer(
@@ -853,6 +909,7 @@ fn committer(
     // again only if someone else changed it since.
     let mut cached: Option<(Vec<u8>, QueueDoc)> = None;
     let mut last_commit: Option<Instant> = None;
+    let mut made_dirs = BTreeSet::new();
     while let Ok(first) = batches.recv() {
         let mut upto = first.seq;
         let mut intents = first.intents;
@@ -972,7 +1029,7 @@ fn committer(
                 let launches = launches
                     .drain(..)
                     .map(|l| {
-                        let r = prepare(layout, &l, &opts.runner);
+                        let r = prepare(layout, &l, &opts.runner, &mut made_dirs);
                         (l, r)
                     })
                     .collect();
@@ -1001,14 +1058,22 @@ fn committer(
 fn record_exit(
     running: &mut HashMap<String, Running>,
     exited: &mut Vec<(String, Finish, Option<Duration>)>,
-    key: String,
-    status: std::io::Result<std::process::ExitStatus>,
+    pid: u32,
+    status: std::process::ExitStatus,
 ) {
-    let Some(r) = running.remove(&key) else {
+    let Some(key) = running
+        .iter()
+        .find(|(_, r)| r.pid == pid)
+        .map(|(k, _)| k.clone())
+    else {
         return;
     };
-    // The job's tree ends with it: nothing it started outlives it.
+    let mut r = running.remove(&key).expect("found above");
+    // The job's tree ends with it: nothing it started outlives it. Then the log copy has all.
     exec::kill_group(r.pid);
+    if let Some(c) = r.copier.take() {
+        let _ = c.join();
+    }
     let took = r.started.elapsed();
     if r.dropped {
         return;
@@ -1017,23 +1082,16 @@ fn record_exit(
     let how = if r.timed_out {
         Finish::TimedOut { minutes: r.minutes }
     } else {
-        match status {
-            Ok(s) if s.success() => Finish::Completed { result },
-            Ok(s) => match (s.code(), s.signal()) {
-                (Some(c), _) => Finish::Failed {
-                    exit_code: Some(c),
-                    reason: format!("the agent exited with status {c}"),
-                    result,
-                },
-                (None, sig) => Finish::Failed {
-                    exit_code: None,
-                    reason: format!("the agent was killed by signal {}", sig.unwrap_or(0)),
-                    result,
-                },
+        match (status.success(), status.code(), status.signal()) {
+            (true, _, _) => Finish::Completed { result },
+            (false, Some(c), _) => Finish::Failed {
+                exit_code: Some(c),
+                reason: format!("the agent exited with status {c}"),
+                result,
             },
-            Err(e) => Finish::Failed {
+            (false, None, sig) => Finish::Failed {
                 exit_code: None,
-                reason: format!("could not wait for the agent: {e}"),
+                reason: format!("the agent was killed by signal {}", sig.unwrap_or(0)),
                 result,
             },
         }
@@ -1052,7 +1110,7 @@ fn handle(
     dirty: &mut bool,
 ) -> Result<()> {
     match m {
-        Msg::Exited { key, status } => record_exit(running, exited, key, status),
+        Msg::Exited { pid, status } => record_exit(running, exited, pid, status),
         Msg::Journal => {
             let mut foreign = false;
             tail.read(|ev| {
@@ -1229,7 +1287,12 @@ fn describe(payload: &Value) -> String {
 /// thread while the transaction that marks the job running commits (whose time is mostly spent
 /// waiting for the disk), so the start itself is only the spawn. Done for a job whose
 /// transaction then fails, it leaves a prompt file that the job's real start writes again.
-fn prepare(layout: &Layout, l: &ToLaunch, runner: &Runner) -> std::io::Result<()> {
+fn prepare(
+    layout: &Layout,
+    l: &ToLaunch,
+    runner: &Runner,
+    made: &mut BTreeSet<PathBuf>,
+) -> std::io::Result<()> {
     let job = &l.job;
     let ws_dir = layout.workspace(&job.workspace);
     let out = layout.output(&job.workspace, &job.id);
@@ -1240,7 +1303,10 @@ fn prepare(layout: &Layout, l: &ToLaunch, runner: &Runner) -> std::io::Result<()
         log.parent().expect("log has a parent"),
         prompt_file.parent().expect("prompt has a parent"),
     ] {
-        super::private_dir(d).map_err(|e| std::io::Error::other(e.to_string()))?;
+        if !made.contains(d) {
+            super::private_dir(d).map_err(|e| std::io::Error::other(e.to_string()))?;
+            made.insert(d.to_path_buf());
+        }
     }
     let root = match runner {
         Runner::Sandbox { .. } => job.workdir.clone(),

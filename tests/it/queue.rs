@@ -2,6 +2,7 @@
 //! agent script (sh) whose behaviour each test steers through files in a control directory.
 
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -828,4 +829,84 @@ fn issue_14_retry_no_run_only_marks_and_a_busy_dispatcher_picks_the_retry_up() {
         std::fs::read(q.env.home.join("queue.json")).unwrap(),
         before
     );
+}
+
+/// One dispatcher leads a home's queue (it launches jobs before their start is committed): a
+/// second one says so, waits, and takes over; no job ever starts twice.
+#[test]
+fn issue_14_a_second_dispatcher_waits_for_the_lead_and_no_job_runs_twice() {
+    let q = Q::new();
+    q.ctl("a.block", "");
+    q.submit(&json!({"workspace": "w", "jobs": [
+        {"id": "a", "prompt": "p"},
+        {"id": "b", "prompt": "p", "depends_on": ["a"]},
+        {"id": "c", "prompt": "p"}]}))
+        .code(0);
+    let mut lead = q.spawn_dispatcher(&["--parallel", "1"], &[]);
+    assert!(wait_until(10.0, || q.state("a") == "running"));
+    let mut second = q.env.cmd();
+    second
+        .args(q.run_args(&["--parallel", "4"]))
+        .env("CTRL", &q.ctrl)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut second = second.spawn().unwrap();
+    // It waits: c stays ready although it has four free slots.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(q.state("c"), "ready");
+    assert!(second.try_wait().unwrap().is_none());
+    std::fs::remove_file(q.ctrl.join("a.block")).unwrap();
+    assert!(lead.wait().unwrap().success());
+    let out = second.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("another dispatcher runs this home's queue") && err.contains("pid"),
+        "{err}"
+    );
+    let t = q.trace();
+    for job in ["a", "b", "c"] {
+        assert_eq!(
+            t.iter()
+                .filter(|l| l.starts_with(&format!("start {job} ")))
+                .count(),
+            1,
+            "{t:?}"
+        );
+    }
+    assert!(q.jobs().is_empty() || q.jobs().iter().all(|j| j["state"]["state"] == "completed"));
+}
+
+/// A dispatcher that dies between launching a job and committing its start leaves a process
+/// recorded nowhere but carrying its token: the next dispatcher kills it (then runs the job).
+#[test]
+fn issue_14_a_restarted_dispatcher_kills_what_the_dead_one_launched_unrecorded() {
+    let q = Q::new();
+    q.ctl("a.block", "");
+    q.submit(&json!({"workspace": "w", "jobs": [{"id": "a", "prompt": "p"}]}))
+        .code(0);
+    let mut d = q.spawn_dispatcher(&[], &[]);
+    assert!(wait_until(10.0, || q.state("a") == "running"));
+    let a = q.jobs().into_iter().find(|j| j["id"] == "a").unwrap();
+    let token = a["state"]["dispatcher"].as_str().unwrap().to_string();
+    // What it would have launched for a job whose start it had not committed yet.
+    let mut stray = std::process::Command::new("sleep")
+        .arg("300")
+        .env("CONDUCTOR_QUEUE_RUN", format!("{token}/w/unrecorded/1"))
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    unsafe {
+        libc::kill(d.id() as i32, libc::SIGKILL);
+    }
+    d.wait().unwrap();
+    std::fs::remove_file(q.ctrl.join("a.block")).unwrap();
+    let r = q.dispatch(&[], &[]);
+    r.code(0);
+    assert!(r.stderr.contains("interrupted"), "{r:?}");
+    assert!(
+        wait_until(5.0, || stray.try_wait().unwrap().is_some()),
+        "the unrecorded launch survived"
+    );
+    assert_eq!(q.state("a"), "completed");
 }
