@@ -191,6 +191,23 @@ impl HomeWatcher {
     }
 }
 
+/// Call `stop` (from a thread of its own) on SIGINT/SIGTERM, and when stdout (a pipe or socket)
+/// is closed by its reader: for loops that wait on a channel of their own rather than on a
+/// [`HomeWatcher`]. The signals must already be blocked with [`block_stop_signals`].
+pub fn on_stop(stop: impl Fn() + Send + Clone + 'static) {
+    let on_signal = stop.clone();
+    std::thread::spawn(move || {
+        let _ = wait_stop_signal();
+        on_signal();
+    });
+    if stdout_is_pipe() {
+        std::thread::spawn(move || {
+            wait_stdout_closed();
+            stop();
+        });
+    }
+}
+
 fn watch_error(dir: &Path, e: notify::Error) -> Error {
     Error::io("watch", dir, std::io::Error::other(e.to_string()))
 }

@@ -186,6 +186,12 @@ enum Intent {
 /// with (a job that runs for long gets its pid recorded after this).
 const PID_DELAY: Duration = Duration::from_millis(100);
 
+/// The dispatcher watches the journal (for submissions, retries and cancels by others) from its
+/// first wait longer than this; what others committed before is read when the watch starts.
+/// Closing a watch costs several milliseconds at exit (the kernel waits for a grace period),
+/// which a run of short jobs is spared. Changes by others are seen at every commit anyway.
+const WATCH_AFTER: Duration = Duration::from_millis(20);
+
 /// A commit that follows another within this window waits for the rest of it, gathering what
 /// arrives meanwhile (only when no start waits for it).
 const GROUP_WINDOW: Duration = Duration::from_millis(5);
@@ -366,28 +372,12 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
     let wanted = |j: &Job| opts.only.as_ref().is_none_or(|o| o.contains(&j.key()));
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut tail = store.tail(None)?;
-    let watcher = store.watcher(crate::store::journal::is_journal_file)?;
-    watcher.stop_on_signals_and_closed_stdout();
     {
         let tx = tx.clone();
-        std::thread::spawn(move || {
-            loop {
-                match watcher.wait(None) {
-                    Wake::Changed => {
-                        if tx.send(Msg::Journal).is_err() {
-                            return;
-                        }
-                    }
-                    Wake::Stop => {
-                        let _ = tx.send(Msg::Stop);
-                        return;
-                    }
-                    Wake::Timeout => {}
-                }
-            }
+        watch::on_stop(move || {
+            let _ = tx.send(Msg::Stop);
         });
     }
-
     // On the file store one dispatcher leads a home's queue at a time, and may launch a job
     // before the commit that records its start. With a shared store, dispatchers on several
     // hosts share the queue through optimistic transactions and launch only what committed.
@@ -447,6 +437,8 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             more: false,
             ready_left: false,
             batch_tx,
+            tx: tx.clone(),
+            watching: false,
             reaper: reaper(tx.clone()),
             view: <QueueDoc as crate::store::Document>::empty(Timestamp::now()),
             made_dirs: BTreeSet::new(),
@@ -498,6 +490,9 @@ struct Dispatcher<'a> {
     more: bool,
     ready_left: bool,
     batch_tx: mpsc::Sender<Batch>,
+    tx: mpsc::Sender<Msg>,
+    /// The journal watcher runs (see [`WATCH_AFTER`]).
+    watching: bool,
     /// Told after each spawn (see [`reaper`]).
     reaper: mpsc::Sender<()>,
     /// Our view of the queue: `base` plus the batches in flight.
@@ -573,13 +568,35 @@ impl Dispatcher<'_> {
                 let due = PID_DELAY.saturating_sub(t.elapsed());
                 wait = Some(wait.map_or(due, |w| w.min(due)));
             }
-            let first = match wait {
-                Some(w) => match rx.recv_timeout(w) {
-                    Ok(m) => Some(m),
-                    Err(mpsc::RecvTimeoutError::Timeout) => None,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => Some(Msg::Stop),
-                },
-                None => Some(rx.recv().unwrap_or(Msg::Stop)),
+            let mut early: Option<Msg> = None;
+            let mut timed_out = false;
+            if !self.watching {
+                // Not watching the journal yet: a short wait first (a run whose waits are all
+                // shorter never pays for a watcher), then watch and catch up on the journal.
+                let short = wait.is_some_and(|w| w <= WATCH_AFTER);
+                match rx.recv_timeout(wait.map_or(WATCH_AFTER, |w| w.min(WATCH_AFTER))) {
+                    Ok(m) => early = Some(m),
+                    Err(mpsc::RecvTimeoutError::Timeout) if short => timed_out = true,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        self.start_watching(store, tail)?;
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => early = Some(Msg::Stop),
+                }
+            }
+            let first = if early.is_some() {
+                early
+            } else if timed_out {
+                None
+            } else {
+                match wait {
+                    Some(w) => match rx.recv_timeout(w) {
+                        Ok(m) => Some(m),
+                        Err(mpsc::RecvTimeoutError::Timeout) => None,
+                        Err(mpsc::RecvTimeoutError::Disconnected) => Some(Msg::Stop),
+                    },
+                    None => Some(rx.recv().unwrap_or(Msg::Stop)),
+                }
             };
             let mut msgs: Vec<Msg> = first.into_iter().collect();
             while let Ok(m) = rx.try_recv() {
@@ -607,6 +624,35 @@ impl Dispatcher<'_> {
                 return self.stop(store, rx, progress);
             }
         }
+    }
+
+    /// Start watching the journal, then read what others committed since we started (changes
+    /// that came before the watch).
+    fn start_watching(&mut self, store: &Store, tail: &mut Tail) -> Result<()> {
+        let watcher = store.watcher(crate::store::journal::is_journal_file)?;
+        let tx = self.tx.clone();
+        std::thread::spawn(move || {
+            loop {
+                match watcher.wait(None) {
+                    Wake::Changed => {
+                        if tx.send(Msg::Journal).is_err() {
+                            return;
+                        }
+                    }
+                    Wake::Stop => return,
+                    Wake::Timeout => {}
+                }
+            }
+        });
+        self.watching = true;
+        handle(
+            Msg::Journal,
+            &mut self.running,
+            &mut self.exited,
+            tail,
+            self.me,
+            &mut self.dirty,
+        )
     }
 
     /// Put what this wake-up saw in a batch for the committer, launching first the jobs that
