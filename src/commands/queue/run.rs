@@ -18,7 +18,13 @@ use crate::queue::exec::{DEFAULT_AGENT_CMD, Runner};
 /// The long help of `queue run`.
 pub const ABOUT: &str = "Start every ready job (up to --parallel at once) and each dependent the moment its last\n\
 dependency completes; return when no job can make progress (--follow: keep waiting for\n\
-submissions, retries and cancels).\n\
+submissions, retries and cancels). One dispatcher runs a home's queue at a time: a second\n\
+one says which process does and waits for it to finish, then takes over.\n\
+\n\
+Every state change is durable: a job is launched the moment it is ready and its start is\n\
+committed a few milliseconds later, with whatever else changed meanwhile. If the dispatcher\n\
+dies, the next one kills what it left running and runs those jobs again; a job whose\n\
+completion was committed never runs again.\n\
 \n\
 Each job's agent gets the augmented prompt on stdin (also in workspaces/<ws>/.prompts/<job>.md),\n\
 runs in its own process group (a timeout or cancel kills the whole tree), with its stdout and\n\
