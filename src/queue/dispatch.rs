@@ -186,6 +186,9 @@ enum Intent {
 /// with (a job that runs for long gets its pid recorded after this).
 const PID_DELAY: Duration = Duration::from_millis(100);
 
+/// How long a job's end waits for the copy of its output to the log (see [`handle`]).
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
 /// The dispatcher watches the journal (for submissions, retries and cancels by others) from its
 /// first wait longer than this; what others committed before is read when the watch starts.
 /// Closing a watch costs several milliseconds at exit (the kernel waits for a grace period),
@@ -215,8 +218,8 @@ struct Committed {
     doc: QueueDoc,
     /// Jobs it started, prepared on disk: launch them.
     launches: Vec<(ToLaunch, std::io::Result<()>)>,
-    /// How many launched jobs it refused to record as started (no longer ready: cancelled).
-    revoked: usize,
+    /// Launched jobs it refused to record as started (no longer ready: cancelled meanwhile).
+    revoked: Vec<String>,
     /// Ready jobs left that we could start (or queued ones that a running job may unblock).
     more: bool,
     /// Ready jobs left that we could start.
@@ -232,6 +235,11 @@ enum Msg {
         pid: u32,
         status: std::process::ExitStatus,
     },
+    /// A reaped child's log copy is done (or given up on): now its end can be recorded.
+    Drained {
+        pid: u32,
+        status: std::process::ExitStatus,
+    },
     Journal,
     Committed(Box<Result<Committed>>),
     /// The lead lock is ours.
@@ -243,27 +251,37 @@ enum Msg {
 pub const LEAD_LOCK: &str = "queue-lead.lock";
 
 /// Take the lead of this home's queue, waiting (and saying so) while another dispatcher has
-/// it. `None`: stopped by a signal while waiting.
+/// it. The lock file holds the leader's token: a leader that died may have launched jobs it
+/// never recorded (not even as running), and the next leader kills whatever still carries
+/// that token before anything else. `None`: stopped by a signal while waiting.
 fn take_lead(
     home: &Path,
+    me: &str,
     tx: &mpsc::Sender<Msg>,
     rx: &mpsc::Receiver<Msg>,
 ) -> Result<Option<std::fs::File>> {
     use std::io::{Read, Seek, Write};
     let path = home.join(LEAD_LOCK);
     let mut file = crate::store::atomic::open_private(&path).ctx("open lock file", &path)?;
+    let holder = |file: &mut std::fs::File| {
+        let mut text = String::new();
+        let _ = file
+            .seek(std::io::SeekFrom::Start(0))
+            .and_then(|_| file.read_to_string(&mut text));
+        text.trim().to_string()
+    };
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", &path, e)),
         Err(std::fs::TryLockError::WouldBlock) => {
-            let mut holder = String::new();
-            let _ = file.read_to_string(&mut holder);
+            let other = holder(&mut file);
+            let pid = other.split(':').next().unwrap_or("");
             eprintln!(
                 "conductor: another dispatcher runs this home's queue{}; waiting for it to finish (one dispatcher per home)",
-                if holder.trim().is_empty() {
+                if pid.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({})", holder.trim())
+                    format!(" (pid {pid})")
                 }
             );
             let waiter = file.try_clone().ctx("clone lock file handle", &path)?;
@@ -284,12 +302,24 @@ fn take_lead(
             }
         }
     }
-    let note = format!("pid {}", std::process::id());
+    let before = holder(&mut file);
+    if !before.is_empty() && before != me && !exec::dispatcher_alive(&before) {
+        exec::kill_run(&format!("{before}/"), None);
+    }
     let _ = file
         .set_len(0)
         .and_then(|_| file.seek(std::io::SeekFrom::Start(0)))
-        .and_then(|_| file.write_all(note.as_bytes()));
+        .and_then(|_| file.write_all(me.as_bytes()));
     Ok(Some(file))
+}
+
+/// Live jobs per state.
+fn count_states(doc: &QueueDoc) -> BTreeMap<String, usize> {
+    let mut n: BTreeMap<String, usize> = BTreeMap::new();
+    for j in &doc.jobs {
+        *n.entry(j.state.state.as_str().into()).or_default() += 1;
+    }
+    n
 }
 
 /// Resolve a job's secrets from the environment or the secrets file, or name the first missing.
@@ -331,6 +361,21 @@ fn apply(
     for i in intents {
         match i {
             Intent::Pid { key, pid } => ops::set_pid(doc, key, me, *pid),
+            // Blocking for a missing secret needs no run of ours: only a job still ready (not,
+            // say, cancelled by someone else meanwhile).
+            Intent::Finish {
+                key,
+                how: how @ Finish::MissingSecret { .. },
+                at,
+            } => {
+                if doc
+                    .jobs
+                    .iter()
+                    .any(|j| j.state.state == State::Ready && &j.key() == key)
+                {
+                    ops::finish(doc, key, me, how.clone(), *at, events);
+                }
+            }
             Intent::Finish { key, how, at } => ops::finish(doc, key, me, how.clone(), *at, events),
             Intent::Start { key, at } => {
                 match doc
@@ -371,7 +416,6 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
     let presence = crate::store::lock::announce_presence(&run_lock)?;
     let wanted = |j: &Job| opts.only.as_ref().is_none_or(|o| o.contains(&j.key()));
     let (tx, rx) = mpsc::channel::<Msg>();
-    let mut tail = store.tail(None)?;
     {
         let tx = tx.clone();
         watch::on_stop(move || {
@@ -382,7 +426,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
     // before the commit that records its start. With a shared store, dispatchers on several
     // hosts share the queue through optimistic transactions and launch only what committed.
     let lead = match store.remote() {
-        None => match take_lead(&home, &tx, &rx)? {
+        None => match take_lead(&home, &me, &tx, &rx)? {
             Some(f) => Some(f),
             None => {
                 return Ok(Summary {
@@ -393,6 +437,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
         },
         Some(_) => None,
     };
+    let mut tail = store.tail(None)?;
     recover(store, &me, progress)?;
     let base0: QueueDoc = store.read_doc(Timestamp::now())?;
 
@@ -405,16 +450,18 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             let file_secrets = &file_secrets;
             let wanted = &wanted;
             scope.spawn(move || {
-                committer(
-                    store,
-                    &me,
-                    opts,
-                    layout,
-                    file_secrets,
-                    wanted,
-                    batch_rx,
-                    tx,
-                );
+                let report = tx.clone();
+                let run = std::panic::AssertUnwindSafe(|| {
+                    committer(store, &me, opts, layout, file_secrets, wanted, batch_rx, tx)
+                });
+                // A panic is reported like a failed commit: the loop kills its jobs and returns.
+                if std::panic::catch_unwind(run).is_err() {
+                    let _ = report.send(Msg::Committed(Box::new(Err(Error::io(
+                        "commit the queue in",
+                        store.home().dir(),
+                        std::io::Error::other("the committer thread panicked"),
+                    )))));
+                }
             });
         }
         let mut d = Dispatcher {
@@ -439,6 +486,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             batch_tx,
             tx: tx.clone(),
             watching: false,
+            stale_until: None,
             reaper: reaper(tx.clone()),
             view: <QueueDoc as crate::store::Document>::empty(Timestamp::now()),
             made_dirs: BTreeSet::new(),
@@ -493,6 +541,9 @@ struct Dispatcher<'a> {
     tx: mpsc::Sender<Msg>,
     /// The journal watcher runs (see [`WATCH_AFTER`]).
     watching: bool,
+    /// A batch sent after someone else changed the queue: until its commit lands, our view
+    /// may lack that change, and jobs are only started by commits.
+    stale_until: Option<u64>,
     /// Told after each spawn (see [`reaper`]).
     reaper: mpsc::Sender<()>,
     /// Our view of the queue: `base` plus the batches in flight.
@@ -524,6 +575,12 @@ impl Dispatcher<'_> {
         presence: &crate::store::lock::Presence,
         run_lock: &Path,
     ) -> Result<Summary> {
+        // A stop signal that came during start-up: stop before launching anything.
+        while let Ok(m) = rx.try_recv() {
+            if matches!(m, Msg::Stop) {
+                return self.stop(store, rx, progress);
+            }
+        }
         loop {
             // Pids ride along with the next batch; alone, they wait a moment for company.
             let pids_due = self
@@ -546,6 +603,8 @@ impl Dispatcher<'_> {
                     .iter()
                     .any(|j| j.state.state == State::Ready && wanted(j))
                 {
+                    // What is left, as it is now (a run that started nothing committed nothing).
+                    self.summary.remaining = count_states(&doc);
                     return Ok(std::mem::take(&mut self.summary));
                 }
                 presence.renew(run_lock)?;
@@ -564,7 +623,7 @@ impl Dispatcher<'_> {
             if self.opts.tick && !self.running.is_empty() {
                 wait = Some(wait.map_or(Duration::from_secs(1), |w| w.min(Duration::from_secs(1))));
             }
-            if let Some(t) = self.pending_since {
+            if let Some(t) = self.pending_since.filter(|_| self.inflight.is_empty()) {
                 let due = PID_DELAY.saturating_sub(t.elapsed());
                 wait = Some(wait.map_or(due, |w| w.min(due)));
             }
@@ -607,7 +666,15 @@ impl Dispatcher<'_> {
                 match m {
                     Msg::Committed(c) => self.committed((*c)?, progress),
                     Msg::Stop => stop = true,
-                    m => handle(m, &mut self.running, &mut self.exited, tail, self.me, &mut self.dirty)?,
+                    m => handle(
+                        m,
+                        &mut self.running,
+                        &mut self.exited,
+                        tail,
+                        self.me,
+                        &mut self.dirty,
+                        &self.tx,
+                    )?,
                 }
             }
             let now_i = Instant::now();
@@ -652,6 +719,7 @@ impl Dispatcher<'_> {
             tail,
             self.me,
             &mut self.dirty,
+            &self.tx,
         )
     }
 
@@ -681,7 +749,7 @@ impl Dispatcher<'_> {
             .saturating_sub(self.running.len() + self.promised);
         // Our view is the truth only when nobody else changed the queue since our last commit
         // and no commit in flight may start jobs itself.
-        let lead = lead && !self.dirty && self.promised == 0;
+        let lead = lead && !self.dirty && self.promised == 0 && self.stale_until.is_none();
         let runner = self.opts.runner.name();
         let mut scratch = Vec::new();
         apply(&mut self.view, &intents, self.me, runner, &mut scratch);
@@ -743,9 +811,13 @@ impl Dispatcher<'_> {
         if intents.is_empty() && !self.dirty && free == 0 {
             return;
         }
-        self.dirty = false;
         self.next_seq += 1;
         let seq = self.next_seq;
+        if self.dirty {
+            // Our view lacks what someone else changed until this batch's commit lands.
+            self.stale_until = Some(seq);
+        }
+        self.dirty = false;
         self.promised += free;
         self.inflight.push_back((seq, intents.clone(), free));
         self.pending_since = None;
@@ -821,6 +893,9 @@ impl Dispatcher<'_> {
             self.promised = self.promised.saturating_sub(*free);
             self.inflight.pop_front();
         }
+        if self.stale_until.is_some_and(|s| c.upto >= s) {
+            self.stale_until = None;
+        }
         self.base = c.doc;
         self.more = c.more;
         self.ready_left = c.ready_left;
@@ -841,7 +916,21 @@ impl Dispatcher<'_> {
                 r.dropped = true;
             }
         }
-        self.summary.started = self.summary.started.saturating_sub(c.revoked);
+        self.summary.started = self.summary.started.saturating_sub(c.revoked.len());
+        for key in c.revoked {
+            let state = self
+                .view
+                .jobs
+                .iter()
+                .find(|j| j.key() == key)
+                .map_or(State::Cancelled, |j| j.state.state);
+            progress(Update::Job {
+                key,
+                state,
+                detail: "not started after all: it changed meanwhile".into(),
+                elapsed: None,
+            });
+        }
         for (key, state, detail) in c.shown {
             if state == State::Running {
                 continue; // reported at launch, with the pid
@@ -885,7 +974,7 @@ impl Dispatcher<'_> {
                     unlaunched.extend(c.launches.drain(..).map(|(l, _)| l.job.key()));
                     self.committed(c, progress);
                 }
-                Ok(Msg::Exited { pid, status }) => {
+                Ok(Msg::Exited { pid, status } | Msg::Drained { pid, status }) => {
                     record_exit(&mut self.running, &mut self.exited, pid, status);
                 }
                 Ok(_) => {}
@@ -1045,10 +1134,7 @@ fn committer(
                     .iter()
                     .any(|j| j.state.state == State::Queued && wanted(j))
                     && doc.jobs.iter().any(|j| j.state.state == State::Running));
-            let mut remaining: BTreeMap<String, usize> = BTreeMap::new();
-            for j in &doc.jobs {
-                *remaining.entry(j.state.state.as_str().into()).or_default() += 1;
-            }
+            let remaining = count_states(&doc);
             let shown: Vec<(String, State, String)> = events
                 .iter()
                 .filter(|e| e.event_type != ops::SUBMITTED)
@@ -1066,7 +1152,7 @@ fn committer(
             for e in events {
                 tx.event(e);
             }
-            Ok((revoked.len(), more, ready_left, remaining, shown, bytes, doc))
+            Ok((revoked, more, ready_left, remaining, shown, bytes, doc))
         });
         let msg = match result {
             Ok((revoked, more, ready_left, remaining, shown, bytes, doc)) => {
@@ -1114,12 +1200,9 @@ fn record_exit(
     else {
         return;
     };
-    let mut r = running.remove(&key).expect("found above");
-    // The job's tree ends with it: nothing it started outlives it. Then the log copy has all.
+    let r = running.remove(&key).expect("found above");
+    // The job's tree ends with it: nothing it started outlives it.
     exec::kill_group(r.pid);
-    if let Some(c) = r.copier.take() {
-        let _ = c.join();
-    }
     let took = r.started.elapsed();
     if r.dropped {
         return;
@@ -1154,9 +1237,33 @@ fn handle(
     tail: &mut Tail,
     me: &str,
     dirty: &mut bool,
+    tx: &mpsc::Sender<Msg>,
 ) -> Result<()> {
     match m {
-        Msg::Exited { pid, status } => record_exit(running, exited, pid, status),
+        Msg::Exited { pid, status } => {
+            match running.values_mut().find(|r| r.pid == pid) {
+                // A job with secrets writes through a copier that blanks them: its end is
+                // recorded once the copy has all (its tree is killed now, so the pipe closes),
+                // or after DRAIN_LIMIT if something that left the process group still holds
+                // the pipe (the copy goes on without us).
+                Some(r) if r.copier.is_some() => {
+                    exec::kill_group(pid);
+                    let copier = r.copier.take().expect("checked above");
+                    let tx = tx.clone();
+                    std::thread::spawn(move || {
+                        let (done, drained) = mpsc::channel::<()>();
+                        std::thread::spawn(move || {
+                            let _ = copier.join();
+                            let _ = done.send(());
+                        });
+                        let _ = drained.recv_timeout(DRAIN_LIMIT);
+                        let _ = tx.send(Msg::Drained { pid, status });
+                    });
+                }
+                _ => record_exit(running, exited, pid, status),
+            }
+        }
+        Msg::Drained { pid, status } => record_exit(running, exited, pid, status),
         Msg::Journal => {
             let mut foreign = false;
             tail.read(|ev| {
@@ -1334,6 +1441,22 @@ fn describe(payload: &Value) -> String {
 /// waiting for the disk), so the start itself is only the spawn. Done for a job whose
 /// transaction then fails, it leaves a prompt file that the job's real start writes again.
 fn prepare(
+    layout: &Layout,
+    l: &ToLaunch,
+    runner: &Runner,
+    made: &mut BTreeSet<PathBuf>,
+) -> std::io::Result<()> {
+    match prepare_once(layout, l, runner, made) {
+        // A directory made earlier was removed by someone: make them all again.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !made.is_empty() => {
+            made.clear();
+            prepare_once(layout, l, runner, made)
+        }
+        r => r,
+    }
+}
+
+fn prepare_once(
     layout: &Layout,
     l: &ToLaunch,
     runner: &Runner,

@@ -533,6 +533,8 @@ fn issue_14_a_sigkilled_dispatcher_restarted_never_reruns_a_completed_job() {
         .code(0);
     let mut d = q.spawn_dispatcher(&[], &[]);
     assert!(wait_until(10.0, || q.ctrl.join("b.grandchild").exists()));
+    // b's start is committed a moment after it was launched.
+    assert!(wait_until(10.0, || q.state("b") == "running"));
     unsafe {
         libc::kill(d.id() as i32, libc::SIGKILL);
     }
@@ -909,4 +911,49 @@ fn issue_14_a_restarted_dispatcher_kills_what_the_dead_one_launched_unrecorded()
         "the unrecorded launch survived"
     );
     assert_eq!(q.state("a"), "completed");
+}
+
+/// A lead that dies before committing anything (not even a start) leaves processes recorded
+/// nowhere; the lock file names it, and the next lead kills them before anything else.
+#[test]
+fn issue_14_the_next_lead_kills_what_a_dead_lead_launched_before_any_commit() {
+    let q = Q::new();
+    let mut d = q.spawn_dispatcher(&["--follow"], &[]);
+    let lock = q.env.home.join("queue-lead.lock");
+    assert!(wait_until(10.0, || std::fs::read_to_string(&lock)
+        .is_ok_and(|t| t.contains(':'))));
+    let token = std::fs::read_to_string(&lock).unwrap().trim().to_string();
+    let mut stray = std::process::Command::new("sleep")
+        .arg("300")
+        .env("CONDUCTOR_QUEUE_RUN", format!("{token}/w/never-recorded/1"))
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    unsafe {
+        libc::kill(d.id() as i32, libc::SIGKILL);
+    }
+    d.wait().unwrap();
+    q.dispatch(&[], &[]).code(0);
+    assert!(
+        wait_until(5.0, || stray.try_wait().unwrap().is_some()),
+        "the dead lead's launch survived"
+    );
+}
+
+/// A run with nothing to start still reports what is left: failed work is not an empty queue.
+#[test]
+fn issue_14_a_run_that_starts_nothing_reports_the_failed_and_blocked_jobs_left() {
+    let q = Q::new();
+    q.ctl("a.fail", "");
+    q.submit(&json!({"workspace": "w", "jobs": [
+        {"id": "a", "prompt": "p"},
+        {"id": "b", "prompt": "p", "depends_on": ["a"]}]}))
+        .code(0);
+    q.dispatch(&[], &[]).code(5);
+    let again = q.dispatch(&["--json"], &[]);
+    again.code(5);
+    assert!(
+        again.stdout.contains("\"failed\"") && again.stdout.contains("\"blocked\""),
+        "{again:?}"
+    );
 }
