@@ -957,3 +957,105 @@ fn issue_14_a_run_that_starts_nothing_reports_the_failed_and_blocked_jobs_left()
         "{again:?}"
     );
 }
+
+/// SIGKILL the dispatcher at random moments of a run of short jobs (a chain and a fan-out),
+/// restarting it each time, `rounds` times over (a fresh workspace each round, eight kills
+/// each): the journal never shows a job started again after its completion was committed,
+/// every job completes exactly once, and no process of a killed dispatcher's jobs outlives the
+/// run.
+fn sigkill_the_dispatcher_at_random_moments(rounds: usize) {
+    let q = Q::new();
+    let agent = q.env.dir("bin").join("short.sh");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\necho $$ >> \"$CTRL/pids\"\nsleep 0.02\necho \"end $1\" >> \"$CTRL/trace\"\n",
+    )
+    .unwrap();
+    let cmd = format!("sh {} {{job}}", agent.display());
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let mut rng = seed | 1;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let run = || {
+        let mut c = q.env.cmd();
+        c.args(["queue", "run", "--parallel", "3", "--agent-cmd", &cmd])
+            .env("CTRL", &q.ctrl)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    };
+    for round in 0..rounds {
+        let mut jobs: Vec<Value> = (0..10)
+            .map(|i| {
+                let deps: Vec<String> = if i == 0 { vec![] } else { vec![format!("c{}", i - 1)] };
+                json!({"id": format!("c{i}"), "prompt": "p", "depends_on": deps})
+            })
+            .collect();
+        jobs.extend((0..8).map(|i| json!({"id": format!("f{i}"), "prompt": "p"})));
+        q.submit(&json!({"workspace": format!("w{round}"), "jobs": jobs}))
+            .code(0);
+        for _ in 0..8 {
+            let mut d = run().spawn().unwrap();
+            std::thread::sleep(Duration::from_millis(5 + next() % 60));
+            unsafe {
+                libc::kill(d.id() as i32, libc::SIGKILL);
+            }
+            d.wait().unwrap();
+            check_queue_files(&q.env.home);
+        }
+        let last = run().output().unwrap();
+        assert!(last.status.success(), "seed {seed}: {last:?}");
+    }
+    // Every job completed, each completion recorded once, nothing started after it.
+    let mut completed: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut interrupted = 0;
+    for line in crate::common::read_lines(&q.env.home.join("events.jsonl")) {
+        let ev: Value = serde_json::from_str(&line).unwrap();
+        let (ty, target) = (
+            ev["event_type"].as_str().unwrap_or(""),
+            ev["target"].as_str().unwrap_or("").to_string(),
+        );
+        match ty {
+            "queue.job.completed" => *completed.entry(target).or_default() += 1,
+            "queue.job.interrupted" => interrupted += 1,
+            "queue.job.started" => assert!(
+                !completed.contains_key(&target),
+                "seed {seed}: {target} started again after its completion was committed"
+            ),
+            _ => {}
+        }
+    }
+    eprintln!("seed {seed}: {interrupted} interrupted runs over {rounds} round(s)");
+    assert_eq!(completed.len(), 18 * rounds, "seed {seed}: {completed:?}");
+    assert!(completed.values().all(|n| *n == 1), "seed {seed}: {completed:?}");
+    // Whatever a killed dispatcher left running was killed by the next one.
+    let pids: Vec<i32> = std::fs::read_to_string(q.ctrl.join("pids"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert!(
+        wait_until(5.0, || pids.iter().all(|p| !pid_alive(*p))),
+        "seed {seed}: a job's process outlived the run"
+    );
+    check_queue_files(&q.env.home);
+}
+
+#[test]
+fn issue_14_sigkilled_dispatchers_never_rerun_a_committed_completion() {
+    sigkill_the_dispatcher_at_random_moments(2);
+}
+
+/// The long variant: `cargo test --test it -- --ignored sigkilled_dispatchers`.
+#[test]
+#[ignore]
+fn issue_14_sigkilled_dispatchers_never_rerun_a_committed_completion_long() {
+    sigkill_the_dispatcher_at_random_moments(40);
+}
