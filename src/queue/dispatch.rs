@@ -21,19 +21,24 @@
 //! the next dispatcher sees the token's process is gone, kills every process that carries the
 //! token in its `CONDUCTOR_QUEUE_RUN` and puts the recorded jobs back in line
 //! (`queue.job.interrupted`). A job whose completion was committed is never started again.
+//!
+//! The committer is in `queue/commit.rs`; one launch's files and process, and the reaper, in
+//! `queue/launch.rs`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use super::exec::{self, Launch, Runner};
+use super::commit::{
+    Batch, Committed, Intent, apply, committer, count_states, resolve_secrets, scrub_names,
+};
+use super::exec::{self, Runner};
+use super::launch::{ToLaunch, ahead_maker, launch, prepare, reaper, result_path};
 use super::ops::{self, Finish};
-use super::{JOBS_DONE, Job, Layout, QueueDoc, State, prompt};
+use super::{Job, Layout, QueueDoc, State};
 use crate::error::{Error, IoContext, Result};
 use crate::store::journal::Tail;
 use crate::store::{Lock, Store};
@@ -115,14 +120,6 @@ struct Running {
     copier: Option<std::thread::JoinHandle<()>>,
 }
 
-/// A job the transaction marked running, to launch after the commit.
-struct ToLaunch {
-    job: Job,
-    secrets: Vec<(String, String)>,
-    scrub: BTreeSet<String>,
-    prior: Vec<String>,
-}
-
 /// Read a secrets file: `NAME=value` lines (`#` comments, optional `export `, optional quotes).
 /// It must be a regular file of ours that nobody else can read.
 pub fn read_secrets_file(path: &Path) -> Result<BTreeMap<String, String>> {
@@ -168,20 +165,6 @@ pub fn read_secrets_file(path: &Path) -> Result<BTreeMap<String, String>> {
     Ok(map)
 }
 
-/// A change this dispatcher makes to the queue. The main loop applies it to its own view at
-/// once; the committer thread makes it durable, in order, several wake-ups' worth per
-/// transaction.
-#[derive(Clone, Debug)]
-enum Intent {
-    /// The process id of a job started under us.
-    Pid { key: String, pid: u32 },
-    /// A job of ours ended (or could not start).
-    Finish { key: String, how: Finish, at: Timestamp },
-    /// A job already launched, made ready by the `Finish` intents of the same batch (see
-    /// [`run`]). Refused (and its process killed) if the commit finds it no longer ready.
-    Start { key: String, at: Timestamp },
-}
-
 /// How long the pids of jobs launched after a commit wait for another change to be committed
 /// with (a job that runs for long gets its pid recorded after this).
 const PID_DELAY: Duration = Duration::from_millis(100);
@@ -195,41 +178,7 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// which a run of short jobs is spared. Changes by others are seen at every commit anyway.
 const WATCH_AFTER: Duration = Duration::from_millis(20);
 
-/// A commit that follows another within this window waits for the rest of it, gathering what
-/// arrives meanwhile (only when no start waits for it).
-const GROUP_WINDOW: Duration = Duration::from_millis(5);
-
-/// What one wake-up hands the committer.
-struct Batch {
-    seq: u64,
-    intents: Vec<Intent>,
-    /// Commit at once: it may start jobs, or nothing else runs to group it with.
-    urgent: bool,
-    /// Slots for jobs the commit may start itself: jobs ready in the committed queue, which
-    /// other dispatchers can see too, are only launched once their start is committed.
-    free: usize,
-}
-
-/// What a commit did, for the main loop.
-struct Committed {
-    /// The last batch it included.
-    upto: u64,
-    /// The queue as committed.
-    doc: QueueDoc,
-    /// Jobs it started, prepared on disk: launch them.
-    launches: Vec<(ToLaunch, std::io::Result<()>)>,
-    /// Launched jobs it refused to record as started (no longer ready: cancelled meanwhile).
-    revoked: Vec<String>,
-    /// Ready jobs left that we could start (or queued ones that a running job may unblock).
-    more: bool,
-    /// Ready jobs left that we could start.
-    ready_left: bool,
-    remaining: BTreeMap<String, usize>,
-    /// State changes to show: (key, state, detail).
-    shown: Vec<(String, State, String)>,
-}
-
-enum Msg {
+pub(super) enum Msg {
     /// A child was reaped.
     Exited {
         pid: u32,
@@ -313,85 +262,6 @@ fn take_lead(
     Ok(Some(file))
 }
 
-/// Live jobs per state.
-fn count_states(doc: &QueueDoc) -> BTreeMap<String, usize> {
-    let mut n: BTreeMap<String, usize> = BTreeMap::new();
-    for j in &doc.jobs {
-        *n.entry(j.state.state.as_str().into()).or_default() += 1;
-    }
-    n
-}
-
-/// Resolve a job's secrets from the environment or the secrets file, or name the first missing.
-fn resolve_secrets(
-    job: &Job,
-    file_secrets: &BTreeMap<String, String>,
-) -> std::result::Result<Vec<(String, String)>, String> {
-    job.secrets
-        .iter()
-        .map(|name| {
-            std::env::var(name)
-                .ok()
-                .or_else(|| file_secrets.get(name).cloned())
-                .map(|v| (name.clone(), v))
-                .ok_or_else(|| name.clone())
-        })
-        .collect()
-}
-
-/// Every secret name any job or the secrets file knows (removed from what jobs inherit).
-fn scrub_names(doc: &QueueDoc, file_secrets: &BTreeMap<String, String>) -> BTreeSet<String> {
-    doc.jobs
-        .iter()
-        .flat_map(|j| j.secrets.iter().cloned())
-        .chain(file_secrets.keys().cloned())
-        .collect()
-}
-
-/// Apply intents to a queue, as the commit does and as the main loop's view does. Returns the
-/// `Start`s it refused.
-fn apply(
-    doc: &mut QueueDoc,
-    intents: &[Intent],
-    me: &str,
-    runner: &str,
-    events: &mut Vec<crate::protocol::events::NewEvent>,
-) -> Vec<String> {
-    let mut refused = Vec::new();
-    for i in intents {
-        match i {
-            Intent::Pid { key, pid } => ops::set_pid(doc, key, me, *pid),
-            // Blocking for a missing secret needs no run of ours: only a job still ready (not,
-            // say, cancelled by someone else meanwhile).
-            Intent::Finish {
-                key,
-                how: how @ Finish::MissingSecret { .. },
-                at,
-            } => {
-                if doc
-                    .jobs
-                    .iter()
-                    .any(|j| j.state.state == State::Ready && &j.key() == key)
-                {
-                    ops::finish(doc, key, me, how.clone(), *at, events);
-                }
-            }
-            Intent::Finish { key, how, at } => ops::finish(doc, key, me, how.clone(), *at, events),
-            Intent::Start { key, at } => {
-                match doc
-                    .jobs
-                    .iter()
-                    .position(|j| j.state.state == State::Ready && &j.key() == key)
-                {
-                    Some(i) => events.push(ops::start(doc, i, me, runner, *at)),
-                    None => refused.push(key.clone()),
-                }
-            }
-        }
-    }
-    refused
-}
-
 /// Run the dispatcher until no job can make progress (or forever with `follow`).
 ///
 /// Two threads: this one waits for exits, journal changes and deadlines, and launches; the
@@ -399,7 +269,7 @@ fn apply(
 /// the previous one committed. A job made ready by the completion this wake-up records is
 /// launched at once, before that completion is committed: nobody else can see it ready before
 /// the commit that also records it running under us. (A crash before that commit leaves it
-/// running unrecorded, with our token in its environment; [`recover`] kills every process of
+/// running unrecorded, with our token in its environment; `recover` kills every process of
 /// a dead dispatcher's token, and the job runs again.) Every other start is launched only
 /// once committed.
 pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> Result<Summary> {
@@ -497,10 +367,23 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
         if lead.is_some() {
             // Read after taking the lead and recovering: it is the truth, start from it.
             d.dirty = false;
-            d.ready_left = d.base.jobs.iter().any(|j| j.state.state == State::Ready && wanted(j));
+            d.ready_left = d
+                .base
+                .jobs
+                .iter()
+                .any(|j| j.state.state == State::Ready && wanted(j));
             d.more = d.ready_left;
         }
-        let result = d.main_loop(store, &wanted, lead.is_some(), &rx, &mut tail, progress, &presence, &run_lock);
+        let result = d.main_loop(
+            store,
+            &wanted,
+            lead.is_some(),
+            &rx,
+            &mut tail,
+            progress,
+            &presence,
+            &run_lock,
+        );
         if result.is_err() {
             for r in d.running.values() {
                 exec::kill_group(r.pid);
@@ -563,7 +446,13 @@ impl Dispatcher<'_> {
         let mut doc = self.base.clone();
         let mut scratch = Vec::new();
         for (_, intents, _) in &self.inflight {
-            apply(&mut doc, intents, self.me, self.opts.runner.name(), &mut scratch);
+            apply(
+                &mut doc,
+                intents,
+                self.me,
+                self.opts.runner.name(),
+                &mut scratch,
+            );
         }
         doc
     }
@@ -592,13 +481,16 @@ impl Dispatcher<'_> {
                 .pending_since
                 .is_some_and(|t| self.inflight.is_empty() && t.elapsed() >= PID_DELAY);
             // Free slots and work for them that nothing in flight will start.
-            let idle = self.ready_left
-                && self.inflight.is_empty()
-                && self.running.len() < self.parallel;
+            let idle =
+                self.ready_left && self.inflight.is_empty() && self.running.len() < self.parallel;
             if self.dirty || !self.exited.is_empty() || pids_due || idle {
                 self.send_batch(wanted, lead, progress);
             }
-            if self.running.is_empty() && self.inflight.is_empty() && !self.more && !self.opts.follow {
+            if self.running.is_empty()
+                && self.inflight.is_empty()
+                && !self.more
+                && !self.opts.follow
+            {
                 // Nothing is left for us. Withdraw first, then look once more: a `queue retry`
                 // that committed before it saw us withdraw counts on us to start its job.
                 presence.withdraw();
@@ -777,7 +669,13 @@ impl Dispatcher<'_> {
                             how: Finish::MissingSecret { name },
                             at: now,
                         };
-                        apply(&mut self.view, std::slice::from_ref(&missing), self.me, runner, &mut scratch);
+                        apply(
+                            &mut self.view,
+                            std::slice::from_ref(&missing),
+                            self.me,
+                            runner,
+                            &mut scratch,
+                        );
                         intents.push(missing);
                         continue;
                     }
@@ -1034,197 +932,6 @@ impl Dispatcher<'_> {
     }
 }
 
-/// Start the thread that reaps every child of the dispatcher (its jobs; the dispatcher starts
-/// no other processes) and reports each exit. It sleeps in `waitpid` while children exist and
-/// on the returned channel, told after each spawn, while none do.
-fn reaper(out: mpsc::Sender<Msg>) -> mpsc::Sender<()> {
-    use std::os::unix::process::ExitStatusExt;
-    let (spawned, told) = mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        loop {
-            let mut raw = 0;
-            let pid = unsafe { libc::waitpid(-1, &mut raw, 0) };
-            if pid > 0 {
-                let status = std::process::ExitStatus::from_raw(raw);
-                if out.send(Msg::Exited { pid: pid as u32, status }).is_err() {
-                    return;
-                }
-                continue;
-            }
-            match std::io::Error::last_os_error().raw_os_error() {
-                Some(libc::EINTR) => {}
-                // No child yet: wait to be told of one.
-                _ => {
-                    if told.recv().is_err() {
-                        return;
-                    }
-                    while told.try_recv().is_ok() {}
-                }
-            }
-        }
-    });
-    spawned
-}
-
-/// The committer thread: one store transaction per round of batches.
-#[allow(clippy::too_many_arguments)]
-fn committer(
-    store: &Store,
-    me: &str,
-    opts: &Options,
-    layout: &Layout,
-    file_secrets: &BTreeMap<String, String>,
-    wanted: &(dyn Fn(&Job) -> bool + Sync),
-    batches: mpsc::Receiver<Batch>,
-    out: mpsc::Sender<Msg>,
-) {
-    let runner_name = opts.runner.name();
-    // The queue as this dispatcher last committed it, and its bytes: a commit decodes the file
-    // again only if someone else changed it since.
-    let mut cached: Option<(Vec<u8>, QueueDoc)> = None;
-    let mut last_commit: Option<Instant> = None;
-    let mut made_dirs = BTreeSet::new();
-    while let Ok(first) = batches.recv() {
-        let mut upto = first.seq;
-        let mut intents = first.intents;
-        let mut free = first.free;
-        let mut urgent = first.urgent;
-        // Group commit: while jobs end in quick succession, what arrives within GROUP_WINDOW of
-        // the last commit goes in the next one (nothing waits for it: these jobs were
-        // launched already).
-        let group_until = last_commit.map(|t| t + GROUP_WINDOW);
-        loop {
-            let b = match group_until {
-                Some(until) if !urgent => match batches.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                    Ok(b) => b,
-                    Err(_) => break,
-                },
-                _ => match batches.try_recv() {
-                    Ok(b) => b,
-                    Err(_) => break,
-                },
-            };
-            upto = b.seq;
-            intents.extend(b.intents);
-            free += b.free;
-            urgent |= b.urgent;
-        }
-        let now = Timestamp::now();
-        let mut launches: Vec<ToLaunch> = Vec::new();
-        let result = store.transaction(now, &[Lock::Queue], |tx| {
-            launches.clear();
-            let mut doc: QueueDoc = tx.read_cached(cached.take())?;
-            let mut events = Vec::new();
-            let revoked = apply(&mut doc, &intents, me, runner_name, &mut events);
-            let scrub = scrub_names(&doc, file_secrets);
-            let mut free = free;
-            // Starting one may block another (missing secret): go round until stable.
-            loop {
-                let mut progressed = false;
-                for i in ops::ready(&doc) {
-                    if free == 0 {
-                        break;
-                    }
-                    if !wanted(&doc.jobs[i]) {
-                        continue;
-                    }
-                    let key = doc.jobs[i].key();
-                    match resolve_secrets(&doc.jobs[i], file_secrets) {
-                        Err(name) => {
-                            ops::finish(
-                                &mut doc,
-                                &key,
-                                me,
-                                Finish::MissingSecret { name },
-                                now,
-                                &mut events,
-                            );
-                            progressed = true;
-                            break;
-                        }
-                        Ok(secrets) => {
-                            events.push(ops::start(&mut doc, i, me, runner_name, now));
-                            let job = doc.jobs[i].clone();
-                            launches.push(ToLaunch {
-                                prior: job.depends_on.clone(),
-                                job,
-                                secrets,
-                                scrub: scrub.clone(),
-                            });
-                            free -= 1;
-                        }
-                    }
-                }
-                if !progressed {
-                    break;
-                }
-            }
-            let archived = ops::archive(&mut doc);
-            for j in &archived {
-                tx.append(JOBS_DONE, serde_json::to_string(j).expect("jobs serialize"))?;
-            }
-            let ready_left = doc
-                .jobs
-                .iter()
-                .any(|j| j.state.state == State::Ready && wanted(j));
-            let more = ready_left
-                || (doc
-                    .jobs
-                    .iter()
-                    .any(|j| j.state.state == State::Queued && wanted(j))
-                    && doc.jobs.iter().any(|j| j.state.state == State::Running));
-            let remaining = count_states(&doc);
-            let shown: Vec<(String, State, String)> = events
-                .iter()
-                .filter(|e| e.event_type != ops::SUBMITTED)
-                .map(|e| {
-                    (
-                        e.target.clone().unwrap_or_default(),
-                        state_of_event(e.event_type),
-                        describe(&e.payload),
-                    )
-                })
-                .collect();
-            doc.updated_at = now;
-            tx.write(&doc)?;
-            let bytes = tx.staged::<QueueDoc>().map(<[u8]>::to_vec);
-            for e in events {
-                tx.event(e);
-            }
-            Ok((revoked, more, ready_left, remaining, shown, bytes, doc))
-        });
-        let msg = match result {
-            Ok((revoked, more, ready_left, remaining, shown, bytes, doc)) => {
-                cached = bytes.map(|b| (b, doc.clone()));
-                // Their files are made here, beside the main loop.
-                let launches = launches
-                    .drain(..)
-                    .map(|l| {
-                        let r = prepare(layout, &l, &opts.runner, &mut made_dirs);
-                        (l, r)
-                    })
-                    .collect();
-                Ok(Committed {
-                    upto,
-                    doc,
-                    launches,
-                    revoked,
-                    more,
-                    ready_left,
-                    remaining,
-                    shown,
-                })
-            }
-            Err(e) => Err(e),
-        };
-        last_commit = Some(Instant::now());
-        let failed = msg.is_err();
-        if out.send(Msg::Committed(Box::new(msg))).is_err() || failed {
-            return;
-        }
-    }
-}
-
 /// A child's exit, as the job's end.
 fn record_exit(
     running: &mut HashMap<String, Running>,
@@ -1447,160 +1154,4 @@ fn recover(store: &Store, me: &str, progress: &mut dyn FnMut(Update)) -> Result<
         });
     }
     Ok(())
-}
-
-fn result_path(ws_dir: &Path, id: &str) -> Option<String> {
-    let p = ws_dir.join("output").join(id).join("RESULT.md");
-    p.is_file().then(|| p.to_string_lossy().into_owned())
-}
-
-fn state_of_event(ty: &str) -> State {
-    match ty {
-        ops::STARTED => State::Running,
-        ops::COMPLETED => State::Completed,
-        ops::FAILED => State::Failed,
-        ops::TIMED_OUT => State::TimedOut,
-        ops::BLOCKED => State::Blocked,
-        ops::CANCELLED => State::Cancelled,
-        _ => State::Queued,
-    }
-}
-
-fn describe(payload: &Value) -> String {
-    payload
-        .get("reason")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_default()
-}
-
-/// Make a job's directories, write its prompt file and create its log: everything a launch
-/// needs on disk that does not depend on the job being recorded `running`. It runs on a helper
-/// thread while the transaction that marks the job running commits (whose time is mostly spent
-/// waiting for the disk), so the start itself is only the spawn. Done for a job whose
-/// transaction then fails, it leaves a prompt file that the job's real start writes again.
-fn prepare(
-    layout: &Layout,
-    l: &ToLaunch,
-    runner: &Runner,
-    made: &mut BTreeSet<PathBuf>,
-) -> std::io::Result<()> {
-    match prepare_once(layout, l, runner, made) {
-        // A directory made earlier was removed by someone: make them all again.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !made.is_empty() => {
-            made.clear();
-            prepare_once(layout, l, runner, made)
-        }
-        r => r,
-    }
-}
-
-fn prepare_once(
-    layout: &Layout,
-    l: &ToLaunch,
-    runner: &Runner,
-    made: &mut BTreeSet<PathBuf>,
-) -> std::io::Result<()> {
-    let job = &l.job;
-    let ws_dir = layout.workspace(&job.workspace);
-    let out = layout.output(&job.workspace, &job.id);
-    let log = layout.log(&job.workspace, &job.id);
-    let prompt_file = layout.prompt(&job.workspace, &job.id);
-    for d in [
-        out.as_path(),
-        log.parent().expect("log has a parent"),
-        prompt_file.parent().expect("prompt has a parent"),
-    ] {
-        if !made.contains(d) {
-            super::private_dir(d).map_err(|e| std::io::Error::other(e.to_string()))?;
-            made.insert(d.to_path_buf());
-        }
-    }
-    let root = match runner {
-        Runner::Sandbox { .. } => job.workdir.clone(),
-        _ => ws_dir.to_string_lossy().into_owned(),
-    };
-    let prior: Vec<prompt::Prior> = l
-        .prior
-        .iter()
-        .map(|d| prompt::Prior {
-            id: d.clone(),
-            result: std::fs::read_to_string(layout.output(&job.workspace, d).join("RESULT.md"))
-                .ok(),
-        })
-        .collect();
-    let text = prompt::augmented(job, &root, &prior);
-    use std::io::Write;
-    std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&prompt_file)?
-        .write_all(text.as_bytes())?;
-    exec::create_log(&log)
-}
-
-/// Start the thread that makes a job's directories, prompt file (empty) and log ahead of its
-/// launch, for jobs that may start soon: creating files can be the dearest part of a launch
-/// (on ext4, a block group full of recently freed inodes makes each new one cost up to 0.2 ms),
-/// and this takes it off the path from one job's exit to the next one's start. The launch
-/// then writes the prompt into the file that is already there.
-fn ahead_maker(layout: Layout) -> mpsc::Sender<(String, String)> {
-    let (tx, rx) = mpsc::channel::<(String, String)>();
-    std::thread::spawn(move || {
-        let mut made: BTreeSet<PathBuf> = BTreeSet::new();
-        for (ws, id) in rx {
-            let out = layout.output(&ws, &id);
-            let log = layout.log(&ws, &id);
-            let prompt = layout.prompt(&ws, &id);
-            let dirs = [
-                out.as_path(),
-                log.parent().expect("log has a parent"),
-                prompt.parent().expect("prompt has a parent"),
-            ];
-            let ok = dirs.iter().all(|d| {
-                made.contains(*d)
-                    || (super::private_dir(d).is_ok() && made.insert(d.to_path_buf()))
-            });
-            if ok {
-                let _ = exec::create_log(&prompt);
-                let _ = exec::create_log(&log);
-            }
-        }
-    });
-    tx
-}
-
-/// Start a prepared job's process. Returns the child, the log copier and the workspace dir.
-fn launch(
-    layout: &Layout,
-    l: &ToLaunch,
-    runner: &Runner,
-    agent_cmd: &str,
-) -> std::io::Result<(
-    std::process::Child,
-    Option<std::thread::JoinHandle<()>>,
-    PathBuf,
-)> {
-    let job = &l.job;
-    let ws_dir = layout.workspace(&job.workspace);
-    let log = layout.log(&job.workspace, &job.id);
-    let prompt_file = layout.prompt(&job.workspace, &job.id);
-    let launch = Launch {
-        job,
-        workspace_dir: &ws_dir,
-        prompt_file: &prompt_file,
-        log: &log,
-        secrets: l.secrets.clone(),
-        scrub: &l.scrub,
-        run_token: exec::run_token(
-            job.state.dispatcher.as_deref().unwrap_or(""),
-            job,
-            job.state.attempts,
-        ),
-        agent_cmd,
-    };
-    let (child, copier) = exec::spawn(&launch, runner)?;
-    Ok((child, copier, ws_dir))
 }

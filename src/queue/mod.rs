@@ -22,12 +22,15 @@
 //!
 //! Layering: [`manifest`] (parsing and checking what is submitted), [`ops`] (pure state changes
 //! with `now` passed in), [`docs`] (docpull collections), [`prompt`] (the augmented prompt),
-//! [`exec`] (processes: spawning, process groups, environments, the runners) and [`dispatch`]
-//! (the dispatcher loop).
+//! [`exec`] (processes: spawning, process groups, environments, the runners), [`dispatch`]
+//! (the dispatcher loop), `commit` (its committer thread) and `launch` (one job's files and
+//! process, and the reaper).
 
+mod commit;
 pub mod dispatch;
 pub mod docs;
 pub mod exec;
+mod launch;
 pub mod manifest;
 pub mod ops;
 pub mod prompt;

@@ -342,7 +342,8 @@ impl Etcd {
                     _ => return Err(self.unavailable(format!("{}: {msg}", self.endpoints[i]))),
                 }
             }
-            self.preferred.store(i, std::sync::atomic::Ordering::Relaxed);
+            self.preferred
+                .store(i, std::sync::atomic::Ordering::Relaxed);
             return Ok(v);
         }
         Err(self.unavailable(format!(
@@ -467,7 +468,8 @@ impl Etcd {
     /// The cluster's state, as seen from each member.
     pub fn health(&self) -> Result<Health> {
         let status = self.call("/v3/maintenance/status", &json!({}))?;
-        let endpoint = self.endpoints[self.preferred.load(std::sync::atomic::Ordering::Relaxed)].clone();
+        let endpoint =
+            self.endpoints[self.preferred.load(std::sync::atomic::Ordering::Relaxed)].clone();
         let id = |v: Option<&Value>| match v {
             Some(Value::String(s)) => Some(s.clone()),
             Some(Value::Number(n)) => Some(n.to_string()),

@@ -148,7 +148,8 @@ impl Store {
     /// of a claim's instructions); the OS takes the memory back at exit. Never set by commands
     /// that loop (`watch`, `run`, `claim --wait`, the runtime and queue loops).
     pub fn short_lived(&self) {
-        self.short_lived.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.short_lived
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How long transactions wait for the lock.

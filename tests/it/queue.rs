@@ -994,7 +994,11 @@ fn sigkill_the_dispatcher_at_random_moments(rounds: usize) {
     for round in 0..rounds {
         let mut jobs: Vec<Value> = (0..10)
             .map(|i| {
-                let deps: Vec<String> = if i == 0 { vec![] } else { vec![format!("c{}", i - 1)] };
+                let deps: Vec<String> = if i == 0 {
+                    vec![]
+                } else {
+                    vec![format!("c{}", i - 1)]
+                };
                 json!({"id": format!("c{i}"), "prompt": "p", "depends_on": deps})
             })
             .collect();
@@ -1034,7 +1038,10 @@ fn sigkill_the_dispatcher_at_random_moments(rounds: usize) {
     }
     eprintln!("seed {seed}: {interrupted} interrupted runs over {rounds} round(s)");
     assert_eq!(completed.len(), 18 * rounds, "seed {seed}: {completed:?}");
-    assert!(completed.values().all(|n| *n == 1), "seed {seed}: {completed:?}");
+    assert!(
+        completed.values().all(|n| *n == 1),
+        "seed {seed}: {completed:?}"
+    );
     // Whatever a killed dispatcher left running was killed by the next one.
     let pids: Vec<i32> = std::fs::read_to_string(q.ctrl.join("pids"))
         .unwrap_or_default()

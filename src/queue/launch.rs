@@ -1,0 +1,192 @@
+//! One launch of a job: its files (made ahead for the jobs that may start next, then the
+//! prompt written), its process, and the reaper that waits for every child of the dispatcher.
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use super::dispatch::Msg;
+use super::exec::{self, Launch, Runner};
+use super::{Job, Layout, prompt};
+
+/// A job the transaction marked running, to launch after the commit.
+pub(super) struct ToLaunch {
+    pub(super) job: Job,
+    pub(super) secrets: Vec<(String, String)>,
+    pub(super) scrub: BTreeSet<String>,
+    pub(super) prior: Vec<String>,
+}
+
+/// Start the thread that reaps every child of the dispatcher (its jobs; the dispatcher starts
+/// no other processes) and reports each exit. It sleeps in `waitpid` while children exist and
+/// on the returned channel, told after each spawn, while none do.
+pub(super) fn reaper(out: mpsc::Sender<Msg>) -> mpsc::Sender<()> {
+    use std::os::unix::process::ExitStatusExt;
+    let (spawned, told) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        loop {
+            let mut raw = 0;
+            let pid = unsafe { libc::waitpid(-1, &mut raw, 0) };
+            if pid > 0 {
+                let status = std::process::ExitStatus::from_raw(raw);
+                if out
+                    .send(Msg::Exited {
+                        pid: pid as u32,
+                        status,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+            match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => {}
+                // No child yet: wait to be told of one.
+                _ => {
+                    if told.recv().is_err() {
+                        return;
+                    }
+                    while told.try_recv().is_ok() {}
+                }
+            }
+        }
+    });
+    spawned
+}
+
+pub(super) fn result_path(ws_dir: &Path, id: &str) -> Option<String> {
+    let p = ws_dir.join("output").join(id).join("RESULT.md");
+    p.is_file().then(|| p.to_string_lossy().into_owned())
+}
+
+/// Make a job's directories, write its prompt file and create its log: everything a launch
+/// needs on disk that does not depend on the job being recorded `running`. It runs on a helper
+/// thread while the transaction that marks the job running commits (whose time is mostly spent
+/// waiting for the disk), so the start itself is only the spawn. Done for a job whose
+/// transaction then fails, it leaves a prompt file that the job's real start writes again.
+pub(super) fn prepare(
+    layout: &Layout,
+    l: &ToLaunch,
+    runner: &Runner,
+    made: &mut BTreeSet<PathBuf>,
+) -> std::io::Result<()> {
+    match prepare_once(layout, l, runner, made) {
+        // A directory made earlier was removed by someone: make them all again.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !made.is_empty() => {
+            made.clear();
+            prepare_once(layout, l, runner, made)
+        }
+        r => r,
+    }
+}
+
+pub(super) fn prepare_once(
+    layout: &Layout,
+    l: &ToLaunch,
+    runner: &Runner,
+    made: &mut BTreeSet<PathBuf>,
+) -> std::io::Result<()> {
+    let job = &l.job;
+    let ws_dir = layout.workspace(&job.workspace);
+    let out = layout.output(&job.workspace, &job.id);
+    let log = layout.log(&job.workspace, &job.id);
+    let prompt_file = layout.prompt(&job.workspace, &job.id);
+    for d in [
+        out.as_path(),
+        log.parent().expect("log has a parent"),
+        prompt_file.parent().expect("prompt has a parent"),
+    ] {
+        if !made.contains(d) {
+            super::private_dir(d).map_err(|e| std::io::Error::other(e.to_string()))?;
+            made.insert(d.to_path_buf());
+        }
+    }
+    let root = match runner {
+        Runner::Sandbox { .. } => job.workdir.clone(),
+        _ => ws_dir.to_string_lossy().into_owned(),
+    };
+    let prior: Vec<prompt::Prior> = l
+        .prior
+        .iter()
+        .map(|d| prompt::Prior {
+            id: d.clone(),
+            result: std::fs::read_to_string(layout.output(&job.workspace, d).join("RESULT.md"))
+                .ok(),
+        })
+        .collect();
+    let text = prompt::augmented(job, &root, &prior);
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&prompt_file)?
+        .write_all(text.as_bytes())?;
+    exec::create_log(&log)
+}
+
+/// Start the thread that makes a job's directories, prompt file (empty) and log ahead of its
+/// launch, for jobs that may start soon: creating files can be the dearest part of a launch
+/// (on ext4, a block group full of recently freed inodes makes each new one cost up to 0.2 ms),
+/// and this takes it off the path from one job's exit to the next one's start. The launch
+/// then writes the prompt into the file that is already there.
+pub(super) fn ahead_maker(layout: Layout) -> mpsc::Sender<(String, String)> {
+    let (tx, rx) = mpsc::channel::<(String, String)>();
+    std::thread::spawn(move || {
+        let mut made: BTreeSet<PathBuf> = BTreeSet::new();
+        for (ws, id) in rx {
+            let out = layout.output(&ws, &id);
+            let log = layout.log(&ws, &id);
+            let prompt = layout.prompt(&ws, &id);
+            let dirs = [
+                out.as_path(),
+                log.parent().expect("log has a parent"),
+                prompt.parent().expect("prompt has a parent"),
+            ];
+            let ok = dirs.iter().all(|d| {
+                made.contains(*d) || (super::private_dir(d).is_ok() && made.insert(d.to_path_buf()))
+            });
+            if ok {
+                let _ = exec::create_log(&prompt);
+                let _ = exec::create_log(&log);
+            }
+        }
+    });
+    tx
+}
+
+/// Start a prepared job's process. Returns the child, the log copier and the workspace dir.
+pub(super) fn launch(
+    layout: &Layout,
+    l: &ToLaunch,
+    runner: &Runner,
+    agent_cmd: &str,
+) -> std::io::Result<(
+    std::process::Child,
+    Option<std::thread::JoinHandle<()>>,
+    PathBuf,
+)> {
+    let job = &l.job;
+    let ws_dir = layout.workspace(&job.workspace);
+    let log = layout.log(&job.workspace, &job.id);
+    let prompt_file = layout.prompt(&job.workspace, &job.id);
+    let launch = Launch {
+        job,
+        workspace_dir: &ws_dir,
+        prompt_file: &prompt_file,
+        log: &log,
+        secrets: l.secrets.clone(),
+        scrub: &l.scrub,
+        run_token: exec::run_token(
+            job.state.dispatcher.as_deref().unwrap_or(""),
+            job,
+            job.state.attempts,
+        ),
+        agent_cmd,
+    };
+    let (child, copier) = exec::spawn(&launch, runner)?;
+    Ok((child, copier, ws_dir))
+}
