@@ -264,14 +264,12 @@ fn take_lead(
 
 /// Run the dispatcher until no job can make progress (or forever with `follow`).
 ///
-/// Two threads: this one waits for exits, journal changes and deadlines, and launches; the
-/// committer makes every change durable, one store transaction for whatever queued up while
-/// the previous one committed. A job made ready by the completion this wake-up records is
-/// launched at once, before that completion is committed: nobody else can see it ready before
-/// the commit that also records it running under us. (A crash before that commit leaves it
-/// running unrecorded, with our token in its environment; `recover` kills every process of
-/// a dead dispatcher's token, and the job runs again.) Every other start is launched only
-/// once committed.
+/// Two threads (see the module documentation): this one waits for exits, commits, journal
+/// changes and deadlines, and launches; the committer makes every change durable. Leading the
+/// home's queue (file store), it launches a ready job at once and its start is committed
+/// after; a crash in between leaves the job running unrecorded, with our token in its
+/// environment, and the next dispatcher kills it (see `take_lead` and `recover`) and runs the
+/// job again. With a shared store, a job is launched only once its start is committed.
 pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> Result<Summary> {
     watch::block_stop_signals();
     let home = store.home().dir().to_path_buf();
