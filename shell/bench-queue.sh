@@ -5,7 +5,8 @@
 # for `conductor queue` (local runner; submit + run, every state change a durable
 # transaction) and task-spooler (`tsp -S 4`, `tsp -D` for the chain) when it is installed,
 # and pueue (`pueue parallel 4`, `pueue add --after` for the chain) when `pueue` and `pueued`
-# are (it is not built here: without it the pueue 4.0.4 figures are quoted);
+# are on the PATH (`cargo install pueue --version 4.0.4 --locked --root DIR`, then
+# PATH=DIR/bin:$PATH; without it the pueue 4.0.4 figures are quoted);
 # then the sandbox runner's overhead per job (bubblewrap, if it works here).
 # Usage: shell/bench-queue.sh [ROUNDS]   (default 3; builds the release binary; throwaway homes)
 # The homes (and task-spooler's output files, through TMPDIR) go under target/, not /tmp: on
