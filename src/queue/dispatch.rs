@@ -306,8 +306,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
         Some(_) => None,
     };
     let mut tail = store.tail(None)?;
-    recover(store, &me, progress)?;
-    let base0: QueueDoc = store.read_doc(Timestamp::now())?;
+    let base0 = recover(store, &me, progress)?;
 
     std::thread::scope(|scope| {
         let (batch_tx, batch_rx) = mpsc::channel::<Batch>();
@@ -1090,8 +1089,8 @@ fn stop_all(
 }
 
 /// Jobs recorded `running` under a dispatcher that is gone: kill what is left of them and put
-/// them back in line. Jobs of a live dispatcher are left alone.
-fn recover(store: &Store, me: &str, progress: &mut dyn FnMut(Update)) -> Result<()> {
+/// them back in line. Jobs of a live dispatcher are left alone. Returns the queue as it is then.
+fn recover(store: &Store, me: &str, progress: &mut dyn FnMut(Update)) -> Result<QueueDoc> {
     let now = Timestamp::now();
     let doc: QueueDoc = store.read_doc(now)?;
     let orphans: Vec<(String, String, Option<u32>, u32)> = doc
@@ -1105,7 +1104,7 @@ fn recover(store: &Store, me: &str, progress: &mut dyn FnMut(Update)) -> Result<
         })
         .collect();
     if orphans.is_empty() {
-        return Ok(());
+        return Ok(doc);
     }
     for (key, d, pid, attempt) in &orphans {
         let (ws, id) = key.split_once('/').unwrap_or(("", key));
@@ -1151,5 +1150,5 @@ fn recover(store: &Store, me: &str, progress: &mut dyn FnMut(Update)) -> Result<
             elapsed: None,
         });
     }
-    Ok(())
+    store.read_doc(Timestamp::now())
 }
