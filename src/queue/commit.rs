@@ -29,14 +29,14 @@ pub(super) enum Intent {
         how: Finish,
         at: Timestamp,
     },
-    /// A job already launched, made ready by the `Finish` intents of the same batch (see
-    /// [`run`]). Refused (and its process killed) if the commit finds it no longer ready.
+    /// A job the main loop launched before its start was committed (it leads the home's
+    /// queue). Refused (and its process killed) if the commit finds it no longer ready.
     Start { key: String, at: Timestamp },
 }
 
 /// A commit that follows another within this window waits for the rest of it, gathering what
 /// arrives meanwhile (only when no start waits for it).
-pub(super) const GROUP_WINDOW: Duration = Duration::from_millis(5);
+const GROUP_WINDOW: Duration = Duration::from_millis(5);
 
 /// What one wake-up hands the committer.
 pub(super) struct Batch {
@@ -311,7 +311,7 @@ pub(super) fn committer(
     }
 }
 
-pub(super) fn state_of_event(ty: &str) -> State {
+fn state_of_event(ty: &str) -> State {
     match ty {
         ops::STARTED => State::Running,
         ops::COMPLETED => State::Completed,
@@ -323,7 +323,7 @@ pub(super) fn state_of_event(ty: &str) -> State {
     }
 }
 
-pub(super) fn describe(payload: &Value) -> String {
+fn describe(payload: &Value) -> String {
     payload
         .get("reason")
         .and_then(Value::as_str)

@@ -118,6 +118,9 @@ struct Running {
     id: String,
     /// The thread copying a job with secrets' output to its log (joined once its tree is gone).
     copier: Option<std::thread::JoinHandle<()>>,
+    /// Reaped, with this status, while the copy of its output finishes (see [`handle`]): it
+    /// has ended, and nothing is sent to its pid any more.
+    exit: Option<std::process::ExitStatus>,
 }
 
 /// Read a secrets file: `NAME=value` lines (`#` comments, optional `export `, optional quotes).
@@ -187,7 +190,6 @@ pub(super) enum Msg {
     /// A reaped child's log copy is done (or given up on): now its end can be recorded.
     Drained {
         pid: u32,
-        status: std::process::ExitStatus,
     },
     Journal,
     Committed(Box<Result<Committed>>),
@@ -382,7 +384,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             &run_lock,
         );
         if result.is_err() {
-            for r in d.running.values() {
+            for r in d.running.values().filter(|r| r.exit.is_none()) {
                 exec::kill_group(r.pid);
             }
         }
@@ -432,7 +434,8 @@ struct Dispatcher<'a> {
     view: QueueDoc,
     /// Directories made for launches so far (not made again).
     made_dirs: BTreeSet<PathBuf>,
-    /// Jobs whose files were asked for ahead of their launch (see [`make_ahead`]).
+    /// Jobs whose files were asked for ahead of their launch and not launched since (see
+    /// [`Dispatcher::look_ahead`] and `launch::ahead_maker`).
     ahead: BTreeSet<String>,
     ahead_tx: mpsc::Sender<(String, String)>,
 }
@@ -510,7 +513,7 @@ impl Dispatcher<'_> {
             let next_deadline = self
                 .running
                 .values()
-                .filter(|r| !r.timed_out && !r.dropped)
+                .filter(|r| !r.timed_out && !r.dropped && r.exit.is_none())
                 .map(|r| r.deadline)
                 .min();
             let mut wait = next_deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -573,7 +576,7 @@ impl Dispatcher<'_> {
             }
             let now_i = Instant::now();
             for r in self.running.values_mut() {
-                if !r.timed_out && !r.dropped && r.deadline <= now_i {
+                if !r.timed_out && !r.dropped && r.exit.is_none() && r.deadline <= now_i {
                     exec::kill_group(r.pid);
                     r.timed_out = true;
                 }
@@ -741,6 +744,7 @@ impl Dispatcher<'_> {
         let key = l.job.key();
         match prep.and_then(|()| launch(self.layout, &l, &self.opts.runner, &self.opts.agent_cmd)) {
             Ok((child, copier, ws_dir)) => {
+                self.ahead.remove(&key);
                 let pid = child.id();
                 self.summary.started += 1;
                 let limit = Duration::from_secs_f64(l.job.timeout_minutes * 60.0);
@@ -756,6 +760,7 @@ impl Dispatcher<'_> {
                         workspace_dir: ws_dir,
                         id: l.job.id.clone(),
                         copier,
+                        exit: None,
                     },
                 );
                 progress(Update::Job {
@@ -813,7 +818,9 @@ impl Dispatcher<'_> {
                     .iter()
                     .any(|j| &j.key() == key && ops::runs_under(j, self.me))
             {
-                exec::kill_group(r.pid);
+                if r.exit.is_none() {
+                    exec::kill_group(r.pid);
+                }
                 r.dropped = true;
             }
         }
@@ -884,7 +891,8 @@ impl Dispatcher<'_> {
                 }),
                 _ => false,
             };
-            if soon && !self.ahead.contains(&j.key()) {
+            let wanted = self.opts.only.as_ref().is_none_or(|o| o.contains(&j.key()));
+            if soon && wanted && !self.ahead.contains(&j.key()) {
                 self.ahead.insert(j.key());
                 let _ = self.ahead_tx.send((j.workspace.clone(), j.id.clone()));
                 budget -= 1;
@@ -908,12 +916,21 @@ impl Dispatcher<'_> {
                     unlaunched.extend(c.launches.drain(..).map(|(l, _)| l.job.key()));
                     self.committed(c, progress);
                 }
-                Ok(Msg::Exited { pid, status } | Msg::Drained { pid, status }) => {
-                    record_exit(&mut self.running, &mut self.exited, pid, status);
+                Ok(m @ (Msg::Exited { .. } | Msg::Drained { .. })) => {
+                    handle_exit(m, &mut self.running, &mut self.exited, &self.tx);
                 }
                 Ok(_) => {}
                 Err(_) => break,
             }
+        }
+        // Jobs that ended and whose log copy is still finishing ended: record them so.
+        let ended: Vec<(String, std::process::ExitStatus)> = self
+            .running
+            .iter()
+            .filter_map(|(k, r)| Some((k.clone(), r.exit?)))
+            .collect();
+        for (key, status) in ended {
+            record_exit(&mut self.running, &mut self.exited, &key, status);
         }
         let mut interrupt: Vec<String> = self.running.keys().cloned().collect();
         interrupt.extend(unlaunched);
@@ -933,19 +950,18 @@ impl Dispatcher<'_> {
 fn record_exit(
     running: &mut HashMap<String, Running>,
     exited: &mut Vec<(String, Finish, Option<Duration>)>,
-    pid: u32,
+    key: &str,
     status: std::process::ExitStatus,
 ) {
-    let Some(key) = running
-        .iter()
-        .find(|(_, r)| r.pid == pid)
-        .map(|(k, _)| k.clone())
-    else {
+    let Some(r) = running.remove(key) else {
         return;
     };
-    let r = running.remove(&key).expect("found above");
-    // The job's tree ends with it: nothing it started outlives it.
-    exec::kill_group(r.pid);
+    // The job's tree ends with it: nothing it started outlives it (a drained job's was killed
+    // when it was reaped).
+    if r.exit.is_none() {
+        exec::kill_group(r.pid);
+    }
+    let key = key.to_string();
     let took = r.started.elapsed();
     if r.dropped {
         return;
@@ -983,30 +999,7 @@ fn handle(
     tx: &mpsc::Sender<Msg>,
 ) -> Result<()> {
     match m {
-        Msg::Exited { pid, status } => {
-            match running.values_mut().find(|r| r.pid == pid) {
-                // A job with secrets writes through a copier that blanks them: its end is
-                // recorded once the copy has all (its tree is killed now, so the pipe closes),
-                // or after DRAIN_LIMIT if something that left the process group still holds
-                // the pipe (the copy goes on without us).
-                Some(r) if r.copier.is_some() => {
-                    exec::kill_group(pid);
-                    let copier = r.copier.take().expect("checked above");
-                    let tx = tx.clone();
-                    std::thread::spawn(move || {
-                        let (done, drained) = mpsc::channel::<()>();
-                        std::thread::spawn(move || {
-                            let _ = copier.join();
-                            let _ = done.send(());
-                        });
-                        let _ = drained.recv_timeout(DRAIN_LIMIT);
-                        let _ = tx.send(Msg::Drained { pid, status });
-                    });
-                }
-                _ => record_exit(running, exited, pid, status),
-            }
-        }
-        Msg::Drained { pid, status } => record_exit(running, exited, pid, status),
+        m @ (Msg::Exited { .. } | Msg::Drained { .. }) => handle_exit(m, running, exited, tx),
         Msg::Journal => {
             let mut foreign = false;
             tail.read(|ev| {
@@ -1024,6 +1017,58 @@ fn handle(
     Ok(())
 }
 
+/// Take in a child's exit (or the end of its log copy): its end goes in `exited`.
+fn handle_exit(
+    m: Msg,
+    running: &mut HashMap<String, Running>,
+    exited: &mut Vec<(String, Finish, Option<Duration>)>,
+    tx: &mpsc::Sender<Msg>,
+) {
+    match m {
+        Msg::Exited { pid, status } => {
+            let Some((key, r)) = running
+                .iter_mut()
+                .find(|(_, r)| r.pid == pid && r.exit.is_none())
+            else {
+                return;
+            };
+            match r.copier.take() {
+                // A job with secrets writes through a copier that blanks them: its end is
+                // recorded once the copy has all (its tree is killed now, so the pipe closes),
+                // or after DRAIN_LIMIT if something that left the process group still holds
+                // the pipe (the copy goes on without us).
+                Some(copier) => {
+                    exec::kill_group(pid);
+                    r.exit = Some(status);
+                    let tx = tx.clone();
+                    std::thread::spawn(move || {
+                        let (done, drained) = mpsc::channel::<()>();
+                        std::thread::spawn(move || {
+                            let _ = copier.join();
+                            let _ = done.send(());
+                        });
+                        let _ = drained.recv_timeout(DRAIN_LIMIT);
+                        let _ = tx.send(Msg::Drained { pid });
+                    });
+                }
+                None => {
+                    let key = key.clone();
+                    record_exit(running, exited, &key, status);
+                }
+            }
+        }
+        Msg::Drained { pid } => {
+            let found = running
+                .iter()
+                .find_map(|(k, r)| (r.pid == pid).then_some((k.clone(), r.exit?)));
+            if let Some((key, status)) = found {
+                record_exit(running, exited, &key, status);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// SIGINT/SIGTERM: kill every running job's tree and put those jobs (and `interrupt`, started
 /// but not launched) back in line; record what already ended.
 #[allow(clippy::too_many_arguments)]
@@ -1036,7 +1081,7 @@ fn stop_all(
     mut summary: Summary,
     progress: &mut dyn FnMut(Update),
 ) -> Result<Summary> {
-    for r in running.values() {
+    for r in running.values().filter(|r| r.exit.is_none()) {
         exec::kill_group(r.pid);
     }
     let now = Timestamp::now();

@@ -10,7 +10,8 @@ use super::dispatch::Msg;
 use super::exec::{self, Launch, Runner};
 use super::{Job, Layout, prompt};
 
-/// A job the transaction marked running, to launch after the commit.
+/// A job to launch: marked running in the main loop's view (launched before its start is
+/// committed) or by a commit (launched after it).
 pub(super) struct ToLaunch {
     pub(super) job: Job,
     pub(super) secrets: Vec<(String, String)>,
@@ -62,10 +63,9 @@ pub(super) fn result_path(ws_dir: &Path, id: &str) -> Option<String> {
 }
 
 /// Make a job's directories, write its prompt file and create its log: everything a launch
-/// needs on disk that does not depend on the job being recorded `running`. It runs on a helper
-/// thread while the transaction that marks the job running commits (whose time is mostly spent
-/// waiting for the disk), so the start itself is only the spawn. Done for a job whose
-/// transaction then fails, it leaves a prompt file that the job's real start writes again.
+/// needs on disk. The main loop does it right before a launch; the committer does it for the
+/// jobs its commit started, before handing them to the main loop. The files of jobs that may
+/// start next are usually there already (see [`ahead_maker`]).
 pub(super) fn prepare(
     layout: &Layout,
     l: &ToLaunch,
@@ -82,7 +82,7 @@ pub(super) fn prepare(
     }
 }
 
-pub(super) fn prepare_once(
+fn prepare_once(
     layout: &Layout,
     l: &ToLaunch,
     runner: &Runner,

@@ -1066,3 +1066,45 @@ fn issue_14_sigkilled_dispatchers_never_rerun_a_committed_completion() {
 fn issue_14_sigkilled_dispatchers_never_rerun_a_committed_completion_long() {
     sigkill_the_dispatcher_at_random_moments(40);
 }
+
+/// A job with secrets whose agent leaves a process outside its group holding the output pipe:
+/// its end is recorded (completed, not timed out) once the log copy is given up on, and a
+/// timeout that passes meanwhile does not apply to it.
+#[test]
+fn issue_14_a_finished_secret_job_with_an_escaped_child_completes() {
+    let q = Q::new();
+    let agent = q.env.dir("bin").join("escape.sh");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\nsetsid sleep 30 &\necho $! > \"$CTRL/escaped\"\nsleep 0.5\necho done\n",
+    )
+    .unwrap();
+    q.submit(&json!({"workspace": "w", "jobs": [
+        {"id": "s", "prompt": "p", "secrets": ["ESC_KEY"], "timeout_minutes": 0.02}]}))
+        .code(0);
+    let cmd = format!("sh {}", agent.display());
+    let r = q.env.run_env(
+        &["queue", "run", "--agent-cmd", &cmd],
+        &[
+            ("CTRL", q.ctrl.to_str().unwrap()),
+            ("ESC_KEY", "k-value-3391"),
+        ],
+    );
+    r.code(0);
+    let escaped: i32 = std::fs::read_to_string(q.ctrl.join("escaped"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    unsafe {
+        libc::kill(escaped, libc::SIGKILL);
+    }
+    assert!(
+        r.stderr.contains("completed") || r.stdout.contains("completed"),
+        "{r:?}"
+    );
+    assert!(
+        !r.stdout.contains("timed_out") && !r.stderr.contains("timed out"),
+        "{r:?}"
+    );
+}
