@@ -149,10 +149,14 @@ pub fn spawn(
             pass_env,
         } => {
             let root = l.job.workdir.clone();
-            let inner_prompt = format!("{root}/.prompts/{}.md", l.job.id);
-            let agent = agent_command(l, &root, &inner_prompt);
+            let agent = agent_command(l, &root, super::SANDBOX_PROMPT);
             let mut c = Command::new(resolve("bwrap"));
-            c.args(sandbox_args(l.workspace_dir, &root, read_only));
+            c.args(sandbox_args(
+                l.workspace_dir,
+                &root,
+                read_only,
+                l.prompt_file,
+            ));
             c.arg("sh").arg("-c").arg(agent);
             // The environment is set on bwrap itself (never on its command line, which other
             // processes can read): nothing is inherited but these.
@@ -313,7 +317,7 @@ fn fill_cmd(template: &str, agent: &str) -> String {
 }
 
 /// bubblewrap's arguments up to the command.
-fn sandbox_args(ws: &Path, root: &str, read_only: &[PathBuf]) -> Vec<String> {
+fn sandbox_args(ws: &Path, root: &str, read_only: &[PathBuf], prompt: &Path) -> Vec<String> {
     let mut a: Vec<String> = [
         "--unshare-all",
         "--share-net",
@@ -357,13 +361,20 @@ fn sandbox_args(ws: &Path, root: &str, read_only: &[PathBuf]) -> Vec<String> {
     }
     let ws_s = ws.to_string_lossy().into_owned();
     a.extend(["--bind".into(), ws_s.clone(), root.to_string()]);
-    if ws.join("docs").is_dir() {
+    // Only a real directory: a job could have replaced `docs` with a link to any host path.
+    if std::fs::symlink_metadata(ws.join("docs")).is_ok_and(|m| m.is_dir()) {
         a.extend([
             "--ro-bind".into(),
             format!("{ws_s}/docs"),
             format!("{root}/docs"),
         ]);
     }
+    // Its prompt, read-only, from outside the workspace.
+    a.extend([
+        "--ro-bind".into(),
+        prompt.to_string_lossy().into_owned(),
+        super::SANDBOX_PROMPT.into(),
+    ]);
     a.extend(["--chdir".into(), root.to_string(), "--".into()]);
     a
 }

@@ -57,9 +57,12 @@ pub(super) fn reaper(out: mpsc::Sender<Msg>) -> mpsc::Sender<()> {
     spawned
 }
 
+/// The path of the RESULT.md a job left, when it is a regular file (not a link).
 pub(super) fn result_path(ws_dir: &Path, id: &str) -> Option<String> {
     let p = ws_dir.join("output").join(id).join("RESULT.md");
-    p.is_file().then(|| p.to_string_lossy().into_owned())
+    std::fs::symlink_metadata(&p)
+        .is_ok_and(|m| m.is_file())
+        .then(|| p.to_string_lossy().into_owned())
 }
 
 /// Make a job's directories, write its prompt file and create its log: everything a launch
@@ -112,8 +115,7 @@ fn prepare_once(
         .iter()
         .map(|d| prompt::Prior {
             id: d.clone(),
-            result: std::fs::read_to_string(layout.output(&job.workspace, d).join("RESULT.md"))
-                .ok(),
+            result: layout.read_in_workspace(&job.workspace, &format!("output/{d}/RESULT.md")),
         })
         .collect();
     let text = prompt::augmented(job, &root, &prior);

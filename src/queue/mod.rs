@@ -11,8 +11,9 @@
 //!   line, so `queue.json` only ever holds work that can still change. `jobs`, `show` and
 //!   `results` read both.
 //! - `workspaces/<id>/` with `docs/<collection>/` (read-only copies made at submit time),
-//!   `output/<job>/` (RESULT.md and artifacts), `shared/`, and `.prompts/<job>.md` (the
-//!   augmented prompt the job was started with).
+//!   `output/<job>/` (RESULT.md and artifacts) and `shared/`.
+//! - `queue-prompts/<workspace>/<job>.md`: the augmented prompt the job was started with,
+//!   outside the workspace so that no job can change it or turn it into a link.
 //! - `queue-logs/<workspace>/<job>.log`: the agent's stdout and stderr, outside the workspace so
 //!   sandboxed jobs cannot read each other's logs.
 //!
@@ -257,6 +258,9 @@ impl Document for QueueDoc {
     }
 }
 
+/// Where a sandboxed job finds its prompt file (bound read-only from [`Layout::prompt`]).
+pub const SANDBOX_PROMPT: &str = "/run/conductor/prompt.md";
+
 /// Paths of the queue's directories in the home.
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -272,11 +276,50 @@ impl Layout {
     pub fn output(&self, ws: &str, job: &str) -> PathBuf {
         self.workspace(ws).join("output").join(job)
     }
-    /// `<home>/workspaces/<ws>/.prompts/<job>.md`.
+    /// `<home>/queue-prompts/<ws>/<job>.md`: outside the workspace, which jobs can change
+    /// (a sandboxed job sees its own prompt read-only at [`SANDBOX_PROMPT`]).
     pub fn prompt(&self, ws: &str, job: &str) -> PathBuf {
-        self.workspace(ws)
-            .join(".prompts")
+        self.home
+            .join("queue-prompts")
+            .join(ws)
             .join(format!("{job}.md"))
+    }
+
+    /// Read `rel` (say `output/a/RESULT.md`) in workspace `ws` as the job left it, never
+    /// through a symbolic link and never outside the workspace: jobs write there, and a
+    /// sandboxed one could otherwise point the dispatcher (which runs outside the sandbox) at
+    /// any file of the user's. `None` when it is missing, not a regular file, or reached
+    /// through a link.
+    pub fn read_in_workspace(&self, ws: &str, rel: &str) -> Option<String> {
+        use std::io::Read;
+        use std::os::fd::{AsRawFd, FromRawFd};
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::fs::File::open(self.workspace(ws)).ok()?;
+        let rel = std::ffi::CString::new(std::ffi::OsStr::new(rel).as_bytes()).ok()?;
+        // SAFETY: open_how is plain data; all zero is a valid value.
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64;
+        how.resolve =
+            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                dir.as_raw_fd(),
+                rel.as_ptr(),
+                &how as *const libc::open_how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        if fd < 0 {
+            return None;
+        }
+        let mut f = unsafe { std::fs::File::from_raw_fd(fd as i32) };
+        if !f.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut text = String::new();
+        f.read_to_string(&mut text).ok()?;
+        Some(text)
     }
     /// `<home>/queue-logs/<ws>/<job>.log`.
     pub fn log(&self, ws: &str, job: &str) -> PathBuf {

@@ -1108,3 +1108,78 @@ fn issue_14_a_finished_secret_job_with_an_escaped_child_completes() {
         "{r:?}"
     );
 }
+
+/// A sandboxed job cannot reach outside through links it leaves in its workspace: the next
+/// job's prompt never carries a host file a `RESULT.md` link points at, a `docs` link is not
+/// mounted into the next sandbox, and prompts live outside the workspace (nothing to redirect).
+#[test]
+fn issue_14_links_left_in_a_workspace_lead_nowhere() {
+    if !bwrap_works() {
+        return;
+    }
+    let q = Q::new();
+    let victim = q.env.root.path().join("victim.txt");
+    std::fs::write(&victim, "host-secret-content-7731").unwrap();
+    let victim_dir = q.env.dir("victim-dir");
+    std::fs::write(victim_dir.join("host-file-5521"), "x").unwrap();
+    let probe = q.env.dir("sbin2").join("linker.sh");
+    std::fs::write(
+        &probe,
+        format!(
+            r#"#!/bin/sh
+o="$CONDUCTOR_QUEUE_OUTPUT"; mkdir -p "$o"
+if [ "$CONDUCTOR_QUEUE_JOB" = a ]; then
+  ln -s {victim} "$o/RESULT.md"
+  true
+else
+  cat > "$o/prompt-seen.txt"
+  ls "$CONDUCTOR_QUEUE_WORKSPACE/docs/" > "$o/docs-seen.txt" 2>&1
+  echo done > "$o/RESULT.md"
+fi
+"#,
+            victim = victim.display(),
+        ),
+    )
+    .unwrap();
+    q.submit(&json!({"workspace": "ln", "jobs": [
+        {"id": "a", "prompt": "p", "docs": ["slack"]},
+        {"id": "b", "prompt": "p", "depends_on": ["a"]}]}))
+        .code(0);
+    // docs is a read-only mount inside a sandbox; a job run without one (or anything else)
+    // can turn it into a link.
+    let docs = q.env.home.join("workspaces/ln/docs");
+    std::fs::remove_dir_all(&docs).unwrap();
+    std::os::unix::fs::symlink(&victim_dir, &docs).unwrap();
+    let sbin = probe.parent().unwrap().to_str().unwrap().to_string();
+    let cmd = format!("sh {}", probe.display());
+    let r = q.env.run_env(
+        &[
+            "queue",
+            "run",
+            "--runner",
+            "sandbox",
+            "--sandbox-ro",
+            &sbin,
+            "--agent-cmd",
+            &cmd,
+        ],
+        &[("CTRL", q.ctrl.to_str().unwrap())],
+    );
+    r.code(0);
+    let prompt = std::fs::read_to_string(q.env.home.join("queue-prompts/ln/b.md")).unwrap();
+    assert!(!prompt.contains("host-secret-content-7731"), "{prompt}");
+    let out = q.env.home.join("workspaces/ln/output/b");
+    let seen = std::fs::read_to_string(out.join("prompt-seen.txt")).unwrap();
+    assert_eq!(seen, prompt, "b read its prompt on stdin");
+    let docs = std::fs::read_to_string(out.join("docs-seen.txt")).unwrap();
+    assert!(!docs.contains("host-file-5521"), "{docs}");
+    let results = q.env.run(&["queue", "results", "ln"]);
+    assert!(
+        !results.stdout.contains("host-secret-content-7731"),
+        "{results:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "host-secret-content-7731"
+    );
+}

@@ -60,7 +60,8 @@ pub fn run(ctx: &Ctx, args: ResultsArgs) -> Result<u8> {
     let (mut met_n, mut total) = (0, 0);
     for j in &jobs {
         let path = layout.output(&j.workspace, &j.id).join("RESULT.md");
-        let result = std::fs::read_to_string(&path).ok();
+        // Never through a link a job left in its workspace.
+        let result = layout.read_in_workspace(&j.workspace, &format!("output/{}/RESULT.md", j.id));
         text.push_str(&format!("\n## {} ({})\n", j.id, j.state.state.as_str()));
         let mut outcomes = Vec::new();
         for o in &j.outcomes {

@@ -26,7 +26,7 @@ committed a few milliseconds later, with whatever else changed meanwhile. If the
 dies, the next one kills what it left running and runs those jobs again; a job whose\n\
 completion was committed never runs again.\n\
 \n\
-Each job's agent gets the augmented prompt on stdin (also in workspaces/<ws>/.prompts/<job>.md),\n\
+Each job's agent gets the augmented prompt on stdin (also in queue-prompts/<ws>/<job>.md),\n\
 runs in its own process group (a timeout or cancel kills the whole tree), with its stdout and\n\
 stderr in queue-logs/<ws>/<job>.log. Its secrets are read now, from this process's environment\n\
 or --secrets-file, and given to that job only; a missing one blocks the job, naming it.\n\

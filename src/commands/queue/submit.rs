@@ -99,7 +99,7 @@ pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Re
         ctx.now,
     )?;
     let dir = PathBuf::from(&ws.dir);
-    for sub in ["docs", "output", "shared", ".prompts"] {
+    for sub in ["docs", "output", "shared"] {
         crate::queue::private_dir(&dir.join(sub))?;
     }
     for d in &wanted {
