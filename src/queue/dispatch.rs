@@ -390,6 +390,12 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
         }
         // Closing the batch channel ends the committer.
         drop(d);
+        if result.is_ok()
+            && let Some(f) = &lead
+        {
+            // Nothing of ours is left running: the next leader has nothing to clean up.
+            let _ = f.set_len(0);
+        }
         result
     })
 }
@@ -1123,13 +1129,7 @@ fn stop_all(
     }
     summary.stopped = true;
     let doc: QueueDoc = store.read_doc(now)?;
-    summary.remaining.clear();
-    for j in &doc.jobs {
-        *summary
-            .remaining
-            .entry(j.state.state.as_str().into())
-            .or_default() += 1;
-    }
+    summary.remaining = count_states(&doc);
     Ok(summary)
 }
 
