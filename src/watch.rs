@@ -175,19 +175,10 @@ impl HomeWatcher {
     /// [`block_stop_signals`] (before any thread was started).
     pub fn stop_on_signals_and_closed_stdout(&self) {
         let (stop, tx) = (Arc::clone(&self.stop), self.tx.clone());
-        std::thread::spawn(move || {
-            let _ = wait_stop_signal();
+        on_stop(move || {
             stop.store(true, Ordering::SeqCst);
             nudge(&tx);
         });
-        if stdout_is_pipe() {
-            let (stop, tx) = (Arc::clone(&self.stop), self.tx.clone());
-            std::thread::spawn(move || {
-                wait_stdout_closed();
-                stop.store(true, Ordering::SeqCst);
-                nudge(&tx);
-            });
-        }
     }
 }
 

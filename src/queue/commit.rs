@@ -78,7 +78,7 @@ pub(super) fn count_states(doc: &QueueDoc) -> BTreeMap<String, usize> {
 }
 
 /// Resolve a job's secrets from the environment or the secrets file, or name the first missing.
-pub(super) fn resolve_secrets(
+fn resolve_secrets(
     job: &Job,
     file_secrets: &BTreeMap<String, String>,
 ) -> std::result::Result<Vec<(String, String)>, String> {
@@ -95,10 +95,7 @@ pub(super) fn resolve_secrets(
 }
 
 /// Every secret name any job or the secrets file knows (removed from what jobs inherit).
-pub(super) fn scrub_names(
-    doc: &QueueDoc,
-    file_secrets: &BTreeMap<String, String>,
-) -> BTreeSet<String> {
+fn scrub_names(doc: &QueueDoc, file_secrets: &BTreeMap<String, String>) -> BTreeSet<String> {
     doc.jobs
         .iter()
         .flat_map(|j| j.secrets.iter().cloned())
@@ -150,6 +147,66 @@ pub(super) fn apply(
     refused
 }
 
+/// Start up to `free` of the ready jobs `wanted` accepts, in submission order, for dispatcher
+/// `me`: each `Start` is applied to `doc` (its events in `events`) and returned with what its
+/// launch needs. A job whose secret is missing is blocked instead, naming it. The main loop
+/// decides its launches with this on its view, the committer on the committed queue.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn start_ready(
+    doc: &mut QueueDoc,
+    free: usize,
+    wanted: &dyn Fn(&Job) -> bool,
+    file_secrets: &BTreeMap<String, String>,
+    me: &str,
+    runner: &str,
+    now: Timestamp,
+    events: &mut Vec<crate::protocol::events::NewEvent>,
+) -> (Vec<Intent>, Vec<ToLaunch>) {
+    let mut intents = Vec::new();
+    let mut launches = Vec::new();
+    let mut scrub = None;
+    for i in ops::ready(doc) {
+        if launches.len() == free {
+            break;
+        }
+        if !wanted(&doc.jobs[i]) {
+            continue;
+        }
+        let key = doc.jobs[i].key();
+        let (intent, secrets) = match resolve_secrets(&doc.jobs[i], file_secrets) {
+            Err(name) => (
+                Intent::Finish {
+                    key,
+                    how: Finish::MissingSecret { name },
+                    at: now,
+                },
+                None,
+            ),
+            Ok(secrets) => (Intent::Start { key, at: now }, Some(secrets)),
+        };
+        // The job is ready at index `i`: record it directly (what `apply` would find).
+        match &intent {
+            Intent::Start { at, .. } => events.push(ops::start(doc, i, me, runner, *at)),
+            Intent::Finish { key, how, at } => ops::finish(doc, key, me, how.clone(), *at, events),
+            Intent::Pid { .. } => {}
+        }
+        intents.push(intent);
+        if let Some(secrets) = secrets {
+            let scrub = scrub
+                .get_or_insert_with(|| scrub_names(doc, file_secrets))
+                .clone();
+            let job = doc.jobs[i].clone();
+            launches.push(ToLaunch {
+                prior: job.depends_on.clone(),
+                job,
+                secrets,
+                scrub,
+            });
+        }
+    }
+    (intents, launches)
+}
+
 /// The committer thread: one store transaction per round of batches.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn committer(
@@ -196,55 +253,20 @@ pub(super) fn committer(
             urgent |= b.urgent;
         }
         let now = Timestamp::now();
-        let mut launches: Vec<ToLaunch> = Vec::new();
         let result = store.transaction(now, &[Lock::Queue], |tx| {
-            launches.clear();
             let mut doc: QueueDoc = tx.read_cached(cached.take())?;
             let mut events = Vec::new();
             let revoked = apply(&mut doc, &intents, me, runner_name, &mut events);
-            let scrub = scrub_names(&doc, file_secrets);
-            let mut free = free;
-            // Starting one may block another (missing secret): go round until stable.
-            loop {
-                let mut progressed = false;
-                for i in ops::ready(&doc) {
-                    if free == 0 {
-                        break;
-                    }
-                    if !wanted(&doc.jobs[i]) {
-                        continue;
-                    }
-                    let key = doc.jobs[i].key();
-                    match resolve_secrets(&doc.jobs[i], file_secrets) {
-                        Err(name) => {
-                            ops::finish(
-                                &mut doc,
-                                &key,
-                                me,
-                                Finish::MissingSecret { name },
-                                now,
-                                &mut events,
-                            );
-                            progressed = true;
-                            break;
-                        }
-                        Ok(secrets) => {
-                            events.push(ops::start(&mut doc, i, me, runner_name, now));
-                            let job = doc.jobs[i].clone();
-                            launches.push(ToLaunch {
-                                prior: job.depends_on.clone(),
-                                job,
-                                secrets,
-                                scrub: scrub.clone(),
-                            });
-                            free -= 1;
-                        }
-                    }
-                }
-                if !progressed {
-                    break;
-                }
-            }
+            let (_, launches) = start_ready(
+                &mut doc,
+                free,
+                wanted,
+                file_secrets,
+                me,
+                runner_name,
+                now,
+                &mut events,
+            );
             let archived = ops::archive(&mut doc);
             for j in &archived {
                 tx.append(JOBS_DONE, serde_json::to_string(j).expect("jobs serialize"))?;
@@ -277,14 +299,16 @@ pub(super) fn committer(
             for e in events {
                 tx.event(e);
             }
-            Ok((revoked, more, ready_left, remaining, shown, bytes, doc))
+            Ok((
+                revoked, more, ready_left, remaining, shown, bytes, doc, launches,
+            ))
         });
         let msg = match result {
-            Ok((revoked, more, ready_left, remaining, shown, bytes, doc)) => {
+            Ok((revoked, more, ready_left, remaining, shown, bytes, doc, launches)) => {
                 cached = bytes.map(|b| (b, doc.clone()));
                 // Their files are made here, beside the main loop.
                 let launches = launches
-                    .drain(..)
+                    .into_iter()
                     .map(|l| {
                         let r = prepare(layout, &l, &opts.runner, &mut made_dirs);
                         (l, r)

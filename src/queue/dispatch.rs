@@ -32,9 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::commit::{
-    Batch, Committed, Intent, apply, committer, count_states, resolve_secrets, scrub_names,
-};
+use super::commit::{Batch, Committed, Intent, apply, committer, count_states, start_ready};
 use super::exec::{self, Runner};
 use super::launch::{ToLaunch, ahead_maker, launch, prepare, reaper, result_path};
 use super::ops::{self, Finish};
@@ -211,7 +209,7 @@ fn take_lead(
     tx: &mpsc::Sender<Msg>,
     rx: &mpsc::Receiver<Msg>,
 ) -> Result<Option<std::fs::File>> {
-    use std::io::{Read, Seek, Write};
+    use std::io::{Read, Seek};
     let path = home.join(LEAD_LOCK);
     let mut file = crate::store::atomic::open_private(&path).ctx("open lock file", &path)?;
     let holder = |file: &mut std::fs::File| {
@@ -257,10 +255,7 @@ fn take_lead(
     if !before.is_empty() && before != me && !exec::dispatcher_alive(&before) {
         exec::kill_run(&format!("{before}/"), None);
     }
-    let _ = file
-        .set_len(0)
-        .and_then(|_| file.seek(std::io::SeekFrom::Start(0)))
-        .and_then(|_| file.write_all(me.as_bytes()));
+    crate::store::lock::write_note(&file, me);
     Ok(Some(file))
 }
 
@@ -569,15 +564,9 @@ impl Dispatcher<'_> {
                 match m {
                     Msg::Committed(c) => self.committed((*c)?, progress),
                     Msg::Stop => stop = true,
-                    m => handle(
-                        m,
-                        &mut self.running,
-                        &mut self.exited,
-                        tail,
-                        self.me,
-                        &mut self.dirty,
-                        &self.tx,
-                    )?,
+                    Msg::Journal => self.read_journal(tail)?,
+                    m @ (Msg::Exited { .. } | Msg::Drained { .. }) => self.take_exit(m),
+                    Msg::Lead => {}
                 }
             }
             let now_i = Instant::now();
@@ -593,6 +582,54 @@ impl Dispatcher<'_> {
             if stop {
                 return self.stop(store, rx, progress);
             }
+        }
+    }
+
+    /// Take in a child's exit (or the end of its log copy): its end goes in `exited`.
+    fn take_exit(&mut self, m: Msg) {
+        let (running, exited, tx) = (&mut self.running, &mut self.exited, &self.tx);
+        match m {
+            Msg::Exited { pid, status } => {
+                let Some((key, r)) = running
+                    .iter_mut()
+                    .find(|(_, r)| r.pid == pid && r.exit.is_none())
+                else {
+                    return;
+                };
+                match r.copier.take() {
+                    // A job with secrets writes through a copier that blanks them: its end is
+                    // recorded once the copy has all (its tree is killed now, so the pipe closes),
+                    // or after DRAIN_LIMIT if something that left the process group still holds
+                    // the pipe (the copy goes on without us).
+                    Some(copier) => {
+                        exec::kill_group(pid);
+                        r.exit = Some(status);
+                        let tx = tx.clone();
+                        std::thread::spawn(move || {
+                            let (done, drained) = mpsc::channel::<()>();
+                            std::thread::spawn(move || {
+                                let _ = copier.join();
+                                let _ = done.send(());
+                            });
+                            let _ = drained.recv_timeout(DRAIN_LIMIT);
+                            let _ = tx.send(Msg::Drained { pid });
+                        });
+                    }
+                    None => {
+                        let key = key.clone();
+                        record_exit(running, exited, &key, status);
+                    }
+                }
+            }
+            Msg::Drained { pid } => {
+                let found = running
+                    .iter()
+                    .find_map(|(k, r)| (r.pid == pid).then_some((k.clone(), r.exit?)));
+                if let Some((key, status)) = found {
+                    record_exit(running, exited, &key, status);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -615,15 +652,19 @@ impl Dispatcher<'_> {
             }
         });
         self.watching = true;
-        handle(
-            Msg::Journal,
-            &mut self.running,
-            &mut self.exited,
-            tail,
-            self.me,
-            &mut self.dirty,
-            &self.tx,
-        )
+        self.read_journal(tail)
+    }
+
+    /// Read the journal's new events: someone else changing the queue makes us `dirty`.
+    fn read_journal(&mut self, tail: &mut Tail) -> Result<()> {
+        let me = self.me;
+        let mut foreign = false;
+        tail.read(|ev| {
+            foreign |= ev.event_type.starts_with("queue.") && ev.actor.as_deref() != Some(me);
+            true
+        })?;
+        self.dirty |= foreign;
+        Ok(())
     }
 
     /// Put what this wake-up saw in a batch for the committer, launching first the jobs that
@@ -647,7 +688,7 @@ impl Dispatcher<'_> {
                 at: now,
             });
         }
-        let mut free = self
+        let free = self
             .parallel
             .saturating_sub(self.running.len() + self.promised);
         // Our view is the truth only when nobody else changed the queue since our last commit
@@ -657,56 +698,24 @@ impl Dispatcher<'_> {
         let mut scratch = Vec::new();
         apply(&mut self.view, &intents, self.me, runner, &mut scratch);
         if lead && free > 0 {
-            let mut scrub = None;
-            for i in ops::ready(&self.view) {
-                if free == 0 {
-                    break;
-                }
-                let job = &self.view.jobs[i];
-                if !wanted(job) {
-                    continue;
-                }
-                let key = job.key();
-                let secrets = match resolve_secrets(job, self.file_secrets) {
-                    Ok(s) => s,
-                    Err(name) => {
-                        let missing = Intent::Finish {
-                            key,
-                            how: Finish::MissingSecret { name },
-                            at: now,
-                        };
-                        apply(
-                            &mut self.view,
-                            std::slice::from_ref(&missing),
-                            self.me,
-                            runner,
-                            &mut scratch,
-                        );
-                        intents.push(missing);
-                        continue;
-                    }
-                };
-                let scrub = scrub
-                    .get_or_insert_with(|| scrub_names(&self.view, self.file_secrets))
-                    .clone();
-                let _ = ops::start(&mut self.view, i, self.me, runner, now);
-                let started = self.view.jobs[i].clone();
-                let l = ToLaunch {
-                    prior: started.depends_on.clone(),
-                    job: started,
-                    secrets,
-                    scrub,
-                };
+            let (picked, launches) = start_ready(
+                &mut self.view,
+                free,
+                wanted,
+                self.file_secrets,
+                self.me,
+                runner,
+                now,
+                &mut scratch,
+            );
+            intents.extend(picked);
+            for l in launches {
+                let key = l.job.key();
                 let prep = prepare(self.layout, &l, &self.opts.runner, &mut self.made_dirs);
-                intents.push(Intent::Start {
-                    key: key.clone(),
-                    at: now,
-                });
                 if let Some(pid) = self.launch(l, prep, progress) {
                     ops::set_pid(&mut self.view, &key, self.me, pid);
                     intents.push(Intent::Pid { key, pid });
                 }
-                free -= 1;
             }
         }
         self.look_ahead();
@@ -923,7 +932,7 @@ impl Dispatcher<'_> {
                     self.committed(c, progress);
                 }
                 Ok(m @ (Msg::Exited { .. } | Msg::Drained { .. })) => {
-                    handle_exit(m, &mut self.running, &mut self.exited, &self.tx);
+                    self.take_exit(m);
                 }
                 Ok(_) => {}
                 Err(_) => break,
@@ -991,88 +1000,6 @@ fn record_exit(
         }
     };
     exited.push((key, how, Some(took)));
-}
-
-/// Take in one message: a child's exit (recorded in `exited`) or a journal change (`dirty` when
-/// another process changed the queue).
-fn handle(
-    m: Msg,
-    running: &mut HashMap<String, Running>,
-    exited: &mut Vec<(String, Finish, Option<Duration>)>,
-    tail: &mut Tail,
-    me: &str,
-    dirty: &mut bool,
-    tx: &mpsc::Sender<Msg>,
-) -> Result<()> {
-    match m {
-        m @ (Msg::Exited { .. } | Msg::Drained { .. }) => handle_exit(m, running, exited, tx),
-        Msg::Journal => {
-            let mut foreign = false;
-            tail.read(|ev| {
-                if ev.event_type.starts_with("queue.") && ev.actor.as_deref() != Some(me) {
-                    foreign = true;
-                }
-                true
-            })?;
-            if foreign {
-                *dirty = true;
-            }
-        }
-        Msg::Committed(_) | Msg::Lead | Msg::Stop => {}
-    }
-    Ok(())
-}
-
-/// Take in a child's exit (or the end of its log copy): its end goes in `exited`.
-fn handle_exit(
-    m: Msg,
-    running: &mut HashMap<String, Running>,
-    exited: &mut Vec<(String, Finish, Option<Duration>)>,
-    tx: &mpsc::Sender<Msg>,
-) {
-    match m {
-        Msg::Exited { pid, status } => {
-            let Some((key, r)) = running
-                .iter_mut()
-                .find(|(_, r)| r.pid == pid && r.exit.is_none())
-            else {
-                return;
-            };
-            match r.copier.take() {
-                // A job with secrets writes through a copier that blanks them: its end is
-                // recorded once the copy has all (its tree is killed now, so the pipe closes),
-                // or after DRAIN_LIMIT if something that left the process group still holds
-                // the pipe (the copy goes on without us).
-                Some(copier) => {
-                    exec::kill_group(pid);
-                    r.exit = Some(status);
-                    let tx = tx.clone();
-                    std::thread::spawn(move || {
-                        let (done, drained) = mpsc::channel::<()>();
-                        std::thread::spawn(move || {
-                            let _ = copier.join();
-                            let _ = done.send(());
-                        });
-                        let _ = drained.recv_timeout(DRAIN_LIMIT);
-                        let _ = tx.send(Msg::Drained { pid });
-                    });
-                }
-                None => {
-                    let key = key.clone();
-                    record_exit(running, exited, &key, status);
-                }
-            }
-        }
-        Msg::Drained { pid } => {
-            let found = running
-                .iter()
-                .find_map(|(k, r)| (r.pid == pid).then_some((k.clone(), r.exit?)));
-            if let Some((key, status)) = found {
-                record_exit(running, exited, &key, status);
-            }
-        }
-        _ => {}
-    }
 }
 
 /// SIGINT/SIGTERM: kill every running job's tree and put those jobs (and `interrupt`, started

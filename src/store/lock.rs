@@ -40,7 +40,7 @@ enum Wait {
 /// Take the lock, waiting at most `timeout`. `announce` is called once if we have to wait.
 pub fn acquire(path: &Path, timeout: Duration, announce: &dyn Fn()) -> Result<StoreLock> {
     // Never through a planted symlink: the holder note truncates the file.
-    let mut file = super::atomic::open_private(path).ctx("open lock file", path)?;
+    let file = super::atomic::open_private(path).ctx("open lock file", path)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::Error(e)) => return Err(Error::io("lock", path, e)),
@@ -49,13 +49,20 @@ pub fn acquire(path: &Path, timeout: Duration, announce: &dyn Fn()) -> Result<St
             wait_for_lock(&file, path, timeout)?;
         }
     }
-    // Say who holds it, for the next process's timeout message. Best effort.
-    let me = format!("pid {} ({})", std::process::id(), holder_command());
+    // Say who holds it, for the next process's timeout message.
+    write_note(
+        &file,
+        &format!("pid {} ({})", std::process::id(), holder_command()),
+    );
+    Ok(StoreLock { file })
+}
+
+/// Replace what a lock file says about its holder (best effort).
+pub fn write_note(mut file: &File, note: &str) {
     let _ = file
         .set_len(0)
         .and_then(|_| file.seek(SeekFrom::Start(0)))
-        .and_then(|_| file.write_all(me.as_bytes()));
-    Ok(StoreLock { file })
+        .and_then(|_| file.write_all(note.as_bytes()));
 }
 
 fn holder_command() -> String {

@@ -93,6 +93,26 @@ impl Q {
         self.env.run_env(&args, &e)
     }
 
+    /// `queue run --runner sandbox` with `script` as the agent (its directory shown read-only
+    /// inside the sandbox).
+    fn dispatch_sandboxed(&self, script: &Path, envs: &[(&str, &str)]) -> Run {
+        let dir = script.parent().unwrap().to_str().unwrap();
+        let cmd = format!("sh {}", script.display());
+        let args = [
+            "queue",
+            "run",
+            "--runner",
+            "sandbox",
+            "--sandbox-ro",
+            dir,
+            "--agent-cmd",
+            &cmd,
+        ];
+        let mut e = vec![("CTRL", self.ctrl.to_str().unwrap())];
+        e.extend_from_slice(envs);
+        self.env.run_env(&args, &e)
+    }
+
     fn spawn_dispatcher(&self, extra: &[&str], envs: &[(&str, &str)]) -> Child {
         let mut c = self.env.cmd();
         c.args(self.run_args(extra))
@@ -742,19 +762,8 @@ echo done > "$o/RESULT.md"
         {"id": "a", "prompt": "p", "docs": ["slack"], "secrets": ["SECRET_A"]},
         {"id": "b", "prompt": "p", "secrets": ["SECRET_B"]}]}))
         .code(0);
-    let sbin = probe.parent().unwrap().to_str().unwrap().to_string();
-    let cmd = format!("sh {}", probe.display());
-    let r = q.env.run_env(
-        &[
-            "queue",
-            "run",
-            "--runner",
-            "sandbox",
-            "--sandbox-ro",
-            &sbin,
-            "--agent-cmd",
-            &cmd,
-        ],
+    let r = q.dispatch_sandboxed(
+        &probe,
         &[("SECRET_A", "mine-111"), ("SECRET_B", "other-secret-222")],
     );
     r.code(0);
@@ -1150,21 +1159,7 @@ fi
     let docs = q.env.home.join("workspaces/ln/docs");
     std::fs::remove_dir_all(&docs).unwrap();
     std::os::unix::fs::symlink(&victim_dir, &docs).unwrap();
-    let sbin = probe.parent().unwrap().to_str().unwrap().to_string();
-    let cmd = format!("sh {}", probe.display());
-    let r = q.env.run_env(
-        &[
-            "queue",
-            "run",
-            "--runner",
-            "sandbox",
-            "--sandbox-ro",
-            &sbin,
-            "--agent-cmd",
-            &cmd,
-        ],
-        &[("CTRL", q.ctrl.to_str().unwrap())],
-    );
+    let r = q.dispatch_sandboxed(&probe, &[]);
     r.code(0);
     let prompt = std::fs::read_to_string(q.env.home.join("queue-prompts/ln/b.md")).unwrap();
     assert!(!prompt.contains("host-secret-content-7731"), "{prompt}");
