@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::protocol::ops::{Liveness, printable};
+use crate::protocol::ops::Liveness;
+use crate::text::printable;
 use crate::protocol::types::{Instance, Source};
 
 /// Detect the session's source from the environment, in the protocol's order. Cursor comes

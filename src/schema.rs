@@ -253,7 +253,7 @@ fn first_error(err: Option<jsonschema::ValidationError<'_>>) -> Result<(), Strin
         Some(err) => {
             let at = err.instance_path().to_string();
             let at = if at.is_empty() { "/".to_string() } else { at };
-            let msg = crate::protocol::ops::printable_max(&err.to_string(), 160);
+            let msg = crate::text::printable_max(&err.to_string(), 160);
             Err(format!("at {at}: {msg}"))
         }
     }

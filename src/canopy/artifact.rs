@@ -233,7 +233,7 @@ fn check_block(open: &Open, v: &mut Verdict) {
                 v.errors.push(format!(
                     "line {}: `[tasks]` holds only `- [ ] task` or `- [x] task` lines, not `{}`",
                     open.line,
-                    crate::protocol::ops::printable(t)
+                    crate::text::printable(t)
                 ));
                 break;
             }

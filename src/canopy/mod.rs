@@ -324,7 +324,7 @@ impl Document for Agents {
                     path,
                     format!(
                         "`{}` is not a valid agent name",
-                        crate::protocol::ops::printable(k)
+                        crate::text::printable(k)
                     ),
                 ));
             }

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::error::{Error, Result};
-use crate::protocol::events::NewEvent;
-use crate::protocol::ops::printable;
+use crate::store::event::NewEvent;
+use crate::text::printable;
 
 /// Events and ledger lines an operation produced.
 #[derive(Debug, Default)]
@@ -1088,7 +1088,7 @@ pub fn release(
 
 /// True when an event belongs in `agent`'s feed: addressed to it, or a message in a channel it
 /// watches or that addresses it.
-pub fn concerns(agent: &Agent, e: &crate::protocol::events::Event) -> bool {
+pub fn concerns(agent: &Agent, e: &crate::store::event::Event) -> bool {
     if e.target.as_deref() == Some(agent.name.as_str()) {
         return true;
     }
@@ -1130,7 +1130,7 @@ pub const REASONS: [&str; 6] = [
 /// Route one event of the agent's feed. `lookup` resolves a message by id.
 pub fn route(
     agent: &Agent,
-    e: &crate::protocol::events::Event,
+    e: &crate::store::event::Event,
     broadcast: bool,
     lookup: &dyn Fn(&str) -> Option<Message>,
 ) -> Route {
@@ -1358,7 +1358,7 @@ mod tests {
     fn routing_reasons() {
         let (a, mut i, mut c) = setup();
         let (m, fx) = say(&a, &mut i, &mut c, "just chatting");
-        let ev_of = |n: &NewEvent, actor: &str| crate::protocol::events::Event {
+        let ev_of = |n: &NewEvent, actor: &str| crate::store::event::Event {
             seq: 1,
             event_id: "e".into(),
             event_type: n.event_type.into(),

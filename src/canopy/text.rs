@@ -21,7 +21,7 @@ pub fn check_name(what: &str, s: &str) -> Result<()> {
             "invalid_input",
             format!(
                 "`{}` is not a valid {what}: use letters, digits, `_ . -`, start and end with a letter or digit, at most 64 characters",
-                crate::protocol::ops::printable(s)
+                crate::text::printable(s)
             ),
         ))
     }
@@ -118,7 +118,7 @@ fn assigned_with(text: &str, keys: &[&str]) -> Vec<String> {
 /// The first line of a post, shortened, for an inbox item's preview.
 pub fn preview(text: &str) -> String {
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    crate::protocol::ops::printable_max(first.trim(), 120)
+    crate::text::printable_max(first.trim(), 120)
 }
 
 #[cfg(test)]

@@ -363,7 +363,7 @@ fn status(ctx: &Ctx, a: NameArg) -> Result<u8> {
 }
 
 /// An event in Canopy's feed-item shape.
-pub fn canopy_item(e: &crate::protocol::events::Event, users: &Agents) -> Value {
+pub fn canopy_item(e: &crate::store::event::Event, users: &Agents) -> Value {
     let uid = |n: &Option<String>| {
         n.as_ref().map(|n| {
             users

@@ -30,7 +30,7 @@ use super::Ctx;
 use crate::canopy::machine::{Machine, State};
 use crate::canopy::{self, Agents, Channels, Inbox, ops};
 use crate::error::{Error, Result};
-use crate::protocol::events::Event;
+use crate::store::event::Event;
 use crate::store::Lock;
 use crate::store::journal::{self};
 use crate::time::Timestamp;

@@ -151,7 +151,7 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
             continue;
         };
         for m in c.recent.iter().rev().take(20) {
-            let e = crate::protocol::events::Event {
+            let e = crate::store::event::Event {
                 seq: 0,
                 event_id: String::new(),
                 event_type: canopy::ev::CHANNEL_MESSAGE_CREATED.into(),

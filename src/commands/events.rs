@@ -5,7 +5,8 @@ use serde_json::json;
 
 use super::Ctx;
 use crate::error::{Error, Result};
-use crate::protocol::events::{ALL_TYPES, Event};
+use crate::protocol::events::ALL_TYPES;
+use crate::store::event::Event;
 
 /// Read events.
 #[derive(Debug, clap::Args)]
@@ -93,7 +94,7 @@ impl Filter {
                     "invalid_input",
                     format!(
                         "unknown event type `{}` (known: {})",
-                        crate::protocol::ops::printable(t),
+                        crate::text::printable(t),
                         known_types().join(", ")
                     ),
                 ));

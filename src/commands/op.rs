@@ -48,7 +48,7 @@ pub fn parse(text: &str) -> Result<Request> {
             "unknown_operation",
             format!(
                 "unknown operation `{}` (expected one of: {})",
-                crate::protocol::ops::printable(&op),
+                crate::text::printable(&op),
                 known.join(", ")
             ),
         ));

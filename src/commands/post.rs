@@ -206,7 +206,7 @@ pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
                     "message_not_found",
                     format!(
                         "no message `{}`",
-                        crate::protocol::ops::printable(&a.message_id)
+                        crate::text::printable(&a.message_id)
                     ),
                 )
             })?;
@@ -254,7 +254,7 @@ pub fn run_messages(ctx: &Ctx, a: MessagesArgs) -> Result<u8> {
             "unknown_channel",
             format!(
                 "no channel `{}` (nothing was posted there)",
-                crate::protocol::ops::printable(&id)
+                crate::text::printable(&id)
             ),
         ));
     };

@@ -125,7 +125,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
                 "spawn_failed",
                 format!(
                     "could not start `{}`: {e}",
-                    ops::printable(&args.command[0])
+                    crate::text::printable(&args.command[0])
                 ),
             ));
         }
@@ -196,14 +196,14 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
             c,
             format!(
                 "`{}` exited with status {c}",
-                ops::printable(&args.command[0])
+                crate::text::printable(&args.command[0])
             ),
         ),
         (None, Some(s)) => (
             128 + s,
             format!(
                 "`{}` was killed by signal {s}",
-                ops::printable(&args.command[0])
+                crate::text::printable(&args.command[0])
             ),
         ),
         (None, None) => (1, "the command ended in an unknown way".to_string()),

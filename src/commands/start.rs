@@ -259,7 +259,7 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
             drift,
         } => match &req.override_reason {
             None => {
-                let ev = crate::protocol::events::NewEvent {
+                let ev = crate::store::event::NewEvent {
                     event_type: crate::protocol::events::GATE_BLOCKED,
                     actor: None,
                     target: None,

@@ -148,7 +148,8 @@ pub mod de {
     use serde::Deserialize;
     use serde::de::{self, Deserializer, MapAccess, Visitor};
 
-    use crate::protocol::{STATE_VERSION, is_valid_instance_id, ops::printable};
+    use crate::protocol::{STATE_VERSION, is_valid_instance_id};
+    use crate::text::printable;
     use crate::time::Timestamp;
 
     /// The error for a `version` other than "1.0".

@@ -1,13 +1,8 @@
 //! The event journal's records (`events.jsonl`), modelled on Canopy's workspace event feed.
 //!
-//! Operations push [`NewEvent`]s as [`super::ops::Effect::Event`]; the store gives each its `seq`,
+//! Operations push [`crate::store::event::NewEvent`]s as [`super::ops::Effect::Event`]; the store gives each its `seq`,
 //! `event_id` and `created_at` when it appends them, inside the same locked transaction as the
 //! state change they describe.
-
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
-use crate::time::Timestamp;
 
 /// `instance.started`: an instance registered (payload: task, priority, working_directory).
 pub const INSTANCE_STARTED: &str = "instance.started";
@@ -50,60 +45,6 @@ pub const ALL_TYPES: &[&str] = &[
     DRIFT_WARNING,
     GATE_BLOCKED,
 ];
-
-/// An event as an operation describes it, before the store numbers it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NewEvent {
-    pub event_type: &'static str,
-    /// The instance that acted, when there is one.
-    pub actor: Option<String>,
-    /// The other instance concerned (the holder in a conflict, the previous holder when forced).
-    pub target: Option<String>,
-    /// The actor's project.
-    pub project: Option<String>,
-    pub payload: Value,
-}
-
-/// One line of `events.jsonl`. Every key is always present (`null` when not applicable).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Event {
-    pub seq: u64,
-    pub event_id: String,
-    pub event_type: String,
-    pub actor: Option<String>,
-    pub target: Option<String>,
-    pub project: Option<String>,
-    pub payload: Value,
-    pub created_at: Timestamp,
-}
-
-impl Event {
-    /// True when the event concerns instance `id` (as actor or target).
-    pub fn involves(&self, id: &str) -> bool {
-        self.actor.as_deref() == Some(id) || self.target.as_deref() == Some(id)
-    }
-
-    /// A readable one-line form: `#12 2026-01-17T10:30:00Z claim.granted itm-a1b2c3 files=[...]`.
-    pub fn one_line(&self) -> String {
-        let mut s = format!("#{} {} {}", self.seq, self.created_at, self.event_type);
-        if let Some(a) = &self.actor {
-            s.push_str(&format!(" {a}"));
-        }
-        if let Some(t) = &self.target {
-            s.push_str(&format!(" -> {t}"));
-        }
-        if let Value::Object(m) = &self.payload {
-            for (k, v) in m {
-                let v = match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                s.push_str(&format!(" {k}={}", super::ops::printable_max(&v, 200)));
-            }
-        }
-        s
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -24,8 +24,10 @@ use std::path::{Component, Path, PathBuf};
 use serde_json::json;
 
 use super::State;
-use super::events::{self, NewEvent};
-use super::ops::{Effect, LogKind, printable_max};
+use super::events;
+use crate::store::event::NewEvent;
+use super::ops::{Effect, LogKind};
+use crate::text::printable_max;
 use crate::error::Result;
 use crate::time::Timestamp;
 

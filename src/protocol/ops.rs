@@ -9,10 +9,12 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
-use super::events::{self, NewEvent};
+use super::events;
+use crate::store::event::NewEvent;
 use super::types::*;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
+use crate::text::printable;
 
 /// Heartbeat age after which an instance counts as orphaned (the protocol's one hour).
 pub const DEFAULT_MAX_AGE_MINUTES: u64 = 60;
@@ -959,26 +961,4 @@ pub fn resolve_instance(
             ),
         }),
     }
-}
-
-/// A string made safe to quote in a one-line message: control characters escaped, long
-/// strings cut.
-pub fn printable(s: &str) -> String {
-    printable_max(s, 80)
-}
-
-/// [`printable`] with a chosen length limit, in characters.
-pub fn printable_max(s: &str, max: usize) -> String {
-    let mut out = String::new();
-    for c in s.chars().take(max) {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    if s.chars().nth(max).is_some() {
-        out.push('…');
-    }
-    out
 }

@@ -110,7 +110,7 @@ pub(super) fn apply(
     intents: &[Intent],
     me: &str,
     runner: &str,
-    events: &mut Vec<crate::protocol::events::NewEvent>,
+    events: &mut Vec<crate::store::event::NewEvent>,
 ) -> Vec<String> {
     let mut refused = Vec::new();
     for i in intents {
@@ -160,7 +160,7 @@ pub(super) fn start_ready(
     me: &str,
     runner: &str,
     now: Timestamp,
-    events: &mut Vec<crate::protocol::events::NewEvent>,
+    events: &mut Vec<crate::store::event::NewEvent>,
 ) -> (Vec<Intent>, Vec<ToLaunch>) {
     let mut intents = Vec::new();
     let mut launches = Vec::new();

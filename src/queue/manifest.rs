@@ -79,7 +79,7 @@ pub fn parse(text: &str, source: &str) -> Result<Manifest> {
     if let Some(err) = ManifestSchema::iter_errors(&value).next() {
         let at = err.instance_path().to_string();
         let at = if at.is_empty() { "/".to_string() } else { at };
-        let msg = crate::protocol::ops::printable_max(&err.to_string(), 160);
+        let msg = crate::text::printable_max(&err.to_string(), 160);
         return Err(bad(format!(
             "{source} does not match the manifest schema at {at}: {msg}"
         )));

@@ -12,7 +12,7 @@ use serde_json::json;
 use super::manifest::{self, Manifest};
 use super::{Job, JobStatus, QueueDoc, State, Workspace};
 use crate::error::{Error, Result};
-use crate::protocol::events::NewEvent;
+use crate::store::event::NewEvent;
 use crate::time::Timestamp;
 
 /// Event types written by the queue.

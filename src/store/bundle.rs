@@ -307,7 +307,7 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
                     "invalid_input",
                     format!(
                         "the bundle holds an unknown document `{}`",
-                        crate::protocol::ops::printable(other)
+                        crate::text::printable(other)
                     ),
                 ));
             }
@@ -319,7 +319,7 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
                 "invalid_input",
                 format!(
                     "the bundle holds an unknown ledger `{}`",
-                    crate::protocol::ops::printable(name)
+                    crate::text::printable(name)
                 ),
             ));
         }
@@ -332,7 +332,7 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
     }
     let mut last = 0;
     for e in &b.events {
-        let seq = serde_json::from_str::<crate::protocol::events::Event>(e)
+        let seq = serde_json::from_str::<crate::store::event::Event>(e)
             .map_err(|err| {
                 Error::invalid(
                     "invalid_input",

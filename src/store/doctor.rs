@@ -128,7 +128,7 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
     // active file (a bad line would otherwise stop every write that appends an event).
     let last = std::cell::Cell::new(0u64);
     let event_ok = |line: &str| -> std::result::Result<(), String> {
-        let ev: crate::protocol::events::Event =
+        let ev: crate::store::event::Event =
             serde_json::from_str(line).map_err(|e| format!("not an event ({e})"))?;
         if ev.seq <= last.get() {
             return Err(format!("seq {} does not follow {}", ev.seq, last.get()));
@@ -397,12 +397,12 @@ pub fn salvage(bytes: &[u8], now: Timestamp) -> (State, Vec<String>) {
         let name = item
             .get("id")
             .and_then(Value::as_str)
-            .map(|id| format!("instance {}", crate::protocol::ops::printable_max(id, 40)))
+            .map(|id| format!("instance {}", crate::text::printable_max(id, 40)))
             .unwrap_or_else(|| format!("instance #{}", n + 1));
         let mut inst = match serde_json::from_value::<Instance>(item.clone()) {
             Ok(inst) => inst,
             Err(e) => {
-                let why = crate::protocol::ops::printable_max(&e.to_string(), 120);
+                let why = crate::text::printable_max(&e.to_string(), 120);
                 dropped.push(format!("{name} ({why})"));
                 continue;
             }

@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime};
 use super::ledger;
 use crate::error::{Error, IoContext, Result};
 use crate::protocol::Config;
-use crate::protocol::events::{Event, NewEvent};
+use crate::store::event::{Event, NewEvent};
 use crate::time::Timestamp;
 
 /// The active journal file's name.

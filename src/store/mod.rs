@@ -21,6 +21,7 @@ pub mod atomic;
 pub mod bundle;
 pub mod doctor;
 pub mod etcd;
+pub mod event;
 pub mod home;
 pub mod journal;
 pub mod ledger;
@@ -299,7 +300,7 @@ impl Store {
     pub fn append_events(
         &self,
         now: Timestamp,
-        events: Vec<crate::protocol::events::NewEvent>,
+        events: Vec<crate::store::event::NewEvent>,
     ) -> Result<()> {
         self.transaction(now, &[], |tx| {
             events.iter().for_each(|e| tx.event(e.clone()));

@@ -21,7 +21,7 @@ use std::path::Path;
 
 use super::{Store, journal, ledger, redo};
 use crate::error::{Error, Result};
-use crate::protocol::events::NewEvent;
+use crate::store::event::NewEvent;
 use crate::time::Timestamp;
 
 /// The locks of the home, in the order they are always taken. Each guards the documents and
@@ -152,7 +152,7 @@ impl HomePath {
                     "invalid_input",
                     format!(
                         "`{}` cannot name a file in the home",
-                        crate::protocol::ops::printable(p)
+                        crate::text::printable(p)
                     ),
                 ));
             }

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 pub use session::{Run, RunOutcome, Session, Status};
 
 use crate::error::{Error, Result};
-use crate::protocol::events::NewEvent;
+use crate::store::event::NewEvent;
 use crate::store::{Document, LedgerFile, Lock, Store};
 use crate::time::Timestamp;
 

@@ -37,7 +37,7 @@ pub fn run(ctx: &Ctx, args: ListArgs) -> Result<u8> {
             s.status.as_str(),
             s.current_state.as_deref().unwrap_or("-"),
             s.template.name,
-            crate::protocol::ops::printable_max(&s.task, 60)
+            crate::text::printable_max(&s.task, 60)
         ));
     }
     if all.is_empty() {

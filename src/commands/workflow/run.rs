@@ -438,7 +438,7 @@ fn run_cleanup(ctx: &Ctx, commands: &[String], dir: &Path) -> Vec<serde_json::Va
             Ok(o) => {
                 let err = String::from_utf8_lossy(&o.stderr);
                 let first =
-                    crate::protocol::ops::printable_max(err.lines().next().unwrap_or(""), 200);
+                    crate::text::printable_max(err.lines().next().unwrap_or(""), 200);
                 ctx.out
                     .warn(&format!("cleanup command `{c}` failed: {first}"));
                 json!({"command": c, "exit_code": o.status.code(), "signal": o.status.signal(), "error": first})

@@ -173,7 +173,7 @@ pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
                 e.at,
                 e.kind,
                 e.state.as_deref().unwrap_or("-"),
-                crate::protocol::ops::printable_max(&e.detail.to_string(), 120)
+                crate::text::printable_max(&e.detail.to_string(), 120)
             ));
         }
     }
