@@ -6,6 +6,7 @@
 pub mod canopy;
 pub mod cli;
 pub mod commands;
+pub mod config;
 pub mod error;
 pub mod hooks;
 pub mod output;

@@ -279,3 +279,20 @@ pub fn validate(schema: Schema, value: &Value) -> Result<(), String> {
     };
     first_error(errors.next())
 }
+
+/// Read and validate a JSON document against its schema; `None` if the file does not exist.
+pub fn read_doc<T: serde::de::DeserializeOwned>(
+    path: &std::path::Path,
+    schema: Schema,
+) -> crate::Result<Option<T>> {
+    use crate::store::corrupt;
+    let Some(bytes) = crate::store::read_bytes(path)? else {
+        return Ok(None);
+    };
+    let value: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
+    validate(schema, &value).map_err(|e| corrupt(path, format!("schema violation {e}")))?;
+    serde_json::from_value(value)
+        .map(Some)
+        .map_err(|e| corrupt(path, e.to_string()))
+}

@@ -144,8 +144,8 @@ fn conflict_message(o: &ClaimOutcome) -> String {
 /// Run `claim`.
 pub fn execute(ctx: &Ctx, req: ClaimRequest) -> Result<Box<dyn Report>> {
     let now = ctx.now;
-    let live = ProcessTable::new().with_max_age(ctx.store.config()?.default_max_age_minutes);
-    let outcome = ctx.store.transact(now, |st, fx| {
+    let live = ProcessTable::new().with_max_age(crate::config::read(&ctx.store)?.default_max_age_minutes);
+    let outcome = crate::protocol::transact(&ctx.store, now, |st, fx| {
         let (id, mut paths) = super::resolve_with_paths(ctx, st, &req.instance_id, &[&req.files])?;
         let files = paths.remove(0);
         ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)

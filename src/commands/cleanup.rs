@@ -87,9 +87,7 @@ impl Report for Cleaned {
 pub fn execute(ctx: &Ctx, req: CleanupRequest) -> Result<Box<dyn Report>> {
     let max_age = match req.max_age_minutes {
         Some(m) => m,
-        None => ctx
-            .store
-            .config()?
+        None => crate::config::read(&ctx.store)?
             .default_max_age_minutes
             .unwrap_or(DEFAULT_MAX_AGE_MINUTES),
     };
@@ -97,7 +95,7 @@ pub fn execute(ctx: &Ctx, req: CleanupRequest) -> Result<Box<dyn Report>> {
         && !crate::protocol::is_valid_instance_id(id)
     {
         ops::resolve_instance(
-            &ctx.store.read(ctx.now)?,
+            &crate::protocol::read(&ctx.store, ctx.now)?,
             Some(id),
             std::path::Path::new("/"),
             None,
@@ -105,7 +103,7 @@ pub fn execute(ctx: &Ctx, req: CleanupRequest) -> Result<Box<dyn Report>> {
     }
     let now = ctx.now;
     let live = ProcessTable::new();
-    let orphans = ctx.store.transact(now, |st, fx| {
+    let orphans = crate::protocol::transact(&ctx.store, now, |st, fx| {
         ops::drop_dead_waiters(st, &crate::runtime::waiter_is_dead, now, fx);
         ops::cleanup(st, max_age, req.instance_id.as_deref(), now, &live, fx)
     })?;

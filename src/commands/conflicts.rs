@@ -7,8 +7,9 @@ use serde_json::json;
 use super::{Ctx, Report, print};
 use crate::error::Result;
 use crate::protocol::ops::{self, LiveConflict};
-use crate::store::Ledger;
-use crate::store::ledger::{Line, LogEntry};
+use crate::protocol::Ledger;
+use crate::protocol::conflicts_log::LogEntry;
+use crate::store::ledger::Line;
 
 /// Show conflicts.
 #[derive(Debug, clap::Args)]
@@ -57,7 +58,7 @@ impl Report for ConflictsReport {
 /// Run `conflicts`.
 pub fn run(ctx: &Ctx, args: ConflictsArgs) -> Result<u8> {
     let mut recent = VecDeque::with_capacity(args.limit.min(10_000));
-    ctx.store.read_ledger(Ledger::Conflicts, |n, line| {
+    crate::protocol::read_ledger(&ctx.store, Ledger::Conflicts, |n, line| {
         match line {
             Line::Complete(text) => match LogEntry::parse(&text) {
                 Some(e) => {
@@ -78,7 +79,7 @@ pub fn run(ctx: &Ctx, args: ConflictsArgs) -> Result<u8> {
         }
         Ok(true)
     })?;
-    let state = ctx.store.read(ctx.now)?;
+    let state = crate::protocol::read(&ctx.store, ctx.now)?;
     print(
         ctx.out,
         &ConflictsReport {

@@ -5,7 +5,7 @@ use serde_json::json;
 use super::{Ctx, Report, print};
 use crate::error::Result;
 use crate::schema::Schema;
-use crate::store::doctor::{self, Finding};
+use crate::protocol::doctor::{self, Finding};
 
 /// Check (and repair) the home.
 #[derive(Debug, clap::Args)]
@@ -213,7 +213,7 @@ fn run_remote(ctx: &Ctx, r: &crate::store::etcd::Etcd) -> Result<u8> {
         let mut d = documents(ctx);
         d.insert(
             0,
-            match ctx.store.read(ctx.now) {
+            match crate::protocol::read(&ctx.store, ctx.now) {
                 Ok(st) => Finding {
                     file: "status.json".into(),
                     ok: true,

@@ -88,7 +88,7 @@ pub fn execute(ctx: &Ctx, req: DoneRequest) -> Result<Box<dyn Report>> {
     let listed = req.files_modified.clone().unwrap_or_default();
     let outcome = req.outcome.unwrap_or(Outcome::Success);
     let now = ctx.now;
-    let (id, released) = ctx.store.transact(now, |st, fx| {
+    let (id, released) = crate::protocol::transact(&ctx.store, now, |st, fx| {
         let (id, mut paths) = super::resolve_with_paths(ctx, st, &req.instance_id, &[&listed])?;
         let files_modified = req.files_modified.as_ref().map(|_| paths.remove(0));
         // A released file goes to the first waiter that is still there.

@@ -63,7 +63,7 @@ impl Report for Beat {
 /// Run `heartbeat`.
 pub fn execute(ctx: &Ctx, req: HeartbeatRequest) -> Result<Box<dyn Report>> {
     let now = ctx.now;
-    let id = ctx.store.transact(now, |st, fx| {
+    let id = crate::protocol::transact(&ctx.store, now, |st, fx| {
         let (id, _) = super::resolve_with_paths(ctx, st, &req.instance_id, &[])?;
         ops::heartbeat(st, &id, req.owner_pid, now, fx)?;
         Ok(id)

@@ -7,7 +7,8 @@ use super::Ctx;
 use crate::error::{Error, Result};
 use crate::protocol::types::{HistoryEntry, Outcome};
 use crate::schema::{self, Schema};
-use crate::store::{Ledger, ledger::Line};
+use crate::protocol::Ledger;
+use crate::store::ledger::Line;
 use crate::time::Timestamp;
 
 /// Show history.
@@ -112,7 +113,7 @@ pub fn run(ctx: &Ctx, args: HistoryArgs) -> Result<u8> {
     };
     let mut tail: VecDeque<HistoryEntry> = VecDeque::new();
     let mut count = 0usize;
-    ctx.store.read_ledger(Ledger::History, |n, line| {
+    crate::protocol::read_ledger(&ctx.store, Ledger::History, |n, line| {
         let text = match line {
             Line::Complete(t) => t,
             Line::Torn(_) => {

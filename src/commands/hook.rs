@@ -18,10 +18,11 @@ use crate::hooks::{self, Agent, DEFAULT_TASK, Event, HookInput, Verdict};
 use crate::output::Output;
 use crate::protocol::ops::{self, NewInstance};
 use crate::protocol::types::Outcome;
-use crate::protocol::{Enforce, Priority, ProjectConfig, Source, State};
+use crate::config::Enforce;
+use crate::protocol::{Priority, ProjectConfig, Source, State};
 use crate::runtime::{self, PathNormalizer, ProcessTable};
 use crate::schema::Schema;
-use crate::store::{self, Home, Store};
+use crate::store::{Home, Store};
 use crate::time::Timestamp;
 
 /// Seconds a hook waits for the state lock at most (the agent waits on the hook).
@@ -193,7 +194,7 @@ fn session_dir(input: &HookInput) -> Result<PathBuf> {
 /// directory name, source from the environment (Cursor sessions are `cur`).
 fn new_instance(agent: Agent, input: &HookInput, dir: &Path) -> Result<NewInstance> {
     let cfg: Option<ProjectConfig> =
-        store::read_doc(&dir.join(".conductor/config.json"), Schema::ProjectConfig)?;
+        crate::schema::read_doc(&dir.join(".conductor/config.json"), Schema::ProjectConfig)?;
     let task = cfg
         .and_then(|c| c.task)
         .filter(|t| !t.trim().is_empty())
@@ -251,12 +252,12 @@ fn require_session(input: &HookInput) -> Result<()> {
 fn session_start(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdict> {
     require_session(input)?;
     let store = open_store(global, LOCK_WAIT_SECS)?;
-    let config = store.config()?;
+    let config = crate::config::read(&store)?;
     let now = Timestamp::now();
     let dir = session_dir(input)?;
     let new = new_instance(agent, input, &dir)?;
     let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
-    let (state, id, resumed) = store.transact(now, |st, fx| {
+    let (state, id, resumed) = crate::protocol::transact(&store, now, |st, fx| {
         let (id, resumed) = match hooks::session_instance(st, &input.session_id) {
             Some(i) => {
                 let id = i.id.clone();
@@ -312,7 +313,7 @@ fn edit(
         return Ok(Verdict::default());
     }
     let store = open_store(global, LOCK_WAIT_SECS)?;
-    let config = store.config()?;
+    let config = crate::config::read(&store)?;
     let enforce = config.enforce.unwrap_or_default();
     if enforce == Enforce::Off {
         return Ok(Verdict::default());
@@ -338,7 +339,7 @@ fn edit(
             .collect::<Vec<_>>()
     };
     // Lock-free first: most edits are of files the session already holds, or are refused.
-    let state = store.read_unvalidated(now)?;
+    let state = crate::protocol::read_unvalidated(&store, now)?;
     let (verdict, to_claim) = hooks::combine(&decide_all(&state));
     if let Some(v) = verdict {
         return Ok(if after { after_the_fact(v) } else { v });
@@ -349,7 +350,7 @@ fn edit(
             .map(|m| m.id.clone())
         {
             // Best effort: a busy lock must not turn an allowed edit into a warning.
-            let _ = store.transact(now, |st, fx| ops::heartbeat(st, &id, None, now, fx));
+            let _ = crate::protocol::transact(&store, now, |st, fx| ops::heartbeat(st, &id, None, now, fx));
         }
         return Ok(Verdict::default());
     }
@@ -360,7 +361,7 @@ fn edit(
         )));
     }
     let new = new_instance(agent, input, &dir)?;
-    store.transact(now, |st, fx| {
+    crate::protocol::transact(&store, now, |st, fx| {
         // Decide again under the lock: another session may have claimed a file meanwhile.
         let (verdict, to_claim) = hooks::combine(&decide_all(st));
         if let Some(v) = verdict {
@@ -418,14 +419,14 @@ fn activity(global: &GlobalArgs, input: &HookInput) -> Result<Verdict> {
     }
     let store = open_store(global, LOCK_WAIT_SECS)?;
     let now = Timestamp::now();
-    let state = store.read_unvalidated(now)?;
+    let state = crate::protocol::read_unvalidated(&store, now)?;
     let Some(id) = hooks::session_instance(&state, &input.session_id)
         .filter(|m| hooks::heartbeat_due(m, now))
         .map(|m| m.id.clone())
     else {
         return Ok(Verdict::default());
     };
-    store.transact(now, |st, fx| {
+    crate::protocol::transact(&store, now, |st, fx| {
         if st.instance(&id).is_some() {
             ops::heartbeat(st, &id, None, now, fx)?;
         }
@@ -443,11 +444,11 @@ fn session_end(
     require_session(input)?;
     let store = open_store(global, SESSION_END_LOCK_WAIT_SECS)?;
     let now = Timestamp::now();
-    if hooks::session_instance(&store.read_unvalidated(now)?, &input.session_id).is_none() {
+    if hooks::session_instance(&crate::protocol::read_unvalidated(&store, now)?, &input.session_id).is_none() {
         return Ok(Verdict::default()); // already done, or never registered
     }
     let why = reason.filter(|r| !r.is_empty()).unwrap_or("other");
-    let ended = store.transact(now, |st, fx| {
+    let ended = crate::protocol::transact(&store, now, |st, fx| {
         let Some(id) = hooks::session_instance(st, &input.session_id).map(|i| i.id.clone()) else {
             return Ok(None);
         };

@@ -44,7 +44,7 @@ pub fn run(global: &GlobalArgs, args: PromptArgs, _out: &Output) -> Result<u8> {
         let Ok(store) = crate::store::Store::open(dir, std::time::Duration::ZERO, true) else {
             return Ok(0);
         };
-        let Ok(state) = store.read_unvalidated(crate::time::Timestamp::now()) else {
+        let Ok(state) = crate::protocol::read_unvalidated(&store, crate::time::Timestamp::now()) else {
             return Ok(0);
         };
         state

@@ -92,7 +92,7 @@ pub fn execute(ctx: &Ctx, req: ReleaseRequest) -> Result<Box<dyn Report>> {
     let listed = req.files.clone().unwrap_or_default();
     let now = ctx.now;
     let force = req.force == Some(true);
-    let released = ctx.store.transact(now, |st, fx| {
+    let released = crate::protocol::transact(&ctx.store, now, |st, fx| {
         let (id, mut paths) = super::resolve_with_paths(ctx, st, &req.instance_id, &[&listed])?;
         let which = if req.all == Some(true) {
             Which::All

@@ -31,6 +31,6 @@ impl Report for ResetDone {
 
 /// Run `reset`.
 pub fn run(ctx: &Ctx, _args: ResetArgs) -> Result<u8> {
-    let backup = ctx.store.reset(ctx.now)?.map(|p| p.display().to_string());
+    let backup = crate::protocol::reset(&ctx.store, ctx.now)?.map(|p| p.display().to_string());
     print(ctx.out, &ResetDone { backup })
 }

@@ -169,7 +169,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
                     _ => return,
                 }
                 let now = Timestamp::now();
-                match store.transact(now, |st, fx| ops::heartbeat(st, &id, None, now, fx)) {
+                match crate::protocol::transact(&store, now, |st, fx| ops::heartbeat(st, &id, None, now, fx)) {
                     Ok(()) => {}
                     Err(Error::UnknownInstance(_)) => {
                         return eprintln!(
@@ -224,7 +224,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
 /// Record the instance as done; problems are warnings (the command's status matters more).
 fn finish(store: &Store, id: &str, outcome: Outcome, notes: String, ctx: &Ctx) {
     let now = Timestamp::now();
-    match store.transact(now, |st, fx| {
+    match crate::protocol::transact(&store, now, |st, fx| {
         // A released file goes to the first waiter that is still there.
         ops::drop_dead_waiters(st, &crate::runtime::waiter_is_dead, now, fx);
         ops::done(st, id, outcome, None, Some(notes.clone()), now, fx)

@@ -120,8 +120,8 @@ pub fn working_directory(dir: Option<&Path>) -> Result<String> {
 /// Gather what the priority gate looks at: sprint.json, the north-stars file, and the project's
 /// priority source.
 pub fn gate_inputs(ctx: &Ctx, working_directory: Option<&str>) -> Result<GateInputs> {
-    let config = ctx.store.config()?;
-    let sprint = ctx.store.sprint()?;
+    let config = crate::config::read(&ctx.store)?;
+    let sprint = crate::protocol::sprint(&ctx.store)?;
     let ns_path = match &config.north_stars_path {
         Some(p) => expand_tilde(p),
         None => std::env::var_os("HOME")
@@ -159,7 +159,7 @@ fn expand_tilde(p: &str) -> PathBuf {
 /// priority itself.
 fn project_priorities(dir: &Path) -> Result<Option<Vec<String>>> {
     let cfg_path = dir.join(".conductor/config.json");
-    let Some(cfg) = store::read_doc::<ProjectConfig>(&cfg_path, Schema::ProjectConfig)? else {
+    let Some(cfg) = crate::schema::read_doc::<ProjectConfig>(&cfg_path, Schema::ProjectConfig)? else {
         return Ok(None);
     };
     let Some(source) = cfg.priority_source else {
@@ -293,7 +293,7 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
     let session_instance = std::env::var("CONDUCTOR_INSTANCE_ID")
         .ok()
         .filter(|s| !s.is_empty());
-    let instance_id = ctx.store.transact(now, |st, fx| {
+    let instance_id = crate::protocol::transact(&ctx.store, now, |st, fx| {
         if let Some(id) = session_instance.clone()
             && st.instance(&id).is_some_and(|i| i.session_id.is_some())
         {

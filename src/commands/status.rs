@@ -184,6 +184,6 @@ pub fn report(state: State, now: Timestamp, cwd: Option<std::path::PathBuf>) -> 
 
 /// Run `status`.
 pub fn execute(ctx: &Ctx) -> Result<Box<dyn Report>> {
-    let state = ctx.store.read(ctx.now)?;
+    let state = crate::protocol::read(&ctx.store, ctx.now)?;
     Ok(Box::new(report(state, ctx.now, ctx.cwd().ok())))
 }

@@ -77,7 +77,7 @@ impl Report for Waited {
 
 /// Read the state (lock-free) and see what is still pending.
 fn check(ctx: &Ctx, files: &[String], ids: &[String]) -> Result<Waited> {
-    let state = ctx.store.read(Timestamp::now())?;
+    let state = crate::protocol::read(&ctx.store, Timestamp::now())?;
     Ok(Waited {
         held: files
             .iter()

@@ -17,7 +17,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::protocol::ops::{Liveness, is_alive};
-use crate::protocol::{Enforce, Instance, State};
+use crate::config::Enforce;
+use crate::protocol::{Instance, State};
 use crate::time::Timestamp;
 
 /// The task of a session registered by a hook when the project names none.

@@ -7,10 +7,14 @@
 //! with a stable `reason`). The shapes are in `schemas/output.schema.json`.
 
 pub mod codec;
+pub mod conflicts_log;
+pub mod doctor;
 pub mod events;
 pub mod foreign;
 pub mod gate;
 pub mod ops;
+pub mod service;
 pub mod types;
 
 pub use types::*;
+pub use service::{Ledger, read, read_ledger, read_unvalidated, reset, sprint, transact};

@@ -285,59 +285,6 @@ pub struct Sprint {
     pub explicitly_deferred: Option<Vec<String>>,
 }
 
-/// `~/.conductor/config.json`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Config {
-    /// Where the north-stars file is; `~` expands to the user's home.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub north_stars_path: Option<String>,
-    /// Heartbeat age after which `cleanup` treats an instance as orphaned.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default_max_age_minutes: Option<u64>,
-    /// Size in bytes past which `events.jsonl` rolls into a numbered segment (default 4 MiB).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub events_segment_bytes: Option<u64>,
-    /// How many rolled event segments to keep (default 16).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub events_keep_segments: Option<u64>,
-    /// Rolled segments last written more than this many days ago are pruned (default 30).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub events_keep_days: Option<u64>,
-    /// What the Claude Code hook does with edits of files this session has not claimed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub enforce: Option<Enforce>,
-    /// The shared store, `etcd://HOST:PORT[,HOST:PORT...][/PREFIX]` (absent: this home's files).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub store: Option<String>,
-}
-
-/// The `enforce` setting: how `conductor hook claude` treats an edit (PreToolUse).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Enforce {
-    /// block files held by another live instance; claim a free file on its first edit
-    #[default]
-    AutoClaim,
-    /// block files held by another live instance; never claim
-    BlockForeign,
-    /// block every edit of a file this session has not claimed itself
-    RequireClaim,
-    /// never block and never claim (sessions are still registered and ended)
-    Off,
-}
-
-impl Enforce {
-    /// The name used in config.json.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Enforce::AutoClaim => "auto-claim",
-            Enforce::BlockForeign => "block-foreign",
-            Enforce::RequireClaim => "require-claim",
-            Enforce::Off => "off",
-        }
-    }
-}
-
 /// `<project>/.conductor/config.json`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProjectConfig {

@@ -22,7 +22,6 @@ use std::time::{Duration, SystemTime};
 
 use super::ledger;
 use crate::error::{Error, IoContext, Result};
-use crate::protocol::Config;
 use crate::store::event::{Event, NewEvent};
 use crate::time::Timestamp;
 
@@ -44,18 +43,38 @@ pub struct Retention {
 }
 
 impl Retention {
-    /// The settings in `config`, with defaults.
-    pub fn from_config(c: &Config) -> Retention {
+    /// The settings in `config.json` at `path` (its `events_segment_bytes`,
+    /// `events_keep_segments` and `events_keep_days`), with defaults; `corrupt_state` when the
+    /// file is not JSON or one of them is not a count.
+    pub fn read(path: &Path) -> Result<Retention> {
+        #[derive(serde::Deserialize)]
+        struct Keys {
+            events_segment_bytes: Option<u64>,
+            events_keep_segments: Option<u64>,
+            events_keep_days: Option<u64>,
+        }
+        let c: Keys = match super::read_bytes(path)? {
+            None => return Ok(Retention::from_keys(None, None, None)),
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| super::corrupt(path, format!("schema violation ({e})")))?,
+        };
+        Ok(Retention::from_keys(
+            c.events_segment_bytes,
+            c.events_keep_segments,
+            c.events_keep_days,
+        ))
+    }
+
+    /// The settings given, with defaults for the missing ones.
+    pub fn from_keys(
+        segment_bytes: Option<u64>,
+        keep_segments: Option<u64>,
+        keep_days: Option<u64>,
+    ) -> Retention {
         Retention {
-            segment_bytes: c
-                .events_segment_bytes
-                .unwrap_or(DEFAULT_SEGMENT_BYTES)
-                .max(1),
-            keep_segments: c
-                .events_keep_segments
-                .unwrap_or(DEFAULT_KEEP_SEGMENTS)
-                .max(1),
-            keep_days: c.events_keep_days.unwrap_or(DEFAULT_KEEP_DAYS).max(1),
+            segment_bytes: segment_bytes.unwrap_or(DEFAULT_SEGMENT_BYTES).max(1),
+            keep_segments: keep_segments.unwrap_or(DEFAULT_KEEP_SEGMENTS).max(1),
+            keep_days: keep_days.unwrap_or(DEFAULT_KEEP_DAYS).max(1),
         }
     }
 }

@@ -10,51 +10,8 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use serde::Serialize;
 
 use crate::error::{IoContext, Result};
-use crate::protocol::ops::LogKind;
-use crate::time::Timestamp;
-
-/// One line of `conflicts.log`: `<RFC3339> | <KIND> | <text>`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LogEntry {
-    pub at: Timestamp,
-    pub kind: LogKind,
-    pub text: String,
-}
-
-impl LogEntry {
-    /// The line as written (text with control characters escaped, so it stays one line).
-    pub fn format(at: Timestamp, kind: LogKind, text: &str) -> String {
-        let text: String = if text.chars().any(char::is_control) {
-            text.chars()
-                .flat_map(|c| {
-                    if c.is_control() {
-                        c.escape_default().collect::<Vec<_>>()
-                    } else {
-                        vec![c]
-                    }
-                })
-                .collect()
-        } else {
-            text.to_string()
-        };
-        format!("{at} | {} | {text}", kind.as_str())
-    }
-
-    /// Parse a line written by [`LogEntry::format`].
-    pub fn parse(line: &str) -> Option<LogEntry> {
-        let mut parts = line.splitn(3, " | ");
-        let at = Timestamp::parse(parts.next()?)?;
-        let kind = LogKind::parse(parts.next()?)?;
-        Some(LogEntry {
-            at,
-            kind,
-            text: parts.next()?.to_string(),
-        })
-    }
-}
 
 /// Cut a torn last line off the ledger at `path`, if any (a missing file is fine).
 pub fn repair(path: &Path) -> Result<()> {

@@ -19,7 +19,6 @@
 
 pub mod atomic;
 pub mod bundle;
-pub mod doctor;
 pub mod etcd;
 pub mod event;
 pub mod home;
@@ -32,39 +31,21 @@ pub mod txn;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 pub use bundle::Bundle;
 pub use home::Home;
 pub use txn::{CONFLICTS, Document, HISTORY, HomePath, LedgerFile, Lock, Tx};
 
 use crate::error::{Error, Result};
-use crate::protocol::codec;
-use crate::protocol::ops::Effect;
-use crate::protocol::{Config, Sprint, State};
-use crate::schema::{self, Schema};
 use crate::time::Timestamp;
-
-/// The append-only files in the home.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ledger {
-    /// `history.jsonl`
-    History,
-    /// `conflicts.log`
-    Conflicts,
-}
-
-/// How many copies of status.json as other programs left it are kept.
-pub const FOREIGN_COPIES_KEPT: usize = 20;
 
 /// Access to one conductor home.
 pub struct Store {
     home: Home,
     lock_timeout: Duration,
     quiet: bool,
-    /// `config.json`, read (and validated) at most once per process.
-    config: std::sync::OnceLock<Config>,
+    /// The journal's retention settings from `config.json`, read at most once per process.
+    retention: std::sync::OnceLock<journal::Retention>,
     /// Set by a command that runs one transaction and exits (see [`Store::short_lived`]).
     short_lived: std::sync::atomic::AtomicBool,
     /// The shared store when one is configured (`CONDUCTOR_STORE`, `--store` or config.json's
@@ -81,7 +62,7 @@ impl Store {
             home,
             lock_timeout,
             quiet,
-            config: std::sync::OnceLock::new(),
+            retention: std::sync::OnceLock::new(),
             short_lived: std::sync::atomic::AtomicBool::new(false),
             remote: None,
         };
@@ -197,9 +178,16 @@ impl Store {
         self.read_doc_bytes(file.rel())
     }
 
-    /// The protocol state, without locking. A missing file is an empty state.
-    pub fn read(&self, now: Timestamp) -> Result<State> {
-        self.read_doc(now)
+    /// A document's bytes, without locking, after finishing any commit a crashed writer left
+    /// (`None`: it does not exist).
+    pub fn read_file(&self, file: &str) -> Result<Option<Vec<u8>>> {
+        self.settle()?;
+        self.read_doc_bytes(file)
+    }
+
+    /// True when this process exits right after its command (see [`Store::short_lived`]).
+    pub fn is_short_lived(&self) -> bool {
+        self.short_lived.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A document's bytes as they are (`None`: it does not exist).
@@ -207,77 +195,6 @@ impl Store {
         match &self.remote {
             Some(r) => Ok(r.get(&r.doc_key(file))?.map(|kv| kv.value)),
             None => read_bytes(&self.home.dir().join(file)),
-        }
-    }
-
-    /// The protocol state for a quick read-only decision (agent hooks, prompt). No lock.
-    pub fn read_unvalidated(&self, now: Timestamp) -> Result<State> {
-        self.settle()?;
-        let path = self.home.status();
-        match self.read_doc_bytes(<State as Document>::FILE)? {
-            None => Ok(State::empty(now)),
-            Some(bytes) => codec::decode_quick(&path, &bytes),
-        }
-    }
-
-    /// Run a protocol operation on the state under `status.lock` and persist what it did: the
-    /// state if it changed, its ledger lines and its events, in one atomic commit.
-    pub fn transact<T>(
-        &self,
-        now: Timestamp,
-        mut op: impl FnMut(&mut State, &mut Vec<Effect>) -> Result<T>,
-    ) -> Result<T> {
-        self.transaction(now, &[Lock::Status], |tx| {
-            use crate::protocol::foreign::{self, Seen};
-            let (mut state, last_writer) = tx.read_tracked::<State>()?;
-            let seen = match &last_writer {
-                txn::LastWriter::Conductor => Seen::Own,
-                txn::LastWriter::Other(previous) => Seen::Changed(previous.as_ref()),
-            };
-            let mut effects = Vec::new();
-            let mut resolver = crate::runtime::PathNormalizer::new(PathBuf::from("/"));
-            let rec = foreign::reconcile(&mut state, seen, now, &mut resolver, &mut effects)?;
-            let value = op(&mut state, &mut effects)?;
-            if let Some(suffix) = &rec.keep_copy {
-                atomic::keep_beside(&self.home.status(), suffix)?;
-                self.prune_foreign_copies();
-            }
-            // After another program's write, conductor commits even an unchanged state, so the
-            // next transaction compares with this one and does not report the same changes again.
-            if matches!(seen, Seen::Changed(_)) {
-                tx.write(&state)?;
-            } else {
-                tx.write_if_changed(&state)?;
-            }
-            stage_effects(tx, now, effects)?;
-            if self.short_lived.load(std::sync::atomic::Ordering::Relaxed) {
-                std::mem::forget(state);
-            }
-            Ok(value)
-        })
-    }
-
-    /// Keep the newest [`FOREIGN_COPIES_KEPT`] copies of status.json as another program left it
-    /// (`status.json.foreign-<time>`): a writer that always claims relative paths would
-    /// otherwise leave one per claim.
-    fn prune_foreign_copies(&self) {
-        let Ok(entries) = std::fs::read_dir(self.home.dir()) else {
-            return;
-        };
-        let mut copies: Vec<(Option<std::time::SystemTime>, PathBuf)> = entries
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with("status.json.foreign-")
-            })
-            .map(|e| (e.metadata().and_then(|m| m.modified()).ok(), e.path()))
-            .collect();
-        // Oldest first: by when the other program wrote it (a copy is a hard link), then name.
-        copies.sort();
-        let excess = copies.len().saturating_sub(FOREIGN_COPIES_KEPT);
-        for (_, old) in &copies[..excess] {
-            let _ = std::fs::remove_file(old);
         }
     }
 
@@ -308,62 +225,6 @@ impl Store {
         })
     }
 
-    /// Keep `status.json` as `status.json.<stamp>.bak` (if it exists, parseable or not)
-    /// and write an empty state, under the lock. Returns the backup's path.
-    pub fn reset(&self, now: Timestamp) -> Result<Option<PathBuf>> {
-        self.transaction(now, &[Lock::Status], |tx| {
-            let status = self.home.status();
-            let backup = if self.remote.is_none() && status.exists() {
-                Some(atomic::keep_beside(
-                    &status,
-                    &format!("{}.bak", now.compact()),
-                )?)
-            } else {
-                None
-            };
-            // Record what the reset removes, as cleanup would: a history line (outcome
-            // `orphaned`) and the events of each instance that can still be read.
-            let mut effects = Vec::new();
-            if let Ok(mut st) = tx.read::<State>() {
-                let ids: Vec<String> = st.instances.iter().map(|i| i.id.clone()).collect();
-                for id in ids {
-                    let live = crate::protocol::ops::AssumeAlive;
-                    crate::protocol::ops::cleanup(&mut st, 0, Some(&id), now, &live, &mut effects)?;
-                }
-                for e in &mut effects {
-                    if let Effect::History(h) = e {
-                        h.notes = Some("removed by conductor reset".into());
-                    }
-                }
-            }
-            tx.write(&State::empty(now))?;
-            stage_effects(tx, now, effects)?;
-            Ok(backup)
-        })
-    }
-
-    /// Stream the lines of a ledger in the home (see [`ledger::for_each_line`]).
-    pub fn read_ledger(
-        &self,
-        which: Ledger,
-        f: impl FnMut(usize, ledger::Line) -> Result<bool>,
-    ) -> Result<()> {
-        let path = match which {
-            Ledger::History => self.home.history(),
-            Ledger::Conflicts => self.home.conflicts_log(),
-        };
-        match &self.remote {
-            Some(r) => {
-                let name = path
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .unwrap_or_default();
-                remote_lines(r, &r.ledger_prefix(name), f)
-            }
-            None => ledger::for_each_line(&path, f),
-        }
-    }
-
     /// Stream the lines of any domain's ledger, from the home's file or the shared store.
     pub fn read_ledger_file(
         &self,
@@ -376,36 +237,15 @@ impl Store {
         }
     }
 
-    /// `sprint.json`, if present (validated).
-    pub fn sprint(&self) -> Result<Option<Sprint>> {
-        read_doc(&self.home.sprint(), Schema::Sprint)
-    }
-
-    /// `config.json`, or the defaults when absent (validated).
-    pub fn config(&self) -> Result<Config> {
-        if let Some(c) = self.config.get() {
-            return Ok(c.clone());
+    /// The journal's retention settings: config.json's `events_*` keys (only those are read
+    /// here; the whole file is checked by the commands that use it). Read once per process.
+    pub(crate) fn retention(&self) -> Result<journal::Retention> {
+        if let Some(r) = self.retention.get() {
+            return Ok(*r);
         }
-        let c: Config = read_doc(&self.home.config(), Schema::Config)?.unwrap_or_default();
-        Ok(self.config.get_or_init(|| c).clone())
+        let r = journal::Retention::read(&self.home.config())?;
+        Ok(*self.retention.get_or_init(|| r))
     }
-}
-
-/// Stage a protocol operation's effects in a transaction.
-fn stage_effects(tx: &mut Tx, now: Timestamp, effects: Vec<Effect>) -> Result<()> {
-    for e in effects {
-        match e {
-            Effect::History(h) => tx.append(
-                HISTORY,
-                serde_json::to_string(&h).expect("history entries serialize"),
-            )?,
-            Effect::Log { kind, text } => {
-                tx.append(CONFLICTS, ledger::LogEntry::format(now, kind, &text))?
-            }
-            Effect::Event(ev) => tx.event(ev),
-        }
-    }
-    Ok(())
 }
 
 /// Read a whole file; `None` if it does not exist.
@@ -417,26 +257,11 @@ pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>> {
     }
 }
 
-/// Read and validate a JSON document against its schema; `None` if the file does not exist.
-pub fn read_doc<T: DeserializeOwned>(path: &Path, schema: Schema) -> Result<Option<T>> {
-    let Some(bytes) = read_bytes(path)? else {
-        return Ok(None);
-    };
-    decode(path, &bytes, schema).map(Some)
-}
-
 pub fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
     Error::CorruptState {
         path: path.to_path_buf(),
         detail: detail.into(),
     }
-}
-
-fn decode<T: DeserializeOwned>(path: &Path, bytes: &[u8], schema: Schema) -> Result<T> {
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
-    schema::validate(schema, &value).map_err(|e| corrupt(path, format!("schema violation {e}")))?;
-    serde_json::from_value(value).map_err(|e| corrupt(path, e.to_string()))
 }
 
 /// Every line of a ledger kept in the shared store: its keys hold the lines of one transaction

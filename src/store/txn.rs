@@ -703,7 +703,7 @@ impl Store {
         let retention = if events.is_empty() {
             None
         } else {
-            Some(journal::Retention::from_config(&self.config()?))
+            Some(self.retention()?)
         };
         let _journal = self.take(Lock::Journal)?;
         redo::replay(dir)?;

@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Store, atomic, ledger, read_bytes, read_doc};
+use crate::config::Config;
+use crate::schema::read_doc;
+use crate::store::{Store, atomic, ledger, read_bytes};
 use crate::error::{Error, Result};
 use crate::protocol::codec::{decode_validated as decode_state, encode as encode_state};
 use crate::protocol::foreign;
-use crate::protocol::{Config, DriftWarning, Instance, STATE_VERSION, Sprint, State};
+use crate::protocol::{DriftWarning, Instance, STATE_VERSION, Sprint, State};
 use crate::schema::{self, Schema};
 use crate::time::Timestamp;
 
@@ -105,7 +107,7 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
         schema::validate(Schema::HistoryEntry, &v)
     };
     let log_ok = |line: &str| -> std::result::Result<(), String> {
-        ledger::LogEntry::parse(line)
+        crate::protocol::conflicts_log::LogEntry::parse(line)
             .map(|_| ())
             .ok_or_else(|| "not `<time> | <KIND> | <text>`".to_string())
     };
@@ -136,11 +138,11 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
         last.set(ev.seq);
         Ok(())
     };
-    let mut journal: Vec<PathBuf> = super::journal::segments(home.dir())?
+    let mut journal: Vec<PathBuf> = crate::store::journal::segments(home.dir())?
         .into_iter()
         .map(|(_, p)| p)
         .collect();
-    journal.push(home.dir().join(super::journal::ACTIVE));
+    journal.push(home.dir().join(crate::store::journal::ACTIVE));
     for path in journal {
         let name = path
             .file_name()
@@ -168,14 +170,14 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
 
     // A transaction that committed and whose writer died before finishing it (with --repair,
     // taking every lock above already finished it).
-    if super::redo::pending(home.dir()) {
+    if crate::store::redo::pending(home.dir()) {
         out.push(bad(
-            super::redo::FILE,
+            crate::store::redo::FILE,
             "a committed transaction is not finished yet (its writer died or is finishing it now)",
             "finished by the next command that reads or writes, or `doctor --repair`",
         ));
     } else {
-        out.push(good(super::redo::FILE, "no transaction pending"));
+        out.push(good(crate::store::redo::FILE, "no transaction pending"));
     }
 
     // Debris of crashed writers.

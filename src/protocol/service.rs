@@ -1,0 +1,178 @@
+//! The protocol's transactions over the store: read the state, run a pure operation of
+//! [`super::ops`] on it under `status.lock`, and commit the state, its ledger lines and its
+//! events together. Every face (the CLI, the hooks, the servers) goes through here.
+//!
+//! Each transaction first reconciles what other programs wrote to `status.json` since conductor
+//! last committed it ([`super::foreign`]), inside the same lock, so the original plugin's jq
+//! recipes and conductor agree on every claim.
+
+use std::path::PathBuf;
+
+use super::codec;
+use super::ops::{self, Effect};
+use super::{Sprint, State};
+use crate::error::Result;
+use crate::schema::Schema;
+use crate::store::txn::LastWriter;
+use crate::store::{CONFLICTS, Document, HISTORY, LedgerFile, Lock, Store, Tx, atomic, ledger};
+use crate::time::Timestamp;
+
+/// How many copies of status.json as other programs left it are kept.
+pub const FOREIGN_COPIES_KEPT: usize = 20;
+
+/// The protocol's append-only files in the home.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ledger {
+    /// `history.jsonl`
+    History,
+    /// `conflicts.log`
+    Conflicts,
+}
+
+impl Ledger {
+    fn file(self) -> LedgerFile {
+        match self {
+            Ledger::History => HISTORY,
+            Ledger::Conflicts => CONFLICTS,
+        }
+    }
+}
+
+/// The protocol state, without locking. A missing file is an empty state.
+pub fn read(store: &Store, now: Timestamp) -> Result<State> {
+    store.read_doc(now)
+}
+
+/// The protocol state for a quick read-only decision (agent hooks, prompt). No lock.
+pub fn read_unvalidated(store: &Store, now: Timestamp) -> Result<State> {
+    let path = store.home().status();
+    match store.read_file(<State as Document>::FILE)? {
+        None => Ok(State::empty(now)),
+        Some(bytes) => codec::decode_quick(&path, &bytes),
+    }
+}
+
+/// `sprint.json`, if present (validated).
+pub fn sprint(store: &Store) -> Result<Option<Sprint>> {
+    crate::schema::read_doc(&store.home().sprint(), Schema::Sprint)
+}
+
+/// Run a protocol operation on the state under `status.lock` and persist what it did: the
+/// state if it changed, its ledger lines and its events, in one atomic commit.
+pub fn transact<T>(
+    store: &Store,
+    now: Timestamp,
+    mut op: impl FnMut(&mut State, &mut Vec<Effect>) -> Result<T>,
+) -> Result<T> {
+    store.transaction(now, &[Lock::Status], |tx| {
+        use super::foreign::{self, Seen};
+        let (mut state, last_writer) = tx.read_tracked::<State>()?;
+        let seen = match &last_writer {
+            LastWriter::Conductor => Seen::Own,
+            LastWriter::Other(previous) => Seen::Changed(previous.as_ref()),
+        };
+        let mut effects = Vec::new();
+        let mut resolver = crate::runtime::PathNormalizer::new(PathBuf::from("/"));
+        let rec = foreign::reconcile(&mut state, seen, now, &mut resolver, &mut effects)?;
+        let value = op(&mut state, &mut effects)?;
+        if let Some(suffix) = &rec.keep_copy {
+            atomic::keep_beside(&store.home().status(), suffix)?;
+            prune_foreign_copies(store);
+        }
+        // After another program's write, conductor commits even an unchanged state, so the
+        // next transaction compares with this one and does not report the same changes again.
+        if matches!(seen, Seen::Changed(_)) {
+            tx.write(&state)?;
+        } else {
+            tx.write_if_changed(&state)?;
+        }
+        stage_effects(tx, now, effects)?;
+        if store.is_short_lived() {
+            std::mem::forget(state);
+        }
+        Ok(value)
+    })
+}
+
+/// Keep the newest [`FOREIGN_COPIES_KEPT`] copies of status.json as another program left it
+/// (`status.json.foreign-<time>`): a writer that always claims relative paths would otherwise
+/// leave one per claim.
+fn prune_foreign_copies(store: &Store) {
+    let Ok(entries) = std::fs::read_dir(store.home().dir()) else {
+        return;
+    };
+    let mut copies: Vec<(Option<std::time::SystemTime>, PathBuf)> = entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("status.json.foreign-")
+        })
+        .map(|e| (e.metadata().and_then(|m| m.modified()).ok(), e.path()))
+        .collect();
+    // Oldest first: by when the other program wrote it (a copy is a hard link), then name.
+    copies.sort();
+    let excess = copies.len().saturating_sub(FOREIGN_COPIES_KEPT);
+    for (_, old) in &copies[..excess] {
+        let _ = std::fs::remove_file(old);
+    }
+}
+
+/// Keep `status.json` as `status.json.<stamp>.bak` (if it exists, parseable or not) and write
+/// an empty state, under the lock. Returns the backup's path.
+pub fn reset(store: &Store, now: Timestamp) -> Result<Option<PathBuf>> {
+    store.transaction(now, &[Lock::Status], |tx| {
+        let status = store.home().status();
+        let backup = if store.remote().is_none() && status.exists() {
+            Some(atomic::keep_beside(
+                &status,
+                &format!("{}.bak", now.compact()),
+            )?)
+        } else {
+            None
+        };
+        // Record what the reset removes, as cleanup would: a history line (outcome `orphaned`)
+        // and the events of each instance that can still be read.
+        let mut effects = Vec::new();
+        if let Ok(mut st) = tx.read::<State>() {
+            let ids: Vec<String> = st.instances.iter().map(|i| i.id.clone()).collect();
+            for id in ids {
+                ops::cleanup(&mut st, 0, Some(&id), now, &ops::AssumeAlive, &mut effects)?;
+            }
+            for e in &mut effects {
+                if let Effect::History(h) = e {
+                    h.notes = Some("removed by conductor reset".into());
+                }
+            }
+        }
+        tx.write(&State::empty(now))?;
+        stage_effects(tx, now, effects)?;
+        Ok(backup)
+    })
+}
+
+/// Stream the lines of one of the protocol's ledgers (see [`ledger::for_each_line`]).
+pub fn read_ledger(
+    store: &Store,
+    which: Ledger,
+    f: impl FnMut(usize, ledger::Line) -> Result<bool>,
+) -> Result<()> {
+    store.read_ledger_file(which.file(), f)
+}
+
+/// Stage a protocol operation's effects in a transaction.
+pub fn stage_effects(tx: &mut Tx, now: Timestamp, effects: Vec<Effect>) -> Result<()> {
+    for e in effects {
+        match e {
+            Effect::History(h) => tx.append(
+                HISTORY,
+                serde_json::to_string(&h).expect("history entries serialize"),
+            )?,
+            Effect::Log { kind, text } => {
+                tx.append(CONFLICTS, super::conflicts_log::LogEntry::format(now, kind, &text))?
+            }
+            Effect::Event(ev) => tx.event(ev),
+        }
+    }
+    Ok(())
+}
