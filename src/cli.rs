@@ -228,3 +228,12 @@ pub fn parse() -> Result<Cli, u8> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

@@ -1,15 +1,21 @@
+//! The `conductor` command line: parse (`cli`), run one command (`commands`), print (`output`).
+
+mod cli;
+mod commands;
+mod output;
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = match conductor::cli::parse() {
+    let cli = match cli::parse() {
         Ok(cli) => cli,
         Err(code) => return ExitCode::from(code),
     };
-    let out = conductor::output::Output {
+    let out = output::Output {
         json: cli.json_output(),
         quiet: cli.global.quiet,
     };
-    match conductor::run(cli, &out) {
+    match commands::dispatch(cli, &out) {
         Ok(code) => ExitCode::from(code),
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use conductor::error::{Error, Result};
 
 /// How to print.
 #[derive(Clone, Debug)]
@@ -92,4 +92,12 @@ pub fn color_stdout() -> bool {
 pub fn paint(text: &str) -> String {
     text.replace("CONFLICT", "\x1b[1;31mCONFLICT\x1b[0m")
         .replace("BLOCKED", "\x1b[1;31mBLOCKED\x1b[0m")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_conflict_is_painted_red_on_a_terminal() {
+        assert_eq!(super::paint("CONFLICT: x"), "\x1b[1;31mCONFLICT\x1b[0m: x");
+    }
 }

@@ -1,13 +1,13 @@
 //! `conductor agent register|list|status|events|log|selftest|run`: the agents of the runtime
-//! (see `crate::canopy`). `run` lives in `agent_run.rs`, `selftest` in `agent_selftest.rs`.
+//! (see `conductor::agents`). `run` lives in `agent_run.rs`, `selftest` in `agent_selftest.rs`.
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use super::{Ctx, print};
-use crate::canopy::{self, Agents, Inbox, health, ops};
-use crate::error::Result;
-use crate::store::Lock;
+use conductor::agents::{self, Agents, Inbox, health, ops};
+use conductor::error::Result;
+use conductor::store::Lock;
 
 pub use super::Out;
 
@@ -111,11 +111,11 @@ pub fn run(ctx: &Ctx, cmd: AgentCommand) -> Result<u8> {
 fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
     let cursor = ctx.store.last_event_seq()?;
     let now = ctx.now;
-    let now_ms = canopy::now_ms();
-    let (fresh, agent, added) = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+    let now_ms = agents::now_ms();
+    let (fresh, agent, added) = ctx.store.transaction(now, &[Lock::Agents], |tx| {
         let mut agents: Agents = tx.read()?;
         let mut inbox: Inbox = tx.read()?;
-        let channels: canopy::Channels = tx.read()?;
+        let channels: agents::Channels = tx.read()?;
         let mut fx = ops::Fx::default();
         ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
         let name = a.name.to_ascii_lowercase();
@@ -140,7 +140,7 @@ fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
         // Added to a channel that already exists: a `channel_added` item (once per channel).
         let store = &ctx.store;
         let finished = |agent: &str, source: &str, trigger: &str| {
-            canopy::finished_item(store, agent, source, trigger).unwrap_or(false)
+            agents::finished_item(store, agent, source, trigger).unwrap_or(false)
         };
         let mut added = Vec::new();
         for c in agent.watch.iter().filter(|c| !watched_before.contains(c)) {
@@ -153,7 +153,7 @@ fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
         }
         tx.write(&agents)?;
         tx.write_if_changed(&inbox)?;
-        canopy::stage(tx, fx)?;
+        agents::stage(tx, fx)?;
         Ok((fresh, agent, added))
     })?;
     let verb = if fresh { "Registered" } else { "Updated" };
@@ -184,14 +184,14 @@ fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
 }
 
 /// An agent as shown to people and scripts (without its action log).
-pub fn public(a: &canopy::Agent) -> Value {
+pub fn public(a: &agents::Agent) -> Value {
     json!({"name": a.name, "handle": a.handle, "user_id": a.user_id, "watch": a.watch,
            "registered_at": a.registered_at, "cursor": a.cursor, "queue": a.queue})
 }
 
 /// True when the run status says running and its process still exists.
-pub fn alive(run: Option<&canopy::RunStatus>) -> bool {
-    run.is_some_and(|r| r.status == "running" && !crate::runtime::pid_is_dead(r.pid))
+pub fn alive(run: Option<&agents::RunStatus>) -> bool {
+    run.is_some_and(|r| r.status == "running" && !conductor::host::pid_is_dead(r.pid))
 }
 
 fn list(ctx: &Ctx) -> Result<u8> {
@@ -200,7 +200,7 @@ fn list(ctx: &Ctx) -> Result<u8> {
     let mut rows = Vec::new();
     let mut text = String::new();
     for a in agents.agents.values() {
-        let run = canopy::read_run_status(&ctx.store, &a.name)?;
+        let run = agents::read_run_status(&ctx.store, &a.name)?;
         let s = health::snapshot(a, run.as_ref(), &inbox, alive(run.as_ref()));
         let (mode, _) = health::mode(&s);
         let mut row = public(a);
@@ -228,7 +228,7 @@ fn list(ctx: &Ctx) -> Result<u8> {
     )
 }
 
-fn latency(h: &canopy::Histogram) -> Value {
+fn latency(h: &agents::Histogram) -> Value {
     json!({"count": h.count, "p50": h.percentile(50.0), "p95": h.percentile(95.0),
            "last": h.recent_ms.back(),
            "mean": h.sum_ms.checked_div(h.count)})
@@ -239,7 +239,7 @@ pub fn facts(ctx: &Ctx, name: &str) -> Result<Value> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
     let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
     let a = ops::agent(&agents, name)?;
-    let run = canopy::read_run_status(&ctx.store, &a.name)?;
+    let run = agents::read_run_status(&ctx.store, &a.name)?;
     let s = health::snapshot(a, run.as_ref(), &inbox, alive(run.as_ref()));
     let (mode, mode_reasons) = health::mode(&s);
     let (health, issues) = health::health(&s);
@@ -363,7 +363,7 @@ fn status(ctx: &Ctx, a: NameArg) -> Result<u8> {
 }
 
 /// An event in Canopy's feed-item shape.
-pub fn canopy_item(e: &crate::store::event::Event, users: &Agents) -> Value {
+pub fn canopy_item(e: &conductor::store::event::Event, users: &Agents) -> Value {
     let uid = |n: &Option<String>| {
         n.as_ref().map(|n| {
             users
@@ -406,7 +406,7 @@ fn events(ctx: &Ctx, a: EventsArgs) -> Result<u8> {
     })?;
     let next = if has_more { last } else { tail.after.max(last) };
     if a.advance && next > agent.cursor {
-        ctx.store.transaction(ctx.now, &[Lock::Runtime], |tx| {
+        ctx.store.transaction(ctx.now, &[Lock::Agents], |tx| {
             let mut agents: Agents = tx.read()?;
             let ag = ops::agent_mut(&mut agents, &a.name)?;
             ag.cursor = ag.cursor.max(next);
@@ -421,13 +421,13 @@ fn events(ctx: &Ctx, a: EventsArgs) -> Result<u8> {
 fn log(ctx: &Ctx, a: LogArgs) -> Result<u8> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
     let agent = ops::agent(&agents, &a.name)?;
-    let file = canopy::agent_file(&agent.name, canopy::ACTIONS_FILE)?;
+    let file = agents::agent_file(&agent.name, agents::ACTIONS_FILE)?;
     let bytes = ctx.store.read_at(&file)?.unwrap_or_default();
     // Whole lines that parse (a torn last line of a crashed append is not an action yet).
     let lines: Vec<&str> = std::str::from_utf8(&bytes)
         .unwrap_or_default()
         .split_terminator('\n')
-        .filter(|l| serde_json::from_str::<canopy::Action>(l).is_ok())
+        .filter(|l| serde_json::from_str::<agents::Action>(l).is_ok())
         .collect();
     let skip = a.limit.map_or(0, |l| lines.len().saturating_sub(l));
     let mut s = String::new();
@@ -439,6 +439,6 @@ fn log(ctx: &Ctx, a: LogArgs) -> Result<u8> {
     std::io::stdout()
         .lock()
         .write_all(s.as_bytes())
-        .map_err(|e| crate::error::Error::io("write to", std::path::Path::new("stdout"), e))?;
+        .map_err(|e| conductor::error::Error::io("write to", std::path::Path::new("stdout"), e))?;
     Ok(0)
 }

@@ -12,7 +12,7 @@
 //! exponentially. Exit status 3 from the child skips the item. Without `--exec` the loop only
 //! queues and reports (shadow mode).
 //!
-//! Every state change goes through `canopy::machine`'s table and is logged in the agent's
+//! Every state change goes through `agents::machine`'s table and is logged in the agent's
 //! action log (`runtime/agents/NAME/actions.jsonl`, `conductor agent log NAME`); the loop's
 //! status (`runtime/agents/NAME/run-status.json`) is rewritten in the same transactions. With
 //! `--takeover-for OTHER` it also takes over OTHER's expired claims in channels it watches.
@@ -27,14 +27,14 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::Ctx;
-use crate::canopy::machine::{Machine, State};
-use crate::canopy::{self, Agents, Channels, Inbox, ops};
-use crate::error::{Error, Result};
-use crate::store::event::Event;
-use crate::store::Lock;
-use crate::store::journal::{self};
-use crate::time::Timestamp;
-use crate::watch::{self, Wake};
+use conductor::agents::machine::{Machine, State};
+use conductor::agents::{self, Agents, Channels, Inbox, ops};
+use conductor::error::{Error, Result};
+use conductor::store::event::Event;
+use conductor::store::Lock;
+use conductor::store::journal::{self};
+use conductor::time::Timestamp;
+use conductor::store::watch::{self, Wake};
 
 /// `agent run`.
 #[derive(Debug, Args)]
@@ -71,7 +71,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub broadcast: bool,
     /// Claim TTL in seconds (15 to 1800); the claim is renewed while the child runs.
-    #[arg(long, default_value_t = canopy::TTL_DEFAULT)]
+    #[arg(long, default_value_t = agents::TTL_DEFAULT)]
     pub ttl: u64,
     /// Seconds the child may run before it is killed.
     #[arg(long, default_value_t = 600.0, value_name = "S")]
@@ -117,21 +117,21 @@ struct Loop<'a> {
     /// Agents whose expired claims this loop takes over (`--takeover-for`).
     stand_in: Vec<String>,
     /// Actions not yet written to the action log (written with the next transaction).
-    pending: Vec<canopy::Action>,
+    pending: Vec<agents::Action>,
     /// `running` or `stopped`, for run-status.json.
     run_state: &'static str,
     started_at: Timestamp,
     last_error: Option<(String, Timestamp)>,
-    current: Option<canopy::CurrentWork>,
-    backoff_now: Option<canopy::Backoff>,
+    current: Option<agents::CurrentWork>,
+    backoff_now: Option<agents::Backoff>,
     cursor: u64,
-    status_file: crate::store::HomePath,
-    actions_file: crate::store::HomePath,
+    status_file: conductor::store::HomePath,
+    actions_file: conductor::store::HomePath,
 }
 
 /// What the fetch-and-claim transaction decided.
 struct Plan {
-    claimed: Option<(canopy::Item, canopy::Claim, bool)>,
+    claimed: Option<(agents::Item, agents::Claim, bool)>,
     /// When a claim held by another worker expires (a timer for the takeover).
     next_expiry_ms: Option<i64>,
     /// More claimable work is queued.
@@ -173,8 +173,8 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         }
     }
     let cursor = me.cursor;
-    let status_file = canopy::agent_file(&name, canopy::RUN_STATUS_FILE)?;
-    let actions_file = canopy::agent_file(&name, canopy::ACTIONS_FILE)?;
+    let status_file = agents::agent_file(&name, agents::RUN_STATUS_FILE)?;
+    let actions_file = agents::agent_file(&name, agents::ACTIONS_FILE)?;
     let dir = ctx.store.home().dir().to_path_buf();
     let (watcher, wake_source, poll) = match ctx.store.watcher(journal::is_journal_file) {
         Ok(w) if w.polling => (Some(w), "poll", watch::POLL_INTERVAL.as_secs_f64()),
@@ -314,7 +314,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
 
 /// Where the journal ends: the active file's inode and size, or with a shared store its last
 /// seq (asked only when the watcher woke the loop).
-fn journal_stat(store: &crate::store::Store, dir: &std::path::Path) -> Option<(u64, u64)> {
+fn journal_stat(store: &conductor::store::Store, dir: &std::path::Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     if store.remote().is_some() {
         return store.last_event_seq().ok().map(|s| (0, s));
@@ -341,14 +341,14 @@ fn transitions(made: Vec<(State, State)>) -> Vec<Value> {
 }
 
 /// The channels an agent watches.
-fn a_watch<'x>(agents: &'x Agents, name: &str) -> &'x canopy::Agent {
+fn a_watch<'x>(agents: &'x Agents, name: &str) -> &'x agents::Agent {
     ops::agent(agents, name).expect("the loop's agent was read in this transaction")
 }
 
 impl<'a> Loop<'a> {
     /// True when `item` is another agent's that this loop stands in for (`--takeover-for`):
     /// claimed by someone else, in a channel `me` watches, not a DM.
-    fn stands_in(&self, me: &canopy::Agent, item: &canopy::Item) -> bool {
+    fn stands_in(&self, me: &agents::Agent, item: &agents::Item) -> bool {
         self.stand_in.contains(&item.agent)
             && item.source_type != "dm"
             && me.watch.contains(&item.channel_id)
@@ -374,9 +374,9 @@ impl<'a> Loop<'a> {
         }
     }
 
-    fn run_status(&self, now: Timestamp) -> canopy::RunStatus {
-        canopy::RunStatus {
-            version: canopy::VERSION.into(),
+    fn run_status(&self, now: Timestamp) -> agents::RunStatus {
+        agents::RunStatus {
+            version: agents::VERSION.into(),
             agent: self.name.clone(),
             pid: std::process::id(),
             worker: self.worker.clone(),
@@ -388,7 +388,7 @@ impl<'a> Loop<'a> {
             cycles: self.cycles,
             shadow: self.args.exec.is_none(),
             status: self.run_state.into(),
-            exec: self.args.exec.as_deref().map(canopy::health::redact_text),
+            exec: self.args.exec.as_deref().map(agents::health::redact_text),
             last_event_cursor: self.cursor,
             current: self.current.clone(),
             last_error: self.last_error.as_ref().map(|(e, _)| e.clone()),
@@ -404,7 +404,7 @@ impl<'a> Loop<'a> {
     fn commit<T>(
         &mut self,
         now: Timestamp,
-        mut f: impl FnMut(&mut Self, &mut crate::store::Tx) -> Result<T>,
+        mut f: impl FnMut(&mut Self, &mut conductor::store::Tx) -> Result<T>,
     ) -> Result<T> {
         // Transitions made before `f`, then what `f` logs, then the transitions it made.
         self.log_transitions(now);
@@ -415,7 +415,7 @@ impl<'a> Loop<'a> {
             (self.m.clone(), self.cursor, self.announced.clone());
         let mut attempt = 0;
         let ctx = self.ctx();
-        let res = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+        let res = ctx.store.transaction(now, &[Lock::Agents], |tx| {
             if attempt > 0 {
                 self.m = saved_machine.clone();
                 self.cursor = saved_cursor;
@@ -430,8 +430,8 @@ impl<'a> Loop<'a> {
                 .iter()
                 .map(|a| serde_json::to_string(a).expect("actions serialize"))
                 .collect();
-            tx.append_capped(&self.actions_file, &lines, canopy::ACTIONS_CAP_BYTES)?;
-            tx.write_at(&self.status_file, canopy::to_bytes(&self.run_status(now)))?;
+            tx.append_capped(&self.actions_file, &lines, agents::ACTIONS_CAP_BYTES)?;
+            tx.write_at(&self.status_file, agents::to_bytes(&self.run_status(now)))?;
             Ok(v)
         });
         match &res {
@@ -462,7 +462,7 @@ impl<'a> Loop<'a> {
         let channels: Channels = self.ctx.store.read_doc(now)?;
         let (events, read_to) = read_feed(&self.ctx.store, &me)?;
         let store = &self.ctx().store;
-        let lookup = |id: &str| canopy::find_message(store, &channels, id).ok().flatten();
+        let lookup = |id: &str| agents::find_message(store, &channels, id).ok().flatten();
         let routed: Vec<(Event, ops::Route)> = events
             .into_iter()
             .map(|e| {
@@ -486,7 +486,7 @@ impl<'a> Loop<'a> {
         }
         let plan = self.fetch_and_claim(&routed, read_to, &channels)?;
         let Some((item, claim, takeover)) = plan.claimed else {
-            let now_ms = canopy::now_ms();
+            let now_ms = agents::now_ms();
             let mut wait = SAFETY_RESCAN;
             if let Some(exp) = plan.next_expiry_ms {
                 wait = wait.min(Duration::from_millis((exp - now_ms).max(0) as u64 + 5));
@@ -512,7 +512,7 @@ impl<'a> Loop<'a> {
         channels: &Channels,
     ) -> Result<Plan> {
         let now = Timestamp::now();
-        let now_ms = canopy::now_ms();
+        let now_ms = agents::now_ms();
         let name = self.name.clone();
         let exec = self.args.exec.is_some();
         let held: Vec<String> = self
@@ -537,12 +537,12 @@ impl<'a> Loop<'a> {
                     && let Some(m) = ops::recent(channels, message_id).cloned()
                 {
                     let id = ops::add_item(&mut inbox, &m, &name, "broadcast", "broadcast",
-                        canopy::Priority::Low, now, now_ms, &mut fx);
+                        agents::Priority::Low, now, now_ms, &mut fx);
                     newly.push(id);
                 }
             }
             // The durable queue: every actionable item of this agent, in pick order.
-            let mut mine: Vec<&canopy::Item> =
+            let mut mine: Vec<&agents::Item> =
                 inbox.items.values().filter(|i| i.agent == name).collect();
             mine.sort_by(|x, y| ops::pick_order(x, y));
             let queue: Vec<String> = mine.iter().map(|i| i.id.clone()).collect();
@@ -555,8 +555,8 @@ impl<'a> Loop<'a> {
             for id in &newly {
                 let created = inbox.items.get(id).map(|i| (i.created_ms, i.status));
                 if let Some((ms, status)) = created
-                    && !(lp.args.mark_seen && status == canopy::Status::Pending)
-                    && status == canopy::Status::Pending
+                    && !(lp.args.mark_seen && status == agents::Status::Pending)
+                    && status == agents::Status::Pending
                 {
                     a.metrics.event_to_seen.observe((now_ms - ms).max(0) as u64);
                 }
@@ -566,7 +566,7 @@ impl<'a> Loop<'a> {
             // The cursor moves only now: everything it covers is queued in this commit.
             a.cursor = a.cursor.max(read_to);
             lp.cursor = a.cursor;
-            if lp.args.mark_seen && queue.iter().any(|id| inbox.items[id].status == canopy::Status::Pending) {
+            if lp.args.mark_seen && queue.iter().any(|id| inbox.items[id].status == agents::Status::Pending) {
                 lp.m.go(State::MarkingSeen);
                 for id in &queue {
                     ops::mark_seen(&mut agents, &mut inbox, id, now, now_ms, &mut fx)?;
@@ -594,7 +594,7 @@ impl<'a> Loop<'a> {
                 }
             }
             // Stand-in work: expired claims of the agents this loop stands in for, after its own.
-            let mut theirs: Vec<&canopy::Item> = inbox
+            let mut theirs: Vec<&agents::Item> = inbox
                 .items
                 .values()
                 .filter(|i| lp.stands_in(a_watch(&agents, &name), i) && !held.contains(&i.id))
@@ -629,7 +629,7 @@ impl<'a> Loop<'a> {
                             "expires_at": claim.expires_at, "takeover": takeover,
                             "previous_holder": previous.map(|p| format!("{} ({})", p.agent, p.worker))}));
                         let item = inbox.items[&id].clone();
-                        lp.current = Some(canopy::CurrentWork {
+                        lp.current = Some(agents::CurrentWork {
                             item_id: id.clone(),
                             channel_id: item.channel_id.clone(),
                             message_id: item.source_id.clone(),
@@ -650,7 +650,7 @@ impl<'a> Loop<'a> {
             }
             tx.write_if_changed(&agents)?;
             tx.write_if_changed(&inbox)?;
-            canopy::stage(tx, fx)?;
+            agents::stage(tx, fx)?;
             Ok(plan)
         })
     }
@@ -658,13 +658,13 @@ impl<'a> Loop<'a> {
     /// Run the child on a claimed item and finish it.
     fn execute(
         &mut self,
-        item: canopy::Item,
-        claim: canopy::Claim,
+        item: agents::Item,
+        claim: agents::Claim,
         stopped: &dyn Fn() -> bool,
     ) -> Result<()> {
         let cmd = self.args.exec.clone().expect("claims only with --exec");
         let channels: Channels = self.ctx.store.read_doc(Timestamp::now())?;
-        let message = canopy::find_message(&self.ctx.store, &channels, &item.source_id)?;
+        let message = agents::find_message(&self.ctx.store, &channels, &item.source_id)?;
         let input = json!({"item": item, "message": message, "agent": self.name});
         let agent_name = self.name.clone();
         let result = run_child(
@@ -680,7 +680,7 @@ impl<'a> Loop<'a> {
         self.current = None;
         match result {
             Ok(ChildEnd::Exited(0, out)) => {
-                let verdict = canopy::artifact::validate(&out);
+                let verdict = agents::artifact::validate(&out);
                 if verdict.valid {
                     self.m.go(State::Completing);
                     match self.complete(&item, &out) {
@@ -706,7 +706,7 @@ impl<'a> Loop<'a> {
             Ok(ChildEnd::Exited(SKIP_EXIT, _)) => {
                 self.m.go(State::Skipping);
                 let now = Timestamp::now();
-                let now_ms = canopy::now_ms();
+                let now_ms = agents::now_ms();
                 let name = self.name.clone();
                 let res = self.commit(now, |_, tx| {
                     let mut agents: Agents = tx.read()?;
@@ -716,7 +716,7 @@ impl<'a> Loop<'a> {
                         &mut agents,
                         &mut inbox,
                         &item.id,
-                        canopy::Status::Skipped,
+                        agents::Status::Skipped,
                         None,
                         Some(&name),
                         now,
@@ -725,7 +725,7 @@ impl<'a> Loop<'a> {
                     )?;
                     tx.write(&agents)?;
                     tx.write(&inbox)?;
-                    canopy::stage(tx, fx)
+                    agents::stage(tx, fx)
                 });
                 match res {
                     Ok(()) => {
@@ -767,12 +767,12 @@ impl<'a> Loop<'a> {
 
     fn renew(&mut self, id: &str) -> std::result::Result<(), String> {
         let now = Timestamp::now();
-        let now_ms = canopy::now_ms();
+        let now_ms = agents::now_ms();
         let name = self.name.clone();
         let worker = self.worker.clone();
         self.ctx
             .store
-            .transaction(now, &[Lock::Runtime], |tx| {
+            .transaction(now, &[Lock::Agents], |tx| {
                 let mut inbox: Inbox = tx.read()?;
                 let held = inbox
                     .items
@@ -788,15 +788,15 @@ impl<'a> Loop<'a> {
                 let mut fx = ops::Fx::default();
                 ops::renew(&mut inbox, id, &name, None, now, now_ms, &mut fx)?;
                 tx.write(&inbox)?;
-                canopy::stage(tx, fx)
+                agents::stage(tx, fx)
             })
             .map_err(|e| e.to_string())
     }
 
     /// Post the artifact and complete the item with a reference to the post, together.
-    fn complete(&mut self, item: &canopy::Item, artifact: &str) -> Result<String> {
+    fn complete(&mut self, item: &agents::Item, artifact: &str) -> Result<String> {
         let now = Timestamp::now();
-        let now_ms = canopy::now_ms();
+        let now_ms = agents::now_ms();
         let name = self.name.clone();
         let worker = self.worker.clone();
         let ctx = self.ctx();
@@ -816,7 +816,7 @@ impl<'a> Loop<'a> {
                 ));
             }
             let dm = item.source_type == "dm";
-            let replied = canopy::find_message(&ctx.store, &channels, &item.source_id)?;
+            let replied = agents::find_message(&ctx.store, &channels, &item.source_id)?;
             let mut fx = ops::Fx::default();
             let post = ops::post(
                 &mut agents,
@@ -835,7 +835,7 @@ impl<'a> Loop<'a> {
                     } else {
                         replied.as_ref().map(|r| r.message_id.clone())
                     },
-                    priority: canopy::Priority::Normal,
+                    priority: agents::Priority::Normal,
                     dm,
                 },
                 if dm { None } else { replied.as_ref() },
@@ -852,7 +852,7 @@ impl<'a> Loop<'a> {
                 &mut agents,
                 &mut inbox,
                 &item.id,
-                canopy::Status::Completed,
+                agents::Status::Completed,
                 Some(r),
                 Some(&name),
                 now,
@@ -864,7 +864,7 @@ impl<'a> Loop<'a> {
             tx.write(&agents)?;
             tx.write(&inbox)?;
             tx.write(&channels)?;
-            canopy::stage(tx, fx)?;
+            agents::stage(tx, fx)?;
             Ok(post.message_id)
         })
     }
@@ -873,7 +873,7 @@ impl<'a> Loop<'a> {
         let now = Timestamp::now();
         let name = self.name.clone();
         let worker = self.worker.clone();
-        let _ = self.ctx().store.transaction(now, &[Lock::Runtime], |tx| {
+        let _ = self.ctx().store.transaction(now, &[Lock::Agents], |tx| {
             let mut inbox: Inbox = tx.read()?;
             let ours = inbox
                 .items
@@ -886,7 +886,7 @@ impl<'a> Loop<'a> {
             let mut fx = ops::Fx::default();
             ops::release(&mut inbox, id, &name, reason, &mut fx)?;
             tx.write(&inbox)?;
-            canopy::stage(tx, fx)
+            agents::stage(tx, fx)
         });
     }
 
@@ -900,7 +900,7 @@ impl<'a> Loop<'a> {
     }
 
     /// Record an error (the item, if any, stays actionable; its claim is released).
-    fn error(&mut self, item: Option<&canopy::Item>, why: &str) {
+    fn error(&mut self, item: Option<&agents::Item>, why: &str) {
         self.m.go(State::Error);
         self.consecutive_errors += 1;
         if let Some(i) = item {
@@ -909,7 +909,7 @@ impl<'a> Loop<'a> {
         let now = Timestamp::now();
         let name = self.name.clone();
         let item_id = item.map(|i| i.id.clone());
-        let why = canopy::health::redact_text(why);
+        let why = agents::health::redact_text(why);
         self.last_error = Some((why.clone(), now));
         let _ = self.commit(now, |lp, tx| {
             let mut agents: Agents = tx.read()?;
@@ -923,7 +923,7 @@ impl<'a> Loop<'a> {
 
     fn fail(
         &mut self,
-        item: &canopy::Item,
+        item: &agents::Item,
         kind: &str,
         why: &str,
         stopped: &dyn Fn() -> bool,
@@ -948,9 +948,9 @@ impl<'a> Loop<'a> {
             *self.failures.entry(id.to_string()).or_default() += 1;
             self.held_back.insert(id.to_string(), Instant::now() + d);
         }
-        self.backoff_now = Some(canopy::Backoff {
+        self.backoff_now = Some(agents::Backoff {
             delay_ms: ms,
-            until: canopy::ts(canopy::now_ms() + ms as i64),
+            until: agents::ts(agents::now_ms() + ms as i64),
             consecutive_errors: n,
             item_id: item.map(str::to_string),
         });
@@ -967,7 +967,7 @@ impl<'a> Loop<'a> {
 }
 
 /// The agent's feed after its cursor (at most [`FEED_BATCH`] events), and how far it read.
-fn read_feed(store: &crate::store::Store, me: &canopy::Agent) -> Result<(Vec<Event>, u64)> {
+fn read_feed(store: &conductor::store::Store, me: &agents::Agent) -> Result<(Vec<Event>, u64)> {
     let mut tail = match store.tail(Some(me.cursor)) {
         Ok(t) => t,
         Err(e) if e.reason() == "cursor_expired" => {
@@ -1008,7 +1008,7 @@ const MAX_ARTIFACT: u64 = 1024 * 1024;
 fn run_child(
     cmd: &str,
     input: &Value,
-    item: &canopy::Item,
+    item: &agents::Item,
     agent: &str,
     timeout: Duration,
     renew_every: Duration,

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use super::agent::Out;
 use super::{Ctx, print};
-use crate::canopy::{self, Agents, Channels, Inbox, health, ops};
-use crate::error::Result;
+use conductor::agents::{self, Agents, Channels, Inbox, health, ops};
+use conductor::error::Result;
 
 /// Self-test levels, lowest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -83,7 +83,7 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
             me.cursor
         ));
     }
-    let run = crate::canopy::read_run_status(&ctx.store, &me.name)?;
+    let run = conductor::agents::read_run_status(&ctx.store, &me.name)?;
     let running = super::agent::alive(run.as_ref());
     if lag > 0 && !running {
         warnings.push(format!(
@@ -151,10 +151,10 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
             continue;
         };
         for m in c.recent.iter().rev().take(20) {
-            let e = crate::store::event::Event {
+            let e = conductor::store::event::Event {
                 seq: 0,
                 event_id: String::new(),
-                event_type: canopy::ev::CHANNEL_MESSAGE_CREATED.into(),
+                event_type: agents::ev::CHANNEL_MESSAGE_CREATED.into(),
                 actor: Some(m.author.clone()),
                 target: None,
                 project: None,

@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Ctx, Report};
-use crate::error::Result;
-use crate::protocol::Priority;
-use crate::protocol::gate::{self, Verdict};
+use conductor::error::Result;
+use conductor::protocol::Priority;
+use conductor::protocol::gate::{self, Verdict};
+use conductor::protocol::request::AlignRequest;
 
 /// Check a task against the gate.
 #[derive(Debug, clap::Args)]
@@ -29,17 +29,6 @@ pub struct AlignArgs {
     pub dir: Option<PathBuf>,
 }
 
-/// The `align` operation input.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AlignRequest {
-    pub task: String,
-    pub priority: Priority,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub project: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub working_directory: Option<String>,
-}
 
 impl AlignArgs {
     /// The request these arguments make.

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::agent::Out;
 use super::{Ctx, print};
-use crate::canopy::artifact;
-use crate::error::{Error, IoContext, Result};
+use conductor::agents::artifact;
+use conductor::error::{Error, IoContext, Result};
 
 /// The artifact verbs.
 #[derive(Debug, Subcommand)]

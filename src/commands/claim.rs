@@ -1,13 +1,13 @@
 //! `conductor claim FILE... [--force WHY]`: lock files before editing them.
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Ctx, Report, display_path};
 use crate::cli::InstanceArg;
-use crate::error::Result;
-use crate::protocol::ops::{self, ClaimOutcome};
-use crate::runtime::ProcessTable;
+use conductor::error::Result;
+use conductor::protocol::ops::{self, ClaimOutcome};
+use conductor::protocol::local::ProcessTable;
+use conductor::protocol::request::ClaimRequest;
 
 /// Claim files.
 #[derive(Debug, clap::Args)]
@@ -29,22 +29,12 @@ pub struct ClaimArgs {
     /// On timeout (or SIGINT/SIGTERM): leaves the queues, prints the usual conflict result,
     /// exit 3.
     #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "forever", require_equals = true,
-          conflicts_with = "force", value_parser = crate::time::parse_limit)]
-    pub wait: Option<crate::time::Limit>,
+          conflicts_with = "force", value_parser = conductor::time::parse_limit)]
+    pub wait: Option<conductor::time::Limit>,
     #[command(flatten)]
     pub instance: InstanceArg,
 }
 
-/// The `claim` operation input.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClaimRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance_id: Option<String>,
-    pub files: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub force: Option<String>,
-}
 
 impl ClaimArgs {
     /// The request these arguments make.
@@ -144,8 +134,8 @@ fn conflict_message(o: &ClaimOutcome) -> String {
 /// Run `claim`.
 pub fn execute(ctx: &Ctx, req: ClaimRequest) -> Result<Box<dyn Report>> {
     let now = ctx.now;
-    let live = ProcessTable::new().with_max_age(crate::config::read(&ctx.store)?.default_max_age_minutes);
-    let outcome = crate::protocol::transact(&ctx.store, now, |st, fx| {
+    let live = ProcessTable::new().with_max_age(conductor::config::read(&ctx.store)?.default_max_age_minutes);
+    let outcome = conductor::protocol::transact(&ctx.store, now, |st, fx| {
         let (id, mut paths) = super::resolve_with_paths(ctx, st, &req.instance_id, &[&req.files])?;
         let files = paths.remove(0);
         ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use super::claim::{ClaimArgs, Claimed};
 use super::{Ctx, print};
-use crate::error::{Error, Result};
-use crate::protocol::ops::{self, ClaimOutcome};
-use crate::runtime::ProcessTable;
-use crate::time::Timestamp;
-use crate::watch::{self, Wake};
+use conductor::error::{Error, Result};
+use conductor::protocol::ops::{self, ClaimOutcome};
+use conductor::protocol::local::ProcessTable;
+use conductor::time::Timestamp;
+use conductor::store::watch::{self, Wake};
 
 /// Re-read the state at least this often while waiting, in case a notification is lost.
 const SAFETY_RESCAN: Duration = Duration::from_secs(30);
@@ -25,16 +25,16 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     watch::block_stop_signals();
     let limit = args.wait.and_then(|l| l.0);
     let req = args.into_request();
-    let state = crate::protocol::read_unvalidated(&ctx.store, ctx.now)?;
+    let state = conductor::protocol::read_unvalidated(&ctx.store, ctx.now)?;
     let (id, mut paths) = super::resolve_with_paths(ctx, &state, &req.instance_id, &[&req.files])?;
     let files = paths.remove(0);
     let deadline = limit.map(|d| Instant::now() + d);
     let watcher = ctx.store.watcher(|name| name == "status.json")?;
     watcher.stop_on_signals_and_closed_stdout();
-    let live = ProcessTable::new().with_max_age(crate::config::read(&ctx.store)?.default_max_age_minutes);
+    let live = ProcessTable::new().with_max_age(conductor::config::read(&ctx.store)?.default_max_age_minutes);
     let pid = std::process::id();
     let now = Timestamp::now();
-    let first = crate::protocol::transact(&ctx.store, now, |st, fx| {
+    let first = conductor::protocol::transact(&ctx.store, now, |st, fx| {
         let out = ops::claim(st, &id, &files, None, now, &live, fx)?;
         let held: Vec<String> = out.conflicts.iter().map(|c| c.file.clone()).collect();
         ops::enqueue(st, &id, &held, Some(pid), now, fx)?;
@@ -66,7 +66,7 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
         ));
     }
     loop {
-        let state = crate::protocol::read(&ctx.store, Timestamp::now())?;
+        let state = conductor::protocol::read(&ctx.store, Timestamp::now())?;
         let me = state
             .instance(&id)
             .ok_or_else(|| Error::UnknownInstance(id.clone()))?;
@@ -87,7 +87,7 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     }
     // Give up: leave the queues, then answer exactly as a plain claim would now.
     let now = Timestamp::now();
-    let outcome = crate::protocol::transact(&ctx.store, now, |st, fx| {
+    let outcome = conductor::protocol::transact(&ctx.store, now, |st, fx| {
         ops::dequeue(st, &id, &files, now, fx)?;
         ops::claim(st, &id, &files, None, now, &live, fx)
     })?;

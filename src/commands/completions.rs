@@ -3,7 +3,7 @@
 use clap::CommandFactory;
 
 use crate::cli::Cli;
-use crate::error::{Error, Result};
+use conductor::error::{Error, Result};
 
 /// Print a completion script.
 #[derive(Debug, clap::Args)]

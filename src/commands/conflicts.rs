@@ -5,11 +5,11 @@ use std::collections::VecDeque;
 use serde_json::json;
 
 use super::{Ctx, Report, print};
-use crate::error::Result;
-use crate::protocol::ops::{self, LiveConflict};
-use crate::protocol::Ledger;
-use crate::protocol::conflicts_log::LogEntry;
-use crate::store::ledger::Line;
+use conductor::error::Result;
+use conductor::protocol::ops::{self, LiveConflict};
+use conductor::protocol::Ledger;
+use conductor::protocol::conflicts_log::LogEntry;
+use conductor::store::ledger::Line;
 
 /// Show conflicts.
 #[derive(Debug, clap::Args)]
@@ -58,7 +58,7 @@ impl Report for ConflictsReport {
 /// Run `conflicts`.
 pub fn run(ctx: &Ctx, args: ConflictsArgs) -> Result<u8> {
     let mut recent = VecDeque::with_capacity(args.limit.min(10_000));
-    crate::protocol::read_ledger(&ctx.store, Ledger::Conflicts, |n, line| {
+    conductor::protocol::read_ledger(&ctx.store, Ledger::Conflicts, |n, line| {
         match line {
             Line::Complete(text) => match LogEntry::parse(&text) {
                 Some(e) => {
@@ -79,7 +79,7 @@ pub fn run(ctx: &Ctx, args: ConflictsArgs) -> Result<u8> {
         }
         Ok(true)
     })?;
-    let state = crate::protocol::read(&ctx.store, ctx.now)?;
+    let state = conductor::protocol::read(&ctx.store, ctx.now)?;
     print(
         ctx.out,
         &ConflictsReport {

@@ -3,9 +3,9 @@
 use serde_json::json;
 
 use super::{Ctx, Report, print};
-use crate::error::Result;
-use crate::schema::Schema;
-use crate::protocol::doctor::{self, Finding};
+use conductor::error::Result;
+use conductor::schema::Schema;
+use conductor::protocol::doctor::{self, Finding};
 
 /// Check (and repair) the home.
 #[derive(Debug, clap::Args)]
@@ -132,7 +132,7 @@ impl Report for DoctorReport {
 pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
     if let Some(r) = ctx.store.remote() {
         if args.repair {
-            return Err(crate::error::Error::invalid(
+            return Err(conductor::error::Error::invalid(
                 "invalid_input",
                 "--repair rewrites a file home's files; with a shared store doctor only checks the cluster and its documents (run it without --repair)",
             ));
@@ -154,7 +154,7 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
 }
 
 /// `doctor` against a shared store: the cluster's health and revision, then every document.
-fn run_remote(ctx: &Ctx, r: &crate::store::etcd::Etcd) -> Result<u8> {
+fn run_remote(ctx: &Ctx, r: &conductor::store::etcd::Etcd) -> Result<u8> {
     let (finding, backend, unavailable) = match r.health() {
         Ok(h) => {
             let up = h.members.iter().filter(|(_, up)| *up).count();
@@ -213,7 +213,7 @@ fn run_remote(ctx: &Ctx, r: &crate::store::etcd::Etcd) -> Result<u8> {
         let mut d = documents(ctx);
         d.insert(
             0,
-            match crate::protocol::read(&ctx.store, ctx.now) {
+            match conductor::protocol::read(&ctx.store, ctx.now) {
                 Ok(st) => Finding {
                     file: "status.json".into(),
                     ok: true,
@@ -249,7 +249,7 @@ fn run_remote(ctx: &Ctx, r: &crate::store::etcd::Etcd) -> Result<u8> {
 
 /// Each domain's live documents that exist: readable, or what is wrong with them.
 fn documents(ctx: &Ctx) -> Vec<Finding> {
-    use crate::store::Document;
+    use conductor::store::Document;
     fn check<D: Document>(ctx: &Ctx, domain: &str, schema: Option<Schema>) -> Option<Finding> {
         let bytes = match ctx.store.read_doc_bytes(D::FILE) {
             Ok(None) => return None,
@@ -285,11 +285,11 @@ fn documents(ctx: &Ctx) -> Vec<Finding> {
         })
     }
     let mut out: Vec<Finding> = [
-        check::<crate::canopy::Agents>(ctx, "agent runtime", Some(Schema::RuntimeAgents)),
-        check::<crate::canopy::Inbox>(ctx, "agent runtime", Some(Schema::RuntimeInbox)),
-        check::<crate::canopy::Channels>(ctx, "agent runtime", Some(Schema::RuntimeChannels)),
-        check::<crate::workflows::Sessions>(ctx, "workflows", None),
-        check::<crate::queue::QueueDoc>(ctx, "job queue", None),
+        check::<conductor::agents::Agents>(ctx, "agent runtime", Some(Schema::RuntimeAgents)),
+        check::<conductor::agents::Inbox>(ctx, "agent runtime", Some(Schema::RuntimeInbox)),
+        check::<conductor::agents::Channels>(ctx, "agent runtime", Some(Schema::RuntimeChannels)),
+        check::<conductor::workflows::Sessions>(ctx, "workflows", None),
+        check::<conductor::queue::QueueDoc>(ctx, "job queue", None),
     ]
     .into_iter()
     .flatten()
@@ -302,7 +302,7 @@ fn documents(ctx: &Ctx) -> Vec<Finding> {
 fn schema_check(bytes: &[u8], schema: Schema) -> std::result::Result<(), String> {
     let v: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| format!("not JSON ({e})"))?;
-    crate::schema::validate(schema, &v).map_err(|e| format!("fails {}: {e}", schema.file()))
+    conductor::schema::validate(schema, &v).map_err(|e| format!("fails {}: {e}", schema.file()))
 }
 
 /// Each agent's run files (`runtime/agents/NAME/run-status.json` and `actions.jsonl`) against
@@ -310,7 +310,7 @@ fn schema_check(bytes: &[u8], schema: Schema) -> std::result::Result<(), String>
 /// run-status.json, and a bad action line ages out of the capped log.
 fn agent_run_files(ctx: &Ctx) -> Vec<Finding> {
     // In the home's directory or under the shared store's keys alike.
-    let Ok(files) = ctx.store.agent_run_files() else {
+    let Ok(files) = conductor::app::bundle::agent_run_files(&ctx.store) else {
         return Vec::new();
     };
     let mut names: Vec<String> = files
@@ -325,24 +325,24 @@ fn agent_run_files(ctx: &Ctx) -> Vec<Finding> {
         let rel = |f: &str| {
             format!(
                 "{}/{}/{name}/{f}",
-                crate::canopy::AGENT_DIR[0],
-                crate::canopy::AGENT_DIR[1]
+                conductor::agents::AGENT_DIR[0],
+                conductor::agents::AGENT_DIR[1]
             )
         };
-        if let Some(bytes) = read(&rel(crate::canopy::RUN_STATUS_FILE)) {
+        if let Some(bytes) = read(&rel(conductor::agents::RUN_STATUS_FILE)) {
             let r = schema_check(&bytes, Schema::RuntimeRunStatus).and_then(|()| {
-                crate::canopy::read_run_status(&ctx.store, &name)
+                conductor::agents::read_run_status(&ctx.store, &name)
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             });
             out.push(finding(
-                rel(crate::canopy::RUN_STATUS_FILE),
+                rel(conductor::agents::RUN_STATUS_FILE),
                 r,
                 "valid",
                 fix,
             ));
         }
-        if let Some(bytes) = read(&rel(crate::canopy::ACTIONS_FILE)) {
+        if let Some(bytes) = read(&rel(conductor::agents::ACTIONS_FILE)) {
             let text = String::from_utf8_lossy(&bytes);
             let mut bad = None;
             let mut n = 0;
@@ -351,7 +351,7 @@ fn agent_run_files(ctx: &Ctx) -> Vec<Finding> {
                     i + 1 == text.split_terminator('\n').count() && !text.ends_with('\n');
                 let r = serde_json::from_str::<serde_json::Value>(line)
                     .map_err(|e| format!("not JSON ({e})"))
-                    .and_then(|v| crate::schema::validate(Schema::RuntimeAction, &v));
+                    .and_then(|v| conductor::schema::validate(Schema::RuntimeAction, &v));
                 match r {
                     Ok(()) => n += 1,
                     Err(_) if torn_tail => {}
@@ -366,7 +366,7 @@ fn agent_run_files(ctx: &Ctx) -> Vec<Finding> {
                 None => Ok(()),
             };
             out.push(finding(
-                rel(crate::canopy::ACTIONS_FILE),
+                rel(conductor::agents::ACTIONS_FILE),
                 r,
                 &format!("{n} valid action(s)"),
                 fix,
@@ -397,9 +397,9 @@ fn finding(file: String, r: std::result::Result<(), String>, ok: &str, fix: &str
 /// hook runs still exists.
 fn integrations() -> Vec<Finding> {
     use crate::commands::integrate::{installed_commands, our_program, target};
-    use crate::hooks::Agent;
+    use conductor::hooks::Agent;
     let mut roots = Vec::new();
-    if let Ok(d) = crate::runtime::current_dir() {
+    if let Ok(d) = conductor::host::current_dir() {
         roots.push(d);
     }
     if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {

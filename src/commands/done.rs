@@ -1,13 +1,13 @@
 //! `conductor done [--outcome O] [--files-modified FILE...] [--notes TEXT]`.
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Ctx, Report};
 use crate::cli::InstanceArg;
-use crate::error::Result;
-use crate::protocol::ops;
-use crate::protocol::types::Outcome;
+use conductor::error::Result;
+use conductor::protocol::ops;
+use conductor::protocol::types::Outcome;
+use conductor::protocol::request::DoneRequest;
 
 /// Finish the task.
 #[derive(Debug, clap::Args)]
@@ -34,19 +34,6 @@ fn done_outcome(s: &str) -> Result<Outcome, String> {
     }
 }
 
-/// The `done` operation input.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DoneRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<Outcome>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub files_modified: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub notes: Option<String>,
-}
 
 impl DoneArgs {
     /// The request these arguments make.
@@ -88,11 +75,11 @@ pub fn execute(ctx: &Ctx, req: DoneRequest) -> Result<Box<dyn Report>> {
     let listed = req.files_modified.clone().unwrap_or_default();
     let outcome = req.outcome.unwrap_or(Outcome::Success);
     let now = ctx.now;
-    let (id, released) = crate::protocol::transact(&ctx.store, now, |st, fx| {
+    let (id, released) = conductor::protocol::transact(&ctx.store, now, |st, fx| {
         let (id, mut paths) = super::resolve_with_paths(ctx, st, &req.instance_id, &[&listed])?;
         let files_modified = req.files_modified.as_ref().map(|_| paths.remove(0));
         // A released file goes to the first waiter that is still there.
-        ops::drop_dead_waiters(st, &crate::runtime::waiter_is_dead, now, fx);
+        ops::drop_dead_waiters(st, &conductor::protocol::local::waiter_is_dead, now, fx);
         let released = ops::done(st, &id, outcome, files_modified, req.notes.clone(), now, fx)?;
         Ok((id, released))
     })?;

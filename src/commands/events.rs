@@ -4,9 +4,9 @@
 use serde_json::json;
 
 use super::Ctx;
-use crate::error::{Error, Result};
-use crate::protocol::events::ALL_TYPES;
-use crate::store::event::Event;
+use conductor::error::{Error, Result};
+use conductor::protocol::events::ALL_TYPES;
+use conductor::store::event::Event;
 
 /// Read events.
 #[derive(Debug, clap::Args)]
@@ -42,9 +42,9 @@ pub struct Filter {
 
 /// Every event type any domain writes to the journal (one journal, one list).
 pub fn known_types() -> Vec<&'static str> {
-    use crate::canopy::ev as rt;
-    use crate::queue::ops as q;
-    use crate::workflows::event as wf;
+    use conductor::agents::ev as rt;
+    use conductor::queue::ops as q;
+    use conductor::workflows::event as wf;
     let mut all = ALL_TYPES.to_vec();
     all.extend([
         rt::AGENT_REGISTERED,
@@ -94,7 +94,7 @@ impl Filter {
                     "invalid_input",
                     format!(
                         "unknown event type `{}` (known: {})",
-                        crate::text::printable(t),
+                        conductor::text::printable(t),
                         known_types().join(", ")
                     ),
                 ));

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use super::Ctx;
-use crate::error::{Error, Result};
+use conductor::error::{Error, Result};
 
 /// Write every document, ledger line and event to one JSON bundle.
 #[derive(Debug, clap::Args)]
@@ -24,12 +24,12 @@ pub struct ExportArgs {
 
 /// Run `export`.
 pub fn run(ctx: &Ctx, args: ExportArgs) -> Result<u8> {
-    let bundle = ctx.store.export(ctx.now)?;
+    let bundle = conductor::app::bundle::export(&ctx.store)?;
     let mut text = serde_json::to_string(&bundle).expect("bundles serialize");
     text.push('\n');
     match args.file.filter(|f| f.as_os_str() != "-") {
         Some(path) => {
-            crate::store::atomic::write_atomic(&path, text.as_bytes())?;
+            conductor::store::atomic::write_atomic(&path, text.as_bytes())?;
             if !ctx.out.json {
                 eprintln!(
                     "exported {} document(s), {} ledger line(s), {} event(s) from {} to {}",

@@ -1,13 +1,13 @@
 //! `conductor heartbeat`: record that an instance is alive.
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Ctx, Report};
 use crate::cli::InstanceArg;
-use crate::error::Result;
-use crate::protocol::ops;
-use crate::time::Timestamp;
+use conductor::error::Result;
+use conductor::protocol::ops;
+use conductor::time::Timestamp;
+use conductor::protocol::request::HeartbeatRequest;
 
 /// Record a heartbeat.
 #[derive(Debug, clap::Args)]
@@ -24,16 +24,6 @@ pub struct HeartbeatArgs {
     pub instance: InstanceArg,
 }
 
-/// The `heartbeat` operation input.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HeartbeatRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance_id: Option<String>,
-    /// Not part of the JSON protocol: set by the CLI.
-    #[serde(skip)]
-    pub owner_pid: Option<u32>,
-}
 
 impl HeartbeatArgs {
     /// The request these arguments make.
@@ -63,7 +53,7 @@ impl Report for Beat {
 /// Run `heartbeat`.
 pub fn execute(ctx: &Ctx, req: HeartbeatRequest) -> Result<Box<dyn Report>> {
     let now = ctx.now;
-    let id = crate::protocol::transact(&ctx.store, now, |st, fx| {
+    let id = conductor::protocol::transact(&ctx.store, now, |st, fx| {
         let (id, _) = super::resolve_with_paths(ctx, st, &req.instance_id, &[])?;
         ops::heartbeat(st, &id, req.owner_pid, now, fx)?;
         Ok(id)

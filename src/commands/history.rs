@@ -4,12 +4,12 @@ use std::collections::VecDeque;
 use std::io::Write;
 
 use super::Ctx;
-use crate::error::{Error, Result};
-use crate::protocol::types::{HistoryEntry, Outcome};
-use crate::schema::{self, Schema};
-use crate::protocol::Ledger;
-use crate::store::ledger::Line;
-use crate::time::Timestamp;
+use conductor::error::{Error, Result};
+use conductor::protocol::types::{HistoryEntry, Outcome};
+use conductor::schema::{self, Schema};
+use conductor::protocol::Ledger;
+use conductor::store::ledger::Line;
+use conductor::time::Timestamp;
 
 /// Show history.
 #[derive(Debug, clap::Args)]
@@ -113,7 +113,7 @@ pub fn run(ctx: &Ctx, args: HistoryArgs) -> Result<u8> {
     };
     let mut tail: VecDeque<HistoryEntry> = VecDeque::new();
     let mut count = 0usize;
-    crate::protocol::read_ledger(&ctx.store, Ledger::History, |n, line| {
+    conductor::protocol::read_ledger(&ctx.store, Ledger::History, |n, line| {
         let text = match line {
             Line::Complete(t) => t,
             Line::Torn(_) => {

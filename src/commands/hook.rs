@@ -13,17 +13,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cli::GlobalArgs;
-use crate::error::{Error, Result};
-use crate::hooks::{self, Agent, DEFAULT_TASK, Event, HookInput, Verdict};
+use conductor::error::{Error, Result};
+use conductor::hooks::{self, Agent, DEFAULT_TASK, Event, HookInput, Verdict};
 use crate::output::Output;
-use crate::protocol::ops::{self, NewInstance};
-use crate::protocol::types::Outcome;
-use crate::config::Enforce;
-use crate::protocol::{Priority, ProjectConfig, Source, State};
-use crate::runtime::{self, PathNormalizer, ProcessTable};
-use crate::schema::Schema;
-use crate::store::{Home, Store};
-use crate::time::Timestamp;
+use conductor::protocol::ops::{self, NewInstance};
+use conductor::protocol::types::Outcome;
+use conductor::config::Enforce;
+use conductor::protocol::{Priority, ProjectConfig, Source, State};
+use conductor::protocol::local::{self, PathNormalizer, ProcessTable};
+use conductor::schema::Schema;
+use conductor::store::{Home, Store};
+use conductor::time::Timestamp;
 
 /// Seconds a hook waits for the state lock at most (the agent waits on the hook).
 const LOCK_WAIT_SECS: f64 = 3.0;
@@ -107,7 +107,7 @@ pub fn run(global: &GlobalArgs, args: HookArgs, _out: &Output) -> Result<u8> {
 /// ledger) before any claim check. `None`: not a worker, not a tool call the rules cover, or
 /// allowed.
 fn workflow_rules(global: &GlobalArgs, text: &str, input: &HookInput) -> Option<Verdict> {
-    use crate::workflows::{self, rules};
+    use conductor::workflows::{self, rules};
     let sid = std::env::var("CONDUCTOR_WORKFLOW_SESSION")
         .ok()
         .filter(|s| !s.is_empty())?;
@@ -185,7 +185,7 @@ fn handle(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdic
 fn session_dir(input: &HookInput) -> Result<PathBuf> {
     let dir = match input.cwd.as_deref() {
         Some(c) => PathBuf::from(c),
-        None => runtime::current_dir()?,
+        None => conductor::host::current_dir()?,
     };
     Ok(std::fs::canonicalize(&dir).unwrap_or(dir))
 }
@@ -194,7 +194,7 @@ fn session_dir(input: &HookInput) -> Result<PathBuf> {
 /// directory name, source from the environment (Cursor sessions are `cur`).
 fn new_instance(agent: Agent, input: &HookInput, dir: &Path) -> Result<NewInstance> {
     let cfg: Option<ProjectConfig> =
-        crate::schema::read_doc(&dir.join(".conductor/config.json"), Schema::ProjectConfig)?;
+        conductor::schema::read_doc(&dir.join(".conductor/config.json"), Schema::ProjectConfig)?;
     let task = cfg
         .and_then(|c| c.task)
         .filter(|t| !t.trim().is_empty())
@@ -209,7 +209,7 @@ fn new_instance(agent: Agent, input: &HookInput, dir: &Path) -> Result<NewInstan
         .to_string();
     let source = match agent {
         Agent::Cursor => Source::Cur,
-        _ => runtime::detect_source(|k| std::env::var(k).ok()),
+        _ => local::detect_source(|k| std::env::var(k).ok()),
     };
     Ok(NewInstance {
         source,
@@ -219,7 +219,7 @@ fn new_instance(agent: Agent, input: &HookInput, dir: &Path) -> Result<NewInstan
         working_directory,
         override_reason: None,
         pid: None,
-        host: runtime::hostname(),
+        host: conductor::host::hostname(),
         session_id: Some(input.session_id.clone()),
     })
 }
@@ -232,7 +232,7 @@ fn register(
     now: Timestamp,
     fx: &mut Vec<ops::Effect>,
 ) -> String {
-    let id = ops::start(st, new, None, runtime::random_hex6, now, fx);
+    let id = ops::start(st, new, None, conductor::host::random_hex6, now, fx);
     if let Some(i) = st.instance_mut(&id) {
         i.agent = Some(agent.name().to_string());
     }
@@ -252,12 +252,12 @@ fn require_session(input: &HookInput) -> Result<()> {
 fn session_start(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdict> {
     require_session(input)?;
     let store = open_store(global, LOCK_WAIT_SECS)?;
-    let config = crate::config::read(&store)?;
+    let config = conductor::config::read(&store)?;
     let now = Timestamp::now();
     let dir = session_dir(input)?;
     let new = new_instance(agent, input, &dir)?;
     let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
-    let (state, id, resumed) = crate::protocol::transact(&store, now, |st, fx| {
+    let (state, id, resumed) = conductor::protocol::transact(&store, now, |st, fx| {
         let (id, resumed) = match hooks::session_instance(st, &input.session_id) {
             Some(i) => {
                 let id = i.id.clone();
@@ -313,7 +313,7 @@ fn edit(
         return Ok(Verdict::default());
     }
     let store = open_store(global, LOCK_WAIT_SECS)?;
-    let config = crate::config::read(&store)?;
+    let config = conductor::config::read(&store)?;
     let enforce = config.enforce.unwrap_or_default();
     if enforce == Enforce::Off {
         return Ok(Verdict::default());
@@ -339,7 +339,7 @@ fn edit(
             .collect::<Vec<_>>()
     };
     // Lock-free first: most edits are of files the session already holds, or are refused.
-    let state = crate::protocol::read_unvalidated(&store, now)?;
+    let state = conductor::protocol::read_unvalidated(&store, now)?;
     let (verdict, to_claim) = hooks::combine(&decide_all(&state));
     if let Some(v) = verdict {
         return Ok(if after { after_the_fact(v) } else { v });
@@ -350,7 +350,7 @@ fn edit(
             .map(|m| m.id.clone())
         {
             // Best effort: a busy lock must not turn an allowed edit into a warning.
-            let _ = crate::protocol::transact(&store, now, |st, fx| ops::heartbeat(st, &id, None, now, fx));
+            let _ = conductor::protocol::transact(&store, now, |st, fx| ops::heartbeat(st, &id, None, now, fx));
         }
         return Ok(Verdict::default());
     }
@@ -361,7 +361,7 @@ fn edit(
         )));
     }
     let new = new_instance(agent, input, &dir)?;
-    crate::protocol::transact(&store, now, |st, fx| {
+    conductor::protocol::transact(&store, now, |st, fx| {
         // Decide again under the lock: another session may have claimed a file meanwhile.
         let (verdict, to_claim) = hooks::combine(&decide_all(st));
         if let Some(v) = verdict {
@@ -419,14 +419,14 @@ fn activity(global: &GlobalArgs, input: &HookInput) -> Result<Verdict> {
     }
     let store = open_store(global, LOCK_WAIT_SECS)?;
     let now = Timestamp::now();
-    let state = crate::protocol::read_unvalidated(&store, now)?;
+    let state = conductor::protocol::read_unvalidated(&store, now)?;
     let Some(id) = hooks::session_instance(&state, &input.session_id)
         .filter(|m| hooks::heartbeat_due(m, now))
         .map(|m| m.id.clone())
     else {
         return Ok(Verdict::default());
     };
-    crate::protocol::transact(&store, now, |st, fx| {
+    conductor::protocol::transact(&store, now, |st, fx| {
         if st.instance(&id).is_some() {
             ops::heartbeat(st, &id, None, now, fx)?;
         }
@@ -444,16 +444,16 @@ fn session_end(
     require_session(input)?;
     let store = open_store(global, SESSION_END_LOCK_WAIT_SECS)?;
     let now = Timestamp::now();
-    if hooks::session_instance(&crate::protocol::read_unvalidated(&store, now)?, &input.session_id).is_none() {
+    if hooks::session_instance(&conductor::protocol::read_unvalidated(&store, now)?, &input.session_id).is_none() {
         return Ok(Verdict::default()); // already done, or never registered
     }
     let why = reason.filter(|r| !r.is_empty()).unwrap_or("other");
-    let ended = crate::protocol::transact(&store, now, |st, fx| {
+    let ended = conductor::protocol::transact(&store, now, |st, fx| {
         let Some(id) = hooks::session_instance(st, &input.session_id).map(|i| i.id.clone()) else {
             return Ok(None);
         };
         // A released file goes to the first waiter that is still there.
-        ops::drop_dead_waiters(st, &crate::runtime::waiter_is_dead, now, fx);
+        ops::drop_dead_waiters(st, &conductor::protocol::local::waiter_is_dead, now, fx);
         let released = ops::done(
             st,
             &id,

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::Ctx;
-use crate::error::{Error, Result};
-use crate::store::Bundle;
+use conductor::error::{Error, Result};
+use conductor::store::Bundle;
 
 /// Load an export bundle into this (empty) home or store.
 #[derive(Debug, clap::Args)]
@@ -42,7 +42,7 @@ pub fn run(ctx: &Ctx, args: ImportArgs) -> Result<u8> {
             ),
         )
     })?;
-    ctx.store.import(&bundle)?;
+    conductor::app::bundle::import(&ctx.store, &bundle)?;
     let lines: usize = bundle.ledgers.values().map(Vec::len).sum();
     if ctx.out.json {
         ctx.out.json_line(&json!({

@@ -6,9 +6,9 @@ use serde_json::{Value, json};
 
 use super::agent::Out;
 use super::{Ctx, print};
-use crate::canopy::{self, Agents, Inbox, Status, ops};
-use crate::error::{Error, Result};
-use crate::store::Lock;
+use conductor::agents::{self, Agents, Inbox, Status, ops};
+use conductor::error::{Error, Result};
+use conductor::store::Lock;
 
 const INBOX_HELP: &str = "Statuses: pending and seen are actionable; completed and skipped are terminal; \
 expired is set by the system only: an item still pending or seen 7 days after it was created, with no \
@@ -81,7 +81,7 @@ pub struct ClaimArgs {
     #[arg(long)]
     pub agent: String,
     /// Seconds the claim lasts unless renewed (15 to 1800).
-    #[arg(long, default_value_t = canopy::TTL_DEFAULT)]
+    #[arg(long, default_value_t = agents::TTL_DEFAULT)]
     pub ttl: u64,
     /// Take over a claim whose TTL has run out.
     #[arg(long)]
@@ -123,8 +123,8 @@ fn tx_inbox<T>(
     ctx: &Ctx,
     mut f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
 ) -> Result<T> {
-    let now_ms = canopy::now_ms();
-    ctx.store.transaction(ctx.now, &[Lock::Runtime], |tx| {
+    let now_ms = agents::now_ms();
+    ctx.store.transaction(ctx.now, &[Lock::Agents], |tx| {
         let mut agents: Agents = tx.read()?;
         let mut inbox: Inbox = tx.read()?;
         let before = (agents.clone(), inbox.clone());
@@ -137,7 +137,7 @@ fn tx_inbox<T>(
         if inbox != before.1 {
             tx.write(&inbox)?;
         }
-        canopy::stage(tx, fx)?;
+        agents::stage(tx, fx)?;
         Ok(v)
     })
 }
@@ -148,8 +148,8 @@ fn explain_missing(ctx: &Ctx, e: Error, id: &str) -> Error {
         return e;
     }
     let mut status = None;
-    let _ = ctx.store.read_ledger_file(canopy::INBOX_DONE, |_, line| {
-        if let crate::store::ledger::Line::Complete(t) = line
+    let _ = ctx.store.read_ledger_file(agents::INBOX_DONE, |_, line| {
+        if let conductor::store::ledger::Line::Complete(t) = line
             && t.contains(id)
             && let Ok(v) = serde_json::from_str::<Value>(&t)
             && v["item"]["id"] == id
@@ -169,13 +169,13 @@ fn explain_missing(ctx: &Ctx, e: Error, id: &str) -> Error {
             .read_doc::<Inbox>(ctx.now)
             .ok()
             .and_then(|i| i.items.get(id).cloned())
-            .is_some_and(|i| ops::due_to_expire(&i, canopy::now_ms())) =>
+            .is_some_and(|i| ops::due_to_expire(&i, agents::now_ms())) =>
         {
             Error::invalid(
                 "not_actionable",
                 format!(
                     "inbox item `{id}` has expired (items expire {} days after they were created unless claimed)",
-                    canopy::ITEM_EXPIRY_SECONDS / 86_400
+                    agents::ITEM_EXPIRY_SECONDS / 86_400
                 ),
             )
         }
@@ -356,7 +356,7 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
         &mut agents_copy,
         &mut inbox,
         ctx.now,
-        canopy::now_ms(),
+        agents::now_ms(),
         &mut fx,
     );
     if status == Some(Status::Expired) {
@@ -371,7 +371,7 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
         }
     }
     if status.is_none_or(Status::actionable) {
-        let mut v: Vec<&canopy::Item> = inbox
+        let mut v: Vec<&agents::Item> = inbox
             .items
             .values()
             .filter(|i| agent.as_ref().is_none_or(|a| i.agent == *a))
@@ -385,8 +385,8 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
     } else {
         let want = status.expect("checked").as_str();
         let mut done = Vec::new();
-        ctx.store.read_ledger_file(canopy::INBOX_DONE, |_, line| {
-            if let crate::store::ledger::Line::Complete(t) = line
+        ctx.store.read_ledger_file(agents::INBOX_DONE, |_, line| {
+            if let conductor::store::ledger::Line::Complete(t) = line
                 && let Ok(v) = serde_json::from_str::<Value>(&t)
                 && v["item"]["status"] == want
                 && agent
@@ -429,7 +429,7 @@ pub fn run_mentions(ctx: &Ctx, a: MentionsArgs) -> Result<u8> {
                 None => None,
             };
             let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
-            let v: Vec<&canopy::Mention> = inbox
+            let v: Vec<&agents::Mention> = inbox
                 .mentions
                 .values()
                 .filter(|m| agent.as_ref().is_none_or(|n| m.agent == *n))

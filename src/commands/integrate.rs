@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use super::Report;
-use crate::error::{Error, IoContext, Result};
-use crate::hooks::Agent;
+use conductor::error::{Error, IoContext, Result};
+use conductor::hooks::Agent;
 use crate::output::Output;
 
 /// The `/conductor` command file, as shipped in the Claude Code plugin.
@@ -129,8 +129,8 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
     } else {
         match args.project {
             Some(p) if p.is_absolute() => p,
-            Some(p) => crate::runtime::current_dir()?.join(p),
-            None => crate::runtime::current_dir()?,
+            Some(p) => conductor::host::current_dir()?.join(p),
+            None => conductor::host::current_dir()?,
         }
     };
     if !root.is_dir() {
@@ -269,7 +269,7 @@ fn our_hooks(t: &Target, command: &str) -> Map<String, Value> {
 type Settings = (Vec<u8>, Map<String, Value>);
 
 fn read_settings(path: &Path) -> Result<Option<Settings>> {
-    let Some(bytes) = crate::store::read_bytes(path)? else {
+    let Some(bytes) = conductor::store::read_bytes(path)? else {
         return Ok(None);
     };
     let parse_err = |detail: String| {
@@ -303,7 +303,7 @@ fn install(t: &Target, dir: &Path, command: &str) -> Result<Vec<String>> {
     let with_command_file = t.agent == Agent::Claude;
     // Refuse before changing anything: a different conductor.md is someone else's.
     let command_state = if with_command_file {
-        crate::store::read_bytes(&command_path)?
+        conductor::store::read_bytes(&command_path)?
     } else {
         None
     };
@@ -433,7 +433,7 @@ fn uninstall(t: &Target, dir: &Path) -> Result<Vec<String>> {
     let manifest_path = dir.join(MANIFEST);
     let command_path = dir.join("commands").join("conductor.md");
     let manifest: Option<Value> =
-        crate::store::read_bytes(&manifest_path)?.and_then(|b| serde_json::from_slice(&b).ok());
+        conductor::store::read_bytes(&manifest_path)?.and_then(|b| serde_json::from_slice(&b).ok());
     let mut changes = Vec::new();
     if let Some((_, mut settings)) = read_settings(&settings_path)? {
         let mut removed = Vec::new();
@@ -512,7 +512,7 @@ fn uninstall(t: &Target, dir: &Path) -> Result<Vec<String>> {
         }
     }
     if t.agent == Agent::Claude {
-        match crate::store::read_bytes(&command_path)? {
+        match conductor::store::read_bytes(&command_path)? {
             Some(b) if b == COMMAND_MD.as_bytes() => {
                 std::fs::remove_file(&command_path).ctx("remove", &command_path)?;
                 let _ = std::fs::remove_dir(dir.join("commands")); // only if empty
@@ -572,7 +572,7 @@ fn write_atomic(path: &Path, bytes: &[u8], mode: u32, mode_from: Option<&Path>) 
     tmp.as_file().sync_all().ctx("sync", tmp.path())?;
     tmp.persist(path)
         .map_err(|e| Error::io("replace", path, e.error))?;
-    crate::store::atomic::sync_dir(dir)
+    conductor::store::atomic::sync_dir(dir)
 }
 
 #[cfg(test)]

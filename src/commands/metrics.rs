@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::Ctx;
-use crate::canopy::{Agents, Inbox, health};
-use crate::error::{Error, IoContext, Result};
+use conductor::agents::{Agents, Inbox, health};
+use conductor::error::{Error, IoContext, Result};
 
 /// `metrics`.
 #[derive(Debug, Args)]
@@ -29,7 +29,7 @@ pub struct MetricsArgs {
 pub fn run(ctx: &Ctx, a: MetricsArgs) -> Result<u8> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
     let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
-    let list: Vec<&crate::canopy::Agent> = agents.agents.values().collect();
+    let list: Vec<&conductor::agents::Agent> = agents.agents.values().collect();
     let text = health::prometheus(&list, &inbox);
     match a.textfile {
         None => {

@@ -5,9 +5,10 @@
 use std::path::PathBuf;
 
 use super::Ctx;
-use crate::error::{Error, IoContext, Result};
-use crate::store::{CONFLICTS, HISTORY, LedgerFile};
-use crate::watch::{self, Wake};
+use conductor::error::{Error, IoContext, Result};
+use conductor::protocol::{CONFLICTS, HISTORY};
+use conductor::store::LedgerFile;
+use conductor::store::watch::{self, Wake};
 
 /// Keep local copies of the history and conflict logs up to date.
 #[derive(Debug, clap::Args)]
@@ -57,7 +58,7 @@ pub fn run(ctx: &Ctx, args: MirrorArgs) -> Result<u8> {
             let mut text = String::new();
             let mut n = 0;
             ctx.store.read_ledger_file(*ledger, |_, line| {
-                if let crate::store::ledger::Line::Complete(t) = line {
+                if let conductor::store::ledger::Line::Complete(t) = line {
                     text.push_str(&t);
                     text.push('\n');
                     n += 1;
@@ -65,7 +66,7 @@ pub fn run(ctx: &Ctx, args: MirrorArgs) -> Result<u8> {
                 Ok(true)
             })?;
             if n != copied[i] {
-                crate::store::atomic::write_atomic(&args.dir.join(ledger.name), text.as_bytes())?;
+                conductor::store::atomic::write_atomic(&args.dir.join(ledger.name), text.as_bytes())?;
                 copied[i] = n;
             }
         }

@@ -42,15 +42,15 @@ pub mod workflow;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 
 use crate::cli::{Cli, Command};
-use crate::error::{Error, Result};
+use conductor::error::Result;
 use crate::output::Output;
-use crate::protocol::State;
-use crate::runtime::{self, PathNormalizer};
-use crate::store::{Home, Store};
-use crate::time::Timestamp;
+use conductor::protocol::State;
+use conductor::protocol::local::{self, PathNormalizer};
+use conductor::store::{Home, Store};
+use conductor::time::Timestamp;
+use conductor::protocol::request::{Request, StatusRequest};
 
 /// Everything a command needs besides its arguments.
 pub struct Ctx<'a> {
@@ -62,22 +62,8 @@ pub struct Ctx<'a> {
 impl Ctx<'_> {
     /// The current directory (symlinks resolved).
     pub fn cwd(&self) -> Result<PathBuf> {
-        runtime::current_dir()
+        conductor::host::current_dir()
     }
-}
-
-/// A protocol operation, as `conductor op` reads it and every subcommand builds it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(tag = "operation", rename_all = "lowercase", deny_unknown_fields)]
-pub enum Request {
-    Start(start::StartRequest),
-    Claim(claim::ClaimRequest),
-    Release(release::ReleaseRequest),
-    Done(done::DoneRequest),
-    Heartbeat(heartbeat::HeartbeatRequest),
-    Cleanup(cleanup::CleanupRequest),
-    Status(status::StatusRequest),
-    Align(align::AlignRequest),
 }
 
 /// What a command produced: printed by [`Report::print`], exit code by [`Report::exit_code`].
@@ -161,7 +147,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         out,
     };
     let request = match command {
-        None => Request::Status(status::StatusRequest {}),
+        None => Request::Status(StatusRequest {}),
         Some(Command::Start(a)) => Request::Start(a.into_request()?),
         Some(Command::Claim(a)) if a.wait.is_some() => return claim_wait::run(&ctx, a),
         Some(Command::Claim(a)) => Request::Claim(a.into_request()),
@@ -169,7 +155,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Done(a)) => Request::Done(a.into_request()),
         Some(Command::Heartbeat(a)) => Request::Heartbeat(a.into_request()),
         Some(Command::Cleanup(a)) => Request::Cleanup(a.into_request()),
-        Some(Command::Status(_)) => Request::Status(status::StatusRequest {}),
+        Some(Command::Status(_)) => Request::Status(StatusRequest {}),
         Some(Command::Align(a)) => Request::Align(a.into_request()?),
         Some(Command::Conflicts(a)) => return conflicts::run(&ctx, a),
         Some(Command::Reset(a)) => return reset::run(&ctx, a),
@@ -199,19 +185,11 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Queue(c)) => return queue::run(&ctx, c),
         Some(Command::Workflow(a)) => return workflow::run(&ctx, a),
     };
-    validate_request(&request)?;
+    conductor::protocol::request::validate(&request)?;
     // One request, then the process exits.
     ctx.store.short_lived();
     let report = execute(&ctx, request)?;
     print(out, report.as_ref())
-}
-
-/// Check a request against its schema branch (the same check `op` applies to its input).
-pub fn validate_request(request: &Request) -> Result<()> {
-    let value = serde_json::to_value(request).expect("requests serialize");
-    let op = value["operation"].as_str().unwrap_or_default().to_string();
-    crate::schema::validate_op(&op, &value)
-        .map_err(|e| Error::invalid("invalid_input", format!("invalid {op} input {e}")))
 }
 
 /// Run a validated request.
@@ -254,16 +232,16 @@ fn resolve_with_paths(
         Err(e) if explicit.is_none() => return Err(e),
         Err(_) => None,
     };
-    let id = crate::protocol::ops::resolve_instance(
+    let id = conductor::protocol::ops::resolve_instance(
         state,
         explicit.as_deref(),
         cwd.as_deref().unwrap_or(Path::new("/")),
-        runtime::hostname().as_deref(),
+        conductor::host::hostname().as_deref(),
     )?;
     let inst = state.instance(&id).expect("just resolved");
     let wd = Path::new(&inst.working_directory);
     let base = match &cwd {
-        Some(c) => runtime::claim_base(c, wd),
+        Some(c) => local::claim_base(c, wd),
         None => wd.to_path_buf(),
     };
     let mut norm = PathNormalizer::new(base)

@@ -8,9 +8,9 @@ use serde_json::json;
 
 use super::agent::Out;
 use super::{Ctx, print};
-use crate::canopy::{self, Agents, Channels, Inbox, Priority, ops};
-use crate::error::{Error, Result};
-use crate::store::Lock;
+use conductor::agents::{self, Agents, Channels, Inbox, Priority, ops};
+use conductor::error::{Error, Result};
+use conductor::store::Lock;
 
 /// `post`.
 #[derive(Debug, Args)]
@@ -87,7 +87,7 @@ pub fn author(given: Option<String>) -> String {
         .or_else(|| {
             std::env::var("USER")
                 .ok()
-                .filter(|u| crate::canopy::text::check_name("n", u).is_ok())
+                .filter(|u| conductor::agents::text::check_name("n", u).is_ok())
         })
         .unwrap_or_else(|| "user".into())
 }
@@ -99,13 +99,13 @@ pub fn text(t: String) -> Result<String> {
     }
     let mut s = String::new();
     std::io::stdin()
-        .take(canopy::MAX_POST_BYTES as u64 + 1)
+        .take(agents::MAX_POST_BYTES as u64 + 1)
         .read_to_string(&mut s)
         .map_err(|e| Error::io("read", std::path::Path::new("stdin"), e))?;
     Ok(s)
 }
 
-fn posted(ctx: &Ctx, m: &canopy::Message) -> Result<u8> {
+fn posted(ctx: &Ctx, m: &agents::Message) -> Result<u8> {
     let text = format!(
         "Posted {} in {}{}",
         m.message_id,
@@ -123,15 +123,15 @@ fn posted(ctx: &Ctx, m: &canopy::Message) -> Result<u8> {
 }
 
 /// Post (or DM) in one transaction.
-pub fn post_message(ctx: &Ctx, p: ops::NewPost) -> Result<canopy::Message> {
+pub fn post_message(ctx: &Ctx, p: ops::NewPost) -> Result<agents::Message> {
     let now = ctx.now;
-    let now_ms = canopy::now_ms();
-    ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+    let now_ms = agents::now_ms();
+    ctx.store.transaction(now, &[Lock::Agents], |tx| {
         let mut agents: Agents = tx.read()?;
         let mut inbox: Inbox = tx.read()?;
         let mut channels: Channels = tx.read()?;
         let replied = match &p.reply_to {
-            Some(id) => canopy::find_message(&ctx.store, &channels, id)?,
+            Some(id) => agents::find_message(&ctx.store, &channels, id)?,
             None => None,
         };
         let mut fx = ops::Fx::default();
@@ -149,7 +149,7 @@ pub fn post_message(ctx: &Ctx, p: ops::NewPost) -> Result<canopy::Message> {
         tx.write_if_changed(&agents)?;
         tx.write(&inbox)?;
         tx.write(&channels)?;
-        canopy::stage(tx, fx)?;
+        agents::stage(tx, fx)?;
         Ok(m)
     })
 }
@@ -193,26 +193,26 @@ pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
     let content = text(a.text)?;
     let who = author(a.author);
     let now = ctx.now;
-    let now_ms = canopy::now_ms();
-    let m = ctx.store.transaction(now, &[Lock::Runtime], |tx| {
+    let now_ms = agents::now_ms();
+    let m = ctx.store.transaction(now, &[Lock::Agents], |tx| {
         let mut agents: Agents = tx.read()?;
         let mut inbox: Inbox = tx.read()?;
         let mut channels: Channels = tx.read()?;
         let mut fx = ops::Fx::default();
         ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
         let original =
-            canopy::find_message(&ctx.store, &channels, &a.message_id)?.ok_or_else(|| {
+            agents::find_message(&ctx.store, &channels, &a.message_id)?.ok_or_else(|| {
                 Error::invalid(
                     "message_not_found",
                     format!(
                         "no message `{}`",
-                        crate::text::printable(&a.message_id)
+                        conductor::text::printable(&a.message_id)
                     ),
                 )
             })?;
         let store = &ctx.store;
         let finished = |agent: &str, source: &str, trigger: &str| {
-            canopy::finished_item(store, agent, source, trigger).unwrap_or(false)
+            agents::finished_item(store, agent, source, trigger).unwrap_or(false)
         };
         let m = ops::edit(
             &agents,
@@ -229,7 +229,7 @@ pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
         tx.write_if_changed(&agents)?;
         tx.write(&inbox)?;
         tx.write(&channels)?;
-        canopy::stage(tx, fx)?;
+        agents::stage(tx, fx)?;
         Ok(m)
     })?;
     print(
@@ -247,26 +247,26 @@ pub fn run_messages(ctx: &Ctx, a: MessagesArgs) -> Result<u8> {
     let id = if a.channel.starts_with("dm:") {
         a.channel.clone()
     } else {
-        crate::canopy::text::channel_name(&a.channel)?
+        conductor::agents::text::channel_name(&a.channel)?
     };
     let Some(ch) = channels.channels.get(&id) else {
         return Err(Error::invalid(
             "unknown_channel",
             format!(
                 "no channel `{}` (nothing was posted there)",
-                crate::text::printable(&id)
+                conductor::text::printable(&id)
             ),
         ));
     };
-    let mut msgs: Vec<canopy::Message> = ch.recent.clone();
+    let mut msgs: Vec<agents::Message> = ch.recent.clone();
     if (a.limit as usize) > msgs.len() && ch.message_count as usize > msgs.len() {
         // Older than the recent window: read every version from the ledger, last one wins.
-        let mut all: Vec<canopy::Message> = Vec::new();
-        ctx.store.read_ledger_file(canopy::MESSAGES, |_, line| {
-            if let crate::store::ledger::Line::Complete(t) = line
+        let mut all: Vec<agents::Message> = Vec::new();
+        ctx.store.read_ledger_file(agents::MESSAGES, |_, line| {
+            if let conductor::store::ledger::Line::Complete(t) = line
                 && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t)
                 && v["message"]["channel_id"] == id.as_str()
-                && let Ok(m) = serde_json::from_value::<canopy::Message>(v["message"].clone())
+                && let Ok(m) = serde_json::from_value::<agents::Message>(v["message"].clone())
             {
                 match all.iter_mut().find(|x| x.message_id == m.message_id) {
                     Some(x) => *x = m,
@@ -278,7 +278,7 @@ pub fn run_messages(ctx: &Ctx, a: MessagesArgs) -> Result<u8> {
         msgs = all;
     }
     let skip = msgs.len().saturating_sub(a.limit as usize);
-    let msgs: Vec<canopy::Message> = msgs.into_iter().skip(skip).collect();
+    let msgs: Vec<agents::Message> = msgs.into_iter().skip(skip).collect();
     let mut text = String::new();
     for m in &msgs {
         text.push_str(&format!(

@@ -3,10 +3,10 @@
 //! problem prints nothing.
 
 use crate::cli::{GlobalArgs, InstanceArg};
-use crate::error::Result;
+use conductor::error::Result;
 use crate::output::Output;
-use crate::protocol::State;
-use crate::store::Home;
+use conductor::protocol::State;
+use conductor::store::Home;
 
 /// Print a prompt segment.
 #[derive(Debug, clap::Args)]
@@ -41,10 +41,10 @@ pub fn run(global: &GlobalArgs, args: PromptArgs, _out: &Output) -> Result<u8> {
             // SAFETY: no other thread runs yet.
             unsafe { std::env::set_var("CONDUCTOR_STORE_TIMEOUT", "0.3") };
         }
-        let Ok(store) = crate::store::Store::open(dir, std::time::Duration::ZERO, true) else {
+        let Ok(store) = conductor::store::Store::open(dir, std::time::Duration::ZERO, true) else {
             return Ok(0);
         };
-        let Ok(state) = crate::protocol::read_unvalidated(&store, crate::time::Timestamp::now()) else {
+        let Ok(state) = conductor::protocol::read_unvalidated(&store, conductor::time::Timestamp::now()) else {
             return Ok(0);
         };
         state
@@ -57,7 +57,7 @@ pub fn run(global: &GlobalArgs, args: PromptArgs, _out: &Output) -> Result<u8> {
         };
         state
     };
-    if let Some(seg) = crate::hooks::prompt_segment(&state, &id) {
+    if let Some(seg) = conductor::hooks::prompt_segment(&state, &id) {
         super::completions::write_stdout(format!("{seg}\n").as_bytes())?;
     }
     Ok(0)

@@ -1,12 +1,12 @@
 //! `conductor release (FILE...|--all) [--reason WHY] [--force]`.
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Ctx, Report, display_path};
 use crate::cli::InstanceArg;
-use crate::error::Result;
-use crate::protocol::ops::{self, Which};
+use conductor::error::Result;
+use conductor::protocol::ops::{self, Which};
+use conductor::protocol::request::ReleaseRequest;
 
 /// Release files.
 #[derive(Debug, clap::Args)]
@@ -28,21 +28,6 @@ pub struct ReleaseArgs {
     pub instance: InstanceArg,
 }
 
-/// The `release` operation input.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReleaseRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub files: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub all: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub force: Option<bool>,
-}
 
 impl ReleaseArgs {
     /// The request these arguments make.
@@ -92,7 +77,7 @@ pub fn execute(ctx: &Ctx, req: ReleaseRequest) -> Result<Box<dyn Report>> {
     let listed = req.files.clone().unwrap_or_default();
     let now = ctx.now;
     let force = req.force == Some(true);
-    let released = crate::protocol::transact(&ctx.store, now, |st, fx| {
+    let released = conductor::protocol::transact(&ctx.store, now, |st, fx| {
         let (id, mut paths) = super::resolve_with_paths(ctx, st, &req.instance_id, &[&listed])?;
         let which = if req.all == Some(true) {
             Which::All
@@ -100,7 +85,7 @@ pub fn execute(ctx: &Ctx, req: ReleaseRequest) -> Result<Box<dyn Report>> {
             Which::Files(paths.remove(0))
         };
         // A released file goes to the first waiter that is still there.
-        ops::drop_dead_waiters(st, &crate::runtime::waiter_is_dead, now, fx);
+        ops::drop_dead_waiters(st, &conductor::protocol::local::waiter_is_dead, now, fx);
         ops::release(st, &id, &which, force, req.reason.as_deref(), now, fx)
     })?;
     Ok(Box::new(Released {

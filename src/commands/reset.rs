@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::{Ctx, Report, print};
-use crate::error::Result;
+use conductor::error::Result;
 
 /// Back up and reset the state.
 #[derive(Debug, clap::Args)]
@@ -31,6 +31,6 @@ impl Report for ResetDone {
 
 /// Run `reset`.
 pub fn run(ctx: &Ctx, _args: ResetArgs) -> Result<u8> {
-    let backup = crate::protocol::reset(&ctx.store, ctx.now)?.map(|p| p.display().to_string());
+    let backup = conductor::protocol::reset(&ctx.store, ctx.now)?.map(|p| p.display().to_string());
     print(ctx.out, &ResetDone { backup })
 }

@@ -6,15 +6,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, channel};
 
-use super::claim::{self, ClaimRequest};
+use super::claim;
+use conductor::protocol::request::ClaimRequest;
 use super::start::{self, StartArgs};
 use super::{Ctx, print};
-use crate::error::{Error, Result};
-use crate::protocol::ops;
-use crate::protocol::{Outcome, Priority, Source};
-use crate::store::Store;
-use crate::time::{Limit, Timestamp};
-use crate::watch;
+use conductor::error::{Error, Result};
+use conductor::protocol::ops;
+use conductor::protocol::{Outcome, Priority, Source};
+use conductor::store::Store;
+use conductor::time::{Limit, Timestamp};
+use conductor::store::watch;
 
 /// Run a command as a registered instance.
 #[derive(Debug, clap::Args)]
@@ -50,7 +51,7 @@ pub struct RunArgs {
     #[arg(long = "claim", num_args = 1.., value_name = "FILE")]
     pub claim: Vec<String>,
     /// How often to heartbeat while the command runs (30s, 5m, ...; `forever` for never).
-    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = crate::time::parse_limit)]
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = conductor::time::parse_limit)]
     pub heartbeat: Limit,
     /// The command and its arguments, after `--`.
     #[arg(required = true, last = true, value_name = "COMMAND")]
@@ -125,7 +126,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
                 "spawn_failed",
                 format!(
                     "could not start `{}`: {e}",
-                    crate::text::printable(&args.command[0])
+                    conductor::text::printable(&args.command[0])
                 ),
             ));
         }
@@ -169,7 +170,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
                     _ => return,
                 }
                 let now = Timestamp::now();
-                match crate::protocol::transact(&store, now, |st, fx| ops::heartbeat(st, &id, None, now, fx)) {
+                match conductor::protocol::transact(&store, now, |st, fx| ops::heartbeat(st, &id, None, now, fx)) {
                     Ok(()) => {}
                     Err(Error::UnknownInstance(_)) => {
                         return eprintln!(
@@ -196,14 +197,14 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
             c,
             format!(
                 "`{}` exited with status {c}",
-                crate::text::printable(&args.command[0])
+                conductor::text::printable(&args.command[0])
             ),
         ),
         (None, Some(s)) => (
             128 + s,
             format!(
                 "`{}` was killed by signal {s}",
-                crate::text::printable(&args.command[0])
+                conductor::text::printable(&args.command[0])
             ),
         ),
         (None, None) => (1, "the command ended in an unknown way".to_string()),
@@ -224,9 +225,9 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
 /// Record the instance as done; problems are warnings (the command's status matters more).
 fn finish(store: &Store, id: &str, outcome: Outcome, notes: String, ctx: &Ctx) {
     let now = Timestamp::now();
-    match crate::protocol::transact(&store, now, |st, fx| {
+    match conductor::protocol::transact(&store, now, |st, fx| {
         // A released file goes to the first waiter that is still there.
-        ops::drop_dead_waiters(st, &crate::runtime::waiter_is_dead, now, fx);
+        ops::drop_dead_waiters(st, &conductor::protocol::local::waiter_is_dead, now, fx);
         ops::done(st, id, outcome, None, Some(notes.clone()), now, fx)
     }) {
         Ok(_) => ctx.out.status(&format!(

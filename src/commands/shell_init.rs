@@ -3,7 +3,7 @@
 //! `conductor_prompt` segment. The same scripts are checked in under `shell/` (a test keeps
 //! them equal to this output).
 
-use crate::error::Result;
+use conductor::error::Result;
 use crate::output::Output;
 
 /// Shells `shell-init` writes functions for.

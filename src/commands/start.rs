@@ -2,17 +2,17 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Ctx, Report};
-use crate::error::{Error, Result};
-use crate::protocol::gate::{self, GateInputs, Verdict};
-use crate::protocol::ops::{self, NewInstance};
-use crate::protocol::{Priority, ProjectConfig, Source};
-use crate::runtime;
-use crate::schema::Schema;
-use crate::store;
+use conductor::error::{Error, Result};
+use conductor::protocol::gate::{self, GateInputs, Verdict};
+use conductor::protocol::ops::{self, NewInstance};
+use conductor::protocol::{Priority, ProjectConfig, Source};
+use conductor::protocol::local;
+use conductor::schema::Schema;
+use conductor::store;
+use conductor::protocol::request::StartRequest;
 
 /// Register a task.
 #[derive(Debug, clap::Args)]
@@ -44,26 +44,6 @@ pub struct StartArgs {
     pub owner_pid: Option<u32>,
 }
 
-/// The `start` operation input.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StartRequest {
-    pub task: String,
-    pub project: String,
-    pub priority: Priority,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub working_directory: Option<String>,
-    #[serde(default, rename = "override", skip_serializing_if = "Option::is_none")]
-    pub override_reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<Source>,
-    /// Not part of the JSON protocol: set by the CLI.
-    #[serde(skip)]
-    pub owner_pid: Option<u32>,
-    /// Not part of the JSON protocol: set by hooks.
-    #[serde(skip)]
-    pub session_id: Option<String>,
-}
 
 impl StartArgs {
     /// The request these arguments make.
@@ -91,7 +71,7 @@ impl StartArgs {
 
 /// An existing directory, absolute and with symlinks resolved, as a UTF-8 string.
 pub fn working_directory(dir: Option<&Path>) -> Result<String> {
-    let cwd = runtime::current_dir();
+    let cwd = conductor::host::current_dir();
     let raw = match dir {
         Some(d) if d.is_absolute() => d.to_path_buf(),
         Some(d) => cwd?.join(d),
@@ -120,8 +100,8 @@ pub fn working_directory(dir: Option<&Path>) -> Result<String> {
 /// Gather what the priority gate looks at: sprint.json, the north-stars file, and the project's
 /// priority source.
 pub fn gate_inputs(ctx: &Ctx, working_directory: Option<&str>) -> Result<GateInputs> {
-    let config = crate::config::read(&ctx.store)?;
-    let sprint = crate::protocol::sprint(&ctx.store)?;
+    let config = conductor::config::read(&ctx.store)?;
+    let sprint = conductor::protocol::sprint(&ctx.store)?;
     let ns_path = match &config.north_stars_path {
         Some(p) => expand_tilde(p),
         None => std::env::var_os("HOME")
@@ -159,7 +139,7 @@ fn expand_tilde(p: &str) -> PathBuf {
 /// priority itself.
 fn project_priorities(dir: &Path) -> Result<Option<Vec<String>>> {
     let cfg_path = dir.join(".conductor/config.json");
-    let Some(cfg) = crate::schema::read_doc::<ProjectConfig>(&cfg_path, Schema::ProjectConfig)? else {
+    let Some(cfg) = conductor::schema::read_doc::<ProjectConfig>(&cfg_path, Schema::ProjectConfig)? else {
         return Ok(None);
     };
     let Some(source) = cfg.priority_source else {
@@ -259,8 +239,8 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
             drift,
         } => match &req.override_reason {
             None => {
-                let ev = crate::store::event::NewEvent {
-                    event_type: crate::protocol::events::GATE_BLOCKED,
+                let ev = conductor::store::event::NewEvent {
+                    event_type: conductor::protocol::events::GATE_BLOCKED,
                     actor: None,
                     target: None,
                     project: Some(req.project.clone()),
@@ -274,7 +254,7 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
     };
     let source = req
         .source
-        .unwrap_or_else(|| runtime::detect_source(|k| std::env::var(k).ok()));
+        .unwrap_or_else(|| local::detect_source(|k| std::env::var(k).ok()));
     let new = NewInstance {
         source,
         project: req.project,
@@ -283,7 +263,7 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
         working_directory: dir,
         override_reason: req.override_reason,
         pid: req.owner_pid,
-        host: runtime::hostname(),
+        host: conductor::host::hostname(),
         session_id: req.session_id,
     };
     let now = ctx.now;
@@ -293,7 +273,7 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
     let session_instance = std::env::var("CONDUCTOR_INSTANCE_ID")
         .ok()
         .filter(|s| !s.is_empty());
-    let instance_id = crate::protocol::transact(&ctx.store, now, |st, fx| {
+    let instance_id = conductor::protocol::transact(&ctx.store, now, |st, fx| {
         if let Some(id) = session_instance.clone()
             && st.instance(&id).is_some_and(|i| i.session_id.is_some())
         {
@@ -304,7 +284,7 @@ pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
             st,
             new.clone(),
             recorded.clone(),
-            runtime::random_hex6,
+            conductor::host::random_hex6,
             now,
             fx,
         ))

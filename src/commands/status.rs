@@ -1,22 +1,17 @@
 //! `conductor status` (and bare `conductor`): the live picture, read without locking.
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Ctx, Report, display_path};
-use crate::error::Result;
-use crate::protocol::State;
-use crate::protocol::ops::{self, LiveConflict, Summary};
-use crate::time::Timestamp;
+use conductor::error::Result;
+use conductor::protocol::State;
+use conductor::protocol::ops::{self, LiveConflict, Summary};
+use conductor::time::Timestamp;
 
 /// Show the status.
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {}
 
-/// The `status` operation input (no fields).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StatusRequest {}
 
 /// The spec's status object.
 pub struct StatusReport {
@@ -25,7 +20,7 @@ pub struct StatusReport {
     pub summary: Summary,
     pub now: Timestamp,
     pub cwd: Option<std::path::PathBuf>,
-    /// What another program left inconsistent ([`crate::protocol::foreign::inspect`]).
+    /// What another program left inconsistent ([`conductor::protocol::foreign::inspect`]).
     pub warnings: Vec<String>,
 }
 
@@ -175,7 +170,7 @@ pub fn report(state: State, now: Timestamp, cwd: Option<std::path::PathBuf>) -> 
     StatusReport {
         conflicts: ops::live_conflicts(&state),
         summary: ops::summary(&state, now),
-        warnings: crate::protocol::foreign::inspect(&state),
+        warnings: conductor::protocol::foreign::inspect(&state),
         state,
         now,
         cwd,
@@ -184,6 +179,6 @@ pub fn report(state: State, now: Timestamp, cwd: Option<std::path::PathBuf>) -> 
 
 /// Run `status`.
 pub fn execute(ctx: &Ctx) -> Result<Box<dyn Report>> {
-    let state = crate::protocol::read(&ctx.store, ctx.now)?;
+    let state = conductor::protocol::read(&ctx.store, ctx.now)?;
     Ok(Box::new(report(state, ctx.now, ctx.cwd().ok())))
 }

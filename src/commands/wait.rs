@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{Ctx, Report, print};
-use crate::error::Result;
-use crate::runtime::PathNormalizer;
-use crate::time::Timestamp;
-use crate::watch::{self, Wake};
+use conductor::error::Result;
+use conductor::protocol::local::PathNormalizer;
+use conductor::time::Timestamp;
+use conductor::store::watch::{self, Wake};
 
 /// Wait for releases or finished instances.
 #[derive(Debug, clap::Args)]
@@ -29,8 +29,8 @@ pub struct WaitArgs {
     #[arg(long, num_args = 1.., value_name = "ID")]
     pub done: Vec<String>,
     /// Give up after this long (500ms, 30s, 5m, 2h) [default: wait forever].
-    #[arg(long, value_name = "DURATION", value_parser = crate::time::parse_limit)]
-    pub timeout: Option<crate::time::Limit>,
+    #[arg(long, value_name = "DURATION", value_parser = conductor::time::parse_limit)]
+    pub timeout: Option<conductor::time::Limit>,
 }
 
 /// What a wait ended with: everything free (exit 0), or what is still pending (exit 3).
@@ -77,7 +77,7 @@ impl Report for Waited {
 
 /// Read the state (lock-free) and see what is still pending.
 fn check(ctx: &Ctx, files: &[String], ids: &[String]) -> Result<Waited> {
-    let state = crate::protocol::read(&ctx.store, Timestamp::now())?;
+    let state = conductor::protocol::read(&ctx.store, Timestamp::now())?;
     Ok(Waited {
         held: files
             .iter()

@@ -1,14 +1,14 @@
 //! `conductor watch [--after SEQ] [--types a,b] [--instance ID] [--json]`: print events as they
-//! are appended, woken by the file system watcher (see `crate::watch`), never taking the lock.
+//! are appended, woken by the file system watcher (see `conductor::store::watch`), never taking the lock.
 
 use std::io::Write;
 use std::time::Duration;
 
 use super::Ctx;
 use super::events::Filter;
-use crate::error::{Error, Result};
-use crate::store::journal::{self};
-use crate::watch::{self, Wake};
+use conductor::error::{Error, Result};
+use conductor::store::journal::{self};
+use conductor::store::watch::{self, Wake};
 
 /// Watch events.
 #[derive(Debug, clap::Args)]

@@ -227,7 +227,7 @@ fn foreign_finding(status: &Path, mut st: State, now: Timestamp, repair: bool) -
         ));
     }
     let mut fx = Vec::new();
-    let mut resolver = crate::runtime::PathNormalizer::new(PathBuf::from("/"));
+    let mut resolver = crate::protocol::local::PathNormalizer::new(PathBuf::from("/"));
     let seen = foreign::Seen::Changed(None);
     let rec = foreign::reconcile(&mut st, seen, now, &mut resolver, &mut fx)?;
     let kept = match &rec.keep_copy {

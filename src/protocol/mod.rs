@@ -12,9 +12,11 @@ pub mod doctor;
 pub mod events;
 pub mod foreign;
 pub mod gate;
+pub mod local;
 pub mod ops;
+pub mod request;
 pub mod service;
 pub mod types;
 
 pub use types::*;
-pub use service::{Ledger, read, read_ledger, read_unvalidated, reset, sprint, transact};
+pub use service::{CONFLICTS, HISTORY, Ledger, read, read_ledger, read_unvalidated, reset, sprint, transact};

@@ -14,11 +14,22 @@ use super::{Sprint, State};
 use crate::error::Result;
 use crate::schema::Schema;
 use crate::store::txn::LastWriter;
-use crate::store::{CONFLICTS, Document, HISTORY, LedgerFile, Lock, Store, Tx, atomic, ledger};
+use crate::store::{Document, LedgerFile, Lock, Store, Tx, atomic, ledger};
 use crate::time::Timestamp;
 
 /// How many copies of status.json as other programs left it are kept.
 pub const FOREIGN_COPIES_KEPT: usize = 20;
+
+/// `history.jsonl`: finished tasks.
+pub const HISTORY: LedgerFile = LedgerFile {
+    name: "history.jsonl",
+    lock: Lock::Status,
+};
+/// `conflicts.log`: conflicts, resolutions, forced takeovers, releases.
+pub const CONFLICTS: LedgerFile = LedgerFile {
+    name: "conflicts.log",
+    lock: Lock::Status,
+};
 
 /// The protocol's append-only files in the home.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +83,7 @@ pub fn transact<T>(
             LastWriter::Other(previous) => Seen::Changed(previous.as_ref()),
         };
         let mut effects = Vec::new();
-        let mut resolver = crate::runtime::PathNormalizer::new(PathBuf::from("/"));
+        let mut resolver = crate::protocol::local::PathNormalizer::new(PathBuf::from("/"));
         let rec = foreign::reconcile(&mut state, seen, now, &mut resolver, &mut effects)?;
         let value = op(&mut state, &mut effects)?;
         if let Some(suffix) = &rec.keep_copy {

@@ -41,7 +41,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::store::journal::Tail;
 use crate::store::{Lock, Store};
 use crate::time::Timestamp;
-use crate::watch::{self, Wake};
+use crate::store::watch::{self, Wake};
 
 /// How to dispatch.
 #[derive(Clone, Debug)]

@@ -405,7 +405,7 @@ pub fn self_token() -> String {
     let pid = std::process::id();
     let token = format!("{pid}:{}", start_time(pid).unwrap_or(0));
     // With a shared store, dispatchers on several hosts share one queue: say whose pid it is.
-    match crate::runtime::hostname() {
+    match crate::host::hostname() {
         Some(h) if std::env::var_os("CONDUCTOR_STORE").is_some_and(|s| !s.is_empty()) => {
             format!("{token}@{h}")
         }
@@ -424,7 +424,7 @@ fn start_time(pid: u32) -> Option<u64> {
 pub fn dispatcher_alive(token: &str) -> bool {
     let token = match token.split_once('@') {
         // Another host's dispatcher cannot be judged from here: its own host recovers its jobs.
-        Some((_, host)) if crate::runtime::hostname().as_deref() != Some(host) => return true,
+        Some((_, host)) if crate::host::hostname().as_deref() != Some(host) => return true,
         Some((t, _)) => t,
         None => token,
     };

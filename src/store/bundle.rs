@@ -1,34 +1,8 @@
 //! `export` and `import`: everything a home or a store prefix holds, as one JSON bundle, so a
 //! home moves into a shared store and back losing nothing.
 
-use std::path::Path;
-
-use super::{Document, LedgerFile, Lock, Store, atomic, corrupt, etcd, journal, ledger};
+use super::{LedgerFile, Store, atomic, corrupt, etcd, journal, ledger};
 use crate::error::{Error, Result};
-use crate::protocol::State;
-use crate::time::Timestamp;
-
-/// Every document file a home may hold, in every domain (what `export` carries).
-pub const DOCUMENT_FILES: &[&str] = &[
-    "status.json",
-    "runtime-agents.json",
-    "runtime-inbox.json",
-    "runtime-channels.json",
-    "workflows.json",
-    "queue.json",
-];
-
-/// Every ledger file a home may hold, in every domain.
-pub const LEDGER_FILES: &[&str] = &[
-    "history.jsonl",
-    "conflicts.log",
-    "runtime-messages.jsonl",
-    "runtime-inbox.jsonl",
-    "runtime-mentions.jsonl",
-    "runtime-conflicts.log",
-    "workflows-finished.jsonl",
-    "queue-finished.jsonl",
-];
 
 /// Everything a home (or a store prefix) holds, as `export` writes it and `import` reads it:
 /// documents as their exact bytes, ledgers and the journal as their lines.
@@ -42,8 +16,9 @@ pub struct Bundle {
 }
 
 impl Store {
-    /// Everything this home or store holds.
-    pub fn export(&self, now: Timestamp) -> Result<Bundle> {
+    /// Everything this home or store holds: the `documents` and `ledgers` named (what the
+    /// domains keep; see `app::bundle`), and the journal.
+    pub fn export(&self, documents: &[String], ledgers: &[LedgerFile]) -> Result<Bundle> {
         self.settle()?;
         // One consistent snapshot of a shared store, whatever is written meanwhile. (A file
         // home is exported as its files are; run it when nobody writes.)
@@ -55,29 +30,23 @@ impl Store {
             source: self.location(),
             ..Bundle::default()
         };
-        let mut files: Vec<String> = DOCUMENT_FILES.iter().map(|f| f.to_string()).collect();
-        files.extend(self.agent_run_files()?);
-        for file in &files {
+        for file in documents {
             if let Some(bytes) = self.read_doc_bytes(file)? {
                 let text = String::from_utf8(bytes)
                     .map_err(|_| corrupt(&self.home.dir().join(file), "not UTF-8, so not JSON"))?;
                 b.documents.insert(file.to_string(), text);
             }
         }
-        for name in LEDGER_FILES {
-            let ledger = LedgerFile {
-                name,
-                lock: Lock::Status,
-            };
+        for ledger in ledgers {
             let mut lines = Vec::new();
-            self.read_ledger_file(ledger, |_, line| {
+            self.read_ledger_file(*ledger, |_, line| {
                 if let ledger::Line::Complete(t) = line {
                     lines.push(t);
                 }
                 Ok(true)
             })?;
             if !lines.is_empty() {
-                b.ledgers.insert(name.to_string(), lines);
+                b.ledgers.insert(ledger.name.to_string(), lines);
             }
         }
         let start = self.oldest_event()?.map(|o| o - 1).unwrap_or(0);
@@ -88,17 +57,13 @@ impl Store {
             true
         })?;
         b.events = events;
-        let _ = now;
         Ok(b)
     }
 
-    /// The runtime's per-agent run files that exist (`runtime/agents/<name>/<file>`).
-    pub fn agent_run_files(&self) -> Result<Vec<String>> {
-        let base = format!(
-            "{}/{}/",
-            crate::canopy::AGENT_DIR[0],
-            crate::canopy::AGENT_DIR[1]
-        );
+    /// The files named `names` that exist one level below the folder `dir` (`dir/<any>/<name>`,
+    /// as the agents' run files `runtime/agents/<agent>/<file>`), as paths relative to the home.
+    pub fn files_below(&self, dir: [&str; 2], names: &[&str]) -> Result<Vec<String>> {
+        let base = format!("{}/{}/", dir[0], dir[1]);
         let mut out = Vec::new();
         match &self.remote {
             Some(r) => {
@@ -116,7 +81,7 @@ impl Store {
                 };
                 for a in agents.flatten() {
                     let name = a.file_name().to_string_lossy().into_owned();
-                    for f in [crate::canopy::RUN_STATUS_FILE, crate::canopy::ACTIONS_FILE] {
+                    for f in names {
                         if a.path().join(f).is_file() {
                             out.push(format!("{base}{name}/{f}"));
                         }
@@ -128,30 +93,31 @@ impl Store {
         Ok(out)
     }
 
-    /// True when this home or store holds no document, ledger line or event.
-    pub fn is_empty(&self) -> Result<bool> {
+    /// True when this home or store holds none of `documents`, no line of `ledgers` and no
+    /// event.
+    pub fn is_empty(&self, documents: &[&str], ledgers: &[LedgerFile]) -> Result<bool> {
         match &self.remote {
             Some(r) => Ok(r
                 .range(&r.root(), &etcd::prefix_end(&r.root()), 1)?
                 .0
                 .is_empty()),
-            None => Ok(DOCUMENT_FILES
+            None => Ok(documents
                 .iter()
-                .chain(LEDGER_FILES)
+                .chain(ledgers.iter().map(|l| &l.name))
                 .chain(&[journal::ACTIVE])
                 .all(|f| !self.home.dir().join(f).exists())
                 && journal::segments(self.home.dir())?.is_empty()),
         }
     }
 
-    /// Write a bundle into this home or store, which must be empty (nothing is ever replaced).
-    /// Documents keep their exact bytes and events their numbers.
-    pub fn import(&self, b: &Bundle) -> Result<()> {
+    /// Write a bundle, already checked by the caller, into this home or store, which must hold
+    /// none of `documents` and `ledgers` (nothing is ever replaced). Documents keep their exact
+    /// bytes and events their numbers.
+    pub fn import(&self, b: &Bundle, documents: &[&str], ledgers: &[LedgerFile]) -> Result<()> {
         let refuse = |why: String| Error::invalid("target_not_empty", why);
-        check_bundle(self.home.dir(), b)?;
         match &self.remote {
             Some(r) => {
-                if !self.is_empty()? {
+                if !self.is_empty(documents, ledgers)? {
                     return Err(refuse(format!(
                         "{} already holds state; import only into an empty prefix (nothing is replaced)",
                         r.url()
@@ -229,7 +195,7 @@ impl Store {
             }
             None => {
                 let _locks = self.lock_all()?;
-                if !self.is_empty()? {
+                if !self.is_empty(documents, ledgers)? {
                     return Err(refuse(format!(
                         "{} already holds state; import only into an empty home (nothing is replaced)",
                         self.home.dir().display()
@@ -260,106 +226,5 @@ impl Store {
                 Ok(())
             }
         }
-    }
-}
-
-/// Refuse a bundle with a document or ledger conductor does not know, a document that does not
-/// decode, or a line that is not one line: an import never writes what conductor could not read.
-fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
-    fn check<D: Document>(dir: &Path, text: &str) -> Result<()> {
-        D::decode(&dir.join(D::FILE), text.as_bytes())
-            .map(|_| ())
-            .map_err(|e| {
-                let detail = match e {
-                    Error::CorruptState { detail, .. } => detail,
-                    other => other.to_string(),
-                };
-                Error::invalid(
-                    "invalid_input",
-                    format!(
-                        "the bundle's {} is not valid conductor state: {detail}",
-                        D::FILE
-                    ),
-                )
-            })
-    }
-    if b.conductor_export != 1 {
-        return Err(Error::invalid(
-            "invalid_input",
-            format!(
-                "not a conductor export (version {}; this build reads 1)",
-                b.conductor_export
-            ),
-        ));
-    }
-    for (file, text) in &b.documents {
-        match file.as_str() {
-            "status.json" => check::<State>(dir, text)?,
-            "runtime-agents.json" => check::<crate::canopy::Agents>(dir, text)?,
-            "runtime-inbox.json" => check::<crate::canopy::Inbox>(dir, text)?,
-            "runtime-channels.json" => check::<crate::canopy::Channels>(dir, text)?,
-            "workflows.json" => check::<crate::workflows::Sessions>(dir, text)?,
-            "queue.json" => check::<crate::queue::QueueDoc>(dir, text)?,
-            // An agent's run files: a safe path (checked like the runtime checks it).
-            other if agent_run_file(other) => {}
-            other => {
-                return Err(Error::invalid(
-                    "invalid_input",
-                    format!(
-                        "the bundle holds an unknown document `{}`",
-                        crate::text::printable(other)
-                    ),
-                ));
-            }
-        }
-    }
-    for (name, lines) in &b.ledgers {
-        if !LEDGER_FILES.contains(&name.as_str()) {
-            return Err(Error::invalid(
-                "invalid_input",
-                format!(
-                    "the bundle holds an unknown ledger `{}`",
-                    crate::text::printable(name)
-                ),
-            ));
-        }
-        if lines.iter().any(|l| l.contains('\n')) {
-            return Err(Error::invalid(
-                "invalid_input",
-                format!("a line of {name} spans several lines"),
-            ));
-        }
-    }
-    let mut last = 0;
-    for e in &b.events {
-        let seq = serde_json::from_str::<crate::store::event::Event>(e)
-            .map_err(|err| {
-                Error::invalid(
-                    "invalid_input",
-                    format!("an event in the bundle is not an event: {err}"),
-                )
-            })?
-            .seq;
-        if seq <= last {
-            return Err(Error::invalid(
-                "invalid_input",
-                "the bundle's events are not in seq order",
-            ));
-        }
-        last = seq;
-    }
-    Ok(())
-}
-
-/// True for `runtime/agents/<name>/run-status.json` or `.../actions.jsonl` with a safe name.
-fn agent_run_file(rel: &str) -> bool {
-    let parts: Vec<&str> = rel.split('/').collect();
-    match parts.as_slice() {
-        [a, b, name, f] => {
-            [*a, *b] == crate::canopy::AGENT_DIR
-                && [crate::canopy::RUN_STATUS_FILE, crate::canopy::ACTIONS_FILE].contains(f)
-                && crate::canopy::agent_file(name, f).is_ok()
-        }
-        _ => false,
     }
 }

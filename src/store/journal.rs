@@ -212,8 +212,8 @@ pub fn encode(mut seq: u64, now: Timestamp, events: &[NewEvent]) -> Vec<String> 
                 seq,
                 event_id: format!(
                     "evt-{seq}-{}{}",
-                    crate::runtime::random_hex6(),
-                    crate::runtime::random_hex6()
+                    crate::host::random_hex6(),
+                    crate::host::random_hex6()
                 ),
                 event_type: e.event_type.to_string(),
                 actor: e.actor.clone(),

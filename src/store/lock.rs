@@ -126,7 +126,7 @@ fn read_holder(path: &Path) -> Option<String> {
         .ok()?;
     let s = s.trim();
     let pid: u32 = s.strip_prefix("pid ")?.split(' ').next()?.parse().ok()?;
-    (!crate::runtime::pid_is_dead(pid)).then(|| s.to_string())
+    (!crate::host::pid_is_dead(pid)).then(|| s.to_string())
 }
 
 /// A long-running worker's presence (a dispatcher's `queue-run.lock`): a *shared* lock held for

@@ -27,6 +27,7 @@ pub mod ledger;
 pub mod lock;
 pub mod redo;
 pub mod txn;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -34,7 +35,7 @@ use std::time::Duration;
 
 pub use bundle::Bundle;
 pub use home::Home;
-pub use txn::{CONFLICTS, Document, HISTORY, HomePath, LedgerFile, Lock, Tx};
+pub use txn::{Document, HomePath, LedgerFile, Lock, Tx};
 
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
@@ -110,10 +111,10 @@ impl Store {
 
     /// Wake up when a document or ledger whose file name satisfies `wanted` changes: a watch on
     /// the home directory, or on the shared store's keys.
-    pub fn watcher(&self, wanted: fn(&str) -> bool) -> Result<crate::watch::HomeWatcher> {
+    pub fn watcher(&self, wanted: fn(&str) -> bool) -> Result<crate::store::watch::HomeWatcher> {
         match &self.remote {
-            Some(r) => crate::watch::HomeWatcher::remote(r, wanted),
-            None => crate::watch::HomeWatcher::new(self.home.dir(), wanted),
+            Some(r) => crate::store::watch::HomeWatcher::remote(r, wanted),
+            None => crate::store::watch::HomeWatcher::new(self.home.dir(), wanted),
         }
     }
 

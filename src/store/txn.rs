@@ -31,8 +31,8 @@ use crate::time::Timestamp;
 pub enum Lock {
     /// `status.lock`: status.json, history.jsonl, conflicts.log.
     Status,
-    /// `runtime.lock`: the agent runtime's documents and ledgers.
-    Runtime,
+    /// `runtime.lock`: the agent runtime's documents and ledgers (the file keeps its name).
+    Agents,
     /// `workflows.lock`: workflow sessions.
     Workflows,
     /// `queue.lock`: the job queue.
@@ -46,7 +46,7 @@ impl Lock {
     /// Every lock, in the order they are taken.
     pub const ALL: [Lock; 5] = [
         Lock::Status,
-        Lock::Runtime,
+        Lock::Agents,
         Lock::Workflows,
         Lock::Queue,
         Lock::Journal,
@@ -56,7 +56,7 @@ impl Lock {
     pub fn purpose(self) -> &'static str {
         match self {
             Lock::Status => "state",
-            Lock::Runtime => "runtime",
+            Lock::Agents => "runtime",
             Lock::Workflows => "workflows",
             Lock::Queue => "queue",
             Lock::Journal => "journal",
@@ -67,7 +67,7 @@ impl Lock {
     pub fn file(self) -> &'static str {
         match self {
             Lock::Status => "status.lock",
-            Lock::Runtime => "runtime.lock",
+            Lock::Agents => "runtime.lock",
             Lock::Workflows => "workflows.lock",
             Lock::Queue => "queue.lock",
             Lock::Journal => "journal.lock",
@@ -116,17 +116,6 @@ pub struct LedgerFile {
     pub name: &'static str,
     pub lock: Lock,
 }
-
-/// `history.jsonl`: finished tasks (the protocol's).
-pub const HISTORY: LedgerFile = LedgerFile {
-    name: "history.jsonl",
-    lock: Lock::Status,
-};
-/// `conflicts.log`: conflicts, resolutions, forced takeovers, releases (the protocol's).
-pub const CONFLICTS: LedgerFile = LedgerFile {
-    name: "conflicts.log",
-    lock: Lock::Status,
-};
 
 /// A file of the home whose name is only known at run time (the runtime's per-agent files),
 /// under a lock. Its path is relative to the home and made of checked components (letters,
@@ -839,17 +828,17 @@ mod tests {
     fn home_paths_are_checked_and_created_private() {
         use std::os::unix::fs::PermissionsExt;
         for bad in [&["..", "x"][..], &["a/b"], &[".x"], &[""], &[]] {
-            assert!(HomePath::new(Lock::Runtime, bad).is_err(), "{bad:?}");
+            assert!(HomePath::new(Lock::Agents, bad).is_err(), "{bad:?}");
         }
         let (_d, s) = store();
-        let f = HomePath::new(Lock::Runtime, &["runtime", "agents", "a", "s.json"]).unwrap();
+        let f = HomePath::new(Lock::Agents, &["runtime", "agents", "a", "s.json"]).unwrap();
         // Without its lock, nothing is staged.
         let e = s.transaction(now(), &[Lock::Status], |tx| {
             tx.write_at(&f, b"{}\n".to_vec())
         });
         assert!(e.is_err());
         assert!(s.read_at(&f).unwrap().is_none());
-        s.transaction(now(), &[Lock::Runtime], |tx| {
+        s.transaction(now(), &[Lock::Agents], |tx| {
             tx.write_at(&f, b"{}\n".to_vec())
         })
         .unwrap();
@@ -864,10 +853,10 @@ mod tests {
     #[test]
     fn capped_appends_keep_the_newest_whole_lines() {
         let (_d, s) = store();
-        let f = HomePath::new(Lock::Runtime, &["log.jsonl"]).unwrap();
+        let f = HomePath::new(Lock::Agents, &["log.jsonl"]).unwrap();
         let line = |i: usize| format!("{{\"n\":{i:04}}}"); // 10 bytes + newline
         for i in 0..9 {
-            s.transaction(now(), &[Lock::Runtime], |tx| {
+            s.transaction(now(), &[Lock::Agents], |tx| {
                 tx.append_capped(&f, &[line(i)], 100)
             })
             .unwrap();
@@ -876,7 +865,7 @@ mod tests {
         assert_eq!(text(&s).lines().count(), 9);
         // The tenth line would pass 100 bytes: the file is rewritten with its newest lines that
         // fit in 50, then the lines staged after that in the same transaction, newest last.
-        s.transaction(now(), &[Lock::Runtime], |tx| {
+        s.transaction(now(), &[Lock::Agents], |tx| {
             tx.append_capped(&f, &[line(9)], 100)?;
             tx.append_capped(&f, &[line(10)], 100)
         })

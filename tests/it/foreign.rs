@@ -621,7 +621,7 @@ fn copies_of_foreign_states_are_bounded_and_doctor_rewrites_are_not_foreign() {
     let env = &h.env;
     h.plugin_start("web-0a0b0c", "p", "t");
     let mine = env.start("Conductor work", "P1");
-    let kept = conductor::store::FOREIGN_COPIES_KEPT;
+    let kept = conductor::protocol::service::FOREIGN_COPIES_KEPT;
     for i in 0..kept + 5 {
         h.plugin(0, &["claim", "web-0a0b0c", &format!("src/rel-{i}.ts")]);
         env.exec(&["heartbeat", "--instance", &mine]).code(0);

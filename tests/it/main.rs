@@ -2,6 +2,7 @@
 
 mod common;
 
+mod agents;
 mod agree;
 mod corrupt;
 mod crash;
@@ -11,11 +12,12 @@ mod faults;
 mod foreign;
 mod hooks;
 mod hostile;
+mod layers;
 mod props;
 mod protocol;
 mod queue;
 mod races;
-mod runtime;
+
 mod schemas;
 mod security;
 mod shell;

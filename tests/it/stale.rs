@@ -22,7 +22,7 @@ fn start_records_host_and_owner_pid_and_heartbeat_updates_it() {
     assert_eq!(inst["pid"], 4242);
     assert_eq!(
         inst["host"],
-        conductor::runtime::hostname().unwrap().as_str()
+        conductor::host::hostname().unwrap().as_str()
     );
     env.run_env(
         &["heartbeat", "--instance", &id],

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use conductor::protocol::events::NewEvent;
+use conductor::store::event::NewEvent;
 use conductor::store::{Document, LedgerFile, Lock, Store};
 use conductor::time::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -52,11 +52,11 @@ macro_rules! counter_doc {
     };
 }
 
-counter_doc!(DocA, "txn-test-a.json", Lock::Runtime);
+counter_doc!(DocA, "txn-test-a.json", Lock::Agents);
 counter_doc!(DocB, "txn-test-b.json", Lock::Queue);
 const LEDGER: LedgerFile = LedgerFile {
     name: "txn-test.jsonl",
-    lock: Lock::Runtime,
+    lock: Lock::Agents,
 };
 
 fn open(home: &Path) -> Store {
@@ -67,7 +67,7 @@ fn open(home: &Path) -> Store {
 fn step(store: &Store) -> u64 {
     let now = Timestamp::now();
     store
-        .transaction(now, &[Lock::Queue, Lock::Runtime], |tx| {
+        .transaction(now, &[Lock::Queue, Lock::Agents], |tx| {
             let mut a: DocA = tx.read()?;
             let mut b: DocB = tx.read()?;
             assert_eq!(a.0.n, b.0.n, "a transaction saw half of another");

@@ -5,9 +5,9 @@ use serde_json::json;
 
 use crate::commands::Out;
 use crate::commands::{Ctx, print};
-use crate::error::Result;
-use crate::queue::{QueueDoc, exec, ops};
-use crate::store::Lock;
+use conductor::error::Result;
+use conductor::queue::{QueueDoc, exec, ops};
+use conductor::store::Lock;
 
 /// The long help of `queue cancel`.
 pub const ABOUT: &str = "Cancel a job, or every unfinished job of a workspace. Running jobs' process groups are\n\
@@ -46,7 +46,7 @@ pub fn run(ctx: &Ctx, args: CancelArgs) -> Result<u8> {
         let archived = ops::archive(&mut doc);
         for j in &archived {
             tx.append(
-                crate::queue::JOBS_DONE,
+                conductor::queue::JOBS_DONE,
                 serde_json::to_string(j).expect("jobs serialize"),
             )?;
         }

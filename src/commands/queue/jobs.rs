@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::{Out, all_jobs};
 use crate::commands::{Ctx, print};
-use crate::error::Result;
-use crate::queue::Job;
+use conductor::error::Result;
+use conductor::queue::Job;
 
 /// The long help of `queue jobs`.
 pub const ABOUT: &str = "List jobs: `STATE  WORKSPACE/JOB  ATTEMPTS  DETAIL`, in submission order.\n\

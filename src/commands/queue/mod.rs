@@ -1,4 +1,4 @@
-//! `conductor queue ...`: the agent job queue (see `crate::queue`). One file per verb.
+//! `conductor queue ...`: the agent job queue (see `conductor::queue`). One file per verb.
 
 pub mod cancel;
 pub mod jobs;
@@ -12,7 +12,7 @@ pub mod submit;
 use clap::Subcommand;
 
 use super::{Ctx, Out};
-use crate::error::Result;
+use conductor::error::Result;
 
 /// Exit codes of `queue run`, shown at the end of its `--help`.
 pub const RUN_EXIT_CODES: &str = "\
@@ -69,11 +69,11 @@ pub fn run(ctx: &Ctx, cmd: QueueCommand) -> Result<u8> {
 
 /// Every job of the queue: the live ones, then (when `finished`) the archived ones. Live jobs
 /// come first so a lookup finds the current run of an id.
-pub fn all_jobs(ctx: &Ctx, finished: bool) -> Result<Vec<crate::queue::Job>> {
-    let doc: crate::queue::QueueDoc = ctx.store.read_doc(ctx.now)?;
+pub fn all_jobs(ctx: &Ctx, finished: bool) -> Result<Vec<conductor::queue::Job>> {
+    let doc: conductor::queue::QueueDoc = ctx.store.read_doc(ctx.now)?;
     let mut jobs = doc.jobs;
     if finished {
-        let mut old = crate::queue::archived(&ctx.store)?;
+        let mut old = conductor::queue::archived(&ctx.store)?;
         old.reverse();
         jobs.extend(old);
     }

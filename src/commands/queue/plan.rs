@@ -10,8 +10,8 @@ use serde_json::json;
 
 use crate::commands::Out;
 use crate::commands::{Ctx, print};
-use crate::error::{Error, Result};
-use crate::queue::{docs, manifest};
+use conductor::error::{Error, Result};
+use conductor::queue::{docs, manifest};
 
 /// The long help of `queue plan`.
 pub const ABOUT: &str = "Run a planner command (default `opencode run`) with the task, the available doc collections\n\

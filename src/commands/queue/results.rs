@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 
 use super::{Out, all_jobs};
 use crate::commands::{Ctx, print};
-use crate::error::{Error, Result};
-use crate::queue::Layout;
+use conductor::error::{Error, Result};
+use conductor::queue::Layout;
 
 /// The long help of `queue results`.
 pub const ABOUT: &str = "Compile every job's RESULT.md in a workspace, with each outcome marked as the job reported\n\

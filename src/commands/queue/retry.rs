@@ -8,9 +8,9 @@ use serde_json::json;
 use super::run::{DispatchArgs, counts, dispatch_with_progress};
 use crate::commands::Out;
 use crate::commands::{Ctx, print};
-use crate::error::Result;
-use crate::queue::{QueueDoc, dispatch, ops};
-use crate::store::Lock;
+use conductor::error::Result;
+use conductor::queue::{QueueDoc, dispatch, ops};
+use conductor::store::Lock;
 
 /// The long help of `queue retry`.
 pub const ABOUT: &str = "Put a failed, timed-out, blocked or cancelled job back in line, with every job that was\n\

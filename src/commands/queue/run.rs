@@ -10,10 +10,10 @@ use serde_json::json;
 
 use crate::commands::Out;
 use crate::commands::{Ctx, print};
-use crate::error::{Error, Result};
-use crate::queue::State;
-use crate::queue::dispatch::{self, Options, Update};
-use crate::queue::exec::{DEFAULT_AGENT_CMD, Runner};
+use conductor::error::{Error, Result};
+use conductor::queue::State;
+use conductor::queue::dispatch::{self, Options, Update};
+use conductor::queue::exec::{DEFAULT_AGENT_CMD, Runner};
 
 /// The long help of `queue run`.
 pub const ABOUT: &str = "Start every ready job (up to --parallel at once) and each dependent the moment its last\n\

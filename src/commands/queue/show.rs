@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::{Out, all_jobs};
 use crate::commands::{Ctx, print};
-use crate::error::{Error, Result};
-use crate::queue::{Job, Layout};
+use conductor::error::{Error, Result};
+use conductor::queue::{Job, Layout};
 
 /// The long help of `queue show`.
 pub const ABOUT: &str =

@@ -10,10 +10,10 @@ use serde_json::json;
 
 use crate::commands::Out;
 use crate::commands::{Ctx, print};
-use crate::error::{Error, Result};
-use crate::queue::manifest::{self, Manifest};
-use crate::queue::{Layout, QueueDoc, State, Workspace, docs, ops};
-use crate::store::Lock;
+use conductor::error::{Error, Result};
+use conductor::queue::manifest::{self, Manifest};
+use conductor::queue::{Layout, QueueDoc, State, Workspace, docs, ops};
+use conductor::store::Lock;
 
 /// The long help of `queue submit`.
 pub const ABOUT: &str = "Submit a manifest: `{\"workspace\": ID, \"jobs\": [{\"id\", \"prompt\", \"docs\", \"secrets\", \"depends_on\",\n\
@@ -74,7 +74,7 @@ pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Re
         }
     }
     let home = ctx.store.home().dir().to_path_buf();
-    let archived_completed: BTreeSet<String> = crate::queue::archived(&ctx.store)?
+    let archived_completed: BTreeSet<String> = conductor::queue::archived(&ctx.store)?
         .into_iter()
         .filter(|j| j.workspace == m.workspace && j.state.state == State::Completed)
         .map(|j| j.id)
@@ -100,7 +100,7 @@ pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Re
     )?;
     let dir = PathBuf::from(&ws.dir);
     for sub in ["docs", "output", "shared"] {
-        crate::queue::private_dir(&dir.join(sub))?;
+        conductor::queue::private_dir(&dir.join(sub))?;
     }
     for d in &wanted {
         source.copy_into(d, &dir.join("docs"))?;

@@ -3,9 +3,9 @@
 use serde_json::json;
 
 use super::{Ctx, emit};
-use crate::error::Result;
-use crate::time::Timestamp;
-use crate::workflows::{self, Session};
+use conductor::error::Result;
+use conductor::time::Timestamp;
+use conductor::workflows::{self, Session};
 
 /// A session, by id or unique prefix.
 #[derive(Debug, clap::Args)]

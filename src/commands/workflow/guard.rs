@@ -4,8 +4,8 @@
 use serde_json::json;
 
 use super::{Ctx, WorkerArgs, emit};
-use crate::error::{Error, Result};
-use crate::workflows::{self, rules::Decision, rules::ToolCall};
+use conductor::error::{Error, Result};
+use conductor::workflows::{self, rules::Decision, rules::ToolCall};
 
 /// Check a tool call against the session's rules.
 #[derive(Debug, clap::Args)]

@@ -3,8 +3,8 @@
 use serde_json::json;
 
 use super::{Ctx, emit};
-use crate::error::Result;
-use crate::workflows;
+use conductor::error::Result;
+use conductor::workflows;
 
 /// List workflow sessions.
 #[derive(Debug, clap::Args)]
@@ -37,7 +37,7 @@ pub fn run(ctx: &Ctx, args: ListArgs) -> Result<u8> {
             s.status.as_str(),
             s.current_state.as_deref().unwrap_or("-"),
             s.template.name,
-            crate::text::printable_max(&s.task, 60)
+            conductor::text::printable_max(&s.task, 60)
         ));
     }
     if all.is_empty() {

@@ -1,5 +1,5 @@
 //! `conductor workflow ...`: workflow templates, sessions, the worker's tools, the person's
-//! controls and the supervisor. The domain is in [`crate::workflows`].
+//! controls and the supervisor. The domain is in [`conductor::workflows`].
 
 pub mod control;
 pub mod guard;
@@ -18,7 +18,7 @@ use clap::Subcommand;
 use serde_json::Value;
 
 use super::{Ctx, print};
-use crate::error::Result;
+use conductor::error::Result;
 
 /// The group's `--help` epilogue: a session from start to end.
 pub const HELP: &str = "\
@@ -116,8 +116,8 @@ impl WorkerArgs {
     /// The full session id.
     pub fn session_id(&self, ctx: &Ctx) -> Result<String> {
         match self.session.as_deref().filter(|s| !s.is_empty()) {
-            Some(s) => Ok(crate::workflows::find_session(&ctx.store, ctx.now, s)?.id),
-            None => Err(crate::error::Error::invalid(
+            Some(s) => Ok(conductor::workflows::find_session(&ctx.store, ctx.now, s)?.id),
+            None => Err(conductor::error::Error::invalid(
                 "unknown_session",
                 "no workflow session: pass --session ID or run under `conductor workflow run` \
                  (it sets CONDUCTOR_WORKFLOW_SESSION)",

@@ -20,15 +20,16 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{Ctx, emit, title};
-use crate::commands::done::{self, DoneRequest};
-use crate::commands::start::{self as protocol_start, StartRequest};
-use crate::error::{Error, IoContext, Result};
-use crate::protocol::{Outcome, Priority};
-use crate::store::Store;
-use crate::time::Timestamp;
-use crate::watch::{self, Wake};
-use crate::workflows::session::{Run, RunFiles};
-use crate::workflows::{
+use crate::commands::done;
+use conductor::protocol::request::{DoneRequest, StartRequest};
+use crate::commands::start as protocol_start;
+use conductor::error::{Error, IoContext, Result};
+use conductor::protocol::{Outcome, Priority};
+use conductor::store::Store;
+use conductor::time::Timestamp;
+use conductor::store::watch::{self, Wake};
+use conductor::workflows::session::{Run, RunFiles};
+use conductor::workflows::{
     self, RunOutcome, SESSION_FILES_DIR, Session, Sessions, Status, baseline, event, persona,
 };
 
@@ -53,8 +54,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub follow: bool,
     /// How long a worker may keep running after it recorded its transition before it is stopped.
-    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = crate::time::parse_limit)]
-    pub exit_grace: crate::time::Limit,
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = conductor::time::parse_limit)]
+    pub exit_grace: conductor::time::Limit,
 }
 
 const fn const_format_help() -> &'static str {
@@ -118,7 +119,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         workflows::update(&ctx.store, Timestamp::now(), &id, |s, _| {
             if let Some(p) = s.supervisor_pid
                 && p != me
-                && !crate::runtime::pid_is_dead(p)
+                && !conductor::host::pid_is_dead(p)
             {
                 return Err(Error::invalid(
                     "already_supervised",
@@ -395,12 +396,12 @@ fn stop_worker(w: Worker) {
 
 /// Stop a worker left by a dead supervisor (its process group), if it is still alive.
 fn stop_orphan(pid: i32) {
-    if crate::runtime::pid_is_dead(pid as u32) {
+    if conductor::host::pid_is_dead(pid as u32) {
         return;
     }
     kill_group(pid, libc::SIGTERM);
     let deadline = Instant::now() + KILL_GRACE;
-    while !crate::runtime::pid_is_dead(pid as u32) && Instant::now() < deadline {
+    while !conductor::host::pid_is_dead(pid as u32) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     kill_group(pid, libc::SIGKILL);
@@ -438,7 +439,7 @@ fn run_cleanup(ctx: &Ctx, commands: &[String], dir: &Path) -> Vec<serde_json::Va
             Ok(o) => {
                 let err = String::from_utf8_lossy(&o.stderr);
                 let first =
-                    crate::text::printable_max(err.lines().next().unwrap_or(""), 200);
+                    conductor::text::printable_max(err.lines().next().unwrap_or(""), 200);
                 ctx.out
                     .warn(&format!("cleanup command `{c}` failed: {first}"));
                 json!({"command": c, "exit_code": o.status.code(), "signal": o.status.signal(), "error": first})

@@ -7,8 +7,8 @@ use std::path::Path;
 use serde_json::json;
 
 use super::{Ctx, emit, title};
-use crate::error::Result;
-use crate::workflows::{self, RunOutcome, Session, Status, baseline};
+use conductor::error::Result;
+use conductor::workflows::{self, RunOutcome, Session, Status, baseline};
 
 /// Show a session.
 #[derive(Debug, clap::Args)]
@@ -173,7 +173,7 @@ pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
                 e.at,
                 e.kind,
                 e.state.as_deref().unwrap_or("-"),
-                crate::text::printable_max(&e.detail.to_string(), 120)
+                conductor::text::printable_max(&e.detail.to_string(), 120)
             ));
         }
     }

@@ -3,8 +3,8 @@
 use serde_json::json;
 
 use super::{Ctx, WorkerArgs, emit};
-use crate::error::{Error, Result};
-use crate::workflows;
+use conductor::error::{Error, Result};
+use conductor::workflows;
 
 /// Record what later states must know.
 #[derive(Debug, clap::Args)]

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::{Ctx, emit};
-use crate::error::{Error, Result};
-use crate::store::Lock;
-use crate::workflows::session::SessionRules;
-use crate::workflows::{self, Session, Sessions, event, persona, rules, template};
+use conductor::error::{Error, Result};
+use conductor::store::Lock;
+use conductor::workflows::session::SessionRules;
+use conductor::workflows::{self, Session, Sessions, event, persona, rules, template};
 
 /// Damage-control's rules file, used when the template names none.
 pub const DEFAULT_RULES: &str = ".pi/damage-control-rules.yaml";
@@ -83,7 +83,7 @@ pub fn run(ctx: &Ctx, args: StartArgs) -> Result<u8> {
         persona::resolve(&def.persona, pdir)?;
     }
     let rules = load_rules(&t, pdir)?;
-    let id = format!("wf-{}", crate::runtime::random_hex6());
+    let id = format!("wf-{}", conductor::host::random_hex6());
     let now = ctx.now;
     let s = Session::new(
         id.clone(),

@@ -3,8 +3,8 @@
 use serde_json::json;
 
 use super::{Ctx, emit};
-use crate::error::Result;
-use crate::workflows::template;
+use conductor::error::Result;
+use conductor::workflows::template;
 
 /// List workflow templates.
 #[derive(Debug, clap::Args)]

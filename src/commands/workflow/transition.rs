@@ -3,8 +3,8 @@
 use serde_json::json;
 
 use super::{Ctx, WorkerArgs, emit};
-use crate::error::Result;
-use crate::workflows::{self, event};
+use conductor::error::Result;
+use conductor::workflows::{self, event};
 
 /// Finish the current state.
 #[derive(Debug, clap::Args)]

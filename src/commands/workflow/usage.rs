@@ -3,8 +3,8 @@
 use serde_json::json;
 
 use super::{Ctx, WorkerArgs, emit};
-use crate::error::Result;
-use crate::workflows;
+use conductor::error::Result;
+use conductor::workflows;
 
 /// Report usage.
 #[derive(Debug, clap::Args)]

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::{Ctx, emit};
-use crate::error::{Error, Result};
-use crate::workflows::template;
+use conductor::error::{Error, Result};
+use conductor::workflows::template;
 
 /// Check a workflow template file.
 #[derive(Debug, clap::Args)]

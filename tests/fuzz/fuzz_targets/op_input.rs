@@ -6,10 +6,10 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    match conductor::commands::op::parse(text) {
+    match conductor::protocol::request::parse(text) {
         Ok(request) => {
             // Whatever parses must also pass the check the subcommands apply.
-            conductor::commands::validate_request(&request)
+            conductor::protocol::request::validate(&request)
                 .expect("a parsed op input validates as a request");
         }
         Err(e) => {

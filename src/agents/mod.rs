@@ -1,10 +1,10 @@
 //! The agent runtime's domain: Canopy's coordination space (agents, channels, mentions, inbox,
 //! work claims) kept as documents and ledgers in the conductor home.
 //!
-//! Named after Canopy, the server CanopyKit talks to, because this module models Canopy's feeds
-//! locally; `crate::runtime` already exists and is about processes and paths.
+//! It models locally the feeds of Canopy, the server CanopyKit talks to; the CLI verb is
+//! `conductor agent`, and the files keep their `runtime-*` names, which are API.
 //!
-//! Files (all under [`Lock::Runtime`], written only through store transactions):
+//! Files (all under [`Lock::Agents`], written only through store transactions):
 //! - `runtime-agents.json` ([`Agents`]): registered agents, each with its durable journal
 //!   cursor, its durable work queue and its metrics. It stays small: it does not grow with the
 //!   run loops' actions.
@@ -64,22 +64,22 @@ pub const TTL_DEFAULT: u64 = 120;
 /// Every version of every message, one JSON object per line.
 pub const MESSAGES: LedgerFile = LedgerFile {
     name: "runtime-messages.jsonl",
-    lock: Lock::Runtime,
+    lock: Lock::Agents,
 };
 /// Finished inbox items (completed, skipped, expired).
 pub const INBOX_DONE: LedgerFile = LedgerFile {
     name: "runtime-inbox.jsonl",
-    lock: Lock::Runtime,
+    lock: Lock::Agents,
 };
 /// Acknowledged mentions.
 pub const MENTIONS_DONE: LedgerFile = LedgerFile {
     name: "runtime-mentions.jsonl",
-    lock: Lock::Runtime,
+    lock: Lock::Agents,
 };
 /// Claim conflicts and timeout takeovers (`<time> | KIND | text`), the runtime's own log.
 pub const CONFLICTS: LedgerFile = LedgerFile {
     name: "runtime-conflicts.log",
-    lock: Lock::Runtime,
+    lock: Lock::Agents,
 };
 
 /// Canopy's event types, as written to the journal.
@@ -161,7 +161,7 @@ pub const ACTIONS_FILE: &str = "actions.jsonl";
 
 /// The path of one of an agent's run files (the name is checked again: never a path).
 pub fn agent_file(agent: &str, file: &str) -> Result<crate::store::HomePath> {
-    crate::store::HomePath::new(Lock::Runtime, &[AGENT_DIR[0], AGENT_DIR[1], agent, file])
+    crate::store::HomePath::new(Lock::Agents, &[AGENT_DIR[0], AGENT_DIR[1], agent, file])
 }
 
 /// The agent's `run-status.json` (`None` before its first run).
@@ -304,7 +304,7 @@ impl Histogram {
 
 impl Document for Agents {
     const FILE: &'static str = "runtime-agents.json";
-    const LOCK: Lock = Lock::Runtime;
+    const LOCK: Lock = Lock::Agents;
     fn empty(_now: Timestamp) -> Self {
         Agents {
             version: VERSION.into(),
@@ -459,7 +459,7 @@ pub struct Mention {
 
 impl Document for Inbox {
     const FILE: &'static str = "runtime-inbox.json";
-    const LOCK: Lock = Lock::Runtime;
+    const LOCK: Lock = Lock::Agents;
     fn empty(_now: Timestamp) -> Self {
         Inbox {
             version: VERSION.into(),
@@ -528,7 +528,7 @@ pub struct Message {
 
 impl Document for Channels {
     const FILE: &'static str = "runtime-channels.json";
-    const LOCK: Lock = Lock::Runtime;
+    const LOCK: Lock = Lock::Agents;
     fn empty(_now: Timestamp) -> Self {
         Channels {
             version: VERSION.into(),

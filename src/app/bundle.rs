@@ -1,0 +1,123 @@
+//! `export` and `import` over every domain: the store moves the bytes (`store::Bundle`), this
+//! module says which documents and ledgers there are and refuses a bundle that conductor could
+//! not read back.
+
+use std::path::Path;
+
+use super::{DOCUMENTS, LEDGERS, document_names};
+use crate::error::{Error, Result};
+use crate::store::{Bundle, Store};
+
+/// Everything this home or store holds.
+pub fn export(store: &Store) -> Result<Bundle> {
+    let mut files: Vec<String> = document_names().iter().map(|f| f.to_string()).collect();
+    files.extend(agent_run_files(store)?);
+    store.export(&files, LEDGERS)
+}
+
+/// The agents' per-agent run files that exist (`runtime/agents/<name>/<file>`).
+pub fn agent_run_files(store: &Store) -> Result<Vec<String>> {
+    use crate::agents::{ACTIONS_FILE, AGENT_DIR, RUN_STATUS_FILE};
+    store.files_below(AGENT_DIR, &[RUN_STATUS_FILE, ACTIONS_FILE])
+}
+
+/// Write a bundle into this home or store, which must be empty (nothing is ever replaced),
+/// after checking every document and line of it.
+pub fn import(store: &Store, b: &Bundle) -> Result<()> {
+    check_bundle(store.home().dir(), b)?;
+    store.import(b, &document_names(), LEDGERS)
+}
+
+/// Refuse a bundle with a document or ledger conductor does not know, a document that does not
+/// decode, or a line that is not one line: an import never writes what conductor could not read.
+fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
+    let check = |check: super::Check, file: &str, text: &str| {
+        check(dir, text).map_err(|e| {
+            let detail = match e {
+                Error::CorruptState { detail, .. } => detail,
+                other => other.to_string(),
+            };
+            Error::invalid(
+                "invalid_input",
+                format!("the bundle's {file} is not valid conductor state: {detail}"),
+            )
+        })
+    };
+    if b.conductor_export != 1 {
+        return Err(Error::invalid(
+            "invalid_input",
+            format!(
+                "not a conductor export (version {}; this build reads 1)",
+                b.conductor_export
+            ),
+        ));
+    }
+    for (file, text) in &b.documents {
+        if let Some((known, c)) = DOCUMENTS.iter().find(|(f, _)| f == file) {
+            check(*c, known, text)?;
+            continue;
+        }
+        match file.as_str() {
+            // An agent's run files: a safe path (checked like the runtime checks it).
+            other if agent_run_file(other) => {}
+            other => {
+                return Err(Error::invalid(
+                    "invalid_input",
+                    format!(
+                        "the bundle holds an unknown document `{}`",
+                        crate::text::printable(other)
+                    ),
+                ));
+            }
+        }
+    }
+    for (name, lines) in &b.ledgers {
+        if !LEDGERS.iter().any(|l| l.name == name) {
+            return Err(Error::invalid(
+                "invalid_input",
+                format!(
+                    "the bundle holds an unknown ledger `{}`",
+                    crate::text::printable(name)
+                ),
+            ));
+        }
+        if lines.iter().any(|l| l.contains('\n')) {
+            return Err(Error::invalid(
+                "invalid_input",
+                format!("a line of {name} spans several lines"),
+            ));
+        }
+    }
+    let mut last = 0;
+    for e in &b.events {
+        let seq = serde_json::from_str::<crate::store::event::Event>(e)
+            .map_err(|err| {
+                Error::invalid(
+                    "invalid_input",
+                    format!("an event in the bundle is not an event: {err}"),
+                )
+            })?
+            .seq;
+        if seq <= last {
+            return Err(Error::invalid(
+                "invalid_input",
+                "the bundle's events are not in seq order",
+            ));
+        }
+        last = seq;
+    }
+    Ok(())
+}
+
+/// True for `runtime/agents/<name>/run-status.json` or `.../actions.jsonl` with a safe name.
+fn agent_run_file(rel: &str) -> bool {
+    let parts: Vec<&str> = rel.split('/').collect();
+    match parts.as_slice() {
+        [a, b, name, f] => {
+            [*a, *b] == crate::agents::AGENT_DIR
+                && [crate::agents::RUN_STATUS_FILE, crate::agents::ACTIONS_FILE].contains(f)
+                && crate::agents::agent_file(name, f).is_ok()
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,65 @@
+//! What conductor learns from the machine itself: a random id, the host name, whether a process
+//! is alive, the current directory. Nothing here knows a conductor type.
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+
+/// Six lowercase hex digits from the OS random source (`openssl rand -hex 3`).
+pub fn random_hex6() -> String {
+    let b: [u8; 3] = rand::random();
+    format!("{:02x}{:02x}{:02x}", b[0], b[1], b[2])
+}
+
+/// This machine's host name, or `CONDUCTOR_HOST` when set (how a machine names itself to a
+/// shared store, and how tests stand for several hosts on one machine).
+pub fn hostname() -> Option<String> {
+    if let Ok(h) = std::env::var("CONDUCTOR_HOST")
+        && !h.is_empty()
+    {
+        return Some(h);
+    }
+    let mut buf = [0u8; 256];
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).into_owned();
+    (!name.is_empty()).then_some(name)
+}
+
+/// True if no process with this pid exists (on this host).
+pub fn pid_is_dead(pid: u32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
+/// The current directory, with symlinks resolved where possible.
+pub fn current_dir() -> Result<PathBuf> {
+    let cwd = std::env::current_dir().map_err(|e| {
+        Error::invalid(
+            "no_working_directory",
+            format!("the current directory is not usable ({e}); cd somewhere that exists"),
+        )
+    })?;
+    Ok(std::fs::canonicalize(&cwd).unwrap_or(cwd))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_six_hex() {
+        let h = random_hex6();
+        assert_eq!(h.len(), 6);
+        assert!(
+            h.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+    }
+}
