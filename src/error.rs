@@ -1,35 +1,17 @@
-//! The one error type of the library. Agents branch on [`Error::reason`], a stable snake_case
-//! string; people read the message and the hint. Every variant maps to a documented exit code.
+//! The library's error type. Agents branch on [`Error::reason`], a stable snake_case string;
+//! people read the message and the hint. Every variant maps to a documented exit code. The
+//! store's errors ([`crate::store::Error`]) convert into [`Error::Store`] and keep their reason.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+pub use crate::store::error::{INTERNAL_EXIT, INTERNAL_HINT};
 
 /// Everything that can make a conductor command fail.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Another process held `status.lock` for longer than the timeout.
-    #[error("timed out after {secs}s waiting for the lock `{}`{}", path.display(), holder_suffix(.holder))]
-    LockTimeout {
-        secs: f64,
-        path: PathBuf,
-        holder: Option<String>,
-    },
-
-    /// A file system call failed.
-    #[error("could not {action} `{}`: {source}", path.display())]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-
-    /// A state file exists but cannot be trusted; it is never overwritten.
-    #[error("`{}` is not valid conductor state: {detail}", path.display())]
-    CorruptState { path: PathBuf, detail: String },
-
-    /// The home directory is not safe to use (owned by someone else, not a directory, ...).
-    #[error("refusing to use conductor home `{}`: {detail}", path.display())]
-    UnsafeHome { path: PathBuf, detail: String },
+    /// The store failed or refused: a lock, a file, the shared store.
+    #[error(transparent)]
+    Store(#[from] crate::store::Error),
 
     /// The input was rejected before anything was changed.
     #[error("{message}")]
@@ -46,22 +28,9 @@ pub enum Error {
     #[error("{message}")]
     AmbiguousInstance { message: String },
 
-    /// The shared store (an etcd cluster) cannot serve requests: no member reachable, or no
-    /// quorum. Nothing was changed.
-    #[error("the store `{store}` is unavailable: {detail}")]
-    StoreUnavailable {
-        store: String,
-        detail: String,
-        /// A write went out and no answer said what became of it.
-        maybe_applied: bool,
-    },
-}
-
-fn holder_suffix(holder: &Option<String>) -> String {
-    match holder {
-        Some(h) => format!(" (held by {h})"),
-        None => String::new(),
-    }
+    /// conductor broke one of its own rules: a bug.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -75,72 +44,52 @@ impl Error {
 
     /// An I/O error attached to the path it happened on.
     pub fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
-        Error::Io {
-            action,
-            path: path.to_path_buf(),
-            source,
-        }
+        Error::Store(crate::store::Error::io(action, path, source))
+    }
+
+    /// A file that exists but cannot be trusted (`corrupt_state`); it is never overwritten.
+    pub fn corrupt(path: &Path, detail: impl Into<String>) -> Self {
+        Error::Store(crate::store::corrupt(path, detail))
     }
 
     /// The stable machine-readable reason for `--json` output.
     pub fn reason(&self) -> &'static str {
         match self {
-            Error::LockTimeout { .. } => "lock_timeout",
-            Error::Io { .. } => "io",
-            Error::CorruptState { .. } => "corrupt_state",
-            Error::UnsafeHome { .. } => "unsafe_home",
+            Error::Store(e) => e.reason(),
             Error::Invalid { reason, .. } => reason,
             Error::UnknownInstance(_) => "unknown_instance",
             Error::AmbiguousInstance { .. } => "ambiguous_instance",
-            Error::StoreUnavailable { .. } => "store_unavailable",
+            Error::Internal(_) => "internal",
         }
     }
 
     /// What to do next, when there is something useful to say.
     pub fn hint(&self) -> Option<String> {
         match self {
-            Error::LockTimeout { .. } => Some(
-                "another conductor process may be stuck; retry, or raise --lock-timeout / CONDUCTOR_LOCK_TIMEOUT".into(),
-            ),
-            Error::CorruptState { .. } => {
-                Some("nothing was changed; run `conductor doctor` to see what is wrong".into())
-            }
+            Error::Store(e) => e.hint(),
             Error::UnknownInstance(_) => {
                 Some("run `conductor status` to list live instances".into())
             }
-            Error::StoreUnavailable { maybe_applied: true, .. } => Some(
-                "check with `conductor status` or `conductor events` whether it took effect before repeating it; `conductor doctor` shows each member".into(),
-            ),
-            Error::StoreUnavailable { .. } => Some(
-                "nothing was changed; etcd needs a majority of its members up: `conductor doctor` shows each member".into(),
-            ),
-            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::ReadOnlyFilesystem
-                || source.kind() == std::io::ErrorKind::PermissionDenied =>
-            {
-                Some("the conductor home must be writable; set CONDUCTOR_HOME or --home".into())
-            }
+            Error::Internal(_) => Some(INTERNAL_HINT.into()),
             _ => None,
         }
     }
 
     /// The process exit code: 1 operational failure, 2 invalid input or usage, 11 the shared
-    /// store is unavailable.
+    /// store is unavailable, 70 a bug.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::StoreUnavailable { .. } => 11,
-            Error::LockTimeout { .. }
-            | Error::Io { .. }
-            | Error::CorruptState { .. }
-            | Error::UnsafeHome { .. } => 1,
+            Error::Store(e) => e.exit_code(),
             Error::Invalid { .. } | Error::UnknownInstance(_) | Error::AmbiguousInstance { .. } => {
                 2
             }
+            Error::Internal(_) => INTERNAL_EXIT,
         }
     }
 
     /// True when stdout was closed under us (`conductor history | head`).
     pub fn is_broken_pipe(&self) -> bool {
-        matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+        matches!(self, Error::Store(e) if e.is_broken_pipe())
     }
 }
 

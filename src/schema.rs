@@ -290,9 +290,9 @@ pub fn read_doc<T: serde::de::DeserializeOwned>(
         return Ok(None);
     };
     let value: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| corrupt(path, format!("not valid JSON ({e})")))?;
+        .map_err(|e| crate::Error::from(corrupt(path, format!("not valid JSON ({e})"))))?;
     validate(schema, &value).map_err(|e| corrupt(path, format!("schema violation {e}")))?;
     serde_json::from_value(value)
         .map(Some)
-        .map_err(|e| corrupt(path, e.to_string()))
+        .map_err(|e| corrupt(path, e.to_string()).into())
 }

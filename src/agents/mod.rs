@@ -162,6 +162,7 @@ pub const ACTIONS_FILE: &str = "actions.jsonl";
 /// The path of one of an agent's run files (the name is checked again: never a path).
 pub fn agent_file(agent: &str, file: &str) -> Result<crate::store::HomePath> {
     crate::store::HomePath::new(Lock::Agents, &[AGENT_DIR[0], AGENT_DIR[1], agent, file])
+        .map_err(Into::into)
 }
 
 /// The agent's `run-status.json` (`None` before its first run).
@@ -311,7 +312,7 @@ impl Document for Agents {
             agents: BTreeMap::new(),
         }
     }
-    fn decode(path: &Path, bytes: &[u8]) -> Result<Self> {
+    fn decode(path: &Path, bytes: &[u8]) -> crate::store::Result<Self> {
         let d: Agents = parse(path, bytes)?;
         check_version(path, &d.version)?;
         for (k, a) in &d.agents {
@@ -322,10 +323,7 @@ impl Document for Agents {
             if text::check_name("agent name", k).is_err() || *k != k.to_ascii_lowercase() {
                 return Err(corrupt(
                     path,
-                    format!(
-                        "`{}` is not a valid agent name",
-                        crate::text::printable(k)
-                    ),
+                    format!("`{}` is not a valid agent name", crate::text::printable(k)),
                 ));
             }
         }
@@ -468,7 +466,7 @@ impl Document for Inbox {
             mentions: BTreeMap::new(),
         }
     }
-    fn decode(path: &Path, bytes: &[u8]) -> Result<Self> {
+    fn decode(path: &Path, bytes: &[u8]) -> crate::store::Result<Self> {
         let d: Inbox = parse(path, bytes)?;
         check_version(path, &d.version)?;
         for (k, i) in &d.items {
@@ -535,7 +533,7 @@ impl Document for Channels {
             channels: BTreeMap::new(),
         }
     }
-    fn decode(path: &Path, bytes: &[u8]) -> Result<Self> {
+    fn decode(path: &Path, bytes: &[u8]) -> crate::store::Result<Self> {
         let d: Channels = parse(path, bytes)?;
         check_version(path, &d.version)?;
         Ok(d)
@@ -545,11 +543,11 @@ impl Document for Channels {
     }
 }
 
-fn parse<T: serde::de::DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T> {
+fn parse<T: serde::de::DeserializeOwned>(path: &Path, bytes: &[u8]) -> crate::store::Result<T> {
     serde_json::from_slice(bytes).map_err(|e| corrupt(path, e.to_string()))
 }
 
-fn check_version(path: &Path, v: &str) -> Result<()> {
+fn check_version(path: &Path, v: &str) -> crate::store::Result<()> {
     if v == VERSION {
         Ok(())
     } else {
@@ -597,7 +595,7 @@ pub fn find_message(
         {
             found = Some(m);
         }
-        Ok(true)
+        Ok::<_, crate::Error>(true)
     })?;
     Ok(found)
 }
@@ -618,7 +616,7 @@ pub fn finished_item(
             let i = &v["item"];
             if i["agent"] == agent && i["source_id"] == source && i["trigger_type"] == trigger {
                 found = true;
-                return Ok(false);
+                return Ok::<_, crate::Error>(false);
             }
         }
         Ok(true)

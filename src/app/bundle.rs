@@ -12,20 +12,24 @@ use crate::store::{Bundle, Store};
 pub fn export(store: &Store) -> Result<Bundle> {
     let mut files: Vec<String> = document_names().iter().map(|f| f.to_string()).collect();
     files.extend(agent_run_files(store)?);
-    store.export(&files, LEDGERS)
+    store.export(&files, LEDGERS).map_err(Into::into)
 }
 
 /// The agents' per-agent run files that exist (`runtime/agents/<name>/<file>`).
 pub fn agent_run_files(store: &Store) -> Result<Vec<String>> {
     use crate::agents::{ACTIONS_FILE, AGENT_DIR, RUN_STATUS_FILE};
-    store.files_below(AGENT_DIR, &[RUN_STATUS_FILE, ACTIONS_FILE])
+    store
+        .files_below(AGENT_DIR, &[RUN_STATUS_FILE, ACTIONS_FILE])
+        .map_err(Into::into)
 }
 
 /// Write a bundle into this home or store, which must be empty (nothing is ever replaced),
 /// after checking every document and line of it.
 pub fn import(store: &Store, b: &Bundle) -> Result<()> {
     check_bundle(store.home().dir(), b)?;
-    store.import(b, &document_names(), LEDGERS)
+    store
+        .import(b, &document_names(), LEDGERS)
+        .map_err(Into::into)
 }
 
 /// Refuse a bundle with a document or ledger conductor does not know, a document that does not
@@ -34,7 +38,7 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
     let check = |check: super::Check, file: &str, text: &str| {
         check(dir, text).map_err(|e| {
             let detail = match e {
-                Error::CorruptState { detail, .. } => detail,
+                Error::Store(crate::store::Error::CorruptState { detail, .. }) => detail,
                 other => other.to_string(),
             };
             Error::invalid(

@@ -12,17 +12,37 @@ use crate::store::{Document, LedgerFile};
 pub type Check = fn(&Path, &str) -> Result<()>;
 
 fn check<D: Document>(dir: &Path, text: &str) -> Result<()> {
-    D::decode(&dir.join(D::FILE), text.as_bytes()).map(|_| ())
+    D::decode(&dir.join(D::FILE), text.as_bytes())
+        .map(|_| ())
+        .map_err(Into::into)
 }
 
 /// Every document file a home may hold, in every domain, with how to check it.
 pub const DOCUMENTS: &[(&str, Check)] = &[
-    (<crate::protocol::State as Document>::FILE, check::<crate::protocol::State>),
-    (<crate::agents::Agents as Document>::FILE, check::<crate::agents::Agents>),
-    (<crate::agents::Inbox as Document>::FILE, check::<crate::agents::Inbox>),
-    (<crate::agents::Channels as Document>::FILE, check::<crate::agents::Channels>),
-    (<crate::workflows::Sessions as Document>::FILE, check::<crate::workflows::Sessions>),
-    (<crate::queue::QueueDoc as Document>::FILE, check::<crate::queue::QueueDoc>),
+    (
+        <crate::protocol::State as Document>::FILE,
+        check::<crate::protocol::State>,
+    ),
+    (
+        <crate::agents::Agents as Document>::FILE,
+        check::<crate::agents::Agents>,
+    ),
+    (
+        <crate::agents::Inbox as Document>::FILE,
+        check::<crate::agents::Inbox>,
+    ),
+    (
+        <crate::agents::Channels as Document>::FILE,
+        check::<crate::agents::Channels>,
+    ),
+    (
+        <crate::workflows::Sessions as Document>::FILE,
+        check::<crate::workflows::Sessions>,
+    ),
+    (
+        <crate::queue::QueueDoc as Document>::FILE,
+        check::<crate::queue::QueueDoc>,
+    ),
 ];
 
 /// Every ledger a home may hold, in every domain.

@@ -154,7 +154,7 @@ fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
         tx.write(&agents)?;
         tx.write_if_changed(&inbox)?;
         agents::stage(tx, fx)?;
-        Ok((fresh, agent, added))
+        Ok::<_, conductor::Error>((fresh, agent, added))
     })?;
     let verb = if fresh { "Registered" } else { "Updated" };
     let mut text = format!(
@@ -410,7 +410,7 @@ fn events(ctx: &Ctx, a: EventsArgs) -> Result<u8> {
             let mut agents: Agents = tx.read()?;
             let ag = ops::agent_mut(&mut agents, &a.name)?;
             ag.cursor = ag.cursor.max(next);
-            tx.write(&agents)
+            Ok::<_, conductor::Error>(tx.write(&agents)?)
         })?;
     }
     ctx.out

@@ -30,11 +30,11 @@ use super::Ctx;
 use conductor::agents::machine::{Machine, State};
 use conductor::agents::{self, Agents, Channels, Inbox, ops};
 use conductor::error::{Error, Result};
-use conductor::store::event::Event;
 use conductor::store::Lock;
+use conductor::store::event::Event;
 use conductor::store::journal::{self};
-use conductor::time::Timestamp;
 use conductor::store::watch::{self, Wake};
+use conductor::time::Timestamp;
 
 /// `agent run`.
 #[derive(Debug, Args)]
@@ -916,7 +916,7 @@ impl<'a> Loop<'a> {
             let a = ops::agent_mut(&mut agents, &name)?;
             a.metrics.errors += 1;
             lp.act(now, "error", json!({"item_id": item_id, "error": why}));
-            tx.write(&agents)
+            Ok::<_, conductor::Error>(tx.write(&agents)?)
         });
         self.ctx.out.warn(&format!("agent {}: {why}", self.name));
     }
@@ -979,7 +979,7 @@ fn read_feed(store: &conductor::store::Store, me: &agents::Agent) -> Result<(Vec
             );
             store.tail(Some(oldest - 1))?
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
     let mut out = Vec::new();
     let mut seen = 0usize;

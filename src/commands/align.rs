@@ -29,7 +29,6 @@ pub struct AlignArgs {
     pub dir: Option<PathBuf>,
 }
 
-
 impl AlignArgs {
     /// The request these arguments make.
     pub fn into_request(self) -> Result<AlignRequest> {

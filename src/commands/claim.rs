@@ -5,8 +5,8 @@ use serde_json::json;
 use super::{Ctx, Report, display_path};
 use crate::cli::InstanceArg;
 use conductor::error::Result;
-use conductor::protocol::ops::{self, ClaimOutcome};
 use conductor::protocol::local::ProcessTable;
+use conductor::protocol::ops::{self, ClaimOutcome};
 use conductor::protocol::request::ClaimRequest;
 
 /// Claim files.
@@ -34,7 +34,6 @@ pub struct ClaimArgs {
     #[command(flatten)]
     pub instance: InstanceArg,
 }
-
 
 impl ClaimArgs {
     /// The request these arguments make.
@@ -134,7 +133,8 @@ fn conflict_message(o: &ClaimOutcome) -> String {
 /// Run `claim`.
 pub fn execute(ctx: &Ctx, req: ClaimRequest) -> Result<Box<dyn Report>> {
     let now = ctx.now;
-    let live = ProcessTable::new().with_max_age(conductor::config::read(&ctx.store)?.default_max_age_minutes);
+    let live = ProcessTable::new()
+        .with_max_age(conductor::config::read(&ctx.store)?.default_max_age_minutes);
     let outcome = conductor::protocol::transact(&ctx.store, now, |st, fx| {
         let (id, mut paths) = super::resolve_with_paths(ctx, st, &req.instance_id, &[&req.files])?;
         let files = paths.remove(0);

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use super::claim::{ClaimArgs, Claimed};
 use super::{Ctx, print};
 use conductor::error::{Error, Result};
-use conductor::protocol::ops::{self, ClaimOutcome};
 use conductor::protocol::local::ProcessTable;
-use conductor::time::Timestamp;
+use conductor::protocol::ops::{self, ClaimOutcome};
 use conductor::store::watch::{self, Wake};
+use conductor::time::Timestamp;
 
 /// Re-read the state at least this often while waiting, in case a notification is lost.
 const SAFETY_RESCAN: Duration = Duration::from_secs(30);
@@ -31,7 +31,8 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     let deadline = limit.map(|d| Instant::now() + d);
     let watcher = ctx.store.watcher(|name| name == "status.json")?;
     watcher.stop_on_signals_and_closed_stdout();
-    let live = ProcessTable::new().with_max_age(conductor::config::read(&ctx.store)?.default_max_age_minutes);
+    let live = ProcessTable::new()
+        .with_max_age(conductor::config::read(&ctx.store)?.default_max_age_minutes);
     let pid = std::process::id();
     let now = Timestamp::now();
     let first = conductor::protocol::transact(&ctx.store, now, |st, fx| {

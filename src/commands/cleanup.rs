@@ -4,8 +4,8 @@ use serde_json::json;
 
 use super::{Ctx, Report};
 use conductor::error::Result;
-use conductor::protocol::ops::{self, DEFAULT_MAX_AGE_MINUTES, Orphan};
 use conductor::protocol::local::ProcessTable;
+use conductor::protocol::ops::{self, DEFAULT_MAX_AGE_MINUTES, Orphan};
 use conductor::protocol::request::CleanupRequest;
 
 /// Remove orphans.
@@ -24,8 +24,6 @@ pub struct CleanupArgs {
     #[arg(long, value_name = "ID")]
     pub instance: Option<String>,
 }
-
-
 
 impl CleanupArgs {
     /// The request these arguments make.

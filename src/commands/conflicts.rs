@@ -6,9 +6,9 @@ use serde_json::json;
 
 use super::{Ctx, Report, print};
 use conductor::error::Result;
-use conductor::protocol::ops::{self, LiveConflict};
 use conductor::protocol::Ledger;
 use conductor::protocol::conflicts_log::LogEntry;
+use conductor::protocol::ops::{self, LiveConflict};
 use conductor::store::ledger::Line;
 
 /// Show conflicts.

@@ -4,8 +4,8 @@ use serde_json::json;
 
 use super::{Ctx, Report, print};
 use conductor::error::Result;
-use conductor::schema::Schema;
 use conductor::protocol::doctor::{self, Finding};
+use conductor::schema::Schema;
 
 /// Check (and repair) the home.
 #[derive(Debug, clap::Args)]

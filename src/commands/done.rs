@@ -6,8 +6,8 @@ use super::{Ctx, Report};
 use crate::cli::InstanceArg;
 use conductor::error::Result;
 use conductor::protocol::ops;
-use conductor::protocol::types::Outcome;
 use conductor::protocol::request::DoneRequest;
+use conductor::protocol::types::Outcome;
 
 /// Finish the task.
 #[derive(Debug, clap::Args)]
@@ -33,7 +33,6 @@ fn done_outcome(s: &str) -> Result<Outcome, String> {
         _ => Err(format!("`{s}` is not one of success, abandoned, conflict")),
     }
 }
-
 
 impl DoneArgs {
     /// The request these arguments make.

@@ -6,8 +6,8 @@ use super::{Ctx, Report};
 use crate::cli::InstanceArg;
 use conductor::error::Result;
 use conductor::protocol::ops;
-use conductor::time::Timestamp;
 use conductor::protocol::request::HeartbeatRequest;
+use conductor::time::Timestamp;
 
 /// Record a heartbeat.
 #[derive(Debug, clap::Args)]
@@ -23,7 +23,6 @@ pub struct HeartbeatArgs {
     #[command(flatten)]
     pub instance: InstanceArg,
 }
-
 
 impl HeartbeatArgs {
     /// The request these arguments make.

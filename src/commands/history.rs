@@ -5,9 +5,9 @@ use std::io::Write;
 
 use super::Ctx;
 use conductor::error::{Error, Result};
+use conductor::protocol::Ledger;
 use conductor::protocol::types::{HistoryEntry, Outcome};
 use conductor::schema::{self, Schema};
-use conductor::protocol::Ledger;
 use conductor::store::ledger::Line;
 use conductor::time::Timestamp;
 

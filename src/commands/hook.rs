@@ -13,14 +13,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cli::GlobalArgs;
+use crate::output::Output;
+use conductor::config::Enforce;
 use conductor::error::{Error, Result};
 use conductor::hooks::{self, Agent, DEFAULT_TASK, Event, HookInput, Verdict};
-use crate::output::Output;
+use conductor::protocol::local::{self, PathNormalizer, ProcessTable};
 use conductor::protocol::ops::{self, NewInstance};
 use conductor::protocol::types::Outcome;
-use conductor::config::Enforce;
 use conductor::protocol::{Priority, ProjectConfig, Source, State};
-use conductor::protocol::local::{self, PathNormalizer, ProcessTable};
 use conductor::schema::Schema;
 use conductor::store::{Home, Store};
 use conductor::time::Timestamp;
@@ -167,7 +167,7 @@ fn open_store(global: &GlobalArgs, max_wait: f64) -> Result<Store> {
         _ => Home::default_dir()?,
     };
     let timeout = Duration::from_secs_f64(global.lock_timeout.min(max_wait));
-    Store::open(dir, timeout, true)
+    Ok(Store::open(dir, timeout, true)?)
 }
 
 fn handle(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdict> {
@@ -350,7 +350,9 @@ fn edit(
             .map(|m| m.id.clone())
         {
             // Best effort: a busy lock must not turn an allowed edit into a warning.
-            let _ = conductor::protocol::transact(&store, now, |st, fx| ops::heartbeat(st, &id, None, now, fx));
+            let _ = conductor::protocol::transact(&store, now, |st, fx| {
+                ops::heartbeat(st, &id, None, now, fx)
+            });
         }
         return Ok(Verdict::default());
     }
@@ -444,7 +446,12 @@ fn session_end(
     require_session(input)?;
     let store = open_store(global, SESSION_END_LOCK_WAIT_SECS)?;
     let now = Timestamp::now();
-    if hooks::session_instance(&conductor::protocol::read_unvalidated(&store, now)?, &input.session_id).is_none() {
+    if hooks::session_instance(
+        &conductor::protocol::read_unvalidated(&store, now)?,
+        &input.session_id,
+    )
+    .is_none()
+    {
         return Ok(Verdict::default()); // already done, or never registered
     }
     let why = reason.filter(|r| !r.is_empty()).unwrap_or("other");
@@ -474,7 +481,7 @@ fn session_end(
             ..Verdict::default()
         },
         Ok(None) => Verdict::default(),
-        Err(e @ Error::LockTimeout { .. }) => Verdict {
+        Err(e @ Error::Store(conductor::store::Error::LockTimeout { .. })) => Verdict {
             notice: Some(format!(
                 "conductor: {e}; this session's claims stay until the heartbeat rule frees them \
                  (`conductor cleanup`, after 60 minutes without a heartbeat)"

@@ -156,7 +156,7 @@ fn explain_missing(ctx: &Ctx, e: Error, id: &str) -> Error {
         {
             status = v["item"]["status"].as_str().map(str::to_string);
         }
-        Ok(true)
+        Ok::<_, Error>(true)
     });
     match status {
         Some(s) => Error::invalid(
@@ -395,7 +395,7 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
             {
                 done.push(v["item"].clone());
             }
-            Ok(true)
+            Ok::<_, conductor::Error>(true)
         })?;
         done.append(&mut items);
         items = done;

@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use super::Report;
+use crate::output::Output;
 use conductor::error::{Error, IoContext, Result};
 use conductor::hooks::Agent;
-use crate::output::Output;
 
 /// The `/conductor` command file, as shipped in the Claude Code plugin.
 pub const COMMAND_MD: &str = include_str!("../../shell/claude/commands/conductor.md");
@@ -572,7 +572,7 @@ fn write_atomic(path: &Path, bytes: &[u8], mode: u32, mode_from: Option<&Path>) 
     tmp.as_file().sync_all().ctx("sync", tmp.path())?;
     tmp.persist(path)
         .map_err(|e| Error::io("replace", path, e.error))?;
-    conductor::store::atomic::sync_dir(dir)
+    Ok(conductor::store::atomic::sync_dir(dir)?)
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ pub fn run(_args: ManArgs) -> Result<u8> {
     let mut buf = Vec::new();
     clap_mangen::Man::new(Cli::command())
         .render(&mut buf)
-        .map_err(|e| conductor::error::Error::io("render", std::path::Path::new("the man page"), e))?;
+        .map_err(|e| {
+            conductor::error::Error::io("render", std::path::Path::new("the man page"), e)
+        })?;
     super::completions::write_stdout(&buf)
 }

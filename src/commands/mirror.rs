@@ -63,10 +63,13 @@ pub fn run(ctx: &Ctx, args: MirrorArgs) -> Result<u8> {
                     text.push('\n');
                     n += 1;
                 }
-                Ok(true)
+                Ok::<_, conductor::Error>(true)
             })?;
             if n != copied[i] {
-                conductor::store::atomic::write_atomic(&args.dir.join(ledger.name), text.as_bytes())?;
+                conductor::store::atomic::write_atomic(
+                    &args.dir.join(ledger.name),
+                    text.as_bytes(),
+                )?;
                 copied[i] = n;
             }
         }

@@ -42,15 +42,14 @@ pub mod workflow;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-
 use crate::cli::{Cli, Command};
-use conductor::error::Result;
 use crate::output::Output;
+use conductor::error::Result;
 use conductor::protocol::State;
 use conductor::protocol::local::{self, PathNormalizer};
+use conductor::protocol::request::{Request, StatusRequest};
 use conductor::store::{Home, Store};
 use conductor::time::Timestamp;
-use conductor::protocol::request::{Request, StatusRequest};
 
 /// Everything a command needs besides its arguments.
 pub struct Ctx<'a> {
@@ -62,7 +61,7 @@ pub struct Ctx<'a> {
 impl Ctx<'_> {
     /// The current directory (symlinks resolved).
     pub fn cwd(&self) -> Result<PathBuf> {
-        conductor::host::current_dir()
+        Ok(conductor::host::current_dir()?)
     }
 }
 

@@ -4,8 +4,8 @@
 use std::io::Read;
 
 use super::{Ctx, execute, print};
-use conductor::protocol::request::{self, MAX_INPUT, bad};
 use conductor::error::Result;
+use conductor::protocol::request::{self, MAX_INPUT, bad};
 
 /// Run one operation from JSON.
 #[derive(Debug, clap::Args)]

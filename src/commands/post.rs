@@ -204,10 +204,7 @@ pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
             agents::find_message(&ctx.store, &channels, &a.message_id)?.ok_or_else(|| {
                 Error::invalid(
                     "message_not_found",
-                    format!(
-                        "no message `{}`",
-                        conductor::text::printable(&a.message_id)
-                    ),
+                    format!("no message `{}`", conductor::text::printable(&a.message_id)),
                 )
             })?;
         let store = &ctx.store;
@@ -230,7 +227,7 @@ pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
         tx.write(&inbox)?;
         tx.write(&channels)?;
         agents::stage(tx, fx)?;
-        Ok(m)
+        Ok::<_, conductor::Error>(m)
     })?;
     print(
         ctx.out,
@@ -273,7 +270,7 @@ pub fn run_messages(ctx: &Ctx, a: MessagesArgs) -> Result<u8> {
                     None => all.push(m),
                 }
             }
-            Ok(true)
+            Ok::<_, conductor::Error>(true)
         })?;
         msgs = all;
     }

@@ -3,8 +3,8 @@
 //! problem prints nothing.
 
 use crate::cli::{GlobalArgs, InstanceArg};
-use conductor::error::Result;
 use crate::output::Output;
+use conductor::error::Result;
 use conductor::protocol::State;
 use conductor::store::Home;
 
@@ -44,7 +44,9 @@ pub fn run(global: &GlobalArgs, args: PromptArgs, _out: &Output) -> Result<u8> {
         let Ok(store) = conductor::store::Store::open(dir, std::time::Duration::ZERO, true) else {
             return Ok(0);
         };
-        let Ok(state) = conductor::protocol::read_unvalidated(&store, conductor::time::Timestamp::now()) else {
+        let Ok(state) =
+            conductor::protocol::read_unvalidated(&store, conductor::time::Timestamp::now())
+        else {
             return Ok(0);
         };
         state

@@ -28,7 +28,6 @@ pub struct ReleaseArgs {
     pub instance: InstanceArg,
 }
 
-
 impl ReleaseArgs {
     /// The request these arguments make.
     pub fn into_request(self) -> ReleaseRequest {

@@ -7,15 +7,15 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, channel};
 
 use super::claim;
-use conductor::protocol::request::ClaimRequest;
 use super::start::{self, StartArgs};
 use super::{Ctx, print};
 use conductor::error::{Error, Result};
 use conductor::protocol::ops;
+use conductor::protocol::request::ClaimRequest;
 use conductor::protocol::{Outcome, Priority, Source};
 use conductor::store::Store;
-use conductor::time::{Limit, Timestamp};
 use conductor::store::watch;
+use conductor::time::{Limit, Timestamp};
 
 /// Run a command as a registered instance.
 #[derive(Debug, clap::Args)]
@@ -170,7 +170,9 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
                     _ => return,
                 }
                 let now = Timestamp::now();
-                match conductor::protocol::transact(&store, now, |st, fx| ops::heartbeat(st, &id, None, now, fx)) {
+                match conductor::protocol::transact(&store, now, |st, fx| {
+                    ops::heartbeat(st, &id, None, now, fx)
+                }) {
                     Ok(()) => {}
                     Err(Error::UnknownInstance(_)) => {
                         return eprintln!(

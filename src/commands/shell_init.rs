@@ -3,8 +3,8 @@
 //! `conductor_prompt` segment. The same scripts are checked in under `shell/` (a test keeps
 //! them equal to this output).
 
-use conductor::error::Result;
 use crate::output::Output;
+use conductor::error::Result;
 
 /// Shells `shell-init` writes functions for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -7,12 +7,12 @@ use serde_json::json;
 use super::{Ctx, Report};
 use conductor::error::{Error, Result};
 use conductor::protocol::gate::{self, GateInputs, Verdict};
-use conductor::protocol::ops::{self, NewInstance};
-use conductor::protocol::{Priority, ProjectConfig, Source};
 use conductor::protocol::local;
+use conductor::protocol::ops::{self, NewInstance};
+use conductor::protocol::request::StartRequest;
+use conductor::protocol::{Priority, ProjectConfig, Source};
 use conductor::schema::Schema;
 use conductor::store;
-use conductor::protocol::request::StartRequest;
 
 /// Register a task.
 #[derive(Debug, clap::Args)]
@@ -43,7 +43,6 @@ pub struct StartArgs {
     #[arg(long, env = "CONDUCTOR_OWNER_PID", value_name = "PID")]
     pub owner_pid: Option<u32>,
 }
-
 
 impl StartArgs {
     /// The request these arguments make.
@@ -139,7 +138,8 @@ fn expand_tilde(p: &str) -> PathBuf {
 /// priority itself.
 fn project_priorities(dir: &Path) -> Result<Option<Vec<String>>> {
     let cfg_path = dir.join(".conductor/config.json");
-    let Some(cfg) = conductor::schema::read_doc::<ProjectConfig>(&cfg_path, Schema::ProjectConfig)? else {
+    let Some(cfg) = conductor::schema::read_doc::<ProjectConfig>(&cfg_path, Schema::ProjectConfig)?
+    else {
         return Ok(None);
     };
     let Some(source) = cfg.priority_source else {
@@ -149,11 +149,12 @@ fn project_priorities(dir: &Path) -> Result<Option<Vec<String>>> {
     let Some(bytes) = store::read_bytes(&src_path)? else {
         return Ok(None);
     };
-    let doc: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| Error::CorruptState {
-            path: src_path.clone(),
-            detail: format!("the project's priority source is not valid JSON ({e})"),
-        })?;
+    let doc: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+        Error::corrupt(
+            &src_path,
+            format!("the project's priority source is not valid JSON ({e})"),
+        )
+    })?;
     let field = cfg
         .priority_field
         .unwrap_or_else(|| "tasks[].priority".into());

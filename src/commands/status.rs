@@ -12,7 +12,6 @@ use conductor::time::Timestamp;
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {}
 
-
 /// The spec's status object.
 pub struct StatusReport {
     pub state: State,

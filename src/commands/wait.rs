@@ -8,8 +8,8 @@ use serde_json::json;
 use super::{Ctx, Report, print};
 use conductor::error::Result;
 use conductor::protocol::local::PathNormalizer;
-use conductor::time::Timestamp;
 use conductor::store::watch::{self, Wake};
+use conductor::time::Timestamp;
 
 /// Wait for releases or finished instances.
 #[derive(Debug, clap::Args)]

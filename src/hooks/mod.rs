@@ -16,8 +16,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::protocol::ops::{Liveness, is_alive};
 use crate::config::Enforce;
+use crate::protocol::ops::{Liveness, is_alive};
 use crate::protocol::{Instance, State};
 use crate::time::Timestamp;
 

@@ -32,7 +32,7 @@ impl crate::store::Document for State {
     fn empty(now: crate::time::Timestamp) -> State {
         State::empty(now)
     }
-    fn decode(path: &Path, bytes: &[u8]) -> Result<State> {
+    fn decode(path: &Path, bytes: &[u8]) -> crate::store::Result<State> {
         decode(path, bytes)
     }
     fn encode(&self) -> Vec<u8> {
@@ -52,7 +52,7 @@ pub fn decode_quick(path: &Path, bytes: &[u8]) -> Result<State> {
 
 /// Parse `status.json`: any document valid under `schemas/status.schema.json` is read, anything
 /// else is `corrupt_state` naming what is wrong and where.
-pub fn decode(path: &Path, bytes: &[u8]) -> Result<State> {
+pub fn decode(path: &Path, bytes: &[u8]) -> crate::store::Result<State> {
     // UTF-8 is checked once for the whole file (fast for ASCII), not string by string.
     let text = std::str::from_utf8(bytes).map_err(|e| {
         corrupt(
@@ -78,11 +78,11 @@ pub fn decode_validated(path: &Path, bytes: &[u8]) -> Result<State> {
     if let Some(v) = value.get("version").and_then(Value::as_str)
         && v != STATE_VERSION
     {
-        return Err(corrupt(path, de::version_message(v)));
+        return Err(corrupt(path, de::version_message(v)).into());
     }
     schema::validate(Schema::Status, &value)
         .map_err(|e| corrupt(path, format!("schema violation {e}")))?;
-    decode(path, bytes)
+    decode(path, bytes).map_err(Into::into)
 }
 
 /// The invariants of the form conductor writes, which JSON Schema cannot express: unique ids, no

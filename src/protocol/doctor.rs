@@ -7,13 +7,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::Config;
-use crate::schema::read_doc;
-use crate::store::{Store, atomic, ledger, read_bytes};
 use crate::error::{Error, Result};
 use crate::protocol::codec::{decode_validated as decode_state, encode as encode_state};
 use crate::protocol::foreign;
 use crate::protocol::{DriftWarning, Instance, STATE_VERSION, Sprint, State};
+use crate::schema::read_doc;
 use crate::schema::{self, Schema};
+use crate::store::{Store, atomic, ledger, read_bytes};
 use crate::time::Timestamp;
 
 /// What doctor found about one file.
@@ -258,14 +258,14 @@ fn foreign_finding(status: &Path, mut st: State, now: Timestamp, repair: bool) -
 
 fn problem(e: &Error) -> String {
     match e {
-        Error::CorruptState { detail, .. } => detail.clone(),
+        Error::Store(crate::store::Error::CorruptState { detail, .. }) => detail.clone(),
         other => other.to_string(),
     }
 }
 
 /// Keep the bad file under a new name beside it: `<name>.corrupt-<stamp>`.
 fn move_aside(path: &Path, now: Timestamp) -> Result<PathBuf> {
-    atomic::keep_beside(path, &format!("corrupt-{}", now.compact()))
+    atomic::keep_beside(path, &format!("corrupt-{}", now.compact())).map_err(Into::into)
 }
 
 fn check_ledger(
@@ -288,7 +288,7 @@ fn check_ledger(
             }
             ledger::Line::Torn(_) => torn = true,
         }
-        Ok(true)
+        Ok::<_, crate::Error>(true)
     })?;
     if total == 0 && !path.exists() {
         return Ok(good(name, "absent"));
@@ -324,7 +324,7 @@ fn check_ledger(
             kept.extend_from_slice(t.as_bytes());
             kept.push(b'\n');
         }
-        Ok(true)
+        Ok::<_, crate::Error>(true)
     })?;
     atomic::write_atomic(path, &kept)?;
     Ok(bad(

@@ -25,10 +25,10 @@ use serde_json::json;
 
 use super::State;
 use super::events;
-use crate::store::event::NewEvent;
 use super::ops::{Effect, LogKind};
-use crate::text::printable_max;
 use crate::error::Result;
+use crate::store::event::NewEvent;
+use crate::text::printable_max;
 use crate::time::Timestamp;
 
 /// Where a path physically leads.

@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::{Error, Result};
 use super::ops::Liveness;
-use crate::text::printable;
 use super::types::{Instance, Source};
+use crate::error::{Error, Result};
 use crate::host::{hostname, pid_is_dead};
+use crate::text::printable;
 
 /// Detect the session's source from the environment, in the protocol's order. Cursor comes
 /// before VS Code because Cursor also sets the VS Code variables.

@@ -18,5 +18,7 @@ pub mod request;
 pub mod service;
 pub mod types;
 
+pub use service::{
+    CONFLICTS, HISTORY, Ledger, read, read_ledger, read_unvalidated, reset, sprint, transact,
+};
 pub use types::*;
-pub use service::{CONFLICTS, HISTORY, Ledger, read, read_ledger, read_unvalidated, reset, sprint, transact};

@@ -10,11 +10,11 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::events;
-use crate::store::event::NewEvent;
 use super::types::*;
 use crate::error::{Error, Result};
-use crate::time::Timestamp;
+use crate::store::event::NewEvent;
 use crate::text::printable;
+use crate::time::Timestamp;
 
 /// Heartbeat age after which an instance counts as orphaned (the protocol's one hour).
 pub const DEFAULT_MAX_AGE_MINUTES: u64 = 60;

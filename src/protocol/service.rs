@@ -51,7 +51,7 @@ impl Ledger {
 
 /// The protocol state, without locking. A missing file is an empty state.
 pub fn read(store: &Store, now: Timestamp) -> Result<State> {
-    store.read_doc(now)
+    Ok(store.read_doc(now)?)
 }
 
 /// The protocol state for a quick read-only decision (agent hooks, prompt). No lock.
@@ -179,9 +179,10 @@ pub fn stage_effects(tx: &mut Tx, now: Timestamp, effects: Vec<Effect>) -> Resul
                 HISTORY,
                 serde_json::to_string(&h).expect("history entries serialize"),
             )?,
-            Effect::Log { kind, text } => {
-                tx.append(CONFLICTS, super::conflicts_log::LogEntry::format(now, kind, &text))?
-            }
+            Effect::Log { kind, text } => tx.append(
+                CONFLICTS,
+                super::conflicts_log::LogEntry::format(now, kind, &text),
+            )?,
             Effect::Event(ev) => tx.event(ev),
         }
     }

@@ -39,9 +39,9 @@ use super::ops::{self, Finish};
 use super::{Job, Layout, QueueDoc, State};
 use crate::error::{Error, IoContext, Result};
 use crate::store::journal::Tail;
+use crate::store::watch::{self, Wake};
 use crate::store::{Lock, Store};
 use crate::time::Timestamp;
-use crate::store::watch::{self, Wake};
 
 /// How to dispatch.
 #[derive(Clone, Debug)]
@@ -64,7 +64,7 @@ pub const RUN_LOCK: &str = "queue-run.lock";
 
 /// True while a dispatcher runs on this home.
 pub fn dispatcher_running(home: &Path) -> Result<bool> {
-    crate::store::lock::anyone_present(&home.join(RUN_LOCK))
+    crate::store::lock::anyone_present(&home.join(RUN_LOCK)).map_err(Into::into)
 }
 
 /// Something the progress display may show.
@@ -1044,7 +1044,7 @@ fn stop_all(
         for e in events {
             tx.event(e);
         }
-        Ok(())
+        Ok::<_, crate::Error>(())
     })?;
     for key in interrupt {
         progress(Update::Job {
@@ -1112,7 +1112,7 @@ fn recover(store: &Store, me: &str, progress: &mut dyn FnMut(Update)) -> Result<
         for e in events {
             tx.event(e);
         }
-        Ok(done)
+        Ok::<_, crate::Error>(done)
     })?;
     for key in keys {
         progress(Update::Job {
@@ -1122,5 +1122,5 @@ fn recover(store: &Store, me: &str, progress: &mut dyn FnMut(Update)) -> Result<
             elapsed: None,
         });
     }
-    store.read_doc(Timestamp::now())
+    Ok(store.read_doc(Timestamp::now())?)
 }

@@ -238,7 +238,7 @@ impl Document for QueueDoc {
         }
     }
 
-    fn decode(path: &Path, bytes: &[u8]) -> Result<Self> {
+    fn decode(path: &Path, bytes: &[u8]) -> crate::store::Result<Self> {
         let doc: QueueDoc = serde_json::from_slice(bytes)
             .map_err(|e| crate::store::corrupt(path, format!("not a queue document ({e})")))?;
         if doc.version != "1.0" {
@@ -350,7 +350,7 @@ pub fn archived(store: &crate::store::Store) -> Result<Vec<Job>> {
         {
             jobs.push(j);
         }
-        Ok(true)
+        Ok::<_, crate::Error>(true)
     })?;
     Ok(jobs)
 }

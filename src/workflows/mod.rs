@@ -70,7 +70,7 @@ impl Document for Sessions {
         }
     }
 
-    fn decode(path: &Path, bytes: &[u8]) -> Result<Self> {
+    fn decode(path: &Path, bytes: &[u8]) -> crate::store::Result<Self> {
         let doc: Sessions = serde_json::from_slice(bytes)
             .map_err(|e| crate::store::corrupt(path, format!("not a workflows document ({e})")))?;
         if doc.version != "1.0" {
@@ -182,7 +182,7 @@ pub fn all_sessions(store: &Store, now: Timestamp) -> Result<Vec<Session>> {
             out.retain(|x| x.id != s.id);
             out.push(s);
         }
-        Ok(true)
+        Ok::<_, crate::Error>(true)
     })?;
     Ok(out)
 }

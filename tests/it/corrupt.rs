@@ -255,7 +255,9 @@ impl Ledger {
             Ledger::History => serde_json::from_str::<Value>(line).is_ok_and(|v| {
                 conductor::schema::validate(conductor::schema::Schema::HistoryEntry, &v).is_ok()
             }),
-            Ledger::Conflicts => conductor::protocol::conflicts_log::LogEntry::parse(line).is_some(),
+            Ledger::Conflicts => {
+                conductor::protocol::conflicts_log::LogEntry::parse(line).is_some()
+            }
         }
     }
     /// How many entries the reader shows (with --json).

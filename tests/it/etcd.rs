@@ -161,7 +161,7 @@ impl Cluster {
         let mut out = Vec::new();
         c.scan(&c.root(), |kv| {
             out.push((kv.key, kv.value));
-            Ok(true)
+            Ok::<_, conductor::store::Error>(true)
         })
         .unwrap();
         out

@@ -64,7 +64,11 @@ fn no_domain_reaches_into_another_except_through_the_protocol() {
             }
         }
     }
-    assert!(wrong.is_empty(), "dependencies pointing the wrong way:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "dependencies pointing the wrong way:\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[test]

@@ -3,9 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use conductor::config::Config;
 use conductor::protocol::ops::{Conflict, LiveConflict, Summary};
 use conductor::protocol::*;
-use conductor::config::Config;
 use conductor::schema::{self, Schema};
 use conductor::time::Timestamp;
 use serde::Serialize;

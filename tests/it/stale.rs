@@ -20,10 +20,7 @@ fn start_records_host_and_owner_pid_and_heartbeat_updates_it() {
     let id = r.json()["instance_id"].as_str().unwrap().to_string();
     let inst = env.state()["instances"][0].clone();
     assert_eq!(inst["pid"], 4242);
-    assert_eq!(
-        inst["host"],
-        conductor::host::hostname().unwrap().as_str()
-    );
+    assert_eq!(inst["host"], conductor::host::hostname().unwrap().as_str());
     env.run_env(
         &["heartbeat", "--instance", &id],
         &[("CONDUCTOR_OWNER_PID", "4343")],

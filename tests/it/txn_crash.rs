@@ -40,7 +40,7 @@ macro_rules! counter_doc {
                     pad: String::new(),
                 })
             }
-            fn decode(path: &Path, bytes: &[u8]) -> conductor::Result<Self> {
+            fn decode(path: &Path, bytes: &[u8]) -> conductor::store::Result<Self> {
                 serde_json::from_slice(bytes)
                     .map($name)
                     .map_err(|e| conductor::store::corrupt(path, e.to_string()))
@@ -90,7 +90,7 @@ fn step(store: &Store) -> u64 {
                 project: None,
                 payload: serde_json::json!({ "n": n }),
             });
-            Ok(n)
+            Ok::<_, conductor::store::Error>(n)
         })
         .unwrap()
 }

@@ -54,7 +54,7 @@ pub fn run(ctx: &Ctx, args: CancelArgs) -> Result<u8> {
         for e in events {
             tx.event(e);
         }
-        Ok((keys, stop))
+        Ok::<_, conductor::Error>((keys, stop))
     })?;
     for s in &stop {
         if let Some(d) = &s.dispatcher {

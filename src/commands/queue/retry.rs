@@ -57,7 +57,7 @@ pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
         for e in events {
             tx.event(e);
         }
-        Ok(keys)
+        Ok::<_, conductor::Error>(keys)
     })?;
     let queued = format!(
         "Queued {} again{}.",

@@ -118,7 +118,7 @@ pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Re
         for e in events {
             tx.event(e);
         }
-        Ok(states)
+        Ok::<_, conductor::Error>(states)
     })?;
     let n = jobs.len();
     let message = format!(

@@ -21,13 +21,13 @@ use serde_json::json;
 
 use super::{Ctx, emit, title};
 use crate::commands::done;
-use conductor::protocol::request::{DoneRequest, StartRequest};
 use crate::commands::start as protocol_start;
 use conductor::error::{Error, IoContext, Result};
+use conductor::protocol::request::{DoneRequest, StartRequest};
 use conductor::protocol::{Outcome, Priority};
 use conductor::store::Store;
-use conductor::time::Timestamp;
 use conductor::store::watch::{self, Wake};
+use conductor::time::Timestamp;
 use conductor::workflows::session::{Run, RunFiles};
 use conductor::workflows::{
     self, RunOutcome, SESSION_FILES_DIR, Session, Sessions, Status, baseline, event, persona,
@@ -438,8 +438,7 @@ fn run_cleanup(ctx: &Ctx, commands: &[String], dir: &Path) -> Vec<serde_json::Va
             Ok(o) if o.status.success() => json!({"command": c, "exit_code": 0}),
             Ok(o) => {
                 let err = String::from_utf8_lossy(&o.stderr);
-                let first =
-                    conductor::text::printable_max(err.lines().next().unwrap_or(""), 200);
+                let first = conductor::text::printable_max(err.lines().next().unwrap_or(""), 200);
                 ctx.out
                     .warn(&format!("cleanup command `{c}` failed: {first}"));
                 json!({"command": c, "exit_code": o.status.code(), "signal": o.status.signal(), "error": first})
@@ -746,18 +745,20 @@ fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker
         // Retried: a lost exit would leave the supervisor waiting for a worker that is gone.
         for attempt in 0..100 {
             let now = Timestamp::now();
-            let r = Store::open(home.clone(), timeout, true).and_then(|store| {
-                workflows::update(&store, now, &sid, |s, ev| {
-                    s.record_exit(index, code, now);
-                    let state = s.runs.get(index).map(|r| r.state.clone());
-                    ev.push(workflows::event(
-                        event::WORKER_EXITED,
-                        s,
-                        json!({"state": state, "exit_code": code}),
-                    ));
-                    Ok(())
-                })
-            });
+            let r = Store::open(home.clone(), timeout, true)
+                .map_err(Into::into)
+                .and_then(|store| {
+                    workflows::update(&store, now, &sid, |s, ev| {
+                        s.record_exit(index, code, now);
+                        let state = s.runs.get(index).map(|r| r.state.clone());
+                        ev.push(workflows::event(
+                            event::WORKER_EXITED,
+                            s,
+                            json!({"state": state, "exit_code": code}),
+                        ));
+                        Ok(())
+                    })
+                });
             match r {
                 Ok(()) => return,
                 Err(e) if e.reason() == "unknown_session" => return,

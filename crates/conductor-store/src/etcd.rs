@@ -100,8 +100,8 @@ impl Etcd {
     /// Parse `etcd://HOST:PORT[,HOST:PORT...][/PREFIX]`.
     pub fn parse(url: &str) -> Result<Etcd> {
         let bad = |why: &str| {
-            Error::invalid(
-                "invalid_store",
+            Error::refused(
+                crate::error::Refusal::InvalidStore,
                 format!(
                     "invalid store `{url}`: {why} (expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX])"
                 ),
@@ -331,8 +331,8 @@ impl Etcd {
                     // invalid argument, out of range, resource exhausted: etcd refuses this
                     // request itself (too many operations, too large); another member would too.
                     Some(3 | 8 | 11) => {
-                        return Err(Error::invalid(
-                            "store_refused",
+                        return Err(Error::refused(
+                            crate::error::Refusal::StoreRefused,
                             format!(
                                 "{} refused the request: {msg} (nothing was changed; etcd's --max-request-bytes and --max-txn-ops bound one write)",
                                 self.endpoints[i]
@@ -393,7 +393,11 @@ impl Etcd {
     }
 
     /// Every key under `prefix`, in key order, read in pages.
-    pub fn scan(&self, prefix: &str, mut f: impl FnMut(Kv) -> Result<bool>) -> Result<()> {
+    pub fn scan<E: From<Error>>(
+        &self,
+        prefix: &str,
+        mut f: impl FnMut(Kv) -> Result<bool, E>,
+    ) -> Result<(), E> {
         let end = prefix_end(prefix);
         let mut from = prefix.to_string();
         loop {

@@ -41,8 +41,8 @@ pub fn pid_is_dead(pid: u32) -> bool {
 /// The current directory, with symlinks resolved where possible.
 pub fn current_dir() -> Result<PathBuf> {
     let cwd = std::env::current_dir().map_err(|e| {
-        Error::invalid(
-            "no_working_directory",
+        Error::refused(
+            crate::error::Refusal::NoWorkingDirectory,
             format!("the current directory is not usable ({e}); cd somewhere that exists"),
         )
     })?;

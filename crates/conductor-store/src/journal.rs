@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 
 use super::ledger;
 use crate::error::{Error, IoContext, Result};
-use crate::store::event::{Event, NewEvent};
+use crate::event::{Event, NewEvent};
 use crate::time::Timestamp;
 
 /// The active journal file's name.
@@ -150,7 +150,7 @@ fn first_line(path: &Path) -> Result<Option<String>> {
         if let ledger::Line::Complete(text) = line {
             first = Some(text);
         }
-        Ok(false)
+        Ok::<_, Error>(false)
     })?;
     Ok(first)
 }
@@ -278,8 +278,8 @@ pub struct Tail {
 
 /// The `cursor_expired` error.
 pub fn cursor_expired(after: u64, oldest: u64) -> Error {
-    Error::invalid(
-        "cursor_expired",
+    Error::refused(
+        crate::error::Refusal::CursorExpired,
         format!(
             "cursor {after} is older than the oldest kept event ({oldest}); events {}..{} were pruned. \
              Resume from --after {} (and rebuild anything derived from the missed events from `status`)",

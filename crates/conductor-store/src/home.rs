@@ -16,8 +16,8 @@ impl Home {
     pub fn default_dir() -> Result<PathBuf> {
         match std::env::var_os("HOME") {
             Some(h) if !h.is_empty() => Ok(PathBuf::from(h).join(".conductor")),
-            _ => Err(Error::invalid(
-                "no_home",
+            _ => Err(Error::refused(
+                crate::error::Refusal::NoHome,
                 "HOME is not set; pass --home DIR or set CONDUCTOR_HOME",
             )),
         }

@@ -19,25 +19,28 @@
 
 pub mod atomic;
 pub mod bundle;
+pub mod error;
 pub mod etcd;
 pub mod event;
 pub mod home;
+pub mod host;
 pub mod journal;
 pub mod ledger;
 pub mod lock;
 pub mod redo;
+pub mod text;
+pub mod time;
 pub mod txn;
 pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-
 pub use bundle::Bundle;
+pub use error::{Error, Result};
 pub use home::Home;
 pub use txn::{Document, HomePath, LedgerFile, Lock, Tx};
 
-use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
 /// Access to one conductor home.
@@ -111,10 +114,10 @@ impl Store {
 
     /// Wake up when a document or ledger whose file name satisfies `wanted` changes: a watch on
     /// the home directory, or on the shared store's keys.
-    pub fn watcher(&self, wanted: fn(&str) -> bool) -> Result<crate::store::watch::HomeWatcher> {
+    pub fn watcher(&self, wanted: fn(&str) -> bool) -> Result<crate::watch::HomeWatcher> {
         match &self.remote {
-            Some(r) => crate::store::watch::HomeWatcher::remote(r, wanted),
-            None => crate::store::watch::HomeWatcher::new(self.home.dir(), wanted),
+            Some(r) => crate::watch::HomeWatcher::remote(r, wanted),
+            None => crate::watch::HomeWatcher::new(self.home.dir(), wanted),
         }
     }
 
@@ -215,11 +218,7 @@ impl Store {
     }
 
     /// Append events that come with no state change (like `gate.blocked`).
-    pub fn append_events(
-        &self,
-        now: Timestamp,
-        events: Vec<crate::store::event::NewEvent>,
-    ) -> Result<()> {
+    pub fn append_events(&self, now: Timestamp, events: Vec<crate::event::NewEvent>) -> Result<()> {
         self.transaction(now, &[], |tx| {
             events.iter().for_each(|e| tx.event(e.clone()));
             Ok(())
@@ -227,11 +226,11 @@ impl Store {
     }
 
     /// Stream the lines of any domain's ledger, from the home's file or the shared store.
-    pub fn read_ledger_file(
+    pub fn read_ledger_file<E: From<Error>>(
         &self,
         ledger: LedgerFile,
-        f: impl FnMut(usize, ledger::Line) -> Result<bool>,
-    ) -> Result<()> {
+        f: impl FnMut(usize, ledger::Line) -> Result<bool, E>,
+    ) -> Result<(), E> {
         match &self.remote {
             Some(r) => remote_lines(r, &r.ledger_prefix(ledger.name), f),
             None => ledger::for_each_line(&self.home.dir().join(ledger.name), f),
@@ -267,11 +266,11 @@ pub fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
 
 /// Every line of a ledger kept in the shared store: its keys hold the lines of one transaction
 /// each (so a transaction stays within etcd's operation limit however many lines it appends).
-fn remote_lines(
+fn remote_lines<E: From<Error>>(
     r: &etcd::Etcd,
     prefix: &str,
-    mut f: impl FnMut(usize, ledger::Line) -> Result<bool>,
-) -> Result<()> {
+    mut f: impl FnMut(usize, ledger::Line) -> Result<bool, E>,
+) -> Result<(), E> {
     let mut n = 0;
     let mut more = true;
     r.scan(prefix, |kv| {

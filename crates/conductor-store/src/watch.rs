@@ -117,7 +117,7 @@ impl HomeWatcher {
     /// Watch the shared store's keys: a change to a key wakes the watcher when `wanted` accepts
     /// the file name it stands for (a document's file, a ledger's file, `events.jsonl` for the
     /// journal). Returns once etcd confirmed the watch, so nothing committed after is missed.
-    pub fn remote(r: &crate::store::etcd::Etcd, wanted: fn(&str) -> bool) -> Result<HomeWatcher> {
+    pub fn remote(r: &crate::etcd::Etcd, wanted: fn(&str) -> bool) -> Result<HomeWatcher> {
         let (tx, rx) = sync_channel::<()>(1);
         let theirs = tx.clone();
         let root = r.root();
@@ -126,7 +126,7 @@ impl HomeWatcher {
                 || keys.iter().any(|k| {
                     let rest = k.strip_prefix(&root).unwrap_or(k);
                     let name = match rest.split_once('/') {
-                        Some(("journal", _)) => crate::store::journal::ACTIVE,
+                        Some(("journal", _)) => crate::journal::ACTIVE,
                         Some(("doc", file)) => file,
                         Some(("ledger", l)) => l.split('/').next().unwrap_or(l),
                         _ => rest,

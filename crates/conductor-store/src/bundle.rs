@@ -43,7 +43,7 @@ impl Store {
                 if let ledger::Line::Complete(t) = line {
                     lines.push(t);
                 }
-                Ok(true)
+                Ok::<_, Error>(true)
             })?;
             if !lines.is_empty() {
                 b.ledgers.insert(ledger.name.to_string(), lines);
@@ -72,7 +72,7 @@ impl Store {
                     if let Some(rel) = kv.key.strip_prefix(&r.doc_key("")) {
                         out.push(rel.to_string());
                     }
-                    Ok(true)
+                    Ok::<_, Error>(true)
                 })?;
             }
             None => {
@@ -114,7 +114,7 @@ impl Store {
     /// none of `documents` and `ledgers` (nothing is ever replaced). Documents keep their exact
     /// bytes and events their numbers.
     pub fn import(&self, b: &Bundle, documents: &[&str], ledgers: &[LedgerFile]) -> Result<()> {
-        let refuse = |why: String| Error::invalid("target_not_empty", why);
+        let refuse = |why: String| Error::refused(crate::error::Refusal::TargetNotEmpty, why);
         match &self.remote {
             Some(r) => {
                 if !self.is_empty(documents, ledgers)? {

@@ -21,7 +21,7 @@ use std::path::Path;
 
 use super::{Store, journal, ledger, redo};
 use crate::error::{Error, Result};
-use crate::store::event::NewEvent;
+use crate::event::NewEvent;
 use crate::time::Timestamp;
 
 /// The locks of the home, in the order they are always taken. Each guards the documents and
@@ -137,8 +137,8 @@ impl HomePath {
                 && p.chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
             if !ok {
-                return Err(Error::invalid(
-                    "invalid_input",
+                return Err(Error::refused(
+                    crate::error::Refusal::InvalidInput,
                     format!(
                         "`{}` cannot name a file in the home",
                         crate::text::printable(p)
@@ -147,7 +147,10 @@ impl HomePath {
             }
         }
         if parts.is_empty() {
-            return Err(Error::invalid("invalid_input", "an empty path"));
+            return Err(Error::refused(
+                crate::error::Refusal::InvalidInput,
+                "an empty path",
+            ));
         }
         Ok(HomePath {
             rel: parts.join("/"),
@@ -228,13 +231,10 @@ impl<'s> Tx<'s> {
             Ok(())
         } else {
             // A programming error, but never a reason to write without the lock.
-            Err(Error::invalid(
-                "internal",
-                format!(
-                    "{what} needs {} and the transaction did not take it",
-                    lock.file()
-                ),
-            ))
+            Err(Error::Internal(format!(
+                "{what} needs {} and the transaction did not take it",
+                lock.file()
+            )))
         }
     }
 
@@ -469,12 +469,12 @@ impl<'s> Tx<'s> {
 impl Store {
     /// Run `f` holding `locks` (taken in the fixed order) and commit what it staged, atomically.
     /// If `f` fails, nothing is written.
-    pub fn transaction<T>(
+    pub fn transaction<T, E: From<Error>>(
         &self,
         now: Timestamp,
         locks: &[Lock],
-        mut f: impl FnMut(&mut Tx) -> Result<T>,
-    ) -> Result<T> {
+        mut f: impl FnMut(&mut Tx) -> Result<T, E>,
+    ) -> Result<T, E> {
         if self.remote().is_some() {
             return self.transaction_remote(now, locks, f);
         }
@@ -507,12 +507,12 @@ impl Store {
     /// revision read. Otherwise nothing was written and the closure runs again on fresh reads,
     /// which is why operations are pure functions of what they read. Gives up with
     /// `lock_timeout` after the lock timeout of contention.
-    fn transaction_remote<T>(
+    fn transaction_remote<T, E: From<Error>>(
         &self,
         now: Timestamp,
         locks: &[Lock],
-        mut f: impl FnMut(&mut Tx) -> Result<T>,
-    ) -> Result<T> {
+        mut f: impl FnMut(&mut Tx) -> Result<T, E>,
+    ) -> Result<T, E> {
         let mut started = std::time::Instant::now();
         let mut attempt = 0u32;
         loop {
@@ -531,7 +531,8 @@ impl Store {
                     secs: self.lock_timeout().as_secs_f64(),
                     path: std::path::PathBuf::from(self.location()),
                     holder: Some(format!("{attempt} concurrent writers won first")),
-                });
+                }
+                .into());
             }
             // Back off a little, randomly, so racing writers do not collide again in step.
             let ms = rand::random_range(0..(1u64 << attempt.min(5)));

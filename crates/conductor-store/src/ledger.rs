@@ -10,8 +10,7 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 
 /// Cut a torn last line off the ledger at `path`, if any (a missing file is fine).
 pub fn repair(path: &Path) -> Result<()> {
@@ -23,7 +22,7 @@ pub fn repair(path: &Path) -> Result<()> {
     {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(crate::error::Error::io("open", path, e)),
+        Err(e) => return Err(Error::io("open", path, e).into()),
     };
     repair_torn_tail(&mut f).ctx("repair the torn last line of", path)
 }
@@ -82,11 +81,14 @@ pub enum Line {
 }
 
 /// Stream the lines of a ledger, never loading the whole file. A missing file has no lines.
-pub fn for_each_line(path: &Path, mut f: impl FnMut(usize, Line) -> Result<bool>) -> Result<()> {
+pub fn for_each_line<E: From<Error>>(
+    path: &Path,
+    mut f: impl FnMut(usize, Line) -> Result<bool, E>,
+) -> Result<(), E> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(crate::error::Error::io("open", path, e)),
+        Err(e) => return Err(Error::io("open", path, e).into()),
     };
     let mut r = BufReader::with_capacity(64 * 1024, file);
     let mut buf = Vec::new();
