@@ -14,6 +14,7 @@ pub mod queue;
 pub mod runtime;
 pub mod schema;
 pub mod store;
+pub mod template;
 pub mod time;
 pub mod watch;
 pub mod workflows;

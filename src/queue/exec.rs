@@ -46,46 +46,12 @@ impl Runner {
     }
 }
 
-/// Quote a value for `sh`.
-pub fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+".contains(c))
-    {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
+pub use crate::template::shell_quote;
 
-/// Fill a template: `{name}` becomes the shell-quoted value; a `[...]` group is kept (without
-/// its brackets) only when every placeholder in it has a non-empty value.
+/// Fill the agent command template (see [`crate::template::fill`]): one pass, every value
+/// shell-quoted, a `[...]` group dropped when a placeholder in it is empty.
 pub fn fill(template: &str, values: &[(&str, Option<&str>)]) -> String {
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(open) = rest.find('[') {
-        let Some(close) = rest[open..].find(']') else {
-            break;
-        };
-        out.push_str(&fill_plain(&rest[..open], values));
-        let group = &rest[open + 1..open + close];
-        let empty = values
-            .iter()
-            .any(|(k, v)| group.contains(&format!("{{{k}}}")) && v.is_none_or(str::is_empty));
-        if !empty {
-            out.push_str(&fill_plain(group, values));
-        }
-        rest = &rest[open + close + 1..];
-    }
-    out.push_str(&fill_plain(rest, values));
-    out.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn fill_plain(s: &str, values: &[(&str, Option<&str>)]) -> String {
-    let mut s = s.to_string();
-    for (k, v) in values {
-        s = s.replace(&format!("{{{k}}}"), &shell_quote(v.unwrap_or("")));
-    }
-    s
+    crate::template::fill(template, values, true)
 }
 
 /// What one launch needs.
@@ -184,6 +150,12 @@ pub fn spawn(
         Runner::Sandbox { .. } => l.job.workdir.clone(),
         _ => ws.clone(),
     };
+    // Its secrets first, then ours: no secret can replace a variable conductor sets.
+    for (k, v) in &l.secrets {
+        if !super::guard::reserved(k) {
+            c.env(k, v);
+        }
+    }
     c.env("CONDUCTOR_QUEUE_JOB", &l.job.id)
         .env("CONDUCTOR_QUEUE_WORKSPACE", &root)
         .env(
@@ -191,9 +163,6 @@ pub fn spawn(
             format!("{root}/output/{}", l.job.id),
         )
         .env("CONDUCTOR_QUEUE_RUN", &l.run_token);
-    for (k, v) in &l.secrets {
-        c.env(k, v);
-    }
     c.stdin(Stdio::from(prompt))
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log2))
@@ -212,13 +181,8 @@ pub fn spawn(
     drop(c); // our copies of the write end: the pipe closes when the job's tree is gone
     let child = child?;
     let log = std::fs::OpenOptions::new().append(true).open(l.log)?;
-    let values: Vec<(String, String)> = l
-        .secrets
-        .iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| (v.clone(), format!("[secret {k}]")))
-        .collect();
-    let copier = std::thread::spawn(move || redact_copy(reader, log, &values));
+    let needles = super::redact::Needles::new(&l.secrets);
+    let copier = std::thread::spawn(move || super::redact::copy(reader, log, &needles));
     Ok((child, Some(copier)))
 }
 
@@ -230,30 +194,6 @@ pub fn create_log(path: &Path) -> std::io::Result<()> {
         .mode_private()
         .open(path)
         .map(drop)
-}
-
-/// Copy `from` to `to` line by line with every secret value replaced by its name.
-fn redact_copy(from: impl std::io::Read, mut to: std::fs::File, values: &[(String, String)]) {
-    use std::io::{BufRead, Write};
-    let mut r = std::io::BufReader::new(from);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match r.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                let mut text = String::from_utf8_lossy(&line).into_owned();
-                for (v, name) in values {
-                    if text.contains(v.as_str()) {
-                        text = text.replace(v.as_str(), name);
-                    }
-                }
-                if to.write_all(text.as_bytes()).is_err() {
-                    return;
-                }
-            }
-        }
-    }
 }
 
 /// `sh -c SCRIPT`, or the program itself when the script is plain words (no quoting, no
@@ -313,7 +253,7 @@ fn resolve(program: &str) -> PathBuf {
 }
 
 fn fill_cmd(template: &str, agent: &str) -> String {
-    template.replace("{cmd}", &shell_quote(agent))
+    crate::template::fill(template, &[("cmd", Some(agent))], false)
 }
 
 /// bubblewrap's arguments up to the command.
