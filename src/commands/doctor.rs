@@ -37,6 +37,9 @@ struct DoctorReport {
     backend: serde_json::Value,
     /// The shared store could not be reached (exit 11).
     unavailable: bool,
+    /// Which guarantees of the queue's sandbox runner hold on this machine (reported, never
+    /// a problem of the home).
+    sandbox: Vec<crate::queue::sandbox::Guarantee>,
 }
 
 impl DoctorReport {
@@ -70,7 +73,12 @@ impl Report for DoctorReport {
         } else {
             status
         };
-        json!({"status": status, "backend": self.backend, "findings": self.findings, "documents": self.documents, "integrations": self.integrations})
+        let sandbox: Vec<serde_json::Value> = self
+            .sandbox
+            .iter()
+            .map(|g| json!({"guarantee": g.name, "holds": g.holds, "detail": g.detail}))
+            .collect();
+        json!({"status": status, "backend": self.backend, "findings": self.findings, "documents": self.documents, "integrations": self.integrations, "sandbox": sandbox})
     }
     fn to_text(&self) -> String {
         let mut lines: Vec<String> = self
@@ -100,6 +108,10 @@ impl Report for DoctorReport {
             if let Some(r) = f.repair.as_ref().filter(|_| !f.ok) {
                 lines.push(format!("      fix: {r}"));
             }
+        }
+        for g in &self.sandbox {
+            let mark = if g.holds { "yes" } else { "no" };
+            lines.push(format!("{mark:<5} sandbox: {}: {}", g.name, g.detail));
         }
         lines.push(if self.unavailable {
             "The shared store is unavailable; nothing was changed.".into()
@@ -149,6 +161,7 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
             repaired: args.repair,
             backend: json!({"kind": "files", "home": ctx.store.home().dir()}),
             unavailable: false,
+            sandbox: crate::queue::sandbox::guarantees(ctx.store.home().dir()),
         },
     )
 }
@@ -243,6 +256,7 @@ fn run_remote(ctx: &Ctx, r: &crate::store::etcd::Etcd) -> Result<u8> {
             repaired: false,
             backend,
             unavailable,
+            sandbox: crate::queue::sandbox::guarantees(ctx.store.home().dir()),
         },
     )
 }

@@ -59,6 +59,8 @@ pub struct Launch<'a> {
     pub job: &'a Job,
     pub workspace_dir: &'a Path,
     pub prompt_file: &'a Path,
+    /// The job's private HOME (`queue-homes/<ws>/<job>`), for the sandbox.
+    pub job_home: &'a Path,
     pub log: &'a Path,
     /// This job's secrets, name and value.
     pub secrets: Vec<(String, String)>,
@@ -116,22 +118,14 @@ pub fn spawn(
         } => {
             let root = l.job.workdir.clone();
             let agent = agent_command(l, &root, super::SANDBOX_PROMPT);
-            let mut c = Command::new(resolve("bwrap"));
-            c.args(sandbox_args(
+            let mut c = sandbox_command(
                 l.workspace_dir,
                 &root,
                 read_only,
                 l.prompt_file,
-            ));
-            c.arg("sh").arg("-c").arg(agent);
-            // The environment is set on bwrap itself (never on its command line, which other
-            // processes can read): nothing is inherited but these.
-            c.env_clear();
-            c.env(
-                "PATH",
-                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                l.job_home,
+                &agent,
             );
-            c.env("HOME", &root);
             for name in ["LANG", "LC_ALL", "TERM"]
                 .into_iter()
                 .map(str::to_string)
@@ -256,9 +250,44 @@ fn fill_cmd(template: &str, agent: &str) -> String {
     crate::template::fill(template, &[("cmd", Some(agent))], false)
 }
 
+/// bubblewrap running `sh -c SCRIPT` in a job's sandbox: `ws` read-write at `root`, `prompt`
+/// read-only at [`super::SANDBOX_PROMPT`], `job_home` read-write at
+/// [`super::sandbox::SANDBOX_HOME`] (its HOME), as an unprivileged user with no capabilities
+/// where the kernel allows (see [`super::sandbox`]). The environment is set on bwrap itself
+/// (never on its command line, which other processes can read): nothing is inherited but
+/// PATH and HOME; the caller adds the rest.
+pub fn sandbox_command(
+    ws: &Path,
+    root: &str,
+    read_only: &[PathBuf],
+    prompt: &Path,
+    job_home: &Path,
+    script: &str,
+) -> Command {
+    let mut c = Command::new(resolve("bwrap"));
+    c.args(sandbox_args(ws, root, read_only, prompt, job_home));
+    c.arg("sh").arg("-c").arg(script);
+    c.env_clear();
+    c.env(
+        "PATH",
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    );
+    c.env("HOME", super::sandbox::SANDBOX_HOME);
+    c
+}
+
 /// bubblewrap's arguments up to the command.
-fn sandbox_args(ws: &Path, root: &str, read_only: &[PathBuf], prompt: &Path) -> Vec<String> {
-    let mut a: Vec<String> = [
+fn sandbox_args(
+    ws: &Path,
+    root: &str,
+    read_only: &[PathBuf],
+    prompt: &Path,
+    job_home: &Path,
+) -> Vec<String> {
+    let iso = super::sandbox::isolation();
+    let mut a: Vec<String> = super::sandbox::identity_args(iso);
+    a.extend(
+        [
         "--unshare-all",
         "--share-net",
         "--die-with-parent",
@@ -277,8 +306,9 @@ fn sandbox_args(ws: &Path, root: &str, read_only: &[PathBuf], prompt: &Path) -> 
         "/tmp",
     ]
     .iter()
-    .map(|s| s.to_string())
-    .collect();
+    .map(|s| s.to_string()),
+    );
+    a.extend(super::sandbox::mask_args(iso));
     for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
         let p = Path::new(top);
         match std::fs::symlink_metadata(p) {
@@ -314,6 +344,12 @@ fn sandbox_args(ws: &Path, root: &str, read_only: &[PathBuf], prompt: &Path) -> 
         "--ro-bind".into(),
         prompt.to_string_lossy().into_owned(),
         super::SANDBOX_PROMPT.into(),
+    ]);
+    // Its own HOME, private and outside the shared workspace.
+    a.extend([
+        "--bind".into(),
+        job_home.to_string_lossy().into_owned(),
+        super::sandbox::SANDBOX_HOME.into(),
     ]);
     a.extend(["--chdir".into(), root.to_string(), "--".into()]);
     a

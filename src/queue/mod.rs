@@ -34,6 +34,7 @@ pub mod exec;
 pub mod guard;
 mod launch;
 mod redact;
+pub mod sandbox;
 pub mod manifest;
 pub mod ops;
 pub mod prompt;
@@ -322,6 +323,11 @@ impl Layout {
         let mut text = String::new();
         f.read_to_string(&mut text).ok()?;
         Some(text)
+    }
+    /// `<home>/queue-homes/<ws>/<job>`: a sandboxed job's private HOME (0700), outside the
+    /// shared workspace (an agent keeps its database and credentials there), kept like its log.
+    pub fn job_home(&self, ws: &str, job: &str) -> PathBuf {
+        self.home.join("queue-homes").join(ws).join(job)
     }
     /// `<home>/queue-logs/<ws>/<job>.log`.
     pub fn log(&self, ws: &str, job: &str) -> PathBuf {

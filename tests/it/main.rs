@@ -16,6 +16,7 @@ mod protocol;
 mod queue;
 mod queue_hostile;
 mod races;
+mod sandbox;
 mod runtime;
 mod schemas;
 mod security;

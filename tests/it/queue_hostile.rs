@@ -328,3 +328,99 @@ fn issue_21_a_secrets_file_cannot_take_path_away_from_jobs() {
     assert!(env.contains(&format!("PATH={}\n", h.path())), "{env}");
     assert!(!env.contains("forged") && env.contains("CONDUCTOR_QUEUE_RUN="), "{env}");
 }
+
+/// Every entry under `dir` whose mode lets anyone but the owner in (links are not followed).
+pub fn open_modes(dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut bad = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let m = std::fs::symlink_metadata(&d).unwrap();
+        if m.mode() & 0o077 != 0 {
+            bad.push(format!("{:o} {}", m.mode() & 0o7777, d.display()));
+        }
+        if m.is_dir() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                let m = std::fs::symlink_metadata(&p).unwrap();
+                if m.is_dir() {
+                    stack.push(p);
+                } else if !m.file_type().is_symlink() && m.mode() & 0o077 != 0 {
+                    bad.push(format!("{:o} {}", m.mode() & 0o7777, p.display()));
+                }
+            }
+        }
+    }
+    bad
+}
+
+/// Issue 21 item 7: after a queue run (docs, secrets, outputs the agent wrote, a failure and a
+/// retry; the sandbox runner too where bubblewrap works) every directory in the home is 0700
+/// and every file 0600 or stricter, whatever the umask it ran under.
+#[test]
+fn issue_21_everything_the_queue_makes_is_private() {
+    let h = H::new();
+    let agent = h.script(
+        "writer.sh",
+        r#"#!/bin/sh
+o="$CONDUCTOR_QUEUE_OUTPUT"; mkdir -p "$o/sub"
+echo result > "$o/RESULT.md"; echo art > "$o/sub/artifact.txt"
+mkdir -p "$CONDUCTOR_QUEUE_WORKSPACE/shared/x" && echo s > "$CONDUCTOR_QUEUE_WORKSPACE/shared/x/f"
+mkdir -p "$HOME/.local/share/agent" 2>/dev/null && echo db > "$HOME/.local/share/agent/db" 2>/dev/null
+echo "key $TOKEN_A"
+[ -f "$CTRL/fail.$CONDUCTOR_QUEUE_JOB" ] && exit 3
+exit 0
+"#,
+    );
+    let docs = h.env.root.path().join(".docpull/slack");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("index.md"), "# slack\n").unwrap();
+    std::fs::set_permissions(docs.join("index.md"), std::fs::Permissions::from_mode(0o644))
+        .unwrap();
+    std::fs::write(
+        h.env.root.path().join(".docpull/manifest.json"),
+        r#"{"version":"1.0","api_url":"x","collections":{"slack":{"pages":1}}}"#,
+    )
+    .unwrap();
+    std::fs::write(h.ctrl.join("fail.b"), "").unwrap();
+    h.submit(&json!({"workspace": "perm", "jobs": [
+        {"id": "a", "prompt": "p", "docs": ["slack"], "secrets": ["TOKEN_A"]},
+        {"id": "b", "prompt": "p", "depends_on": ["a"]},
+        {"id": "c", "prompt": "p", "depends_on": ["b"]}]}))
+        .code(0);
+    let cmd = format!("sh {}", agent.display());
+    let umask = unsafe { libc::umask(0o022) };
+    h.run(&["--agent-cmd", &cmd], &[("TOKEN_A", "t-1")]).code(5);
+    std::fs::remove_file(h.ctrl.join("fail.b")).unwrap();
+    let path = h.path();
+    let ctrl = h.ctrl.to_str().unwrap();
+    h.env
+        .run_env(
+            &["queue", "retry", "b", "--agent-cmd", &cmd],
+            &[("PATH", &path), ("CTRL", ctrl)],
+        )
+        .code(0);
+    let sandbox = std::process::Command::new("bwrap")
+        .args(["--unshare-all", "--ro-bind", "/", "/", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if sandbox {
+        h.submit(&json!({"workspace": "perm2", "jobs": [{"id": "s", "prompt": "p"}]}))
+            .code(0);
+        let ro = h.bin.to_str().unwrap();
+        h.run(
+            &["--runner", "sandbox", "--sandbox-ro", ro, "--agent-cmd", &cmd],
+            &[],
+        )
+        .code(0);
+        let db = h.env.home.join("queue-homes/perm2/s/.local/share/agent/db");
+        assert!(db.is_file(), "the sandboxed agent wrote into its HOME");
+    } else {
+        eprintln!("SKIPPED (sandbox part): bwrap cannot create namespaces here");
+    }
+    unsafe { libc::umask(umask) };
+    assert!(h.env.home.join("workspaces/perm/output/a/sub/artifact.txt").is_file());
+    assert!(h.env.home.join("queue-logs/perm/a.log").is_file());
+    let bad = open_modes(&h.env.home);
+    assert!(bad.is_empty(), "open modes in the home:\n{}", bad.join("\n"));
+}
