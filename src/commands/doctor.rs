@@ -17,7 +17,9 @@ file is kept under <name>.corrupt-<timestamp> (never deleted) and replaced: stat
 from every instance that can be read, a ledger by its valid lines.\n\nIt also checks the agent integrations \
 (`conductor integrate`) in this directory and in ~: a hook whose conductor binary is gone would silently \
 switch coordination off. Fix those by running `conductor integrate AGENT` again (--repair leaves agent \
-settings alone).\n\nExit status: 0 healthy or repaired, 1 problems found."
+settings alone).\n\nLast, it runs a real sandbox (bubblewrap, as `queue run --runner sandbox` would) with a probe that \
+tries each escape, and prints one line per sandbox guarantee saying whether it holds on this machine (informational: \
+it does not change the exit status).\n\nExit status: 0 healthy or repaired, 1 problems found."
 )]
 pub struct DoctorArgs {
     /// Move bad files aside and rebuild them.

@@ -23,7 +23,7 @@ pub enum Runner {
     /// The agent command in the workspace directory, as a child of the dispatcher.
     Local,
     /// The agent command under bubblewrap: the workspace read-write at `workdir`, its docs
-    /// read-only, a private /tmp, no home directory, only its own secrets in the environment.
+    /// read-only, a private /tmp and HOME, no capabilities, only its own secrets in the environment.
     Sandbox {
         /// More host paths to show read-only (where the agent is installed).
         read_only: Vec<PathBuf>,

@@ -16,6 +16,7 @@
 //!   outside the workspace so that no job can change it or turn it into a link.
 //! - `queue-logs/<workspace>/<job>.log`: the agent's stdout and stderr, outside the workspace so
 //!   sandboxed jobs cannot read each other's logs.
+//! - `queue-homes/<workspace>/<job>/`: a sandboxed job's private HOME (see [`sandbox`]).
 //!
 //! Secrets are environment-variable *names* in the job; values are read at launch from the
 //! dispatcher's environment or a 0600 secrets file and handed only to that job's process. No
