@@ -11,6 +11,8 @@ use std::io::{Read, Write};
 pub struct Needles {
     /// Longest first, so that a whole value wins over one of its lines.
     list: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The bytes a needle starts with: any other byte is copied without looking further.
+    first: [bool; 256],
 }
 
 impl Needles {
@@ -36,7 +38,11 @@ impl Needles {
         }
         list.sort_by_key(|n| std::cmp::Reverse(n.0.len()));
         list.dedup_by(|a, b| a.0 == b.0);
-        Needles { list }
+        let mut first = [false; 256];
+        for (n, _) in &list {
+            first[n[0] as usize] = true;
+        }
+        Needles { list, first }
     }
 
     /// Replace what `buf` holds; returns the output and how many bytes of `buf` it covers.
@@ -45,6 +51,11 @@ impl Needles {
         let mut out = Vec::with_capacity(buf.len());
         let mut i = 0;
         'outer: while i < buf.len() {
+            if !self.first[buf[i] as usize] {
+                out.push(buf[i]);
+                i += 1;
+                continue;
+            }
             let rest = &buf[i..];
             // What is read so far may begin a needle (perhaps a longer one than a needle that
             // matches already: a whole value over one of its lines): wait for more.

@@ -99,7 +99,7 @@ fn issue_21_manifest_values_never_become_shell_code() {
     let p = |n: &str| pwned.join(n).display().to_string();
     let agent_a = format!("x{{model}}$(touch {})", p("1"));
     let model_a = format!("`touch {}`;touch {} 'q\" \n  z {{agent}} [b]", p("2"), p("3"));
-    let agent_b = format!("; touch {} #", p("4"));
+    let agent_b = format!("; touch {} # {{cmd}}", p("4"));
     let agent_c = format!("c\"$(touch {})\"", p("5"));
     let m = json!({"workspace": "hm", "jobs": [
         {"id": "a", "prompt": "p", "agent": agent_a, "model": model_a},
