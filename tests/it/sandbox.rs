@@ -120,8 +120,8 @@ echo tried remount-ro-path; mount -o remount,bind,rw {ro} && echo ESCAPE remount
 echo tried write-ro-path; echo pwned >> {ro}/target.txt && echo ESCAPE write-ro-path
 echo tried new-file-ro-path; touch {ro}/new && echo ESCAPE new-file-ro-path
 echo tried remount-usr; mount -o remount,bind,rw /usr && echo ESCAPE remount-usr
-echo tried write-usr; touch /usr/conductor-pwned && echo ESCAPE write-usr
-echo tried write-etc; touch /etc/conductor-pwned && echo ESCAPE write-etc
+echo tried write-usr; touch {usr} && echo ESCAPE write-usr
+echo tried write-etc; touch {etc} && echo ESCAPE write-etc
 echo tried nested-userns-remount; unshare -r sh -c 'mount -o remount,bind,rw {ro} && touch {ro}/nested' && echo ESCAPE nested-userns-remount
 echo tried write-prompt; echo pwned >> /run/conductor/prompt.md && echo ESCAPE write-prompt
 echo tried remount-prompt; mount -o remount,bind,rw /run/conductor/prompt.md && echo ESCAPE remount-prompt
@@ -142,7 +142,14 @@ echo done > "$o/RESULT.md"
         ro = ro.display(),
         home = home.display(),
         other = other_ws.display(),
+        usr = host_target("/usr").display(),
+        etc = host_target("/etc").display(),
     )
+}
+
+/// The file the probe tries to create in a host directory (unique to this test process).
+fn host_target(dir: &str) -> PathBuf {
+    Path::new(dir).join(format!("conductor-sandbox-pwned-{}", std::process::id()))
 }
 
 /// The other workspace's job: leaves a marker, stays alive (with its secret in its
@@ -217,7 +224,13 @@ fn escapes_fail(as_nobody: bool) {
         ],
         None,
     );
+    // Before any assertion: a broken sandbox must not leave debris on the host.
+    let wrote: Vec<&str> = ["/usr", "/etc"]
+        .into_iter()
+        .filter(|d| std::fs::remove_file(host_target(d)).is_ok())
+        .collect();
     r.code(0);
+    assert!(wrote.is_empty(), "the job wrote into the host's {wrote:?}");
     let out = sb.env.home.join("workspaces/w1/output/probe");
     let rep = std::fs::read_to_string(out.join("report.txt")).unwrap();
     let tried = rep.lines().filter(|l| l.starts_with("tried ")).count();
@@ -235,8 +248,6 @@ fn escapes_fail(as_nobody: bool) {
         "original\n"
     );
     assert!(!ro.join("new").exists() && !ro.join("nested").exists());
-    assert!(!Path::new("/usr/conductor-pwned").exists());
-    assert!(!Path::new("/etc/conductor-pwned").exists());
     assert!(!std::fs::read_to_string(&prompt).unwrap().contains("pwned"));
     let job_home = sb.env.home.join("queue-homes/w1/probe");
     assert_eq!(
