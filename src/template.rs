@@ -31,9 +31,9 @@ pub fn fill(template: &str, values: &[(&str, Option<&str>)], optional_groups: bo
             && let Some(close) = rest.find(']')
         {
             let group = &rest[1..close];
-            let empty = values.iter().any(|(k, v)| {
-                group.contains(&format!("{{{k}}}")) && v.is_none_or(str::is_empty)
-            });
+            let empty = values
+                .iter()
+                .any(|(k, v)| group.contains(&format!("{{{k}}}")) && v.is_none_or(str::is_empty));
             if !empty {
                 fill_plain(group, values, optional_groups, &mut out);
             }
@@ -90,7 +90,11 @@ mod tests {
     #[test]
     fn a_value_is_never_scanned_again() {
         let t = "run --agent {agent} [--model {model}]";
-        let got = fill(t, &[("agent", Some("{model}")), ("model", Some("$(id)"))], true);
+        let got = fill(
+            t,
+            &[("agent", Some("{model}")), ("model", Some("$(id)"))],
+            true,
+        );
         assert_eq!(got, "run --agent '{model}' --model '$(id)'");
         let got = fill(t, &[("agent", Some("a;b `c` [x]")), ("model", None)], true);
         assert_eq!(got, "run --agent 'a;b `c` [x]'");
@@ -105,8 +109,14 @@ mod tests {
 
     #[test]
     fn unknown_braces_and_brackets_stay() {
-        assert_eq!(fill("echo {x} {a}", &[("a", Some("v"))], false), "echo {x} v");
-        assert_eq!(fill("[ -f x ] && {a}", &[("a", Some("v"))], false), "[ -f x ] && v");
+        assert_eq!(
+            fill("echo {x} {a}", &[("a", Some("v"))], false),
+            "echo {x} v"
+        );
+        assert_eq!(
+            fill("[ -f x ] && {a}", &[("a", Some("v"))], false),
+            "[ -f x ] && v"
+        );
         assert_eq!(fill("it's ]", &[], true), "it's ]");
     }
 }

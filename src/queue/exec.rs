@@ -285,9 +285,7 @@ fn sandbox_args(
     job_home: &Path,
 ) -> Vec<String> {
     let iso = super::sandbox::isolation();
-    let mut a: Vec<String> = super::sandbox::identity_args(iso);
-    a.extend(
-        [
+    let mut a: Vec<String> = [
         "--unshare-all",
         "--share-net",
         "--die-with-parent",
@@ -306,8 +304,9 @@ fn sandbox_args(
         "/tmp",
     ]
     .iter()
-    .map(|s| s.to_string()),
-    );
+    .map(|s| s.to_string())
+    .collect();
+    a.splice(0..0, super::sandbox::identity_args(iso));
     a.extend(super::sandbox::mask_args(iso));
     for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
         let p = Path::new(top);

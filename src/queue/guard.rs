@@ -9,8 +9,25 @@ use crate::error::{Error, Result};
 /// Exact names a secret may not have: set by conductor or the sandbox for every job, or read by
 /// the shell and the dynamic loader before the agent runs.
 const RESERVED: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "PWD", "OLDPWD", "LANG", "LANGUAGE",
-    "TERM", "IFS", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "PS4", "CDPATH", "NO_COLOR",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TMPDIR",
+    "PWD",
+    "OLDPWD",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "IFS",
+    "ENV",
+    "BASH_ENV",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PS4",
+    "CDPATH",
+    "NO_COLOR",
 ];
 
 /// Prefixes a secret's name may not start with: conductor's own (`CONDUCTOR_QUEUE_RUN` is how a
@@ -67,7 +84,14 @@ mod tests {
 
     #[test]
     fn reserved_names() {
-        for n in ["PATH", "HOME", "CONDUCTOR_QUEUE_RUN", "LD_PRELOAD", "BWRAP_X", "LC_ALL"] {
+        for n in [
+            "PATH",
+            "HOME",
+            "CONDUCTOR_QUEUE_RUN",
+            "LD_PRELOAD",
+            "BWRAP_X",
+            "LC_ALL",
+        ] {
             assert!(reserved(n), "{n}");
         }
         for n in ["DD_API_KEY", "PATHS", "MY_HOME", "SLACK_TOKEN"] {

@@ -34,11 +34,11 @@ pub mod docs;
 pub mod exec;
 pub mod guard;
 mod launch;
-mod redact;
-pub mod sandbox;
 pub mod manifest;
 pub mod ops;
 pub mod prompt;
+mod redact;
+pub mod sandbox;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -145,7 +145,11 @@ mod tests {
     #[test]
     fn lines_of_a_multi_line_value_are_replaced_one_by_one() {
         let key = "-----BEGIN KEY-----\nAAAAbbbbCCCCdddd\n-----END KEY-----";
-        let out = through(&[("K", key)], b"l1: AAAAbbbbCCCCdddd\nl2: -----END KEY-----\n", 5);
+        let out = through(
+            &[("K", key)],
+            b"l1: AAAAbbbbCCCCdddd\nl2: -----END KEY-----\n",
+            5,
+        );
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "l1: [secret K]\nl2: [secret K]\n"

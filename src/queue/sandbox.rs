@@ -55,7 +55,15 @@ pub fn isolation() -> &'static Isolation {
 fn probe_userns() -> (bool, Option<String>) {
     let id = JOB_UID.to_string();
     let out = Command::new("bwrap")
-        .args(["--unshare-user", "--uid", &id, "--gid", &id, "--cap-drop", "ALL"])
+        .args([
+            "--unshare-user",
+            "--uid",
+            &id,
+            "--gid",
+            &id,
+            "--cap-drop",
+            "ALL",
+        ])
         .args(["--ro-bind", "/", "/", "--", "true"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -212,7 +220,11 @@ pub fn guarantees(home: &Path) -> Vec<Guarantee> {
             None => format!("the job runs as uid {uid} in a user namespace of its own"),
             Some(e) => format!(
                 "the kernel refused a user namespace ({e}); the job runs as uid {uid}{}",
-                if iso.root { ", with no capabilities" } else { "" }
+                if iso.root {
+                    ", with no capabilities"
+                } else {
+                    ""
+                }
             ),
         },
     );

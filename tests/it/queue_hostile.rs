@@ -57,8 +57,7 @@ impl H {
     }
 
     pub fn ctrl_file(&self, name: &str) -> String {
-        std::fs::read_to_string(self.ctrl.join(name))
-            .unwrap_or_else(|e| panic!("{name}: {e}"))
+        std::fs::read_to_string(self.ctrl.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
     }
 
     pub fn log(&self, ws: &str, job: &str) -> String {
@@ -98,7 +97,11 @@ fn issue_21_manifest_values_never_become_shell_code() {
     let pwned = h.env.dir("pwned");
     let p = |n: &str| pwned.join(n).display().to_string();
     let agent_a = format!("x{{model}}$(touch {})", p("1"));
-    let model_a = format!("`touch {}`;touch {} 'q\" \n  z {{agent}} [b]", p("2"), p("3"));
+    let model_a = format!(
+        "`touch {}`;touch {} 'q\" \n  z {{agent}} [b]",
+        p("2"),
+        p("3")
+    );
     let agent_b = format!("; touch {} # {{cmd}}", p("4"));
     let agent_c = format!("c\"$(touch {})\"", p("5"));
     let m = json!({"workspace": "hm", "jobs": [
@@ -107,7 +110,10 @@ fn issue_21_manifest_values_never_become_shell_code() {
         {"id": "c", "prompt": "p", "agent": agent_c, "model": ""}]});
     h.submit(&m).code(0);
     h.run(&[], &[]).code(0);
-    assert_eq!(argv(&h, "a"), ["run", "--agent", &agent_a, "--model", &model_a]);
+    assert_eq!(
+        argv(&h, "a"),
+        ["run", "--agent", &agent_a, "--model", &model_a]
+    );
     assert_eq!(argv(&h, "b"), ["run", "--agent", &agent_b]);
     assert_eq!(argv(&h, "c"), ["run", "--agent", &agent_c]);
 
@@ -136,7 +142,10 @@ fn issue_21_an_agent_or_model_that_reads_as_an_option_is_refused() {
     ] {
         let r = h.submit(&json!({"workspace": "w", "jobs": [job]}));
         r.code(2);
-        assert!(r.stderr.contains("invalid_manifest") || r.stderr.contains("option"), "{r:?}");
+        assert!(
+            r.stderr.contains("invalid_manifest") || r.stderr.contains("option"),
+            "{r:?}"
+        );
         assert_eq!(r.stderr.trim().lines().count(), 1, "{r:?}");
         assert!(!h.env.home.join("queue.json").exists());
     }
@@ -255,15 +264,30 @@ fn issue_21_a_secret_reaches_its_own_job_only() {
     let cmd = format!("sh {}", agent.display());
     h.run(
         &["--agent-cmd", &cmd],
-        &[("TOKEN_A", "alpha-4471-value"), ("TOKEN_B", "bravo-9982-value")],
+        &[
+            ("TOKEN_A", "alpha-4471-value"),
+            ("TOKEN_B", "bravo-9982-value"),
+        ],
     )
     .code(0);
     let (ea, eb) = (h.ctrl_file("env.a"), h.ctrl_file("env.b"));
-    assert!(ea.contains("TOKEN_A=alpha-4471-value") && !ea.contains("bravo-9982"), "{ea}");
-    assert!(eb.contains("TOKEN_B=bravo-9982-value") && !eb.contains("alpha-4471"), "{eb}");
+    assert!(
+        ea.contains("TOKEN_A=alpha-4471-value") && !ea.contains("bravo-9982"),
+        "{ea}"
+    );
+    assert!(
+        eb.contains("TOKEN_B=bravo-9982-value") && !eb.contains("alpha-4471"),
+        "{eb}"
+    );
     let (la, lb) = (h.log("two", "a"), h.log("two", "b"));
-    assert!(la.contains("whole: [secret TOKEN_A]") && !la.contains("alpha-4471"), "{la}");
-    assert!(lb.contains("whole: [secret TOKEN_B]") && !lb.contains("bravo-9982"), "{lb}");
+    assert!(
+        la.contains("whole: [secret TOKEN_A]") && !la.contains("alpha-4471"),
+        "{la}"
+    );
+    assert!(
+        lb.contains("whole: [secret TOKEN_B]") && !lb.contains("bravo-9982"),
+        "{lb}"
+    );
 }
 
 /// Issue 21 item 3: a secret named like a variable conductor or the runner sets is refused at
@@ -313,20 +337,32 @@ fn issue_21_a_secrets_file_cannot_take_path_away_from_jobs() {
     let h = H::new();
     let agent = h.script("echo-agent.sh", ECHO_AGENT);
     let file = h.env.root.path().join("secrets.env");
-    std::fs::write(&file, "PATH=/nowhere\nTOKEN_A=alpha-1\nCONDUCTOR_QUEUE_RUN=forged\n").unwrap();
+    std::fs::write(
+        &file,
+        "PATH=/nowhere\nTOKEN_A=alpha-1\nCONDUCTOR_QUEUE_RUN=forged\n",
+    )
+    .unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     h.submit(&json!({"workspace": "sf", "jobs": [
         {"id": "a", "prompt": "p", "secrets": ["TOKEN_A"]}]}))
         .code(0);
     let cmd = format!("sh {}", agent.display());
     h.run(
-        &["--agent-cmd", &cmd, "--secrets-file", file.to_str().unwrap()],
+        &[
+            "--agent-cmd",
+            &cmd,
+            "--secrets-file",
+            file.to_str().unwrap(),
+        ],
         &[],
     )
     .code(0);
     let env = h.ctrl_file("env.a");
     assert!(env.contains(&format!("PATH={}\n", h.path())), "{env}");
-    assert!(!env.contains("forged") && env.contains("CONDUCTOR_QUEUE_RUN="), "{env}");
+    assert!(
+        !env.contains("forged") && env.contains("CONDUCTOR_QUEUE_RUN="),
+        "{env}"
+    );
 }
 
 /// Every entry under `dir` whose mode lets anyone but the owner in (links are not followed).
@@ -375,8 +411,11 @@ exit 0
     let docs = h.env.root.path().join(".docpull/slack");
     std::fs::create_dir_all(&docs).unwrap();
     std::fs::write(docs.join("index.md"), "# slack\n").unwrap();
-    std::fs::set_permissions(docs.join("index.md"), std::fs::Permissions::from_mode(0o644))
-        .unwrap();
+    std::fs::set_permissions(
+        docs.join("index.md"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
     std::fs::write(
         h.env.root.path().join(".docpull/manifest.json"),
         r#"{"version":"1.0","api_url":"x","collections":{"slack":{"pages":1}}}"#,
@@ -409,7 +448,14 @@ exit 0
             .code(0);
         let ro = h.bin.to_str().unwrap();
         h.run(
-            &["--runner", "sandbox", "--sandbox-ro", ro, "--agent-cmd", &cmd],
+            &[
+                "--runner",
+                "sandbox",
+                "--sandbox-ro",
+                ro,
+                "--agent-cmd",
+                &cmd,
+            ],
             &[],
         )
         .code(0);
@@ -419,8 +465,17 @@ exit 0
         eprintln!("SKIPPED (sandbox part): bwrap cannot create namespaces here");
     }
     unsafe { libc::umask(umask) };
-    assert!(h.env.home.join("workspaces/perm/output/a/sub/artifact.txt").is_file());
+    assert!(
+        h.env
+            .home
+            .join("workspaces/perm/output/a/sub/artifact.txt")
+            .is_file()
+    );
     assert!(h.env.home.join("queue-logs/perm/a.log").is_file());
     let bad = open_modes(&h.env.home);
-    assert!(bad.is_empty(), "open modes in the home:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "open modes in the home:\n{}",
+        bad.join("\n")
+    );
 }

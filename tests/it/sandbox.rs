@@ -14,13 +14,28 @@ use crate::common::{Run, TestEnv, bin};
 
 /// True when bubblewrap can create namespaces here; otherwise say why the test is skipped.
 fn bwrap_works(setpriv: &[String]) -> Result<(), String> {
-    let o = Command::new(if setpriv.is_empty() { "bwrap" } else { "setpriv" })
-        .args(setpriv.iter().skip(1))
-        .args(if setpriv.is_empty() { vec![] } else { vec!["bwrap"] })
-        .args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("bwrap cannot be run: {e}"))?;
+    let o = Command::new(if setpriv.is_empty() {
+        "bwrap"
+    } else {
+        "setpriv"
+    })
+    .args(setpriv.iter().skip(1))
+    .args(if setpriv.is_empty() {
+        vec![]
+    } else {
+        vec!["bwrap"]
+    })
+    .args([
+        "--unshare-all",
+        "--die-with-parent",
+        "--ro-bind",
+        "/",
+        "/",
+        "true",
+    ])
+    .stdin(Stdio::null())
+    .output()
+    .map_err(|e| format!("bwrap cannot be run: {e}"))?;
     if o.status.success() {
         Ok(())
     } else {
@@ -43,17 +58,19 @@ impl Sb {
         let env = TestEnv::new();
         let ctrl = env.dir("ctrl");
         let setpriv = if as_nobody {
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
-                .map(String::from)
-                .to_vec()
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+            ]
+            .map(String::from)
+            .to_vec()
         } else {
             Vec::new()
         };
-        Sb {
-            env,
-            setpriv,
-            ctrl,
-        }
+        Sb { env, setpriv, ctrl }
     }
 
     /// Hand the temp root to the user conductor runs as.
@@ -166,7 +183,11 @@ fn escapes_fail(as_nobody: bool) {
     if let Err(why) = bwrap_works(&sb.setpriv) {
         eprintln!(
             "SKIPPED ({}): {why}",
-            if as_nobody { "as nobody" } else { "as this user" }
+            if as_nobody {
+                "as nobody"
+            } else {
+                "as this user"
+            }
         );
         return;
     }
@@ -237,11 +258,17 @@ fn escapes_fail(as_nobody: bool) {
     assert_eq!(tried, 15, "every attempt ran:\n{rep}");
     assert!(!rep.contains("ESCAPE"), "an escape worked:\n{rep}");
     assert!(rep.contains("own-secret-ok"), "{rep}");
-    assert!(rep.contains("id 65534 65534"), "an unprivileged uid/gid:\n{rep}");
+    assert!(
+        rep.contains("id 65534 65534"),
+        "an unprivileged uid/gid:\n{rep}"
+    );
     assert!(rep.contains("CapEff:\t0000000000000000"), "{rep}");
     assert!(rep.contains("CapBnd:\t0000000000000000"), "{rep}");
     assert!(rep.contains("NoNewPrivs:\t1"), "{rep}");
-    assert!(rep.contains("home /run/conductor/home\nhome-writable"), "{rep}");
+    assert!(
+        rep.contains("home /run/conductor/home\nhome-writable"),
+        "{rep}"
+    );
     // On the host: nothing read-only changed, the HOME is private and outside the workspace.
     assert_eq!(
         std::fs::read_to_string(ro.join("target.txt")).unwrap(),
@@ -301,7 +328,10 @@ fn issue_21_doctor_reports_the_sandbox_guarantees() {
         "conductor home hidden",
         "root-only host files hidden",
     ] {
-        let x = g.iter().find(|x| x["guarantee"] == n).unwrap_or_else(|| panic!("{n}: {names:?}"));
+        let x = g
+            .iter()
+            .find(|x| x["guarantee"] == n)
+            .unwrap_or_else(|| panic!("{n}: {names:?}"));
         assert_eq!(x["holds"], true, "{x}");
     }
     let text = env.run(&["doctor"]);
@@ -311,5 +341,8 @@ fn issue_21_doctor_reports_the_sandbox_guarantees() {
         .filter(|l| l.contains("sandbox:"))
         .collect();
     assert_eq!(lines.len(), g.len(), "{text:?}");
-    assert!(lines.iter().any(|l| l.contains("unprivileged user")), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("unprivileged user")),
+        "{lines:?}"
+    );
 }

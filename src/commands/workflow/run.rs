@@ -453,7 +453,11 @@ fn run_cleanup(ctx: &Ctx, commands: &[String], dir: &Path) -> Vec<serde_json::Va
 /// The agent command with its placeholders filled in.
 pub fn fill(template: &str, prompt_file: &Path, system_file: &Path, prompt: &str) -> String {
     let (p, s) = (prompt_file.to_string_lossy(), system_file.to_string_lossy());
-    let values = [("prompt_file", Some(&*p)), ("system_file", Some(&*s)), ("prompt", Some(prompt))];
+    let values = [
+        ("prompt_file", Some(&*p)),
+        ("system_file", Some(&*s)),
+        ("prompt", Some(prompt)),
+    ];
     crate::template::fill(template, &values, false)
 }
 
