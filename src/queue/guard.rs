@@ -74,8 +74,52 @@ pub fn check(m: &Manifest) -> Result<()> {
                 ));
             }
         }
+        if let Some(why) = bad_workdir(&j.workdir) {
+            return Err(Error::invalid(
+                "invalid_manifest",
+                format!(
+                    "job `{}`: workdir `{}` {why}",
+                    j.id,
+                    crate::protocol::ops::printable_max(&j.workdir, 60)
+                ),
+            ));
+        }
     }
     Ok(())
+}
+
+/// Where a sandboxed job's workspace may not be mounted: a path that is not normalized (`..`,
+/// `.`, `//`, a trailing `/`), the root, or over what the sandbox itself provides.
+fn bad_workdir(w: &str) -> Option<&'static str> {
+    let normal = w.starts_with('/')
+        && w.len() > 1
+        && !w.ends_with('/')
+        && w[1..]
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..");
+    if !normal {
+        return Some("must be a normalized absolute path other than `/` (no `.`, `..` or `//`)");
+    }
+    const SYSTEM: &[&str] = &[
+        "/usr",
+        "/etc",
+        "/proc",
+        "/dev",
+        "/tmp",
+        "/bin",
+        "/sbin",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/run/conductor",
+    ];
+    let under =
+        |p: &str| w == p || w.starts_with(&format!("{p}/")) || p.starts_with(&format!("{w}/"));
+    SYSTEM
+        .iter()
+        .any(|p| under(p))
+        .then_some("would cover a path the sandbox provides (/usr, /etc, /proc, /dev, /tmp, /bin, /lib*, /run/conductor)")
 }
 
 #[cfg(test)]
@@ -96,6 +140,26 @@ mod tests {
         }
         for n in ["DD_API_KEY", "PATHS", "MY_HOME", "SLACK_TOKEN"] {
             assert!(!reserved(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn workdirs() {
+        for w in ["/workspace", "/home/agent/src", "/srv/w"] {
+            assert_eq!(bad_workdir(w), None, "{w}");
+        }
+        for w in [
+            "/",
+            "/usr",
+            "/usr/local/x",
+            "/workspace/../etc",
+            "/a//b",
+            "/a/",
+            "/run",
+            "/run/conductor/home",
+            "/proc",
+        ] {
+            assert!(bad_workdir(w).is_some(), "{w}");
         }
     }
 }

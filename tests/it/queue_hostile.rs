@@ -479,3 +479,21 @@ exit 0
         bad.join("\n")
     );
 }
+
+/// A `workdir` that is not normalized, or would be mounted over what the sandbox provides
+/// (`/usr`, `/etc`, its prompt and HOME under `/run/conductor`), is refused at submit.
+#[test]
+fn issue_21_a_workdir_over_the_sandbox_is_refused() {
+    let h = H::new();
+    for w in ["/workspace/../etc", "/usr", "/run/conductor", "/", "/a//b"] {
+        let r = h.submit(&json!({"workspace": "w", "jobs": [
+            {"id": "a", "prompt": "p", "workdir": w}]}));
+        r.code(2);
+        assert!(r.stderr.contains("workdir"), "{r:?}");
+        assert_eq!(r.stderr.trim().lines().count(), 1, "{r:?}");
+        assert!(!h.env.home.join("queue.json").exists());
+    }
+    h.submit(&json!({"workspace": "w", "jobs": [
+        {"id": "a", "prompt": "p", "workdir": "/home/agent/src"}]}))
+        .code(0);
+}
