@@ -15,6 +15,7 @@ pub mod hooks;
 pub mod protocol;
 pub mod queue;
 pub mod schema;
+pub mod template;
 pub mod workflows;
 
 pub use conductor_store as store;

@@ -17,7 +17,9 @@ file is kept under <name>.corrupt-<timestamp> (never deleted) and replaced: stat
 from every instance that can be read, a ledger by its valid lines.\n\nIt also checks the agent integrations \
 (`conductor integrate`) in this directory and in ~: a hook whose conductor binary is gone would silently \
 switch coordination off. Fix those by running `conductor integrate AGENT` again (--repair leaves agent \
-settings alone).\n\nExit status: 0 healthy or repaired, 1 problems found."
+settings alone).\n\nLast, it runs a real sandbox (bubblewrap, as `queue run --runner sandbox` would) with a probe that \
+tries each escape, and prints one line per sandbox guarantee saying whether it holds on this machine (informational: \
+it does not change the exit status).\n\nExit status: 0 healthy or repaired, 1 problems found."
 )]
 pub struct DoctorArgs {
     /// Move bad files aside and rebuild them.
@@ -37,6 +39,9 @@ struct DoctorReport {
     backend: serde_json::Value,
     /// The shared store could not be reached (exit 11).
     unavailable: bool,
+    /// Which guarantees of the queue's sandbox runner hold on this machine (reported, never
+    /// a problem of the home).
+    sandbox: Vec<conductor::queue::sandbox::Guarantee>,
 }
 
 impl DoctorReport {
@@ -70,7 +75,12 @@ impl Report for DoctorReport {
         } else {
             status
         };
-        json!({"status": status, "backend": self.backend, "findings": self.findings, "documents": self.documents, "integrations": self.integrations})
+        let sandbox: Vec<serde_json::Value> = self
+            .sandbox
+            .iter()
+            .map(|g| json!({"guarantee": g.name, "holds": g.holds, "detail": g.detail}))
+            .collect();
+        json!({"status": status, "backend": self.backend, "findings": self.findings, "documents": self.documents, "integrations": self.integrations, "sandbox": sandbox})
     }
     fn to_text(&self) -> String {
         let mut lines: Vec<String> = self
@@ -100,6 +110,10 @@ impl Report for DoctorReport {
             if let Some(r) = f.repair.as_ref().filter(|_| !f.ok) {
                 lines.push(format!("      fix: {r}"));
             }
+        }
+        for g in &self.sandbox {
+            let mark = if g.holds { "yes" } else { "no" };
+            lines.push(format!("{mark:<5} sandbox: {}: {}", g.name, g.detail));
         }
         lines.push(if self.unavailable {
             "The shared store is unavailable; nothing was changed.".into()
@@ -149,6 +163,7 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
             repaired: args.repair,
             backend: json!({"kind": "files", "home": ctx.store.home().dir()}),
             unavailable: false,
+            sandbox: conductor::queue::sandbox::guarantees(ctx.store.home().dir()),
         },
     )
 }
@@ -243,6 +258,7 @@ fn run_remote(ctx: &Ctx, r: &conductor::store::etcd::Etcd) -> Result<u8> {
             repaired: false,
             backend,
             unavailable,
+            sandbox: conductor::queue::sandbox::guarantees(ctx.store.home().dir()),
         },
     )
 }

@@ -84,6 +84,7 @@ fn resolve_secrets(
 ) -> std::result::Result<Vec<(String, String)>, String> {
     job.secrets
         .iter()
+        .filter(|name| !super::guard::reserved(name))
         .map(|name| {
             std::env::var(name)
                 .ok()
@@ -100,6 +101,7 @@ fn scrub_names(doc: &QueueDoc, file_secrets: &BTreeMap<String, String>) -> BTree
         .iter()
         .flat_map(|j| j.secrets.iter().cloned())
         .chain(file_secrets.keys().cloned())
+        .filter(|name| !super::guard::reserved(name))
         .collect()
 }
 

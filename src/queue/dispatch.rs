@@ -269,6 +269,8 @@ fn take_lead(
 /// job again. With a shared store, a job is launched only once its start is committed.
 pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> Result<Summary> {
     watch::block_stop_signals();
+    // What the jobs create (their output, an agent's files in its HOME) is private too.
+    unsafe { libc::umask(0o077) };
     let home = store.home().dir().to_path_buf();
     let layout = Layout { home: home.clone() };
     let me = exec::self_token();

@@ -23,7 +23,7 @@ pub enum Runner {
     /// The agent command in the workspace directory, as a child of the dispatcher.
     Local,
     /// The agent command under bubblewrap: the workspace read-write at `workdir`, its docs
-    /// read-only, a private /tmp, no home directory, only its own secrets in the environment.
+    /// read-only, a private /tmp and HOME, no capabilities, only its own secrets in the environment.
     Sandbox {
         /// More host paths to show read-only (where the agent is installed).
         read_only: Vec<PathBuf>,
@@ -46,46 +46,12 @@ impl Runner {
     }
 }
 
-/// Quote a value for `sh`.
-pub fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+".contains(c))
-    {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
+pub use crate::template::shell_quote;
 
-/// Fill a template: `{name}` becomes the shell-quoted value; a `[...]` group is kept (without
-/// its brackets) only when every placeholder in it has a non-empty value.
+/// Fill the agent command template (see [`crate::template::fill`]): one pass, every value
+/// shell-quoted, a `[...]` group dropped when a placeholder in it is empty.
 pub fn fill(template: &str, values: &[(&str, Option<&str>)]) -> String {
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(open) = rest.find('[') {
-        let Some(close) = rest[open..].find(']') else {
-            break;
-        };
-        out.push_str(&fill_plain(&rest[..open], values));
-        let group = &rest[open + 1..open + close];
-        let empty = values
-            .iter()
-            .any(|(k, v)| group.contains(&format!("{{{k}}}")) && v.is_none_or(str::is_empty));
-        if !empty {
-            out.push_str(&fill_plain(group, values));
-        }
-        rest = &rest[open + close + 1..];
-    }
-    out.push_str(&fill_plain(rest, values));
-    out.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn fill_plain(s: &str, values: &[(&str, Option<&str>)]) -> String {
-    let mut s = s.to_string();
-    for (k, v) in values {
-        s = s.replace(&format!("{{{k}}}"), &shell_quote(v.unwrap_or("")));
-    }
-    s
+    crate::template::fill(template, values, true)
 }
 
 /// What one launch needs.
@@ -93,6 +59,8 @@ pub struct Launch<'a> {
     pub job: &'a Job,
     pub workspace_dir: &'a Path,
     pub prompt_file: &'a Path,
+    /// The job's private HOME (`queue-homes/<ws>/<job>`), for the sandbox.
+    pub job_home: &'a Path,
     pub log: &'a Path,
     /// This job's secrets, name and value.
     pub secrets: Vec<(String, String)>,
@@ -150,22 +118,14 @@ pub fn spawn(
         } => {
             let root = l.job.workdir.clone();
             let agent = agent_command(l, &root, super::SANDBOX_PROMPT);
-            let mut c = Command::new(resolve("bwrap"));
-            c.args(sandbox_args(
+            let mut c = sandbox_command(
                 l.workspace_dir,
                 &root,
                 read_only,
                 l.prompt_file,
-            ));
-            c.arg("sh").arg("-c").arg(agent);
-            // The environment is set on bwrap itself (never on its command line, which other
-            // processes can read): nothing is inherited but these.
-            c.env_clear();
-            c.env(
-                "PATH",
-                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                l.job_home,
+                &agent,
             );
-            c.env("HOME", &root);
             for name in ["LANG", "LC_ALL", "TERM"]
                 .into_iter()
                 .map(str::to_string)
@@ -184,6 +144,12 @@ pub fn spawn(
         Runner::Sandbox { .. } => l.job.workdir.clone(),
         _ => ws.clone(),
     };
+    // Its secrets first, then ours: no secret can replace a variable conductor sets.
+    for (k, v) in &l.secrets {
+        if !super::guard::reserved(k) {
+            c.env(k, v);
+        }
+    }
     c.env("CONDUCTOR_QUEUE_JOB", &l.job.id)
         .env("CONDUCTOR_QUEUE_WORKSPACE", &root)
         .env(
@@ -191,9 +157,6 @@ pub fn spawn(
             format!("{root}/output/{}", l.job.id),
         )
         .env("CONDUCTOR_QUEUE_RUN", &l.run_token);
-    for (k, v) in &l.secrets {
-        c.env(k, v);
-    }
     c.stdin(Stdio::from(prompt))
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log2))
@@ -212,13 +175,8 @@ pub fn spawn(
     drop(c); // our copies of the write end: the pipe closes when the job's tree is gone
     let child = child?;
     let log = std::fs::OpenOptions::new().append(true).open(l.log)?;
-    let values: Vec<(String, String)> = l
-        .secrets
-        .iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| (v.clone(), format!("[secret {k}]")))
-        .collect();
-    let copier = std::thread::spawn(move || redact_copy(reader, log, &values));
+    let needles = super::redact::Needles::new(&l.secrets);
+    let copier = std::thread::spawn(move || super::redact::copy(reader, log, &needles));
     Ok((child, Some(copier)))
 }
 
@@ -230,30 +188,6 @@ pub fn create_log(path: &Path) -> std::io::Result<()> {
         .mode_private()
         .open(path)
         .map(drop)
-}
-
-/// Copy `from` to `to` line by line with every secret value replaced by its name.
-fn redact_copy(from: impl std::io::Read, mut to: std::fs::File, values: &[(String, String)]) {
-    use std::io::{BufRead, Write};
-    let mut r = std::io::BufReader::new(from);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match r.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                let mut text = String::from_utf8_lossy(&line).into_owned();
-                for (v, name) in values {
-                    if text.contains(v.as_str()) {
-                        text = text.replace(v.as_str(), name);
-                    }
-                }
-                if to.write_all(text.as_bytes()).is_err() {
-                    return;
-                }
-            }
-        }
-    }
 }
 
 /// `sh -c SCRIPT`, or the program itself when the script is plain words (no quoting, no
@@ -313,11 +247,44 @@ fn resolve(program: &str) -> PathBuf {
 }
 
 fn fill_cmd(template: &str, agent: &str) -> String {
-    template.replace("{cmd}", &shell_quote(agent))
+    crate::template::fill(template, &[("cmd", Some(agent))], false)
+}
+
+/// bubblewrap running `sh -c SCRIPT` in a job's sandbox: `ws` read-write at `root`, `prompt`
+/// read-only at [`super::SANDBOX_PROMPT`], `job_home` read-write at
+/// [`super::sandbox::SANDBOX_HOME`] (its HOME), as an unprivileged user with no capabilities
+/// where the kernel allows (see [`super::sandbox`]). The environment is set on bwrap itself
+/// (never on its command line, which other processes can read): nothing is inherited but
+/// PATH and HOME; the caller adds the rest.
+pub fn sandbox_command(
+    ws: &Path,
+    root: &str,
+    read_only: &[PathBuf],
+    prompt: &Path,
+    job_home: &Path,
+    script: &str,
+) -> Command {
+    let mut c = Command::new(resolve("bwrap"));
+    c.args(sandbox_args(ws, root, read_only, prompt, job_home));
+    c.arg("sh").arg("-c").arg(script);
+    c.env_clear();
+    c.env(
+        "PATH",
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    );
+    c.env("HOME", super::sandbox::SANDBOX_HOME);
+    c
 }
 
 /// bubblewrap's arguments up to the command.
-fn sandbox_args(ws: &Path, root: &str, read_only: &[PathBuf], prompt: &Path) -> Vec<String> {
+fn sandbox_args(
+    ws: &Path,
+    root: &str,
+    read_only: &[PathBuf],
+    prompt: &Path,
+    job_home: &Path,
+) -> Vec<String> {
+    let iso = super::sandbox::isolation();
     let mut a: Vec<String> = [
         "--unshare-all",
         "--share-net",
@@ -339,6 +306,8 @@ fn sandbox_args(ws: &Path, root: &str, read_only: &[PathBuf], prompt: &Path) -> 
     .iter()
     .map(|s| s.to_string())
     .collect();
+    a.splice(0..0, super::sandbox::identity_args(iso));
+    a.extend(super::sandbox::mask_args(iso));
     for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
         let p = Path::new(top);
         match std::fs::symlink_metadata(p) {
@@ -374,6 +343,12 @@ fn sandbox_args(ws: &Path, root: &str, read_only: &[PathBuf], prompt: &Path) -> 
         "--ro-bind".into(),
         prompt.to_string_lossy().into_owned(),
         super::SANDBOX_PROMPT.into(),
+    ]);
+    // Its own HOME, private and outside the shared workspace.
+    a.extend([
+        "--bind".into(),
+        job_home.to_string_lossy().into_owned(),
+        super::sandbox::SANDBOX_HOME.into(),
     ]);
     a.extend(["--chdir".into(), root.to_string(), "--".into()]);
     a

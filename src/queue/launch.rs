@@ -107,7 +107,14 @@ fn prepare_once(
         }
     }
     let root = match runner {
-        Runner::Sandbox { .. } => job.workdir.clone(),
+        Runner::Sandbox { .. } => {
+            let home = layout.job_home(&job.workspace, &job.id);
+            if !made.contains(&home) {
+                super::private_dir(&home).map_err(|e| std::io::Error::other(e.to_string()))?;
+                made.insert(home);
+            }
+            job.workdir.clone()
+        }
         _ => ws_dir.to_string_lossy().into_owned(),
     };
     let prior: Vec<prompt::Prior> = l
@@ -175,10 +182,12 @@ pub(super) fn launch(
     let ws_dir = layout.workspace(&job.workspace);
     let log = layout.log(&job.workspace, &job.id);
     let prompt_file = layout.prompt(&job.workspace, &job.id);
+    let job_home = layout.job_home(&job.workspace, &job.id);
     let launch = Launch {
         job,
         workspace_dir: &ws_dir,
         prompt_file: &prompt_file,
+        job_home: &job_home,
         log: &log,
         secrets: l.secrets.clone(),
         scrub: &l.scrub,

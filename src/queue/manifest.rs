@@ -86,6 +86,7 @@ pub fn parse(text: &str, source: &str) -> Result<Manifest> {
     }
     let m: Manifest = serde_json::from_value(value).map_err(|e| bad(format!("{source}: {e}")))?;
     check_graph(&m, &|_| false)?;
+    super::guard::check(&m)?;
     Ok(m)
 }
 

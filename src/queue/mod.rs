@@ -16,6 +16,7 @@
 //!   outside the workspace so that no job can change it or turn it into a link.
 //! - `queue-logs/<workspace>/<job>.log`: the agent's stdout and stderr, outside the workspace so
 //!   sandboxed jobs cannot read each other's logs.
+//! - `queue-homes/<workspace>/<job>/`: a sandboxed job's private HOME (see [`sandbox`]).
 //!
 //! Secrets are environment-variable *names* in the job; values are read at launch from the
 //! dispatcher's environment or a 0600 secrets file and handed only to that job's process. No
@@ -31,10 +32,13 @@ mod commit;
 pub mod dispatch;
 pub mod docs;
 pub mod exec;
+pub mod guard;
 mod launch;
 pub mod manifest;
 pub mod ops;
 pub mod prompt;
+mod redact;
+pub mod sandbox;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -320,6 +324,11 @@ impl Layout {
         let mut text = String::new();
         f.read_to_string(&mut text).ok()?;
         Some(text)
+    }
+    /// `<home>/queue-homes/<ws>/<job>`: a sandboxed job's private HOME (0700), outside the
+    /// shared workspace (an agent keeps its database and credentials there), kept like its log.
+    pub fn job_home(&self, ws: &str, job: &str) -> PathBuf {
+        self.home.join("queue-homes").join(ws).join(job)
     }
     /// `<home>/queue-logs/<ws>/<job>.log`.
     pub fn log(&self, ws: &str, job: &str) -> PathBuf {

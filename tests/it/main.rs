@@ -16,8 +16,9 @@ mod layers;
 mod props;
 mod protocol;
 mod queue;
+mod queue_hostile;
 mod races;
-
+mod sandbox;
 mod schemas;
 mod security;
 mod shell;

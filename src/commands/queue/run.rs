@@ -33,7 +33,8 @@ or --secrets-file, and given to that job only; a missing one blocks the job, nam
 \n\
 Runners: `local` runs the agent command in the workspace directory. `sandbox` runs it under\n\
 bubblewrap (bwrap): the workspace read-write at the job's workdir (/workspace), its docs\n\
-read-only, a private /tmp, no home directory, an environment with only PATH, HOME, LANG,\n\
+read-only, a private /tmp, a private HOME, as uid 65534 in its own user namespace with no\n\
+capabilities (see `conductor doctor`), an environment with only PATH, HOME, LANG,\n\
 TERM, --pass-env variables and its own secrets. Anything else is a template with `{cmd}`\n\
 (the agent command, shell-quoted), run by `sh -c` with the prompt on stdin:\n\
 `--runner 'ssh build1 -- {cmd}'`.\n\

@@ -450,16 +450,15 @@ fn run_cleanup(ctx: &Ctx, commands: &[String], dir: &Path) -> Vec<serde_json::Va
     out
 }
 
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 /// The agent command with its placeholders filled in.
 pub fn fill(template: &str, prompt_file: &Path, system_file: &Path, prompt: &str) -> String {
-    template
-        .replace("{prompt_file}", &quote(&prompt_file.to_string_lossy()))
-        .replace("{system_file}", &quote(&system_file.to_string_lossy()))
-        .replace("{prompt}", &quote(prompt))
+    let (p, s) = (prompt_file.to_string_lossy(), system_file.to_string_lossy());
+    let values = [
+        ("prompt_file", Some(&*p)),
+        ("system_file", Some(&*s)),
+        ("prompt", Some(prompt)),
+    ];
+    conductor::template::fill(template, &values, false)
 }
 
 /// The starting prompt of a state's worker: task, persona, state, handover, how to finish.
