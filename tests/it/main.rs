@@ -14,6 +14,7 @@ mod hostile;
 mod props;
 mod protocol;
 mod queue;
+mod queue_scale;
 mod races;
 mod runtime;
 mod schemas;
