@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::dispatch::{Msg, Options};
 use super::launch::{ToLaunch, prepare};
 use super::ops::{self, Finish};
-use super::{JOBS_DONE, Job, Layout, QueueDoc, State};
+use super::{Job, Layout, QueueDoc, State};
 use crate::store::{Lock, Store};
 use crate::time::Timestamp;
 
@@ -270,9 +270,7 @@ pub(super) fn committer(
                 &mut events,
             );
             let archived = ops::archive(&mut doc);
-            for j in &archived {
-                tx.append(JOBS_DONE, serde_json::to_string(j).expect("jobs serialize"))?;
-            }
+            super::archive::append(tx, store, &archived)?;
             let ready_left = doc
                 .jobs
                 .iter()

@@ -61,8 +61,16 @@ fn bad(message: String) -> Error {
     Error::invalid("invalid_manifest", message)
 }
 
-/// Parse and check a manifest's text. `source` names it in errors (a path or "stdin").
+/// Parse and check a manifest's text. `source` names it in errors (a path or "stdin"). Every
+/// dependency must be a job of the manifest (a planner's output stands alone).
 pub fn parse(text: &str, source: &str) -> Result<Manifest> {
+    parse_with(text, source, &|_| false)
+}
+
+/// [`parse`] for a submit: a dependency outside the manifest passes here when `known` says it
+/// may be a job already in the workspace (live, or completed and archived), which the submit
+/// then checks against the queue.
+pub fn parse_with(text: &str, source: &str, known: &dyn Fn(&str) -> bool) -> Result<Manifest> {
     let value: Value =
         serde_json::from_str(text).map_err(|e| bad(format!("{source} is not valid JSON: {e}")))?;
     // The design's dataclass had `secrets: dict[str, str]`; say plainly why that is refused.
@@ -85,7 +93,7 @@ pub fn parse(text: &str, source: &str) -> Result<Manifest> {
         )));
     }
     let m: Manifest = serde_json::from_value(value).map_err(|e| bad(format!("{source}: {e}")))?;
-    check_graph(&m, &|_| false)?;
+    check_graph(&m, known)?;
     super::guard::check(&m)?;
     Ok(m)
 }
@@ -136,41 +144,43 @@ fn find_cycle(m: &Manifest) -> Option<Vec<String>> {
             )
         })
         .collect();
-    // 0 unvisited, 1 on the stack, 2 done.
+    // 0 unvisited, 1 on the stack, 2 done. Depth-first with an explicit stack of (job, next
+    // dependency to look at): a chain of 100,000 jobs is no deeper for the thread's stack.
     let mut mark: BTreeMap<&str, u8> = BTreeMap::new();
-    let mut stack: Vec<&str> = Vec::new();
-    fn visit<'a>(
-        n: &'a str,
-        deps: &BTreeMap<&'a str, Vec<&'a str>>,
-        mark: &mut BTreeMap<&'a str, u8>,
-        stack: &mut Vec<&'a str>,
-    ) -> Option<Vec<String>> {
-        match mark.get(n).copied().unwrap_or(0) {
-            2 => return None,
-            1 => {
-                let from = stack.iter().position(|s| *s == n).unwrap_or(0);
-                let mut c: Vec<String> = stack[from..].iter().map(|s| s.to_string()).collect();
-                c.push(n.to_string());
-                return Some(c);
-            }
-            _ => {}
-        }
-        mark.insert(n, 1);
-        stack.push(n);
-        for d in deps.get(n).into_iter().flatten() {
-            if deps.contains_key(d)
-                && let Some(c) = visit(d, deps, mark, stack)
-            {
-                return Some(c);
-            }
-        }
-        stack.pop();
-        mark.insert(n, 2);
-        None
-    }
+    let mut stack: Vec<(&str, usize)> = Vec::new();
     for j in &m.jobs {
-        if let Some(c) = visit(&j.id, &deps, &mut mark, &mut stack) {
-            return Some(c);
+        if mark.get(j.id.as_str()).copied().unwrap_or(0) != 0 {
+            continue;
+        }
+        mark.insert(&j.id, 1);
+        stack.push((&j.id, 0));
+        while let Some(&(n, next)) = stack.last() {
+            let ds = deps.get(n).map(Vec::as_slice).unwrap_or(&[]);
+            let Some(d) = ds.get(next).copied() else {
+                mark.insert(n, 2);
+                stack.pop();
+                continue;
+            };
+            if let Some(top) = stack.last_mut() {
+                top.1 += 1;
+            }
+            if !deps.contains_key(d) {
+                continue;
+            }
+            match mark.get(d).copied().unwrap_or(0) {
+                2 => {}
+                1 => {
+                    let from = stack.iter().position(|(s, _)| *s == d).unwrap_or(0);
+                    let mut c: Vec<String> =
+                        stack[from..].iter().map(|(s, _)| s.to_string()).collect();
+                    c.push(d.to_string());
+                    return Some(c);
+                }
+                _ => {
+                    mark.insert(d, 1);
+                    stack.push((d, 0));
+                }
+            }
         }
     }
     None
@@ -210,6 +220,33 @@ mod tests {
         assert!(e.to_string().contains("duplicate job id `a`"));
         let e = m(r#"[{"id":"a","prompt":"p","depends_on":["zz"]}]"#).unwrap_err();
         assert!(e.to_string().contains("unknown job `zz`"));
+    }
+
+    #[test]
+    fn a_deep_chain_is_checked_without_overflowing_the_stack() {
+        // Each job depends on the next: the search goes 100,000 deep (it overflowed before).
+        let n = 100_000;
+        let jobs = (0..n)
+            .map(|i| {
+                let deps = if i + 1 < n {
+                    format!(r#"["j{}"]"#, i + 1)
+                } else {
+                    "[]".into()
+                };
+                format!(r#"{{"id":"j{i}","prompt":"p","depends_on":{deps}}}"#)
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        let text = format!(r#"{{"workspace":"w","jobs":[{jobs}]}}"#);
+        let mut m: Manifest = serde_json::from_str(&text).unwrap();
+        assert!(check_graph(&m, &|_| false).is_ok());
+        m.jobs[n - 1].depends_on = vec!["j0".into()];
+        let e = check_graph(&m, &|_| false).unwrap_err().to_string();
+        assert!(
+            e.contains("j0 -> j1 -> j2") && e.ends_with("j99999 -> j0"),
+            "{}",
+            &e[..80]
+        );
     }
 
     #[test]

@@ -28,6 +28,7 @@
 //! (the dispatcher loop), `commit` (its committer thread) and `launch` (one job's files and
 //! process, and the reaper).
 
+pub mod archive;
 mod commit;
 pub mod dispatch;
 pub mod docs;

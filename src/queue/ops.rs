@@ -115,30 +115,52 @@ pub fn submit(
 /// completed become ready; queued or ready jobs with a failed, timed-out, blocked or cancelled
 /// dependency become blocked. A dependency that is not live was archived, hence completed.
 pub fn settle(doc: &mut QueueDoc, now: Timestamp, actor: Option<&str>, events: &mut Vec<NewEvent>) {
-    loop {
-        let states: BTreeMap<(String, String), State> = doc
+    // Each waiting job's dependencies as indices of live jobs (`None`: not live, so archived),
+    // found once; each pass decides on the states as they were when it began (so which
+    // dependency a job is blocked by does not depend on the order of the jobs), copied into a
+    // plain vector rather than a map of cloned keys.
+    let deps: Vec<(usize, Vec<Option<usize>>)> = {
+        let at: std::collections::HashMap<(&str, &str), usize> = doc
             .jobs
             .iter()
-            .map(|j| ((j.workspace.clone(), j.id.clone()), j.state.state))
+            .enumerate()
+            .map(|(i, j)| ((j.workspace.as_str(), j.id.as_str()), i))
             .collect();
+        doc.jobs
+            .iter()
+            .enumerate()
+            .filter(|(_, j)| matches!(j.state.state, State::Queued | State::Ready))
+            .map(|(i, j)| {
+                let ds = j
+                    .depends_on
+                    .iter()
+                    .map(|d| at.get(&(j.workspace.as_str(), d.as_str())).copied())
+                    .collect();
+                (i, ds)
+            })
+            .collect()
+    };
+    loop {
+        let states: Vec<State> = doc.jobs.iter().map(|j| j.state.state).collect();
         let mut changed = false;
-        for job in doc.jobs.iter_mut() {
-            if !matches!(job.state.state, State::Queued | State::Ready) {
+        for (i, ds) in &deps {
+            if !matches!(doc.jobs[*i].state.state, State::Queued | State::Ready) {
                 continue;
             }
             let mut all_done = true;
             let mut stuck: Option<(String, State)> = None;
-            for d in &job.depends_on {
-                match states.get(&(job.workspace.clone(), d.clone())) {
+            for (d, at) in doc.jobs[*i].depends_on.iter().zip(ds) {
+                match at.map(|k| states[k]) {
                     None | Some(State::Completed) => {}
-                    Some(s) if s.is_stuck() || *s == State::Cancelled => {
-                        stuck = Some((d.clone(), *s));
+                    Some(s) if s.is_stuck() || s == State::Cancelled => {
+                        stuck = Some((d.clone(), s));
                         all_done = false;
                         break;
                     }
                     Some(_) => all_done = false,
                 }
             }
+            let job = &mut doc.jobs[*i];
             if let Some((dep, s)) = stuck {
                 let why = match s {
                     State::Failed => "failed",

@@ -17,6 +17,7 @@ mod props;
 mod protocol;
 mod queue;
 mod queue_hostile;
+mod queue_scale;
 mod races;
 mod sandbox;
 mod schemas;

@@ -44,12 +44,7 @@ pub fn run(ctx: &Ctx, args: CancelArgs) -> Result<u8> {
         let mut events = Vec::new();
         let stop = ops::cancel(&mut doc, &targets, ctx.now, &mut events);
         let archived = ops::archive(&mut doc);
-        for j in &archived {
-            tx.append(
-                conductor::queue::JOBS_DONE,
-                serde_json::to_string(j).expect("jobs serialize"),
-            )?;
-        }
+        conductor::queue::archive::append(tx, &ctx.store, &archived)?;
         tx.write(&doc)?;
         for e in events {
             tx.event(e);

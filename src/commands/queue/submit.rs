@@ -1,7 +1,7 @@
 //! `conductor queue submit MANIFEST|-`: check a manifest, create its workspace (docs copied in),
 //! and add its jobs.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -12,7 +12,7 @@ use crate::commands::Out;
 use crate::commands::{Ctx, print};
 use conductor::error::{Error, Result};
 use conductor::queue::manifest::{self, Manifest};
-use conductor::queue::{Layout, QueueDoc, State, Workspace, docs, ops};
+use conductor::queue::{Layout, QueueDoc, State, Workspace, archive, docs, ops};
 use conductor::store::Lock;
 
 /// The long help of `queue submit`.
@@ -56,7 +56,8 @@ pub fn read_text(arg: &str) -> Result<(String, String)> {
 /// Run `queue submit`.
 pub fn run(ctx: &Ctx, args: SubmitArgs) -> Result<u8> {
     let (text, source) = read_text(&args.manifest)?;
-    let m = manifest::parse(&text, &source)?;
+    // Dependencies on jobs already in the workspace are checked by `submit`, against the queue.
+    let m = manifest::parse_with(&text, &source, &|_| true)?;
     let report = submit(ctx, &m, args.docs_dir.as_deref())?;
     print(ctx.out, &report)
 }
@@ -74,14 +75,12 @@ pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Re
         }
     }
     let home = ctx.store.home().dir().to_path_buf();
-    let archived_completed: BTreeSet<String> = conductor::queue::archived(&ctx.store)?
-        .into_iter()
-        .filter(|j| j.workspace == m.workspace && j.state.state == State::Completed)
-        .map(|j| j.id)
-        .collect();
     // Check against a snapshot first, so refused input creates no directory at all; the
-    // transaction checks again under the lock.
+    // transaction checks again under the lock. The archive is consulted (through its index)
+    // only for dependencies that are neither in the manifest nor live.
     let snapshot: QueueDoc = ctx.store.read_doc(ctx.now)?;
+    let archived_completed =
+        archive::completed(&ctx.store, &m.workspace, &unresolved(m, &snapshot))?;
     let ws = Workspace {
         id: m.workspace.clone(),
         dir: Layout { home: home.clone() }
@@ -107,11 +106,14 @@ pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Re
     }
     let jobs = ctx.store.transaction(ctx.now, &[Lock::Queue], |tx| {
         let mut doc: QueueDoc = tx.read()?;
+        let wanted = unresolved(m, &doc);
+        let archived_completed = archive::completed_tx(tx, &ctx.store, &m.workspace, &wanted)?;
         let events = ops::submit(&mut doc, m, ws.clone(), &archived_completed, ctx.now)?;
+        let submitted: HashSet<&str> = m.jobs.iter().map(|s| s.id.as_str()).collect();
         let states: Vec<(String, State)> = doc
             .jobs
             .iter()
-            .filter(|j| j.workspace == m.workspace && m.jobs.iter().any(|s| s.id == j.id))
+            .filter(|j| j.workspace == m.workspace && submitted.contains(j.id.as_str()))
             .map(|j| (j.id.clone(), j.state.state))
             .collect();
         tx.write(&doc)?;
@@ -142,4 +144,22 @@ pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Re
         text,
         code: 0,
     })
+}
+
+/// The dependencies a manifest names that are neither among its jobs nor live jobs of its
+/// workspace: only those can be satisfied by archived jobs.
+fn unresolved(m: &Manifest, doc: &QueueDoc) -> BTreeSet<String> {
+    let ids: HashSet<&str> = m.jobs.iter().map(|j| j.id.as_str()).collect();
+    let live: HashSet<&str> = doc
+        .jobs
+        .iter()
+        .filter(|j| j.workspace == m.workspace)
+        .map(|j| j.id.as_str())
+        .collect();
+    m.jobs
+        .iter()
+        .flat_map(|j| &j.depends_on)
+        .filter(|d| !ids.contains(d.as_str()) && !live.contains(d.as_str()))
+        .cloned()
+        .collect()
 }
