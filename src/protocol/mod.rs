@@ -6,6 +6,7 @@
 //! `conflict` (exit 3), `blocked` (exit 4, `reason: "priority_gate"`) or `error` (exit 1 or 2,
 //! with a stable `reason`). The shapes are in `schemas/output.schema.json`.
 
+pub mod aliases;
 pub mod codec;
 pub mod events;
 pub mod foreign;

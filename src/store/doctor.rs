@@ -228,6 +228,10 @@ fn foreign_finding(status: &Path, mut st: State, now: Timestamp, repair: bool) -
     let mut resolver = crate::runtime::PathNormalizer::new(PathBuf::from("/"));
     let seen = foreign::Seen::Changed(None);
     let rec = foreign::reconcile(&mut st, seen, now, &mut resolver, &mut fx)?;
+    // Keys the other program wrote through a symlink keep its spelling (its own recipes
+    // release them by it); the next transaction records where they lead.
+    let applied = crate::protocol::aliases::applied_in(&st, &rec.aliases);
+    crate::protocol::aliases::restore(&mut st, &applied);
     let kept = match &rec.keep_copy {
         Some(suffix) => Some(atomic::keep_beside(status, suffix)?),
         None => None,

@@ -213,10 +213,16 @@ impl Store {
     pub fn read_unvalidated(&self, now: Timestamp) -> Result<State> {
         self.settle()?;
         let path = self.home.status();
-        match self.read_doc_bytes(<State as Document>::FILE)? {
-            None => Ok(State::empty(now)),
-            Some(bytes) => codec::decode_quick(&path, &bytes),
+        let mut st = match self.read_doc_bytes(<State as Document>::FILE)? {
+            None => return Ok(State::empty(now)),
+            Some(bytes) => codec::decode_quick(&path, &bytes)?,
+        };
+        // Keys another program wrote through a symlink are decided on where they lead. The
+        // map only says how a spelling resolves, so a snapshot of it is never wrong to apply.
+        if let Ok(known) = self.read_doc_file::<crate::protocol::aliases::KeyAliases>(now) {
+            crate::protocol::aliases::to_resolved(&mut st, &known.aliases);
         }
+        Ok(st)
     }
 
     /// Run a protocol operation on the state under `status.lock` and persist what it did: the
@@ -227,8 +233,26 @@ impl Store {
         mut op: impl FnMut(&mut State, &mut Vec<Effect>) -> Result<T>,
     ) -> Result<T> {
         self.transaction(now, &[Lock::Status], |tx| {
+            use crate::protocol::aliases::{self, KeyAliases};
             use crate::protocol::foreign::{self, Seen};
             let (mut state, last_writer) = tx.read_tracked::<State>()?;
+            // Keys another program wrote through a symlink: resolved for the operation, written
+            // back as they were (see `protocol::aliases`).
+            let known: KeyAliases = tx.read()?;
+            let mut applied = Vec::new();
+            let last_writer = match last_writer {
+                txn::LastWriter::Conductor if known.damaged => txn::LastWriter::Other(None),
+                txn::LastWriter::Conductor => {
+                    applied = aliases::to_resolved(&mut state, &known.aliases);
+                    txn::LastWriter::Conductor
+                }
+                txn::LastWriter::Other(mut previous) => {
+                    if let Some(p) = previous.as_mut() {
+                        aliases::to_resolved(p, &known.aliases);
+                    }
+                    txn::LastWriter::Other(previous)
+                }
+            };
             let seen = match &last_writer {
                 txn::LastWriter::Conductor => Seen::Own,
                 txn::LastWriter::Other(previous) => Seen::Changed(previous.as_ref()),
@@ -236,7 +260,17 @@ impl Store {
             let mut effects = Vec::new();
             let mut resolver = crate::runtime::PathNormalizer::new(PathBuf::from("/"));
             let rec = foreign::reconcile(&mut state, seen, now, &mut resolver, &mut effects)?;
+            if matches!(seen, Seen::Changed(_)) {
+                applied = aliases::applied_in(&state, &rec.aliases);
+            }
             let value = op(&mut state, &mut effects)?;
+            let kept = aliases::restore(&mut state, &applied);
+            if kept != known.aliases || known.damaged {
+                tx.write(&KeyAliases {
+                    aliases: kept,
+                    damaged: false,
+                })?;
+            }
             if let Some(suffix) = &rec.keep_copy {
                 atomic::keep_beside(&self.home.status(), suffix)?;
                 self.prune_foreign_copies();
