@@ -219,7 +219,9 @@ impl Store {
         };
         // Keys another program wrote through a symlink are decided on where they lead. The
         // map only says how a spelling resolves, so a snapshot of it is never wrong to apply.
-        if let Ok(known) = self.read_doc_file::<crate::protocol::aliases::KeyAliases>(now) {
+        if self.remote.is_none()
+            && let Ok(known) = self.read_doc_file::<crate::protocol::aliases::KeyAliases>(now)
+        {
             crate::protocol::aliases::to_resolved(&mut st, &known.aliases);
         }
         Ok(st)
@@ -238,7 +240,12 @@ impl Store {
             let (mut state, last_writer) = tx.read_tracked::<State>()?;
             // Keys another program wrote through a symlink: resolved for the operation, written
             // back as they were (see `protocol::aliases`).
-            let known: KeyAliases = tx.read()?;
+            // Only conductor writes a shared store's keys: no other program's spellings there.
+            let known: KeyAliases = if self.remote.is_some() {
+                KeyAliases::default()
+            } else {
+                tx.read()?
+            };
             let mut applied = Vec::new();
             let last_writer = match last_writer {
                 txn::LastWriter::Conductor if known.damaged => txn::LastWriter::Other(None),
