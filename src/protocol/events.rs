@@ -35,6 +35,11 @@ pub const DRIFT_WARNING: &str = "drift.warning";
 /// `gate.blocked`: the priority gate refused a task (no state change).
 pub const GATE_BLOCKED: &str = "gate.blocked";
 
+/// `journal.gap`: the journal was found cut back below seqs already given out (truncated or
+/// rewritten by hand); this event takes the next seq above the highest ever given, and its
+/// payload names the lost range (`lost_after`, `lost_through`). Readers move past it.
+pub const JOURNAL_GAP: &str = "journal.gap";
+
 /// Every event type this build writes.
 pub const ALL_TYPES: &[&str] = &[
     INSTANCE_STARTED,
@@ -49,6 +54,7 @@ pub const ALL_TYPES: &[&str] = &[
     INSTANCE_ORPHANED,
     DRIFT_WARNING,
     GATE_BLOCKED,
+    JOURNAL_GAP,
 ];
 
 /// An event as an operation describes it, before the store numbers it.

@@ -127,6 +127,7 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
     // The event journal: every line an event, seqs strictly increasing across segments and the
     // active file (a bad line would otherwise stop every write that appends an event).
     let last = std::cell::Cell::new(0u64);
+    let gaps = std::cell::RefCell::new(Vec::new());
     let event_ok = |line: &str| -> std::result::Result<(), String> {
         let ev: crate::protocol::events::Event =
             serde_json::from_str(line).map_err(|e| format!("not an event ({e})"))?;
@@ -134,6 +135,9 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
             return Err(format!("seq {} does not follow {}", ev.seq, last.get()));
         }
         last.set(ev.seq);
+        if ev.event_type == crate::protocol::events::JOURNAL_GAP {
+            gaps.borrow_mut().push(ev);
+        }
         Ok(())
     };
     let mut journal: Vec<PathBuf> = super::journal::segments(home.dir())?
@@ -149,6 +153,12 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
             .into_owned();
         out.push(check_ledger(&path, &name, &event_ok, repair, now)?);
     }
+    out.push(super::journal_check::high_water(
+        home.dir(),
+        last.get(),
+        &gaps.borrow(),
+        repair,
+    )?);
 
     // User-written settings.
     out.push(check_doc::<Sprint>(

@@ -23,6 +23,8 @@ pub mod doctor;
 pub mod etcd;
 pub mod home;
 pub mod journal;
+pub mod journal_check;
+pub mod journal_mark;
 pub mod ledger;
 pub mod lock;
 pub mod redo;

@@ -725,8 +725,10 @@ impl Store {
                 data: join_lines(lines),
             });
         }
+        let mut high_water = None;
         if let Some(retention) = retention {
-            let lines = journal::number(dir, retention, now, &events)?;
+            let (lines, last) = journal::number(dir, retention, now, &events)?;
+            high_water = Some(last);
             let path = dir.join(journal::ACTIVE);
             ledger::repair(&path)?;
             record.appends.push(redo::Append {
@@ -755,6 +757,10 @@ impl Store {
         match redo::apply(dir, &record) {
             Ok(()) => {
                 redo::clear(&f);
+                if let Some(seq) = high_water {
+                    // Best effort: the journal holds the same number (see `journal_mark`).
+                    let _ = super::journal_mark::raise(dir, seq);
+                }
                 Ok(())
             }
             // Out of space while appending, before any rename: abandon the transaction whole.
