@@ -78,7 +78,7 @@ impl Error {
         Error::Io {
             action,
             path: path.to_path_buf(),
-            source,
+            source: without_path(source),
         }
     }
 
@@ -141,6 +141,19 @@ impl Error {
     /// True when stdout was closed under us (`conductor history | head`).
     pub fn is_broken_pipe(&self) -> bool {
         matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+}
+
+/// The `tempfile` crate appends ` at path "..."` to its errors; the message names the path
+/// already, once.
+fn without_path(e: std::io::Error) -> std::io::Error {
+    if e.raw_os_error().is_some() || e.get_ref().is_none() {
+        return e;
+    }
+    let text = e.to_string();
+    match text.rfind(" at path \"") {
+        Some(i) => std::io::Error::new(e.kind(), text[..i].to_string()),
+        None => e,
     }
 }
 

@@ -5,6 +5,7 @@ mod common;
 mod agree;
 mod corrupt;
 mod crash;
+mod disk_full;
 mod etcd;
 mod events;
 mod faults;
