@@ -94,8 +94,7 @@ pub fn restore(st: &mut State, applied: &[Applied]) -> BTreeMap<String, String> 
             continue;
         }
         st.global_claims.remove(&a.resolved);
-        st.global_claims
-            .insert(a.written.clone(), a.holder.clone());
+        st.global_claims.insert(a.written.clone(), a.holder.clone());
         rename_listed(st, &a.holder, &a.resolved, &a.written);
         kept.insert(a.written.clone(), a.resolved.clone());
     }
@@ -123,4 +122,68 @@ pub fn applied_in(st: &State, aliases: &BTreeMap<String, String>) -> Vec<Applied
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Timestamp;
+
+    fn state() -> State {
+        let now = Timestamp::parse("2026-01-17T10:00:00Z").unwrap();
+        let mut st = State::empty(now);
+        let mut fx = Vec::new();
+        let mut hex = || "0a0b0c".to_string();
+        let id = crate::protocol::ops::start(
+            &mut st,
+            crate::protocol::ops::NewInstance {
+                source: crate::protocol::Source::Web,
+                project: "p".into(),
+                task: "t".into(),
+                priority: crate::protocol::Priority::P1,
+                working_directory: "/w".into(),
+                override_reason: None,
+                pid: None,
+                host: None,
+                session_id: None,
+            },
+            None,
+            &mut hex,
+            now,
+            &mut fx,
+        );
+        st.global_claims.insert("/link/s.ts".into(), id.clone());
+        st.instance_mut(&id).unwrap().files_claimed = vec!["/link/s.ts".into()];
+        st
+    }
+
+    #[test]
+    fn a_written_spelling_is_resolved_for_the_operation_and_given_back() {
+        let mut st = state();
+        let before = st.clone();
+        let map = BTreeMap::from([("/link/s.ts".to_string(), "/real/s.ts".to_string())]);
+        let applied = to_resolved(&mut st, &map);
+        assert_eq!(applied.len(), 1);
+        assert!(st.global_claims.contains_key("/real/s.ts"));
+        assert_eq!(st.instances[0].files_claimed, ["/real/s.ts"]);
+        assert_eq!(restore(&mut st, &applied), map);
+        assert_eq!(st, before);
+    }
+
+    #[test]
+    fn a_released_or_handed_over_file_is_not_given_back() {
+        let map = BTreeMap::from([("/link/s.ts".to_string(), "/real/s.ts".to_string())]);
+        let mut st = state();
+        let applied = to_resolved(&mut st, &map);
+        st.global_claims.clear();
+        st.instances[0].files_claimed.clear();
+        assert!(restore(&mut st, &applied).is_empty());
+        assert!(st.global_claims.is_empty());
+        let mut st = state();
+        let applied = to_resolved(&mut st, &map);
+        st.global_claims
+            .insert("/real/s.ts".into(), "cli-000001".into());
+        assert!(restore(&mut st, &applied).is_empty());
+        assert_eq!(st.global_claims["/real/s.ts"], "cli-000001");
+    }
 }

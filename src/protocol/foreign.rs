@@ -271,9 +271,7 @@ fn repair_with(
         }
     }
     // A spelling whose claim lost to another holder's is no alias of anything held.
-    aliases.retain(|written, resolved| {
-        truth.get(resolved).map(|(h, _)| h) == claims.get(written)
-    });
+    aliases.retain(|written, resolved| truth.get(resolved).map(|(h, _)| h) == claims.get(written));
     if !rewritten.is_empty() {
         let examples: Vec<String> = rewritten
             .iter()

@@ -17,10 +17,7 @@ pub fn high_water(dir: &Path, last: u64, gaps: &[Event], repair: bool) -> Result
     let mark = journal_mark::read(dir);
     let name = journal_mark::FILE.to_string();
     let lost = |after: u64, through: u64| format!("events {}..{through}", after + 1);
-    let unacknowledged: Vec<&Event> = gaps
-        .iter()
-        .filter(|g| g.seq > mark.acknowledged)
-        .collect();
+    let unacknowledged: Vec<&Event> = gaps.iter().filter(|g| g.seq > mark.acknowledged).collect();
     // Acknowledged ahead: the gap the next event opens (at `mark.seq + 1`) is already known.
     let cut_back = mark.seq > last && mark.acknowledged <= mark.seq;
     let detail = if cut_back {

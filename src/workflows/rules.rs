@@ -238,10 +238,7 @@ pub fn path_matches(pattern: &str, path: &str, ctx: &Context) -> bool {
             || glob(&abs_s)
             || (!rel.is_empty() && glob(&rel))
             || pat_abs.is_some_and(|p| p.is_match(abs_s.as_ref()))
-            || abs
-                .ancestors()
-                .skip(1)
-                .any(|a| glob(&a.to_string_lossy()));
+            || abs.ancestors().skip(1).any(|a| glob(&a.to_string_lossy()));
     }
     let trimmed = pat.trim_end_matches('/');
     if trimmed.is_empty() {
@@ -490,13 +487,7 @@ noDeletePaths:
     #[test]
     fn character_classes_guard_paths() {
         let rules = parse("zeroAccessPaths: ['secret[0-9].txt', '*.[pP][eE][mM]']").unwrap();
-        let read = |p: &str| {
-            check(
-                &rules,
-                &ToolCall::Read { path: p.into() },
-                &ctx(),
-            )
-        };
+        let read = |p: &str| check(&rules, &ToolCall::Read { path: p.into() }, &ctx());
         assert!(matches!(read("secret3.txt"), Decision::Deny(_)));
         assert!(matches!(read("deep/dir/secret3.txt"), Decision::Deny(_)));
         assert!(matches!(read("keys/server.PEM"), Decision::Deny(_)));
@@ -522,8 +513,10 @@ noDeletePaths:
         std::thread::spawn(move || {
             let pattern = format!("{}b", "*a".repeat(30));
             let path = format!("/w/{}", "a".repeat(200));
-            let rules = parse(&format!("zeroAccessPaths: ['{pattern}', '**/{pattern}/**']"))
-                .unwrap();
+            let rules = parse(&format!(
+                "zeroAccessPaths: ['{pattern}', '**/{pattern}/**']"
+            ))
+            .unwrap();
             let d = check(&rules, &ToolCall::Read { path }, &ctx());
             let _ = tx.send(d);
         });
@@ -536,7 +529,10 @@ noDeletePaths:
     #[test]
     fn bad_globs_and_regexes_are_one_line_naming_the_rule() {
         let e = parse("zeroAccessPaths: [.env, 'secret[0-9.txt']").unwrap_err();
-        assert!(e.starts_with("zeroAccessPaths[1] `secret[0-9.txt` is not a valid glob"), "{e}");
+        assert!(
+            e.starts_with("zeroAccessPaths[1] `secret[0-9.txt` is not a valid glob"),
+            "{e}"
+        );
         assert_eq!(e.lines().count(), 1, "{e}");
         let e = parse("noDeletePaths: ['{a,b']").unwrap_err();
         assert!(e.starts_with("noDeletePaths[0]"), "{e}");

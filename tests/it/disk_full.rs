@@ -20,7 +20,13 @@ impl Tmpfs {
     fn mount(path: &Path, size: &str) -> Option<Tmpfs> {
         std::fs::create_dir_all(path).unwrap();
         let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
             .arg(path)
             .output()
             .ok()?;
@@ -102,12 +108,19 @@ fn until_it_fits(env: &TestEnv, fs: &Tmpfs, what: &str, act: &dyn Fn(usize) -> R
             std::fs::remove_file(f).unwrap();
         }
         if r.code == 0 {
-            assert!(attempt > 0, "{what}: the first attempt on a full disk succeeded");
+            assert!(
+                attempt > 0,
+                "{what}: the first attempt on a full disk succeeded"
+            );
             return attempt;
         }
         assert_eq!(r.code, 1, "{what}, {attempt} page(s) free: {r:?}");
         let lines: Vec<&str> = r.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-        assert_eq!(lines.len(), 1, "{what}, {attempt} page(s) free: one line: {r:?}");
+        assert_eq!(
+            lines.len(),
+            1,
+            "{what}, {attempt} page(s) free: one line: {r:?}"
+        );
         assert!(
             lines[0].contains("No space left on device"),
             "{what}, {attempt} page(s) free: {r:?}"
@@ -136,7 +149,8 @@ fn a_claim_on_a_full_disk_leaves_the_home_as_it_was() {
         return;
     };
     let id = env.start("Fill", "P1");
-    env.run(&["claim", "--instance", &id, "src/first.rs"]).code(0);
+    env.run(&["claim", "--instance", &id, "src/first.rs"])
+        .code(0);
     let failed = until_it_fits(&env, &fs, "claim", &|i| {
         env.run(&["claim", "--instance", &id, &format!("src/f{i}.rs")])
     });

@@ -805,7 +805,9 @@ fn a_journal_cut_back_by_hand_never_reuses_a_seq() {
     let line = doctor_says(1);
     assert!(
         line.starts_with("BAD")
-            && line.contains(&format!("ends at seq 2 but seq {max} was already given out")),
+            && line.contains(&format!(
+                "ends at seq 2 but seq {max} was already given out"
+            )),
         "{line}"
     );
     // A watcher that had read everything, waiting for more.
@@ -840,18 +842,18 @@ fn a_journal_cut_back_by_hand_never_reuses_a_seq() {
     assert!(doctor_says(0).starts_with("ok"));
 
     // Rewritten by hand with smaller seqs, then deleted: still never reused.
-    let rewritten: String = all
-        .iter()
-        .take(2)
-        .map(|e| format!("{e}\n"))
-        .collect();
+    let rewritten: String = all.iter().take(2).map(|e| format!("{e}\n")).collect();
     std::fs::write(&journal, rewritten).unwrap();
     env.exec(&["heartbeat", "--instance", &id]).code(0);
     let seqs: Vec<u64> = all_events(&env)
         .iter()
         .map(|e| e["seq"].as_u64().unwrap())
         .collect();
-    assert_eq!(seqs, [1, 2, max + 3, max + 4], "a new gap marker, then the event");
+    assert_eq!(
+        seqs,
+        [1, 2, max + 3, max + 4],
+        "a new gap marker, then the event"
+    );
     std::fs::remove_file(&journal).unwrap();
     assert!(doctor_says(1).contains("ends at seq 0"));
     env.exec(&["heartbeat", "--instance", &id]).code(0);

@@ -620,9 +620,12 @@ fn workflow_rules_globs_have_classes_and_never_hang() {
     ));
     let id = start(&env, "one");
     let guard = |path: &str| {
-        let child = run_cmd(&env, &["workflow", "guard", "--session", &id, "--read", path])
-            .spawn()
-            .unwrap();
+        let child = run_cmd(
+            &env,
+            &["workflow", "guard", "--session", &id, "--read", path],
+        )
+        .spawn()
+        .unwrap();
         finish_in(&env, child, 20)
     };
     guard("secret4.txt").code(4);
