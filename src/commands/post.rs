@@ -97,12 +97,24 @@ pub fn text(t: String) -> Result<String> {
     if t != "-" {
         return Ok(t);
     }
-    let mut s = String::new();
+    let mut bytes = Vec::new();
     std::io::stdin()
         .take(agents::MAX_POST_BYTES as u64 + 1)
-        .read_to_string(&mut s)
+        .read_to_end(&mut bytes)
         .map_err(|e| Error::io("read", std::path::Path::new("stdin"), e))?;
-    Ok(s)
+    if bytes.len() > agents::MAX_POST_BYTES {
+        // Too large either way (the cut may split a character): the size check says so.
+        return Ok(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        Error::invalid(
+            "invalid_input",
+            format!(
+                "the text on stdin is not UTF-8 (byte {} is not)",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
 }
 
 fn posted(ctx: &Ctx, m: &agents::Message) -> Result<u8> {

@@ -129,6 +129,7 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
     // The event journal: every line an event, seqs strictly increasing across segments and the
     // active file (a bad line would otherwise stop every write that appends an event).
     let last = std::cell::Cell::new(0u64);
+    let gaps = std::cell::RefCell::new(Vec::new());
     let event_ok = |line: &str| -> std::result::Result<(), String> {
         let ev: crate::store::event::Event =
             serde_json::from_str(line).map_err(|e| format!("not an event ({e})"))?;
@@ -136,6 +137,9 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
             return Err(format!("seq {} does not follow {}", ev.seq, last.get()));
         }
         last.set(ev.seq);
+        if ev.event_type == crate::protocol::events::JOURNAL_GAP {
+            gaps.borrow_mut().push(ev);
+        }
         Ok(())
     };
     let mut journal: Vec<PathBuf> = crate::store::journal::segments(home.dir())?
@@ -151,6 +155,12 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
             .into_owned();
         out.push(check_ledger(&path, &name, &event_ok, repair, now)?);
     }
+    out.push(super::journal_check::high_water(
+        home.dir(),
+        last.get(),
+        &gaps.borrow(),
+        repair,
+    )?);
 
     // User-written settings.
     out.push(check_doc::<Sprint>(
@@ -230,6 +240,10 @@ fn foreign_finding(status: &Path, mut st: State, now: Timestamp, repair: bool) -
     let mut resolver = crate::protocol::local::PathNormalizer::new(PathBuf::from("/"));
     let seen = foreign::Seen::Changed(None);
     let rec = foreign::reconcile(&mut st, seen, now, &mut resolver, &mut fx)?;
+    // Keys the other program wrote through a symlink keep its spelling (its own recipes
+    // release them by it); the next transaction records where they lead.
+    let applied = crate::protocol::aliases::applied_in(&st, &rec.aliases);
+    crate::protocol::aliases::restore(&mut st, &applied);
     let kept = match &rec.keep_copy {
         Some(suffix) => Some(atomic::keep_beside(status, suffix)?),
         None => None,

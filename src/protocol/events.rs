@@ -30,6 +30,8 @@ pub const DRIFT_WARNING: &str = "drift.warning";
 /// `gate.blocked`: the priority gate refused a task (no state change).
 pub const GATE_BLOCKED: &str = "gate.blocked";
 
+pub use crate::store::journal::JOURNAL_GAP;
+
 /// Every event type this build writes.
 pub const ALL_TYPES: &[&str] = &[
     INSTANCE_STARTED,
@@ -44,6 +46,7 @@ pub const ALL_TYPES: &[&str] = &[
     INSTANCE_ORPHANED,
     DRIFT_WARNING,
     GATE_BLOCKED,
+    JOURNAL_GAP,
 ];
 
 #[cfg(test)]

@@ -78,6 +78,10 @@ pub struct Reconciled {
     /// The state was rewritten: keep the file as read beside it under this suffix
     /// (`status.json.<suffix>`) before replacing it.
     pub keep_copy: Option<String>,
+    /// Keys the other program wrote through a symlink (as written → resolved): the state now
+    /// has them resolved, and the store gives them their written spelling back before writing
+    /// (see [`super::aliases`]). Not a repair.
+    pub aliases: BTreeMap<String, String>,
 }
 
 /// Called at the start of every protocol transaction, before the operation runs. With
@@ -94,12 +98,16 @@ pub fn reconcile(
     let Seen::Changed(previous) = seen else {
         return Ok(Reconciled::default());
     };
-    let notes = repair(state, previous, resolve);
+    let mut aliases = BTreeMap::new();
+    let notes = repair_with(state, previous, resolve, &mut aliases);
     if let Some(prev) = previous {
         fx.extend(external_events(prev, state).into_iter().map(Effect::Event));
     }
     if notes.is_empty() {
-        return Ok(Reconciled::default());
+        return Ok(Reconciled {
+            keep_copy: None,
+            aliases,
+        });
     }
     let suffix = format!("foreign-{}", now.compact());
     for n in &notes {
@@ -117,6 +125,7 @@ pub fn reconcile(
     });
     Ok(Reconciled {
         keep_copy: Some(suffix),
+        aliases,
     })
 }
 
@@ -174,6 +183,17 @@ fn is_lexically_normal(p: &str) -> bool {
 
 /// Rewrite `st` into canonical, consistent form; one note per change.
 fn repair(st: &mut State, previous: Option<&State>, resolve: &mut dyn Resolve) -> Vec<String> {
+    repair_with(st, previous, resolve, &mut BTreeMap::new())
+}
+
+/// [`repair`], collecting in `aliases` the keys that differ from their resolved form only by
+/// symlinks (absolute and lexically normal as written): resolving them is not a repair.
+fn repair_with(
+    st: &mut State,
+    previous: Option<&State>,
+    resolve: &mut dyn Resolve,
+    aliases: &mut BTreeMap<String, String>,
+) -> Vec<String> {
     let mut notes = Vec::new();
 
     // One instance per id: a second one with the same id cannot be told apart, drop it.
@@ -228,7 +248,9 @@ fn repair(st: &mut State, previous: Option<&State>, resolve: &mut dyn Resolve) -
             continue;
         };
         let exact = c == *key;
-        if !exact {
+        if !exact && is_lexically_normal(key) {
+            aliases.insert(key.clone(), c.clone());
+        } else if !exact {
             rewritten.push((key.clone(), c.clone()));
         }
         match truth.get_mut(&c) {
@@ -250,6 +272,8 @@ fn repair(st: &mut State, previous: Option<&State>, resolve: &mut dyn Resolve) -
             }
         }
     }
+    // A spelling whose claim lost to another holder's is no alias of anything held.
+    aliases.retain(|written, resolved| truth.get(resolved).map(|(h, _)| h) == claims.get(written));
     if !rewritten.is_empty() {
         let examples: Vec<String> = rewritten
             .iter()
@@ -311,7 +335,11 @@ fn repair(st: &mut State, previous: Option<&State>, resolve: &mut dyn Resolve) -
                 listed.push(f.clone());
             }
         }
-        if notes.len() == noted && listed != original {
+        let original_resolved: Vec<&String> = original
+            .iter()
+            .map(|f| aliases.get(f).unwrap_or(f))
+            .collect();
+        if notes.len() == noted && listed.iter().ne(original_resolved.iter().copied()) {
             notes.push(format!(
                 "rewrote the files_claimed of {} in canonical form (one entry per file)",
                 inst.id

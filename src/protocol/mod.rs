@@ -6,12 +6,14 @@
 //! `conflict` (exit 3), `blocked` (exit 4, `reason: "priority_gate"`) or `error` (exit 1 or 2,
 //! with a stable `reason`). The shapes are in `schemas/output.schema.json`.
 
+pub mod aliases;
 pub mod codec;
 pub mod conflicts_log;
 pub mod doctor;
 pub mod events;
 pub mod foreign;
 pub mod gate;
+pub mod journal_check;
 pub mod local;
 pub mod ops;
 pub mod request;

@@ -57,10 +57,18 @@ pub fn read(store: &Store, now: Timestamp) -> Result<State> {
 /// The protocol state for a quick read-only decision (agent hooks, prompt). No lock.
 pub fn read_unvalidated(store: &Store, now: Timestamp) -> Result<State> {
     let path = store.home().status();
-    match store.read_file(<State as Document>::FILE)? {
-        None => Ok(State::empty(now)),
-        Some(bytes) => codec::decode_quick(&path, &bytes),
+    let mut st = match store.read_file(<State as Document>::FILE)? {
+        None => return Ok(State::empty(now)),
+        Some(bytes) => codec::decode_quick(&path, &bytes)?,
+    };
+    // Keys another program wrote through a symlink are decided on where they lead. The map
+    // only says how a spelling resolves, so a snapshot of it is never wrong to apply.
+    if store.remote().is_none()
+        && let Ok(known) = store.read_doc::<super::aliases::KeyAliases>(now)
+    {
+        super::aliases::to_resolved(&mut st, &known.aliases);
     }
+    Ok(st)
 }
 
 /// `sprint.json`, if present (validated).
@@ -76,8 +84,31 @@ pub fn transact<T>(
     mut op: impl FnMut(&mut State, &mut Vec<Effect>) -> Result<T>,
 ) -> Result<T> {
     store.transaction(now, &[Lock::Status], |tx| {
+        use super::aliases::{self, KeyAliases};
         use super::foreign::{self, Seen};
         let (mut state, last_writer) = tx.read_tracked::<State>()?;
+        // Keys another program wrote through a symlink: resolved for the operation, written
+        // back as they were (see `protocol::aliases`). Only conductor writes a shared store's
+        // keys: no other program's spellings there.
+        let known: KeyAliases = if store.remote().is_some() {
+            KeyAliases::default()
+        } else {
+            tx.read()?
+        };
+        let mut applied = Vec::new();
+        let last_writer = match last_writer {
+            LastWriter::Conductor if known.damaged => LastWriter::Other(None),
+            LastWriter::Conductor => {
+                applied = aliases::to_resolved(&mut state, &known.aliases);
+                LastWriter::Conductor
+            }
+            LastWriter::Other(mut previous) => {
+                if let Some(p) = previous.as_mut() {
+                    aliases::to_resolved(p, &known.aliases);
+                }
+                LastWriter::Other(previous)
+            }
+        };
         let seen = match &last_writer {
             LastWriter::Conductor => Seen::Own,
             LastWriter::Other(previous) => Seen::Changed(previous.as_ref()),
@@ -85,7 +116,17 @@ pub fn transact<T>(
         let mut effects = Vec::new();
         let mut resolver = crate::protocol::local::PathNormalizer::new(PathBuf::from("/"));
         let rec = foreign::reconcile(&mut state, seen, now, &mut resolver, &mut effects)?;
+        if matches!(seen, Seen::Changed(_)) {
+            applied = aliases::applied_in(&state, &rec.aliases);
+        }
         let value = op(&mut state, &mut effects)?;
+        let kept = aliases::restore(&mut state, &applied);
+        if kept != known.aliases || known.damaged {
+            tx.write(&KeyAliases {
+                aliases: kept,
+                damaged: false,
+            })?;
+        }
         if let Some(suffix) = &rec.keep_copy {
             atomic::keep_beside(&store.home().status(), suffix)?;
             prune_foreign_copies(store);

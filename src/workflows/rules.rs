@@ -12,11 +12,13 @@
 //! noDeletePaths: [".git/", "README.md"]           # never removed or moved by a command
 //! ```
 //!
-//! Paths: `~` is expanded; a pattern with `*`, `?` or `[` is a glob matched against the file's
-//! name, its absolute path and its path relative to the working directory (`**` crosses
-//! directories); an absolute pattern matches that path and everything under it; a relative
-//! pattern without `/` matches any path component (`.env`, `.git`), one with `/` is taken
-//! from the working directory.
+//! Paths: `~` is expanded; a pattern with `*`, `?`, `[` or `{` is a glob (the `globset` crate's
+//! syntax: `*` and `?` stay within one path component, `**` crosses directories, `[0-9]`,
+//! `[!a]` and `{a,b}` work, matching takes linear time) matched against the file's name, its
+//! absolute path and its path relative to the working directory; an absolute pattern matches
+//! that path and everything under it; a relative pattern without `/` matches any path component
+//! (`.env`, `.git`), one with `/` is taken from the working directory. A rules file with a glob
+//! or a regex that does not compile is refused when it is parsed, naming the rule.
 //!
 //! [`check`] is pure: it decides one tool call. The agent hook calls it for a worker (it finds
 //! the worker's session in `CONDUCTOR_WORKFLOW_SESSION`) through [`super::guard`], which also
@@ -102,10 +104,54 @@ pub fn parse(text: &str) -> Result<Rules, String> {
         yaml_serde::from_str(text).map_err(|e| e.to_string())?
     };
     for (i, p) in rules.bash_tool_patterns.iter().enumerate() {
-        regex::Regex::new(&p.pattern)
-            .map_err(|e| format!("bashToolPatterns[{i}].pattern is not a valid regex: {e}"))?;
+        regex::Regex::new(&p.pattern).map_err(|e| {
+            format!(
+                "bashToolPatterns[{i}].pattern `{}` is not a valid regex: {}",
+                p.pattern,
+                regex_error(&e)
+            )
+        })?;
+    }
+    for (key, list) in [
+        ("zeroAccessPaths", &rules.zero_access_paths),
+        ("readOnlyPaths", &rules.read_only_paths),
+        ("noDeletePaths", &rules.no_delete_paths),
+    ] {
+        for (i, p) in list.iter().enumerate() {
+            if is_glob(p) {
+                compile_glob(p)
+                    .map_err(|e| format!("{key}[{i}] `{p}` is not a valid glob: {e}"))?;
+            }
+        }
     }
     Ok(rules)
+}
+
+/// A regex error on one line: the `regex` crate's syntax errors draw the pattern and a caret
+/// over several lines; only the line saying what is wrong is kept.
+pub fn regex_error(e: &regex::Error) -> String {
+    let text = e.to_string();
+    text.lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("error: "))
+        .map(str::to_string)
+        .unwrap_or_else(|| text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// True when a path rule is a glob rather than a plain path.
+fn is_glob(pattern: &str) -> bool {
+    pattern.contains(['*', '?', '[', '{'])
+}
+
+/// A glob as rules mean it: `*` and `?` never cross `/`, `**` does. The error is what is wrong
+/// with it, on one line.
+fn compile_glob(pattern: &str) -> Result<globset::GlobMatcher, String> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| e.kind().to_string())
 }
 
 /// The places a rule's paths are resolved against.
@@ -157,30 +203,28 @@ fn lexical(p: &Path) -> PathBuf {
     out
 }
 
-/// Glob match: `*` and `?` within one path component, `**` across components.
+/// Glob match (see [`compile_glob`]); a pattern that does not compile matches nothing (rules
+/// files are checked when parsed).
 pub fn glob(pattern: &str, text: &str) -> bool {
-    fn m(p: &[u8], t: &[u8]) -> bool {
-        match p.first() {
-            None => t.is_empty(),
-            Some(b'*') if p.get(1) == Some(&b'*') => {
-                let rest = p[2..].strip_prefix(b"/").unwrap_or(&p[2..]);
-                (0..=t.len()).any(|i| m(rest, &t[i..]))
-            }
-            Some(b'*') => (0..=t.len())
-                .take_while(|i| *i == 0 || t[i - 1] != b'/')
-                .any(|i| m(&p[1..], &t[i..])),
-            Some(b'?') => t.first().is_some_and(|c| *c != b'/') && m(&p[1..], &t[1..]),
-            Some(c) => t.first() == Some(c) && m(&p[1..], &t[1..]),
-        }
-    }
-    m(pattern.as_bytes(), text.as_bytes())
+    compile_glob(pattern).is_ok_and(|m| m.is_match(text))
 }
 
 /// True when `path` (as written by the agent) falls under the rule pattern.
 pub fn path_matches(pattern: &str, path: &str, ctx: &Context) -> bool {
     let abs = ctx.absolute(path);
     let pat = ctx.expand(pattern);
-    if pat.contains(['*', '?', '[']) {
+    if is_glob(&pat) {
+        let Ok(glob) = compile_glob(&pat) else {
+            return false;
+        };
+        let pat_abs = if Path::new(&pat).is_absolute() {
+            None
+        } else {
+            // The working directory is a path, not a pattern: its `[` or `*` are literal.
+            let cwd = globset::escape(&ctx.cwd.to_string_lossy());
+            compile_glob(&format!("{}/{pat}", cwd.trim_end_matches('/'))).ok()
+        };
+        let glob = |text: &str| glob.is_match(text);
         let name = abs
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -190,19 +234,11 @@ pub fn path_matches(pattern: &str, path: &str, ctx: &Context) -> bool {
             .strip_prefix(&ctx.cwd)
             .map(|r| r.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let pat_abs = if Path::new(&pat).is_absolute() {
-            None
-        } else {
-            Some(ctx.cwd.join(&pat).to_string_lossy().into_owned())
-        };
-        return glob(&pat, &name)
-            || glob(&pat, &abs_s)
-            || (!rel.is_empty() && glob(&pat, &rel))
-            || pat_abs.is_some_and(|p| glob(&p, &abs_s))
-            || abs
-                .ancestors()
-                .skip(1)
-                .any(|a| glob(&pat, &a.to_string_lossy()));
+        return glob(&name)
+            || glob(&abs_s)
+            || (!rel.is_empty() && glob(&rel))
+            || pat_abs.is_some_and(|p| p.is_match(abs_s.as_ref()))
+            || abs.ancestors().skip(1).any(|a| glob(&a.to_string_lossy()));
     }
     let trimmed = pat.trim_end_matches('/');
     if trimmed.is_empty() {
@@ -437,6 +473,74 @@ noDeletePaths:
         assert!(glob("**/*.pem", "d/e/a.pem"));
         assert!(glob("/home/**", "/home/u/x"));
         assert!(glob("secret?.txt", "secret1.txt"));
+        assert!(!glob("secret?.txt", "secret/.txt"));
+        // Character classes, alternatives, negation.
+        assert!(glob("secret[0-9].txt", "secret7.txt"));
+        assert!(!glob("secret[0-9].txt", "secretx.txt"));
+        assert!(glob("*.[pP][eE][mM]", "server.PeM"));
+        assert!(!glob("*.[pP][eE][mM]", "server.pen"));
+        assert!(glob("id_{rsa,ed25519}", "id_ed25519"));
+        assert!(glob("[!.]*", "a"));
+        assert!(!glob("[!.]*", ".a"));
+    }
+
+    #[test]
+    fn character_classes_guard_paths() {
+        let rules = parse("zeroAccessPaths: ['secret[0-9].txt', '*.[pP][eE][mM]']").unwrap();
+        let read = |p: &str| check(&rules, &ToolCall::Read { path: p.into() }, &ctx());
+        assert!(matches!(read("secret3.txt"), Decision::Deny(_)));
+        assert!(matches!(read("deep/dir/secret3.txt"), Decision::Deny(_)));
+        assert!(matches!(read("keys/server.PEM"), Decision::Deny(_)));
+        assert_eq!(read("secretX.txt"), Decision::Allow);
+        assert_eq!(read("server.pub"), Decision::Allow);
+    }
+
+    #[test]
+    fn a_cwd_with_glob_characters_is_literal() {
+        let c = Context {
+            home: None,
+            cwd: PathBuf::from("/w/[x]"),
+        };
+        assert!(path_matches("keys/*.pem", "/w/[x]/keys/a.pem", &c));
+        assert!(!path_matches("keys/*.pem", "/w/x/keys/a.pem", &c));
+    }
+
+    /// The old hand-written matcher backtracked over every star: this pattern against this
+    /// path took exponential time. It must answer; the bound is generous (not a benchmark).
+    #[test]
+    fn many_stars_do_not_hang() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let pattern = format!("{}b", "*a".repeat(30));
+            let path = format!("/w/{}", "a".repeat(200));
+            let rules = parse(&format!(
+                "zeroAccessPaths: ['{pattern}', '**/{pattern}/**']"
+            ))
+            .unwrap();
+            let d = check(&rules, &ToolCall::Read { path }, &ctx());
+            let _ = tx.send(d);
+        });
+        let d = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a glob with many stars answers within 10 s");
+        assert_eq!(d, Decision::Allow);
+    }
+
+    #[test]
+    fn bad_globs_and_regexes_are_one_line_naming_the_rule() {
+        let e = parse("zeroAccessPaths: [.env, 'secret[0-9.txt']").unwrap_err();
+        assert!(
+            e.starts_with("zeroAccessPaths[1] `secret[0-9.txt` is not a valid glob"),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+        let e = parse("noDeletePaths: ['{a,b']").unwrap_err();
+        assert!(e.starts_with("noDeletePaths[0]"), "{e}");
+        let e = parse("bashToolPatterns:\n  - pattern: 'ok'\n    reason: r\n  - pattern: 'a(b'\n    reason: r").unwrap_err();
+        assert_eq!(
+            e,
+            "bashToolPatterns[1].pattern `a(b` is not a valid regex: unclosed group"
+        );
     }
 
     #[test]

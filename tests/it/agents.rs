@@ -1338,3 +1338,39 @@ fn runtime_another_agent_takes_over_a_sigkilled_agents_claim_after_the_ttl() {
     ]);
     r.code(2);
 }
+
+/// A post that is not UTF-8 is bad input (exit 2), on stdin as on the command line, and
+/// changes nothing.
+#[test]
+fn a_post_that_is_not_utf8_is_input_error() {
+    use std::io::Write;
+    use std::os::unix::ffi::OsStrExt;
+    let env = setup();
+    post(&env, "@scout first");
+    let before = env.snapshot();
+    let mut c = env.cmd();
+    c.args(["--json", "post", "ops", "-", "--as", "ana"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"@scout caf\xe9 latin-1\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["reason"], "invalid_input", "{v}");
+    assert!(v["message"].as_str().unwrap().contains("not UTF-8"), "{v}");
+    let out = env
+        .cmd()
+        .args(["post", "ops"])
+        .arg(std::ffi::OsStr::from_bytes(b"caf\xe9"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(env.snapshot(), before, "files are byte-identical");
+}

@@ -770,3 +770,95 @@ fn issue_8_one_journal_carries_every_domain_in_one_sequence() {
         .collect();
     assert_eq!(got, vec!["claim.granted", "mention.created"]);
 }
+
+/// Issue 21 item 5: cutting `events.jsonl` back by hand (truncating it, rewriting it, deleting
+/// it) never makes conductor give a seq out again: the next events continue above the highest
+/// seq ever given, a `journal.gap` event names the lost range, readers move past it, and
+/// `doctor` reports the damage until `doctor --repair` acknowledges it.
+#[test]
+fn a_journal_cut_back_by_hand_never_reuses_a_seq() {
+    let env = TestEnv::new();
+    let id = env.start("Journal", "P1");
+    for i in 0..4 {
+        env.exec(&["claim", "--instance", &id, &env.abs(&format!("f{i}.rs"))])
+            .code(0);
+    }
+    let seen = all_events(&env);
+    let max = seen.last().unwrap()["seq"].as_u64().unwrap();
+    assert!(max >= 5, "{seen:?}");
+    let journal = env.home_file("events.jsonl");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let first_two: String = text.lines().take(2).map(|l| format!("{l}\n")).collect();
+    let doctor_says = |code: i32| {
+        let r = env.run(&["doctor"]);
+        r.code(code);
+        r.stdout
+            .lines()
+            .find(|l| l.contains("events.seq"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(doctor_says(0).starts_with("ok"));
+
+    // Truncated: doctor says so on one line, before any new write.
+    std::fs::write(&journal, &first_two).unwrap();
+    let line = doctor_says(1);
+    assert!(
+        line.starts_with("BAD")
+            && line.contains(&format!(
+                "ends at seq 2 but seq {max} was already given out"
+            )),
+        "{line}"
+    );
+    // A watcher that had read everything, waiting for more.
+    let mut watch = env
+        .cmd()
+        .args(["watch", "--json", "--after", &max.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    env.exec(&["heartbeat", "--instance", &id]).code(0);
+    let next: Vec<Value> = (0..2)
+        .map(|_| serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap())
+        .collect();
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert_eq!(next[0]["event_type"], "journal.gap", "{next:?}");
+    assert_eq!(next[0]["seq"], max + 1);
+    assert_eq!(next[0]["payload"]["lost_after"], 2);
+    assert_eq!(next[0]["payload"]["lost_through"], max);
+    assert_eq!(next[1]["event_type"], "instance.heartbeat");
+    assert_eq!(next[1]["seq"], max + 2);
+    // A reader from the start moves past the marked gap without an error.
+    let all = all_events(&env);
+    let seqs: Vec<u64> = all.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [1, 2, max + 1, max + 2]);
+    // The gap stays reported until acknowledged.
+    assert!(doctor_says(1).contains(&format!("events 3..{max} were lost")));
+    let r = env.run(&["doctor", "--repair"]);
+    r.code(0);
+    assert!(doctor_says(0).starts_with("ok"));
+
+    // Rewritten by hand with smaller seqs, then deleted: still never reused.
+    let rewritten: String = all.iter().take(2).map(|e| format!("{e}\n")).collect();
+    std::fs::write(&journal, rewritten).unwrap();
+    env.exec(&["heartbeat", "--instance", &id]).code(0);
+    let seqs: Vec<u64> = all_events(&env)
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        seqs,
+        [1, 2, max + 3, max + 4],
+        "a new gap marker, then the event"
+    );
+    std::fs::remove_file(&journal).unwrap();
+    assert!(doctor_says(1).contains("ends at seq 0"));
+    env.exec(&["heartbeat", "--instance", &id]).code(0);
+    let after: Vec<Value> = all_events(&env);
+    assert_eq!(after[0]["seq"], max + 5);
+    assert_eq!(after[0]["event_type"], "journal.gap");
+    assert_eq!(after[1]["seq"], max + 6);
+}

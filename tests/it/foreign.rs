@@ -323,7 +323,73 @@ fn a_claim_through_a_symlink_is_the_same_file() {
     let mine = h.env.start("Conductor work", "P1");
     let r = h.env.exec(&["--json", "claim", "--instance", &mine, &real]);
     r.code(3);
-    assert_eq!(h.env.state()["global_claims"][&real], "web-0a0b0c");
+    assert_eq!(r.json()["conflicts"][0]["held_by"], "web-0a0b0c");
+    // Compared resolved, kept as the plugin wrote it.
+    assert_eq!(
+        claims(&h.env.state()),
+        [(via_link.clone(), "web-0a0b0c".to_string())]
+    );
+}
+
+/// Issue 21 item 9: conductor resolves the plugin's symlinked key when it compares, and keeps
+/// the key as written, so the plugin's own `release` recipe (jq, by the exact key) finds it.
+#[test]
+fn the_plugins_release_finds_its_claim_through_a_symlink() {
+    let h = Home::new();
+    let (via_link, real) = symlinked(&h);
+    h.plugin_start("web-0a0b0c", "p", "t");
+    h.plugin(0, &["claim", "web-0a0b0c", &via_link]);
+    let mine = h.env.start("Conductor work", "P1");
+    // conductor's own writes since (its file, its last version known) keep the spelling and
+    // still see the file as held.
+    for _ in 0..2 {
+        let r = h.env.exec(&["--json", "claim", "--instance", &mine, &real]);
+        r.code(3);
+        assert_eq!(r.json()["conflicts"][0]["held_by"], "web-0a0b0c", "{r:?}");
+        h.env.exec(&["heartbeat", "--instance", &mine]).code(0);
+        let st = h.env.state();
+        assert_eq!(claims(&st), [(via_link.clone(), "web-0a0b0c".to_string())]);
+        assert_eq!(
+            h.env.instance("web-0a0b0c").unwrap()["files_claimed"],
+            serde_json::json!([via_link])
+        );
+    }
+    // The agent hook, which reads without a lock, sees the plugin's claim on the real path.
+    let payload = |name: &str| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("fixtures/hooks/claude/{name}.json"));
+        std::fs::read_to_string(path)
+            .unwrap()
+            .replace("/home/user/proj/src/auth.rs", &real)
+            .replace("/home/user/proj", h.env.project.to_str().unwrap())
+    };
+    h.env
+        .run_stdin(&["hook", "claude"], &payload("session-start-a"))
+        .code(0);
+    let r = h
+        .env
+        .run_stdin(&["hook", "claude"], &payload("pre-tool-use-edit-a"));
+    r.code(0);
+    assert_eq!(
+        r.json()["hookSpecificOutput"]["permissionDecision"],
+        "deny",
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("web-0a0b0c"), "{r:?}");
+    assert!(h.repairs().is_empty(), "not a repair: {:?}", h.repairs());
+    assert!(h.copies().is_empty());
+    // The plugin's own recipe releases it; the file is free for conductor.
+    h.plugin(0, &["release", "web-0a0b0c", &via_link]);
+    assert!(claims(&h.env.state()).is_empty());
+    h.env.exec(&["claim", "--instance", &mine, &real]).code(0);
+    assert_eq!(claims(&h.env.state()), [(real.clone(), mine.clone())]);
+    assert!(
+        !h.env.home_file("status-aliases.json").exists()
+            || !std::fs::read_to_string(h.env.home_file("status-aliases.json"))
+                .unwrap()
+                .contains(&via_link),
+        "the map forgets a released spelling"
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod agents;
 mod agree;
 mod corrupt;
 mod crash;
+mod disk_full;
 mod etcd;
 mod events;
 mod faults;

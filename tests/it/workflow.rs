@@ -610,6 +610,30 @@ $C workflow transition done --summary checked"#,
     );
 }
 
+/// Globs are `globset`'s: character classes match, and a pattern full of stars answers (the
+/// hand-written matcher took exponential time on it) within a generous bound.
+#[test]
+fn workflow_rules_globs_have_classes_and_never_hang() {
+    let stars = format!("{}b", "*a".repeat(30));
+    let env = one_state_with_rules(&format!(
+        "zeroAccessPaths:\n  - 'secret[0-9].txt'\n  - '*.[pP][eE][mM]'\n  - '{stars}'\n"
+    ));
+    let id = start(&env, "one");
+    let guard = |path: &str| {
+        let child = run_cmd(
+            &env,
+            &["workflow", "guard", "--session", &id, "--read", path],
+        )
+        .spawn()
+        .unwrap();
+        finish_in(&env, child, 20)
+    };
+    guard("secret4.txt").code(4);
+    guard("certs/server.PEM").code(4);
+    guard("secretX.txt").code(0);
+    guard(&format!("src/{}", "a".repeat(200))).code(0);
+}
+
 #[test]
 fn workflow_bad_input_is_a_clear_error_and_changes_nothing() {
     let env = TestEnv::new();
@@ -725,6 +749,28 @@ fn workflow_bad_input_is_a_clear_error_and_changes_nothing() {
             .unwrap()
             .contains("unknown field `zeroAcessPaths`")
     );
+    // So does a bad glob or a bad regex: one line naming the rule.
+    for (rules, says) in [
+        (
+            "zeroAccessPaths: [.env, 'secret[0-9.txt']\n",
+            "zeroAccessPaths[1] `secret[0-9.txt` is not a valid glob",
+        ),
+        (
+            "bashToolPatterns:\n  - pattern: 'rm (-r'\n    reason: r\n",
+            "bashToolPatterns[0].pattern `rm (-r` is not a valid regex: unclosed group",
+        ),
+    ] {
+        std::fs::write(env.project.join(".pi/damage-control-rules.yaml"), rules).unwrap();
+        let r = env.run(&["workflow", "start", "one", "t"]);
+        r.code(2);
+        assert!(r.stderr.contains(says), "{r:?}");
+        let error_lines: Vec<&str> = r
+            .stderr
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("hint:"))
+            .collect();
+        assert_eq!(error_lines.len(), 1, "{r:?}");
+    }
     // A broken agent file stops `start` too.
     std::fs::remove_file(env.project.join(".pi/damage-control-rules.yaml")).unwrap();
     std::fs::create_dir_all(env.project.join(".pi/agents")).unwrap();

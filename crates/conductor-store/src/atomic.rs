@@ -34,8 +34,11 @@ pub fn prepare(path: &Path, bytes: &[u8]) -> Result<Prepared> {
         .suffix(".tmp")
         .tempfile_in(dir)
         .ctx("create a temp file in", dir)?;
-    tmp.write_all(bytes).ctx("write", tmp.path())?;
-    tmp.as_file().sync_all().ctx("sync", tmp.path())?;
+    // Dropped on error: the temp file is removed. The message names the file it replaces.
+    tmp.as_file_mut()
+        .write_all(bytes)
+        .and_then(|_| tmp.as_file().sync_all())
+        .ctx("write", path)?;
     Ok(Prepared {
         tmp,
         path: path.to_path_buf(),
@@ -100,6 +103,85 @@ pub fn keep_beside(path: &Path, suffix: &str) -> Result<std::path::PathBuf> {
     Ok(target)
 }
 
+/// Directories made for a write that may still fail. Dropped without [`NewDirs::keep`], it
+/// removes every directory it created, with whatever was put in them: a failed command leaves
+/// no half-made directory behind.
+#[derive(Default)]
+pub struct NewDirs {
+    made: Vec<std::path::PathBuf>,
+    kept: bool,
+}
+
+impl NewDirs {
+    pub fn new() -> NewDirs {
+        NewDirs::default()
+    }
+
+    /// [`create_private_dirs`], remembering the topmost directory that did not exist.
+    pub fn create(&mut self, dir: &Path) -> Result<()> {
+        let mut top = None;
+        let mut p = Some(dir);
+        while let Some(d) = p.filter(|d| std::fs::symlink_metadata(d).is_err()) {
+            top = Some(d.to_path_buf());
+            p = d.parent();
+        }
+        let made = create_private_dirs(dir);
+        if let Some(top) = top {
+            // Registered even on failure: some of its parents may have been made.
+            self.made.push(top);
+        }
+        made
+    }
+
+    /// The write succeeded: keep the directories.
+    pub fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for NewDirs {
+    fn drop(&mut self) {
+        if !self.kept {
+            for d in self.made.iter().rev() {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        }
+    }
+}
+
+/// Temp files written for a commit that may still fail: dropped without [`Temps::keep`], it
+/// removes them.
+pub struct Temps<'a> {
+    dir: &'a Path,
+    pub names: Vec<String>,
+    kept: bool,
+}
+
+impl<'a> Temps<'a> {
+    pub fn new(dir: &'a Path) -> Temps<'a> {
+        Temps {
+            dir,
+            names: Vec::new(),
+            kept: false,
+        }
+    }
+
+    /// The commit point passed (they are renamed into place, or a pending record names them).
+    pub fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for Temps<'_> {
+    fn drop(&mut self) {
+        if !self.kept {
+            for n in &self.names {
+                let _ = std::fs::remove_file(self.dir.join(n));
+            }
+        }
+    }
+}
+
 /// Create `dir` and its missing parents, each 0700 (the home's subdirectories are private).
 pub fn create_private_dirs(dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
@@ -125,8 +207,11 @@ pub fn prepare_named(dir: &Path, prefix: &str, bytes: &[u8]) -> Result<String> {
         .suffix(".tmp")
         .tempfile_in(dir)
         .ctx("create a temp file in", dir)?;
-    tmp.write_all(bytes).ctx("write", tmp.path())?;
-    tmp.as_file().sync_all().ctx("sync", tmp.path())?;
+    // Until `keep`, dropping it (on an error) removes the file.
+    tmp.as_file_mut()
+        .write_all(bytes)
+        .and_then(|_| tmp.as_file().sync_all())
+        .ctx("write a temp file in", dir)?;
     let (_, path) = tmp.keep().map_err(|e| Error::io("keep", dir, e.error))?;
     Ok(path
         .file_name()

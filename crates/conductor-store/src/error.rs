@@ -106,7 +106,7 @@ impl Error {
         Error::Io {
             action,
             path: path.to_path_buf(),
-            source,
+            source: without_path(source),
         }
     }
 
@@ -174,6 +174,19 @@ pub const INTERNAL_EXIT: u8 = 70;
 /// What a user should do about an internal error.
 pub const INTERNAL_HINT: &str =
     "this is a bug in conductor, please report it with the command you ran; nothing was changed";
+
+/// The `tempfile` crate appends ` at path "..."` to its errors; the message names the path
+/// already, once.
+fn without_path(e: std::io::Error) -> std::io::Error {
+    if e.raw_os_error().is_some() || e.get_ref().is_none() {
+        return e;
+    }
+    let text = e.to_string();
+    match text.rfind(" at path \"") {
+        Some(i) => std::io::Error::new(e.kind(), text[..i].to_string()),
+        None => e,
+    }
+}
 
 /// Attach a path and an action to an `io::Result` at the call site.
 pub trait IoContext<T> {

@@ -25,6 +25,11 @@ use crate::error::{Error, IoContext, Result};
 use crate::event::{Event, NewEvent};
 use crate::time::Timestamp;
 
+/// `journal.gap`: the journal was found cut back below seqs already given out (truncated or
+/// rewritten by hand); this event takes the next seq above the highest ever given, and its
+/// payload names the lost range (`lost_after`, `lost_through`). Readers move past it.
+pub const JOURNAL_GAP: &str = "journal.gap";
+
 /// The active journal file's name.
 pub const ACTIVE: &str = "events.jsonl";
 /// Default size past which the active file rolls.
@@ -182,14 +187,16 @@ pub fn last_seq(dir: &Path) -> Result<u64> {
     Ok(0)
 }
 
-/// Number events after the journal's last seq, as the lines to append (the journal lock is
-/// held): roll first if the active file is too big.
+/// Number events after the journal's last seq, as the lines to append, with the seq of the last
+/// one (the journal lock is held): roll first if the active file is too big. When the journal
+/// ends below the high-water mark (cut back by hand), seqs already given out are never given
+/// again: a `journal.gap` event naming the lost range comes first, numbered above the mark.
 pub fn number(
     dir: &Path,
     retention: Retention,
     now: Timestamp,
     events: &[NewEvent],
-) -> Result<Vec<String>> {
+) -> Result<(Vec<String>, u64)> {
     let active = dir.join(ACTIVE);
     let size = match std::fs::metadata(&active) {
         Ok(m) => m.len(),
@@ -199,7 +206,33 @@ pub fn number(
     if size >= retention.segment_bytes {
         roll(dir, retention)?;
     }
-    Ok(encode(last_seq(dir)?, now, events))
+    let last = last_seq(dir)?;
+    let mark = super::journal_mark::read(dir).seq;
+    if mark > last {
+        let mut all = Vec::with_capacity(events.len() + 1);
+        all.push(gap_event(last, mark));
+        all.extend_from_slice(events);
+        return Ok((encode(mark, now, &all), mark + all.len() as u64));
+    }
+    Ok((encode(last, now, events), last + events.len() as u64))
+}
+
+/// The event that marks seqs `lost_after + 1 ..= lost_through` as given out and lost.
+fn gap_event(lost_after: u64, lost_through: u64) -> NewEvent {
+    NewEvent {
+        event_type: JOURNAL_GAP,
+        actor: None,
+        target: None,
+        project: None,
+        payload: serde_json::json!({
+            "lost_after": lost_after,
+            "lost_through": lost_through,
+            "detail": format!(
+                "the journal was cut back by hand: events {}..{lost_through} are gone and their seqs are never reused",
+                lost_after + 1
+            ),
+        }),
+    }
 }
 
 /// The journal lines of `events`, numbered from `seq + 1`.
@@ -466,7 +499,9 @@ impl Tail {
                             consumed = next;
                             continue;
                         }
-                        if event.seq != self.after + 1 {
+                        // A marked gap (the journal was cut back by hand) is moved past.
+                        let marked = event.event_type == JOURNAL_GAP;
+                        if event.seq != self.after + 1 && !marked {
                             gap = Some(event.seq);
                             break 'read;
                         }

@@ -25,6 +25,7 @@ pub mod event;
 pub mod home;
 pub mod host;
 pub mod journal;
+pub mod journal_mark;
 pub mod ledger;
 pub mod lock;
 pub mod redo;

@@ -665,8 +665,12 @@ impl Store {
             return Ok(());
         }
         let dir = self.home().dir();
-        // Everything that can fail for lack of space happens before the commit point.
+        // Everything that can fail for lack of space happens before the commit point, and a
+        // failure there leaves nothing behind: the guards remove the directories made and the
+        // temp files written unless the commit point is passed.
         let mut prepared = Vec::new();
+        let mut new_dirs = super::atomic::NewDirs::new();
+        let mut temps = super::atomic::Temps::new(dir);
         // Per-agent files live in subdirectories, created (private) before anything is staged.
         for target in writes
             .iter()
@@ -677,14 +681,17 @@ impl Store {
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
             {
-                super::atomic::create_private_dirs(&dir.join(parent))?;
+                new_dirs.create(&dir.join(parent))?;
             }
         }
         for w in &writes {
             let prefix = w.lock.temp_prefix();
             let tmp = super::atomic::prepare_named(dir, &prefix, &w.bytes)?;
+            temps.names.push(tmp.clone());
             let shadow = if w.track {
-                Some(super::atomic::link_temp(dir, &prefix, &tmp)?)
+                let s = super::atomic::link_temp(dir, &prefix, &tmp)?;
+                temps.names.push(s.clone());
+                Some(s)
             } else {
                 None
             };
@@ -706,8 +713,13 @@ impl Store {
                     .push((shadow.clone(), last_committed_name(file)));
             }
         }
+        // Files an abandoned commit would otherwise leave behind empty.
+        let mut new_files: Vec<std::path::PathBuf> = Vec::new();
         for (file, lines) in &appends {
             let path = dir.join(file);
+            if std::fs::symlink_metadata(&path).is_err() {
+                new_files.push(path.clone());
+            }
             ledger::repair(&path)?;
             record.appends.push(redo::Append {
                 file: file.clone(),
@@ -715,9 +727,14 @@ impl Store {
                 data: join_lines(lines),
             });
         }
+        let mut high_water = None;
         if let Some(retention) = retention {
-            let lines = journal::number(dir, retention, now, &events)?;
+            let (lines, last) = journal::number(dir, retention, now, &events)?;
+            high_water = Some(last);
             let path = dir.join(journal::ACTIVE);
+            if std::fs::symlink_metadata(&path).is_err() {
+                new_files.push(path.clone());
+            }
             ledger::repair(&path)?;
             record.appends.push(redo::Append {
                 file: journal::ACTIVE.to_string(),
@@ -725,38 +742,42 @@ impl Store {
                 data: join_lines(&lines),
             });
         }
-        let remove_temps = || {
-            for (tmp, shadow, _) in &prepared {
-                let _ = std::fs::remove_file(dir.join(tmp));
-                if let Some(s) = shadow {
-                    let _ = std::fs::remove_file(dir.join(s));
-                }
-            }
-        };
         let f = match redo::write(dir, &record) {
             Ok(f) => f,
             Err(e) => {
-                // Not committed (a torn record is no record): nothing else was touched.
+                // Not committed (a torn record is no record): nothing else was touched, and
+                // the guards remove the temp files and new directories.
                 redo::clear_file(dir);
-                remove_temps();
                 return Err(e);
             }
         };
         match redo::apply(dir, &record) {
             Ok(()) => {
+                temps.keep();
+                new_dirs.keep();
                 redo::clear(&f);
+                if let Some(seq) = high_water {
+                    // Best effort: the journal holds the same number (see `journal_mark`).
+                    let _ = super::journal_mark::raise(dir, seq);
+                }
                 Ok(())
             }
             // Out of space while appending, before any rename: abandon the transaction whole.
             Err(redo::ApplyError::Appending(e)) => {
                 redo::undo_appends(dir, &record);
                 redo::clear(&f);
-                remove_temps();
+                for p in &new_files {
+                    let _ = std::fs::remove_file(p);
+                }
                 Err(e)
             }
             // Committed but not finished: the record stays, and the next transaction (or
-            // reader) finishes it before it reads anything.
-            Err(redo::ApplyError::Finishing(e)) => Err(e),
+            // reader) finishes it before it reads anything (it needs the temp files).
+            Err(redo::ApplyError::Finishing(e)) => {
+                temps.keep();
+                new_dirs.keep();
+                Err(e)
+            }
         }
     }
 }

@@ -98,8 +98,10 @@ pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Re
         ctx.now,
     )?;
     let dir = PathBuf::from(&ws.dir);
+    // A submit that fails (a full disk) leaves no half-made workspace behind.
+    let mut new_dirs = conductor::store::atomic::NewDirs::new();
     for sub in ["docs", "output", "shared"] {
-        conductor::queue::private_dir(&dir.join(sub))?;
+        new_dirs.create(&dir.join(sub))?;
     }
     for d in &wanted {
         source.copy_into(d, &dir.join("docs"))?;
@@ -122,6 +124,7 @@ pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Re
         }
         Ok::<_, conductor::Error>(states)
     })?;
+    new_dirs.keep();
     let n = jobs.len();
     let message = format!(
         "Submitted {n} job{} to workspace {}. Start them with `conductor queue run`.",

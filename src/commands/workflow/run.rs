@@ -11,7 +11,7 @@
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -566,11 +566,9 @@ fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker
     };
     let attempt = s.next_attempt();
     let dir = ctx.store.home().dir().join(SESSION_FILES_DIR).join(&id);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .ctx("create", &dir)?;
+    // A failure to write the run's files (a full disk) leaves neither them nor a new directory.
+    let mut new_dirs = conductor::store::atomic::NewDirs::new();
+    new_dirs.create(&dir)?;
     let base = format!("{:02}-{state}-{attempt}", s.runs.len() + 1);
     let files = RunFiles {
         prompt: dir.join(format!("{base}.prompt.md")).display().to_string(),
@@ -578,9 +576,16 @@ fn start_worker(ctx: &Ctx, s: &Session, agent_cmd: &str) -> Result<Option<Worker
         output: dir.join(format!("{base}.output.log")).display().to_string(),
     };
     let prompt = build_prompt(s, &state, &p, attempt);
-    private_file(Path::new(&files.prompt), prompt.as_bytes())?;
-    private_file(Path::new(&files.system), p.system_prompt.as_bytes())?;
-    private_file(Path::new(&files.output), b"")?;
+    let written = private_file(Path::new(&files.prompt), prompt.as_bytes())
+        .and_then(|_| private_file(Path::new(&files.system), p.system_prompt.as_bytes()))
+        .and_then(|_| private_file(Path::new(&files.output), b""));
+    if let Err(e) = written {
+        for f in [&files.prompt, &files.system, &files.output] {
+            let _ = std::fs::remove_file(f);
+        }
+        return Err(e);
+    }
+    new_dirs.keep();
 
     // The worker's conductor instance.
     let c = fresh(ctx)?;
