@@ -1420,3 +1420,91 @@ fn issue_22_a_session_started_with_an_instance_adopts_it_for_every_agent() {
         assert!(env.instance(&id).is_some(), "{agent}: its owner ends it");
     }
 }
+
+#[test]
+fn issue_22_the_documented_claude_worker_command_may_run_workflow_transition() {
+    let env = TestEnv::new();
+    // The command exactly as `workflow run --help` documents it.
+    let help = env.run(&["workflow", "run", "--help"]);
+    help.code(0);
+    // Help text is wrapped at spaces: join its lines again.
+    let text = help
+        .stdout
+        .lines()
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let line = text
+        .split("conductor workflow run wf-1a2b3c")
+        .find(|l| l.contains("--agent-cmd 'claude -p"))
+        .unwrap_or_else(|| panic!("{}", help.stdout));
+    let cmd = line.split("--agent-cmd '").nth(1).unwrap();
+    let cmd = &cmd[..cmd.find('\'').unwrap()];
+    let readme = std::fs::read_to_string(repo_file("README.md")).unwrap();
+    assert!(
+        readme.contains(&format!("--agent-cmd '{cmd}'")),
+        "README documents the same command"
+    );
+    // A stand-in `claude` that records its arguments, then finishes the state.
+    let bin_dir = env.root.path().join("fakebin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let fake = bin_dir.join("claude");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > \"{}\"\n\"{}\" workflow transition done --summary ok\n",
+            env.root.path().join("argv").display(),
+            bin().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(env.project.join(".conductor/workflows")).unwrap();
+    std::fs::write(
+        env.project.join(".conductor/workflows/one.json"),
+        r#"{"name": "One", "initial": "work", "states": {"work": {"persona": "Engineer", "next": []}}}"#,
+    )
+    .unwrap();
+    let sid = env.run(&["--json", "workflow", "start", "one", "t"]).json()["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    env.run_env(
+        &["workflow", "run", &sid, "--agent-cmd", cmd],
+        &[("PATH", &path)],
+    )
+    .code(0);
+    let argv: Vec<String> = std::fs::read_to_string(env.root.path().join("argv"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(argv[0], "-p", "{argv:?}");
+    let i = argv
+        .iter()
+        .position(|a| a == "--allowedTools")
+        .expect("an allowed-tools rule");
+    // Claude Code's rule syntax: Bash(PREFIX:*) allows `conductor workflow transition …` in -p mode.
+    let rule = &argv[i + 1];
+    let prefix = rule
+        .strip_prefix("Bash(")
+        .and_then(|r| r.strip_suffix(":*)"))
+        .unwrap_or_else(|| panic!("{rule}"));
+    assert!(
+        "conductor workflow transition done --summary ok".starts_with(prefix),
+        "{rule}"
+    );
+    // --allowedTools takes several values: the next argument must be an option, not swallowed.
+    assert!(argv[i + 2].starts_with("--"), "{argv:?}");
+    assert_eq!(argv[i + 2], "--append-system-prompt-file");
+    assert!(
+        Path::new(&argv[i + 3]).is_file(),
+        "the system prompt file exists: {argv:?}"
+    );
+}
