@@ -44,8 +44,11 @@ never claimed. A holder that looks gone, or require-claim, is left to a person (
   after an edit        Cursor afterFileEdit: claims the file after the fact (Cursor cannot refuse there)\n\
   prompt, stop, tool   heartbeat (at most every 5 minutes), so an idle session keeps its claims until \
 default_max_age_minutes (60) pass without any hook event\n\
-  session end          releases the session's claims, recorded as done (abandoned); Codex CLI has no session end: \
-its claims are freed by the heartbeat rule (`conductor cleanup` after 60 minutes without an event)\n\
+  shell command        Claude Code/Codex Bash, Gemini run_shell_command, Cursor beforeShellExecution: the files \
+the command writes (parsed as bash: redirections, sed -i, tee, cp, mv, rm, git checkout -- PATH, patch, git apply) \
+are decided as for an edit\n\
+  session end          releases the session's claims, recorded as done (abandoned); an instance adopted from \
+CONDUCTOR_INSTANCE_ID is left to whoever registered it\n\
 On an internal error the agent goes on, and the person and the model are told that coordination is off."
 )]
 pub struct HookArgs {
