@@ -45,8 +45,11 @@ never claimed. A holder that looks gone, or require-claim, is left to a person (
   after an edit        Cursor afterFileEdit: claims the file after the fact (Cursor cannot refuse there)\n\
   prompt, stop, tool   heartbeat (at most every 5 minutes), so an idle session keeps its claims until \
 default_max_age_minutes (60) pass without any hook event\n\
-  session end          releases the session's claims, recorded as done (abandoned); Codex CLI has no session end: \
-its claims are freed by the heartbeat rule (`conductor cleanup` after 60 minutes without an event)\n\
+  shell command        Claude Code/Codex Bash, Gemini run_shell_command, Cursor beforeShellExecution: the files \
+the command writes (parsed as bash: redirections, sed -i, tee, cp, mv, rm, git checkout -- PATH, patch, git apply) \
+are decided as for an edit\n\
+  session end          releases the session's claims, recorded as done (abandoned); an instance adopted from \
+CONDUCTOR_INSTANCE_ID is left to whoever registered it\n\
 On an internal error the agent goes on, and the person and the model are told that coordination is off."
 )]
 pub struct HookArgs {
@@ -83,11 +86,14 @@ pub fn run(global: &GlobalArgs, args: HookArgs, _out: &Output) -> Result<u8> {
             Ok(input) => {
                 let verdict = handle(global, agent, &input).unwrap_or_else(|e| {
                     let what = match input.event {
-                        Event::BeforeEdit(_) => "the edit was allowed unchecked",
+                        Event::BeforeEdit(_) | Event::BeforeShell(_) => {
+                            "the edit was allowed unchecked"
+                        }
                         _ => "nothing was recorded",
                     };
                     Verdict::failed(&format!("{} hook failed: {e}; {what}", input.event_name))
                 });
+                let verdict = defer_notice(global, agent, &input, verdict);
                 agent.render(&input.event_name, &verdict)
             }
         },
@@ -113,21 +119,159 @@ fn workflow_rules(global: &GlobalArgs, text: &str, input: &HookInput) -> Option<
         .filter(|s| !s.is_empty())?;
     if !matches!(
         input.event_name.as_str(),
-        "PreToolUse" | "BeforeTool" | "preToolUse"
+        "PreToolUse" | "BeforeTool" | "preToolUse" | "beforeShellExecution"
     ) {
         return None;
     }
-    let payload: serde_json::Value = serde_json::from_str(text).ok()?;
-    let tool = payload.get("tool_name")?.as_str()?;
-    let call = rules::ToolCall::from_hook(tool, payload.get("tool_input")?)?;
-    let store = open_store(global, LOCK_WAIT_SECS).ok()?;
     let cwd = session_dir(input).ok()?;
-    match workflows::guard(&store, Timestamp::now(), &sid, &call, &cwd, false) {
-        Ok(rules::Decision::Deny(reason)) => Some(Verdict::deny(reason)),
-        Ok(rules::Decision::Ask(reason)) => Some(Verdict::ask(reason)),
-        // An unknown or unreadable session falls through to the claim checks like any call.
-        Ok(rules::Decision::Allow) | Err(_) => None,
+    // Every agent's shell tool and edit tools, in conductor's terms; other tools (reads) by the
+    // payload's tool name.
+    let calls: Vec<rules::ToolCall> = match &input.event {
+        Event::BeforeShell(command) => {
+            let mut v = vec![rules::ToolCall::Bash {
+                command: command.clone(),
+            }];
+            if let Ok(w) = hooks::shell::written_paths(command, &cwd) {
+                v.extend(
+                    w.paths
+                        .into_iter()
+                        .map(|path| rules::ToolCall::Edit { path }),
+                );
+            }
+            v
+        }
+        Event::BeforeEdit(files) => files
+            .iter()
+            .map(|f| rules::ToolCall::Edit { path: f.clone() })
+            .collect(),
+        _ => {
+            let payload: serde_json::Value = serde_json::from_str(text).ok()?;
+            let tool = payload.get("tool_name")?.as_str()?;
+            let input = payload.get("tool_input")?;
+            let tool = match tool {
+                "read_file" | "read_many_files" | "glob" | "search_file_content" => "Read",
+                t => t,
+            };
+            let mut input = input.clone();
+            if let Some(p) = input.get("absolute_path").cloned()
+                && let Some(o) = input.as_object_mut()
+            {
+                o.entry("file_path").or_insert(p);
+            }
+            rules::ToolCall::from_hook(tool, &input)
+                .into_iter()
+                .collect()
+        }
+    };
+    if calls.is_empty() {
+        return None;
     }
+    let store = open_store(global, LOCK_WAIT_SECS).ok()?;
+    let mut ask = None;
+    for call in &calls {
+        match workflows::guard(&store, Timestamp::now(), &sid, call, &cwd, false) {
+            Ok(rules::Decision::Deny(reason)) => return Some(Verdict::deny(reason)),
+            Ok(rules::Decision::Ask(reason)) => {
+                ask.get_or_insert(reason);
+            }
+            // An unknown or unreadable session falls through to the claim checks like any call.
+            Ok(rules::Decision::Allow) | Err(_) => {}
+        }
+    }
+    ask.map(Verdict::ask)
+}
+
+/// `CONDUCTOR_INSTANCE_ID` from the agent's environment: the instance whoever started this
+/// session registered for it (a workflow supervisor, `conductor run`), which the session adopts.
+fn adopted_id() -> Option<String> {
+    std::env::var("CONDUCTOR_INSTANCE_ID")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// The instance this session acts as (its own, or the adopted one).
+fn mine<'a>(st: &'a State, input: &HookInput) -> Option<&'a conductor::protocol::Instance> {
+    hooks::session_or_adopted(st, &input.session_id, adopted_id().as_deref())
+}
+
+/// A shell command: the files it writes are decided as for an edit. A command that writes
+/// nothing conductor can name (or that does not parse) is a sign of life.
+fn shell(global: &GlobalArgs, agent: Agent, input: &HookInput, command: &str) -> Result<Verdict> {
+    let dir = session_dir(input)?;
+    match hooks::shell::written_paths(command, &dir) {
+        Ok(w) if !w.paths.is_empty() => edit(global, agent, input, &w.paths, false),
+        _ => activity(global, input),
+    }
+}
+
+/// Where a notice waits for the session's next AfterTool: Gemini CLI hands BeforeTool's output
+/// to no one but the person, so "claimed for you" is said after the tool ran.
+fn notice_path(global: &GlobalArgs, agent: Agent, session_id: &str) -> Result<PathBuf> {
+    use sha2::Digest;
+    let store = open_store(global, LOCK_WAIT_SECS)?;
+    let digest = sha2::Sha256::digest(session_id.as_bytes());
+    let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
+    Ok(store
+        .home()
+        .dir()
+        .join("hook-notices")
+        .join(format!("{}-{hex}", agent.name())))
+}
+
+/// Gemini CLI: keep a BeforeTool notice for the model until AfterTool (the person still sees it
+/// at once). Other agents read BeforeTool-time context directly.
+fn defer_notice(global: &GlobalArgs, agent: Agent, input: &HookInput, v: Verdict) -> Verdict {
+    if agent != Agent::Gemini || input.event_name != "BeforeTool" || input.session_id.is_empty() {
+        return v;
+    }
+    let Some(context) = v.context.clone() else {
+        return v;
+    };
+    let stored = notice_path(global, agent, &input.session_id).and_then(|path| {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let dir = path.parent().expect("a file in hook-notices");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| Error::io("create", dir, e))?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| Error::io("open", &path, e))?;
+        f.write_all(format!("{context}\n").as_bytes())
+            .map_err(|e| Error::io("append to", &path, e))
+    });
+    match stored {
+        Ok(()) => Verdict {
+            context: None,
+            notice: v.notice.or(Some(context)),
+            ..v
+        },
+        Err(_) => v,
+    }
+}
+
+/// After a tool call: the notices kept for this session go to the model, then a heartbeat.
+fn after_tool(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdict> {
+    let mut v = activity(global, input)?;
+    if input.session_id.is_empty() {
+        return Ok(v);
+    }
+    let path = notice_path(global, agent, &input.session_id)?;
+    // Take the file first, so a notice is delivered once even when two AfterTool hooks race.
+    let taken = path.with_extension(format!("taken-{}", std::process::id()));
+    if std::fs::rename(&path, &taken).is_ok() {
+        let text = std::fs::read_to_string(&taken).unwrap_or_default();
+        let _ = std::fs::remove_file(&taken);
+        let text = text.trim();
+        if !text.is_empty() {
+            v.context = Some(text.replace('\n', " "));
+        }
+    }
+    Ok(v)
 }
 
 /// One decision per event: the plugin's hook steps aside for hooks `integrate claude` installed,
@@ -175,6 +319,8 @@ fn handle(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdic
         Event::Ignore => Ok(Verdict::default()),
         Event::SessionStart => session_start(global, agent, input),
         Event::BeforeEdit(files) => edit(global, agent, input, files, false),
+        Event::BeforeShell(command) => shell(global, agent, input, command),
+        Event::AfterTool => after_tool(global, agent, input),
         Event::AfterEdit(files) => edit(global, agent, input, files, true),
         Event::Activity => activity(global, input),
         Event::SessionEnd(reason) => session_end(global, agent, input, reason.as_deref()),
@@ -257,29 +403,44 @@ fn session_start(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result
     let dir = session_dir(input)?;
     let new = new_instance(agent, input, &dir)?;
     let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
-    let (state, id, resumed) = conductor::protocol::transact(&store, now, |st, fx| {
-        let (id, resumed) = match hooks::session_instance(st, &input.session_id) {
-            Some(i) => {
-                let id = i.id.clone();
+    let adopt = adopted_id();
+    let (state, id, resumed, adopted) = conductor::protocol::transact(&store, now, |st, fx| {
+        let found = hooks::session_instance(st, &input.session_id)
+            .map(|i| (i.id.clone(), true, false))
+            .or_else(|| {
+                hooks::session_or_adopted(st, &input.session_id, adopt.as_deref())
+                    .map(|i| (i.id.clone(), false, true))
+            });
+        let (id, resumed, adopted) = match found {
+            Some((id, resumed, adopted)) => {
                 ops::heartbeat(st, &id, None, now, fx)?;
                 if let Some(i) = st.instance_mut(&id) {
                     i.agent.get_or_insert_with(|| agent.name().to_string());
+                    if adopted {
+                        i.session_id = Some(input.session_id.clone());
+                    }
                 }
-                (id, true)
+                (id, resumed, adopted)
             }
-            None => (register(st, new.clone(), agent, now, fx), false),
+            None => (register(st, new.clone(), agent, now, fx), false, false),
         };
-        Ok((st.clone(), id, resumed))
+        Ok((st.clone(), id, resumed, adopted))
     })?;
     if agent == Agent::Claude {
         export_instance_id(&id)?;
     }
     let me = state.instance(&id).expect("registered above");
     let enforce = config.enforce.unwrap_or_default();
+    let mut context = hooks::session_context(&state, me, enforce, resumed, now, &live);
+    if adopted {
+        context = context.replacen(
+            "registered as",
+            "adopted (CONDUCTOR_INSTANCE_ID, registered by whoever started it) as",
+            1,
+        );
+    }
     Ok(Verdict {
-        context: Some(hooks::session_context(
-            &state, me, enforce, resumed, now, &live,
-        )),
+        context: Some(context),
         ..Verdict::default()
     })
 }
@@ -328,7 +489,7 @@ fn edit(
     let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
     let dir_str = dir.to_string_lossy().into_owned();
     let decide_all = |st: &State| {
-        let me = hooks::session_instance(st, &input.session_id);
+        let me = mine(st, input);
         let home = me.map_or(dir_str.as_str(), |m| m.working_directory.as_str());
         files
             .iter()
@@ -345,7 +506,7 @@ fn edit(
         return Ok(if after { after_the_fact(v) } else { v });
     }
     if to_claim.is_empty() {
-        if let Some(id) = hooks::session_instance(&state, &input.session_id)
+        if let Some(id) = mine(&state, input)
             .filter(|m| hooks::heartbeat_due(m, now))
             .map(|m| m.id.clone())
         {
@@ -372,7 +533,7 @@ fn edit(
         if to_claim.is_empty() {
             return Ok(Verdict::default());
         }
-        let id = match hooks::session_instance(st, &input.session_id) {
+        let id = match mine(st, input) {
             Some(m) => m.id.clone(),
             None => register(st, new.clone(), agent, now, fx),
         };
@@ -422,7 +583,7 @@ fn activity(global: &GlobalArgs, input: &HookInput) -> Result<Verdict> {
     let store = open_store(global, LOCK_WAIT_SECS)?;
     let now = Timestamp::now();
     let state = conductor::protocol::read_unvalidated(&store, now)?;
-    let Some(id) = hooks::session_instance(&state, &input.session_id)
+    let Some(id) = mine(&state, input)
         .filter(|m| hooks::heartbeat_due(m, now))
         .map(|m| m.id.clone())
     else {
@@ -453,6 +614,17 @@ fn session_end(
     .is_none()
     {
         return Ok(Verdict::default()); // already done, or never registered
+    }
+    // An adopted instance belongs to whoever started the session (a workflow supervisor,
+    // `conductor run`): it ends it, with the real outcome.
+    if let Some(a) = adopted_id()
+        && hooks::session_instance(
+            &conductor::protocol::read_unvalidated(&store, now)?,
+            &input.session_id,
+        )
+        .is_some_and(|i| i.id == a)
+    {
+        return Ok(Verdict::default());
     }
     let why = reason.filter(|r| !r.is_empty()).unwrap_or("other");
     let ended = conductor::protocol::transact(&store, now, |st, fx| {

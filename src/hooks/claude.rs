@@ -24,6 +24,14 @@ pub fn parse(text: &str) -> Result<HookInput, String> {
         "PreToolUse" if EDIT_TOOLS.contains(&str_field(&v, "tool_name")) => {
             Event::BeforeEdit(target_file(&v).into_iter().collect())
         }
+        "PreToolUse" if str_field(&v, "tool_name") == "Bash" => match v
+            .get("tool_input")
+            .and_then(|i| i.get("command"))
+            .and_then(Value::as_str)
+        {
+            Some(c) => Event::BeforeShell(c.to_string()),
+            None => Event::Activity,
+        },
         "PostToolUse" | "UserPromptSubmit" | "Stop" => Event::Activity,
         "SessionEnd" => Event::SessionEnd(Some(str_field(&v, "reason").to_string())),
         _ => Event::Ignore,
@@ -95,6 +103,8 @@ mod tests {
         let p = parse(r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"NotebookEdit","tool_input":{"notebook_path":"/w/n.ipynb"}}"#).unwrap();
         assert_eq!(p.event, Event::BeforeEdit(vec!["/w/n.ipynb".into()]));
         let p = parse(r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"}}"#).unwrap();
+        assert_eq!(p.event, Event::BeforeShell("ls".into()));
+        let p = parse(r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"/w/a"}}"#).unwrap();
         assert_eq!(p.event, Event::Ignore);
         let p = parse(r#"{"session_id":"s","hook_event_name":"UserPromptSubmit","prompt":"hi"}"#)
             .unwrap();

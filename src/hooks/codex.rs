@@ -6,7 +6,9 @@
 //! JSON shape: `systemMessage`, `hookSpecificOutput.additionalContext`, and for PreToolUse
 //! `hookSpecificOutput.permissionDecision: "deny"` with `permissionDecisionReason` ("ask" is
 //! not honoured, so conductor denies and says what a person can do). Events: SessionStart,
-//! PreToolUse, PostToolUse, UserPromptSubmit, Stop; there is no SessionEnd. File edits arrive as
+//! PreToolUse, PostToolUse, UserPromptSubmit, Stop, and SessionEnd (Codex 0.147 and later: a
+//! timeout of at most 3 s, root sessions only). Shell commands arrive as the `Bash` tool with
+//! `tool_input.command`. File edits arrive as
 //! the `apply_patch` tool with the patch text in `tool_input.command` (openai/codex#18391); older
 //! builds ran `apply_patch` through the shell tool, which is recognised by its `*** Begin Patch`.
 
@@ -20,14 +22,48 @@ pub fn parse(text: &str) -> Result<HookInput, String> {
     let event_name = str_field(&v, "hook_event_name").to_string();
     let event = match event_name.as_str() {
         "SessionStart" => Event::SessionStart,
-        "PreToolUse" => match patch_text(&v) {
-            Some(p) => Event::BeforeEdit(patch_files(p)),
-            None => Event::Activity,
+        "PreToolUse" => match (patch_text(&v), shell_command(&v)) {
+            (Some(p), _) => Event::BeforeEdit(patch_files(p)),
+            (None, Some(c)) => Event::BeforeShell(c),
+            (None, None) => Event::Activity,
         },
         "PostToolUse" | "UserPromptSubmit" | "Stop" => Event::Activity,
+        "SessionEnd" => Event::SessionEnd(Some(str_field(&v, "reason").to_string())),
         _ => Event::Ignore,
     };
     Ok(HookInput::new(&v, event_name, event))
+}
+
+/// The shell tool's command (`Bash`, as Codex names it for hooks; older names too). An argv
+/// array is taken as `sh -c SCRIPT` when it is one, else joined with shell quoting.
+fn shell_command(v: &Value) -> Option<String> {
+    if !matches!(
+        str_field(v, "tool_name"),
+        "Bash" | "shell" | "exec_command" | "local_shell" | "container.exec"
+    ) {
+        return None;
+    }
+    match v.get("tool_input")?.get("command")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(a) => {
+            let words: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
+            match words.as_slice() {
+                [sh, flag, script]
+                    if flag.starts_with('-') && flag.contains('c') && sh.ends_with("sh") =>
+                {
+                    Some(script.to_string())
+                }
+                _ => Some(
+                    words
+                        .iter()
+                        .map(|w| format!("'{}'", w.replace('\'', "'\\''")))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                ),
+            }
+        }
+        _ => None,
+    }
 }
 
 /// The patch an `apply_patch` call (or a shell call running apply_patch) carries.
@@ -89,6 +125,11 @@ mod tests {
         let p = parse(r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: a.txt\n+x\n*** End Patch\nEOF"}}"#).unwrap();
         assert_eq!(p.event, Event::BeforeEdit(vec!["a.txt".into()]));
         let p = parse(r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"}}"#).unwrap();
-        assert_eq!(p.event, Event::Activity);
+        assert_eq!(p.event, Event::BeforeShell("ls".into()));
+        let p = parse(r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":["bash","-lc","echo x > a"]}}"#).unwrap();
+        assert_eq!(p.event, Event::BeforeShell("echo x > a".into()));
+        let p =
+            parse(r#"{"session_id":"s","hook_event_name":"SessionEnd","reason":"other"}"#).unwrap();
+        assert_eq!(p.event, Event::SessionEnd(Some("other".into())));
     }
 }

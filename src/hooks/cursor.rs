@@ -39,6 +39,10 @@ pub fn parse(text: &str) -> Result<HookInput, String> {
                 .into_iter()
                 .collect(),
         ),
+        "beforeShellExecution" => match str_field(&v, "command") {
+            "" => Event::Activity,
+            c => Event::BeforeShell(c.to_string()),
+        },
         "preToolUse" | "postToolUse" | "beforeSubmitPrompt" | "stop" => Event::Activity,
         "sessionEnd" => Event::SessionEnd(Some(str_field(&v, "reason").to_string())),
         _ => Event::Ignore,
@@ -80,7 +84,7 @@ fn tool_file(v: &Value) -> Option<String> {
 /// Cursor's output for a verdict: one JSON object on stdout for every event.
 pub fn render(event: &str, v: &Verdict) -> Answer {
     let out = match event {
-        "preToolUse" if v.permission != Permission::Allow => {
+        "preToolUse" | "beforeShellExecution" if v.permission != Permission::Allow => {
             let reason = v.reason.as_deref().unwrap_or("conductor refused the edit");
             json!({"permission": "deny", "user_message": v.notice.as_deref().unwrap_or(reason), "agent_message": reason})
         }
@@ -89,6 +93,7 @@ pub fn render(event: &str, v: &Verdict) -> Answer {
             None => json!({}),
         },
         "beforeSubmitPrompt" => json!({"continue": true}),
+        "beforeShellExecution" => json!({"permission": "allow"}),
         _ => json!({}),
     };
     Answer {

@@ -16,6 +16,9 @@ use super::{Answer, Event, HookInput, Permission, Verdict, parse_object, str_fie
 /// Built-in tools that write the file named in `file_path`.
 pub const EDIT_TOOLS: &[&str] = &["write_file", "replace"];
 
+/// The built-in shell tool (`tool_input.command`).
+pub const SHELL_TOOL: &str = "run_shell_command";
+
 /// Read a Gemini CLI hook payload.
 pub fn parse(text: &str) -> Result<HookInput, String> {
     let v = parse_object(text)?;
@@ -30,7 +33,16 @@ pub fn parse(text: &str) -> Result<HookInput, String> {
                 .filter(|s| !s.is_empty());
             Event::BeforeEdit(file.map(str::to_string).into_iter().collect())
         }
-        "BeforeTool" | "AfterTool" | "BeforeAgent" | "AfterAgent" => Event::Activity,
+        "BeforeTool" if str_field(&v, "tool_name") == SHELL_TOOL => match v
+            .get("tool_input")
+            .and_then(|i| i.get("command"))
+            .and_then(Value::as_str)
+        {
+            Some(c) => Event::BeforeShell(c.to_string()),
+            None => Event::Activity,
+        },
+        "AfterTool" => Event::AfterTool,
+        "BeforeTool" | "BeforeAgent" | "AfterAgent" => Event::Activity,
         "SessionEnd" => Event::SessionEnd(Some(str_field(&v, "reason").to_string())),
         _ => Event::Ignore,
     };

@@ -11,6 +11,7 @@ pub mod claude;
 pub mod codex;
 pub mod cursor;
 pub mod gemini;
+pub mod shell;
 
 use std::path::Path;
 
@@ -98,6 +99,12 @@ pub enum Event {
     BeforeEdit(Vec<String>),
     /// These files were written already (the agent cannot be stopped any more): record it.
     AfterEdit(Vec<String>),
+    /// The agent's shell tool is about to run this command: the files it writes are decided as
+    /// for an edit ([`shell::written_paths`]).
+    BeforeShell(String),
+    /// A tool call finished (Gemini CLI's AfterTool): heartbeat, and hand the model a notice that
+    /// could not be given before the call.
+    AfterTool,
     /// Any other sign of life (a prompt, a finished turn, a tool call): heartbeat.
     Activity,
     /// The session ends: release its claims.
@@ -235,6 +242,21 @@ pub fn session_instance<'a>(st: &'a State, session_id: &str) -> Option<&'a Insta
     st.instances
         .iter()
         .find(|i| i.session_id.as_deref() == Some(session_id))
+}
+
+/// The instance a session acts as: the one registered for its session id, else the live
+/// instance `adopt` names (`CONDUCTOR_INSTANCE_ID`, set by whoever started the session, e.g. a
+/// workflow supervisor or `conductor run`) when no other session took it.
+pub fn session_or_adopted<'a>(
+    st: &'a State,
+    session_id: &str,
+    adopt: Option<&str>,
+) -> Option<&'a Instance> {
+    session_instance(st, session_id).or_else(|| {
+        st.instance(adopt?).filter(|i| {
+            i.session_id.as_deref().is_none_or(|s| s.is_empty() || s == session_id)
+        })
+    })
 }
 
 /// True when `file` (normalized, absolute) lies inside directory `dir`.

@@ -574,7 +574,8 @@ fn plugin_and_marketplace_files_are_well_formed() {
     }
     assert_eq!(
         hooks["hooks"]["PreToolUse"][0]["matcher"],
-        "Edit|Write|MultiEdit|NotebookEdit"
+        "Edit|Write|MultiEdit|NotebookEdit|Bash|Read|Grep|Glob",
+        "issue 22: shell and read calls reach the hook (claims, workflow rules)"
     );
     let md = std::fs::read_to_string(repo_file("shell/claude/commands/conductor.md")).unwrap();
     let front = md
@@ -819,9 +820,14 @@ fn gemini_is_refused_a_held_file_and_stdout_is_always_json() {
     assert!(j["reason"].as_str().unwrap().contains(&id_a));
     assert_eq!(r.stdout.trim().lines().count(), 1, "one JSON object only");
 
-    assert_eq!(
-        out(&hook_as(&env, "gemini", "before-tool-write-file")),
-        serde_json::json!({})
+    // The claim notice waits for AfterTool (issue 22): BeforeTool only tells the person.
+    let before = out(&hook_as(&env, "gemini", "before-tool-write-file"));
+    assert!(before.get("hookSpecificOutput").is_none(), "{before}");
+    assert!(
+        before["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("now claimed")
     );
     let id_g = id_of(&env, GEMINI_SESSION);
     assert_eq!(holder(&env, "src/new.rs"), id_g.as_str());
@@ -1094,5 +1100,411 @@ fn issue_13_integrate_upgrades_an_earlier_install() {
     assert_eq!(
         std::fs::read_to_string(d.join("settings.json")).unwrap(),
         original
+    );
+}
+
+// ------------------------------------------------ issue 22: what the real agents showed
+
+/// Feed a payload (any agent's JSON) to `conductor hook AGENT` with extra environment.
+fn send(env: &TestEnv, agent: &str, payload: &Value, vars: &[(&str, &str)]) -> Run {
+    let mut c = env.cmd();
+    c.args(["hook", agent])
+        .env_remove("CONDUCTOR_INSTANCE_ID")
+        .env_remove("CONDUCTOR_WORKFLOW_SESSION")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in vars {
+        c.env(k, v);
+    }
+    use std::io::Write;
+    let mut child = c.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.to_string().as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into(),
+        stderr: String::from_utf8_lossy(&o.stderr).into(),
+    }
+}
+
+/// Each agent's shell-tool payload for `command`, and how that agent reads a refusal.
+fn shell_payload(env: &TestEnv, agent: &str, session: &str, command: &str) -> Value {
+    let cwd = env.project.to_str().unwrap();
+    match agent {
+        "claude" | "codex" => serde_json::json!({"session_id": session, "cwd": cwd,
+            "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": command}}),
+        "gemini" => serde_json::json!({"session_id": session, "cwd": cwd,
+            "hook_event_name": "BeforeTool", "tool_name": "run_shell_command", "tool_input": {"command": command}}),
+        "cursor" => serde_json::json!({"conversation_id": session, "workspace_roots": [cwd],
+            "hook_event_name": "beforeShellExecution", "command": command, "cwd": cwd}),
+        _ => unreachable!(),
+    }
+}
+
+/// The refusal reason an agent's answer carries, or None when it lets the call through.
+fn refusal(agent: &str, r: &Run) -> Option<String> {
+    r.code(0);
+    if r.stdout.trim().is_empty() {
+        return None;
+    }
+    let v = r.json();
+    let s = |v: &Value| v.as_str().map(str::to_string);
+    match agent {
+        "claude" | "codex" => (v["hookSpecificOutput"]["permissionDecision"] == "deny")
+            .then(|| s(&v["hookSpecificOutput"]["permissionDecisionReason"]).unwrap()),
+        "gemini" => (v["decision"] == "deny").then(|| s(&v["reason"]).unwrap()),
+        "cursor" => (v["permission"] == "deny").then(|| s(&v["agent_message"]).unwrap()),
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn issue_22_shell_writes_of_a_held_file_are_refused_for_every_agent() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.project.join("src")).unwrap();
+    std::fs::write(env.project.join("src/auth.rs"), "fn a() {}\n").unwrap();
+    // Session A (Claude Code) holds src/auth.rs.
+    hook(&env, "session-start-a").code(0);
+    hook(&env, "pre-tool-use-edit-a").code(0);
+    let id_a = id_of(&env, SESSION_A);
+    assert_eq!(holder(&env, "src/auth.rs"), id_a.as_str());
+    // A patch file that writes it.
+    std::fs::write(
+        env.project.join("fix.patch"),
+        "diff --git a/src/auth.rs b/src/auth.rs\n--- a/src/auth.rs\n+++ b/src/auth.rs\n@@ -1 +1 @@\n-fn a() {}\n+fn b() {}\n",
+    )
+    .unwrap();
+    let writes = [
+        "sed -i 's/a/b/' src/auth.rs",
+        "echo x > src/auth.rs",
+        "printf x >> ./src/auth.rs",
+        "ls | tee src/auth.rs",
+        "cp /dev/null src/auth.rs",
+        "mv src/auth.rs src/old.rs",
+        "rm -f src/auth.rs",
+        "git checkout HEAD -- src/auth.rs",
+        "patch -p1 < fix.patch",
+        "git apply fix.patch",
+        "cd src && echo y > auth.rs",
+    ];
+    for (agent, session) in [
+        ("claude", SESSION_B),
+        ("codex", CODEX_SESSION),
+        ("gemini", GEMINI_SESSION),
+        ("cursor", CURSOR_SESSION),
+    ] {
+        for cmd in writes {
+            let r = send(&env, agent, &shell_payload(&env, agent, session, cmd), &[]);
+            let why =
+                refusal(agent, &r).unwrap_or_else(|| panic!("{agent}: `{cmd}` let through: {r:?}"));
+            assert!(
+                why.contains(&id_a) && why.contains("src/auth.rs"),
+                "{agent} `{cmd}`: {why}"
+            );
+        }
+        // Reading the file, or writing elsewhere outside the project, is no claim matter.
+        for cmd in [
+            "cat src/auth.rs | grep fn",
+            "cargo test 2>&1 | tail",
+            "echo x > /tmp/scratch-c22",
+        ] {
+            let r = send(&env, agent, &shell_payload(&env, agent, session, cmd), &[]);
+            assert_eq!(refusal(agent, &r), None, "{agent} `{cmd}`: {r:?}");
+        }
+    }
+    assert_eq!(holder(&env, "src/auth.rs"), id_a.as_str(), "still A's");
+
+    // A free file written through the shell is auto-claimed, and the model is told.
+    let r = send(
+        &env,
+        "claude",
+        &shell_payload(&env, "claude", SESSION_B, "cp src/auth.rs src/copy.rs"),
+        &[],
+    );
+    let ctx = out(&r)["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        ctx.contains("src/copy.rs now claimed for this session"),
+        "{ctx}"
+    );
+    assert_eq!(holder(&env, "src/copy.rs"), id_of(&env, SESSION_B).as_str());
+    assert!(
+        holder(&env, "src/auth.rs") == id_a.as_str(),
+        "cp's source is only read"
+    );
+}
+
+#[test]
+fn issue_22_installed_matchers_send_every_shell_tool_to_the_hook() {
+    let env = TestEnv::new();
+    for agent in ["claude", "codex", "gemini", "cursor"] {
+        env.run(&["integrate", agent, "--project", "."]).code(0);
+    }
+    let read = |rel: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(env.project.join(rel)).unwrap()).unwrap()
+    };
+    let claude = read(".claude/settings.json");
+    let m = claude["hooks"]["PreToolUse"][0]["matcher"]
+        .as_str()
+        .unwrap();
+    assert!(
+        m.split('|').any(|t| t == "Bash") && m.split('|').any(|t| t == "Read"),
+        "{m}"
+    );
+    let codex = read(".codex/hooks.json");
+    let m = codex["hooks"]["PreToolUse"][0]["matcher"].as_str().unwrap();
+    assert!(m.split('|').any(|t| t == "Bash"), "{m}");
+    assert!(
+        codex["hooks"]["SessionEnd"].is_array(),
+        "Codex's SessionEnd is installed"
+    );
+    let gemini = read(".gemini/settings.json");
+    let m = gemini["hooks"]["BeforeTool"][0]["matcher"]
+        .as_str()
+        .unwrap();
+    assert!(m.split('|').any(|t| t == "run_shell_command"), "{m}");
+    let cursor = read(".cursor/hooks.json");
+    assert!(
+        cursor["hooks"]["beforeShellExecution"].is_array(),
+        "{cursor}"
+    );
+}
+
+#[test]
+fn issue_22_workflow_rules_hold_for_every_agents_shell_tool() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.project.join(".conductor/workflows")).unwrap();
+    std::fs::write(
+        env.project.join(".conductor/workflows/one.json"),
+        r#"{"name": "One", "initial": "work", "states": {"work": {"persona": "Engineer", "next": []}}}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(env.project.join(".pi")).unwrap();
+    std::fs::write(
+        env.project.join(".pi/damage-control-rules.yaml"),
+        "bashToolPatterns:\n  - pattern: '\\brm\\s+-[a-zA-Z]*r'\n    reason: recursive delete is not allowed\nreadOnlyPaths:\n  - Cargo.lock\n",
+    )
+    .unwrap();
+    let r = env.run(&["--json", "workflow", "start", "one", "guarded"]);
+    r.code(0);
+    let j = r.json();
+    let sid = j["session"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{j}"))
+        .to_string();
+    for (agent, session) in [
+        ("claude", SESSION_A),
+        ("codex", CODEX_SESSION),
+        ("gemini", GEMINI_SESSION),
+        ("cursor", CURSOR_SESSION),
+    ] {
+        let vars = [("CONDUCTOR_WORKFLOW_SESSION", sid.as_str())];
+        let r = send(
+            &env,
+            agent,
+            &shell_payload(&env, agent, session, "rm -rf src/keep"),
+            &vars,
+        );
+        let why = refusal(agent, &r).unwrap_or_else(|| panic!("{agent}: {r:?}"));
+        assert!(
+            why.contains("recursive delete is not allowed"),
+            "{agent}: {why}"
+        );
+        // A shell write of a read-only path, found by the parser.
+        let r = send(
+            &env,
+            agent,
+            &shell_payload(&env, agent, session, "echo x >> Cargo.lock"),
+            &vars,
+        );
+        let why = refusal(agent, &r).unwrap_or_else(|| panic!("{agent}: {r:?}"));
+        assert!(why.contains("read-only"), "{agent}: {why}");
+        let r = send(
+            &env,
+            agent,
+            &shell_payload(&env, agent, session, "ls src"),
+            &vars,
+        );
+        assert_eq!(refusal(agent, &r), None, "{agent}");
+    }
+}
+
+#[test]
+fn issue_22_gemini_is_told_of_the_auto_claim_after_the_tool_ran() {
+    let env = TestEnv::new();
+    hook_as(&env, "gemini", "session-start").code(0);
+    let before = out(&hook_as(&env, "gemini", "before-tool-write-file"));
+    assert!(
+        before.get("hookSpecificOutput").is_none(),
+        "BeforeTool's context never reaches Gemini's model: {before}"
+    );
+    assert!(
+        before["systemMessage"]
+            .as_str()
+            .unwrap_or("")
+            .contains("now claimed"),
+        "the person sees it at once: {before}"
+    );
+    let after = out(&hook_as(&env, "gemini", "after-tool-write-file"));
+    let ctx = after["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{after}"));
+    assert!(ctx.contains("now claimed for this session"), "{ctx}");
+    assert_eq!(after["hookSpecificOutput"]["hookEventName"], "AfterTool");
+    let again = out(&hook_as(&env, "gemini", "after-tool-write-file"));
+    assert!(
+        again.get("hookSpecificOutput").is_none(),
+        "told once: {again}"
+    );
+    // Kept private in the home.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = env.home.join("hook-notices");
+    assert_eq!(
+        std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+}
+
+#[test]
+fn issue_22_a_session_started_with_an_instance_adopts_it_for_every_agent() {
+    for (agent, session) in [
+        ("claude", SESSION_A),
+        ("codex", CODEX_SESSION),
+        ("gemini", GEMINI_SESSION),
+        ("cursor", CURSOR_SESSION),
+    ] {
+        let env = TestEnv::new();
+        // What a workflow supervisor (or `conductor run`) does before it starts the agent.
+        let id = env.start("workflow worker", "P1");
+        let vars = [("CONDUCTOR_INSTANCE_ID", id.as_str())];
+        let cwd = env.project.to_str().unwrap();
+        let (start_event, end_event, sid_key) = match agent {
+            "cursor" => ("sessionStart", "sessionEnd", "conversation_id"),
+            _ => ("SessionStart", "SessionEnd", "session_id"),
+        };
+        let start = serde_json::json!({sid_key: session, "cwd": cwd, "workspace_roots": [cwd],
+            "hook_event_name": start_event, "source": "startup"});
+        let r = send(&env, agent, &start, &vars);
+        r.code(0);
+        let instances = env.state()["instances"].as_array().unwrap().clone();
+        assert_eq!(
+            instances.len(),
+            1,
+            "{agent}: no second instance: {instances:?}"
+        );
+        assert_eq!(instances[0]["id"], id.as_str());
+        assert_eq!(instances[0]["session_id"], session, "{agent}");
+        assert!(r.stdout.contains("adopted"), "{agent}: {}", r.stdout);
+        // Its shell writes claim for the adopted instance.
+        let w = send(
+            &env,
+            agent,
+            &shell_payload(&env, agent, session, "echo x > notes.txt"),
+            &vars,
+        );
+        assert_eq!(refusal(agent, &w), None, "{agent}: {w:?}");
+        assert_eq!(holder(&env, "notes.txt"), id.as_str(), "{agent}");
+        assert_eq!(env.state()["instances"].as_array().unwrap().len(), 1);
+        // The session's end leaves the instance to whoever registered it.
+        let end = serde_json::json!({sid_key: session, "cwd": cwd, "workspace_roots": [cwd],
+            "hook_event_name": end_event, "reason": "other"});
+        send(&env, agent, &end, &vars).code(0);
+        assert!(env.instance(&id).is_some(), "{agent}: its owner ends it");
+    }
+}
+
+#[test]
+fn issue_22_the_documented_claude_worker_command_may_run_workflow_transition() {
+    let env = TestEnv::new();
+    // The command exactly as `workflow run --help` documents it.
+    let help = env.run(&["workflow", "run", "--help"]);
+    help.code(0);
+    // Help text is wrapped at spaces: join its lines again.
+    let text = help
+        .stdout
+        .lines()
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let line = text
+        .split("conductor workflow run wf-1a2b3c")
+        .find(|l| l.contains("--agent-cmd 'claude -p"))
+        .unwrap_or_else(|| panic!("{}", help.stdout));
+    let cmd = line.split("--agent-cmd '").nth(1).unwrap();
+    let cmd = &cmd[..cmd.find('\'').unwrap()];
+    let readme = std::fs::read_to_string(repo_file("README.md")).unwrap();
+    assert!(
+        readme.contains(&format!("--agent-cmd '{cmd}'")),
+        "README documents the same command"
+    );
+    // A stand-in `claude` that records its arguments, then finishes the state.
+    let bin_dir = env.root.path().join("fakebin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let fake = bin_dir.join("claude");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > \"{}\"\n\"{}\" workflow transition done --summary ok\n",
+            env.root.path().join("argv").display(),
+            bin().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(env.project.join(".conductor/workflows")).unwrap();
+    std::fs::write(
+        env.project.join(".conductor/workflows/one.json"),
+        r#"{"name": "One", "initial": "work", "states": {"work": {"persona": "Engineer", "next": []}}}"#,
+    )
+    .unwrap();
+    let sid = env.run(&["--json", "workflow", "start", "one", "t"]).json()["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    env.run_env(
+        &["workflow", "run", &sid, "--agent-cmd", cmd],
+        &[("PATH", &path)],
+    )
+    .code(0);
+    let argv: Vec<String> = std::fs::read_to_string(env.root.path().join("argv"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(argv[0], "-p", "{argv:?}");
+    let i = argv
+        .iter()
+        .position(|a| a == "--allowedTools")
+        .expect("an allowed-tools rule");
+    // Claude Code's rule syntax: Bash(PREFIX:*) allows `conductor workflow transition …` in -p mode.
+    let rule = &argv[i + 1];
+    let prefix = rule
+        .strip_prefix("Bash(")
+        .and_then(|r| r.strip_suffix(":*)"))
+        .unwrap_or_else(|| panic!("{rule}"));
+    assert!(
+        "conductor workflow transition done --summary ok".starts_with(prefix),
+        "{rule}"
+    );
+    // --allowedTools takes several values: the next argument must be an option, not swallowed.
+    assert!(argv[i + 2].starts_with("--"), "{argv:?}");
+    assert_eq!(argv[i + 2], "--append-system-prompt-file");
+    assert!(
+        Path::new(&argv[i + 3]).is_file(),
+        "the system prompt file exists: {argv:?}"
     );
 }

@@ -25,7 +25,7 @@ pub const HELP: &str = "\
 A session:
   conductor workflow validate .conductor/workflows/feature.json
   conductor workflow start feature \"Add rate limiting\"          # prints wf-1a2b3c
-  conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --append-system-prompt-file {system_file}'
+  conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --allowedTools \"Bash(conductor workflow:*)\" --append-system-prompt-file {system_file}'
   conductor workflow show wf-1a2b3c       # Planning [✓] -> Implementation [●] -> Verification [ ]
   conductor workflow approve wf-1a2b3c    # when a state requires approval; then run again
 

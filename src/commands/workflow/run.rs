@@ -68,7 +68,7 @@ instructions, the snapshot handed over by earlier states, and how to finish: \
 A worker that exits without a transition is run once more with the failure in its prompt; the \
 second time the session goes to human_intervention. The fourth traversal of the same edge does too. \
 Kill the supervisor at any time: `conductor workflow run SESSION` resumes where the ledger says.\n\n\
-Examples:\n  conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --append-system-prompt-file {system_file}'\n  \
+Examples:\n  conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --allowedTools \"Bash(conductor workflow:*)\" --append-system-prompt-file {system_file}'\n  \
 conductor workflow run wf-1a2b3c --agent-cmd 'pi -p \"$(cat {prompt_file})\"' --follow\n\n\
 Exit codes of `workflow run` (it returns when no automated progress is possible):\n  \
 0   done\n  1   operational error (lock_timeout, io, corrupt_state)\n  \

@@ -22,7 +22,7 @@ validate`), every state's persona is resolved (agent files in .claude/agents/ or
 parse), and the safety rules are parsed: the template's `rules` file, else \
 .pi/damage-control-rules.yaml when it exists. Any problem is an error (exit 2) and nothing is written.\n\n\
 Example:\n  conductor workflow start feature \"Add rate limiting to the API\"\n  \
-conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --append-system-prompt-file {system_file}'"
+conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --allowedTools \"Bash(conductor workflow:*)\" --append-system-prompt-file {system_file}'"
 )]
 pub struct StartArgs {
     /// The template: a name or a path.
@@ -113,7 +113,7 @@ pub fn run(ctx: &Ctx, args: StartArgs) -> Result<u8> {
         text.push_str(&format!("\nSafety rules: {f}"));
     }
     text.push_str(&format!(
-        "\nNext: conductor workflow run {id} --agent-cmd 'claude -p --append-system-prompt-file {{system_file}}'"
+        "\nNext: conductor workflow run {id} --agent-cmd 'claude -p --allowedTools \"Bash(conductor workflow:*)\" --append-system-prompt-file {{system_file}}'"
     ));
     emit(
         ctx,
