@@ -31,6 +31,7 @@ pub mod artifact;
 pub mod health;
 pub mod machine;
 pub mod ops;
+pub mod run_loop;
 pub mod text;
 
 use std::collections::{BTreeMap, VecDeque};

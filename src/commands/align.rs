@@ -62,7 +62,7 @@ pub fn execute(ctx: &Ctx, req: AlignRequest) -> Result<Box<dyn Report>> {
         ))?),
         None => None,
     };
-    let inputs = super::start::gate_inputs(ctx, dir.as_deref())?;
+    let inputs = super::start::gate_inputs(&ctx.store, dir.as_deref())?;
     Ok(match gate::evaluate(&req.task, req.priority, &inputs) {
         Verdict::Pass => Box::new(Aligned),
         Verdict::Blocked {

@@ -5,9 +5,9 @@ use serde_json::json;
 use super::{Ctx, Report, display_path};
 use crate::cli::InstanceArg;
 use conductor::error::Result;
-use conductor::protocol::local::ProcessTable;
-use conductor::protocol::ops::{self, ClaimOutcome};
+use conductor::protocol::ops::ClaimOutcome;
 use conductor::protocol::request::ClaimRequest;
+use conductor::protocol::sessions;
 
 /// Claim files.
 #[derive(Debug, clap::Args)]
@@ -132,14 +132,7 @@ fn conflict_message(o: &ClaimOutcome) -> String {
 
 /// Run `claim`.
 pub fn execute(ctx: &Ctx, req: ClaimRequest) -> Result<Box<dyn Report>> {
-    let now = ctx.now;
-    let live = ProcessTable::new()
-        .with_max_age(conductor::config::read(&ctx.store)?.default_max_age_minutes);
-    let outcome = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-        let (id, mut paths) = super::resolve_with_paths(ctx, st, &req.instance_id, &[&req.files])?;
-        let files = paths.remove(0);
-        ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)
-    })?;
+    let outcome = sessions::claim(&ctx.store, ctx.now, &ctx.caller(), &req)?;
     Ok(Box::new(Claimed {
         outcome,
         cwd: ctx.cwd().ok(),

@@ -26,7 +26,13 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     let limit = args.wait.and_then(|l| l.0);
     let req = args.into_request();
     let state = conductor::protocol::read_unvalidated(&ctx.store, ctx.now)?;
-    let (id, mut paths) = super::resolve_with_paths(ctx, &state, &req.instance_id, &[&req.files])?;
+    let (id, mut paths) = conductor::protocol::sessions::resolve_with_paths(
+        &ctx.store,
+        &ctx.caller(),
+        &state,
+        &req.instance_id,
+        &[&req.files],
+    )?;
     let files = paths.remove(0);
     let deadline = limit.map(|d| Instant::now() + d);
     let watcher = ctx.store.watcher(|name| name == "status.json")?;

@@ -4,9 +4,9 @@ use serde_json::json;
 
 use super::{Ctx, Report};
 use conductor::error::Result;
-use conductor::protocol::local::ProcessTable;
-use conductor::protocol::ops::{self, DEFAULT_MAX_AGE_MINUTES, Orphan};
+use conductor::protocol::ops::Orphan;
 use conductor::protocol::request::CleanupRequest;
+use conductor::protocol::sessions;
 
 /// Remove orphans.
 #[derive(Debug, clap::Args)]
@@ -56,27 +56,6 @@ impl Report for Cleaned {
 
 /// Run `cleanup`.
 pub fn execute(ctx: &Ctx, req: CleanupRequest) -> Result<Box<dyn Report>> {
-    let max_age = match req.max_age_minutes {
-        Some(m) => m,
-        None => conductor::config::read(&ctx.store)?
-            .default_max_age_minutes
-            .unwrap_or(DEFAULT_MAX_AGE_MINUTES),
-    };
-    if let Some(id) = &req.instance_id
-        && !conductor::protocol::is_valid_instance_id(id)
-    {
-        ops::resolve_instance(
-            &conductor::protocol::read(&ctx.store, ctx.now)?,
-            Some(id),
-            std::path::Path::new("/"),
-            None,
-        )?;
-    }
-    let now = ctx.now;
-    let live = ProcessTable::new();
-    let orphans = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-        ops::drop_dead_waiters(st, &conductor::protocol::local::waiter_is_dead, now, fx);
-        ops::cleanup(st, max_age, req.instance_id.as_deref(), now, &live, fx)
-    })?;
+    let orphans = sessions::cleanup(&ctx.store, ctx.now, &req)?;
     Ok(Box::new(Cleaned { orphans }))
 }

@@ -5,8 +5,8 @@ use serde_json::json;
 use super::{Ctx, Report};
 use crate::cli::InstanceArg;
 use conductor::error::Result;
-use conductor::protocol::ops;
 use conductor::protocol::request::DoneRequest;
+use conductor::protocol::sessions;
 use conductor::protocol::types::Outcome;
 
 /// Finish the task.
@@ -71,20 +71,10 @@ impl Report for Done {
 
 /// Run `done`.
 pub fn execute(ctx: &Ctx, req: DoneRequest) -> Result<Box<dyn Report>> {
-    let listed = req.files_modified.clone().unwrap_or_default();
-    let outcome = req.outcome.unwrap_or(Outcome::Success);
-    let now = ctx.now;
-    let (id, released) = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-        let (id, mut paths) = super::resolve_with_paths(ctx, st, &req.instance_id, &[&listed])?;
-        let files_modified = req.files_modified.as_ref().map(|_| paths.remove(0));
-        // A released file goes to the first waiter that is still there.
-        ops::drop_dead_waiters(st, &conductor::protocol::local::waiter_is_dead, now, fx);
-        let released = ops::done(st, &id, outcome, files_modified, req.notes.clone(), now, fx)?;
-        Ok((id, released))
-    })?;
+    let d = sessions::done(&ctx.store, ctx.now, &ctx.caller(), &req)?;
     Ok(Box::new(Done {
-        instance_id: id,
-        outcome,
-        released,
+        instance_id: d.instance_id,
+        outcome: d.outcome,
+        released: d.released,
     }))
 }

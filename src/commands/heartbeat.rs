@@ -5,8 +5,8 @@ use serde_json::json;
 use super::{Ctx, Report};
 use crate::cli::InstanceArg;
 use conductor::error::Result;
-use conductor::protocol::ops;
 use conductor::protocol::request::HeartbeatRequest;
+use conductor::protocol::sessions;
 use conductor::time::Timestamp;
 
 /// Record a heartbeat.
@@ -51,14 +51,9 @@ impl Report for Beat {
 
 /// Run `heartbeat`.
 pub fn execute(ctx: &Ctx, req: HeartbeatRequest) -> Result<Box<dyn Report>> {
-    let now = ctx.now;
-    let id = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-        let (id, _) = super::resolve_with_paths(ctx, st, &req.instance_id, &[])?;
-        ops::heartbeat(st, &id, req.owner_pid, now, fx)?;
-        Ok(id)
-    })?;
+    let instance_id = sessions::heartbeat(&ctx.store, ctx.now, &ctx.caller(), &req)?;
     Ok(Box::new(Beat {
-        instance_id: id,
-        at: now,
+        instance_id,
+        at: ctx.now,
     }))
 }

@@ -45,8 +45,6 @@ use std::time::Duration;
 use crate::cli::{Cli, Command};
 use crate::output::Output;
 use conductor::error::Result;
-use conductor::protocol::State;
-use conductor::protocol::local::{self, PathNormalizer};
 use conductor::protocol::request::{Request, StatusRequest};
 use conductor::store::{Home, Store};
 use conductor::time::Timestamp;
@@ -59,6 +57,13 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Who is asking, for the protocol's services.
+    pub fn caller(&self) -> conductor::protocol::sessions::Caller {
+        conductor::protocol::sessions::Caller {
+            cwd: self.cwd().ok(),
+        }
+    }
+
     /// The current directory (symlinks resolved).
     pub fn cwd(&self) -> Result<PathBuf> {
         Ok(conductor::host::current_dir()?)
@@ -203,58 +208,6 @@ pub fn execute(ctx: &Ctx, request: Request) -> Result<Box<dyn Report>> {
         Request::Status(_) => status::execute(ctx),
         Request::Align(r) => align::execute(ctx, r),
     }
-}
-
-/// The instance a request names, else `CONDUCTOR_INSTANCE_ID` (already folded in by clap for
-/// subcommands; read here for `op`).
-fn explicit_instance(id: &Option<String>) -> Option<String> {
-    id.clone().or_else(|| {
-        std::env::var("CONDUCTOR_INSTANCE_ID")
-            .ok()
-            .filter(|s| !s.is_empty())
-    })
-}
-
-/// Resolve the acting instance in `state` and normalize the given paths against it. Called
-/// inside the transaction, on the state it read under the lock, so a write reads status.json
-/// once.
-fn resolve_with_paths(
-    ctx: &Ctx,
-    state: &State,
-    explicit: &Option<String>,
-    paths: &[&[String]],
-) -> Result<(String, Vec<Vec<String>>)> {
-    let explicit = explicit_instance(explicit);
-    // A vanished current directory only matters when it is needed to pick the instance.
-    let cwd = match ctx.cwd() {
-        Ok(c) => Some(c),
-        Err(e) if explicit.is_none() => return Err(e),
-        Err(_) => None,
-    };
-    let id = conductor::protocol::ops::resolve_instance(
-        state,
-        explicit.as_deref(),
-        cwd.as_deref().unwrap_or(Path::new("/")),
-        conductor::host::hostname().as_deref(),
-    )?;
-    let inst = state.instance(&id).expect("just resolved");
-    let wd = Path::new(&inst.working_directory);
-    let base = match &cwd {
-        Some(c) => local::claim_base(c, wd),
-        None => wd.to_path_buf(),
-    };
-    let mut norm = PathNormalizer::new(base)
-        .with_floor(wd)
-        .with_repo_keys(ctx.store.remote().is_some());
-    let mut out = Vec::new();
-    for list in paths {
-        out.push(
-            list.iter()
-                .map(|p| norm.normalize(p))
-                .collect::<Result<Vec<_>>>()?,
-        );
-    }
-    Ok((id, out))
 }
 
 /// Show a path relative to `cwd` when it is inside it.

@@ -5,8 +5,8 @@ use serde_json::json;
 use super::{Ctx, Report, display_path};
 use crate::cli::InstanceArg;
 use conductor::error::Result;
-use conductor::protocol::ops::{self, Which};
 use conductor::protocol::request::ReleaseRequest;
+use conductor::protocol::sessions;
 
 /// Release files.
 #[derive(Debug, clap::Args)]
@@ -73,20 +73,7 @@ fn message(files: &[String], cwd: Option<&std::path::Path>) -> String {
 
 /// Run `release`.
 pub fn execute(ctx: &Ctx, req: ReleaseRequest) -> Result<Box<dyn Report>> {
-    let listed = req.files.clone().unwrap_or_default();
-    let now = ctx.now;
-    let force = req.force == Some(true);
-    let released = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-        let (id, mut paths) = super::resolve_with_paths(ctx, st, &req.instance_id, &[&listed])?;
-        let which = if req.all == Some(true) {
-            Which::All
-        } else {
-            Which::Files(paths.remove(0))
-        };
-        // A released file goes to the first waiter that is still there.
-        ops::drop_dead_waiters(st, &conductor::protocol::local::waiter_is_dead, now, fx);
-        ops::release(st, &id, &which, force, req.reason.as_deref(), now, fx)
-    })?;
+    let released = sessions::release(&ctx.store, ctx.now, &ctx.caller(), &req)?;
     Ok(Box::new(Released {
         released,
         cwd: ctx.cwd().ok(),

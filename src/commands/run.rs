@@ -8,10 +8,11 @@ use std::sync::mpsc::{RecvTimeoutError, channel};
 
 use super::claim;
 use super::start::{self, StartArgs};
-use super::{Ctx, print};
+use super::{Ctx, Report, print};
 use conductor::error::{Error, Result};
 use conductor::protocol::ops;
 use conductor::protocol::request::ClaimRequest;
+use conductor::protocol::sessions::{self, StartOutcome};
 use conductor::protocol::{Outcome, Priority, Source};
 use conductor::store::Store;
 use conductor::store::watch;
@@ -71,14 +72,12 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         dir: None,
         owner_pid: Some(std::process::id()),
     };
-    let report = start::execute(ctx, start_args.into_request()?)?;
-    if report.exit_code() != 0 {
-        return print(ctx.out, report.as_ref());
-    }
-    let id = report.to_json()["instance_id"]
-        .as_str()
-        .expect("start reports its id")
-        .to_string();
+    let id = match sessions::start(&ctx.store, ctx.now, start_args.into_request()?)? {
+        StartOutcome::Started { instance_id, .. } => instance_id,
+        StartOutcome::Blocked { message, options } => {
+            return print(ctx.out, &start::Blocked { message, options });
+        }
+    };
     ctx.out.status(&format!("conductor: registered as {id}"));
     if !args.claim.is_empty() {
         let req = ClaimRequest {
@@ -86,9 +85,12 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
             files: args.claim.clone(),
             force: None,
         };
-        let claimed = claim::execute(ctx, req)?;
+        let claimed = claim::Claimed {
+            outcome: sessions::claim(&ctx.store, ctx.now, &ctx.caller(), &req)?,
+            cwd: ctx.cwd().ok(),
+        };
         if claimed.exit_code() != 0 {
-            let code = print(ctx.out, claimed.as_ref())?;
+            let code = print(ctx.out, &claimed)?;
             finish(
                 &ctx.store,
                 &id,

@@ -5,14 +5,10 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::{Ctx, Report};
-use conductor::error::{Error, Result};
-use conductor::protocol::gate::{self, GateInputs, Verdict};
-use conductor::protocol::local;
-use conductor::protocol::ops::{self, NewInstance};
+use conductor::error::Result;
 use conductor::protocol::request::StartRequest;
-use conductor::protocol::{Priority, ProjectConfig, Source};
-use conductor::schema::Schema;
-use conductor::store;
+use conductor::protocol::sessions::{self, StartOutcome};
+use conductor::protocol::{Priority, Source};
 
 /// Register a task.
 #[derive(Debug, clap::Args)]
@@ -68,117 +64,7 @@ impl StartArgs {
     }
 }
 
-/// An existing directory, absolute and with symlinks resolved, as a UTF-8 string.
-pub fn working_directory(dir: Option<&Path>) -> Result<String> {
-    let cwd = conductor::host::current_dir();
-    let raw = match dir {
-        Some(d) if d.is_absolute() => d.to_path_buf(),
-        Some(d) => cwd?.join(d),
-        None => cwd?,
-    };
-    let canon = std::fs::canonicalize(&raw).map_err(|e| {
-        Error::invalid(
-            "invalid_directory",
-            format!("working directory {} is not usable: {e}", raw.display()),
-        )
-    })?;
-    if !canon.is_dir() {
-        return Err(Error::invalid(
-            "invalid_directory",
-            format!("working directory {} is not a directory", canon.display()),
-        ));
-    }
-    canon.into_os_string().into_string().map_err(|_| {
-        Error::invalid(
-            "invalid_directory",
-            "the working directory's path is not UTF-8",
-        )
-    })
-}
-
-/// Gather what the priority gate looks at: sprint.json, the north-stars file, and the project's
-/// priority source.
-pub fn gate_inputs(ctx: &Ctx, working_directory: Option<&str>) -> Result<GateInputs> {
-    let config = conductor::config::read(&ctx.store)?;
-    let sprint = conductor::protocol::sprint(&ctx.store)?;
-    let ns_path = match &config.north_stars_path {
-        Some(p) => expand_tilde(p),
-        None => std::env::var_os("HOME")
-            .map(|h| {
-                PathBuf::from(h).join("Developer/digital-self/2-areas/personal/north-stars.md")
-            })
-            .unwrap_or_default(),
-    };
-    let north_stars = match std::fs::read_to_string(&ns_path) {
-        Ok(text) => Some(gate::north_star_items(&text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Error::io("read the north-stars file", &ns_path, e)),
-    };
-    let project_priorities = match working_directory {
-        Some(dir) => project_priorities(Path::new(dir))?,
-        None => None,
-    };
-    Ok(GateInputs {
-        sprint,
-        north_stars,
-        north_stars_path: Some(ns_path.display().to_string()),
-        project_priorities,
-    })
-}
-
-fn expand_tilde(p: &str) -> PathBuf {
-    match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
-        (Some(rest), Some(h)) => PathBuf::from(h).join(rest),
-        _ => PathBuf::from(p),
-    }
-}
-
-/// The task texts of a project's priority source (`.conductor/config.json` → `priority_source`,
-/// `priority_field` like `tasks[].priority`): every string field of each item except the
-/// priority itself.
-fn project_priorities(dir: &Path) -> Result<Option<Vec<String>>> {
-    let cfg_path = dir.join(".conductor/config.json");
-    let Some(cfg) = conductor::schema::read_doc::<ProjectConfig>(&cfg_path, Schema::ProjectConfig)?
-    else {
-        return Ok(None);
-    };
-    let Some(source) = cfg.priority_source else {
-        return Ok(None);
-    };
-    let src_path = dir.join(&source);
-    let Some(bytes) = store::read_bytes(&src_path)? else {
-        return Ok(None);
-    };
-    let doc: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
-        Error::corrupt(
-            &src_path,
-            format!("the project's priority source is not valid JSON ({e})"),
-        )
-    })?;
-    let field = cfg
-        .priority_field
-        .unwrap_or_else(|| "tasks[].priority".into());
-    let (array_key, prio_key) = field.split_once("[].").unwrap_or(("tasks", "priority"));
-    let items = doc
-        .pointer(&format!("/{}", array_key.replace('.', "/")))
-        .and_then(|v| v.as_array());
-    let texts = items
-        .into_iter()
-        .flatten()
-        .map(|item| match item {
-            serde_json::Value::Object(m) => m
-                .iter()
-                .filter(|(k, _)| k.as_str() != prio_key)
-                .filter_map(|(_, v)| v.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
-            serde_json::Value::String(s) => s.clone(),
-            _ => String::new(),
-        })
-        .filter(|t| !t.is_empty())
-        .collect();
-    Ok(Some(texts))
-}
+pub use conductor::protocol::sessions::{gate_inputs, working_directory};
 
 /// The spec's success output.
 pub struct Started {
@@ -229,66 +115,8 @@ impl Report for Blocked {
 
 /// Run `start`.
 pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
-    let dir = working_directory(req.working_directory.as_deref().map(Path::new))?;
-    let inputs = gate_inputs(ctx, Some(&dir))?;
-    let verdict = gate::evaluate(&req.task, req.priority, &inputs);
-    let drift = match verdict {
-        Verdict::Pass => None,
-        Verdict::Blocked {
-            message,
-            options,
-            drift,
-        } => match &req.override_reason {
-            None => {
-                let ev = conductor::store::event::NewEvent {
-                    event_type: conductor::protocol::events::GATE_BLOCKED,
-                    actor: None,
-                    target: None,
-                    project: Some(req.project.clone()),
-                    payload: json!({"task": req.task, "priority": req.priority, "reason": message}),
-                };
-                ctx.store.append_events(ctx.now, vec![ev])?;
-                return Ok(Box::new(Blocked { message, options }));
-            }
-            Some(_) => Some(drift),
-        },
-    };
-    let source = req
-        .source
-        .unwrap_or_else(|| local::detect_source(|k| std::env::var(k).ok()));
-    let new = NewInstance {
-        source,
-        project: req.project,
-        task: req.task,
-        priority: req.priority,
-        working_directory: dir,
-        override_reason: req.override_reason,
-        pid: req.owner_pid,
-        host: conductor::host::hostname(),
-        session_id: req.session_id,
-    };
-    let now = ctx.now;
-    let recorded = drift.clone();
-    // In a Claude Code session its hook already registered an instance and exported its id:
-    // `/conductor start` then gives that instance the task rather than registering a second one.
-    let session_instance = std::env::var("CONDUCTOR_INSTANCE_ID")
-        .ok()
-        .filter(|s| !s.is_empty());
-    let instance_id = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-        if let Some(id) = session_instance.clone()
-            && st.instance(&id).is_some_and(|i| i.session_id.is_some())
-        {
-            ops::retask(st, &id, new.clone(), recorded.clone(), now, fx)?;
-            return Ok(id);
-        }
-        Ok(ops::start(
-            st,
-            new.clone(),
-            recorded.clone(),
-            conductor::host::random_hex6,
-            now,
-            fx,
-        ))
-    })?;
-    Ok(Box::new(Started { instance_id, drift }))
+    Ok(match sessions::start(&ctx.store, ctx.now, req)? {
+        StartOutcome::Started { instance_id, drift } => Box::new(Started { instance_id, drift }),
+        StartOutcome::Blocked { message, options } => Box::new(Blocked { message, options }),
+    })
 }

@@ -18,6 +18,7 @@ pub mod local;
 pub mod ops;
 pub mod request;
 pub mod service;
+pub mod sessions;
 pub mod types;
 
 pub use service::{

@@ -79,6 +79,8 @@ pub enum Update {
     },
     /// Time passed (redraw elapsed times).
     Tick,
+    /// Another dispatcher leads this home's queue (its pid, when known); this one waits.
+    WaitingForLead { pid: Option<String> },
 }
 
 /// What a dispatcher run did.
@@ -208,6 +210,7 @@ fn take_lead(
     me: &str,
     tx: &mpsc::Sender<Msg>,
     rx: &mpsc::Receiver<Msg>,
+    progress: &mut dyn FnMut(Update),
 ) -> Result<Option<std::fs::File>> {
     use std::io::{Read, Seek};
     let path = home.join(LEAD_LOCK);
@@ -225,14 +228,9 @@ fn take_lead(
         Err(std::fs::TryLockError::WouldBlock) => {
             let other = holder(&mut file);
             let pid = other.split(':').next().unwrap_or("");
-            eprintln!(
-                "conductor: another dispatcher runs this home's queue{}; waiting for it to finish (one dispatcher per home)",
-                if pid.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (pid {pid})")
-                }
-            );
+            progress(Update::WaitingForLead {
+                pid: (!pid.is_empty()).then(|| pid.to_string()),
+            });
             let waiter = file.try_clone().ctx("clone lock file handle", &path)?;
             let tx = tx.clone();
             std::thread::spawn(move || {
@@ -293,7 +291,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
     // before the commit that records its start. With a shared store, dispatchers on several
     // hosts share the queue through optimistic transactions and launch only what committed.
     let lead = match store.remote() {
-        None => match take_lead(&home, &me, &tx, &rx)? {
+        None => match take_lead(&home, &me, &tx, &rx, progress)? {
             Some(f) => Some(f),
             None => {
                 return Ok(Summary {

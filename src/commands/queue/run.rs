@@ -106,6 +106,15 @@ struct Progress {
 
 impl Progress {
     fn update(&mut self, u: Update) {
+        if let Update::WaitingForLead { pid } = &u {
+            eprintln!(
+                "conductor: another dispatcher runs this home's queue{}; waiting for it to finish (one dispatcher per home)",
+                pid.as_ref()
+                    .map(|p| format!(" (pid {p})"))
+                    .unwrap_or_default()
+            );
+            return;
+        }
         if self.quiet {
             return;
         }

@@ -1,0 +1,390 @@
+//! The protocol's operations as every face calls them: a typed request in, a typed outcome out,
+//! one transaction each ([`super::transact`]). The CLI, the hooks, the MCP and HTTP servers and
+//! the workflow supervisor all call these; none of them prints.
+//!
+//! The acting instance is resolved inside the transaction, on the state read under the lock:
+//! the request's `instance_id`, else `CONDUCTOR_INSTANCE_ID`, else the one instance working in
+//! the caller's directory ([`Caller::cwd`]). Paths are normalized against that instance.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::gate::{self, GateInputs, Verdict};
+use super::local::{self, PathNormalizer, ProcessTable, waiter_is_dead};
+use super::ops::{self, ClaimOutcome, DEFAULT_MAX_AGE_MINUTES, NewInstance, Orphan, Which};
+use super::request::{
+    ClaimRequest, CleanupRequest, DoneRequest, HeartbeatRequest, ReleaseRequest, StartRequest,
+};
+use super::{Outcome, ProjectConfig, State};
+use crate::error::{Error, Result};
+use crate::schema::Schema;
+use crate::store::Store;
+use crate::time::Timestamp;
+
+/// Who is asking: where they stand (`None`: the current directory is gone).
+#[derive(Clone, Debug, Default)]
+pub struct Caller {
+    pub cwd: Option<PathBuf>,
+}
+
+impl Caller {
+    /// The calling process: its current directory, symlinks resolved.
+    pub fn this_process() -> Caller {
+        Caller {
+            cwd: crate::host::current_dir().ok(),
+        }
+    }
+}
+
+/// What `start` did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StartOutcome {
+    /// Registered (or, in a hooked session, retasked) `instance_id`; `drift` when the gate was
+    /// overridden.
+    Started {
+        instance_id: String,
+        drift: Option<String>,
+    },
+    /// The priority gate refused the task (a `gate.blocked` event was written).
+    Blocked {
+        message: String,
+        options: Vec<String>,
+    },
+}
+
+/// What `done` did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DoneOutcome {
+    pub instance_id: String,
+    pub outcome: Outcome,
+    /// The files it held, now released.
+    pub released: Vec<String>,
+}
+
+/// Register a task after the priority gate.
+pub fn start(store: &Store, now: Timestamp, req: StartRequest) -> Result<StartOutcome> {
+    let dir = working_directory(req.working_directory.as_deref().map(Path::new))?;
+    let inputs = gate_inputs(store, Some(&dir))?;
+    let verdict = gate::evaluate(&req.task, req.priority, &inputs);
+    let drift = match verdict {
+        Verdict::Pass => None,
+        Verdict::Blocked {
+            message,
+            options,
+            drift,
+        } => match &req.override_reason {
+            None => {
+                let ev = crate::store::event::NewEvent {
+                    event_type: super::events::GATE_BLOCKED,
+                    actor: None,
+                    target: None,
+                    project: Some(req.project.clone()),
+                    payload: json!({"task": req.task, "priority": req.priority, "reason": message}),
+                };
+                store.append_events(now, vec![ev])?;
+                return Ok(StartOutcome::Blocked { message, options });
+            }
+            Some(_) => Some(drift),
+        },
+    };
+    let source = req
+        .source
+        .unwrap_or_else(|| local::detect_source(|k| std::env::var(k).ok()));
+    let new = NewInstance {
+        source,
+        project: req.project,
+        task: req.task,
+        priority: req.priority,
+        working_directory: dir,
+        override_reason: req.override_reason,
+        pid: req.owner_pid,
+        host: crate::host::hostname(),
+        session_id: req.session_id,
+    };
+    let recorded = drift.clone();
+    // In a Claude Code session its hook already registered an instance and exported its id:
+    // `/conductor start` then gives that instance the task rather than registering a second one.
+    let session_instance = std::env::var("CONDUCTOR_INSTANCE_ID")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let instance_id = super::transact(store, now, |st, fx| {
+        if let Some(id) = session_instance.clone()
+            && st.instance(&id).is_some_and(|i| i.session_id.is_some())
+        {
+            ops::retask(st, &id, new.clone(), recorded.clone(), now, fx)?;
+            return Ok(id);
+        }
+        Ok(ops::start(
+            st,
+            new.clone(),
+            recorded.clone(),
+            crate::host::random_hex6,
+            now,
+            fx,
+        ))
+    })?;
+    Ok(StartOutcome::Started { instance_id, drift })
+}
+
+/// Claim files for the acting instance (a conflict is an outcome, not an error).
+pub fn claim(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    req: &ClaimRequest,
+) -> Result<ClaimOutcome> {
+    let live =
+        ProcessTable::new().with_max_age(crate::config::read(store)?.default_max_age_minutes);
+    super::transact(store, now, |st, fx| {
+        let (id, mut paths) =
+            resolve_with_paths(store, caller, st, &req.instance_id, &[&req.files])?;
+        let files = paths.remove(0);
+        ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)
+    })
+}
+
+/// Release files (or all of them); returns the files released.
+pub fn release(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    req: &ReleaseRequest,
+) -> Result<Vec<String>> {
+    let listed = req.files.clone().unwrap_or_default();
+    let force = req.force == Some(true);
+    super::transact(store, now, |st, fx| {
+        let (id, mut paths) = resolve_with_paths(store, caller, st, &req.instance_id, &[&listed])?;
+        let which = if req.all == Some(true) {
+            Which::All
+        } else {
+            Which::Files(paths.remove(0))
+        };
+        ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
+        ops::release(st, &id, &which, force, req.reason.as_deref(), now, fx)
+    })
+}
+
+/// Finish the acting instance: history line, claims released (to waiters first), instance
+/// removed.
+pub fn done(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    req: &DoneRequest,
+) -> Result<DoneOutcome> {
+    let listed = req.files_modified.clone().unwrap_or_default();
+    let outcome = req.outcome.unwrap_or(Outcome::Success);
+    let (instance_id, released) = super::transact(store, now, |st, fx| {
+        let (id, mut paths) = resolve_with_paths(store, caller, st, &req.instance_id, &[&listed])?;
+        let files_modified = req.files_modified.as_ref().map(|_| paths.remove(0));
+        ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
+        let released = ops::done(st, &id, outcome, files_modified, req.notes.clone(), now, fx)?;
+        Ok((id, released))
+    })?;
+    Ok(DoneOutcome {
+        instance_id,
+        outcome,
+        released,
+    })
+}
+
+/// Record that the acting instance is alive; returns its id.
+pub fn heartbeat(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    req: &HeartbeatRequest,
+) -> Result<String> {
+    super::transact(store, now, |st, fx| {
+        let (id, _) = resolve_with_paths(store, caller, st, &req.instance_id, &[])?;
+        ops::heartbeat(st, &id, req.owner_pid, now, fx)?;
+        Ok(id)
+    })
+}
+
+/// Retire instances without a heartbeat for `max_age_minutes` (or whose owner is gone), or the
+/// one named.
+pub fn cleanup(store: &Store, now: Timestamp, req: &CleanupRequest) -> Result<Vec<Orphan>> {
+    let max_age = match req.max_age_minutes {
+        Some(m) => m,
+        None => crate::config::read(store)?
+            .default_max_age_minutes
+            .unwrap_or(DEFAULT_MAX_AGE_MINUTES),
+    };
+    if let Some(id) = &req.instance_id
+        && !super::is_valid_instance_id(id)
+    {
+        ops::resolve_instance(&super::read(store, now)?, Some(id), Path::new("/"), None)?;
+    }
+    let live = ProcessTable::new();
+    super::transact(store, now, |st, fx| {
+        ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
+        ops::cleanup(st, max_age, req.instance_id.as_deref(), now, &live, fx)
+    })
+}
+
+/// The instance a request names, else `CONDUCTOR_INSTANCE_ID`.
+fn explicit_instance(id: &Option<String>) -> Option<String> {
+    id.clone().or_else(|| {
+        std::env::var("CONDUCTOR_INSTANCE_ID")
+            .ok()
+            .filter(|s| !s.is_empty())
+    })
+}
+
+/// Resolve the acting instance in `state` and normalize the given paths against it. Called
+/// inside the transaction, on the state it read under the lock, so a write reads status.json
+/// once.
+pub fn resolve_with_paths(
+    store: &Store,
+    caller: &Caller,
+    state: &State,
+    explicit: &Option<String>,
+    paths: &[&[String]],
+) -> Result<(String, Vec<Vec<String>>)> {
+    let explicit = explicit_instance(explicit);
+    // A vanished current directory only matters when it is needed to pick the instance.
+    let cwd = match (&caller.cwd, &explicit) {
+        (Some(c), _) => Some(c.clone()),
+        // Needed to pick the instance: say why it is unusable.
+        (None, None) => Some(crate::host::current_dir()?),
+        (None, Some(_)) => None,
+    };
+    let id = ops::resolve_instance(
+        state,
+        explicit.as_deref(),
+        cwd.as_deref().unwrap_or(Path::new("/")),
+        crate::host::hostname().as_deref(),
+    )?;
+    let inst = state.instance(&id).expect("just resolved");
+    let wd = Path::new(&inst.working_directory);
+    let base = match &cwd {
+        Some(c) => local::claim_base(c, wd),
+        None => wd.to_path_buf(),
+    };
+    let mut norm = PathNormalizer::new(base)
+        .with_floor(wd)
+        .with_repo_keys(store.remote().is_some());
+    let mut out = Vec::new();
+    for list in paths {
+        out.push(
+            list.iter()
+                .map(|p| norm.normalize(p))
+                .collect::<Result<Vec<_>>>()?,
+        );
+    }
+    Ok((id, out))
+}
+
+/// An existing directory, absolute and with symlinks resolved, as a UTF-8 string.
+pub fn working_directory(dir: Option<&Path>) -> Result<String> {
+    let cwd = crate::host::current_dir();
+    let raw = match dir {
+        Some(d) if d.is_absolute() => d.to_path_buf(),
+        Some(d) => cwd?.join(d),
+        None => cwd?,
+    };
+    let canon = std::fs::canonicalize(&raw).map_err(|e| {
+        Error::invalid(
+            "invalid_directory",
+            format!("working directory {} is not usable: {e}", raw.display()),
+        )
+    })?;
+    if !canon.is_dir() {
+        return Err(Error::invalid(
+            "invalid_directory",
+            format!("working directory {} is not a directory", canon.display()),
+        ));
+    }
+    canon.into_os_string().into_string().map_err(|_| {
+        Error::invalid(
+            "invalid_directory",
+            "the working directory's path is not UTF-8",
+        )
+    })
+}
+
+/// Gather what the priority gate looks at: sprint.json, the north-stars file, and the project's
+/// priority source.
+pub fn gate_inputs(store: &Store, working_directory: Option<&str>) -> Result<GateInputs> {
+    let config = crate::config::read(store)?;
+    let sprint = super::sprint(store)?;
+    let ns_path = match &config.north_stars_path {
+        Some(p) => expand_tilde(p),
+        None => std::env::var_os("HOME")
+            .map(|h| {
+                PathBuf::from(h).join("Developer/digital-self/2-areas/personal/north-stars.md")
+            })
+            .unwrap_or_default(),
+    };
+    let north_stars = match std::fs::read_to_string(&ns_path) {
+        Ok(text) => Some(gate::north_star_items(&text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io("read the north-stars file", &ns_path, e)),
+    };
+    let project_priorities = match working_directory {
+        Some(dir) => project_priorities(Path::new(dir))?,
+        None => None,
+    };
+    Ok(GateInputs {
+        sprint,
+        north_stars,
+        north_stars_path: Some(ns_path.display().to_string()),
+        project_priorities,
+    })
+}
+
+fn expand_tilde(p: &str) -> PathBuf {
+    match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(h)) => PathBuf::from(h).join(rest),
+        _ => PathBuf::from(p),
+    }
+}
+
+/// The task texts of a project's priority source (`.conductor/config.json` → `priority_source`,
+/// `priority_field` like `tasks[].priority`): every string field of each item except the
+/// priority itself.
+fn project_priorities(dir: &Path) -> Result<Option<Vec<String>>> {
+    let cfg_path = dir.join(".conductor/config.json");
+    let Some(cfg) = crate::schema::read_doc::<ProjectConfig>(&cfg_path, Schema::ProjectConfig)?
+    else {
+        return Ok(None);
+    };
+    let Some(source) = cfg.priority_source else {
+        return Ok(None);
+    };
+    let src_path = dir.join(&source);
+    let Some(bytes) = crate::store::read_bytes(&src_path)? else {
+        return Ok(None);
+    };
+    let doc: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+        Error::corrupt(
+            &src_path,
+            format!("the project's priority source is not valid JSON ({e})"),
+        )
+    })?;
+    let field = cfg
+        .priority_field
+        .unwrap_or_else(|| "tasks[].priority".into());
+    let (array_key, prio_key) = field.split_once("[].").unwrap_or(("tasks", "priority"));
+    let items = doc
+        .pointer(&format!("/{}", array_key.replace('.', "/")))
+        .and_then(|v| v.as_array());
+    let texts = items
+        .into_iter()
+        .flatten()
+        .map(|item| match item {
+            serde_json::Value::Object(m) => m
+                .iter()
+                .filter(|(k, _)| k.as_str() != prio_key)
+                .filter_map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+            serde_json::Value::String(s) => s.clone(),
+            _ => String::new(),
+        })
+        .filter(|t| !t.is_empty())
+        .collect();
+    Ok(Some(texts))
+}
