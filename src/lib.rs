@@ -12,6 +12,7 @@ pub mod app;
 pub mod config;
 pub mod error;
 pub mod hooks;
+pub mod progress;
 pub mod protocol;
 pub mod queue;
 pub mod schema;

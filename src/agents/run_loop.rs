@@ -34,14 +34,7 @@ use crate::store::watch::{self, Wake};
 use crate::store::{Lock, Store};
 use crate::time::Timestamp;
 
-/// What the loop has to say to the person running it (the command prints these).
-#[derive(Clone, Debug)]
-pub enum Note {
-    /// A status line (it started, how it wakes).
-    Status(String),
-    /// Something went wrong and the loop goes on.
-    Warning(String),
-}
+pub use crate::progress::Note;
 
 /// `agent run`.
 /// How the loop runs (the command line of `conductor agent run`).

@@ -27,6 +27,8 @@ pub mod baseline;
 pub mod persona;
 pub mod rules;
 pub mod session;
+pub mod supervisor;
+pub mod timeline;
 pub mod template;
 
 use std::path::Path;

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::{Ctx, print};
 use conductor::error::Result;
+pub use conductor::workflows::timeline::title;
 
 /// The group's `--help` epilogue: a session from start to end.
 pub const HELP: &str = "\
@@ -128,15 +129,5 @@ impl WorkerArgs {
     /// The state named in the environment, if any.
     pub fn state(&self) -> Option<&str> {
         self.state.as_deref().filter(|s| !s.is_empty())
-    }
-}
-
-/// A state's name as the timeline shows it: `planning` → `Planning`.
-pub fn title(state: &str) -> String {
-    let s = state.replace(['_', '-'], " ");
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
-        None => String::new(),
     }
 }

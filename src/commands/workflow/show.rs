@@ -8,7 +8,8 @@ use serde_json::json;
 
 use super::{Ctx, emit, title};
 use conductor::error::Result;
-use conductor::workflows::{self, RunOutcome, Session, Status, baseline};
+pub use conductor::workflows::timeline::{breadcrumbs, timeline};
+use conductor::workflows::{self, Status, baseline};
 
 /// Show a session.
 #[derive(Debug, clap::Args)]
@@ -18,45 +19,6 @@ pub struct ShowArgs {
     /// How many of the latest checkpoints to show.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub log: usize,
-}
-
-/// The timeline marks: done, current, not yet.
-pub fn timeline(s: &Session) -> Vec<(String, &'static str)> {
-    s.template
-        .states
-        .keys()
-        .map(|name| {
-            let current = s.current_state.as_deref() == Some(name.as_str());
-            let done = s
-                .runs
-                .iter()
-                .any(|r| &r.state == name && r.outcome == RunOutcome::Transitioned);
-            let mark = if current && !s.status.is_finished() {
-                "current"
-            } else if done {
-                "done"
-            } else {
-                "pending"
-            };
-            (name.clone(), mark)
-        })
-        .collect()
-}
-
-/// The timeline as the spec draws it.
-pub fn breadcrumbs(s: &Session) -> String {
-    timeline(s)
-        .iter()
-        .map(|(n, m)| {
-            let sym = match *m {
-                "done" => "✓",
-                "current" => "●",
-                _ => " ",
-            };
-            format!("{} [{sym}]", title(n))
-        })
-        .collect::<Vec<_>>()
-        .join(" -> ")
 }
 
 fn duration(secs: u64) -> String {
