@@ -147,11 +147,11 @@ fn conflict_message(o: &ClaimOutcome) -> String {
         }
     }
     let n = o.conflicts.len();
+    // The protocol's exact message; the human output adds the next steps.
     format!(
-        "{n} conflict{} detected. Coordinate with {} or wait for release. {}",
+        "{n} conflict{} detected. Coordinate with {} or wait for release.",
         if n == 1 { "" } else { "s" },
-        holders.join(", "),
-        next_steps(o)
+        holders.join(", ")
     )
 }
 
