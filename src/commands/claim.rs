@@ -14,11 +14,16 @@ use conductor::protocol::sessions;
 #[command(
     after_long_help = "Relative paths resolve against the current directory when it is inside the \
 instance's working directory, else against the working directory. Claims are keyed by the absolute path \
-with `.`/`..` collapsed and symlinks resolved.\n\nExit status 3 means some files are held by others; the \
+with `.`/`..` collapsed and symlinks resolved.\n\nA directory (`src/`, or any existing directory) is claimed \
+with everything below it, now and later. An argument with `*` or `?` is a glob (quote it: 'src/**/*.rs'): \
+`?` is one character of a name, `*` any run within a name, `**` any number of directories; `[`, `]`, `{`, `}` \
+are literal. A claim is refused while another instance holds anything that overlaps it (a file inside a \
+directory, a directory holding a file, overlapping globs); two globs too large to compare are treated as \
+overlapping.\n\nExit status 3 means some files are held by others; the \
 free ones were still claimed."
 )]
 pub struct ClaimArgs {
-    /// Files to claim.
+    /// Files, directories (`src/`) or globs ('src/**/*.rs') to claim.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<String>,
     /// Take the files over from their holders, recording this reason in conflicts.log.
@@ -67,7 +72,15 @@ impl Report for Claimed {
     }
     fn to_text(&self) -> String {
         let o = &self.outcome;
-        let show = |f: &str| display_path(f, self.cwd.as_deref());
+        let show = |f: &str| {
+            let shown = display_path(f, self.cwd.as_deref());
+            // A directory keeps its final `/`.
+            if f.ends_with('/') && !shown.ends_with('/') {
+                format!("{shown}/")
+            } else {
+                shown
+            }
+        };
         let mut lines = Vec::new();
         if !o.claimed.is_empty() {
             let files: Vec<String> = o.claimed.iter().map(|f| show(f)).collect();
@@ -97,12 +110,23 @@ impl Report for Claimed {
                     c.holder_last_heartbeat
                 )
             };
+            let through = match &c.held_claim {
+                Some(k) if c.overlap_undecided => format!(
+                    " through {} (the two globs are too large to compare, so they are treated as overlapping)",
+                    show(k)
+                ),
+                Some(k) => format!(" through {}", show(k)),
+                None => String::new(),
+            };
             lines.push(format!(
-                "CONFLICT: {} is claimed by {} ({}). Coordinate or wait.{stale}",
+                "CONFLICT: {} is claimed by {}{through} ({}). Coordinate or wait.{stale}",
                 show(&c.file),
                 c.held_by,
                 c.holder_task
             ));
+        }
+        if !o.conflicts.is_empty() {
+            lines.push(next_steps(o));
         }
         lines.join("\n")
     }
@@ -123,10 +147,36 @@ fn conflict_message(o: &ClaimOutcome) -> String {
         }
     }
     let n = o.conflicts.len();
+    // The protocol's exact message; the human output adds the next steps.
     format!(
         "{n} conflict{} detected. Coordinate with {} or wait for release.",
         if n == 1 { "" } else { "s" },
         holders.join(", ")
+    )
+}
+
+/// What the user can do next about a conflict: wait for the files, or take them over.
+fn next_steps(o: &ClaimOutcome) -> String {
+    let mut files: Vec<&str> = Vec::new();
+    for c in &o.conflicts {
+        if !files.contains(&c.file.as_str()) {
+            files.push(&c.file);
+        }
+    }
+    let quote = |f: &str| {
+        if f.contains(|c: char| !(c.is_alphanumeric() || "/._-@:=+,".contains(c))) {
+            format!("'{}'", f.replace('\'', "'\\''"))
+        } else {
+            f.to_string()
+        }
+    };
+    let files: Vec<String> = files.into_iter().map(quote).collect();
+    let files = files.join(" ");
+    format!(
+        "Next: `conductor claim --wait {files}` waits and takes them the moment they are released \
+         (first come, first served; --wait=5m to give up after 5 minutes); \
+         `conductor claim --force \"WHY\" {files}` takes them over now: each holder loses its overlapping \
+         claim (a directory or glob whole) without being asked, and WHY is logged in conflicts.log."
     )
 }
 

@@ -79,7 +79,14 @@ pub fn run(ctx: &Ctx, args: ConflictsArgs) -> Result<u8> {
         }
         Ok(true)
     })?;
-    let state = conductor::protocol::read(&ctx.store, ctx.now)?;
+    let mut state = conductor::protocol::read(&ctx.store, ctx.now)?;
+    // A killed `claim --wait` no longer conflicts (see `status`).
+    ops::drop_dead_waiters(
+        &mut state,
+        &conductor::protocol::local::waiter_is_dead,
+        ctx.now,
+        &mut Vec::new(),
+    );
     print(
         ctx.out,
         &ConflictsReport {

@@ -165,7 +165,15 @@ impl Report for StatusReport {
 }
 
 /// Build the status report from a state.
-pub fn report(state: State, now: Timestamp, cwd: Option<std::path::PathBuf>) -> StatusReport {
+pub fn report(mut state: State, now: Timestamp, cwd: Option<std::path::PathBuf>) -> StatusReport {
+    // A killed `claim --wait` neither waits nor conflicts any more (the next transaction
+    // records that; a view need not wait for it).
+    ops::drop_dead_waiters(
+        &mut state,
+        &conductor::protocol::local::waiter_is_dead,
+        now,
+        &mut Vec::new(),
+    );
     StatusReport {
         conflicts: ops::live_conflicts(&state),
         summary: ops::summary(&state, now),

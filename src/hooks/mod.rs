@@ -294,7 +294,23 @@ pub fn decide(
         return Decision::Allow;
     }
     let my_id = me.map(|m| m.id.as_str());
-    if let Some(h) = st.global_claims.get(file).and_then(|h| st.instance(h)) {
+    // The holder of the file or of a directory or glob over it; for a directory or glob
+    // written (`rm -r src`), of anything inside it. Another instance's claim comes first.
+    let globs: Vec<String> = crate::protocol::claims::glob_keys(&st.global_claims)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let holders: Vec<&Instance> =
+        crate::protocol::claims::overlapping(&st.global_claims, &globs, file)
+            .into_iter()
+            .filter_map(|(_, h, _)| st.instance(h))
+            .collect();
+    let holder = holders
+        .iter()
+        .find(|h| Some(h.id.as_str()) != my_id && is_alive(h, now, live))
+        .or_else(|| holders.iter().find(|h| Some(h.id.as_str()) != my_id))
+        .or(holders.first());
+    if let Some(h) = holder.copied() {
         if Some(h.id.as_str()) == my_id {
             return Decision::Allow;
         }

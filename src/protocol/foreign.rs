@@ -171,12 +171,13 @@ fn looks_canonical(st: &State) -> bool {
             .all(|(k, v)| ids.contains(v.as_str()) && is_lexically_normal(k))
 }
 
-/// Absolute, no `.` or `..` component, no repeated or trailing slash, no NUL.
+/// Absolute, no `.` or `..` component, no repeated slash, no NUL; one final `/` only for a
+/// directory key, `/@REPO:` only for a repository's root glob ([`super::claims`]).
 fn is_lexically_normal(p: &str) -> bool {
+    let body = p.strip_suffix('/').filter(|b| !b.is_empty()).unwrap_or(p);
     p.starts_with('/')
         && !p.contains('\0')
-        && (p == "/" || !p.ends_with('/'))
-        && p[1..]
+        && body[1..]
             .split('/')
             .all(|c| !c.is_empty() && c != "." && c != "..")
 }
@@ -357,11 +358,29 @@ fn canonical(key: &str, wd: Option<&str>, resolve: &mut dyn Resolve) -> Option<S
     if key.is_empty() || key.contains('\0') {
         return None;
     }
-    if key.starts_with('/') {
-        return Some(resolve.physical(key));
+    let abs = if key.starts_with('/') {
+        key.to_string()
+    } else {
+        let wd = wd.filter(|w| w.starts_with('/'))?;
+        format!("{}/{key}", wd.trim_end_matches('/'))
+    };
+    // A glob keeps its pattern, a directory its final `/` ([`super::claims`]); the path part
+    // is resolved like a file's.
+    let (path, tail) = match super::claims::kind(&abs) {
+        super::claims::Kind::File => (abs.as_str(), ""),
+        super::claims::Kind::Dir => (abs.as_str(), "/"),
+        // A repository's directory or glob: nothing of it is a path on this machine.
+        _ if abs.starts_with("/@") && abs.contains(':') => return Some(abs.clone()),
+        super::claims::Kind::Glob => super::claims::split_glob(&abs),
+    };
+    let mut out = resolve.physical(path);
+    if !tail.is_empty() && !out.ends_with('/') {
+        out.push('/');
     }
-    let wd = wd.filter(|w| w.starts_with('/'))?;
-    Some(resolve.physical(&format!("{}/{key}", wd.trim_end_matches('/'))))
+    if tail != "/" {
+        out.push_str(tail);
+    }
+    Some(out)
 }
 
 /// The events that describe how `current` differs from `previous` (the state conductor last

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
+use super::claims;
 use super::ops::Liveness;
 use super::types::{Instance, Source};
 use crate::error::{Error, Result};
@@ -199,6 +200,26 @@ impl PathNormalizer {
                 ),
             ));
         }
+        // A glob (`*` or `?`): its literal directory is normalized like any path, the pattern
+        // after it is kept as typed (see `protocol::claims`).
+        if claims::is_glob(input) {
+            let (dir, rest) = claims::split_glob(input);
+            claims::check_pattern(rest)
+                .map_err(|why| Error::invalid("invalid_glob", format!("invalid glob `{}`: {why}", printable(input))))?;
+            let dir = if dir.is_empty() { "." } else { dir };
+            let prefix = self.dir_prefix(dir, &bad)?;
+            if prefix.ends_with(':') && rest.starts_with("**") {
+                return Err(Error::invalid(
+                    "invalid_glob",
+                    format!(
+                        "invalid glob `{}`: with a shared store a glob may not start with `**` at the root of a repository; \
+                         name a directory first (`src/**/*.rs`) or claim the whole repository (`.`)",
+                        printable(input)
+                    ),
+                ));
+            }
+            return Ok(format!("{prefix}{rest}"));
+        }
         // The key is where the path physically leads: symlinks are resolved *before* `..` is
         // applied (`link/../x` is next to the link's target, not next to the link), so two
         // spellings of one file can never be two claims.
@@ -208,11 +229,68 @@ impl PathNormalizer {
             self.base.join(p)
         };
         let resolved = self.resolve_physical(&raw);
+        // A directory (written with a final `/`, or one that exists): everything below it.
+        if input.ends_with('/') || resolved.is_dir() {
+            return self.dir_prefix(input, &bad);
+        }
         let resolved = self.key(resolved);
         resolved
             .into_os_string()
             .into_string()
             .map_err(|_| bad("it resolves to a name that is not UTF-8"))
+    }
+
+    /// The key prefix of directory `input` (normalized as a path): the directory's key with a
+    /// final `/`, or `/@REPO:` for the root of a repository. Refuses `/`, which would hold
+    /// every file.
+    fn dir_prefix(&mut self, input: &str, bad: &dyn Fn(&str) -> Error) -> Result<String> {
+        let p = Path::new(input);
+        if !p.is_absolute() && collapse_within(p, &self.base, &self.floor).is_none() {
+            return Err(Error::invalid(
+                "path_outside_project",
+                format!(
+                    "`{}` climbs out of {} with `..`; pass an absolute path to claim outside it",
+                    printable(input),
+                    self.floor.display()
+                ),
+            ));
+        }
+        let raw = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base.join(p)
+        };
+        let abs = self.resolve_physical(&raw);
+        if abs == Path::new("/") {
+            return Err(Error::invalid(
+                "claim_too_wide",
+                format!(
+                    "`{}` is the root directory: a claim on it would hold every file on the machine; claim the project's directories instead",
+                    printable(input)
+                ),
+            ));
+        }
+        let abs = abs
+            .into_os_string()
+            .into_string()
+            .map_err(|_| bad("it resolves to a name that is not UTF-8"))?;
+        if self.repos.is_none() {
+            return Ok(format!("{abs}/"));
+        }
+        Ok(match self.repo_of(Path::new(&abs)) {
+            Some((root, id)) => {
+                let rel = Path::new(&abs).strip_prefix(&root).unwrap_or(Path::new(""));
+                if rel.as_os_str().is_empty() {
+                    format!("/@{id}:")
+                } else {
+                    format!("/@{id}:{}/", rel.display())
+                }
+            }
+            None => format!(
+                "/@host={}:{abs}/",
+                hostname().unwrap_or_else(|| "unknown".into())
+            ),
+        })
     }
 
     /// Canonicalize the longest prefix of `raw` that exists (the kernel resolves its symlinks and

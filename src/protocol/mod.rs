@@ -7,6 +7,7 @@
 //! with a stable `reason`). The shapes are in `schemas/output.schema.json`.
 
 pub mod aliases;
+pub mod claims;
 pub mod codec;
 pub mod conflicts_log;
 pub mod doctor;

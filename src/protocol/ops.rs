@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
+use super::claims;
 use super::events;
 use super::types::*;
 use crate::error::{Error, Result};
@@ -258,6 +259,13 @@ pub struct Conflict {
     /// False when the holder's heartbeat expired or its process is gone: `--force` is safe-ish.
     pub holder_alive: bool,
     pub holder_last_heartbeat: Timestamp,
+    /// The claim of the holder that overlaps `file`, when it is another key (a directory that
+    /// holds the file, a file inside the directory, an overlapping glob).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_claim: Option<String>,
+    /// True when the two globs were too large to compare and are taken as overlapping.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub overlap_undecided: bool,
 }
 
 /// A file taken over with `--force`.
@@ -275,8 +283,26 @@ pub struct ClaimOutcome {
     pub forced: Vec<Forced>,
 }
 
-/// Claim normalized paths for `id`. Free files are granted even when others conflict (the spec's
-/// partial claim); with `force`, held files are taken over and the reason is logged.
+/// The claims of other registered instances that overlap `key` (see [`claims`]): the key
+/// held, its holder, and whether the overlap was decided.
+fn others_overlapping(
+    st: &State,
+    globs: &[String],
+    id: &str,
+    key: &str,
+) -> Vec<(String, String, claims::Overlap)> {
+    claims::overlapping(&st.global_claims, globs, key)
+        .into_iter()
+        .filter(|(_, h, _)| *h != id && st.instance(h).is_some())
+        .map(|(k, h, o)| (k.to_string(), h.to_string(), o))
+        .collect()
+}
+
+/// Claim normalized paths for `id`. A key is a file, a directory (ending in `/`) or a glob
+/// ([`claims`]); it is refused while any other instance holds a key that overlaps it. Free keys
+/// are granted even when others conflict (the spec's partial claim); with `force`, every
+/// overlapping claim is taken from its holder (whole: a directory or glob that only partly
+/// overlaps is taken entirely) and the reason is logged.
 pub fn claim(
     st: &mut State,
     id: &str,
@@ -290,79 +316,100 @@ pub fn claim(
     let mut out = ClaimOutcome::default();
     let mut newly = Vec::new();
     let mut seen = BTreeSet::new();
+    let mut globs: Vec<String> = claims::glob_keys(&st.global_claims)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
     for file in files {
         if !seen.insert(file.as_str()) {
             continue;
         }
-        let holder = st
-            .global_claims
-            .get(file)
-            .cloned()
-            .filter(|h| st.instance(h).is_some());
-        match holder {
-            Some(h) if h == id => out.claimed.push(file.clone()),
-            Some(h) => {
-                if let Some(why) = force {
-                    let prev = st.instance_mut(&h).expect("holder is live");
-                    prev.files_claimed.retain(|f| f != file);
-                    log(
-                        fx,
-                        LogKind::Force,
-                        format!("{id} took {file} from {h}: {why}"),
-                    );
-                    event(
-                        st,
-                        fx,
-                        events::CLAIM_FORCED,
-                        id,
-                        Some(&h),
-                        json!({"file": file, "from": h, "reason": why}),
-                    );
-                    out.forced.push(Forced {
-                        file: file.clone(),
-                        from: h.clone(),
-                    });
-                    grant(st, id, file, None, fx);
-                    out.claimed.push(file.clone());
-                } else {
-                    let holder = st.instance(&h).expect("holder is live");
-                    out.conflicts.push(Conflict {
-                        file: file.clone(),
-                        held_by: h.clone(),
-                        holder_task: holder.task.clone(),
-                        holder_started: holder.started_at,
-                        holder_alive: is_alive(holder, now, live),
-                        holder_last_heartbeat: holder.last_heartbeat,
-                    });
-                    log(
-                        fx,
-                        LogKind::Conflict,
-                        format!("{id} tried to claim {file} already held by {h}"),
-                    );
-                    event(
-                        st,
-                        fx,
-                        events::CLAIM_CONFLICT,
-                        id,
-                        Some(&h),
-                        json!({"file": file, "held_by": h}),
-                    );
-                    let me = st.instance_mut(id).expect("checked above");
-                    match me.pending_conflicts.iter_mut().find(|p| &p.file == file) {
-                        Some(p) => p.held_by = h,
-                        None => me.pending_conflicts.push(PendingConflict {
-                            file: file.clone(),
-                            held_by: h,
-                            since: now,
-                        }),
-                    }
-                }
-            }
-            None => {
+        let others = others_overlapping(st, &globs, id, file);
+        if others.is_empty() {
+            if st.global_claims.get(file).map(String::as_str) == Some(id) {
+                out.claimed.push(file.clone());
+            } else {
                 grant(st, id, file, Some(()), fx);
+                if claims::is_glob(file) {
+                    globs.push(file.clone());
+                }
                 newly.push(file.clone());
                 out.claimed.push(file.clone());
             }
+            continue;
+        }
+        if let Some(why) = force {
+            for (k, h, _) in &others {
+                drop_claim(st, h, k);
+                let via = if k == file {
+                    String::new()
+                } else {
+                    format!(" (it overlaps {file})")
+                };
+                log(
+                    fx,
+                    LogKind::Force,
+                    format!("{id} took {k} from {h}{via}: {why}"),
+                );
+                event(
+                    st,
+                    fx,
+                    events::CLAIM_FORCED,
+                    id,
+                    Some(h),
+                    json!({"file": k, "from": h, "reason": why, "for": file}),
+                );
+                out.forced.push(Forced {
+                    file: k.clone(),
+                    from: h.clone(),
+                });
+            }
+            grant(st, id, file, None, fx);
+            if claims::is_glob(file) {
+                globs.push(file.clone());
+            }
+            out.claimed.push(file.clone());
+            continue;
+        }
+        for (k, h, o) in &others {
+            let holder = st.instance(h).expect("holder is registered");
+            out.conflicts.push(Conflict {
+                file: file.clone(),
+                held_by: h.clone(),
+                holder_task: holder.task.clone(),
+                holder_started: holder.started_at,
+                holder_alive: is_alive(holder, now, live),
+                holder_last_heartbeat: holder.last_heartbeat,
+                held_claim: (k != file).then(|| k.clone()),
+                overlap_undecided: *o == claims::Overlap::Undecided,
+            });
+            let via = match (k == file, *o == claims::Overlap::Undecided) {
+                (true, _) => String::new(),
+                (false, false) => format!(" (through its claim on {k})"),
+                (false, true) => format!(
+                    " (through its claim on {k}: the two globs are too large to compare, taken as overlapping)"
+                ),
+            };
+            log(
+                fx,
+                LogKind::Conflict,
+                format!("{id} tried to claim {file} already held by {h}{via}"),
+            );
+            let mut payload = json!({"file": file, "held_by": h});
+            if k != file {
+                payload["held_claim"] = json!(k);
+            }
+            event(st, fx, events::CLAIM_CONFLICT, id, Some(h), payload);
+        }
+        let h = others[0].1.clone();
+        let me = st.instance_mut(id).expect("checked above");
+        match me.pending_conflicts.iter_mut().find(|p| &p.file == file) {
+            Some(p) => p.held_by = h,
+            None => me.pending_conflicts.push(PendingConflict {
+                file: file.clone(),
+                held_by: h,
+                since: now,
+            }),
         }
     }
     if !newly.is_empty() {
@@ -493,35 +540,45 @@ fn drop_claim(st: &mut State, holder: &str, file: &str) {
     }
 }
 
-/// Give a file that just became free to the first instance waiting for it (lowest ticket),
-/// in the same transaction that freed it: first come, first served.
-fn handoff(st: &mut State, file: &str, now: Timestamp, fx: &mut Vec<Effect>) {
-    if st.global_claims.contains_key(file) {
-        return;
-    }
-    let head = st
+/// Give what waiters wait for once `freed` is released: every waiter whose key overlaps `freed`
+/// is served in ticket order (first come, first served) when no other instance holds a key that
+/// overlaps its own, in the same transaction that freed it.
+fn handoff(st: &mut State, freed: &str, now: Timestamp, fx: &mut Vec<Effect>) {
+    let mut heads: Vec<(u64, String, String)> = st
         .instances
         .iter()
-        .filter_map(|i| {
+        .flat_map(|i| {
             i.waiting_for
                 .iter()
-                .find(|w| w.file == file)
-                .map(|w| (w.ticket, i.id.clone()))
+                .filter(|w| claims::overlap(&w.file, freed).conflicts())
+                .map(|w| (w.ticket, i.id.clone(), w.file.clone()))
         })
-        .min();
-    let Some((_, next)) = head else { return };
-    grant(st, &next, file, Some(()), fx);
-    if let Some(me) = st.instance_mut(&next) {
-        me.last_heartbeat = me.last_heartbeat.max(now);
+        .collect();
+    if heads.is_empty() {
+        return;
     }
-    event(
-        st,
-        fx,
-        events::CLAIM_GRANTED,
-        &next,
-        None,
-        json!({"files": [file], "via": "wait"}),
-    );
+    heads.sort();
+    for (_, next, file) in heads {
+        let globs: Vec<String> = claims::glob_keys(&st.global_claims)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        if !others_overlapping(st, &globs, &next, &file).is_empty() {
+            continue;
+        }
+        grant(st, &next, &file, Some(()), fx);
+        if let Some(me) = st.instance_mut(&next) {
+            me.last_heartbeat = me.last_heartbeat.max(now);
+        }
+        event(
+            st,
+            fx,
+            events::CLAIM_GRANTED,
+            &next,
+            None,
+            json!({"files": [file], "via": "wait"}),
+        );
+    }
 }
 
 /// The place of `id` in the queue for `file` (1 = next), if it waits for it.
@@ -613,6 +670,8 @@ pub fn drop_dead_waiters(
             .collect();
         if !gone.is_empty() {
             inst.waiting_for.retain(|w| !gone.contains(&w.file));
+            // The conflict was the waiter's: it does not outlive it.
+            inst.pending_conflicts.retain(|p| !gone.contains(&p.file));
             dropped.push((inst.id.clone(), gone));
         }
     }
@@ -857,18 +916,25 @@ pub struct Summary {
     pub oldest_instance_age_minutes: u64,
 }
 
-/// Refused claims whose holder still holds the file.
+/// Refused claims whose holder still holds the file (or a key that overlaps it).
 pub fn live_conflicts(st: &State) -> Vec<LiveConflict> {
     let mut out = Vec::new();
+    let globs: Vec<String> = claims::glob_keys(&st.global_claims)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
     for inst in &st.instances {
         for p in &inst.pending_conflicts {
-            let Some(holder) = st.global_claims.get(&p.file) else {
-                continue;
-            };
-            if holder == &inst.id {
+            if st.global_claims.get(&p.file) == Some(&inst.id) {
                 continue;
             }
-            if let Some(h) = st.instance(holder) {
+            let others = others_overlapping(st, &globs, &inst.id, &p.file);
+            let holder = others
+                .iter()
+                .find(|(_, h, _)| *h == p.held_by)
+                .or(others.first())
+                .and_then(|(_, h, _)| st.instance(h));
+            if let Some(h) = holder {
                 out.push(LiveConflict {
                     file: p.file.clone(),
                     requested_by: inst.id.clone(),
@@ -960,5 +1026,159 @@ pub fn resolve_instance(
                 list(many)
             ),
         }),
+    }
+}
+
+#[cfg(test)]
+mod claim_tests {
+    use super::*;
+    use crate::protocol::codec;
+
+    fn now() -> Timestamp {
+        Timestamp::parse("2026-01-17T10:00:00Z").unwrap()
+    }
+
+    fn two() -> (State, String, String) {
+        let mut st = State::empty(now());
+        let mut fx = Vec::new();
+        let mut n = 0;
+        let mut ids = Vec::new();
+        for t in ["a", "b"] {
+            let new = NewInstance {
+                source: Source::Web,
+                project: "p".into(),
+                task: t.into(),
+                priority: Priority::P1,
+                working_directory: "/w".into(),
+                override_reason: None,
+                pid: None,
+                host: None,
+                session_id: None,
+            };
+            ids.push(start(
+                &mut st,
+                new,
+                None,
+                || {
+                    n += 1;
+                    format!("{n:06x}")
+                },
+                now(),
+                &mut fx,
+            ));
+        }
+        (st, ids.remove(0), ids.remove(0))
+    }
+
+    fn c(st: &mut State, id: &str, keys: &[&str], force: Option<&str>) -> ClaimOutcome {
+        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        claim(st, id, &keys, force, now(), &AssumeAlive, &mut Vec::new()).unwrap()
+    }
+
+    #[test]
+    fn a_directory_refuses_a_file_inside_and_the_other_way_round() {
+        let (mut st, a, b) = two();
+        assert_eq!(c(&mut st, &a, &["/w/src/"], None).claimed, ["/w/src/"]);
+        let out = c(&mut st, &b, &["/w/src/deep/x.rs", "/w/lib.rs"], None);
+        assert_eq!(out.claimed, ["/w/lib.rs"]);
+        assert_eq!(out.conflicts.len(), 1);
+        assert_eq!(out.conflicts[0].held_by, a);
+        assert_eq!(out.conflicts[0].held_claim.as_deref(), Some("/w/src/"));
+        // A directory holding someone's file.
+        let out = c(&mut st, &a, &["/w/"], None);
+        assert!(out.claimed.is_empty());
+        assert_eq!(out.conflicts[0].held_claim.as_deref(), Some("/w/lib.rs"));
+        assert_eq!(live_conflicts(&st).len(), 2);
+        // The holder itself may claim inside its own directory.
+        assert_eq!(
+            c(&mut st, &a, &["/w/src/a.rs"], None).claimed,
+            ["/w/src/a.rs"]
+        );
+    }
+
+    #[test]
+    fn overlapping_globs_conflict_and_disjoint_ones_do_not() {
+        let (mut st, a, b) = two();
+        c(&mut st, &a, &["/w/src/**/*.rs"], None);
+        assert_eq!(c(&mut st, &b, &["/w/src/*.rs"], None).conflicts.len(), 1);
+        assert_eq!(c(&mut st, &b, &["/w/src/a.rs"], None).conflicts.len(), 1);
+        assert_eq!(c(&mut st, &b, &["/w/src/x/"], None).conflicts.len(), 1);
+        assert_eq!(c(&mut st, &b, &["/w/src/**/*.ts"], None).claimed.len(), 1);
+        assert_eq!(c(&mut st, &b, &["/w/src/a.ts"], None).claimed.len(), 1);
+    }
+
+    #[test]
+    fn force_takes_every_overlapping_claim_whole() {
+        let (mut st, a, b) = two();
+        c(
+            &mut st,
+            &a,
+            &["/w/src/a.rs", "/w/src/x/**", "/w/other.rs"],
+            None,
+        );
+        let mut fx = Vec::new();
+        let out = claim(
+            &mut st,
+            &b,
+            &["/w/src/".into()],
+            Some("taking over"),
+            now(),
+            &AssumeAlive,
+            &mut fx,
+        )
+        .unwrap();
+        assert_eq!(out.forced.len(), 2);
+        assert_eq!(st.global_claims.get("/w/src/"), Some(&b));
+        assert!(!st.global_claims.contains_key("/w/src/a.rs"));
+        assert!(!st.global_claims.contains_key("/w/src/x/**"));
+        assert_eq!(st.instance(&a).unwrap().files_claimed, ["/w/other.rs"]);
+        assert!(codec::check_consistency(&st).is_ok());
+        let forced = fx
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    Effect::Log {
+                        kind: LogKind::Force,
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(forced, 2);
+    }
+
+    #[test]
+    fn a_waiter_for_a_file_gets_it_when_the_directory_is_released() {
+        let (mut st, a, b) = two();
+        c(&mut st, &a, &["/w/src/"], None);
+        let f = vec!["/w/src/a.rs".to_string()];
+        assert_eq!(c(&mut st, &b, &["/w/src/a.rs"], None).conflicts.len(), 1);
+        enqueue(&mut st, &b, &f, Some(1), now(), &mut Vec::new()).unwrap();
+        release(
+            &mut st,
+            &a,
+            &Which::All,
+            false,
+            None,
+            now(),
+            &mut Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(st.global_claims.get("/w/src/a.rs"), Some(&b));
+        assert!(live_conflicts(&st).is_empty());
+    }
+
+    #[test]
+    fn a_dead_waiter_leaves_no_conflict_behind() {
+        let (mut st, a, b) = two();
+        c(&mut st, &a, &["/w/f"], None);
+        let f = vec!["/w/f".to_string()];
+        c(&mut st, &b, &["/w/f"], None);
+        enqueue(&mut st, &b, &f, Some(4242), now(), &mut Vec::new()).unwrap();
+        assert_eq!(live_conflicts(&st).len(), 1);
+        drop_dead_waiters(&mut st, &|_, pid| pid == 4242, now(), &mut Vec::new());
+        assert!(live_conflicts(&st).is_empty());
+        assert!(st.instance(&b).unwrap().waiting_for.is_empty());
     }
 }

@@ -140,6 +140,8 @@ pub fn claim(
         let (id, mut paths) =
             resolve_with_paths(store, caller, st, &req.instance_id, &[&req.files])?;
         let files = paths.remove(0);
+        // A waiter whose process is gone takes its pending conflict with it.
+        ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
         ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)
     })
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::common::{Run, TestEnv, read_lines};
 
 /// The plugin's recipes as a bash script (see the module doc).
-const PLUGIN: &str = r#"#!/usr/bin/env bash
+pub(crate) const PLUGIN: &str = r#"#!/usr/bin/env bash
 set -euo pipefail
 H="$CONDUCTOR_HOME"
 mkdir -p "$H"

@@ -4,6 +4,7 @@ mod common;
 
 mod agents;
 mod agree;
+mod claims;
 mod corrupt;
 mod crash;
 mod disk_full;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use conductor::protocol::ops::{self, AssumeAlive, Effect, NewInstance, Which};
 use conductor::protocol::*;
+use conductor::protocol::claims;
 use conductor::time::Timestamp;
 use proptest::prelude::*;
 
@@ -232,6 +233,92 @@ proptest! {
                 Step::Advance { minutes } => clock += minutes,
             }
             check_invariants(&st)?;
+        }
+    }
+}
+
+// ---- Directory and glob claims (issue 25): no two holders of overlapping keys. ----
+
+const KEYS: [&str; 12] = [
+    "/w/src/", "/w/src/a.rs", "/w/src/d/e.rs", "/w/", "/w/src/**/*.rs", "/w/src/*.rs",
+    "/w/*/a.rs", "/w/src/d/", "/w/lib.rs", "/w/**/*.ts", "/w/src/d/*.ts", "/v/x",
+];
+
+fn key_steps() -> impl Strategy<Value = Vec<(usize, Vec<usize>, u8)>> {
+    prop::collection::vec(
+        (0..3usize, prop::collection::vec(0..KEYS.len(), 1..4), 0..4u8),
+        1..40,
+    )
+}
+
+fn component() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("a".to_string()),
+        Just("b".to_string()),
+        Just("*".to_string()),
+        Just("**".to_string()),
+        Just("?".to_string()),
+        Just("a*".to_string()),
+        Just("*b".to_string()),
+        Just("a?".to_string()),
+        Just("[a]".to_string()),
+    ]
+}
+
+fn glob() -> impl Strategy<Value = String> {
+    prop::collection::vec(component(), 1..5).prop_map(|c| format!("/{}", c.join("/")))
+}
+
+fn path() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![Just("a"), Just("b"), Just("ab"), Just("aa"), Just("[a]"), Just("ba")],
+        1..6,
+    )
+    .prop_map(|c| format!("/{}", c.join("/")))
+}
+
+proptest! {
+    /// Random claims (some forced), releases and dones of files, directories and globs by three
+    /// instances: never do two instances hold keys that overlap (a directory and a file inside
+    /// it, two overlapping globs), and the claims stay consistent.
+    #[test]
+    fn no_double_grant_between_overlapping_keys(steps in key_steps()) {
+        let mut st = State::empty(at(0));
+        let mut fx = Vec::new();
+        let ids: Vec<String> = (0..3).map(|i| ops::start(&mut st, new_instance(), None, || HEX[i].to_string(), at(0), &mut fx)).collect();
+        for (who, keys, what) in steps {
+            let keys: Vec<String> = keys.iter().map(|k| KEYS[*k].to_string()).collect();
+            let id = &ids[who];
+            match what {
+                0 | 1 => { ops::claim(&mut st, id, &keys, None, at(1), &AssumeAlive, &mut fx).unwrap(); }
+                2 => { ops::claim(&mut st, id, &keys, Some("why"), at(1), &AssumeAlive, &mut fx).unwrap(); }
+                _ => { let _ = ops::release(&mut st, id, &Which::Files(keys), false, None, at(1), &mut fx); }
+            }
+            conductor::protocol::codec::check_consistency(&st).map_err(TestCaseError::fail)?;
+            let held: Vec<(&String, &String)> = st.global_claims.iter().collect();
+            for (i, (k1, h1)) in held.iter().enumerate() {
+                for (k2, h2) in &held[i + 1..] {
+                    if h1 != h2 {
+                        prop_assert!(
+                            !claims::overlap(k1, k2).conflicts(),
+                            "{h1} holds {k1} and {h2} holds {k2}, which overlap"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The overlap of two globs is sound: a path both match means they overlap.
+    #[test]
+    fn glob_overlap_is_sound(a in glob(), b in glob(), p in path()) {
+        if claims::covers(&a, &p) && claims::covers(&b, &p) {
+            prop_assert!(claims::overlap(&a, &b).conflicts(), "{a} and {b} both match {p}");
+        }
+        let dir = format!("{}/", p);
+        let below = format!("{p}/a");
+        if claims::covers(&a, &below) {
+            prop_assert!(claims::overlap(&a, &dir).conflicts(), "{a} matches {below} inside {dir}");
         }
     }
 }

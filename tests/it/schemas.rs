@@ -522,6 +522,8 @@ fn rust_types_and_schemas_have_the_same_fields() {
         holder_started: t,
         holder_alive: true,
         holder_last_heartbeat: t,
+        held_claim: Some("/p/".into()),
+        overlap_undecided: true,
     };
     let (props, _) = shape(&defs["conflict"]);
     assert_eq!(keys(&c), props, "ops::Conflict vs $defs/conflict");
