@@ -678,3 +678,68 @@ fn end_to_end_a_canopy_client_posts_and_conductors_agent_run_completes_it() {
     assert!(ib["items"].as_array().unwrap().iter().any(|i| i["trigger_type"] == "reply"
         && i["source_id"] == reply["id"]));
 }
+
+/// What the browser test needs, with how to install it when missing.
+fn browser_tools() -> std::result::Result<(), String> {
+    let have = |cmd: &str, args: &[&str]| {
+        std::process::Command::new(cmd)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let mut missing = Vec::new();
+    if !std::path::Path::new("/usr/bin/chromium").exists()
+        || !std::path::Path::new("/usr/bin/chromedriver").exists()
+    {
+        missing.push("apt-get install chromium chromium-driver");
+    }
+    if !have("python3", &["-c", "import selenium"]) {
+        missing.push("pip3 install selenium==4.51.0");
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the browser test needs Debian's chromium and Selenium: {} (.ci/run does this)",
+            missing.join("; ")
+        ))
+    }
+}
+
+#[test]
+fn dashboard_in_a_headless_browser_shows_claims_posts_jobs_and_workflows_live() {
+    if let Err(e) = browser_tools() {
+        panic!("{e}");
+    }
+    let env = setup();
+    let srv = Server::start(&env);
+    let shot = std::env::var_os("CONDUCTOR_DASHBOARD_SCREENSHOT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env.root.path().join("dashboard.png"));
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/browser/dashboard.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(crate::common::bin())
+        .arg(&env.home)
+        .arg(&env.project)
+        .arg(format!("http://{}/?token={}", srv.addr, srv.token))
+        .arg(&shot)
+        .env("HOME", env.root.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "browser test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    for k in ["claim", "conflict", "post", "job", "workflow"] {
+        let t = v["shown_within_seconds"][k].as_f64().unwrap();
+        assert!(t < 10.0, "{k} took {t} s");
+    }
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a real screenshot");
+}
