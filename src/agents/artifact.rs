@@ -97,7 +97,11 @@ fn tag_at(s: &str) -> Option<(bool, String, usize)> {
     // `[x]` alone is a checkbox; `[text](url)` a link; `[x]: url` a reference definition.
     let next = s[end + 1..].chars().next();
     let name = name.to_ascii_lowercase();
-    (ok && name != "x" && !matches!(next, Some('(') | Some(':'))).then_some((closing, name, end + 1))
+    (ok && name != "x" && !matches!(next, Some('(') | Some(':'))).then_some((
+        closing,
+        name,
+        end + 1,
+    ))
 }
 
 /// The closing tag that ends `s`, if any: (lowercased name, where it starts).
@@ -198,7 +202,7 @@ pub fn validate(text: &str) -> Verdict {
         let t = line.trim();
         match tag_at(t).filter(|(_, name, _)| is_block(name)) {
             Some((_, name, _)) if !known(canonical(&name)) => {
-                if !unknown_seen.iter().any(|u| *u == name) {
+                if !unknown_seen.contains(&name) {
                     v.errors.push(format!(
                         "line {n}: unknown block `[{name}]` (valid blocks: {})",
                         valid_names()
@@ -228,12 +232,20 @@ pub fn validate(text: &str) -> Verdict {
                     Some((c, at)) if canonical(&c) == name => {
                         let inner = rest[..at].trim();
                         if !inner.is_empty() {
-                            stack.last_mut().expect("pushed").content.push(inner.to_string());
+                            stack
+                                .last_mut()
+                                .expect("pushed")
+                                .content
+                                .push(inner.to_string());
                         }
                         close(&mut stack, &name, n, &mut v, &mut evidence);
                     }
                     _ if !rest.is_empty() => {
-                        stack.last_mut().expect("pushed").content.push(rest.to_string());
+                        stack
+                            .last_mut()
+                            .expect("pushed")
+                            .content
+                            .push(rest.to_string());
                     }
                     _ => {}
                 }
@@ -241,9 +253,7 @@ pub fn validate(text: &str) -> Verdict {
             Some((true, name, _)) => close(&mut stack, canonical(&name), n, &mut v, &mut evidence),
             None => match closing_at_end(t) {
                 // Content that ends with the closing tag of the open block.
-                Some((c, at))
-                    if stack.last().is_some_and(|o| o.name == canonical(&c)) =>
-                {
+                Some((c, at)) if stack.last().is_some_and(|o| o.name == canonical(&c)) => {
                     let inner = t[..at].trim();
                     if !inner.is_empty()
                         && let Some(top) = stack.last_mut()
@@ -438,9 +448,21 @@ mod tests {
         }
         assert_eq!(validate("[TASK] title: x [/TASK]").blocks, ["task"]);
         // The rules still hold for the inline and uppercase forms, naming the field.
-        assert!(errors("[TASK] owner: x [/TASK]").iter().any(|e| e.contains("`[task]` needs a non-empty `title:`")));
-        assert!(errors("[COMPLETION] [/COMPLETION]").iter().any(|e| e.contains("`[completion]` needs evidence")));
-        assert!(errors("[COMPLETION] done").iter().any(|e| e.contains("never closed")));
+        assert!(
+            errors("[TASK] owner: x [/TASK]")
+                .iter()
+                .any(|e| e.contains("`[task]` needs a non-empty `title:`"))
+        );
+        assert!(
+            errors("[COMPLETION] [/COMPLETION]")
+                .iter()
+                .any(|e| e.contains("`[completion]` needs evidence"))
+        );
+        assert!(
+            errors("[COMPLETION] done")
+                .iter()
+                .any(|e| e.contains("never closed"))
+        );
         // Prose that names a block mid-line is text.
         assert!(validate("use the [completion] block when done").valid);
     }
@@ -451,7 +473,11 @@ mod tests {
         assert!(validate("[signal]\nname: freeze\n[/signal]").valid);
         assert!(validate("[signal]\ntitle: x\ntype: alert\n[/signal]").valid);
         let e = errors("[signal]\ntype: alert\n[/signal]");
-        assert!(e.iter().any(|e| e.contains("`[signal]` needs a non-empty `title:` or `name:`")), "{e:?}");
+        assert!(
+            e.iter()
+                .any(|e| e.contains("`[signal]` needs a non-empty `title:` or `name:`")),
+            "{e:?}"
+        );
         assert!(!validate("[signal]\ntitle:\n[/signal]").valid);
     }
 
@@ -467,7 +493,11 @@ mod tests {
             assert!(v.valid, "{alias}: {v:?}");
             assert_eq!(v.blocks, [canon]);
             let e = errors(&format!("[{alias}]\n[/{alias}]"));
-            assert!(e.iter().any(|e| e.contains(&format!("`[{canon}]` needs a non-empty `title:`"))), "{e:?}");
+            assert!(
+                e.iter()
+                    .any(|e| e.contains(&format!("`[{canon}]` needs a non-empty `title:`"))),
+                "{e:?}"
+            );
         }
         // Opened with an alias, closed with the canonical name: one block.
         assert!(validate("[input]\ntitle: x\n[/input-card]").valid);
@@ -479,8 +509,13 @@ mod tests {
         let v = validate(t);
         assert!(v.valid, "{v:?}");
         let e = errors("[objective]\ntitle: Ship\n[tasks]\n- [LeadAgent]\n[/tasks]\n[/objective]");
-        assert!(e.iter().any(|e| e.contains("task text") && e.contains("empty")), "{e:?}");
-        let e = errors("[objective]\ntitle: Ship\n[tasks]\n- [two words] x\n[/tasks]\n[/objective]");
+        assert!(
+            e.iter()
+                .any(|e| e.contains("task text") && e.contains("empty")),
+            "{e:?}"
+        );
+        let e =
+            errors("[objective]\ntitle: Ship\n[tasks]\n- [two words] x\n[/tasks]\n[/objective]");
         assert!(e.iter().any(|e| e.contains("assignee")), "{e:?}");
         let e = errors("[objective]\ntitle: Ship\n[tasks]\njust prose\n[/tasks]\n[/objective]");
         assert!(e.iter().any(|e| e.contains("`- [Assignee] task`")), "{e:?}");
@@ -493,6 +528,9 @@ mod tests {
         assert_eq!(v.blocks, ["completion"]);
         assert!(validate("[WIP]\nnotes to self").valid);
         let e = errors("[WIP]\nnotes\n[/WIP]");
-        assert!(e.iter().any(|e| e.contains("unknown block `[wip]`")), "{e:?}");
+        assert!(
+            e.iter().any(|e| e.contains("unknown block `[wip]`")),
+            "{e:?}"
+        );
     }
 }

@@ -52,10 +52,18 @@ fn route(segs: &[&str]) -> Option<(Route, &'static [Method])> {
 pub fn handle(shared: &Shared, req: &Req, key: Option<&str>) -> Reply {
     let segs: Vec<&str> = req.segments.iter().map(String::as_str).collect();
     let Some((r, methods)) = route(&segs) else {
-        return Reply::error(404, "not_found", format!("no such endpoint: /{}", segs.join("/")));
+        return Reply::error(
+            404,
+            "not_found",
+            format!("no such endpoint: /{}", segs.join("/")),
+        );
     };
     if !methods.contains(&req.method) {
-        let allow = methods.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", ");
+        let allow = methods
+            .iter()
+            .map(|m| m.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
         let mut rep = Reply::error(
             405,
             "method_not_allowed",
@@ -113,7 +121,11 @@ fn number(req: &Req, k: &str, default: u64, max: u64) -> std::result::Result<u64
                 k,
                 format!(
                     "`{k}` must be a whole number{}, not `{}`",
-                    if k == "limit" { format!(" from 1 to {max}") } else { String::new() },
+                    if k == "limit" {
+                        format!(" from 1 to {max}")
+                    } else {
+                        String::new()
+                    },
                     conductor::text::printable(s)
                 ),
             )),
@@ -170,7 +182,7 @@ fn page(
     let mut has_more = false;
     let mut last = after;
     lib(tail.read(|e| {
-        if !keep(&e) || (!types.is_empty() && !types.iter().any(|t| *t == e.event_type)) {
+        if !keep(&e) || (!types.is_empty() && !types.contains(&e.event_type)) {
             return true;
         }
         if items.len() as u64 >= limit {
@@ -279,12 +291,22 @@ fn update(id: String, body: &Map<String, Value>) -> std::result::Result<Update, 
     let status = match body.get("status") {
         Some(Value::String(s)) => parse_status(s, &["seen", "completed", "skipped"])?,
         Some(_) => return Err(bad("status", "`status` must be a string")),
-        None => return Err(bad("status", "`status` is required (seen, completed or skipped)")),
+        None => {
+            return Err(bad(
+                "status",
+                "`status` is required (seen, completed or skipped)",
+            ));
+        }
     };
     let completion_ref = match body.get("completion_ref") {
         None | Some(Value::Null) => None,
         Some(Value::Object(m)) => Some(m.clone()),
-        Some(_) => return Err(bad("completion_ref", "`completion_ref` must be a JSON object")),
+        Some(_) => {
+            return Err(bad(
+                "completion_ref",
+                "`completion_ref` must be a JSON object",
+            ));
+        }
     };
     if status == Status::Completed && completion_ref.as_ref().is_none_or(Map::is_empty) {
         return Err(bad(
@@ -391,7 +413,10 @@ fn inbox_batch(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
         }
     }
     if updates.is_empty() || updates.len() > LIMIT_MAX as usize {
-        return Err(bad("ids", format!("between 1 and {LIMIT_MAX} items per batch")));
+        return Err(bad(
+            "ids",
+            format!("between 1 and {LIMIT_MAX} items per batch"),
+        ));
     }
     // All or nothing: one transaction.
     let items = lib(tx_inbox(store, now, |ag, ib, ms, fx| {
@@ -430,7 +455,10 @@ fn messages(store: &Store, now: Timestamp, req: &Req, raw: &str) -> Answer {
         return Err(Reply::error(
             404,
             "unknown_channel",
-            format!("no channel `{}` (nothing was posted there)", conductor::text::printable(&id)),
+            format!(
+                "no channel `{}` (nothing was posted there)",
+                conductor::text::printable(&id)
+            ),
         ));
     };
     let skip = ch.recent.len().saturating_sub(limit as usize);
@@ -445,10 +473,9 @@ fn message(store: &Store, now: Timestamp, raw: &str, mid: &str) -> Answer {
     let id = channel_id(raw)?;
     let channels: Channels = lib(store.read_doc(now))?;
     match lib(agents::find_message(store, &channels, mid))? {
-        Some(m) if m.channel_id == id => Ok(Reply::json(
-            200,
-            json!({"message": canopy_message(&m)}),
-        )),
+        Some(m) if m.channel_id == id => {
+            Ok(Reply::json(200, json!({"message": canopy_message(&m)})))
+        }
         _ => Err(Reply::error(
             404,
             "message_not_found",
@@ -464,7 +491,10 @@ fn message(store: &Store, now: Timestamp, raw: &str, mid: &str) -> Answer {
 fn post(store: &Store, now: Timestamp, req: &Req, me: &str, raw: &str) -> Answer {
     let channel = channel_id(raw).map_err(|r| Reply { status: 400, ..r })?;
     if channel.starts_with("dm:") {
-        return Err(bad("channel_id", "post to a channel, not a DM conversation"));
+        return Err(bad(
+            "channel_id",
+            "post to a channel, not a DM conversation",
+        ));
     }
     let body = req.json()?;
     let content = match body.get("content") {
@@ -480,9 +510,8 @@ fn post(store: &Store, now: Timestamp, req: &Req, me: &str, raw: &str) -> Answer
     };
     let priority = match body.get("priority") {
         None | Some(Value::Null) => Priority::Normal,
-        Some(v) => serde_json::from_value::<Priority>(v.clone()).map_err(|_| {
-            bad("priority", "`priority` must be urgent, high, normal or low")
-        })?,
+        Some(v) => serde_json::from_value::<Priority>(v.clone())
+            .map_err(|_| bad("priority", "`priority` must be urgent, high, normal or low"))?,
     };
     let now_ms = agents::now_ms();
     let p = ops::NewPost {
@@ -541,7 +570,10 @@ fn claim_target(req: &Req, body: &Map<String, Value>) -> std::result::Result<Str
             None => {}
         }
     }
-    Err(bad("mention_id", "`mention_id` (or `inbox_item_id`) is required"))
+    Err(bad(
+        "mention_id",
+        "`mention_id` (or `inbox_item_id`) is required",
+    ))
 }
 
 fn mention_claim(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
@@ -570,7 +602,10 @@ fn mention_claim(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
             let ttl = match body.get("ttl_seconds").or(body.get("ttl")) {
                 None | Some(Value::Null) => agents::TTL_DEFAULT,
                 Some(v) => v.as_u64().ok_or_else(|| {
-                    bad("ttl_seconds", "`ttl_seconds` must be a whole number of seconds")
+                    bad(
+                        "ttl_seconds",
+                        "`ttl_seconds` must be a whole number of seconds",
+                    )
                 })?,
             };
             if ops::check_ttl(ttl).is_err() {
@@ -583,7 +618,10 @@ fn mention_claim(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
                     ),
                 ));
             }
-            let takeover = body.get("takeover").and_then(Value::as_bool).unwrap_or(true);
+            let takeover = body
+                .get("takeover")
+                .and_then(Value::as_bool)
+                .unwrap_or(true);
             let out = lib(tx_inbox(store, now, |ag, ib, ms, fx| {
                 ops::claim(ag, ib, &id, me, "api", ttl, takeover, now, ms, fx)
             }))?;

@@ -49,7 +49,11 @@ pub fn handle(shared: &Shared, req: &Req, cookie: Option<&str>) -> Reply {
     let segs: Vec<&str> = req.segments.iter().map(String::as_str).collect();
     let known = matches!(segs.as_slice(), [] | ["dashboard", "state"]);
     if !known {
-        return Reply::error(404, "not_found", format!("no such page: /{}", segs.join("/")));
+        return Reply::error(
+            404,
+            "not_found",
+            format!("no such page: /{}", segs.join("/")),
+        );
     }
     if req.method != Method::Get {
         return Reply::error(405, "method_not_allowed", "only GET is allowed here");
@@ -64,7 +68,10 @@ pub fn handle(shared: &Shared, req: &Req, cookie: Option<&str>) -> Reply {
         r.headers.push(("Location".into(), "/".into()));
         r.headers.push((
             "Set-Cookie".into(),
-            format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", shared.cookie),
+            format!(
+                "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+                shared.cookie
+            ),
         ));
         return r;
     }
@@ -239,6 +246,7 @@ pub fn events(shared: &Shared, rq: Request, query: &[(String, String)]) {
     };
     let _ = write!(w, "retry: 1000\n: resuming after {start}\n\n");
     loop {
+        let announced = shared.journal.lock().map(|g| g.0).unwrap_or(0);
         let mut failed = false;
         let read = tail.read(|e| {
             let data = json!({"seq": e.seq, "event_type": e.event_type, "actor": e.actor,
@@ -249,10 +257,13 @@ pub fn events(shared: &Shared, rq: Request, query: &[(String, String)]) {
         if failed || read.is_err() || w.flush().is_err() {
             return;
         }
-        if !shared.wait_past(tail.after, KEEPALIVE) {
+        // Wait past what was read and past what the watcher had announced before the read (a
+        // seq given out but never written, after damage, must not make this loop spin).
+        let seen = tail.after.max(announced);
+        if !shared.wait_past(seen, KEEPALIVE) {
             return;
         }
-        if shared.journal.lock().map(|g| g.0).unwrap_or(0) <= tail.after
+        if shared.journal.lock().map(|g| g.0).unwrap_or(0) <= seen
             && (w.write_all(b": keepalive\n\n").is_err() || w.flush().is_err())
         {
             return;

@@ -86,7 +86,9 @@ pub fn agent_for(store: &Store, now: Timestamp, presented: &str) -> Result<Optio
             .sha256
             .bytes()
             .zip(d.bytes())
-            .fold(k.sha256.len() ^ d.len(), |acc, (a, b)| acc | (a ^ b) as usize)
+            .fold(k.sha256.len() ^ d.len(), |acc, (a, b)| {
+                acc | (a ^ b) as usize
+            })
             == 0;
         if same {
             found = Some(k.agent.clone());
@@ -200,14 +202,20 @@ pub fn run(ctx: &Ctx, cmd: KeyCommand) -> Result<u8> {
                     .collect::<Vec<_>>()
                     .join("\n")
             };
-            print(ctx.out, &Out::ok(json!({"status": "ok", "keys": rows}), text))
+            print(
+                ctx.out,
+                &Out::ok(json!({"status": "ok", "keys": rows}), text),
+            )
         }
         KeyCommand::Revoke(a) => {
             let wanted = a.key.clone();
             let gone = ctx.store.transaction(ctx.now, &[Lock::Agents], |tx| {
                 let mut keys: Keys = tx.read()?;
                 let d = digest(&wanted);
-                let Some(i) = keys.keys.iter().position(|k| k.id == wanted || k.sha256 == d)
+                let Some(i) = keys
+                    .keys
+                    .iter()
+                    .position(|k| k.id == wanted || k.sha256 == d)
                 else {
                     return Err(Error::invalid(
                         "unknown_key",

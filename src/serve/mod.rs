@@ -34,12 +34,14 @@ pub const MAX_BODY: usize = 256 * 1024;
 
 /// `serve`.
 #[derive(Debug, Args)]
-#[command(after_long_help = "Serves Canopy's agent API (what CanopyKit calls) over this home, \
+#[command(
+    after_long_help = "Serves Canopy's agent API (what CanopyKit calls) over this home, \
 and a live dashboard at /.\n\nAPI requests carry an X-API-Key header made with `conductor agent \
 key create AGENT`; the key is the agent (\"me\"). The dashboard's address, with a one-time token, \
 is printed at start; the page swaps the token for a cookie.\n\nThe server listens on loopback \
 only unless --allow-remote is given and at least one API key exists. Stop it with Ctrl-C.\n\n\
-Example:\n  conductor serve --listen 127.0.0.1:7777")]
+Example:\n  conductor serve --listen 127.0.0.1:7777"
+)]
 pub struct ServeArgs {
     /// The address to listen on (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7777")]
@@ -112,7 +114,10 @@ pub fn run(ctx: &Ctx, a: ServeArgs) -> Result<u8> {
         }
     }
     if let Some(t) = &a.token
-        && (t.len() < 16 || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        && (t.len() < 16
+            || !t
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
     {
         return Err(Error::invalid(
             "invalid_input",
@@ -125,12 +130,8 @@ pub fn run(ctx: &Ctx, a: ServeArgs) -> Result<u8> {
         .store
         .watcher(conductor::store::journal::is_journal_file)?;
     watcher.stop_on_signals_and_closed_stdout();
-    let server = Server::http(addr).map_err(|e| {
-        Error::invalid(
-            "listen_failed",
-            format!("cannot listen on {addr}: {e}"),
-        )
-    })?;
+    let server = Server::http(addr)
+        .map_err(|e| Error::invalid("listen_failed", format!("cannot listen on {addr}: {e}")))?;
     let bound = server
         .server_addr()
         .to_ip()
@@ -228,7 +229,11 @@ impl Req {
         }
         match serde_json::from_slice::<Value>(&self.body) {
             Ok(Value::Object(m)) => Ok(m),
-            Ok(_) => Err(Reply::error(400, "invalid_body", "the body must be a JSON object")),
+            Ok(_) => Err(Reply::error(
+                400,
+                "invalid_body",
+                "the body must be a JSON object",
+            )),
             Err(e) => Err(Reply::error(
                 400,
                 "invalid_body",
@@ -302,7 +307,10 @@ pub fn decode(s: &str, plus: bool) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-fn parse_url(url: &str) -> Option<(Vec<String>, Vec<(String, String)>)> {
+/// Query pairs, decoded.
+pub type Query = Vec<(String, String)>;
+
+fn parse_url(url: &str) -> Option<(Vec<String>, Query)> {
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
     let segments = path
         .split('/')
@@ -330,7 +338,14 @@ pub fn header<'a>(rq: &'a Request, name: &str) -> Option<&'a str> {
 
 fn handle(shared: &Shared, mut rq: Request) {
     let Some((segments, query)) = parse_url(rq.url()) else {
-        respond(rq, Reply::error(400, "invalid_url", "the URL is not valid percent-encoded UTF-8"));
+        respond(
+            rq,
+            Reply::error(
+                400,
+                "invalid_url",
+                "the URL is not valid percent-encoded UTF-8",
+            ),
+        );
         return;
     };
     // The event stream takes the connection over.
@@ -348,7 +363,11 @@ fn handle(shared: &Shared, mut rq: Request) {
     if too_big {
         respond(
             rq,
-            Reply::error(413, "body_too_large", format!("a body is at most {MAX_BODY} bytes")),
+            Reply::error(
+                413,
+                "body_too_large",
+                format!("a body is at most {MAX_BODY} bytes"),
+            ),
         );
         return;
     }

@@ -80,7 +80,11 @@ impl Server {
         let chunked = headers
             .iter()
             .any(|(k, v)| k == "transfer-encoding" && v == "chunked");
-        let body = if chunked { unchunk(body) } else { body.to_string() };
+        let body = if chunked {
+            unchunk(body)
+        } else {
+            body.to_string()
+        };
         Resp {
             status,
             headers,
@@ -179,7 +183,10 @@ fn keys_are_hashed_in_a_private_file_and_revocable() {
     let f = env.home_file("runtime-api-keys.json");
     let text = std::fs::read_to_string(&f).unwrap();
     assert!(!text.contains(&k), "the key itself is never stored");
-    assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     let list = env.run(&["--json", "agent", "key", "list"]).json();
     let id = list["keys"][0]["id"].as_str().unwrap().to_string();
     assert_eq!(list["keys"][0]["agent"], "scout");
@@ -190,9 +197,12 @@ fn keys_are_hashed_in_a_private_file_and_revocable() {
     r.code(2);
     assert_eq!(env.snapshot(), before);
     let srv = Server::start(&env);
-    srv.api("GET", "/api/v1/agents/me/heartbeat", &k, None).expect(200);
+    srv.api("GET", "/api/v1/agents/me/heartbeat", &k, None)
+        .expect(200);
     env.run(&["agent", "key", "revoke", &id]).code(0);
-    let r = srv.api("GET", "/api/v1/agents/me/heartbeat", &k, None).expect(401);
+    let r = srv
+        .api("GET", "/api/v1/agents/me/heartbeat", &k, None)
+        .expect(401);
     assert_eq!(r["reason"], "unauthorized");
     env.run(&["agent", "key", "revoke", &id]).code(2);
 }
@@ -203,7 +213,12 @@ fn refuses_other_addresses_without_the_flag_and_a_key() {
     let r = env.run(&["--json", "serve", "--listen", "0.0.0.0:0"]);
     r.code(2);
     assert_eq!(r.json()["reason"], "remote_refused");
-    assert!(r.json()["message"].as_str().unwrap().contains("--allow-remote"));
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-remote")
+    );
     let r = env.run(&["--json", "serve", "--listen", "0.0.0.0:0", "--allow-remote"]);
     r.code(2);
     assert!(r.json()["message"].as_str().unwrap().contains("API key"));
@@ -221,7 +236,12 @@ fn refuses_other_addresses_without_the_flag_and_a_key() {
         .read_line(&mut line)
         .unwrap();
     let v: Value = serde_json::from_str(&line).unwrap();
-    assert!(v["listening"].as_str().unwrap().starts_with("http://0.0.0.0:"));
+    assert!(
+        v["listening"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://0.0.0.0:")
+    );
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
@@ -241,11 +261,19 @@ fn every_endpoint_with_bad_keys_bad_bodies_and_unknown_paths() {
         assert!(r["error"].is_string());
     }
     // Unknown paths and methods: JSON, never HTML, whatever the key.
-    for p in ["/api/v1/nope", "/api/v2/agents/me/inbox", "/api", "/favicon.ico", "/etc/passwd"] {
+    for p in [
+        "/api/v1/nope",
+        "/api/v2/agents/me/inbox",
+        "/api",
+        "/favicon.ico",
+        "/etc/passwd",
+    ] {
         let r = srv.api("GET", p, &scout, None).expect(404);
         assert_eq!(r["reason"], "not_found", "{p}");
     }
-    let r = srv.api("DELETE", "/api/v1/agents/me/inbox", &scout, None).expect(405);
+    let r = srv
+        .api("DELETE", "/api/v1/agents/me/inbox", &scout, None)
+        .expect(405);
     assert_eq!(r["reason"], "method_not_allowed");
     srv.api("GET", "/api/v1/%ZZ", &scout, None).expect(400);
 
@@ -255,7 +283,10 @@ fn every_endpoint_with_bad_keys_bad_bodies_and_unknown_paths() {
     assert_eq!(h["unacked_mentions"], 0);
     assert!(h["poll_hint_seconds"].as_u64().unwrap() > 0);
     let seq0 = h["workspace_event_seq"].as_u64().unwrap();
-    assert!(env.home_file("runtime/agents/scout/heartbeat.json").exists());
+    assert!(
+        env.home_file("runtime/agents/scout/heartbeat.json")
+            .exists()
+    );
 
     // Post as lead: scout gets a mention and an inbox item.
     let before = env.snapshot();
@@ -271,13 +302,32 @@ fn every_endpoint_with_bad_keys_bad_bodies_and_unknown_paths() {
             .expect(400);
         assert_eq!(r["field"], field);
     }
-    let r = srv.raw("POST", "/api/v1/channels/ops/messages", &[("X-API-Key", &lead)], b"{not json");
+    let r = srv.raw(
+        "POST",
+        "/api/v1/channels/ops/messages",
+        &[("X-API-Key", &lead)],
+        b"{not json",
+    );
     assert_eq!(r.expect(400)["reason"], "invalid_body");
-    let r = srv.raw("POST", "/api/v1/channels/ops/messages", &[("X-API-Key", &lead)], b"[1]");
+    let r = srv.raw(
+        "POST",
+        "/api/v1/channels/ops/messages",
+        &[("X-API-Key", &lead)],
+        b"[1]",
+    );
     r.expect(400);
-    srv.api("POST", "/api/v1/channels/..%2Fx/messages", &lead, Some(json!({"content": "x"})))
-        .expect(400);
-    assert_eq!(env.snapshot(), before, "bad requests leave every file byte-identical");
+    srv.api(
+        "POST",
+        "/api/v1/channels/..%2Fx/messages",
+        &lead,
+        Some(json!({"content": "x"})),
+    )
+    .expect(400);
+    assert_eq!(
+        env.snapshot(),
+        before,
+        "bad requests leave every file byte-identical"
+    );
 
     let m = srv
         .api(
@@ -296,7 +346,12 @@ fn every_endpoint_with_bad_keys_bad_bodies_and_unknown_paths() {
 
     // Messages: list, one, unknown.
     let l = srv
-        .api("GET", "/api/v1/channels/ops/messages?limit=10", &scout, None)
+        .api(
+            "GET",
+            "/api/v1/channels/ops/messages?limit=10",
+            &scout,
+            None,
+        )
         .expect(200);
     let got = &l["messages"][0];
     for f in ["id", "channel_id", "user_id", "content", "created_at"] {
@@ -304,13 +359,28 @@ fn every_endpoint_with_bad_keys_bad_bodies_and_unknown_paths() {
     }
     assert_eq!(got["content"], "@scout please check the build");
     let one = srv
-        .api("GET", &format!("/api/v1/channels/ops/messages/{msg}"), &scout, None)
+        .api(
+            "GET",
+            &format!("/api/v1/channels/ops/messages/{msg}"),
+            &scout,
+            None,
+        )
         .expect(200);
     assert_eq!(one["message"]["id"], msg.as_str());
-    srv.api("GET", "/api/v1/channels/ops/messages/msg-999999", &scout, None)
-        .expect(404);
-    srv.api("GET", &format!("/api/v1/channels/other/messages/{msg}"), &scout, None)
-        .expect(404);
+    srv.api(
+        "GET",
+        "/api/v1/channels/ops/messages/msg-999999",
+        &scout,
+        None,
+    )
+    .expect(404);
+    srv.api(
+        "GET",
+        &format!("/api/v1/channels/other/messages/{msg}"),
+        &scout,
+        None,
+    )
+    .expect(404);
     srv.api("GET", "/api/v1/channels/nowhere/messages", &scout, None)
         .expect(404);
     srv.api("GET", "/api/v1/channels/ops/messages?limit=0", &scout, None)
@@ -318,7 +388,12 @@ fn every_endpoint_with_bad_keys_bad_bodies_and_unknown_paths() {
 
     // The agent's feed: Canopy's item fields, types comma-joined or repeated, paging.
     let ev = srv
-        .api("GET", "/api/v1/agents/me/events?after_seq=0&limit=100", &scout, None)
+        .api(
+            "GET",
+            "/api/v1/agents/me/events?after_seq=0&limit=100",
+            &scout,
+            None,
+        )
         .expect(200);
     let types: Vec<&str> = ev["items"]
         .as_array()
@@ -326,7 +401,10 @@ fn every_endpoint_with_bad_keys_bad_bodies_and_unknown_paths() {
         .iter()
         .map(|i| i["event_type"].as_str().unwrap())
         .collect();
-    assert!(types.contains(&"mention.created") && types.contains(&"inbox.item.created"), "{types:?}");
+    assert!(
+        types.contains(&"mention.created") && types.contains(&"inbox.item.created"),
+        "{types:?}"
+    );
     for f in ["seq", "event_id", "event_type", "created_at", "payload"] {
         assert!(!ev["items"][0][f].is_null(), "{f}");
     }
@@ -336,29 +414,54 @@ fn every_endpoint_with_bad_keys_bad_bodies_and_unknown_paths() {
         "types=mention.created&types=inbox.item.created",
     ] {
         let e = srv
-            .api("GET", &format!("/api/v1/agents/me/events?after_seq=0&{q}"), &scout, None)
+            .api(
+                "GET",
+                &format!("/api/v1/agents/me/events?after_seq=0&{q}"),
+                &scout,
+                None,
+            )
             .expect(200);
         assert_eq!(e["items"].as_array().unwrap().len(), 2, "{q}: {e}");
     }
     let p1 = srv
-        .api("GET", "/api/v1/agents/me/events?after_seq=0&limit=1", &scout, None)
+        .api(
+            "GET",
+            "/api/v1/agents/me/events?after_seq=0&limit=1",
+            &scout,
+            None,
+        )
         .expect(200);
     assert_eq!(p1["has_more"], true);
     let next = p1["next_after_seq"].as_u64().unwrap();
     assert_eq!(next, p1["items"][0]["seq"].as_u64().unwrap());
     let p2 = srv
-        .api("GET", &format!("/api/v1/agents/me/events?after_seq={next}&limit=100"), &scout, None)
+        .api(
+            "GET",
+            &format!("/api/v1/agents/me/events?after_seq={next}&limit=100"),
+            &scout,
+            None,
+        )
         .expect(200);
     assert!(p2["items"][0]["seq"].as_u64().unwrap() > next);
     for q in ["limit=0", "limit=abc", "limit=100000", "after_seq=-1"] {
         let r = srv
-            .api("GET", &format!("/api/v1/agents/me/events?{q}"), &scout, None)
+            .api(
+                "GET",
+                &format!("/api/v1/agents/me/events?{q}"),
+                &scout,
+                None,
+            )
             .expect(400);
         assert_eq!(r["reason"], "invalid_input", "{q}");
     }
     // The global feed has everything, the lead's own post included.
     let g = srv
-        .api("GET", "/api/v1/events?after_seq=0&types=channel.message.created", &lead, None)
+        .api(
+            "GET",
+            "/api/v1/events?after_seq=0&types=channel.message.created",
+            &lead,
+            None,
+        )
         .expect(200);
     assert_eq!(g["items"].as_array().unwrap().len(), 1);
     assert_eq!(g["items"][0]["message_id"], msg.as_str());
@@ -374,7 +477,8 @@ fn every_endpoint_with_bad_keys_bad_bodies_and_unknown_paths() {
     assert_eq!(item["trigger_type"], "mention");
     let id = item["id"].as_str().unwrap().to_string();
     assert_eq!(
-        srv.api("GET", "/api/v1/agents/me/inbox", &lead, None).expect(200)["items"],
+        srv.api("GET", "/api/v1/agents/me/inbox", &lead, None)
+            .expect(200)["items"],
         json!([])
     );
     let mention = env.run(&["--json", "mentions", "--agent", "scout"]).json()["mentions"][0]["id"]
@@ -392,11 +496,21 @@ fn every_endpoint_with_bad_keys_bad_bodies_and_unknown_paths() {
     srv.api("GET", &format!("{mc}?mention_id=men-999999"), &scout, None)
         .expect(404);
     let r = srv
-        .api("POST", mc, &scout, Some(json!({"mention_id": mention, "ttl_seconds": 5})))
+        .api(
+            "POST",
+            mc,
+            &scout,
+            Some(json!({"mention_id": mention, "ttl_seconds": 5})),
+        )
         .expect(400);
     assert_eq!(r["field"], "ttl_seconds");
     let got = srv
-        .api("POST", mc, &scout, Some(json!({"mention_id": mention, "ttl_seconds": 60})))
+        .api(
+            "POST",
+            mc,
+            &scout,
+            Some(json!({"mention_id": mention, "ttl_seconds": 60})),
+        )
         .expect(200);
     assert_eq!(got["claim"]["agent"], "scout");
     let c = srv.api("POST", mc, &lead, Some(json!({"mention_id": mention})));
@@ -425,8 +539,14 @@ fn every_endpoint_with_bad_keys_bad_bodies_and_unknown_paths() {
         (json!({"status": "done"}), "status"),
         (json!({"status": "expired"}), "status"),
         (json!({"status": "completed"}), "completion_ref"),
-        (json!({"status": "completed", "completion_ref": {}}), "completion_ref"),
-        (json!({"status": "completed", "completion_ref": "msg-1"}), "completion_ref"),
+        (
+            json!({"status": "completed", "completion_ref": {}}),
+            "completion_ref",
+        ),
+        (
+            json!({"status": "completed", "completion_ref": "msg-1"}),
+            "completion_ref",
+        ),
     ] {
         let r = srv.api("PATCH", &path, &scout, Some(body)).expect(400);
         assert_eq!(r["field"], field);
@@ -475,14 +595,34 @@ fn every_endpoint_with_bad_keys_bad_bodies_and_unknown_paths() {
     let before = env.snapshot();
     let mut with_unknown = ids.clone();
     with_unknown.push("inb-999999".into());
-    srv.api("PATCH", "/api/v1/agents/me/inbox", &scout, Some(json!({"ids": with_unknown, "status": "skipped"})))
-        .expect(404);
-    srv.api("PATCH", "/api/v1/agents/me/inbox", &scout, Some(json!({"status": "skipped"})))
-        .expect(400);
-    srv.api("PATCH", "/api/v1/agents/me/inbox", &scout, Some(json!({"ids": [], "status": "skipped"})))
-        .expect(400);
-    srv.api("PATCH", "/api/v1/agents/me/inbox", &scout, Some(json!({"items": [{"id": ids[0]}]})))
-        .expect(400);
+    srv.api(
+        "PATCH",
+        "/api/v1/agents/me/inbox",
+        &scout,
+        Some(json!({"ids": with_unknown, "status": "skipped"})),
+    )
+    .expect(404);
+    srv.api(
+        "PATCH",
+        "/api/v1/agents/me/inbox",
+        &scout,
+        Some(json!({"status": "skipped"})),
+    )
+    .expect(400);
+    srv.api(
+        "PATCH",
+        "/api/v1/agents/me/inbox",
+        &scout,
+        Some(json!({"ids": [], "status": "skipped"})),
+    )
+    .expect(400);
+    srv.api(
+        "PATCH",
+        "/api/v1/agents/me/inbox",
+        &scout,
+        Some(json!({"items": [{"id": ids[0]}]})),
+    )
+    .expect(400);
     assert_eq!(env.snapshot(), before, "a failed batch changes nothing");
     let b = srv
         .api(
@@ -522,7 +662,8 @@ fn sse_until(s: &mut BufReader<TcpStream>, secs: f64, pred: impl Fn(&str) -> boo
 
 fn sse(srv: &Server, cookie: &str, extra: &str) -> BufReader<TcpStream> {
     let mut s = TcpStream::connect(&srv.addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
     write!(
         s,
         "GET /dashboard/events HTTP/1.1\r\nHost: x\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n{extra}\r\n"
@@ -547,17 +688,35 @@ fn dashboard_token_cookie_state_and_live_events_resume() {
     assert_eq!(r.status, 303);
     assert_eq!(r.header("location").as_deref(), Some("/"));
     let set = r.header("set-cookie").unwrap();
-    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
     let cookie = set.split(';').next().unwrap().to_string();
     assert!(!cookie.contains(&srv.token), "the cookie is not the token");
     let page = srv.raw("GET", "/", &[("Cookie", &cookie)], b"");
     assert_eq!(page.status, 200);
-    assert!(page.header("content-type").unwrap().starts_with("text/html"));
-    for panel in ["Instances", "Agents", "Workflow sessions", "Queue", "EventSource"] {
+    assert!(
+        page.header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    for panel in [
+        "Instances",
+        "Agents",
+        "Workflow sessions",
+        "Queue",
+        "EventSource",
+    ] {
         assert!(page.body.contains(panel), "{panel}");
     }
-    assert!(!page.body.contains("http://") && !page.body.contains("https://"), "no CDN");
-    let st = srv.raw("GET", "/dashboard/state", &[("Cookie", &cookie)], b"").expect(200);
+    assert!(
+        !page.body.contains("http://") && !page.body.contains("https://"),
+        "no CDN"
+    );
+    let st = srv
+        .raw("GET", "/dashboard/state", &[("Cookie", &cookie)], b"")
+        .expect(200);
     assert_eq!(st["agents"].as_array().unwrap().len(), 2);
     let seq = st["seq"].as_u64().unwrap();
 
@@ -565,8 +724,11 @@ fn dashboard_token_cookie_state_and_live_events_resume() {
     let mut s = sse(&srv, &cookie, &format!("Last-Event-ID: {seq}\r\n"));
     sse_until(&mut s, 5.0, |l| l.starts_with(": resuming"));
     let t = Instant::now();
-    env.run(&["post", "ops", "@scout hello", "--as", "ana"]).code(0);
-    let lines = sse_until(&mut s, 5.0, |l| l.starts_with("data:") && l.contains("channel.message.created"));
+    env.run(&["post", "ops", "@scout hello", "--as", "ana"])
+        .code(0);
+    let lines = sse_until(&mut s, 5.0, |l| {
+        l.starts_with("data:") && l.contains("channel.message.created")
+    });
     assert!(t.elapsed() < Duration::from_secs(5));
     let ids: Vec<u64> = lines
         .iter()
@@ -574,7 +736,9 @@ fn dashboard_token_cookie_state_and_live_events_resume() {
         .map(|x| x.parse().unwrap())
         .collect();
     assert_eq!(ids[0], seq + 1, "{lines:?}");
-    let last = env.run(&["--json", "events", "--after", "0", "--limit", "1000"]).json()["next_after_seq"]
+    let last = env
+        .run(&["--json", "events", "--after", "0", "--limit", "1000"])
+        .json()["next_after_seq"]
         .as_u64()
         .unwrap();
     // A reconnect resumes after Last-Event-ID: the events after it, again.
@@ -596,17 +760,31 @@ fn dashboard_page_behind_by_more_than_the_window_reloads() {
     for n in &names {
         env.run(&["agent", "register", n]).code(0);
     }
-    let text = names.iter().map(|n| format!("@{n}")).collect::<Vec<_>>().join(" ");
+    let text = names
+        .iter()
+        .map(|n| format!("@{n}"))
+        .collect::<Vec<_>>()
+        .join(" ");
     let srv = Server::start(&env);
     let r = srv.raw("GET", &format!("/?token={}", srv.token), &[], b"");
-    let cookie = r.header("set-cookie").unwrap().split(';').next().unwrap().to_string();
-    let first = srv.raw("GET", "/dashboard/state", &[("Cookie", &cookie)], b"").expect(200)["seq"]
+    let cookie = r
+        .header("set-cookie")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let first = srv
+        .raw("GET", "/dashboard/state", &[("Cookie", &cookie)], b"")
+        .expect(200)["seq"]
         .as_u64()
         .unwrap();
     for _ in 0..50 {
         env.run(&["post", "ops", &text, "--as", "ana"]).code(0);
     }
-    let seq = srv.raw("GET", "/dashboard/state", &[("Cookie", &cookie)], b"").expect(200)["seq"]
+    let seq = srv
+        .raw("GET", "/dashboard/state", &[("Cookie", &cookie)], b"")
+        .expect(200)["seq"]
         .as_u64()
         .unwrap();
     assert!(seq > first + 1000, "{seq}");
@@ -631,9 +809,16 @@ fn end_to_end_a_canopy_client_posts_and_conductors_agent_run_completes_it() {
     std::fs::set_permissions(&worker, std::fs::Permissions::from_mode(0o755)).unwrap();
     let srv = Server::start(&env);
     let mut c = env.cmd();
-    c.args(["-q", "agent", "run", "scout", "--exec", worker.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    c.args([
+        "-q",
+        "agent",
+        "run",
+        "scout",
+        "--exec",
+        worker.to_str().unwrap(),
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
     let mut run = c.spawn().unwrap();
     // A Canopy client (lead) posts through the API.
     let m = srv
@@ -648,7 +833,12 @@ fn end_to_end_a_canopy_client_posts_and_conductors_agent_run_completes_it() {
     // The loop claims, runs the worker, posts its artifact as a reply and completes the item.
     let done = wait_until(30.0, || {
         let g = srv
-            .api("GET", "/api/v1/events?after_seq=0&types=inbox.item.updated&limit=500", &lead, None)
+            .api(
+                "GET",
+                "/api/v1/events?after_seq=0&types=inbox.item.updated&limit=500",
+                &lead,
+                None,
+            )
             .expect(200);
         g["items"]
             .as_array()
@@ -659,7 +849,9 @@ fn end_to_end_a_canopy_client_posts_and_conductors_agent_run_completes_it() {
     unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
     run.wait().unwrap();
     assert!(done, "the API never showed the item completed");
-    let h = srv.api("GET", "/api/v1/agents/me/heartbeat", &scout, None).expect(200);
+    let h = srv
+        .api("GET", "/api/v1/agents/me/heartbeat", &scout, None)
+        .expect(200);
     assert_eq!(h["pending_inbox"], 0);
     let l = srv
         .api("GET", "/api/v1/channels/ops/messages", &lead, None)
@@ -672,11 +864,23 @@ fn end_to_end_a_canopy_client_posts_and_conductors_agent_run_completes_it() {
         .cloned()
         .expect("the loop's reply is in the channel");
     assert_eq!(reply["user_id"], "scout");
-    assert!(reply["content"].as_str().unwrap().contains("build is green"));
+    assert!(
+        reply["content"]
+            .as_str()
+            .unwrap()
+            .contains("build is green")
+    );
     // The reply lands in lead's inbox, through the API.
-    let ib = srv.api("GET", "/api/v1/agents/me/inbox", &lead, None).expect(200);
-    assert!(ib["items"].as_array().unwrap().iter().any(|i| i["trigger_type"] == "reply"
-        && i["source_id"] == reply["id"]));
+    let ib = srv
+        .api("GET", "/api/v1/agents/me/inbox", &lead, None)
+        .expect(200);
+    assert!(
+        ib["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["trigger_type"] == "reply" && i["source_id"] == reply["id"])
+    );
 }
 
 /// What the browser test needs, with how to install it when missing.
@@ -718,7 +922,8 @@ fn dashboard_in_a_headless_browser_shows_claims_posts_jobs_and_workflows_live() 
     let shot = std::env::var_os("CONDUCTOR_DASHBOARD_SCREENSHOT")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| env.root.path().join("dashboard.png"));
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/browser/dashboard.py");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/browser/dashboard.py");
     let out = std::process::Command::new("python3")
         .arg(&script)
         .arg(crate::common::bin())
@@ -741,5 +946,8 @@ fn dashboard_in_a_headless_browser_shows_claims_posts_jobs_and_workflows_live() 
         assert!(t < 10.0, "{k} took {t} s");
     }
     let png = std::fs::read(&shot).unwrap();
-    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a real screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "a real screenshot"
+    );
 }
