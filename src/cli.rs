@@ -176,6 +176,8 @@ pub enum Command {
     /// Workflows: a supervised state machine, each state run by a fresh agent process.
     #[command(subcommand, after_long_help = crate::commands::workflow::HELP)]
     Workflow(crate::commands::workflow::WorkflowCommand),
+    /// Serve Canopy's agent API (X-API-Key) and a live dashboard over HTTP, on loopback.
+    Serve(crate::serve::ServeArgs),
 }
 
 impl Cli {

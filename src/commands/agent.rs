@@ -31,6 +31,9 @@ pub enum AgentCommand {
     Selftest(super::agent_selftest::SelftestArgs),
     /// Run the agent's loop: wake on the journal, route, claim, execute, validate, post, complete.
     Run(super::agent_run::RunArgs),
+    /// Manage API keys for `conductor serve` (an agent's X-API-Key).
+    #[command(subcommand)]
+    Key(crate::serve::keys::KeyCommand),
 }
 
 /// `agent register`.
@@ -105,6 +108,7 @@ pub fn run(ctx: &Ctx, cmd: AgentCommand) -> Result<u8> {
         AgentCommand::Log(a) => log(ctx, a),
         AgentCommand::Selftest(a) => super::agent_selftest::run(ctx, a),
         AgentCommand::Run(a) => super::agent_run::run(ctx, a),
+        AgentCommand::Key(c) => crate::serve::keys::run(ctx, c),
     }
 }
 

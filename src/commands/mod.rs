@@ -188,6 +188,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Metrics(a)) => return metrics::run(&ctx, a),
         Some(Command::Queue(c)) => return queue::run(&ctx, c),
         Some(Command::Workflow(a)) => return workflow::run(&ctx, a),
+        Some(Command::Serve(a)) => return crate::serve::run(&ctx, a),
     };
     conductor::protocol::request::validate(&request)?;
     // One request, then the process exits.

@@ -24,6 +24,7 @@ mod races;
 mod sandbox;
 mod schemas;
 mod security;
+mod serve;
 mod shell;
 mod smoke;
 mod stale;
