@@ -58,6 +58,11 @@ pub struct IntegrateArgs {
     /// Remove what an earlier install added.
     #[arg(long)]
     pub uninstall: bool,
+    /// Codex: mark the project trusted in Codex's config.toml even when it has a
+    /// `.codex/config.toml` of its own or is marked untrusted (Codex runs project hooks only in
+    /// trusted projects).
+    #[arg(long)]
+    pub trust_project: bool,
 }
 
 /// Where and how one agent keeps its hooks.
@@ -127,7 +132,7 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
             }
         }
     } else {
-        match args.project {
+        match args.project.clone() {
             Some(p) if p.is_absolute() => p,
             Some(p) => conductor::host::current_dir()?.join(p),
             None => conductor::host::current_dir()?,
@@ -140,8 +145,15 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
         ));
     }
     let t = target(args.agent);
-    let dir = root.join(t.dir);
-    let changes = if args.uninstall {
+    let dir = match args.agent {
+        // Codex reads its user hooks from $CODEX_HOME (default ~/.codex).
+        Agent::Codex if args.user => super::codex_trust::codex_home()?,
+        _ => root.join(t.dir),
+    };
+    let changes = if args.agent == Agent::Codex {
+        let project = (!args.user).then_some(root.as_path());
+        codex(&t, &dir, project, &args)?
+    } else if args.uninstall {
         uninstall(&t, &dir)?
     } else {
         install(&t, &dir, &hook_command(args.agent)?)?
@@ -154,6 +166,51 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
             changes,
         },
     )
+}
+
+/// Codex: the hooks, then their trust in Codex's config.toml (recorded in the manifest, so that
+/// `--uninstall` puts config.toml back as it was).
+fn codex(
+    t: &Target,
+    dir: &Path,
+    project: Option<&Path>,
+    args: &IntegrateArgs,
+) -> Result<Vec<String>> {
+    let manifest_path = dir.join(MANIFEST);
+    let read_manifest = || -> Result<Option<Value>> {
+        Ok(conductor::store::read_bytes(&manifest_path)?
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok()))
+    };
+    if args.uninstall {
+        let record = read_manifest()?.map(|m| m["codex_trust"].clone());
+        let mut changes = uninstall(t, dir)?;
+        if let Some(r) = record.filter(|r| !r.is_null()) {
+            changes.extend(super::codex_trust::uninstall(&r)?);
+        }
+        let _ = std::fs::remove_dir(dir); // only if conductor left it empty
+        return Ok(changes);
+    }
+    let mut changes = install(t, dir, &hook_command(Agent::Codex)?)?;
+    let hooks_path = dir.join(t.file);
+    let Some((_, settings)) = read_settings(&hooks_path)? else {
+        return Ok(changes);
+    };
+    let mut manifest = read_manifest()?.unwrap_or_else(|| {
+        json!({"installed_by": format!("conductor {}", env!("CARGO_PKG_VERSION")), "agent": "codex"})
+    });
+    let (record, more) = super::codex_trust::install(
+        &hooks_path,
+        &Value::Object(settings),
+        project,
+        args.trust_project,
+        manifest.get("codex_trust"),
+    )?;
+    if manifest.get("codex_trust") != Some(&record) {
+        manifest["codex_trust"] = record;
+        write_atomic(&manifest_path, &encode(&manifest), 0o600, None)?;
+    }
+    changes.extend(more);
+    Ok(changes)
 }
 
 /// `'/abs/path/to/conductor' hook AGENT`, quoted for the shell only when it must be.
@@ -552,7 +609,12 @@ fn tighten_manifest(path: &Path, changes: &mut Vec<String>) -> Result<()> {
 
 /// Replace `path` atomically (temp file in the same directory, fsync, rename), keeping the
 /// permissions of `mode_from` when it exists, else `mode`.
-fn write_atomic(path: &Path, bytes: &[u8], mode: u32, mode_from: Option<&Path>) -> Result<()> {
+pub(crate) fn write_atomic(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    mode_from: Option<&Path>,
+) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().expect("files live in the agent's directory");
     std::fs::create_dir_all(dir).ctx("create", dir)?;

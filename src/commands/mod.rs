@@ -10,6 +10,7 @@ pub mod artifact;
 pub mod claim;
 pub mod claim_wait;
 pub mod cleanup;
+pub mod codex_trust;
 pub mod completions;
 pub mod conflicts;
 pub mod doctor;
