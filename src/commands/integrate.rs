@@ -37,8 +37,10 @@ pub const MANIFEST: &str = "conductor-integration.json";
 #[command(after_long_help = "Where each agent's hooks go:\n  \
 claude   .claude/settings.json (+ .claude/commands/conductor.md)\n  \
 cursor   .cursor/hooks.json\n  \
-codex    .codex/hooks.json\n  \
-gemini   .gemini/settings.json\n\
+codex    .codex/hooks.json (+ trust in $CODEX_HOME/config.toml)\n  \
+gemini   .gemini/settings.json\n  \
+opencode .opencode/plugins/conductor.js (--user: ~/.config/opencode/plugins/)\n  \
+pi       .pi/extensions/conductor.ts (--user: ~/.pi/agent/extensions/)\n\
 under the project directory, or under ~ with --user.\n\nExamples:\n  \
 conductor integrate claude                 # this project: ./.claude/\n  \
 conductor integrate codex --user           # every project: ~/.codex/hooks.json\n  \
@@ -84,6 +86,14 @@ pub fn target(agent: Agent) -> Target {
         Agent::Cursor => (".cursor", "hooks.json", true, CURSOR_HOOKS),
         Agent::Codex => (".codex", "hooks.json", false, CODEX_HOOKS),
         Agent::Gemini => (".gemini", "settings.json", false, GEMINI_HOOKS),
+        // A plugin file of their own (integrate_plugin.rs), no hooks document.
+        Agent::Opencode => (
+            ".opencode",
+            "plugins/conductor.js",
+            false,
+            r#"{"hooks":{}}"#,
+        ),
+        Agent::Pi => (".pi", "extensions/conductor.ts", false, r#"{"hooks":{}}"#),
     };
     Target {
         agent,
@@ -143,6 +153,25 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
             "invalid_directory",
             format!("{} is not a directory", root.display()),
         ));
+    }
+    if super::integrate_plugin::is_plugin_agent(args.agent) {
+        use super::integrate_plugin as plugin;
+        let path = plugin::location(args.agent, &root, args.user);
+        let changes = if args.uninstall {
+            plugin::uninstall(&path, &root)?
+        } else {
+            plugin::install(args.agent, &path, &hook_program()?)?
+        };
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or(root);
+        let agent = args.agent;
+        return super::print(
+            out,
+            &Integrated {
+                agent,
+                dir,
+                changes,
+            },
+        );
     }
     let t = target(args.agent);
     let dir = match args.agent {
@@ -213,16 +242,22 @@ fn codex(
     Ok(changes)
 }
 
-/// `'/abs/path/to/conductor' hook AGENT`, quoted for the shell only when it must be.
-fn hook_command(agent: Agent) -> Result<String> {
+/// The absolute path of this binary, symlinks resolved.
+fn hook_program() -> Result<String> {
     let exe = std::env::current_exe().map_err(|e| Error::io("find", Path::new("conductor"), e))?;
     let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
-    let path = exe.to_str().ok_or_else(|| {
+    exe.to_str().map(str::to_string).ok_or_else(|| {
         Error::invalid(
             "invalid_directory",
             "the path of the conductor binary is not UTF-8",
         )
-    })?;
+    })
+}
+
+/// `'/abs/path/to/conductor' hook AGENT`, quoted for the shell only when it must be.
+fn hook_command(agent: Agent) -> Result<String> {
+    let path = hook_program()?;
+    let path = path.as_str();
     let plain = path
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "/._-+,@%".contains(c));

@@ -23,6 +23,7 @@ pub mod hook;
 pub mod import;
 pub mod inbox;
 pub mod integrate;
+pub mod integrate_plugin;
 pub mod man;
 pub mod metrics;
 pub mod mirror;

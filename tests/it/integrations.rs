@@ -53,7 +53,7 @@ fn codex_hooks(codex_home: &Path, home: &Path, cwd: &Path) -> Vec<(String, Strin
             }
         }
     });
-    let mut recv = |id: u64| -> Value {
+    let recv = |id: u64| -> Value {
         loop {
             let line = rx
                 .recv_timeout(Duration::from_secs(60))
@@ -237,4 +237,241 @@ fn doctor_names_codex_hooks_that_codex_would_skip_and_the_command_that_fixes_the
         hooks.len() == 5 && hooks.iter().all(|(_, s)| s == "trusted"),
         "{hooks:?}"
     );
+}
+
+// ------------------------------------------------------------------ OpenCode's plugin, Pi's extension
+
+/// Loads OpenCode's plugin module as OpenCode does (its exported plugin function, called with the
+/// plugin context), then drives a session: created, an edit of a held file, an edit of a free
+/// file (before and after), a shell write of the held file, idle, deleted. Prints what happened.
+const OPENCODE_HARNESS: &str = r#"
+import { readFileSync } from "node:fs";
+const [plugin, dir, held, free] = process.argv.slice(2);
+const mod = await import(plugin);
+const hooks = await mod.ConductorPlugin({ directory: dir, worktree: dir, project: {}, client: {}, $: null });
+const out = { exports: Object.keys(mod) };
+const sid = "ses_oc1";
+const attempt = async (tool, args, callID) => {
+  try { await hooks["tool.execute.before"]({ tool, sessionID: sid, callID }, { args }); return null; }
+  catch (e) { return e.message; }
+};
+const state = () => JSON.parse(readFileSync(process.env.CONDUCTOR_HOME + "/status.json", "utf8"));
+await hooks.event({ event: { type: "session.created", properties: { info: { id: sid, directory: dir, title: "t" } } } });
+out.registered = state().instances.filter((i) => i.session_id === sid).map((i) => i.agent);
+out.held = await attempt("edit", { filePath: held, oldString: "a", newString: "b" }, "call_1");
+out.free = await attempt("write", { filePath: free, content: "x" }, "call_2");
+const result = { title: "write", output: "Wrote file successfully.", metadata: {} };
+await hooks["tool.execute.after"]({ tool: "write", sessionID: sid, callID: "call_2", args: {} }, result);
+out.after = result.output;
+out.claimed = state().instances.filter((i) => i.session_id === sid).flatMap((i) => i.files_claimed);
+out.shell = await attempt("bash", { command: `sed -i s/a/b/ ${held}`, description: "edit" }, "call_3");
+await hooks.event({ event: { type: "session.idle", properties: { sessionID: sid } } });
+await hooks.event({ event: { type: "session.deleted", properties: { info: { id: sid } } } });
+out.left = state().instances.filter((i) => i.session_id === sid).length;
+console.log(JSON.stringify(out));
+"#;
+
+/// Loads Pi's extension as Pi does (its default export called with the extension API), then
+/// drives a session through the handlers it registered. Prints what happened.
+const PI_HARNESS: &str = r#"
+import { readFileSync } from "node:fs";
+const [ext, dir, held, free] = process.argv.slice(2);
+const mod = await import(ext);
+const handlers = {};
+const tools = [];
+mod.default({ on: (name, fn) => (handlers[name] ||= []).push(fn), registerTool: (t) => tools.push(t) });
+const ctx = { cwd: dir, hasUI: false, sessionManager: { getSessionId: () => "pi-session-1" } };
+const emit = async (name, event) => {
+  let last;
+  for (const fn of handlers[name] || []) last = await fn(event, ctx);
+  return last ?? null;
+};
+const state = () => JSON.parse(readFileSync(process.env.CONDUCTOR_HOME + "/status.json", "utf8"));
+const mine = () => state().instances.filter((i) => i.session_id === "pi-session-1");
+const out = { events: Object.keys(handlers).sort(), tools: tools.map((t) => t.name) };
+out.start = await emit("session_start", { type: "session_start", reason: "startup" });
+out.registered = mine().map((i) => i.agent);
+out.held = await emit("tool_call", { type: "tool_call", toolCallId: "t1", toolName: "edit", input: { path: held, edits: [] } });
+out.free = await emit("tool_call", { type: "tool_call", toolCallId: "t2", toolName: "write", input: { path: free, content: "x" } });
+out.after = await emit("tool_result", { type: "tool_result", toolCallId: "t2", toolName: "write", input: {}, content: [{ type: "text", text: "Wrote." }], isError: false });
+out.claimed = mine().flatMap((i) => i.files_claimed);
+out.shell = await emit("tool_call", { type: "tool_call", toolCallId: "t3", toolName: "bash", input: { command: `rm -f ${held}` } });
+if (tools.length) {
+  const snap = tools.find((t) => t.name === "workflow_update_snapshot");
+  try { out.snapshot = (await snap.execute("t4", { findings: ["found it"] })).content[0].text; }
+  catch (e) { out.snapshot_error = e.message; }
+}
+await emit("session_shutdown", { type: "session_shutdown", reason: "quit" });
+out.left = mine().length;
+console.log(JSON.stringify(out));
+"#;
+
+/// `node`, or a failure that says how to install it.
+fn node() -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("node"))
+            .find(|c| c.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "node is not installed; these tests load the plugins with it: apt-get install nodejs"
+        )
+    })
+}
+
+/// Install `agent`'s plugin in a project where another session holds `src/held.rs`, and run
+/// `harness` on the installed file (copied to an .mjs, since node does not load .ts).
+fn drive_plugin(
+    agent: &str,
+    installed: &str,
+    harness: &str,
+    extra_env: &[(&str, &str)],
+) -> (TestEnv, Value) {
+    let env = TestEnv::new();
+    std::fs::write(env.project.join("src/held.rs"), "a\n").unwrap();
+    let other = env.start("Refactor held", "P1");
+    env.run(&["claim", "--instance", &other, "src/held.rs"])
+        .code(0);
+    let before = std::fs::read_dir(&env.project).unwrap().count();
+    let out = env.run(&["integrate", agent]);
+    out.code(0);
+    let file = env.project.join(installed);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains(&format!(
+            "const CONDUCTOR = {};",
+            serde_json::to_string(&std::fs::canonicalize(crate::common::bin()).unwrap()).unwrap()
+        )),
+        "{text}"
+    );
+    let work = env.root.path().join("harness");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("plugin.mjs"), &text).unwrap();
+    std::fs::write(work.join("harness.mjs"), harness).unwrap();
+    let mut c = Command::new(node());
+    c.arg(work.join("harness.mjs"))
+        .arg(work.join("plugin.mjs"))
+        .arg(&env.project)
+        .arg(env.abs("src/held.rs"))
+        .arg(env.abs("src/free.rs"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.root.path())
+        .env("CONDUCTOR_HOME", &env.home)
+        .current_dir(&env.project);
+    for (k, v) in extra_env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("run node");
+    assert!(
+        o.status.success(),
+        "harness failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)));
+    // Uninstall leaves the project as it was.
+    env.run(&["integrate", agent, "--uninstall"]).code(0);
+    assert!(!file.exists());
+    assert_eq!(
+        std::fs::read_dir(&env.project).unwrap().count(),
+        before,
+        "{agent}: directories left behind"
+    );
+    (env, v)
+}
+
+#[test]
+fn opencode_plugin_refuses_held_files_claims_free_ones_and_releases_at_session_end() {
+    let (env, v) = drive_plugin(
+        "opencode",
+        ".opencode/plugins/conductor.js",
+        OPENCODE_HARNESS,
+        &[],
+    );
+    assert_eq!(v["exports"], json!(["ConductorPlugin"]), "{v}");
+    assert_eq!(v["registered"], json!(["opencode"]), "{v}");
+    let held = v["held"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the held edit went through: {v}"));
+    assert!(
+        held.contains("is claimed by") && held.contains("Refactor held"),
+        "{held}"
+    );
+    assert_eq!(v["free"], Value::Null, "{v}");
+    assert!(
+        v["after"]
+            .as_str()
+            .unwrap()
+            .contains("now claimed for this session"),
+        "{v}"
+    );
+    assert_eq!(v["claimed"], json!([env.abs("src/free.rs")]), "{v}");
+    let shell = v["shell"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the shell write went through: {v}"));
+    assert!(shell.contains("src/held.rs"), "{shell}");
+    assert_eq!(v["left"], json!(0), "released at session.deleted: {v}");
+}
+
+#[test]
+fn pi_extension_blocks_held_files_claims_free_ones_and_releases_at_shutdown() {
+    let (env, v) = drive_plugin("pi", ".pi/extensions/conductor.ts", PI_HARNESS, &[]);
+    assert_eq!(
+        v["events"],
+        json!([
+            "session_shutdown",
+            "session_start",
+            "tool_call",
+            "tool_result"
+        ]),
+        "{v}"
+    );
+    assert_eq!(
+        v["tools"],
+        json!([]),
+        "no workflow tools outside a worker: {v}"
+    );
+    assert_eq!(v["registered"], json!(["pi"]), "{v}");
+    assert!(
+        v["start"]["systemPromptAppend"]
+            .as_str()
+            .unwrap_or("")
+            .contains("registered as"),
+        "{v}"
+    );
+    assert_eq!(v["held"]["block"], json!(true), "{v}");
+    let reason = v["held"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("is claimed by") && reason.contains("Refactor held"),
+        "{reason}"
+    );
+    assert_eq!(v["free"], Value::Null, "{v}");
+    let note = v["after"]["content"][1]["text"].as_str().unwrap_or("");
+    assert!(note.contains("now claimed for this session"), "{v}");
+    assert_eq!(v["claimed"], json!([env.abs("src/free.rs")]), "{v}");
+    assert_eq!(v["shell"]["block"], json!(true), "{v}");
+    assert_eq!(v["left"], json!(0), "released at session_shutdown: {v}");
+}
+
+#[test]
+fn pi_extension_in_a_workflow_worker_has_the_workflow_tools() {
+    let (_, v) = drive_plugin(
+        "pi",
+        ".pi/extensions/conductor.ts",
+        PI_HARNESS,
+        &[("CONDUCTOR_WORKFLOW_SESSION", "wfs-nonexistent")],
+    );
+    assert_eq!(
+        v["tools"],
+        json!(["workflow_transition", "workflow_update_snapshot"]),
+        "{v}"
+    );
+    // The tool runs the real `conductor workflow snapshot` for the worker's session; this one
+    // does not exist, and conductor's error reaches the model as the tool's error.
+    let err = v["snapshot_error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{v}"));
+    assert!(err.contains("wfs-nonexistent"), "{err}");
 }
