@@ -426,7 +426,17 @@ fn integrations() -> Vec<Finding> {
     for root in &roots {
         for agent in [Agent::Claude, Agent::Cursor, Agent::Codex, Agent::Gemini] {
             let t = target(agent);
-            let path = root.join(t.dir).join(t.file);
+            let user = Some(root) == roots.last() && roots.len() > 1;
+            let path = match agent {
+                // Codex's user hooks live in $CODEX_HOME (default ~/.codex).
+                Agent::Codex if user || std::env::var_os("HOME").is_some_and(|h| *root == *h) => {
+                    match crate::commands::codex_trust::codex_home() {
+                        Ok(h) => h.join(t.file),
+                        Err(_) => continue,
+                    }
+                }
+                _ => root.join(t.dir).join(t.file),
+            };
             let Some(v) = std::fs::read(&path)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
@@ -439,6 +449,18 @@ fn integrations() -> Vec<Finding> {
                 .collect();
             programs.sort();
             programs.dedup();
+            if agent == Agent::Codex && !programs.is_empty() {
+                let project = (!(user || std::env::var_os("HOME").is_some_and(|h| *root == *h)))
+                    .then_some(root.as_path());
+                for (problem, fix) in crate::commands::codex_trust::problems(&path, &v, project) {
+                    out.push(Finding {
+                        file: path.display().to_string(),
+                        ok: false,
+                        detail: format!("{problem}: coordination is off for Codex CLI"),
+                        repair: Some(format!("run `{fix}`")),
+                    });
+                }
+            }
             for prog in programs {
                 let file = path.display().to_string();
                 let p = std::path::Path::new(&prog);

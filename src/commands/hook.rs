@@ -119,7 +119,12 @@ fn workflow_rules(global: &GlobalArgs, text: &str, input: &HookInput) -> Option<
         .filter(|s| !s.is_empty())?;
     if !matches!(
         input.event_name.as_str(),
-        "PreToolUse" | "BeforeTool" | "preToolUse" | "beforeShellExecution"
+        "PreToolUse"
+            | "BeforeTool"
+            | "preToolUse"
+            | "beforeShellExecution"
+            | "tool.execute.before"
+            | "tool_call"
     ) {
         return None;
     }
@@ -149,11 +154,13 @@ fn workflow_rules(global: &GlobalArgs, text: &str, input: &HookInput) -> Option<
             let tool = payload.get("tool_name")?.as_str()?;
             let input = payload.get("tool_input")?;
             let tool = match tool {
-                "read_file" | "read_many_files" | "glob" | "search_file_content" => "Read",
+                "read_file" | "read_many_files" | "glob" | "search_file_content" | "read" => "Read",
                 t => t,
             };
             let mut input = input.clone();
-            if let Some(p) = input.get("absolute_path").cloned()
+            if let Some(p) = ["absolute_path", "filePath", "path"]
+                .iter()
+                .find_map(|k| input.get(*k).cloned())
                 && let Some(o) = input.as_object_mut()
             {
                 o.entry("file_path").or_insert(p);

@@ -37,8 +37,10 @@ pub const MANIFEST: &str = "conductor-integration.json";
 #[command(after_long_help = "Where each agent's hooks go:\n  \
 claude   .claude/settings.json (+ .claude/commands/conductor.md)\n  \
 cursor   .cursor/hooks.json\n  \
-codex    .codex/hooks.json\n  \
-gemini   .gemini/settings.json\n\
+codex    .codex/hooks.json (+ trust in $CODEX_HOME/config.toml)\n  \
+gemini   .gemini/settings.json\n  \
+opencode .opencode/plugins/conductor.js (--user: ~/.config/opencode/plugins/)\n  \
+pi       .pi/extensions/conductor.ts (--user: ~/.pi/agent/extensions/)\n\
 under the project directory, or under ~ with --user.\n\nExamples:\n  \
 conductor integrate claude                 # this project: ./.claude/\n  \
 conductor integrate codex --user           # every project: ~/.codex/hooks.json\n  \
@@ -58,6 +60,11 @@ pub struct IntegrateArgs {
     /// Remove what an earlier install added.
     #[arg(long)]
     pub uninstall: bool,
+    /// Codex: mark the project trusted in Codex's config.toml even when it has a
+    /// `.codex/config.toml` of its own or is marked untrusted (Codex runs project hooks only in
+    /// trusted projects).
+    #[arg(long)]
+    pub trust_project: bool,
 }
 
 /// Where and how one agent keeps its hooks.
@@ -79,6 +86,14 @@ pub fn target(agent: Agent) -> Target {
         Agent::Cursor => (".cursor", "hooks.json", true, CURSOR_HOOKS),
         Agent::Codex => (".codex", "hooks.json", false, CODEX_HOOKS),
         Agent::Gemini => (".gemini", "settings.json", false, GEMINI_HOOKS),
+        // A plugin file of their own (integrate_plugin.rs), no hooks document.
+        Agent::Opencode => (
+            ".opencode",
+            "plugins/conductor.js",
+            false,
+            r#"{"hooks":{}}"#,
+        ),
+        Agent::Pi => (".pi", "extensions/conductor.ts", false, r#"{"hooks":{}}"#),
     };
     Target {
         agent,
@@ -127,7 +142,7 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
             }
         }
     } else {
-        match args.project {
+        match args.project.clone() {
             Some(p) if p.is_absolute() => p,
             Some(p) => conductor::host::current_dir()?.join(p),
             None => conductor::host::current_dir()?,
@@ -139,9 +154,35 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
             format!("{} is not a directory", root.display()),
         ));
     }
+    if super::integrate_plugin::is_plugin_agent(args.agent) {
+        use super::integrate_plugin as plugin;
+        let path = plugin::location(args.agent, &root, args.user);
+        let changes = if args.uninstall {
+            plugin::uninstall(&path, &root)?
+        } else {
+            plugin::install(args.agent, &path, &hook_program()?)?
+        };
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or(root);
+        let agent = args.agent;
+        return super::print(
+            out,
+            &Integrated {
+                agent,
+                dir,
+                changes,
+            },
+        );
+    }
     let t = target(args.agent);
-    let dir = root.join(t.dir);
-    let changes = if args.uninstall {
+    let dir = match args.agent {
+        // Codex reads its user hooks from $CODEX_HOME (default ~/.codex).
+        Agent::Codex if args.user => super::codex_trust::codex_home()?,
+        _ => root.join(t.dir),
+    };
+    let changes = if args.agent == Agent::Codex {
+        let project = (!args.user).then_some(root.as_path());
+        codex(&t, &dir, project, &args)?
+    } else if args.uninstall {
         uninstall(&t, &dir)?
     } else {
         install(&t, &dir, &hook_command(args.agent)?)?
@@ -156,16 +197,67 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
     )
 }
 
-/// `'/abs/path/to/conductor' hook AGENT`, quoted for the shell only when it must be.
-fn hook_command(agent: Agent) -> Result<String> {
+/// Codex: the hooks, then their trust in Codex's config.toml (recorded in the manifest, so that
+/// `--uninstall` puts config.toml back as it was).
+fn codex(
+    t: &Target,
+    dir: &Path,
+    project: Option<&Path>,
+    args: &IntegrateArgs,
+) -> Result<Vec<String>> {
+    let manifest_path = dir.join(MANIFEST);
+    let read_manifest = || -> Result<Option<Value>> {
+        Ok(conductor::store::read_bytes(&manifest_path)?
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok()))
+    };
+    if args.uninstall {
+        let record = read_manifest()?.map(|m| m["codex_trust"].clone());
+        let mut changes = uninstall(t, dir)?;
+        if let Some(r) = record.filter(|r| !r.is_null()) {
+            changes.extend(super::codex_trust::uninstall(&r)?);
+        }
+        let _ = std::fs::remove_dir(dir); // only if conductor left it empty
+        return Ok(changes);
+    }
+    let mut changes = install(t, dir, &hook_command(Agent::Codex)?)?;
+    let hooks_path = dir.join(t.file);
+    let Some((_, settings)) = read_settings(&hooks_path)? else {
+        return Ok(changes);
+    };
+    let mut manifest = read_manifest()?.unwrap_or_else(|| {
+        json!({"installed_by": format!("conductor {}", env!("CARGO_PKG_VERSION")), "agent": "codex"})
+    });
+    let (record, more) = super::codex_trust::install(
+        &hooks_path,
+        &Value::Object(settings),
+        project,
+        args.trust_project,
+        manifest.get("codex_trust"),
+    )?;
+    if manifest.get("codex_trust") != Some(&record) {
+        manifest["codex_trust"] = record;
+        write_atomic(&manifest_path, &encode(&manifest), 0o600, None)?;
+    }
+    changes.extend(more);
+    Ok(changes)
+}
+
+/// The absolute path of this binary, symlinks resolved.
+fn hook_program() -> Result<String> {
     let exe = std::env::current_exe().map_err(|e| Error::io("find", Path::new("conductor"), e))?;
     let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
-    let path = exe.to_str().ok_or_else(|| {
+    exe.to_str().map(str::to_string).ok_or_else(|| {
         Error::invalid(
             "invalid_directory",
             "the path of the conductor binary is not UTF-8",
         )
-    })?;
+    })
+}
+
+/// `'/abs/path/to/conductor' hook AGENT`, quoted for the shell only when it must be.
+fn hook_command(agent: Agent) -> Result<String> {
+    let path = hook_program()?;
+    let path = path.as_str();
     let plain = path
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "/._-+,@%".contains(c));
@@ -552,7 +644,12 @@ fn tighten_manifest(path: &Path, changes: &mut Vec<String>) -> Result<()> {
 
 /// Replace `path` atomically (temp file in the same directory, fsync, rename), keeping the
 /// permissions of `mode_from` when it exists, else `mode`.
-fn write_atomic(path: &Path, bytes: &[u8], mode: u32, mode_from: Option<&Path>) -> Result<()> {
+pub(crate) fn write_atomic(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    mode_from: Option<&Path>,
+) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().expect("files live in the agent's directory");
     std::fs::create_dir_all(dir).ctx("create", dir)?;

@@ -11,6 +11,8 @@ pub mod claude;
 pub mod codex;
 pub mod cursor;
 pub mod gemini;
+pub mod opencode;
+pub mod pi;
 pub mod shell;
 
 use std::path::Path;
@@ -45,6 +47,10 @@ pub enum Agent {
     Codex,
     /// Google Gemini CLI (settings.json hooks)
     Gemini,
+    /// OpenCode (a plugin in .opencode/plugins/)
+    Opencode,
+    /// Pi, the coding agent (an extension in .pi/extensions/)
+    Pi,
 }
 
 impl Agent {
@@ -55,6 +61,8 @@ impl Agent {
             Agent::Cursor => "cursor",
             Agent::Codex => "codex",
             Agent::Gemini => "gemini",
+            Agent::Opencode => "opencode",
+            Agent::Pi => "pi",
         }
     }
 
@@ -65,6 +73,8 @@ impl Agent {
             Agent::Cursor => "Cursor",
             Agent::Codex => "Codex CLI",
             Agent::Gemini => "Gemini CLI",
+            Agent::Opencode => "OpenCode",
+            Agent::Pi => "Pi",
         }
     }
 
@@ -75,6 +85,8 @@ impl Agent {
             Agent::Cursor => cursor::parse(text),
             Agent::Codex => codex::parse(text),
             Agent::Gemini => gemini::parse(text),
+            Agent::Opencode => opencode::parse(text),
+            Agent::Pi => pi::parse(text),
         }
     }
 
@@ -86,6 +98,8 @@ impl Agent {
             Agent::Cursor => cursor::render(event, v),
             Agent::Codex => codex::render(event, v),
             Agent::Gemini => gemini::render(event, v),
+            Agent::Opencode => opencode::render(event, v),
+            Agent::Pi => pi::render(event, v),
         }
     }
 }
@@ -358,6 +372,8 @@ fn agent_of(inst: &Instance) -> String {
         Some("cursor") => "Cursor session".into(),
         Some("codex") => "Codex CLI session".into(),
         Some("gemini") => "Gemini CLI session".into(),
+        Some("opencode") => "OpenCode session".into(),
+        Some("pi") => "Pi session".into(),
         Some(other) => format!("{other} session"),
         None => "session".into(),
     }
