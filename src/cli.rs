@@ -176,6 +176,8 @@ pub enum Command {
     /// Workflows: a supervised state machine, each state run by a fresh agent process.
     #[command(subcommand, after_long_help = crate::commands::workflow::HELP)]
     Workflow(crate::commands::workflow::WorkflowCommand),
+    /// Serve conductor's tools to an agent over MCP (stdio): claim, check, release, inbox, ...
+    Mcp(crate::commands::mcp::McpArgs),
 }
 
 impl Cli {

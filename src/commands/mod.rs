@@ -23,6 +23,7 @@ pub mod import;
 pub mod inbox;
 pub mod integrate;
 pub mod man;
+pub mod mcp;
 pub mod metrics;
 pub mod mirror;
 pub mod op;
@@ -183,6 +184,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Metrics(a)) => return metrics::run(&ctx, a),
         Some(Command::Queue(c)) => return queue::run(&ctx, c),
         Some(Command::Workflow(a)) => return workflow::run(&ctx, a),
+        Some(Command::Mcp(a)) => return mcp::run(&ctx, a),
     };
     conductor::protocol::request::validate(&request)?;
     // One request, then the process exits.
