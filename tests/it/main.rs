@@ -14,6 +14,7 @@ mod foreign;
 mod hooks;
 mod hostile;
 mod layers;
+mod mcp;
 mod props;
 mod protocol;
 mod queue;
