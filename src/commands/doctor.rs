@@ -439,6 +439,10 @@ fn integrations() -> Vec<Finding> {
                 .collect();
             programs.sort();
             programs.dedup();
+            if !programs.is_empty() {
+                let user = Some(root) == roots.last() && roots.len() > 1;
+                out.push(crate::commands::integrate_mcp::finding(agent, root, user));
+            }
             for prog in programs {
                 let file = path.display().to_string();
                 let p = std::path::Path::new(&prog);

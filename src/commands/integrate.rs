@@ -39,7 +39,9 @@ claude   .claude/settings.json (+ .claude/commands/conductor.md)\n  \
 cursor   .cursor/hooks.json\n  \
 codex    .codex/hooks.json\n  \
 gemini   .gemini/settings.json\n\
-under the project directory, or under ~ with --user.\n\nExamples:\n  \
+under the project directory, or under ~ with --user. The MCP server (`conductor mcp`) is \
+registered beside them: claude .mcp.json (--user: ~/.claude.json), cursor .cursor/mcp.json, codex \
+.codex/config.toml, gemini .gemini/settings.json.\n\nExamples:\n  \
 conductor integrate claude                 # this project: ./.claude/\n  \
 conductor integrate codex --user           # every project: ~/.codex/hooks.json\n  \
 conductor integrate cursor --uninstall     # remove exactly what was added\n\n\
@@ -141,10 +143,18 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
     }
     let t = target(args.agent);
     let dir = root.join(t.dir);
+    // The MCP server is registered after the hooks and removed before them (a shared settings
+    // file then gets its original bytes back from the hooks' manifest).
+    let mcp = super::integrate_mcp::target(args.agent, &root, args.user);
     let changes = if args.uninstall {
-        uninstall(&t, &dir)?
+        let mut c = super::integrate_mcp::uninstall(&mcp, &dir.join(MANIFEST))?;
+        c.extend(uninstall(&t, &dir)?);
+        c
     } else {
-        install(&t, &dir, &hook_command(args.agent)?)?
+        super::integrate_mcp::check(&mcp)?;
+        let mut c = install(&t, &dir, &hook_command(args.agent)?)?;
+        c.extend(super::integrate_mcp::install(&mcp, &super::integrate_mcp::exe()?, &dir.join(MANIFEST))?);
+        c
     };
     super::print(
         out,
@@ -552,7 +562,7 @@ fn tighten_manifest(path: &Path, changes: &mut Vec<String>) -> Result<()> {
 
 /// Replace `path` atomically (temp file in the same directory, fsync, rename), keeping the
 /// permissions of `mode_from` when it exists, else `mode`.
-fn write_atomic(path: &Path, bytes: &[u8], mode: u32, mode_from: Option<&Path>) -> Result<()> {
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32, mode_from: Option<&Path>) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().expect("files live in the agent's directory");
     std::fs::create_dir_all(dir).ctx("create", dir)?;

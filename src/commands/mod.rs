@@ -22,6 +22,7 @@ pub mod hook;
 pub mod import;
 pub mod inbox;
 pub mod integrate;
+pub mod integrate_mcp;
 pub mod man;
 pub mod mcp;
 pub mod metrics;

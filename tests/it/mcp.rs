@@ -362,3 +362,135 @@ fn inbox_flow_post_dm_seen_complete() {
     // Inbox tools never register a protocol instance.
     assert!(!env.home_file("status.json").exists() || instances(&env).is_empty());
 }
+
+/// Every file under `dir`, with its bytes.
+fn tree(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn read_json(p: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+#[test]
+fn integrate_registers_the_server_beside_others_and_uninstall_restores_every_byte() {
+    let env = TestEnv::new();
+    let p = &env.project;
+    let exe = std::fs::canonicalize(bin()).unwrap().display().to_string();
+    // Existing configurations in their own formatting, with servers of their own.
+    std::fs::write(p.join(".mcp.json"), "{\"mcpServers\":{\"docs\":{\"command\":\"docs-mcp\"}}}").unwrap();
+    std::fs::create_dir_all(p.join(".cursor")).unwrap();
+    std::fs::write(p.join(".cursor/mcp.json"), "{\n\t\"mcpServers\": {}\n}").unwrap();
+    std::fs::create_dir_all(p.join(".codex")).unwrap();
+    std::fs::write(p.join(".codex/config.toml"), "model = \"o4\"\n[mcp_servers.docs]\ncommand = \"docs-mcp\"").unwrap();
+    std::fs::create_dir_all(p.join(".gemini")).unwrap();
+    std::fs::write(p.join(".gemini/settings.json"), "{ \"theme\": \"dark\" }").unwrap();
+    let before = tree(p);
+    for agent in ["claude", "cursor", "codex", "gemini"] {
+        let r = env.run(&["integrate", agent]);
+        r.code(0);
+        assert!(r.stdout.contains("registered the MCP server"), "{agent}: {r:?}");
+    }
+    let claude = read_json(&p.join(".mcp.json"));
+    assert_eq!(claude["mcpServers"]["conductor"], json!({"command": exe, "args": ["mcp"]}));
+    assert_eq!(claude["mcpServers"]["docs"]["command"], "docs-mcp");
+    assert_eq!(read_json(&p.join(".cursor/mcp.json"))["mcpServers"]["conductor"]["args"], json!(["mcp"]));
+    let gemini = read_json(&p.join(".gemini/settings.json"));
+    assert_eq!(gemini["mcpServers"]["conductor"]["command"], exe.as_str());
+    assert_eq!(gemini["theme"], "dark");
+    assert!(gemini["hooks"].is_object(), "the hooks are there too");
+    let toml = std::fs::read_to_string(p.join(".codex/config.toml")).unwrap();
+    assert!(
+        toml.starts_with("model = \"o4\"\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n"),
+        "{toml}"
+    );
+    assert!(
+        toml.contains(&format!("[mcp_servers.conductor]\ncommand = {}\nargs = [\"mcp\"]\n", json!(exe))),
+        "{toml}"
+    );
+    // Again: nothing changes.
+    let installed = tree(p);
+    for agent in ["claude", "cursor", "codex", "gemini"] {
+        env.run(&["integrate", agent]).code(0);
+    }
+    assert_eq!(tree(p), installed, "a second integrate changes nothing");
+    // The registered command really is an MCP server (the client starts what .mcp.json says).
+    let registered = claude["mcpServers"]["conductor"]["command"].as_str().unwrap();
+    let listed = run_plan(&env, &[], &[("CONDUCTOR_BIN", registered)], json!([{"list": true}]));
+    assert_eq!(listed[0]["tools"].as_array().unwrap().len(), 11);
+    // doctor checks each registration starts.
+    let d = env.run(&["--json", "doctor"]).json();
+    let mcp: Vec<&Value> = d["integrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["detail"].as_str().unwrap_or_default().contains("MCP server"))
+        .collect();
+    assert_eq!(mcp.len(), 4, "{d}");
+    assert!(mcp.iter().all(|f| f["ok"] == true), "{d}");
+    for agent in ["claude", "cursor", "codex", "gemini"] {
+        env.run(&["integrate", agent, "--uninstall"]).code(0);
+    }
+    assert_eq!(tree(p), before, "uninstall gives every file back byte for byte");
+}
+
+#[test]
+fn integrate_into_a_fresh_project_and_out_again_leaves_nothing() {
+    let env = TestEnv::new();
+    let before = tree(&env.project);
+    for agent in ["claude", "cursor", "codex", "gemini"] {
+        env.run(&["integrate", agent]).code(0);
+    }
+    assert!(env.project.join(".mcp.json").exists());
+    assert!(env.project.join(".codex/config.toml").exists());
+    for agent in ["claude", "cursor", "codex", "gemini"] {
+        env.run(&["integrate", agent, "--uninstall"]).code(0);
+    }
+    assert_eq!(tree(&env.project), before);
+    assert!(!env.project.join(".codex").exists());
+}
+
+#[test]
+fn integrate_refuses_a_foreign_conductor_server_and_doctor_reports_a_missing_one() {
+    let env = TestEnv::new();
+    let p = &env.project;
+    std::fs::write(p.join(".mcp.json"), r#"{"mcpServers": {"conductor": {"command": "npx", "args": ["other"]}}}"#).unwrap();
+    let before = tree(p);
+    let r = env.run(&["integrate", "claude"]);
+    r.code(2);
+    assert!(r.stderr.contains("not conductor's"), "{r:?}");
+    assert_eq!(tree(p), before, "nothing changed");
+    std::fs::create_dir_all(p.join(".codex")).unwrap();
+    std::fs::write(p.join(".codex/config.toml"), "[mcp_servers.conductor]\ncommand = \"x\"\n").unwrap();
+    let before = tree(p);
+    env.run(&["integrate", "codex"]).code(2);
+    assert_eq!(tree(p), before);
+    // Hooks without the server: doctor says so and how to fix it.
+    std::fs::remove_file(p.join(".mcp.json")).unwrap();
+    env.run(&["integrate", "claude"]).code(0);
+    std::fs::write(p.join(".mcp.json"), "{}").unwrap();
+    let r = env.run(&["--json", "doctor"]);
+    let d = r.json();
+    let f = d["integrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["detail"].as_str().unwrap_or_default().contains("MCP server is not registered"))
+        .unwrap_or_else(|| panic!("{d}"));
+    assert_eq!(f["ok"], false);
+    assert_eq!(f["repair"], "run `conductor integrate claude`");
+    assert_ne!(r.code, 0, "an unregistered server is a problem: {r:?}");
+}
