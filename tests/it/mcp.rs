@@ -494,3 +494,47 @@ fn integrate_refuses_a_foreign_conductor_server_and_doctor_reports_a_missing_one
     assert_eq!(f["repair"], "run `conductor integrate claude`");
     assert_ne!(r.code, 0, "an unregistered server is a problem: {r:?}");
 }
+
+#[test]
+fn queue_and_workflow_tools_are_offered_behind_the_option() {
+    let env = TestEnv::new();
+    let out = run_plan(
+        &env,
+        &["--tools", "all"],
+        &[],
+        json!([
+            {"tool": "queue_submit", "args": {"manifest": {"workspace": "w0", "jobs": [{"id": "ok", "prompt": "p"}]}}},
+            {"tool": "queue_status", "args": {"workspace": "w0"}},
+            {"tool": "queue_submit", "args": {"manifest": {"workspace": "w1", "jobs": [{"id": "a", "prompt": "p", "depends_on": ["nope"]}]}}},
+            {"tool": "workflow_transition", "args": {"target": "done", "summary": "x"}},
+        ]),
+    );
+    assert_eq!(out[0]["is_error"], false, "{}", out[0]);
+    assert_eq!(out[1]["structured"]["jobs"][0]["id"], "ok", "{}", out[1]);
+    assert_eq!(out[2]["is_error"], true);
+    assert!(out[2]["text"].as_str().unwrap().contains("nope"), "{}", out[2]);
+    assert!(
+        out[3]["text"].as_str().unwrap().starts_with("error: no workflow session"),
+        "{}",
+        out[3]
+    );
+    // The CLI sees the job the tool submitted, and not the refused one.
+    let jobs = env.run(&["--json", "queue", "jobs"]).json();
+    let ids: Vec<&Value> = jobs["jobs"].as_array().unwrap().iter().map(|j| &j["id"]).collect();
+    assert_eq!(ids, [&json!("ok")], "{jobs}");
+}
+
+#[test]
+fn integrate_claude_user_registers_in_claude_json_and_gives_it_back() {
+    let env = TestEnv::new();
+    let home = env.root.path().to_path_buf();
+    let cfg = home.join(".claude.json");
+    std::fs::write(&cfg, "{\"numStartups\": 3, \"projects\": {}}").unwrap();
+    let before = std::fs::read(&cfg).unwrap();
+    env.run(&["integrate", "claude", "--user"]).code(0);
+    let v = read_json(&cfg);
+    assert_eq!(v["mcpServers"]["conductor"]["args"], json!(["mcp"]));
+    assert_eq!(v["numStartups"], 3);
+    env.run(&["integrate", "claude", "--user", "--uninstall"]).code(0);
+    assert_eq!(std::fs::read(&cfg).unwrap(), before);
+}
