@@ -28,7 +28,8 @@ use conductor::hooks::Agent;
 /// The server's name in every agent's configuration.
 pub const NAME: &str = "conductor";
 /// The first line of the table appended to Codex's config.toml.
-const TOML_MARK: &str = "# conductor mcp (added by `conductor integrate codex`; `--uninstall` removes it)";
+const TOML_MARK: &str =
+    "# conductor mcp (added by `conductor integrate codex`; `--uninstall` removes it)";
 
 /// Where an agent keeps its MCP servers.
 pub struct McpTarget {
@@ -56,7 +57,10 @@ pub fn target(agent: Agent, root: &Path, user: bool) -> McpTarget {
 fn unparseable(path: &Path, detail: impl std::fmt::Display) -> Error {
     Error::invalid(
         "unparseable_settings",
-        format!("{} is not a JSON object ({detail}); fix it by hand, nothing was changed", path.display()),
+        format!(
+            "{} is not a JSON object ({detail}); fix it by hand, nothing was changed",
+            path.display()
+        ),
     )
 }
 
@@ -112,9 +116,12 @@ fn find_toml_block(text: &str) -> Option<(usize, usize, String)> {
 pub fn exe() -> Result<String> {
     let exe = std::env::current_exe().map_err(|e| Error::io("find", Path::new("conductor"), e))?;
     let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
-    exe.into_os_string()
-        .into_string()
-        .map_err(|_| Error::invalid("invalid_directory", "the path of the conductor binary is not UTF-8"))
+    exe.into_os_string().into_string().map_err(|_| {
+        Error::invalid(
+            "invalid_directory",
+            "the path of the conductor binary is not UTF-8",
+        )
+    })
 }
 
 /// Refuse, before anything is changed, what install could not do cleanly: a file that does not
@@ -125,12 +132,22 @@ pub fn check(t: &McpTarget) -> Result<()> {
             return Ok(());
         };
         let text = String::from_utf8(bytes).map_err(|_| {
-            Error::invalid("unparseable_settings", format!("{} is not UTF-8; nothing was changed", t.path.display()))
+            Error::invalid(
+                "unparseable_settings",
+                format!("{} is not UTF-8; nothing was changed", t.path.display()),
+            )
         })?;
-        if find_toml_block(&text).is_none() && text.lines().any(|l| l.trim() == format!("[mcp_servers.{NAME}]")) {
+        if find_toml_block(&text).is_none()
+            && text
+                .lines()
+                .any(|l| l.trim() == format!("[mcp_servers.{NAME}]"))
+        {
             return Err(Error::invalid(
                 "file_exists",
-                format!("{} already has an [mcp_servers.{NAME}] table conductor did not add; remove it and retry", t.path.display()),
+                format!(
+                    "{} already has an [mcp_servers.{NAME}] table conductor did not add; remove it and retry",
+                    t.path.display()
+                ),
             ));
         }
         return Ok(());
@@ -144,7 +161,10 @@ pub fn check(t: &McpTarget) -> Result<()> {
                 {
                     return Err(Error::invalid(
                         "file_exists",
-                        format!("{} already registers an MCP server named `{NAME}` that is not conductor's; remove it and retry", t.path.display()),
+                        format!(
+                            "{} already registers an MCP server named `{NAME}` that is not conductor's; remove it and retry",
+                            t.path.display()
+                        ),
                     ));
                 }
             }
@@ -180,7 +200,10 @@ pub fn install(t: &McpTarget, exe: &str, manifest: &Path) -> Result<Vec<String>>
             }
         };
         write_file(&t.path, new.as_bytes(), 0o600)?;
-        changes.push(format!("{}: registered the MCP server `{exe} mcp`", t.path.display()));
+        changes.push(format!(
+            "{}: registered the MCP server `{exe} mcp`",
+            t.path.display()
+        ));
         return Ok(changes);
     }
     let existing = read_json(&t.path)?;
@@ -202,14 +225,26 @@ pub fn install(t: &McpTarget, exe: &str, manifest: &Path) -> Result<Vec<String>>
     if fresh {
         remember(manifest, t, original.as_deref(), "")?;
     }
-    let mode = if t.agent == Agent::Claude { 0o600 } else { 0o644 };
+    let mode = if t.agent == Agent::Claude {
+        0o600
+    } else {
+        0o644
+    };
     write_file(&t.path, &encode(&Value::Object(doc)), mode)?;
-    changes.push(format!("{}: registered the MCP server `{exe} mcp`", t.path.display()));
+    changes.push(format!(
+        "{}: registered the MCP server `{exe} mcp`",
+        t.path.display()
+    ));
     Ok(changes)
 }
 
 /// Keep what uninstall needs to give the file back byte for byte.
-fn remember(manifest: &Path, t: &McpTarget, original: Option<&[u8]>, separator: &str) -> Result<()> {
+fn remember(
+    manifest: &Path,
+    t: &McpTarget,
+    original: Option<&[u8]>,
+    separator: &str,
+) -> Result<()> {
     let mut m: Map<String, Value> = conductor::store::read_bytes(manifest)?
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
@@ -242,7 +277,10 @@ pub fn uninstall(t: &McpTarget, manifest: &Path) -> Result<Vec<String>> {
         let Some((s, e, _)) = find_toml_block(&text) else {
             return Ok(changes);
         };
-        let sep = kept(manifest)?["separator"].as_str().unwrap_or_default().to_string();
+        let sep = kept(manifest)?["separator"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let before = &text[..s];
         let before = before.strip_suffix(sep.as_str()).unwrap_or(before);
         let new = format!("{before}{}", &text[e..]);
@@ -252,7 +290,10 @@ pub fn uninstall(t: &McpTarget, manifest: &Path) -> Result<Vec<String>> {
         } else {
             write_file(&t.path, new.as_bytes(), 0o600)?;
         }
-        changes.push(format!("{}: removed the MCP server `{NAME}`", t.path.display()));
+        changes.push(format!(
+            "{}: removed the MCP server `{NAME}`",
+            t.path.display()
+        ));
         return Ok(changes);
     }
     let Some((_, mut doc)) = read_json(&t.path)? else {
@@ -274,12 +315,17 @@ pub fn uninstall(t: &McpTarget, manifest: &Path) -> Result<Vec<String>> {
         std::fs::remove_file(&t.path).ctx("remove", &t.path)?;
     } else {
         let bytes = match kept["original"].as_str() {
-            Some(o) if serde_json::from_str::<Value>(o).ok().as_ref() == Some(&now) => o.as_bytes().to_vec(),
+            Some(o) if serde_json::from_str::<Value>(o).ok().as_ref() == Some(&now) => {
+                o.as_bytes().to_vec()
+            }
             _ => encode(&now),
         };
         write_file(&t.path, &bytes, 0o644)?;
     }
-    changes.push(format!("{}: removed the MCP server `{NAME}`", t.path.display()));
+    changes.push(format!(
+        "{}: removed the MCP server `{NAME}`",
+        t.path.display()
+    ));
     Ok(changes)
 }
 
@@ -354,11 +400,18 @@ pub fn finding(agent: Agent, root: &Path, user: bool) -> conductor::protocol::do
     let (ok, detail, repair) = match registered(&t) {
         None => (
             false,
-            format!("the {} hooks are installed but the conductor MCP server is not registered", agent.product()),
+            format!(
+                "the {} hooks are installed but the conductor MCP server is not registered",
+                agent.product()
+            ),
             Some(again),
         ),
         Some(c) => match starts(&c) {
-            Ok(()) => (true, format!("{} MCP server `{c} mcp` starts", agent.product()), None),
+            Ok(()) => (
+                true,
+                format!("{} MCP server `{c} mcp` starts", agent.product()),
+                None,
+            ),
             Err(why) => (false, why, Some(again)),
         },
     };

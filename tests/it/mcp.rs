@@ -64,7 +64,10 @@ impl Client {
     fn next(&mut self) -> Value {
         let mut line = String::new();
         self.out.read_line(&mut line).unwrap();
-        assert!(!line.is_empty(), "the MCP client ended early (see its stderr above)");
+        assert!(
+            !line.is_empty(),
+            "the MCP client ended early (see its stderr above)"
+        );
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
     }
 
@@ -102,15 +105,37 @@ fn lists_protocol_and_inbox_tools_by_default_the_rest_behind_an_option() {
     let default = run_plan(&env, &[], &[], json!([{"list": true}]));
     assert_eq!(
         default[0]["tools"],
-        json!(["status", "start", "claim", "release", "done", "check", "events", "inbox", "inbox_act", "post", "dm"])
+        json!([
+            "status",
+            "start",
+            "claim",
+            "release",
+            "done",
+            "check",
+            "events",
+            "inbox",
+            "inbox_act",
+            "post",
+            "dm"
+        ])
     );
     let all = run_plan(&env, &["--tools", "all"], &[], json!([{"list": true}]));
     let names = all[0]["tools"].as_array().unwrap();
     assert_eq!(names.len(), 15, "{names:?}");
-    for t in ["workflow_transition", "workflow_update_snapshot", "queue_submit", "queue_status"] {
+    for t in [
+        "workflow_transition",
+        "workflow_update_snapshot",
+        "queue_submit",
+        "queue_status",
+    ] {
         assert!(names.contains(&json!(t)), "{t}");
     }
-    let some = run_plan(&env, &["--tools", "claim,check"], &[], json!([{"list": true}]));
+    let some = run_plan(
+        &env,
+        &["--tools", "claim,check"],
+        &[],
+        json!([{"list": true}]),
+    );
     assert_eq!(some[0]["tools"], json!(["claim", "check"]));
     // A tool not offered cannot be called.
     let r = env.run(&["mcp", "--tools", "claim,nope"]);
@@ -124,7 +149,8 @@ fn lists_protocol_and_inbox_tools_by_default_the_rest_behind_an_option() {
 fn a_claim_refused_names_the_holder_and_check_agrees_then_done_finishes() {
     let env = TestEnv::new();
     let holder = env.start("refactor the parser", "P1");
-    env.run(&["claim", "--instance", &holder, "src/a.rs"]).code(0);
+    env.run(&["claim", "--instance", &holder, "src/a.rs"])
+        .code(0);
     let mut c = Client::spawn(
         &env,
         &[],
@@ -150,9 +176,18 @@ fn a_claim_refused_names_the_holder_and_check_agrees_then_done_finishes() {
     );
     assert!(text.contains("task \"refactor the parser\""), "{text}");
     assert!(text.contains("last seen 0 min ago"), "{text}");
-    assert!(text.contains("wait_seconds"), "says what to do next: {text}");
-    assert!(text.contains(&format!("Claimed the free ones: {}", env.abs("src/b.rs"))), "{text}");
-    assert_eq!(refused["structured"]["conflicts"][0]["held_by"], holder.as_str());
+    assert!(
+        text.contains("wait_seconds"),
+        "says what to do next: {text}"
+    );
+    assert!(
+        text.contains(&format!("Claimed the free ones: {}", env.abs("src/b.rs"))),
+        "{text}"
+    );
+    assert_eq!(
+        refused["structured"]["conflicts"][0]["held_by"],
+        holder.as_str()
+    );
 
     let check = c.next();
     let files = check["structured"]["files"].as_array().unwrap();
@@ -168,11 +203,16 @@ fn a_claim_refused_names_the_holder_and_check_agrees_then_done_finishes() {
     assert_ne!(me, holder);
     assert_eq!(c.next()["sync"], "claimed");
     // The home: the server's own instance holds b.rs, owned by the client's process.
-    let mine = env.instance(&me).expect("the server registered an instance");
+    let mine = env
+        .instance(&me)
+        .expect("the server registered an instance");
     assert_eq!(mine["files_claimed"], json!([env.abs("src/b.rs")]));
     assert_eq!(mine["pid"], c.child.id());
     assert_eq!(mine["agent"], "mcp");
-    assert_eq!(env.state()["global_claims"][env.abs("src/a.rs")], holder.as_str());
+    assert_eq!(
+        env.state()["global_claims"][env.abs("src/a.rs")],
+        holder.as_str()
+    );
     let before = env.snapshot();
     c.go();
 
@@ -185,7 +225,10 @@ fn a_claim_refused_names_the_holder_and_check_agrees_then_done_finishes() {
     );
     let long = c.next();
     assert_eq!(long["text"], "error: wait_seconds is at most 600");
-    assert_eq!(c.next()["text"], "error: give either `files` or `all: true`");
+    assert_eq!(
+        c.next()["text"],
+        "error: give either `files` or `all: true`"
+    );
     assert_eq!(
         c.next()["text"],
         "error: `finished` is not one of success, abandoned, conflict"
@@ -201,14 +244,18 @@ fn a_claim_refused_names_the_holder_and_check_agrees_then_done_finishes() {
     assert_eq!(h.last().unwrap()["id"], me.as_str());
     assert_eq!(h.last().unwrap()["outcome"], "success");
     assert_eq!(h.last().unwrap()["notes"], "b is fixed");
-    assert!(env.instance(&holder).is_some(), "the other session is untouched");
+    assert!(
+        env.instance(&holder).is_some(),
+        "the other session is untouched"
+    );
 }
 
 #[test]
 fn a_waiting_claim_is_woken_by_the_release() {
     let env = TestEnv::new();
     let holder = env.start("holding a.rs", "P1");
-    env.run(&["claim", "--instance", &holder, "src/a.rs"]).code(0);
+    env.run(&["claim", "--instance", &holder, "src/a.rs"])
+        .code(0);
     let mut c = Client::spawn(
         &env,
         &[],
@@ -221,14 +268,15 @@ fn a_waiting_claim_is_woken_by_the_release() {
     );
     // The server queued for the file (first come, first served).
     assert!(
-        wait_until(20.0, || instances(&env)
-            .iter()
-            .any(|i| i["waiting_for"].as_array().is_some_and(|w| !w.is_empty()))),
+        wait_until(20.0, || instances(&env).iter().any(|i| i["waiting_for"]
+            .as_array()
+            .is_some_and(|w| !w.is_empty()))),
         "the claim waits in the queue: {}",
         env.state()
     );
     let released_at = Instant::now();
-    env.run(&["release", "--instance", &holder, "src/a.rs"]).code(0);
+    env.run(&["release", "--instance", &holder, "src/a.rs"])
+        .code(0);
     let got = c.next();
     let woke_after = released_at.elapsed();
     assert_eq!(got["is_error"], false, "{got}");
@@ -239,12 +287,19 @@ fn a_waiting_claim_is_woken_by_the_release() {
     );
     let me = c.next()["structured"]["you"].as_str().unwrap().to_string();
     assert_eq!(c.next()["sync"], "got it");
-    assert_eq!(env.state()["global_claims"][env.abs("src/a.rs")], me.as_str());
+    assert_eq!(
+        env.state()["global_claims"][env.abs("src/a.rs")],
+        me.as_str()
+    );
     c.go();
     c.finish();
     // The client went away without `done`: its instance is finished, the file is free.
     assert!(env.instance(&me).is_none());
-    assert!(env.state()["global_claims"].get(env.abs("src/a.rs")).is_none());
+    assert!(
+        env.state()["global_claims"]
+            .get(env.abs("src/a.rs"))
+            .is_none()
+    );
     assert_eq!(env.history().last().unwrap()["outcome"], "abandoned");
 }
 
@@ -278,7 +333,8 @@ fn acts_as_the_session_its_hooks_registered_or_the_named_instance() {
     let env = TestEnv::new();
     let payload = json!({"session_id": "sess-mcp-1", "hook_event_name": "SessionStart",
                          "cwd": env.project.to_str().unwrap(), "source": "startup"});
-    env.run_stdin(&["hook", "claude"], &payload.to_string()).code(0);
+    env.run_stdin(&["hook", "claude"], &payload.to_string())
+        .code(0);
     let session = instances(&env)[0]["id"].as_str().unwrap().to_string();
     let out = run_plan(
         &env,
@@ -304,7 +360,10 @@ fn acts_as_the_session_its_hooks_registered_or_the_named_instance() {
         json!([{"tool": "claim", "args": {"files": ["src/n.rs"]}}]),
     );
     assert_eq!(out[0]["is_error"], false, "{}", out[0]);
-    assert_eq!(env.instance(&named).unwrap()["files_claimed"], json!([env.abs("src/n.rs")]));
+    assert_eq!(
+        env.instance(&named).unwrap()["files_claimed"],
+        json!([env.abs("src/n.rs")])
+    );
     assert_eq!(instances(&env).len(), 2);
 
     let out = run_plan(
@@ -314,19 +373,35 @@ fn acts_as_the_session_its_hooks_registered_or_the_named_instance() {
         json!([{"tool": "claim", "args": {"files": ["src/z.rs"]}}]),
     );
     assert_eq!(out[0]["is_error"], true);
-    assert!(out[0]["text"].as_str().unwrap().contains("itm-000000"), "{}", out[0]);
+    assert!(
+        out[0]["text"].as_str().unwrap().contains("itm-000000"),
+        "{}",
+        out[0]
+    );
 }
 
 #[test]
 fn inbox_flow_post_dm_seen_complete() {
     let env = TestEnv::new();
-    env.run(&["agent", "register", "scout", "--handle", "@scout", "--watch", "ops"])
+    env.run(&[
+        "agent", "register", "scout", "--handle", "@scout", "--watch", "ops",
+    ])
+    .code(0);
+    env.run(&["agent", "register", "lint", "--watch", "ops"])
         .code(0);
-    env.run(&["agent", "register", "lint", "--watch", "ops"]).code(0);
-    env.run(&["post", "ops", "@scout please summarize the failures", "--as", "ana"])
-        .code(0);
+    env.run(&[
+        "post",
+        "ops",
+        "@scout please summarize the failures",
+        "--as",
+        "ana",
+    ])
+    .code(0);
     let listed = env.run(&["--json", "inbox", "--agent", "scout"]);
-    let item = listed.json()["items"][0]["id"].as_str().unwrap().to_string();
+    let item = listed.json()["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let out = run_plan(
         &env,
         &["--agent", "scout"],
@@ -344,19 +419,42 @@ fn inbox_flow_post_dm_seen_complete() {
     assert_eq!(items.len(), 1);
     assert_eq!(items[0]["id"], item.as_str());
     assert_eq!(out[1]["structured"]["item"]["status"], "seen");
-    assert_eq!(out[2]["is_error"], true, "complete needs a completion_ref: {}", out[2]);
-    assert!(out[2]["text"].as_str().unwrap().starts_with("error: "), "{}", out[2]);
+    assert_eq!(
+        out[2]["is_error"], true,
+        "complete needs a completion_ref: {}",
+        out[2]
+    );
+    assert!(
+        out[2]["text"].as_str().unwrap().starts_with("error: "),
+        "{}",
+        out[2]
+    );
     assert_eq!(out[3]["structured"]["message"]["author"], "scout");
-    assert_eq!(out[4]["structured"]["item"]["status"], "completed", "{}", out[4]);
+    assert_eq!(
+        out[4]["structured"]["item"]["status"], "completed",
+        "{}",
+        out[4]
+    );
     assert_eq!(out[5]["structured"]["items"], json!([]));
     // The home agrees: the item is completed with its reference, lint got the DM.
-    let done = env.run(&["--json", "inbox", "--agent", "scout", "--status", "completed"]);
+    let done = env.run(&[
+        "--json",
+        "inbox",
+        "--agent",
+        "scout",
+        "--status",
+        "completed",
+    ]);
     let d = &done.json()["items"][0];
     assert_eq!(d["id"], item.as_str());
     assert_eq!(d["completion_ref"]["post_id"], "msg-000002");
     let lint = env.run(&["--json", "inbox", "--agent", "lint"]).json();
     assert!(
-        lint["items"].as_array().unwrap().iter().any(|i| i["author"] == "scout"),
+        lint["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["author"] == "scout"),
         "{lint}"
     );
     // Inbox tools never register a protocol instance.
@@ -391,23 +489,40 @@ fn integrate_registers_the_server_beside_others_and_uninstall_restores_every_byt
     let p = &env.project;
     let exe = std::fs::canonicalize(bin()).unwrap().display().to_string();
     // Existing configurations in their own formatting, with servers of their own.
-    std::fs::write(p.join(".mcp.json"), "{\"mcpServers\":{\"docs\":{\"command\":\"docs-mcp\"}}}").unwrap();
+    std::fs::write(
+        p.join(".mcp.json"),
+        "{\"mcpServers\":{\"docs\":{\"command\":\"docs-mcp\"}}}",
+    )
+    .unwrap();
     std::fs::create_dir_all(p.join(".cursor")).unwrap();
     std::fs::write(p.join(".cursor/mcp.json"), "{\n\t\"mcpServers\": {}\n}").unwrap();
     std::fs::create_dir_all(p.join(".codex")).unwrap();
-    std::fs::write(p.join(".codex/config.toml"), "model = \"o4\"\n[mcp_servers.docs]\ncommand = \"docs-mcp\"").unwrap();
+    std::fs::write(
+        p.join(".codex/config.toml"),
+        "model = \"o4\"\n[mcp_servers.docs]\ncommand = \"docs-mcp\"",
+    )
+    .unwrap();
     std::fs::create_dir_all(p.join(".gemini")).unwrap();
     std::fs::write(p.join(".gemini/settings.json"), "{ \"theme\": \"dark\" }").unwrap();
     let before = tree(p);
     for agent in ["claude", "cursor", "codex", "gemini"] {
         let r = env.run(&["integrate", agent]);
         r.code(0);
-        assert!(r.stdout.contains("registered the MCP server"), "{agent}: {r:?}");
+        assert!(
+            r.stdout.contains("registered the MCP server"),
+            "{agent}: {r:?}"
+        );
     }
     let claude = read_json(&p.join(".mcp.json"));
-    assert_eq!(claude["mcpServers"]["conductor"], json!({"command": exe, "args": ["mcp"]}));
+    assert_eq!(
+        claude["mcpServers"]["conductor"],
+        json!({"command": exe, "args": ["mcp"]})
+    );
     assert_eq!(claude["mcpServers"]["docs"]["command"], "docs-mcp");
-    assert_eq!(read_json(&p.join(".cursor/mcp.json"))["mcpServers"]["conductor"]["args"], json!(["mcp"]));
+    assert_eq!(
+        read_json(&p.join(".cursor/mcp.json"))["mcpServers"]["conductor"]["args"],
+        json!(["mcp"])
+    );
     let gemini = read_json(&p.join(".gemini/settings.json"));
     assert_eq!(gemini["mcpServers"]["conductor"]["command"], exe.as_str());
     assert_eq!(gemini["theme"], "dark");
@@ -418,7 +533,10 @@ fn integrate_registers_the_server_beside_others_and_uninstall_restores_every_byt
         "{toml}"
     );
     assert!(
-        toml.contains(&format!("[mcp_servers.conductor]\ncommand = {}\nargs = [\"mcp\"]\n", json!(exe))),
+        toml.contains(&format!(
+            "[mcp_servers.conductor]\ncommand = {}\nargs = [\"mcp\"]\n",
+            json!(exe)
+        )),
         "{toml}"
     );
     // Again: nothing changes.
@@ -428,8 +546,15 @@ fn integrate_registers_the_server_beside_others_and_uninstall_restores_every_byt
     }
     assert_eq!(tree(p), installed, "a second integrate changes nothing");
     // The registered command really is an MCP server (the client starts what .mcp.json says).
-    let registered = claude["mcpServers"]["conductor"]["command"].as_str().unwrap();
-    let listed = run_plan(&env, &[], &[("CONDUCTOR_BIN", registered)], json!([{"list": true}]));
+    let registered = claude["mcpServers"]["conductor"]["command"]
+        .as_str()
+        .unwrap();
+    let listed = run_plan(
+        &env,
+        &[],
+        &[("CONDUCTOR_BIN", registered)],
+        json!([{"list": true}]),
+    );
     assert_eq!(listed[0]["tools"].as_array().unwrap().len(), 11);
     // doctor checks each registration starts.
     let d = env.run(&["--json", "doctor"]).json();
@@ -437,14 +562,23 @@ fn integrate_registers_the_server_beside_others_and_uninstall_restores_every_byt
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| f["detail"].as_str().unwrap_or_default().contains("MCP server"))
+        .filter(|f| {
+            f["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("MCP server")
+        })
         .collect();
     assert_eq!(mcp.len(), 4, "{d}");
     assert!(mcp.iter().all(|f| f["ok"] == true), "{d}");
     for agent in ["claude", "cursor", "codex", "gemini"] {
         env.run(&["integrate", agent, "--uninstall"]).code(0);
     }
-    assert_eq!(tree(p), before, "uninstall gives every file back byte for byte");
+    assert_eq!(
+        tree(p),
+        before,
+        "uninstall gives every file back byte for byte"
+    );
 }
 
 #[test]
@@ -467,14 +601,22 @@ fn integrate_into_a_fresh_project_and_out_again_leaves_nothing() {
 fn integrate_refuses_a_foreign_conductor_server_and_doctor_reports_a_missing_one() {
     let env = TestEnv::new();
     let p = &env.project;
-    std::fs::write(p.join(".mcp.json"), r#"{"mcpServers": {"conductor": {"command": "npx", "args": ["other"]}}}"#).unwrap();
+    std::fs::write(
+        p.join(".mcp.json"),
+        r#"{"mcpServers": {"conductor": {"command": "npx", "args": ["other"]}}}"#,
+    )
+    .unwrap();
     let before = tree(p);
     let r = env.run(&["integrate", "claude"]);
     r.code(2);
     assert!(r.stderr.contains("not conductor's"), "{r:?}");
     assert_eq!(tree(p), before, "nothing changed");
     std::fs::create_dir_all(p.join(".codex")).unwrap();
-    std::fs::write(p.join(".codex/config.toml"), "[mcp_servers.conductor]\ncommand = \"x\"\n").unwrap();
+    std::fs::write(
+        p.join(".codex/config.toml"),
+        "[mcp_servers.conductor]\ncommand = \"x\"\n",
+    )
+    .unwrap();
     let before = tree(p);
     env.run(&["integrate", "codex"]).code(2);
     assert_eq!(tree(p), before);
@@ -488,7 +630,12 @@ fn integrate_refuses_a_foreign_conductor_server_and_doctor_reports_a_missing_one
         .as_array()
         .unwrap()
         .iter()
-        .find(|f| f["detail"].as_str().unwrap_or_default().contains("MCP server is not registered"))
+        .find(|f| {
+            f["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("MCP server is not registered")
+        })
         .unwrap_or_else(|| panic!("{d}"));
     assert_eq!(f["ok"], false);
     assert_eq!(f["repair"], "run `conductor integrate claude`");
@@ -512,15 +659,27 @@ fn queue_and_workflow_tools_are_offered_behind_the_option() {
     assert_eq!(out[0]["is_error"], false, "{}", out[0]);
     assert_eq!(out[1]["structured"]["jobs"][0]["id"], "ok", "{}", out[1]);
     assert_eq!(out[2]["is_error"], true);
-    assert!(out[2]["text"].as_str().unwrap().contains("nope"), "{}", out[2]);
     assert!(
-        out[3]["text"].as_str().unwrap().starts_with("error: no workflow session"),
+        out[2]["text"].as_str().unwrap().contains("nope"),
+        "{}",
+        out[2]
+    );
+    assert!(
+        out[3]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("error: no workflow session"),
         "{}",
         out[3]
     );
     // The CLI sees the job the tool submitted, and not the refused one.
     let jobs = env.run(&["--json", "queue", "jobs"]).json();
-    let ids: Vec<&Value> = jobs["jobs"].as_array().unwrap().iter().map(|j| &j["id"]).collect();
+    let ids: Vec<&Value> = jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| &j["id"])
+        .collect();
     assert_eq!(ids, [&json!("ok")], "{jobs}");
 }
 
@@ -535,6 +694,7 @@ fn integrate_claude_user_registers_in_claude_json_and_gives_it_back() {
     let v = read_json(&cfg);
     assert_eq!(v["mcpServers"]["conductor"]["args"], json!(["mcp"]));
     assert_eq!(v["numStartups"], 3);
-    env.run(&["integrate", "claude", "--user", "--uninstall"]).code(0);
+    env.run(&["integrate", "claude", "--user", "--uninstall"])
+        .code(0);
     assert_eq!(std::fs::read(&cfg).unwrap(), before);
 }

@@ -74,7 +74,9 @@ impl Identity {
         let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
         let working_directory = dir
             .to_str()
-            .ok_or_else(|| Error::invalid("invalid_directory", "the working directory is not UTF-8"))?
+            .ok_or_else(|| {
+                Error::invalid("invalid_directory", "the working directory is not UTF-8")
+            })?
             .to_string();
         let new = NewInstance {
             source: local::detect_source(|k| std::env::var(k).ok()),

@@ -26,17 +26,24 @@ use tools::{Answer, Tools};
 
 /// Serve conductor's tools over MCP on stdin/stdout.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Tools offered by default: status, start, claim, release, done, check, events, \
+#[command(
+    after_long_help = "Tools offered by default: status, start, claim, release, done, check, events, \
 inbox, inbox_act, post, dm. With --tools all also workflow_transition, workflow_update_snapshot, \
 queue_submit, queue_status; or name the tools, comma-separated.\n\n\
 The server acts as the agent's session: the instance its hooks registered for CLAUDE_CODE_SESSION_ID, \
 else CONDUCTOR_INSTANCE_ID, else --instance. With none of these it registers its own instance on the \
 first call that needs one (owner: the agent's process) and finishes it when the client disconnects \
 or the agent exits.\n\nSet up by `conductor integrate AGENT`, e.g. in .mcp.json:\n  \
-{\"mcpServers\": {\"conductor\": {\"command\": \"conductor\", \"args\": [\"mcp\"]}}}")]
+{\"mcpServers\": {\"conductor\": {\"command\": \"conductor\", \"args\": [\"mcp\"]}}}"
+)]
 pub struct McpArgs {
     /// The tools to offer: `default`, `all`, or names (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "default", value_name = "TOOLS")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "default",
+        value_name = "TOOLS"
+    )]
     pub tools: Vec<String>,
     /// Act as this instance when neither the agent's session nor CONDUCTOR_INSTANCE_ID names one.
     #[arg(long, value_name = "ID")]
@@ -155,7 +162,13 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> Result<u8> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Error::io("start the MCP server's runtime", std::path::Path::new("tokio"), e))?;
+        .map_err(|e| {
+            Error::io(
+                "start the MCP server's runtime",
+                std::path::Path::new("tokio"),
+                e,
+            )
+        })?;
     let owner = tools.identity.owner_pid;
     let served: std::result::Result<(), String> = rt.block_on(async move {
         use tokio::signal::unix::{SignalKind, signal};

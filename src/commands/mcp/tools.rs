@@ -27,7 +27,16 @@ pub const MAX_WAIT_SECONDS: u64 = 600;
 
 /// Tools offered without `--tools`.
 pub const DEFAULT: &[&str] = &[
-    "status", "start", "claim", "release", "done", "check", "events", "inbox", "inbox_act", "post",
+    "status",
+    "start",
+    "claim",
+    "release",
+    "done",
+    "check",
+    "events",
+    "inbox",
+    "inbox_act",
+    "post",
     "dm",
 ];
 
@@ -35,63 +44,108 @@ pub const DEFAULT: &[&str] = &[
 pub fn catalog() -> Vec<(&'static str, &'static str, Value)> {
     let files = json!({"type": "array", "items": {"type": "string"}, "minItems": 1});
     vec![
-        ("status", "Live sessions, their tasks and claimed files, conflicts; `you` is this session's instance.",
-         json!({"type": "object", "properties": {}})),
-        ("start", "State this session's task (runs the priority gate).",
-         json!({"type": "object", "properties": {
+        (
+            "status",
+            "Live sessions, their tasks and claimed files, conflicts; `you` is this session's instance.",
+            json!({"type": "object", "properties": {}}),
+        ),
+        (
+            "start",
+            "State this session's task (runs the priority gate).",
+            json!({"type": "object", "properties": {
              "task": {"type": "string"}, "priority": {"enum": ["P1", "P2", "P3"]},
              "project": {"type": "string"}, "override": {"type": "string", "description": "why to proceed past the gate"}},
-             "required": ["task"]})),
-        ("claim", "Claim files before editing them. Held files come back as an error naming the holder; wait_seconds waits for their release.",
-         json!({"type": "object", "properties": {
+             "required": ["task"]}),
+        ),
+        (
+            "claim",
+            "Claim files before editing them. Held files come back as an error naming the holder; wait_seconds waits for their release.",
+            json!({"type": "object", "properties": {
              "files": files, "force": {"type": "string", "description": "take held files over, logging this reason"},
              "wait_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS}},
-             "required": ["files"]})),
-        ("release", "Release claimed files (or all) without finishing the task.",
-         json!({"type": "object", "properties": {"files": files, "all": {"type": "boolean"}, "reason": {"type": "string"}}})),
-        ("done", "Finish the task: recorded in history, every claim released.",
-         json!({"type": "object", "properties": {
+             "required": ["files"]}),
+        ),
+        (
+            "release",
+            "Release claimed files (or all) without finishing the task.",
+            json!({"type": "object", "properties": {"files": files, "all": {"type": "boolean"}, "reason": {"type": "string"}}}),
+        ),
+        (
+            "done",
+            "Finish the task: recorded in history, every claim released.",
+            json!({"type": "object", "properties": {
              "outcome": {"enum": ["success", "abandoned", "conflict"]},
-             "files_modified": {"type": "array", "items": {"type": "string"}}, "notes": {"type": "string"}}})),
-        ("check", "Who holds these paths, and may this session edit them?",
-         json!({"type": "object", "properties": {"files": files}, "required": ["files"]})),
-        ("events", "Journal events after a seq, optionally of some types.",
-         json!({"type": "object", "properties": {
+             "files_modified": {"type": "array", "items": {"type": "string"}}, "notes": {"type": "string"}}}),
+        ),
+        (
+            "check",
+            "Who holds these paths, and may this session edit them?",
+            json!({"type": "object", "properties": {"files": files}, "required": ["files"]}),
+        ),
+        (
+            "events",
+            "Journal events after a seq, optionally of some types.",
+            json!({"type": "object", "properties": {
              "after": {"type": "integer", "minimum": 0}, "types": {"type": "array", "items": {"type": "string"}},
-             "limit": {"type": "integer", "minimum": 1, "maximum": 1000}}})),
-        ("inbox", "An agent's actionable inbox items.",
-         json!({"type": "object", "properties": {"agent": {"type": "string"}}})),
-        ("inbox_act", "Mark an inbox item seen, complete it (completion_ref required) or skip it.",
-         json!({"type": "object", "properties": {
+             "limit": {"type": "integer", "minimum": 1, "maximum": 1000}}}),
+        ),
+        (
+            "inbox",
+            "An agent's actionable inbox items.",
+            json!({"type": "object", "properties": {"agent": {"type": "string"}}}),
+        ),
+        (
+            "inbox_act",
+            "Mark an inbox item seen, complete it (completion_ref required) or skip it.",
+            json!({"type": "object", "properties": {
              "id": {"type": "string"}, "action": {"enum": ["seen", "complete", "skip"]},
              "completion_ref": {"type": "object", "additionalProperties": {"type": "string"}},
              "agent": {"type": "string"}},
-             "required": ["id", "action"]})),
-        ("post", "Post in a channel; @agent mentions reach their inboxes.",
-         json!({"type": "object", "properties": {
+             "required": ["id", "action"]}),
+        ),
+        (
+            "post",
+            "Post in a channel; @agent mentions reach their inboxes.",
+            json!({"type": "object", "properties": {
              "channel": {"type": "string"}, "text": {"type": "string"}, "reply_to": {"type": "string"},
              "priority": {"enum": ["low", "normal", "high", "urgent"]}},
-             "required": ["channel", "text"]})),
-        ("dm", "Write to an agent directly (lands in its inbox).",
-         json!({"type": "object", "properties": {
+             "required": ["channel", "text"]}),
+        ),
+        (
+            "dm",
+            "Write to an agent directly (lands in its inbox).",
+            json!({"type": "object", "properties": {
              "agent": {"type": "string"}, "text": {"type": "string"},
              "priority": {"enum": ["low", "normal", "high", "urgent"]}},
-             "required": ["agent", "text"]})),
-        ("workflow_transition", "Finish this worker's workflow state: move to TARGET (or done).",
-         json!({"type": "object", "properties": {
+             "required": ["agent", "text"]}),
+        ),
+        (
+            "workflow_transition",
+            "Finish this worker's workflow state: move to TARGET (or done).",
+            json!({"type": "object", "properties": {
              "target": {"type": "string"}, "summary": {"type": "string"}, "session": {"type": "string"}},
-             "required": ["target", "summary"]})),
-        ("workflow_update_snapshot", "Record findings, files, pending tasks or values for later workflow states.",
-         json!({"type": "object", "properties": {
+             "required": ["target", "summary"]}),
+        ),
+        (
+            "workflow_update_snapshot",
+            "Record findings, files, pending tasks or values for later workflow states.",
+            json!({"type": "object", "properties": {
              "findings": {"type": "array", "items": {"type": "string"}},
              "files": {"type": "array", "items": {"type": "string"}},
              "pending": {"type": "array", "items": {"type": "string"}},
              "set": {"type": "object", "additionalProperties": {"type": "string"}},
-             "session": {"type": "string"}}})),
-        ("queue_submit", "Submit a job-queue manifest ({workspace, jobs}).",
-         json!({"type": "object", "properties": {"manifest": {"type": "object"}}, "required": ["manifest"]})),
-        ("queue_status", "Jobs and their states (a workspace's, archived ones included).",
-         json!({"type": "object", "properties": {"workspace": {"type": "string"}, "all": {"type": "boolean"}}})),
+             "session": {"type": "string"}}}),
+        ),
+        (
+            "queue_submit",
+            "Submit a job-queue manifest ({workspace, jobs}).",
+            json!({"type": "object", "properties": {"manifest": {"type": "object"}}, "required": ["manifest"]}),
+        ),
+        (
+            "queue_status",
+            "Jobs and their states (a workspace's, archived ones included).",
+            json!({"type": "object", "properties": {"workspace": {"type": "string"}, "all": {"type": "boolean"}}}),
+        ),
     ]
 }
 
@@ -300,7 +354,10 @@ impl Tools {
             "workflow_update_snapshot" => self.snapshot(&ctx, args(name, v)?),
             "queue_submit" => self.queue_submit(&ctx, args(name, v)?),
             "queue_status" => self.queue_status(&ctx, args(name, v)?),
-            _ => Err(Error::invalid("invalid_input", format!("unknown tool `{name}`"))),
+            _ => Err(Error::invalid(
+                "invalid_input",
+                format!("unknown tool `{name}`"),
+            )),
         });
         r.unwrap_or_else(|e| Answer::failed(&e))
     }
@@ -328,7 +385,11 @@ impl Tools {
         let inputs = super::super::start::gate_inputs(ctx, Some(&dir))?;
         let drift = match gate::evaluate(&a.task, priority, &inputs) {
             Verdict::Pass => None,
-            Verdict::Blocked { message, options, drift } => match &a.override_reason {
+            Verdict::Blocked {
+                message,
+                options,
+                drift,
+            } => match &a.override_reason {
                 None => {
                     let text = format!(
                         "BLOCKED by the priority gate: {message}\nOptions: {}\nCall start again with `override` set to your justification to proceed (a drift warning is recorded).",
@@ -361,8 +422,10 @@ impl Tools {
             ops::retask(st, &id, new, drift.clone(), now, fx)?;
             Ok(id)
         })?;
-        Ok(Answer::ok(json!({"status": "ok", "instance_id": id, "drift_warning": drift,
-            "message": "Task recorded. Claim files before editing them."})))
+        Ok(Answer::ok(
+            json!({"status": "ok", "instance_id": id, "drift_warning": drift,
+            "message": "Task recorded. Claim files before editing them."}),
+        ))
     }
 
     fn claim(&self, ctx: &Ctx, a: ClaimArgs) -> Result<Answer> {
@@ -388,13 +451,17 @@ impl Tools {
         let wait = a.wait_seconds.filter(|w| *w > 0);
         // Watch the journal before claiming, so a release right after is not missed.
         let watcher = match wait {
-            Some(_) => Some(ctx.store.watcher(|n| n == conductor::store::journal::ACTIVE)?),
+            Some(_) => Some(
+                ctx.store
+                    .watcher(|n| n == conductor::store::journal::ACTIVE)?,
+            ),
             None => None,
         };
         let pid = std::process::id();
         let (id, files, outcome, st) = conductor::protocol::transact(&ctx.store, now, |st, fx| {
             let id = self.identity.require(st, now, fx)?;
-            let (id, mut paths) = super::super::resolve_with_paths(ctx, st, &Some(id), &[&a.files])?;
+            let (id, mut paths) =
+                super::super::resolve_with_paths(ctx, st, &Some(id), &[&a.files])?;
             let files = paths.remove(0);
             let out = ops::claim(st, &id, &files, a.force.as_deref(), now, &live, fx)?;
             if wait.is_some() && !out.conflicts.is_empty() {
@@ -453,13 +520,24 @@ impl Tools {
             let Some(id) = self.identity.current(st)? else {
                 return Ok(Vec::new());
             };
-            let (id, mut paths) = super::super::resolve_with_paths(ctx, st, &Some(id), &[&a.files])?;
-            let which = if a.all { Which::All } else { Which::Files(paths.remove(0)) };
+            let (id, mut paths) =
+                super::super::resolve_with_paths(ctx, st, &Some(id), &[&a.files])?;
+            let which = if a.all {
+                Which::All
+            } else {
+                Which::Files(paths.remove(0))
+            };
             ops::drop_dead_waiters(st, &local::waiter_is_dead, now, fx);
             ops::release(st, &id, &which, false, a.reason.as_deref(), now, fx)
         })?;
-        let message = if released.is_empty() { "Nothing to release." } else { "Released." };
-        Ok(Answer::ok(json!({"status": "ok", "released": released, "message": message})))
+        let message = if released.is_empty() {
+            "Nothing to release."
+        } else {
+            "Released."
+        };
+        Ok(Answer::ok(
+            json!({"status": "ok", "released": released, "message": message}),
+        ))
     }
 
     fn done(&self, ctx: &Ctx, a: DoneArgs) -> Result<Answer> {
@@ -470,7 +548,10 @@ impl Tools {
             s => {
                 return Err(Error::invalid(
                     "invalid_input",
-                    format!("`{}` is not one of success, abandoned, conflict", conductor::text::printable(s)),
+                    format!(
+                        "`{}` is not one of success, abandoned, conflict",
+                        conductor::text::printable(s)
+                    ),
                 ));
             }
         };
@@ -489,8 +570,10 @@ impl Tools {
             let released = ops::done(st, &id, outcome, modified, a.notes.clone(), now, fx)?;
             Ok((id, released))
         })?;
-        Ok(Answer::ok(json!({"status": "ok", "instance_id": id, "outcome": outcome,
-            "released": released, "message": "Task complete. All claims released."})))
+        Ok(Answer::ok(
+            json!({"status": "ok", "instance_id": id, "outcome": outcome,
+            "released": released, "message": "Task complete. All claims released."}),
+        ))
     }
 
     fn check(&self, ctx: &Ctx, a: FilesArgs) -> Result<Answer> {
@@ -499,14 +582,22 @@ impl Tools {
         }
         let st = conductor::protocol::read(&ctx.store, ctx.now)?;
         let live = self.liveness(ctx)?;
-        let enforce = conductor::config::read(&ctx.store)?.enforce.unwrap_or_default();
+        let enforce = conductor::config::read(&ctx.store)?
+            .enforce
+            .unwrap_or_default();
         let me_id = self.identity.current(&st)?;
         let files = match &me_id {
-            Some(id) => super::super::resolve_with_paths(ctx, &st, &Some(id.clone()), &[&a.files])?.1.remove(0),
+            Some(id) => super::super::resolve_with_paths(ctx, &st, &Some(id.clone()), &[&a.files])?
+                .1
+                .remove(0),
             None => {
                 let cwd = ctx.cwd()?;
-                let mut norm = PathNormalizer::new(cwd).with_repo_keys(ctx.store.remote().is_some());
-                a.files.iter().map(|p| norm.normalize(p)).collect::<Result<Vec<_>>>()?
+                let mut norm =
+                    PathNormalizer::new(cwd).with_repo_keys(ctx.store.remote().is_some());
+                a.files
+                    .iter()
+                    .map(|p| norm.normalize(p))
+                    .collect::<Result<Vec<_>>>()?
             }
         };
         let me = me_id.as_deref().and_then(|id| st.instance(id));
@@ -521,8 +612,16 @@ impl Tools {
             let holder = st.global_claims.get(f).and_then(|h| st.instance(h));
             let (may_edit, note) = match d {
                 conductor::hooks::Decision::Allow => (true, None),
-                conductor::hooks::Decision::Claim => (true, Some("free: it is claimed for you on your first edit (or call claim)".to_string())),
-                conductor::hooks::Decision::Deny(m) | conductor::hooks::Decision::Ask(m) => (false, Some(m)),
+                conductor::hooks::Decision::Claim => (
+                    true,
+                    Some(
+                        "free: it is claimed for you on your first edit (or call claim)"
+                            .to_string(),
+                    ),
+                ),
+                conductor::hooks::Decision::Deny(m) | conductor::hooks::Decision::Ask(m) => {
+                    (false, Some(m))
+                }
             };
             out.push(json!({
                 "file": f,
@@ -534,7 +633,9 @@ impl Tools {
                 "note": note,
             }));
         }
-        Ok(Answer::ok(json!({"status": "ok", "you": me_id, "files": out})))
+        Ok(Answer::ok(
+            json!({"status": "ok", "you": me_id, "files": out}),
+        ))
     }
 
     fn events(&self, ctx: &Ctx, a: EventsArgs) -> Result<Answer> {
@@ -543,7 +644,9 @@ impl Tools {
             return Err(Error::invalid("invalid_input", "limit is 1 to 1000"));
         }
         let filter = super::super::events::Filter::new(a.types, None)?;
-        Ok(Answer::ok(super::super::events::page(ctx, a.after, limit, &filter)?))
+        Ok(Answer::ok(super::super::events::page(
+            ctx, a.after, limit, &filter,
+        )?))
     }
 
     fn agent_name(&self, given: Option<String>) -> Result<String> {
@@ -561,10 +664,19 @@ impl Tools {
         let name = aops::agent(&agents, &name)?.name.clone();
         let mut inbox: Inbox = ctx.store.read_doc(ctx.now)?;
         // What the next write will expire is not shown (the same rule and clock as `inbox`).
-        aops::expire(&mut agents, &mut inbox, ctx.now, agents::now_ms(), &mut aops::Fx::default());
-        let mut items: Vec<&agents::Item> = inbox.items.values().filter(|i| i.agent == name).collect();
+        aops::expire(
+            &mut agents,
+            &mut inbox,
+            ctx.now,
+            agents::now_ms(),
+            &mut aops::Fx::default(),
+        );
+        let mut items: Vec<&agents::Item> =
+            inbox.items.values().filter(|i| i.agent == name).collect();
         items.sort_by(|a, b| aops::pick_order(a, b));
-        Ok(Answer::ok(json!({"status": "ok", "agent": name, "items": items})))
+        Ok(Answer::ok(
+            json!({"status": "ok", "agent": name, "items": items}),
+        ))
     }
 
     fn tx_inbox<T>(
@@ -587,13 +699,22 @@ impl Tools {
     }
 
     fn inbox_act(&self, ctx: &Ctx, a: InboxActArgs) -> Result<Answer> {
-        let by = a.agent.clone().or_else(|| self.agent.clone()).map(|s| s.to_ascii_lowercase());
+        let by = a
+            .agent
+            .clone()
+            .or_else(|| self.agent.clone())
+            .map(|s| s.to_ascii_lowercase());
         let status = match a.action.as_str() {
             "seen" => {
                 if !a.completion_ref.is_empty() {
-                    return Err(Error::invalid("invalid_input", "completion_ref is for complete"));
+                    return Err(Error::invalid(
+                        "invalid_input",
+                        "completion_ref is for complete",
+                    ));
                 }
-                let item = self.tx_inbox(ctx, |ag, ib, ms, fx| aops::mark_seen(ag, ib, &a.id, ctx.now, ms, fx))?;
+                let item = self.tx_inbox(ctx, |ag, ib, ms, fx| {
+                    aops::mark_seen(ag, ib, &a.id, ctx.now, ms, fx)
+                })?;
                 return Ok(Answer::ok(json!({"status": "ok", "item": item})));
             }
             "complete" => agents::Status::Completed,
@@ -601,19 +722,43 @@ impl Tools {
             s => {
                 return Err(Error::invalid(
                     "invalid_input",
-                    format!("`{}` is not one of seen, complete, skip", conductor::text::printable(s)),
+                    format!(
+                        "`{}` is not one of seen, complete, skip",
+                        conductor::text::printable(s)
+                    ),
                 ));
             }
         };
         let refs: Vec<String> = a
             .completion_ref
             .iter()
-            .map(|(k, v)| format!("{k}={}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
+            .map(|(k, v)| {
+                format!(
+                    "{k}={}",
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string())
+                )
+            })
             .collect();
         let refs = aops::parse_refs(&refs)?;
-        let refs = if status == agents::Status::Skipped && refs.is_empty() { None } else { Some(refs) };
+        let refs = if status == agents::Status::Skipped && refs.is_empty() {
+            None
+        } else {
+            Some(refs)
+        };
         let item = self.tx_inbox(ctx, |ag, ib, ms, fx| {
-            aops::finish(ag, ib, &a.id, status, refs.clone(), by.as_deref(), ctx.now, ms, fx)
+            aops::finish(
+                ag,
+                ib,
+                &a.id,
+                status,
+                refs.clone(),
+                by.as_deref(),
+                ctx.now,
+                ms,
+                fx,
+            )
         })?;
         Ok(Answer::ok(json!({"status": "ok", "item": item})))
     }
@@ -623,26 +768,32 @@ impl Tools {
     }
 
     fn post(&self, ctx: &Ctx, a: PostArgs) -> Result<Answer> {
-        let m = super::super::post::post_message(ctx, aops::NewPost {
-            channel: a.channel,
-            author: self.author(),
-            content: a.text,
-            reply_to: a.reply_to,
-            priority: a.priority.unwrap_or(agents::Priority::Normal),
-            dm: false,
-        })?;
+        let m = super::super::post::post_message(
+            ctx,
+            aops::NewPost {
+                channel: a.channel,
+                author: self.author(),
+                content: a.text,
+                reply_to: a.reply_to,
+                priority: a.priority.unwrap_or(agents::Priority::Normal),
+                dm: false,
+            },
+        )?;
         Ok(Answer::ok(json!({"status": "ok", "message": m})))
     }
 
     fn dm(&self, ctx: &Ctx, a: DmArgs) -> Result<Answer> {
-        let m = super::super::post::post_message(ctx, aops::NewPost {
-            channel: a.agent,
-            author: self.author(),
-            content: a.text,
-            reply_to: None,
-            priority: a.priority.unwrap_or(agents::Priority::High),
-            dm: true,
-        })?;
+        let m = super::super::post::post_message(
+            ctx,
+            aops::NewPost {
+                channel: a.agent,
+                author: self.author(),
+                content: a.text,
+                reply_to: None,
+                priority: a.priority.unwrap_or(agents::Priority::High),
+                dm: true,
+            },
+        )?;
         Ok(Answer::ok(json!({"status": "ok", "message": m})))
     }
 
@@ -660,7 +811,9 @@ impl Tools {
     fn transition(&self, ctx: &Ctx, a: TransitionArgs) -> Result<Answer> {
         use conductor::workflows::{self, event};
         let id = self.workflow_session(ctx, a.session)?;
-        let state = std::env::var("CONDUCTOR_WORKFLOW_STATE").ok().filter(|s| !s.is_empty());
+        let state = std::env::var("CONDUCTOR_WORKFLOW_STATE")
+            .ok()
+            .filter(|s| !s.is_empty());
         let now = ctx.now;
         let from = workflows::update(&ctx.store, now, &id, |s, ev| {
             s.request_transition(state.as_deref(), &a.target, &a.summary, now)?;
@@ -672,8 +825,10 @@ impl Tools {
             ));
             Ok(from)
         })?;
-        Ok(Answer::ok(json!({"status": "ok", "session": id, "from": from, "to": a.target,
-            "message": "Recorded. Exit now; the supervisor moves the workflow on."})))
+        Ok(Answer::ok(
+            json!({"status": "ok", "session": id, "from": from, "to": a.target,
+            "message": "Recorded. Exit now; the supervisor moves the workflow on."}),
+        ))
     }
 
     fn snapshot(&self, ctx: &Ctx, a: SnapshotArgs) -> Result<Answer> {
@@ -684,18 +839,36 @@ impl Tools {
             ));
         }
         let id = self.workflow_session(ctx, a.session)?;
-        let state = std::env::var("CONDUCTOR_WORKFLOW_STATE").ok().filter(|s| !s.is_empty());
+        let state = std::env::var("CONDUCTOR_WORKFLOW_STATE")
+            .ok()
+            .filter(|s| !s.is_empty());
         let set: Vec<(String, String)> = a
             .set
             .iter()
-            .map(|(k, v)| (k.clone(), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string()),
+                )
+            })
             .collect();
         let now = ctx.now;
         let snap = conductor::workflows::update(&ctx.store, now, &id, |s, _| {
-            s.update_snapshot(state.as_deref(), &a.findings, &a.files, &a.pending, &set, now)?;
+            s.update_snapshot(
+                state.as_deref(),
+                &a.findings,
+                &a.files,
+                &a.pending,
+                &set,
+                now,
+            )?;
             Ok(s.snapshot.clone())
         })?;
-        Ok(Answer::ok(json!({"status": "ok", "session": id, "snapshot": snap})))
+        Ok(Answer::ok(
+            json!({"status": "ok", "session": id, "snapshot": snap}),
+        ))
     }
 
     fn queue_submit(&self, ctx: &Ctx, a: SubmitArgs) -> Result<Answer> {
@@ -717,7 +890,8 @@ impl Tools {
 }
 
 fn claimed(o: &ClaimOutcome) -> Answer {
-    let mut v = json!({"status": "ok", "claimed": o.claimed, "message": "Files claimed. Safe to edit."});
+    let mut v =
+        json!({"status": "ok", "claimed": o.claimed, "message": "Files claimed. Safe to edit."});
     if !o.forced.is_empty() {
         v["forced"] = json!(o.forced);
     }
