@@ -178,6 +178,8 @@ pub enum Command {
     Workflow(crate::commands::workflow::WorkflowCommand),
     /// Serve Canopy's agent API (X-API-Key) and a live dashboard over HTTP, on loopback.
     Serve(crate::serve::ServeArgs),
+    /// Serve conductor's tools to an agent over MCP (stdio): claim, check, release, inbox, ...
+    Mcp(crate::commands::mcp::McpArgs),
 }
 
 impl Cli {

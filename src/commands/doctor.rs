@@ -461,6 +461,9 @@ fn integrations() -> Vec<Finding> {
                     });
                 }
             }
+            if !programs.is_empty() {
+                out.push(crate::commands::integrate_mcp::finding(agent, root, user));
+            }
             for prog in programs {
                 let file = path.display().to_string();
                 let p = std::path::Path::new(&prog);

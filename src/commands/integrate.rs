@@ -41,7 +41,9 @@ codex    .codex/hooks.json (+ trust in $CODEX_HOME/config.toml)\n  \
 gemini   .gemini/settings.json\n  \
 opencode .opencode/plugins/conductor.js (--user: ~/.config/opencode/plugins/)\n  \
 pi       .pi/extensions/conductor.ts (--user: ~/.pi/agent/extensions/)\n\
-under the project directory, or under ~ with --user.\n\nExamples:\n  \
+under the project directory, or under ~ with --user. The MCP server (`conductor mcp`) is \
+registered beside them: claude .mcp.json (--user: ~/.claude.json), cursor .cursor/mcp.json, codex \
+.codex/config.toml, gemini .gemini/settings.json.\n\nExamples:\n  \
 conductor integrate claude                 # this project: ./.claude/\n  \
 conductor integrate codex --user           # every project: ~/.codex/hooks.json\n  \
 conductor integrate cursor --uninstall     # remove exactly what was added\n\n\
@@ -179,13 +181,27 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
         Agent::Codex if args.user => super::codex_trust::codex_home()?,
         _ => root.join(t.dir),
     };
-    let changes = if args.agent == Agent::Codex {
-        let project = (!args.user).then_some(root.as_path());
-        codex(&t, &dir, project, &args)?
-    } else if args.uninstall {
-        uninstall(&t, &dir)?
+    // The MCP server is registered after the hooks and removed before them (a shared settings
+    // file then gets its original bytes back from the hooks' manifest).
+    let mcp = super::integrate_mcp::target(args.agent, &root, args.user);
+    let project = (!args.user).then_some(root.as_path());
+    let changes = if args.uninstall {
+        let mut c = super::integrate_mcp::uninstall(&mcp, &dir.join(MANIFEST))?;
+        if args.agent == Agent::Codex {
+            c.extend(codex(&t, &dir, project, &args)?);
+        } else {
+            c.extend(uninstall(&t, &dir)?);
+        }
+        c
     } else {
-        install(&t, &dir, &hook_command(args.agent)?)?
+        super::integrate_mcp::check(&mcp)?;
+        let mut c = if args.agent == Agent::Codex {
+            codex(&t, &dir, project, &args)?
+        } else {
+            install(&t, &dir, &hook_command(args.agent)?)?
+        };
+        c.extend(super::integrate_mcp::install(&mcp, &super::integrate_mcp::exe()?, &dir.join(MANIFEST))?);
+        c
     };
     super::print(
         out,

@@ -24,7 +24,9 @@ pub mod import;
 pub mod inbox;
 pub mod integrate;
 pub mod integrate_plugin;
+pub mod integrate_mcp;
 pub mod man;
+pub mod mcp;
 pub mod metrics;
 pub mod mirror;
 pub mod op;
@@ -191,6 +193,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Queue(c)) => return queue::run(&ctx, c),
         Some(Command::Workflow(a)) => return workflow::run(&ctx, a),
         Some(Command::Serve(a)) => return crate::serve::run(&ctx, a),
+        Some(Command::Mcp(a)) => return mcp::run(&ctx, a),
     };
     conductor::protocol::request::validate(&request)?;
     // One request, then the process exits.

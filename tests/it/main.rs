@@ -16,6 +16,7 @@ mod hooks;
 mod hostile;
 mod integrations;
 mod layers;
+mod mcp;
 mod props;
 mod protocol;
 mod queue;

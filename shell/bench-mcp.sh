@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Benchmark of `conductor mcp` (not a test; issue 23), whole processes, one run, medians:
+#   1. server start-up: spawn `conductor mcp`, send `initialize`, read the answer (median of 21);
+#   2. `claim` latency, p50 and p95, of N claims (each of a new file) by one session: through MCP
+#      (one server, N tools/call requests from the official Python client) against the CLI
+#      (N `conductor claim` processes), each in a fresh home;
+#   3. `conductor --version` start-up (median of 51) of BIN and, when given, of BASE_BIN.
+# Usage: shell/bench-mcp.sh [N] [BIN] [BASE_BIN]
+#   N: claims (default 1000). BIN: the binary (default: build the release binary; honours
+#   CARGO_TARGET_DIR). BASE_BIN: a binary without `mcp` to compare size and --version with.
+# Needs python3 with the `mcp` package (`python3 -m pip install mcp==2.3.0`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-1000}
+bin=${2:-}
+base=${3:-}
+tdir=${CARGO_TARGET_DIR:-$PWD/target}
+if [ -z "$bin" ]; then
+  cargo build --release --locked -q
+  bin=$tdir/release/conductor
+fi
+work=$(mktemp -d "$tdir/bench-mcp.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+python3 - "$n" "$bin" "$base" "$work" "$PWD/tests/mcp" <<'PY'
+import asyncio, json, os, statistics, subprocess, sys, time
+n, bin_, base, work, _ = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
+
+def fresh(name):
+    home, proj = os.path.join(work, name, "home"), os.path.join(work, name, "proj")
+    os.makedirs(proj)
+    env = dict(os.environ, CONDUCTOR_HOME=home)
+    env.pop("CONDUCTOR_INSTANCE_ID", None)
+    env.pop("CLAUDE_CODE_SESSION_ID", None)
+    return env, proj
+
+# 1. start-up to the initialize answer
+env, proj = fresh("startup")
+init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}) + "\n"
+starts = []
+for _ in range(21):
+    t0 = time.perf_counter()
+    p = subprocess.Popen([bin_, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=proj, env=env)
+    p.stdin.write(init.encode()); p.stdin.flush()
+    line = p.stdout.readline()
+    starts.append((time.perf_counter() - t0) * 1000)
+    assert b"serverInfo" in line, line
+    p.stdin.close(); p.wait()
+print(f"mcp start-up to the initialize answer: median {statistics.median(starts):.1f} ms")
+
+# 2a. claims through the CLI
+env, proj = fresh("cli")
+out = subprocess.run([bin_, "--json", "start", "bench", "--priority", "P1"], cwd=proj, env=env, capture_output=True, check=True)
+iid = json.loads(out.stdout)["instance_id"]
+cli = []
+for i in range(n):
+    t0 = time.perf_counter()
+    subprocess.run([bin_, "claim", "--instance", iid, f"f{i}.rs"], cwd=proj, env=env, stdout=subprocess.DEVNULL, check=True)
+    cli.append((time.perf_counter() - t0) * 1000)
+
+# 2b. claims through MCP
+env, proj = fresh("mcp")
+async def via_mcp():
+    params = StdioServerParameters(command=bin_, args=["mcp"], env=env, cwd=proj)
+    times = []
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            for i in range(n):
+                t0 = time.perf_counter()
+                res = await s.call_tool("claim", {"files": [f"f{i}.rs"]})
+                times.append((time.perf_counter() - t0) * 1000)
+                assert not res.is_error, res
+    return times
+mcp_t = asyncio.run(via_mcp())
+print(f"claim x{n}: CLI p50 {pct(cli, 50):.2f} ms p95 {pct(cli, 95):.2f} ms | MCP p50 {pct(mcp_t, 50):.2f} ms p95 {pct(mcp_t, 95):.2f} ms (ratio p50 {pct(mcp_t, 50) / pct(cli, 50):.2f})")
+
+# 3. --version and size
+def version(b):
+    ts = []
+    for _ in range(51):
+        t0 = time.perf_counter()
+        subprocess.run([b, "--version"], stdout=subprocess.DEVNULL, check=True)
+        ts.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(ts)
+line = f"--version: {version(bin_):.2f} ms, size {os.path.getsize(bin_)} bytes"
+if base:
+    line += f" | base: {version(base):.2f} ms, size {os.path.getsize(base)} bytes"
+print(line)
+PY

@@ -1,0 +1,427 @@
+//! The MCP half of `conductor integrate AGENT`: register `conductor mcp` as an MCP server in the
+//! agent's configuration, next to whatever servers are there, and remove exactly that on
+//! `--uninstall`.
+//!
+//! | agent  | project                     | --user                 |
+//! |--------|-----------------------------|------------------------|
+//! | claude | `.mcp.json`                 | `~/.claude.json`       |
+//! | cursor | `.cursor/mcp.json`          | `~/.cursor/mcp.json`   |
+//! | codex  | `.codex/config.toml`        | `~/.codex/config.toml` |
+//! | gemini | `.gemini/settings.json`     | `~/.gemini/settings.json` |
+//!
+//! JSON files get `mcpServers.conductor = {"command": ABS_PATH, "args": ["mcp"]}`; when the
+//! entry is removed and nothing else changed, the file's original bytes come back (kept, when
+//! re-serializing would not reproduce them, under `mcp` in the agent directory's
+//! `conductor-integration.json`). Codex's TOML gets one marked `[mcp_servers.conductor]` table
+//! appended at the end, and uninstall cuts exactly that text out again.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use conductor::error::{Error, IoContext, Result};
+use conductor::hooks::Agent;
+
+/// The server's name in every agent's configuration.
+pub const NAME: &str = "conductor";
+/// The first line of the table appended to Codex's config.toml.
+const TOML_MARK: &str =
+    "# conductor mcp (added by `conductor integrate codex`; `--uninstall` removes it)";
+
+/// Where an agent keeps its MCP servers.
+pub struct McpTarget {
+    pub agent: Agent,
+    pub path: PathBuf,
+    toml: bool,
+}
+
+/// The MCP configuration of `agent` under `root` (the project, or ~ with `user`).
+pub fn target(agent: Agent, root: &Path, user: bool) -> McpTarget {
+    let rel = match (agent, user) {
+        (Agent::Claude, false) => ".mcp.json",
+        (Agent::Claude, true) => ".claude.json",
+        (Agent::Cursor, _) => ".cursor/mcp.json",
+        (Agent::Codex, _) => ".codex/config.toml",
+        (Agent::Gemini, _) => ".gemini/settings.json",
+        // Their plugin and extension integrations return before any MCP registration (`integrate`
+        // and `doctor` only ask for the four agents above).
+        (Agent::Opencode | Agent::Pi, _) => unreachable!("no MCP registration for {agent:?}"),
+    };
+    McpTarget {
+        agent,
+        path: root.join(rel),
+        toml: agent == Agent::Codex,
+    }
+}
+
+fn unparseable(path: &Path, detail: impl std::fmt::Display) -> Error {
+    Error::invalid(
+        "unparseable_settings",
+        format!(
+            "{} is not a JSON object ({detail}); fix it by hand, nothing was changed",
+            path.display()
+        ),
+    )
+}
+
+fn read_json(path: &Path) -> Result<Option<(Vec<u8>, Map<String, Value>)>> {
+    let Some(bytes) = conductor::store::read_bytes(path)? else {
+        return Ok(None);
+    };
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(m)) => Ok(Some((bytes, m))),
+        Ok(_) => Err(unparseable(path, "the top level is not an object")),
+        Err(e) => Err(unparseable(path, e)),
+    }
+}
+
+fn encode(v: &Value) -> Vec<u8> {
+    let mut b = serde_json::to_vec_pretty(v).expect("JSON values serialize");
+    b.push(b'\n');
+    b
+}
+
+/// True for a server entry conductor wrote: a program named `conductor` run with `mcp`.
+fn ours(entry: &Value) -> bool {
+    let named = entry["command"]
+        .as_str()
+        .is_some_and(|c| Path::new(c).file_name().is_some_and(|n| n == "conductor"));
+    named && entry["args"].get(0).and_then(Value::as_str) == Some("mcp")
+}
+
+fn toml_block(exe: &str) -> String {
+    let quoted = serde_json::to_string(exe).expect("strings serialize"); // a TOML basic string
+    format!("{TOML_MARK}\n[mcp_servers.{NAME}]\ncommand = {quoted}\nargs = [\"mcp\"]\n")
+}
+
+/// The range of our table in a config.toml, and the command it names.
+fn find_toml_block(text: &str) -> Option<(usize, usize, String)> {
+    let start = text.find(TOML_MARK)?;
+    let rest = &text[start..];
+    let mut end = start;
+    let mut command = String::new();
+    for (i, line) in rest.split_inclusive('\n').enumerate() {
+        end += line.len();
+        if let Some(c) = line.strip_prefix("command = ") {
+            command = serde_json::from_str(c.trim()).unwrap_or_default();
+        }
+        if i == 3 {
+            break;
+        }
+    }
+    Some((start, end, command))
+}
+
+/// The absolute path of this binary, as configurations name it.
+pub fn exe() -> Result<String> {
+    let exe = std::env::current_exe().map_err(|e| Error::io("find", Path::new("conductor"), e))?;
+    let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
+    exe.into_os_string().into_string().map_err(|_| {
+        Error::invalid(
+            "invalid_directory",
+            "the path of the conductor binary is not UTF-8",
+        )
+    })
+}
+
+/// Refuse, before anything is changed, what install could not do cleanly: a file that does not
+/// parse, or a `conductor` server someone else registered.
+pub fn check(t: &McpTarget) -> Result<()> {
+    if t.toml {
+        let Some(bytes) = conductor::store::read_bytes(&t.path)? else {
+            return Ok(());
+        };
+        let text = String::from_utf8(bytes).map_err(|_| {
+            Error::invalid(
+                "unparseable_settings",
+                format!("{} is not UTF-8; nothing was changed", t.path.display()),
+            )
+        })?;
+        if find_toml_block(&text).is_none()
+            && text
+                .lines()
+                .any(|l| l.trim() == format!("[mcp_servers.{NAME}]"))
+        {
+            return Err(Error::invalid(
+                "file_exists",
+                format!(
+                    "{} already has an [mcp_servers.{NAME}] table conductor did not add; remove it and retry",
+                    t.path.display()
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    if let Some((_, m)) = read_json(&t.path)? {
+        match m.get("mcpServers") {
+            None => {}
+            Some(Value::Object(s)) => {
+                if let Some(e) = s.get(NAME)
+                    && !ours(e)
+                {
+                    return Err(Error::invalid(
+                        "file_exists",
+                        format!(
+                            "{} already registers an MCP server named `{NAME}` that is not conductor's; remove it and retry",
+                            t.path.display()
+                        ),
+                    ));
+                }
+            }
+            Some(_) => return Err(unparseable(&t.path, "`mcpServers` is not an object")),
+        }
+    }
+    Ok(())
+}
+
+/// Register `exe mcp` (after [`check`]). `manifest` is the agent directory's manifest, where
+/// original bytes are kept.
+pub fn install(t: &McpTarget, exe: &str, manifest: &Path) -> Result<Vec<String>> {
+    let mut changes = Vec::new();
+    if t.toml {
+        let text = conductor::store::read_bytes(&t.path)?
+            .map(|b| String::from_utf8(b).expect("checked"))
+            .unwrap_or_default();
+        let block = toml_block(exe);
+        let new = match find_toml_block(&text) {
+            Some((_, _, c)) if c == exe => return Ok(changes),
+            Some((s, e, _)) => format!("{}{block}{}", &text[..s], &text[e..]),
+            None => {
+                // A blank line before our table; what was added to get it is kept for uninstall.
+                let sep = if text.is_empty() || text.ends_with("\n\n") {
+                    ""
+                } else if text.ends_with('\n') {
+                    "\n"
+                } else {
+                    "\n\n"
+                };
+                remember(manifest, t, None, sep)?;
+                format!("{text}{sep}{block}")
+            }
+        };
+        write_file(&t.path, new.as_bytes(), 0o600)?;
+        changes.push(format!(
+            "{}: registered the MCP server `{exe} mcp`",
+            t.path.display()
+        ));
+        return Ok(changes);
+    }
+    let existing = read_json(&t.path)?;
+    let (original, mut doc) = match existing {
+        Some((b, m)) => (Some(b), m),
+        None => (None, Map::new()),
+    };
+    let servers = doc
+        .entry("mcpServers")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .expect("checked");
+    let entry = json!({"command": exe, "args": ["mcp"]});
+    if servers.get(NAME).is_some_and(|e| e["command"] == exe) {
+        return Ok(changes);
+    }
+    let fresh = !servers.contains_key(NAME);
+    servers.insert(NAME.into(), entry);
+    if fresh {
+        remember(manifest, t, original.as_deref(), "")?;
+    }
+    let mode = if t.agent == Agent::Claude {
+        0o600
+    } else {
+        0o644
+    };
+    write_file(&t.path, &encode(&Value::Object(doc)), mode)?;
+    changes.push(format!(
+        "{}: registered the MCP server `{exe} mcp`",
+        t.path.display()
+    ));
+    Ok(changes)
+}
+
+/// Keep what uninstall needs to give the file back byte for byte.
+fn remember(
+    manifest: &Path,
+    t: &McpTarget,
+    original: Option<&[u8]>,
+    separator: &str,
+) -> Result<()> {
+    let mut m: Map<String, Value> = conductor::store::read_bytes(manifest)?
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let kept = match original {
+        None if t.toml => json!({"file": t.path, "separator": separator}),
+        None => json!({"file": t.path, "existed": false}),
+        Some(b) => {
+            let v: Value = serde_json::from_slice(b).expect("parsed");
+            let mut k = json!({"file": t.path, "existed": true, "had_servers": v.get("mcpServers").is_some()});
+            if encode(&v) != b {
+                k["original"] = json!(String::from_utf8_lossy(b));
+            }
+            k
+        }
+    };
+    m.insert("mcp".into(), kept);
+    write_file(manifest, &encode(&Value::Object(m)), 0o600)
+}
+
+/// Remove the server entry conductor added.
+pub fn uninstall(t: &McpTarget, manifest: &Path) -> Result<Vec<String>> {
+    let mut changes = Vec::new();
+    if t.toml {
+        let Some(bytes) = conductor::store::read_bytes(&t.path)? else {
+            return Ok(changes);
+        };
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Ok(changes);
+        };
+        let Some((s, e, _)) = find_toml_block(&text) else {
+            return Ok(changes);
+        };
+        let sep = kept(manifest)?["separator"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let before = &text[..s];
+        let before = before.strip_suffix(sep.as_str()).unwrap_or(before);
+        let new = format!("{before}{}", &text[e..]);
+        if new.is_empty() {
+            std::fs::remove_file(&t.path).ctx("remove", &t.path)?;
+            let _ = std::fs::remove_dir(t.path.parent().expect("in a directory"));
+        } else {
+            write_file(&t.path, new.as_bytes(), 0o600)?;
+        }
+        changes.push(format!(
+            "{}: removed the MCP server `{NAME}`",
+            t.path.display()
+        ));
+        return Ok(changes);
+    }
+    let Some((_, mut doc)) = read_json(&t.path)? else {
+        return Ok(changes);
+    };
+    let Some(servers) = doc.get_mut("mcpServers").and_then(Value::as_object_mut) else {
+        return Ok(changes);
+    };
+    if !servers.get(NAME).is_some_and(ours) {
+        return Ok(changes);
+    }
+    servers.remove(NAME);
+    let kept = kept(manifest)?;
+    if servers.is_empty() && kept["had_servers"] != true {
+        doc.remove("mcpServers");
+    }
+    let now = Value::Object(doc);
+    if kept["existed"] == false && now.as_object().is_some_and(Map::is_empty) {
+        std::fs::remove_file(&t.path).ctx("remove", &t.path)?;
+    } else {
+        let bytes = match kept["original"].as_str() {
+            Some(o) if serde_json::from_str::<Value>(o).ok().as_ref() == Some(&now) => {
+                o.as_bytes().to_vec()
+            }
+            _ => encode(&now),
+        };
+        write_file(&t.path, &bytes, 0o644)?;
+    }
+    changes.push(format!(
+        "{}: removed the MCP server `{NAME}`",
+        t.path.display()
+    ));
+    Ok(changes)
+}
+
+/// What [`remember`] kept.
+fn kept(manifest: &Path) -> Result<Value> {
+    Ok(conductor::store::read_bytes(manifest)?
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .map(|m| m["mcp"].clone())
+        .unwrap_or(Value::Null))
+}
+
+/// Write a configuration file atomically, keeping its permissions when it exists.
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    super::integrate::write_atomic(path, bytes, mode, Some(path))
+}
+
+/// The command of the conductor MCP server registered in `t`, if any.
+pub fn registered(t: &McpTarget) -> Option<String> {
+    let bytes = std::fs::read(&t.path).ok()?;
+    if t.toml {
+        return find_toml_block(std::str::from_utf8(&bytes).ok()?).map(|(_, _, c)| c);
+    }
+    let v: Value = serde_json::from_slice(&bytes).ok()?;
+    let e = &v["mcpServers"][NAME];
+    ours(e).then(|| e["command"].as_str().unwrap_or_default().to_string())
+}
+
+/// Start `command mcp` and complete the MCP handshake (at most 10 s): Ok, or why not.
+pub fn starts(command: &str) -> std::result::Result<(), String> {
+    let mut child = Command::new(command)
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {command}: {e}"))?;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "conductor-doctor", "version": env!("CARGO_PKG_VERSION")}}});
+    let mut stdin = child.stdin.take().expect("piped");
+    let _ = writeln!(stdin, "{init}");
+    let _ = stdin.flush();
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let got = rx.recv_timeout(Duration::from_secs(10));
+    drop(stdin); // the server sees its client go away and exits
+    let _ = child.kill();
+    let _ = child.wait();
+    match got {
+        Ok(line) if line.contains("\"serverInfo\"") => Ok(()),
+        Ok(line) if line.is_empty() => Err(format!("`{command} mcp` exited without answering")),
+        Ok(line) => Err(format!("`{command} mcp` answered: {}", line.trim())),
+        Err(_) => Err(format!("`{command} mcp` did not answer within 10 s")),
+    }
+}
+
+/// `doctor`'s check of an agent whose hooks are installed under `root`: is the MCP server
+/// registered, and does it start and answer the MCP handshake?
+pub fn finding(agent: Agent, root: &Path, user: bool) -> conductor::protocol::doctor::Finding {
+    let t = target(agent, root, user);
+    let file = t.path.display().to_string();
+    let again = format!(
+        "run `conductor integrate {}{}`",
+        agent.name(),
+        if user { " --user" } else { "" }
+    );
+    let (ok, detail, repair) = match registered(&t) {
+        None => (
+            false,
+            format!(
+                "the {} hooks are installed but the conductor MCP server is not registered",
+                agent.product()
+            ),
+            Some(again),
+        ),
+        Some(c) => match starts(&c) {
+            Ok(()) => (
+                true,
+                format!("{} MCP server `{c} mcp` starts", agent.product()),
+                None,
+            ),
+            Err(why) => (false, why, Some(again)),
+        },
+    };
+    conductor::protocol::doctor::Finding {
+        file,
+        ok,
+        detail,
+        repair,
+    }
+}

@@ -1,0 +1,700 @@
+//! `conductor mcp` driven by a real MCP client: the official Python SDK (`mcp` on PyPI, pinned
+//! in .ci/run) running tests/mcp/client.py, which spawns the server over stdio, lists the tools
+//! and calls them. The home is checked with the CLI and status.json.
+//!
+//! Needs `python3` with the `mcp` package: `python3 -m pip install mcp==2.3.0`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+fn client_script() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py")
+}
+
+fn require_client() {
+    let ok = Command::new("python3")
+        .args(["-c", "import mcp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "the Python MCP client is missing: `python3 -m pip install mcp==2.3.0` (.ci/run does it)"
+    );
+}
+
+/// A running client (and through it, a running `conductor mcp`).
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    out: BufReader<ChildStdout>,
+}
+
+impl Client {
+    fn spawn(env: &TestEnv, server_args: &[&str], vars: &[(&str, &str)], plan: Value) -> Client {
+        require_client();
+        let mut c = env.cmd();
+        c.env("CONDUCTOR_BIN", bin())
+            .env("MCP_ARGS", json!(server_args).to_string());
+        for (k, v) in vars {
+            c.env(k, v);
+        }
+        // `env.cmd()` runs the binary; the client is python3 with the same clean environment.
+        let mut py = Command::new("python3");
+        py.arg(client_script())
+            .arg(plan.to_string())
+            .current_dir(&env.project)
+            .env_clear()
+            .envs(c.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = py.spawn().expect("spawn python3");
+        let stdin = child.stdin.take().unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Client { child, stdin, out }
+    }
+
+    /// The next step's result.
+    #[track_caller]
+    fn next(&mut self) -> Value {
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        assert!(
+            !line.is_empty(),
+            "the MCP client ended early (see its stderr above)"
+        );
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    /// Let a `sync` step go on.
+    fn go(&mut self) {
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Wait for the client (and so the server) to finish.
+    #[track_caller]
+    fn finish(mut self) {
+        drop(self.stdin);
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "the MCP client failed: {status}");
+    }
+}
+
+/// Run a whole plan and return its results.
+fn run_plan(env: &TestEnv, server_args: &[&str], vars: &[(&str, &str)], plan: Value) -> Vec<Value> {
+    let n = plan.as_array().unwrap().len();
+    let mut c = Client::spawn(env, server_args, vars, plan);
+    let out: Vec<Value> = (0..n).map(|_| c.next()).collect();
+    c.finish();
+    out
+}
+
+fn instances(env: &TestEnv) -> Vec<Value> {
+    env.state()["instances"].as_array().unwrap().clone()
+}
+
+#[test]
+fn lists_protocol_and_inbox_tools_by_default_the_rest_behind_an_option() {
+    let env = TestEnv::new();
+    let default = run_plan(&env, &[], &[], json!([{"list": true}]));
+    assert_eq!(
+        default[0]["tools"],
+        json!([
+            "status",
+            "start",
+            "claim",
+            "release",
+            "done",
+            "check",
+            "events",
+            "inbox",
+            "inbox_act",
+            "post",
+            "dm"
+        ])
+    );
+    let all = run_plan(&env, &["--tools", "all"], &[], json!([{"list": true}]));
+    let names = all[0]["tools"].as_array().unwrap();
+    assert_eq!(names.len(), 15, "{names:?}");
+    for t in [
+        "workflow_transition",
+        "workflow_update_snapshot",
+        "queue_submit",
+        "queue_status",
+    ] {
+        assert!(names.contains(&json!(t)), "{t}");
+    }
+    let some = run_plan(
+        &env,
+        &["--tools", "claim,check"],
+        &[],
+        json!([{"list": true}]),
+    );
+    assert_eq!(some[0]["tools"], json!(["claim", "check"]));
+    // A tool not offered cannot be called.
+    let r = env.run(&["mcp", "--tools", "claim,nope"]);
+    r.code(2);
+    assert!(r.stderr.contains("unknown tool `nope`"), "{r:?}");
+    // Listing registered nothing.
+    assert!(!env.home_file("status.json").exists() || instances(&env).is_empty());
+}
+
+#[test]
+fn a_claim_refused_names_the_holder_and_check_agrees_then_done_finishes() {
+    let env = TestEnv::new();
+    let holder = env.start("refactor the parser", "P1");
+    env.run(&["claim", "--instance", &holder, "src/a.rs"])
+        .code(0);
+    let mut c = Client::spawn(
+        &env,
+        &[],
+        &[],
+        json!([
+            {"tool": "claim", "args": {"files": ["src/a.rs", "src/b.rs"]}},
+            {"tool": "check", "args": {"files": ["src/a.rs", "src/b.rs", "src/c.rs"]}},
+            {"tool": "status"},
+            {"sync": "claimed"},
+            {"tool": "claim", "args": {"files": []}},
+            {"tool": "claim", "args": {"files": ["src/x.rs"], "wait_seconds": 5000}},
+            {"tool": "release", "args": {}},
+            {"tool": "done", "args": {"outcome": "finished"}},
+            {"tool": "done", "args": {"notes": "b is fixed"}},
+        ]),
+    );
+    let refused = c.next();
+    assert_eq!(refused["is_error"], true, "{refused}");
+    let text = refused["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("{} is claimed by {holder}", env.abs("src/a.rs"))),
+        "{text}"
+    );
+    assert!(text.contains("task \"refactor the parser\""), "{text}");
+    assert!(text.contains("last seen 0 min ago"), "{text}");
+    assert!(
+        text.contains("wait_seconds"),
+        "says what to do next: {text}"
+    );
+    assert!(
+        text.contains(&format!("Claimed the free ones: {}", env.abs("src/b.rs"))),
+        "{text}"
+    );
+    assert_eq!(
+        refused["structured"]["conflicts"][0]["held_by"],
+        holder.as_str()
+    );
+
+    let check = c.next();
+    let files = check["structured"]["files"].as_array().unwrap();
+    assert_eq!(files[0]["may_edit"], false);
+    assert_eq!(files[0]["held_by"], holder.as_str());
+    assert_eq!(files[1]["may_edit"], true);
+    assert_eq!(files[1]["yours"], true);
+    assert_eq!(files[2]["may_edit"], true);
+    assert_eq!(files[2]["held_by"], Value::Null);
+
+    let status = c.next();
+    let me = status["structured"]["you"].as_str().unwrap().to_string();
+    assert_ne!(me, holder);
+    assert_eq!(c.next()["sync"], "claimed");
+    // The home: the server's own instance holds b.rs, owned by the client's process.
+    let mine = env
+        .instance(&me)
+        .expect("the server registered an instance");
+    assert_eq!(mine["files_claimed"], json!([env.abs("src/b.rs")]));
+    assert_eq!(mine["pid"], c.child.id());
+    assert_eq!(mine["agent"], "mcp");
+    assert_eq!(
+        env.state()["global_claims"][env.abs("src/a.rs")],
+        holder.as_str()
+    );
+    let before = env.snapshot();
+    c.go();
+
+    // Bad arguments: the CLI's one-line reasons, nothing changed.
+    let empty = c.next();
+    assert_eq!(empty["is_error"], true);
+    assert_eq!(
+        empty["text"],
+        "error: invalid claim input at /files: [] has less than 1 item"
+    );
+    let long = c.next();
+    assert_eq!(long["text"], "error: wait_seconds is at most 600");
+    assert_eq!(
+        c.next()["text"],
+        "error: give either `files` or `all: true`"
+    );
+    assert_eq!(
+        c.next()["text"],
+        "error: `finished` is not one of success, abandoned, conflict"
+    );
+    assert_eq!(env.snapshot(), before, "refused calls change nothing");
+
+    let done = c.next();
+    assert_eq!(done["is_error"], false, "{done}");
+    assert_eq!(done["structured"]["released"], json!([env.abs("src/b.rs")]));
+    c.finish();
+    assert!(env.instance(&me).is_none());
+    let h = env.history();
+    assert_eq!(h.last().unwrap()["id"], me.as_str());
+    assert_eq!(h.last().unwrap()["outcome"], "success");
+    assert_eq!(h.last().unwrap()["notes"], "b is fixed");
+    assert!(
+        env.instance(&holder).is_some(),
+        "the other session is untouched"
+    );
+}
+
+#[test]
+fn a_waiting_claim_is_woken_by_the_release() {
+    let env = TestEnv::new();
+    let holder = env.start("holding a.rs", "P1");
+    env.run(&["claim", "--instance", &holder, "src/a.rs"])
+        .code(0);
+    let mut c = Client::spawn(
+        &env,
+        &[],
+        &[],
+        json!([
+            {"tool": "claim", "args": {"files": ["src/a.rs"], "wait_seconds": 120}},
+            {"tool": "status"},
+            {"sync": "got it"},
+        ]),
+    );
+    // The server queued for the file (first come, first served).
+    assert!(
+        wait_until(20.0, || instances(&env).iter().any(|i| i["waiting_for"]
+            .as_array()
+            .is_some_and(|w| !w.is_empty()))),
+        "the claim waits in the queue: {}",
+        env.state()
+    );
+    let released_at = Instant::now();
+    env.run(&["release", "--instance", &holder, "src/a.rs"])
+        .code(0);
+    let got = c.next();
+    let woke_after = released_at.elapsed();
+    assert_eq!(got["is_error"], false, "{got}");
+    assert_eq!(got["structured"]["claimed"], json!([env.abs("src/a.rs")]));
+    assert!(
+        woke_after < Duration::from_secs(60),
+        "woken by the release, not by the 120 s bound: {woke_after:?}"
+    );
+    let me = c.next()["structured"]["you"].as_str().unwrap().to_string();
+    assert_eq!(c.next()["sync"], "got it");
+    assert_eq!(
+        env.state()["global_claims"][env.abs("src/a.rs")],
+        me.as_str()
+    );
+    c.go();
+    c.finish();
+    // The client went away without `done`: its instance is finished, the file is free.
+    assert!(env.instance(&me).is_none());
+    assert!(
+        env.state()["global_claims"]
+            .get(env.abs("src/a.rs"))
+            .is_none()
+    );
+    assert_eq!(env.history().last().unwrap()["outcome"], "abandoned");
+}
+
+#[test]
+fn a_killed_client_leaves_no_instance_behind() {
+    let env = TestEnv::new();
+    let mut c = Client::spawn(
+        &env,
+        &[],
+        &[],
+        json!([
+            {"tool": "claim", "args": {"files": ["src/k.rs"]}},
+            {"sync": "holding"},
+        ]),
+    );
+    assert_eq!(c.next()["is_error"], false);
+    assert_eq!(c.next()["sync"], "holding");
+    assert_eq!(instances(&env).len(), 1);
+    c.child.kill().unwrap(); // SIGKILL: the client cannot say goodbye
+    c.child.wait().unwrap();
+    assert!(
+        wait_until(20.0, || instances(&env).is_empty()),
+        "the server finished its instance when its client died: {}",
+        env.state()
+    );
+    assert_eq!(env.state()["global_claims"], json!({}));
+}
+
+#[test]
+fn acts_as_the_session_its_hooks_registered_or_the_named_instance() {
+    let env = TestEnv::new();
+    let payload = json!({"session_id": "sess-mcp-1", "hook_event_name": "SessionStart",
+                         "cwd": env.project.to_str().unwrap(), "source": "startup"});
+    env.run_stdin(&["hook", "claude"], &payload.to_string())
+        .code(0);
+    let session = instances(&env)[0]["id"].as_str().unwrap().to_string();
+    let out = run_plan(
+        &env,
+        &[],
+        &[("CLAUDE_CODE_SESSION_ID", "sess-mcp-1")],
+        json!([
+            {"tool": "status"},
+            {"tool": "claim", "args": {"files": ["src/s.rs"]}},
+        ]),
+    );
+    assert_eq!(out[0]["structured"]["you"], session.as_str());
+    assert_eq!(out[1]["is_error"], false, "{}", out[1]);
+    // The session's instance holds the file, and outlives the server (its hooks finish it).
+    let all = instances(&env);
+    assert_eq!(all.len(), 1, "no second instance: {all:?}");
+    assert_eq!(all[0]["files_claimed"], json!([env.abs("src/s.rs")]));
+
+    let named = env.start("named", "P1");
+    let out = run_plan(
+        &env,
+        &[],
+        &[("CONDUCTOR_INSTANCE_ID", &named)],
+        json!([{"tool": "claim", "args": {"files": ["src/n.rs"]}}]),
+    );
+    assert_eq!(out[0]["is_error"], false, "{}", out[0]);
+    assert_eq!(
+        env.instance(&named).unwrap()["files_claimed"],
+        json!([env.abs("src/n.rs")])
+    );
+    assert_eq!(instances(&env).len(), 2);
+
+    let out = run_plan(
+        &env,
+        &[],
+        &[("CONDUCTOR_INSTANCE_ID", "itm-000000")],
+        json!([{"tool": "claim", "args": {"files": ["src/z.rs"]}}]),
+    );
+    assert_eq!(out[0]["is_error"], true);
+    assert!(
+        out[0]["text"].as_str().unwrap().contains("itm-000000"),
+        "{}",
+        out[0]
+    );
+}
+
+#[test]
+fn inbox_flow_post_dm_seen_complete() {
+    let env = TestEnv::new();
+    env.run(&[
+        "agent", "register", "scout", "--handle", "@scout", "--watch", "ops",
+    ])
+    .code(0);
+    env.run(&["agent", "register", "lint", "--watch", "ops"])
+        .code(0);
+    env.run(&[
+        "post",
+        "ops",
+        "@scout please summarize the failures",
+        "--as",
+        "ana",
+    ])
+    .code(0);
+    let listed = env.run(&["--json", "inbox", "--agent", "scout"]);
+    let item = listed.json()["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = run_plan(
+        &env,
+        &["--agent", "scout"],
+        &[],
+        json!([
+            {"tool": "inbox"},
+            {"tool": "inbox_act", "args": {"id": item, "action": "seen"}},
+            {"tool": "inbox_act", "args": {"id": item, "action": "complete"}},
+            {"tool": "dm", "args": {"agent": "lint", "text": "summary is in #ops"}},
+            {"tool": "inbox_act", "args": {"id": item, "action": "complete", "completion_ref": {"post_id": "msg-000002"}}},
+            {"tool": "inbox"},
+        ]),
+    );
+    let items = out[0]["structured"]["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["id"], item.as_str());
+    assert_eq!(out[1]["structured"]["item"]["status"], "seen");
+    assert_eq!(
+        out[2]["is_error"], true,
+        "complete needs a completion_ref: {}",
+        out[2]
+    );
+    assert!(
+        out[2]["text"].as_str().unwrap().starts_with("error: "),
+        "{}",
+        out[2]
+    );
+    assert_eq!(out[3]["structured"]["message"]["author"], "scout");
+    assert_eq!(
+        out[4]["structured"]["item"]["status"], "completed",
+        "{}",
+        out[4]
+    );
+    assert_eq!(out[5]["structured"]["items"], json!([]));
+    // The home agrees: the item is completed with its reference, lint got the DM.
+    let done = env.run(&[
+        "--json",
+        "inbox",
+        "--agent",
+        "scout",
+        "--status",
+        "completed",
+    ]);
+    let d = &done.json()["items"][0];
+    assert_eq!(d["id"], item.as_str());
+    assert_eq!(d["completion_ref"]["post_id"], "msg-000002");
+    let lint = env.run(&["--json", "inbox", "--agent", "lint"]).json();
+    assert!(
+        lint["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["author"] == "scout"),
+        "{lint}"
+    );
+    // Inbox tools never register a protocol instance.
+    assert!(!env.home_file("status.json").exists() || instances(&env).is_empty());
+}
+
+/// Every file under `dir`, with its bytes.
+fn tree(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn read_json(p: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+#[test]
+fn integrate_registers_the_server_beside_others_and_uninstall_restores_every_byte() {
+    let env = TestEnv::new();
+    let p = &env.project;
+    let exe = std::fs::canonicalize(bin()).unwrap().display().to_string();
+    // Existing configurations in their own formatting, with servers of their own.
+    std::fs::write(
+        p.join(".mcp.json"),
+        "{\"mcpServers\":{\"docs\":{\"command\":\"docs-mcp\"}}}",
+    )
+    .unwrap();
+    std::fs::create_dir_all(p.join(".cursor")).unwrap();
+    std::fs::write(p.join(".cursor/mcp.json"), "{\n\t\"mcpServers\": {}\n}").unwrap();
+    std::fs::create_dir_all(p.join(".codex")).unwrap();
+    std::fs::write(
+        p.join(".codex/config.toml"),
+        "model = \"o4\"\n[mcp_servers.docs]\ncommand = \"docs-mcp\"",
+    )
+    .unwrap();
+    std::fs::create_dir_all(p.join(".gemini")).unwrap();
+    std::fs::write(p.join(".gemini/settings.json"), "{ \"theme\": \"dark\" }").unwrap();
+    let before = tree(p);
+    for agent in ["claude", "cursor", "codex", "gemini"] {
+        let r = env.run(&["integrate", agent]);
+        r.code(0);
+        assert!(
+            r.stdout.contains("registered the MCP server"),
+            "{agent}: {r:?}"
+        );
+    }
+    let claude = read_json(&p.join(".mcp.json"));
+    assert_eq!(
+        claude["mcpServers"]["conductor"],
+        json!({"command": exe, "args": ["mcp"]})
+    );
+    assert_eq!(claude["mcpServers"]["docs"]["command"], "docs-mcp");
+    assert_eq!(
+        read_json(&p.join(".cursor/mcp.json"))["mcpServers"]["conductor"]["args"],
+        json!(["mcp"])
+    );
+    let gemini = read_json(&p.join(".gemini/settings.json"));
+    assert_eq!(gemini["mcpServers"]["conductor"]["command"], exe.as_str());
+    assert_eq!(gemini["theme"], "dark");
+    assert!(gemini["hooks"].is_object(), "the hooks are there too");
+    let toml = std::fs::read_to_string(p.join(".codex/config.toml")).unwrap();
+    assert!(
+        toml.starts_with("model = \"o4\"\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n"),
+        "{toml}"
+    );
+    assert!(
+        toml.contains(&format!(
+            "[mcp_servers.conductor]\ncommand = {}\nargs = [\"mcp\"]\n",
+            json!(exe)
+        )),
+        "{toml}"
+    );
+    // Again: nothing changes.
+    let installed = tree(p);
+    for agent in ["claude", "cursor", "codex", "gemini"] {
+        env.run(&["integrate", agent]).code(0);
+    }
+    assert_eq!(tree(p), installed, "a second integrate changes nothing");
+    // The registered command really is an MCP server (the client starts what .mcp.json says).
+    let registered = claude["mcpServers"]["conductor"]["command"]
+        .as_str()
+        .unwrap();
+    let listed = run_plan(
+        &env,
+        &[],
+        &[("CONDUCTOR_BIN", registered)],
+        json!([{"list": true}]),
+    );
+    assert_eq!(listed[0]["tools"].as_array().unwrap().len(), 11);
+    // doctor checks each registration starts.
+    let d = env.run(&["--json", "doctor"]).json();
+    let mcp: Vec<&Value> = d["integrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("MCP server")
+        })
+        .collect();
+    assert_eq!(mcp.len(), 4, "{d}");
+    assert!(mcp.iter().all(|f| f["ok"] == true), "{d}");
+    for agent in ["claude", "cursor", "codex", "gemini"] {
+        env.run(&["integrate", agent, "--uninstall"]).code(0);
+    }
+    assert_eq!(
+        tree(p),
+        before,
+        "uninstall gives every file back byte for byte"
+    );
+}
+
+#[test]
+fn integrate_into_a_fresh_project_and_out_again_leaves_nothing() {
+    let env = TestEnv::new();
+    let before = tree(&env.project);
+    for agent in ["claude", "cursor", "codex", "gemini"] {
+        env.run(&["integrate", agent]).code(0);
+    }
+    assert!(env.project.join(".mcp.json").exists());
+    assert!(env.project.join(".codex/config.toml").exists());
+    for agent in ["claude", "cursor", "codex", "gemini"] {
+        env.run(&["integrate", agent, "--uninstall"]).code(0);
+    }
+    assert_eq!(tree(&env.project), before);
+    assert!(!env.project.join(".codex").exists());
+}
+
+#[test]
+fn integrate_refuses_a_foreign_conductor_server_and_doctor_reports_a_missing_one() {
+    let env = TestEnv::new();
+    let p = &env.project;
+    std::fs::write(
+        p.join(".mcp.json"),
+        r#"{"mcpServers": {"conductor": {"command": "npx", "args": ["other"]}}}"#,
+    )
+    .unwrap();
+    let before = tree(p);
+    let r = env.run(&["integrate", "claude"]);
+    r.code(2);
+    assert!(r.stderr.contains("not conductor's"), "{r:?}");
+    assert_eq!(tree(p), before, "nothing changed");
+    std::fs::create_dir_all(p.join(".codex")).unwrap();
+    std::fs::write(
+        p.join(".codex/config.toml"),
+        "[mcp_servers.conductor]\ncommand = \"x\"\n",
+    )
+    .unwrap();
+    let before = tree(p);
+    env.run(&["integrate", "codex"]).code(2);
+    assert_eq!(tree(p), before);
+    // Hooks without the server: doctor says so and how to fix it.
+    std::fs::remove_file(p.join(".mcp.json")).unwrap();
+    env.run(&["integrate", "claude"]).code(0);
+    std::fs::write(p.join(".mcp.json"), "{}").unwrap();
+    let r = env.run(&["--json", "doctor"]);
+    let d = r.json();
+    let f = d["integrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| {
+            f["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("MCP server is not registered")
+        })
+        .unwrap_or_else(|| panic!("{d}"));
+    assert_eq!(f["ok"], false);
+    assert_eq!(f["repair"], "run `conductor integrate claude`");
+    assert_ne!(r.code, 0, "an unregistered server is a problem: {r:?}");
+}
+
+#[test]
+fn queue_and_workflow_tools_are_offered_behind_the_option() {
+    let env = TestEnv::new();
+    let out = run_plan(
+        &env,
+        &["--tools", "all"],
+        &[],
+        json!([
+            {"tool": "queue_submit", "args": {"manifest": {"workspace": "w0", "jobs": [{"id": "ok", "prompt": "p"}]}}},
+            {"tool": "queue_status", "args": {"workspace": "w0"}},
+            {"tool": "queue_submit", "args": {"manifest": {"workspace": "w1", "jobs": [{"id": "a", "prompt": "p", "depends_on": ["nope"]}]}}},
+            {"tool": "workflow_transition", "args": {"target": "done", "summary": "x"}},
+        ]),
+    );
+    assert_eq!(out[0]["is_error"], false, "{}", out[0]);
+    assert_eq!(out[1]["structured"]["jobs"][0]["id"], "ok", "{}", out[1]);
+    assert_eq!(out[2]["is_error"], true);
+    assert!(
+        out[2]["text"].as_str().unwrap().contains("nope"),
+        "{}",
+        out[2]
+    );
+    assert!(
+        out[3]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("error: no workflow session"),
+        "{}",
+        out[3]
+    );
+    // The CLI sees the job the tool submitted, and not the refused one.
+    let jobs = env.run(&["--json", "queue", "jobs"]).json();
+    let ids: Vec<&Value> = jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| &j["id"])
+        .collect();
+    assert_eq!(ids, [&json!("ok")], "{jobs}");
+}
+
+#[test]
+fn integrate_claude_user_registers_in_claude_json_and_gives_it_back() {
+    let env = TestEnv::new();
+    let home = env.root.path().to_path_buf();
+    let cfg = home.join(".claude.json");
+    std::fs::write(&cfg, "{\"numStartups\": 3, \"projects\": {}}").unwrap();
+    let before = std::fs::read(&cfg).unwrap();
+    env.run(&["integrate", "claude", "--user"]).code(0);
+    let v = read_json(&cfg);
+    assert_eq!(v["mcpServers"]["conductor"]["args"], json!(["mcp"]));
+    assert_eq!(v["numStartups"], 3);
+    env.run(&["integrate", "claude", "--user", "--uninstall"])
+        .code(0);
+    assert_eq!(std::fs::read(&cfg).unwrap(), before);
+}
