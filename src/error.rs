@@ -13,12 +13,10 @@ pub enum Error {
     #[error(transparent)]
     Store(#[from] crate::store::Error),
 
-    /// The input was rejected before anything was changed.
+    /// Refused before anything was changed (exit 2), or an operation that could not run
+    /// (exit 1): the [`Reason`] says which.
     #[error("{message}")]
-    Invalid {
-        reason: &'static str,
-        message: String,
-    },
+    Invalid { reason: Reason, message: String },
 
     /// No live instance has this id.
     #[error("no instance `{0}` (it may have finished or been cleaned up after missing heartbeats)")]
@@ -34,8 +32,8 @@ pub enum Error {
 }
 
 impl Error {
-    /// An invalid-input error (exit 2) with a stable reason.
-    pub fn invalid(reason: &'static str, message: impl Into<String>) -> Self {
+    /// An error with a stable reason (its exit code is the reason's).
+    pub fn invalid(reason: Reason, message: impl Into<String>) -> Self {
         Error::Invalid {
             reason,
             message: message.into(),
@@ -56,7 +54,7 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Error::Store(e) => e.reason(),
-            Error::Invalid { reason, .. } => reason,
+            Error::Invalid { reason, .. } => reason.as_str(),
             Error::UnknownInstance(_) => "unknown_instance",
             Error::AmbiguousInstance { .. } => "ambiguous_instance",
             Error::Internal(_) => "internal",
@@ -80,9 +78,8 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Store(e) => e.exit_code(),
-            Error::Invalid { .. } | Error::UnknownInstance(_) | Error::AmbiguousInstance { .. } => {
-                2
-            }
+            Error::Invalid { reason, .. } => reason.exit_code(),
+            Error::UnknownInstance(_) | Error::AmbiguousInstance { .. } => 2,
             Error::Internal(_) => INTERNAL_EXIT,
         }
     }
@@ -106,3 +103,148 @@ impl<T> IoContext<T> for std::io::Result<T> {
 
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a request was refused or an operation could not run: the stable `reason` of the JSON
+/// error envelope, which agents branch on. The one closed list; `tests/it/layers.rs` keeps the
+/// README's exit-code table in agreement with it.
+macro_rules! reasons {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal, exit $code:literal;)*) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Reason {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Reason {
+            /// Every reason.
+            pub const ALL: &[Reason] = &[$(Reason::$variant),*];
+
+            /// The reason as printed (`snake_case`).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Reason::$variant => $name,)*
+                }
+            }
+
+            /// The exit code: 2 for input refused before anything changed, 1 for an operation
+            /// that could not run.
+            pub fn exit_code(self) -> u8 {
+                match self {
+                    $(Reason::$variant => $code,)*
+                }
+            }
+        }
+    };
+}
+
+reasons! {
+    /// The input breaks a rule (schema violations name the field and the rule).
+    InvalidInput = "invalid_input", exit 2;
+    /// `op`: an operation this build does not know.
+    UnknownOperation = "unknown_operation", exit 2;
+    /// Not an instance id (`{source}-{6 hex}`).
+    InvalidInstanceId = "invalid_instance_id", exit 2;
+    /// A path that cannot be claimed (empty, too long, not UTF-8).
+    InvalidPath = "invalid_path", exit 2;
+    /// A relative path that leaves the instance's project.
+    PathOutsideProject = "path_outside_project", exit 2;
+    /// A working directory that does not exist or is not a directory.
+    InvalidDirectory = "invalid_directory", exit 2;
+    /// Releasing a file the instance does not hold (without `--force`).
+    NotHeld = "not_held", exit 2;
+    /// `done --outcome` with a value the protocol does not know.
+    InvalidOutcome = "invalid_outcome", exit 2;
+    /// A claim on `/`, which would hold everything.
+    ClaimTooWide = "claim_too_wide", exit 2;
+    /// A glob conductor cannot honour.
+    InvalidGlob = "invalid_glob", exit 2;
+    /// No home directory can be found (`HOME` unset and no `--home`).
+    NoHome = "no_home", exit 2;
+    /// `integrate`: the agent's settings file is not JSON conductor can edit.
+    UnparseableSettings = "unparseable_settings", exit 2;
+    /// A file conductor would create already exists (never overwritten).
+    FileExists = "file_exists", exit 2;
+    /// Agents: no agent of that name.
+    UnknownAgent = "unknown_agent", exit 2;
+    /// Agents: no channel of that id.
+    UnknownChannel = "unknown_channel", exit 2;
+    /// Agents: no inbox item of that id.
+    UnknownItem = "unknown_item", exit 2;
+    /// Agents: no mention of that id.
+    UnknownMention = "unknown_mention", exit 2;
+    /// Agents: no message of that id.
+    MessageNotFound = "message_not_found", exit 2;
+    /// Agents: editing a message somebody else wrote.
+    NotAuthor = "not_author", exit 2;
+    /// Agents: an inbox item that is already finished.
+    NotActionable = "not_actionable", exit 2;
+    /// Agents: a live claim on the item is held by someone else.
+    ClaimHeld = "claim_held", exit 2;
+    /// Agents: acting on a claim one does not hold.
+    NotHolder = "not_holder", exit 2;
+    /// Agents: the work claim expired and was taken over while the work ran.
+    ClaimLost = "claim_lost", exit 1;
+    /// Agents: completing an item needs a completion reference.
+    CompletionRefRequired = "completion_ref_required", exit 2;
+    /// Agents: a claim TTL outside 15 to 1800 seconds.
+    InvalidTtl = "invalid_ttl", exit 2;
+    /// Agents: a post larger than the limit.
+    PostTooLarge = "post_too_large", exit 2;
+    /// Agents: an artifact that breaks Canopy's grammar.
+    InvalidArtifact = "invalid_artifact", exit 2;
+    /// Agents: an API key that does not exist.
+    UnknownKey = "unknown_key", exit 2;
+    /// `serve`: a non-loopback address without `--allow-remote` and a key.
+    RemoteRefused = "remote_refused", exit 2;
+    /// `serve`: the address cannot be listened on.
+    ListenFailed = "listen_failed", exit 1;
+    /// Workflows: no session of that id.
+    UnknownSession = "unknown_session", exit 2;
+    /// Workflows: a prefix that matches several sessions.
+    AmbiguousSession = "ambiguous_session", exit 2;
+    /// Workflows: no template of that name.
+    UnknownTemplate = "unknown_template", exit 2;
+    /// Workflows: a template that breaks the rules of templates.
+    InvalidTemplate = "invalid_template", exit 2;
+    /// Workflows: a transition the current state does not allow.
+    InvalidTransition = "invalid_transition", exit 2;
+    /// Workflows: an operation the session's status does not allow.
+    InvalidWorkflowOperation = "invalid_workflow_operation", exit 2;
+    /// Workflows: a persona file that cannot be used.
+    InvalidPersona = "invalid_persona", exit 2;
+    /// Workflows: a damage-control rules file with a bad pattern (the rule is named).
+    InvalidRules = "invalid_rules", exit 2;
+    /// Workflows: a git ref that does not name a commit.
+    InvalidRef = "invalid_ref", exit 2;
+    /// Workflows: another supervisor runs the session.
+    AlreadySupervised = "already_supervised", exit 2;
+    /// Queue: a manifest that breaks the rules of manifests.
+    InvalidManifest = "invalid_manifest", exit 2;
+    /// Queue: a job id used twice.
+    DuplicateJob = "duplicate_job", exit 2;
+    /// Queue: a doc collection that does not exist.
+    UnknownDocs = "unknown_docs", exit 2;
+    /// Queue: no job of that id.
+    UnknownJob = "unknown_job", exit 2;
+    /// Queue: a prefix that matches several jobs.
+    AmbiguousJob = "ambiguous_job", exit 2;
+    /// Queue: no workspace of that id.
+    UnknownWorkspace = "unknown_workspace", exit 2;
+    /// Queue: retrying a job that did not fail.
+    NotRetryable = "not_retryable", exit 2;
+    /// Queue: a runner template conductor cannot use.
+    InvalidRunner = "invalid_runner", exit 2;
+    /// Queue: a secrets file others can read or that is not a regular file.
+    UnsafeSecretsFile = "unsafe_secrets_file", exit 2;
+    /// Queue: a secrets file that is not `NAME=value` lines.
+    InvalidSecretsFile = "invalid_secrets_file", exit 2;
+    /// Queue: a secret named like a variable conductor or the runner sets or depends on.
+    ReservedSecretName = "reserved_secret_name", exit 2;
+    /// Queue: the planner did not produce a manifest.
+    PlannerFailed = "planner_failed", exit 1;
+    /// `mcp`: a tool that acts for the session, which has no instance yet.
+    NoInstance = "no_instance", exit 2;
+    /// `mcp`: the MCP connection failed.
+    McpFailed = "mcp_failed", exit 1;
+    /// A program could not be started (the message names it and why).
+    SpawnFailed = "spawn_failed", exit 1;
+}

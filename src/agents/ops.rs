@@ -7,6 +7,7 @@ use super::*;
 use crate::error::{Error, Result};
 use crate::store::event::NewEvent;
 use crate::text::printable;
+use crate::error::Reason;
 
 /// Events and ledger lines an operation produced.
 #[derive(Debug, Default)]
@@ -42,7 +43,7 @@ impl Fx {
 /// `unknown_agent` (exit 2).
 pub fn unknown_agent(name: &str) -> Error {
     Error::invalid(
-        "unknown_agent",
+        Reason::UnknownAgent,
         format!(
             "no agent `{}` is registered (see `conductor agent list`)",
             printable(name)
@@ -116,7 +117,7 @@ pub fn register(
         .find(|a| a.name != name && (a.handle == format!("@{handle}") || a.name == handle))
     {
         return Err(Error::invalid(
-            "invalid_input",
+            Reason::InvalidInput,
             format!(
                 "the handle `@{handle}` already belongs to agent `{}`",
                 other.name
@@ -133,7 +134,7 @@ pub fn register(
     let user_id = new.user_id.clone().unwrap_or_else(|| name.clone());
     if user_id.is_empty() || user_id.len() > 128 || user_id.chars().any(char::is_control) {
         return Err(Error::invalid(
-            "invalid_input",
+            Reason::InvalidInput,
             "a user id is 1 to 128 printable characters",
         ));
     }
@@ -185,11 +186,11 @@ pub fn dm_channel(a: &str, b: &str) -> String {
 
 fn check_content(content: &str) -> Result<()> {
     if content.trim().is_empty() {
-        return Err(Error::invalid("invalid_input", "a post needs some text"));
+        return Err(Error::invalid(Reason::InvalidInput, "a post needs some text"));
     }
     if content.len() > MAX_POST_BYTES {
         return Err(Error::invalid(
-            "post_too_large",
+            Reason::PostTooLarge,
             format!(
                 "the post is {} bytes; the limit is {MAX_POST_BYTES}",
                 content.len()
@@ -273,7 +274,7 @@ pub fn post(
         };
         if to == author {
             return Err(Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 "a DM to yourself goes nowhere",
             ));
         }
@@ -285,7 +286,7 @@ pub fn post(
         && replied.is_none_or(|m| m.channel_id != channel_id)
     {
         return Err(Error::invalid(
-            "message_not_found",
+            Reason::MessageNotFound,
             format!(
                 "no message `{}` in `{channel_id}` to reply to",
                 printable(r)
@@ -526,7 +527,7 @@ pub fn edit(
     let author = check_author(author)?;
     if original.author != author {
         return Err(Error::invalid(
-            "not_author",
+            Reason::NotAuthor,
             format!(
                 "message `{}` was posted by `{}`; only its author can edit it",
                 original.message_id, original.author
@@ -594,7 +595,7 @@ pub fn edit(
 /// `unknown_item` (exit 2).
 pub fn unknown_item(id: &str) -> Error {
     Error::invalid(
-        "unknown_item",
+        Reason::UnknownItem,
         format!(
             "no actionable inbox item or unacknowledged mention `{}` (see `conductor inbox`)",
             printable(id)
@@ -614,7 +615,7 @@ fn live_claim_by_other<'a>(
 
 fn claim_held_error(id: &str, c: &Claim, now_ms: i64) -> Error {
     Error::invalid(
-        "claim_held",
+        Reason::ClaimHeld,
         format!(
             "`{id}` is claimed by `{}` ({}) for {} more seconds; pass --agent {} or wait",
             c.agent,
@@ -665,7 +666,7 @@ pub fn parse_refs(refs: &[String]) -> Result<serde_json::Map<String, Value>> {
     for r in refs {
         let Some((k, v)) = r.split_once('=') else {
             return Err(Error::invalid(
-                "invalid_ref",
+                Reason::InvalidRef,
                 format!(
                     "`{}` is not a reference: use KEY=VALUE, like post_id=msg-000012",
                     printable(r)
@@ -678,7 +679,7 @@ pub fn parse_refs(refs: &[String]) -> Result<serde_json::Map<String, Value>> {
             || v.trim().is_empty()
         {
             return Err(Error::invalid(
-                "invalid_ref",
+                Reason::InvalidRef,
                 format!(
                     "`{}` is not a reference: KEY is letters, digits and `_`, VALUE is not empty",
                     printable(r)
@@ -707,14 +708,14 @@ pub fn finish(
     match status {
         Status::Completed if completion_ref.as_ref().is_none_or(|r| r.is_empty()) => {
             return Err(Error::invalid(
-                "completion_ref_required",
+                Reason::CompletionRefRequired,
                 "completing an item needs a non-empty completion_ref (for example --ref post_id=msg-000012)",
             ));
         }
         Status::Completed | Status::Skipped => {}
         Status::Expired => {
             return Err(Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 "`expired` is set by the system only",
             ));
         }
@@ -835,7 +836,7 @@ pub fn ack(inbox: &mut Inbox, ids: &[String], now: Timestamp, fx: &mut Fx) -> Re
     for id in ids {
         let m = inbox.mentions.get(id).ok_or_else(|| {
             Error::invalid(
-                "unknown_mention",
+                Reason::UnknownMention,
                 format!(
                     "no unacknowledged mention `{}` (see `conductor mentions`)",
                     printable(id)
@@ -882,7 +883,7 @@ pub fn check_ttl(ttl: u64) -> Result<u64> {
         Ok(ttl)
     } else {
         Err(Error::invalid(
-            "invalid_ttl",
+            Reason::InvalidTtl,
             format!("a claim TTL is {TTL_MIN} to {TTL_MAX} seconds, not {ttl}"),
         ))
     }
@@ -1051,10 +1052,10 @@ pub fn renew(
 fn not_holder(id: &str, c: Option<&Claim>) -> Error {
     match c {
         Some(c) => Error::invalid(
-            "not_holder",
+            Reason::NotHolder,
             format!("`{id}` is claimed by `{}`, not by this agent", c.agent),
         ),
-        None => Error::invalid("not_holder", format!("`{id}` is not claimed")),
+        None => Error::invalid(Reason::NotHolder, format!("`{id}` is not claimed")),
     }
 }
 

@@ -35,6 +35,7 @@ use crate::store::{Lock, Store};
 use crate::time::Timestamp;
 
 pub use crate::progress::Note;
+use crate::error::Reason;
 
 /// `agent run`.
 /// How the loop runs (the command line of `conductor agent run`).
@@ -122,7 +123,7 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
     watch::block_stop_signals();
     ops::check_ttl(args.ttl)?;
     if args.exec.as_deref().is_some_and(|c| c.trim().is_empty()) {
-        return Err(Error::invalid("invalid_input", "--exec needs a command"));
+        return Err(Error::invalid(Reason::InvalidInput, "--exec needs a command"));
     }
     if !(args.timeout.is_finite() && args.timeout > 0.0)
         || args
@@ -131,7 +132,7 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
         || !(args.heartbeat.is_finite() && args.heartbeat >= 0.05)
     {
         return Err(Error::invalid(
-            "invalid_input",
+            Reason::InvalidInput,
             "--timeout, --duration-seconds and --heartbeat are positive numbers of seconds",
         ));
     }
@@ -143,7 +144,7 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
         let o = ops::agent(&agents, other)?.name.clone();
         if o == name {
             return Err(Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 "--takeover-for names another agent (an agent's own expired claims are taken over anyway)",
             ));
         }
@@ -756,7 +757,7 @@ impl<'a> Loop<'a> {
                     .is_some_and(|c| c.agent == name && c.worker == worker);
                 if !held {
                     return Err(Error::invalid(
-                        "claim_lost",
+                        Reason::ClaimLost,
                         format!("the claim on {id} was taken over"),
                     ));
                 }
@@ -786,7 +787,7 @@ impl<'a> Loop<'a> {
                 .is_some_and(|c| c.agent == name && c.worker == worker);
             if !still {
                 return Err(Error::invalid(
-                    "claim_lost",
+                    Reason::ClaimLost,
                     format!("the claim on {} is no longer ours", item.id),
                 ));
             }

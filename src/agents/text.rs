@@ -1,6 +1,7 @@
 //! Reading posts the way Canopy does: `@handle` mentions and assignment lines. Pure.
 
 use crate::error::{Error, Result};
+use crate::error::Reason;
 
 fn handle_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
@@ -18,7 +19,7 @@ pub fn check_name(what: &str, s: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::invalid(
-            "invalid_input",
+            Reason::InvalidInput,
             format!(
                 "`{}` is not a valid {what}: use letters, digits, `_ . -`, start and end with a letter or digit, at most 64 characters",
                 crate::text::printable(s)

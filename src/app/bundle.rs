@@ -7,6 +7,7 @@ use std::path::Path;
 use super::{DOCUMENTS, LEDGERS, document_names};
 use crate::error::{Error, Result};
 use crate::store::{Bundle, Store};
+use crate::error::Reason;
 
 /// Everything this home or store holds.
 pub fn export(store: &Store) -> Result<Bundle> {
@@ -42,14 +43,14 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
                 other => other.to_string(),
             };
             Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 format!("the bundle's {file} is not valid conductor state: {detail}"),
             )
         })
     };
     if b.conductor_export != 1 {
         return Err(Error::invalid(
-            "invalid_input",
+            Reason::InvalidInput,
             format!(
                 "not a conductor export (version {}; this build reads 1)",
                 b.conductor_export
@@ -66,7 +67,7 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
             other if agent_run_file(other) => {}
             other => {
                 return Err(Error::invalid(
-                    "invalid_input",
+                    Reason::InvalidInput,
                     format!(
                         "the bundle holds an unknown document `{}`",
                         crate::text::printable(other)
@@ -78,7 +79,7 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
     for (name, lines) in &b.ledgers {
         if !LEDGERS.iter().any(|l| l.name == name) {
             return Err(Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 format!(
                     "the bundle holds an unknown ledger `{}`",
                     crate::text::printable(name)
@@ -87,7 +88,7 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
         }
         if lines.iter().any(|l| l.contains('\n')) {
             return Err(Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 format!("a line of {name} spans several lines"),
             ));
         }
@@ -97,14 +98,14 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
         let seq = serde_json::from_str::<crate::store::event::Event>(e)
             .map_err(|err| {
                 Error::invalid(
-                    "invalid_input",
+                    Reason::InvalidInput,
                     format!("an event in the bundle is not an event: {err}"),
                 )
             })?
             .seq;
         if seq <= last {
             return Err(Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 "the bundle's events are not in seq order",
             ));
         }

@@ -10,6 +10,7 @@ use super::agent::Out;
 use super::{Ctx, print};
 use conductor::agents::artifact;
 use conductor::error::{Error, IoContext, Result};
+use conductor::error::Reason;
 
 /// The artifact verbs.
 #[derive(Debug, Subcommand)]
@@ -50,7 +51,7 @@ pub fn run(ctx: &Ctx, cmd: ArtifactCommand) -> Result<u8> {
         bytes = std::fs::read(&a.file).ctx("read", &a.file)?;
     }
     let text = String::from_utf8(bytes)
-        .map_err(|_| Error::invalid("invalid_artifact", "the artifact is not UTF-8 text"))?;
+        .map_err(|_| Error::invalid(Reason::InvalidArtifact, "the artifact is not UTF-8 text"))?;
     let v = artifact::validate(&text);
     let mut lines = Vec::new();
     if v.valid {

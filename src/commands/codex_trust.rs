@@ -24,6 +24,7 @@ use toml_edit::{DocumentMut, Item, Table};
 use super::integrate::{our_program, write_atomic};
 use conductor::error::{Error, Result};
 use conductor::hooks::Agent;
+use conductor::error::Reason;
 
 /// Codex's home: `$CODEX_HOME`, else `~/.codex`.
 pub fn codex_home() -> Result<PathBuf> {
@@ -34,7 +35,7 @@ pub fn codex_home() -> Result<PathBuf> {
     match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
         Some(h) => Ok(PathBuf::from(h).join(".codex")),
         None => Err(Error::invalid(
-            "no_home",
+            Reason::NoHome,
             "neither CODEX_HOME nor HOME is set, so Codex's config.toml cannot be found",
         )),
     }
@@ -148,7 +149,7 @@ fn read_config(path: &Path) -> Result<(Option<Vec<u8>>, DocumentMut)> {
         None => String::new(),
         Some(b) => String::from_utf8(b.clone()).map_err(|_| {
             Error::invalid(
-                "unparseable_settings",
+                Reason::UnparseableSettings,
                 format!("{} is not UTF-8; nothing was changed", path.display()),
             )
         })?,
@@ -157,7 +158,7 @@ fn read_config(path: &Path) -> Result<(Option<Vec<u8>>, DocumentMut)> {
         let first = e.to_string();
         let first = first.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
         Error::invalid(
-            "unparseable_settings",
+            Reason::UnparseableSettings,
             format!(
                 "{} is not valid TOML ({}); fix it by hand, nothing was changed",
                 path.display(),
@@ -177,7 +178,7 @@ fn sub_table<'a>(table: &'a mut Table, key: &str, path: &Path) -> Result<&'a mut
     }
     table[key].as_table_mut().ok_or_else(|| {
         Error::invalid(
-            "unparseable_settings",
+            Reason::UnparseableSettings,
             format!(
                 "`{key}` in {} is not a table as Codex expects; nothing was changed",
                 path.display()
@@ -265,7 +266,7 @@ pub fn install(
             }
             let t = state[&e.key].as_table_mut().ok_or_else(|| {
                 Error::invalid(
-                    "unparseable_settings",
+                    Reason::UnparseableSettings,
                     format!(
                         "`hooks.state.\"{}\"` in {} is not a table",
                         e.key,
@@ -296,7 +297,7 @@ pub fn install(
             let own_config = dir.join(".codex").join("config.toml");
             if level.is_none() && !own_config.exists() || trust_project {
                 let key = dir.to_str().ok_or_else(|| {
-                    Error::invalid("invalid_directory", "the project's path is not UTF-8")
+                    Error::invalid(Reason::InvalidDirectory, "the project's path is not UTF-8")
                 })?;
                 let projects = sub_table(doc.as_table_mut(), "projects", &config_path)?;
                 let before = projects

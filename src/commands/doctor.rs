@@ -6,6 +6,7 @@ use super::{Ctx, Report, print};
 use conductor::error::Result;
 use conductor::protocol::doctor::{self, Finding};
 use conductor::schema::Schema;
+use conductor::error::Reason;
 
 /// Check (and repair) the home.
 #[derive(Debug, clap::Args)]
@@ -147,7 +148,7 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
     if let Some(r) = ctx.store.remote() {
         if args.repair {
             return Err(conductor::error::Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 "--repair rewrites a file home's files; with a shared store doctor only checks the cluster and its documents (run it without --repair)",
             ));
         }

@@ -7,6 +7,7 @@ use super::Ctx;
 use conductor::error::{Error, Result};
 use conductor::protocol::events::ALL_TYPES;
 use conductor::store::event::Event;
+use conductor::error::Reason;
 
 /// Read events.
 #[derive(Debug, clap::Args)]
@@ -91,7 +92,7 @@ impl Filter {
         for t in &types {
             if !known_types().contains(&t.as_str()) {
                 return Err(Error::invalid(
-                    "invalid_input",
+                    Reason::InvalidInput,
                     format!(
                         "unknown event type `{}` (known: {})",
                         conductor::text::printable(t),

@@ -24,6 +24,7 @@ use conductor::protocol::{Priority, ProjectConfig, Source, State};
 use conductor::schema::Schema;
 use conductor::store::{Home, Store};
 use conductor::time::Timestamp;
+use conductor::error::Reason;
 
 /// Seconds a hook waits for the state lock at most (the agent waits on the hook).
 const LOCK_WAIT_SECS: f64 = 3.0;
@@ -358,7 +359,7 @@ fn new_instance(agent: Agent, input: &HookInput, dir: &Path) -> Result<NewInstan
         .unwrap_or_else(|| "root".into());
     let working_directory = dir
         .to_str()
-        .ok_or_else(|| Error::invalid("invalid_directory", "the session's directory is not UTF-8"))?
+        .ok_or_else(|| Error::invalid(Reason::InvalidDirectory, "the session's directory is not UTF-8"))?
         .to_string();
     let source = match agent {
         Agent::Cursor => Source::Cur,
@@ -395,7 +396,7 @@ fn register(
 fn require_session(input: &HookInput) -> Result<()> {
     if input.session_id.is_empty() {
         return Err(Error::invalid(
-            "invalid_input",
+            Reason::InvalidInput,
             "the hook payload names no session",
         ));
     }

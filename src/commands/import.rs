@@ -9,6 +9,7 @@ use serde_json::json;
 use super::Ctx;
 use conductor::error::{Error, Result};
 use conductor::store::Bundle;
+use conductor::error::Reason;
 
 /// Load an export bundle into this (empty) home or store.
 #[derive(Debug, clap::Args)]
@@ -35,7 +36,7 @@ pub fn run(ctx: &Ctx, args: ImportArgs) -> Result<u8> {
     }
     let bundle: Bundle = serde_json::from_str(&text).map_err(|e| {
         Error::invalid(
-            "invalid_input",
+            Reason::InvalidInput,
             format!(
                 "`{}` is not a conductor export bundle: {e}",
                 args.file.display()

@@ -9,6 +9,7 @@ use super::{Ctx, print};
 use conductor::agents::{self, Agents, Inbox, Status, ops};
 use conductor::error::{Error, Result};
 use conductor::store::Lock;
+use conductor::error::Reason;
 
 const INBOX_HELP: &str = "Statuses: pending and seen are actionable; completed and skipped are terminal; \
 expired is set by the system only: an item still pending or seen 7 days after it was created, with no \
@@ -160,7 +161,7 @@ fn explain_missing(ctx: &Ctx, e: Error, id: &str) -> Error {
     });
     match status {
         Some(s) => Error::invalid(
-            "not_actionable",
+            Reason::NotActionable,
             format!("inbox item `{id}` is already {s}"),
         ),
         // Expired by this very transaction (which failed, so nothing was written).
@@ -172,7 +173,7 @@ fn explain_missing(ctx: &Ctx, e: Error, id: &str) -> Error {
             .is_some_and(|i| ops::due_to_expire(&i, agents::now_ms())) =>
         {
             Error::invalid(
-                "not_actionable",
+                Reason::NotActionable,
                 format!(
                     "inbox item `{id}` has expired (items expire {} days after they were created unless claimed)",
                     agents::ITEM_EXPIRY_SECONDS / 86_400
@@ -283,7 +284,7 @@ pub fn run(ctx: &Ctx, a: InboxArgs) -> Result<u8> {
         }
         InboxCommand::Release(h) => {
             if h.ttl.is_some() {
-                return Err(Error::invalid("invalid_input", "--ttl is for renew"));
+                return Err(Error::invalid(Reason::InvalidInput, "--ttl is for renew"));
             }
             let c = tx_inbox(ctx, |_, ib, _, fx| {
                 ops::release(ib, &h.id, &h.agent, "released", fx)

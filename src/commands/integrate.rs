@@ -18,6 +18,7 @@ use super::Report;
 use crate::output::Output;
 use conductor::error::{Error, IoContext, Result};
 use conductor::hooks::Agent;
+use conductor::error::Reason;
 
 /// The `/conductor` command file, as shipped in the Claude Code plugin.
 pub const COMMAND_MD: &str = include_str!("../../shell/claude/commands/conductor.md");
@@ -138,7 +139,7 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
             Some(h) => PathBuf::from(h),
             None => {
                 return Err(Error::invalid(
-                    "no_home",
+                    Reason::NoHome,
                     "HOME is not set; use --project DIR instead of --user",
                 ));
             }
@@ -152,7 +153,7 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
     };
     if !root.is_dir() {
         return Err(Error::invalid(
-            "invalid_directory",
+            Reason::InvalidDirectory,
             format!("{} is not a directory", root.display()),
         ));
     }
@@ -264,7 +265,7 @@ fn hook_program() -> Result<String> {
     let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
     exe.to_str().map(str::to_string).ok_or_else(|| {
         Error::invalid(
-            "invalid_directory",
+            Reason::InvalidDirectory,
             "the path of the conductor binary is not UTF-8",
         )
     })
@@ -382,7 +383,7 @@ fn read_settings(path: &Path) -> Result<Option<Settings>> {
     };
     let parse_err = |detail: String| {
         Error::invalid(
-            "unparseable_settings",
+            Reason::UnparseableSettings,
             format!(
                 "{} is not a JSON object ({detail}); fix it by hand, nothing was changed",
                 path.display()
@@ -420,7 +421,7 @@ fn install(t: &Target, dir: &Path, command: &str) -> Result<Vec<String>> {
         && !manifest_path.exists()
     {
         return Err(Error::invalid(
-            "file_exists",
+            Reason::FileExists,
             format!(
                 "{} exists and was not installed by conductor; move it away and retry",
                 command_path.display()
@@ -438,7 +439,7 @@ fn install(t: &Target, dir: &Path, command: &str) -> Result<Vec<String>> {
     }
     let not_valid = |what: String| {
         Error::invalid(
-            "unparseable_settings",
+            Reason::UnparseableSettings,
             format!(
                 "{what} in {} is not what {} expects; nothing was changed",
                 settings_path.display(),

@@ -24,6 +24,7 @@ use serde_json::{Map, Value, json};
 
 use conductor::error::{Error, IoContext, Result};
 use conductor::hooks::Agent;
+use conductor::error::Reason;
 
 /// The server's name in every agent's configuration.
 pub const NAME: &str = "conductor";
@@ -59,7 +60,7 @@ pub fn target(agent: Agent, root: &Path, user: bool) -> McpTarget {
 
 fn unparseable(path: &Path, detail: impl std::fmt::Display) -> Error {
     Error::invalid(
-        "unparseable_settings",
+        Reason::UnparseableSettings,
         format!(
             "{} is not a JSON object ({detail}); fix it by hand, nothing was changed",
             path.display()
@@ -121,7 +122,7 @@ pub fn exe() -> Result<String> {
     let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
     exe.into_os_string().into_string().map_err(|_| {
         Error::invalid(
-            "invalid_directory",
+            Reason::InvalidDirectory,
             "the path of the conductor binary is not UTF-8",
         )
     })
@@ -136,7 +137,7 @@ pub fn check(t: &McpTarget) -> Result<()> {
         };
         let text = String::from_utf8(bytes).map_err(|_| {
             Error::invalid(
-                "unparseable_settings",
+                Reason::UnparseableSettings,
                 format!("{} is not UTF-8; nothing was changed", t.path.display()),
             )
         })?;
@@ -146,7 +147,7 @@ pub fn check(t: &McpTarget) -> Result<()> {
                 .any(|l| l.trim() == format!("[mcp_servers.{NAME}]"))
         {
             return Err(Error::invalid(
-                "file_exists",
+                Reason::FileExists,
                 format!(
                     "{} already has an [mcp_servers.{NAME}] table conductor did not add; remove it and retry",
                     t.path.display()
@@ -163,7 +164,7 @@ pub fn check(t: &McpTarget) -> Result<()> {
                     && !ours(e)
                 {
                     return Err(Error::invalid(
-                        "file_exists",
+                        Reason::FileExists,
                         format!(
                             "{} already registers an MCP server named `{NAME}` that is not conductor's; remove it and retry",
                             t.path.display()

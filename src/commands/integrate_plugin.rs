@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use super::integrate::write_atomic;
 use conductor::error::{Error, Result};
 use conductor::hooks::Agent;
+use conductor::error::Reason;
 
 /// OpenCode's plugin, as installed (with `conductor` replaced by this binary's path).
 pub const OPENCODE_PLUGIN: &str = include_str!("../../shell/opencode/conductor.js");
@@ -76,7 +77,7 @@ pub fn install(agent: Agent, path: &Path, program: &str) -> Result<Vec<String>> 
         Some(b) if b == want.as_bytes() => return Ok(Vec::new()),
         Some(b) if installed_program(&String::from_utf8_lossy(&b)).is_none() => {
             return Err(Error::invalid(
-                "file_exists",
+                Reason::FileExists,
                 format!(
                     "{} exists and was not installed by conductor; move it away and retry",
                     path.display()

@@ -7,6 +7,7 @@ use clap::Args;
 use super::Ctx;
 use conductor::agents::{Agents, Inbox, health};
 use conductor::error::{Error, IoContext, Result};
+use conductor::error::Reason;
 
 /// `metrics`.
 #[derive(Debug, Args)]
@@ -42,7 +43,7 @@ pub fn run(ctx: &Ctx, a: MetricsArgs) -> Result<u8> {
         Some(dir) => {
             if !dir.is_dir() {
                 return Err(Error::invalid(
-                    "invalid_input",
+                    Reason::InvalidInput,
                     format!("`{}` is not a directory", dir.display()),
                 ));
             }

@@ -9,6 +9,7 @@ use conductor::error::{Error, IoContext, Result};
 use conductor::protocol::{CONFLICTS, HISTORY};
 use conductor::store::LedgerFile;
 use conductor::store::watch::{self, Wake};
+use conductor::error::Reason;
 
 /// Keep local copies of the history and conflict logs up to date.
 #[derive(Debug, clap::Args)]
@@ -39,7 +40,7 @@ pub fn run(ctx: &Ctx, args: MirrorArgs) -> Result<u8> {
         .ctx("create", &args.dir)?;
     if !args.dir.is_dir() {
         return Err(Error::invalid(
-            "invalid_directory",
+            Reason::InvalidDirectory,
             format!("`{}` is not a directory", args.dir.display()),
         ));
     }

@@ -11,6 +11,7 @@ use super::{Ctx, print};
 use conductor::agents::{self, Agents, Channels, Inbox, Priority, ops};
 use conductor::error::{Error, Result};
 use conductor::store::Lock;
+use conductor::error::Reason;
 
 /// `post`.
 #[derive(Debug, Args)]
@@ -108,7 +109,7 @@ pub fn text(t: String) -> Result<String> {
     }
     String::from_utf8(bytes).map_err(|e| {
         Error::invalid(
-            "invalid_input",
+            Reason::InvalidInput,
             format!(
                 "the text on stdin is not UTF-8 (byte {} is not)",
                 e.utf8_error().valid_up_to()
@@ -215,7 +216,7 @@ pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
         let original =
             agents::find_message(&ctx.store, &channels, &a.message_id)?.ok_or_else(|| {
                 Error::invalid(
-                    "message_not_found",
+                    Reason::MessageNotFound,
                     format!("no message `{}`", conductor::text::printable(&a.message_id)),
                 )
             })?;
@@ -260,7 +261,7 @@ pub fn run_messages(ctx: &Ctx, a: MessagesArgs) -> Result<u8> {
     };
     let Some(ch) = channels.channels.get(&id) else {
         return Err(Error::invalid(
-            "unknown_channel",
+            Reason::UnknownChannel,
             format!(
                 "no channel `{}` (nothing was posted there)",
                 conductor::text::printable(&id)

@@ -17,6 +17,7 @@ use conductor::protocol::{Outcome, Priority, Source};
 use conductor::store::Store;
 use conductor::store::watch;
 use conductor::time::{Limit, Timestamp};
+use conductor::error::Reason;
 
 /// Run a command as a registered instance.
 #[derive(Debug, clap::Args)]
@@ -125,7 +126,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
                 ctx,
             );
             return Err(Error::invalid(
-                "spawn_failed",
+                Reason::SpawnFailed,
                 format!(
                     "could not start `{}`: {e}",
                     conductor::text::printable(&args.command[0])

@@ -11,6 +11,7 @@ use super::types::{Instance, Source};
 use crate::error::{Error, Result};
 use crate::host::{hostname, pid_is_dead};
 use crate::text::printable;
+use crate::error::Reason;
 
 /// Detect the session's source from the environment, in the protocol's order. Cursor comes
 /// before VS Code because Cursor also sets the VS Code variables.
@@ -175,7 +176,7 @@ impl PathNormalizer {
     pub fn normalize(&mut self, input: &str) -> Result<String> {
         let bad = |why: &str| {
             Error::invalid(
-                "invalid_path",
+                Reason::InvalidPath,
                 format!("invalid path `{}`: {why}", printable(input)),
             )
         };
@@ -192,7 +193,7 @@ impl PathNormalizer {
         // What was typed may not climb out of the project with `..` (checked on the text).
         if !p.is_absolute() && collapse_within(p, &self.base, &self.floor).is_none() {
             return Err(Error::invalid(
-                "path_outside_project",
+                Reason::PathOutsideProject,
                 format!(
                     "`{}` climbs out of {} with `..`; pass an absolute path to claim outside it",
                     printable(input),
@@ -205,12 +206,12 @@ impl PathNormalizer {
         if claims::is_glob(input) {
             let (dir, rest) = claims::split_glob(input);
             claims::check_pattern(rest)
-                .map_err(|why| Error::invalid("invalid_glob", format!("invalid glob `{}`: {why}", printable(input))))?;
+                .map_err(|why| Error::invalid(Reason::InvalidGlob, format!("invalid glob `{}`: {why}", printable(input))))?;
             let dir = if dir.is_empty() { "." } else { dir };
             let prefix = self.dir_prefix(dir, &bad)?;
             if prefix.ends_with(':') && rest.starts_with("**") {
                 return Err(Error::invalid(
-                    "invalid_glob",
+                    Reason::InvalidGlob,
                     format!(
                         "invalid glob `{}`: with a shared store a glob may not start with `**` at the root of a repository; \
                          name a directory first (`src/**/*.rs`) or claim the whole repository (`.`)",
@@ -247,7 +248,7 @@ impl PathNormalizer {
         let p = Path::new(input);
         if !p.is_absolute() && collapse_within(p, &self.base, &self.floor).is_none() {
             return Err(Error::invalid(
-                "path_outside_project",
+                Reason::PathOutsideProject,
                 format!(
                     "`{}` climbs out of {} with `..`; pass an absolute path to claim outside it",
                     printable(input),
@@ -263,7 +264,7 @@ impl PathNormalizer {
         let abs = self.resolve_physical(&raw);
         if abs == Path::new("/") {
             return Err(Error::invalid(
-                "claim_too_wide",
+                Reason::ClaimTooWide,
                 format!(
                     "`{}` is the root directory: a claim on it would hold every file on the machine; claim the project's directories instead",
                     printable(input)

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::store::event::NewEvent;
 use crate::text::printable;
 use crate::time::Timestamp;
+use crate::error::Reason;
 
 /// Heartbeat age after which an instance counts as orphaned (the protocol's one hour).
 pub const DEFAULT_MAX_AGE_MINUTES: u64 = 60;
@@ -514,7 +515,7 @@ pub fn release(
             }
             Some(h) => {
                 return Err(Error::invalid(
-                    "not_held",
+                    Reason::NotHeld,
                     format!(
                         "{id} does not hold {file} (held by {h}); use --force to release it anyway"
                     ),
@@ -523,7 +524,7 @@ pub fn release(
             None if force => {}
             None => {
                 return Err(Error::invalid(
-                    "not_held",
+                    Reason::NotHeld,
                     format!("{id} does not hold {file} (nobody does)"),
                 ));
             }
@@ -800,7 +801,7 @@ pub fn done(
 ) -> Result<Vec<String>> {
     if outcome == Outcome::Orphaned {
         return Err(Error::invalid(
-            "invalid_outcome",
+            Reason::InvalidOutcome,
             "outcome `orphaned` is recorded by cleanup, not by done",
         ));
     }
@@ -974,7 +975,7 @@ pub fn resolve_instance(
     if let Some(id) = explicit {
         if !is_valid_instance_id(id) {
             return Err(Error::invalid(
-                "invalid_instance_id",
+                Reason::InvalidInstanceId,
                 format!(
                     "`{}` is not an instance id (expected {{itm|cur|vsc|web|cow}}-{{6 hex digits}}, like itm-a1b2c3)",
                     printable(id)

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::{Outcome, Priority, Source};
 use crate::error::{Error, Result};
 use crate::schema;
+use crate::error::Reason;
 
 /// A protocol operation, as `conductor op` reads it and every subcommand builds it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -27,7 +28,7 @@ pub fn validate(request: &Request) -> Result<()> {
     let value = serde_json::to_value(request).expect("requests serialize");
     let op = value["operation"].as_str().unwrap_or_default().to_string();
     crate::schema::validate_op(&op, &value)
-        .map_err(|e| Error::invalid("invalid_input", format!("invalid {op} input {e}")))
+        .map_err(|e| Error::invalid(Reason::InvalidInput, format!("invalid {op} input {e}")))
 }
 
 /// The most `op` reads from stdin.
@@ -35,7 +36,7 @@ pub const MAX_INPUT: u64 = 16 * 1024 * 1024;
 
 /// An `invalid_input` error about an operation input.
 pub fn bad(message: String) -> Error {
-    Error::invalid("invalid_input", message)
+    Error::invalid(Reason::InvalidInput, message)
 }
 
 /// Parse and validate an operation input.
@@ -57,7 +58,7 @@ pub fn parse(text: &str) -> Result<Request> {
     let known = schema::operations();
     if !known.contains(&op) {
         return Err(Error::invalid(
-            "unknown_operation",
+            Reason::UnknownOperation,
             format!(
                 "unknown operation `{}` (expected one of: {})",
                 crate::text::printable(&op),

@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::schema::Schema;
 use crate::store::Store;
 use crate::time::Timestamp;
+use crate::error::Reason;
 
 /// Who is asking: where they stand (`None`: the current directory is gone).
 #[derive(Clone, Debug, Default)]
@@ -289,19 +290,19 @@ pub fn working_directory(dir: Option<&Path>) -> Result<String> {
     };
     let canon = std::fs::canonicalize(&raw).map_err(|e| {
         Error::invalid(
-            "invalid_directory",
+            Reason::InvalidDirectory,
             format!("working directory {} is not usable: {e}", raw.display()),
         )
     })?;
     if !canon.is_dir() {
         return Err(Error::invalid(
-            "invalid_directory",
+            Reason::InvalidDirectory,
             format!("working directory {} is not a directory", canon.display()),
         ));
     }
     canon.into_os_string().into_string().map_err(|_| {
         Error::invalid(
-            "invalid_directory",
+            Reason::InvalidDirectory,
             "the working directory's path is not UTF-8",
         )
     })

@@ -42,6 +42,7 @@ use crate::store::journal::Tail;
 use crate::store::watch::{self, Wake};
 use crate::store::{Lock, Store};
 use crate::time::Timestamp;
+use crate::error::Reason;
 
 /// How to dispatch.
 #[derive(Clone, Debug)]
@@ -130,7 +131,7 @@ pub fn read_secrets_file(path: &Path) -> Result<BTreeMap<String, String>> {
     let me = unsafe { libc::geteuid() };
     if !meta.is_file() || meta.uid() != me || meta.mode() & 0o077 != 0 {
         return Err(Error::invalid(
-            "unsafe_secrets_file",
+            Reason::UnsafeSecretsFile,
             format!(
                 "secrets file `{}` must be a regular file of yours with mode 0600 (it is {:o}); run chmod 600 on it",
                 path.display(),
@@ -149,7 +150,7 @@ pub fn read_secrets_file(path: &Path) -> Result<BTreeMap<String, String>> {
         let Some((k, v)) = line.split_once('=') else {
             // Never echo the line: it may hold a value.
             return Err(Error::invalid(
-                "invalid_secrets_file",
+                Reason::InvalidSecretsFile,
                 format!(
                     "secrets file `{}` line {}: expected NAME=value",
                     path.display(),

@@ -6,6 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
+use crate::error::Reason;
 
 /// Where collections come from and which exist.
 #[derive(Clone, Debug)]
@@ -74,7 +75,7 @@ impl DocSource {
             self.available.join(", ")
         };
         Err(Error::invalid(
-            "unknown_docs",
+            Reason::UnknownDocs,
             format!(
                 "job `{job}` needs doc collection `{name}`, which is not in {}; available: {have}",
                 self.root.display()

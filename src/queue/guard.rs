@@ -5,6 +5,7 @@
 
 use super::manifest::Manifest;
 use crate::error::{Error, Result};
+use crate::error::Reason;
 
 /// Exact names a secret may not have: set by conductor or the sandbox for every job, or read by
 /// the shell and the dynamic loader before the agent runs.
@@ -52,7 +53,7 @@ pub fn check(m: &Manifest) -> Result<()> {
     for j in &m.jobs {
         if let Some(name) = j.secrets.iter().find(|n| reserved(n)) {
             return Err(Error::invalid(
-                "reserved_secret_name",
+                Reason::ReservedSecretName,
                 format!(
                     "job `{}` asks for secret `{name}`, a variable that conductor or the runner sets or depends on; store it under another name (reserved: {})",
                     j.id,
@@ -65,7 +66,7 @@ pub fn check(m: &Manifest) -> Result<()> {
                 && v.starts_with('-')
             {
                 return Err(Error::invalid(
-                    "invalid_manifest",
+                    Reason::InvalidManifest,
                     format!(
                         "job `{}`: {what} `{}` starts with `-`, which the agent's command line would read as an option",
                         j.id,
@@ -76,7 +77,7 @@ pub fn check(m: &Manifest) -> Result<()> {
         }
         if let Some(why) = bad_workdir(&j.workdir) {
             return Err(Error::invalid(
-                "invalid_manifest",
+                Reason::InvalidManifest,
                 format!(
                     "job `{}`: workdir `{}` {why}",
                     j.id,

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::error::Reason;
 
 /// The checked-in schema text.
 pub const SCHEMA: &str = include_str!("../../schemas/queue-manifest.schema.json");
@@ -58,7 +59,7 @@ fn default_agent() -> String {
 }
 
 fn bad(message: String) -> Error {
-    Error::invalid("invalid_manifest", message)
+    Error::invalid(Reason::InvalidManifest, message)
 }
 
 /// Parse and check a manifest's text. `source` names it in errors (a path or "stdin"). Every

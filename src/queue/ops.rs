@@ -14,6 +14,7 @@ use super::{Job, JobStatus, QueueDoc, State, Workspace};
 use crate::error::{Error, Result};
 use crate::store::event::NewEvent;
 use crate::time::Timestamp;
+use crate::error::Reason;
 
 /// Event types written by the queue.
 pub const SUBMITTED: &str = "queue.job.submitted";
@@ -58,7 +59,7 @@ pub fn submit(
     for j in &m.jobs {
         if let Some(s) = live.get(j.id.as_str()) {
             return Err(Error::invalid(
-                "duplicate_job",
+                Reason::DuplicateJob,
                 format!(
                     "job `{}` is already in workspace `{}` ({}); pick another id or cancel it first",
                     j.id,
@@ -211,7 +212,7 @@ pub fn find(doc: &QueueDoc, name: &str) -> Result<usize> {
     match hits.as_slice() {
         [i] => Ok(*i),
         [] => Err(Error::invalid(
-            "unknown_job",
+            Reason::UnknownJob,
             format!("no live job `{name}` in the queue"),
         )),
         many => {
@@ -221,7 +222,7 @@ pub fn find(doc: &QueueDoc, name: &str) -> Result<usize> {
             }
             let names: Vec<String> = many.iter().map(|i| doc.jobs[*i].key()).collect();
             Err(Error::invalid(
-                "ambiguous_job",
+                Reason::AmbiguousJob,
                 format!(
                     "job id `{name}` is in several workspaces: {}; name it as WORKSPACE/JOB",
                     names.join(", ")
@@ -382,7 +383,7 @@ pub fn retry(
     let s = job.state.state;
     if !(s.is_stuck() || s == State::Cancelled) {
         return Err(Error::invalid(
-            "not_retryable",
+            Reason::NotRetryable,
             format!(
                 "job `{}` is {}; only failed, timed-out, blocked or cancelled jobs can be retried",
                 job.key(),
@@ -392,7 +393,7 @@ pub fn retry(
     }
     if let (State::Blocked, Some(dep)) = (s, &job.state.blocked_by) {
         return Err(Error::invalid(
-            "not_retryable",
+            Reason::NotRetryable,
             format!(
                 "job `{}` is blocked because dependency `{dep}` did not complete; retry `{}/{dep}` instead",
                 job.key(),

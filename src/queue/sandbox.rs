@@ -38,7 +38,17 @@ pub fn isolation() -> &'static Isolation {
     static ISO: OnceLock<Isolation> = OnceLock::new();
     ISO.get_or_init(|| {
         let root = unsafe { libc::geteuid() } == 0;
-        let (userns, userns_error) = probe_userns();
+        // A refusal can be passing (a loaded machine running out of some kernel resource for a
+        // moment); a job must not lose its user namespace for that, so ask three times.
+        let mut probe = probe_userns();
+        for _ in 0..2 {
+            if probe.0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            probe = probe_userns();
+        }
+        let (userns, userns_error) = probe;
         let mut masks = Vec::new();
         if root {
             root_only(Path::new("/etc"), 0, &mut masks);

@@ -11,6 +11,7 @@ use conductor::error::{Error, Result};
 use conductor::store::event::Event;
 use conductor::store::{Lock, Store};
 use conductor::time::Timestamp;
+use conductor::error::Reason;
 
 /// Default and largest page sizes.
 const LIMIT_DEFAULT: u64 = 50;
@@ -529,7 +530,7 @@ fn post(store: &Store, now: Timestamp, req: &Req, me: &str, raw: &str) -> Answer
         let replied = match &p.reply_to {
             Some(id) => Some(agents::find_message(store, &channels, id)?.ok_or_else(|| {
                 Error::invalid(
-                    "invalid_input",
+                    Reason::InvalidInput,
                     format!("reply_to: no message `{}`", conductor::text::printable(id)),
                 )
             })?),

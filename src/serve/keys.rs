@@ -17,6 +17,7 @@ use conductor::agents::{Agents, ops};
 use conductor::error::{Error, Result};
 use conductor::store::{Document, Lock, Store, corrupt};
 use conductor::time::Timestamp;
+use conductor::error::Reason;
 
 /// `runtime-api-keys.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -146,7 +147,7 @@ pub fn run(ctx: &Ctx, cmd: KeyCommand) -> Result<u8> {
                 && (l.len() > 200 || l.chars().any(char::is_control))
             {
                 return Err(Error::invalid(
-                    "invalid_input",
+                    Reason::InvalidInput,
                     "a label is at most 200 characters, without control characters",
                 ));
             }
@@ -218,7 +219,7 @@ pub fn run(ctx: &Ctx, cmd: KeyCommand) -> Result<u8> {
                     .position(|k| k.id == wanted || k.sha256 == d)
                 else {
                     return Err(Error::invalid(
-                        "unknown_key",
+                        Reason::UnknownKey,
                         format!(
                             "no API key `{}` (conductor agent key list)",
                             if wanted.starts_with("key-") {

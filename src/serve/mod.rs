@@ -28,6 +28,7 @@ use crate::commands::Ctx;
 use conductor::error::{Error, Result};
 use conductor::store::Store;
 use conductor::store::watch::{self, Wake};
+use conductor::error::Reason;
 
 /// The largest request body read, in bytes (a post is at most 16 KiB of text, JSON-escaped).
 pub const MAX_BODY: usize = 256 * 1024;
@@ -88,7 +89,7 @@ pub fn run(ctx: &Ctx, a: ServeArgs) -> Result<u8> {
         .and_then(|mut i| i.next())
         .ok_or_else(|| {
             Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 format!(
                     "--listen `{}` is not an address like 127.0.0.1:7777",
                     conductor::text::printable(&a.listen)
@@ -98,7 +99,7 @@ pub fn run(ctx: &Ctx, a: ServeArgs) -> Result<u8> {
     if !loopback(addr.ip()) {
         if !a.allow_remote {
             return Err(Error::invalid(
-                "remote_refused",
+                Reason::RemoteRefused,
                 format!(
                     "--listen {addr} is not a loopback address: pass --allow-remote to serve other machines"
                 ),
@@ -106,7 +107,7 @@ pub fn run(ctx: &Ctx, a: ServeArgs) -> Result<u8> {
         }
         if !keys::any(&ctx.store, ctx.now)? {
             return Err(Error::invalid(
-                "remote_refused",
+                Reason::RemoteRefused,
                 format!(
                     "--listen {addr} with --allow-remote needs an API key first (conductor agent key create AGENT)"
                 ),
@@ -120,7 +121,7 @@ pub fn run(ctx: &Ctx, a: ServeArgs) -> Result<u8> {
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
     {
         return Err(Error::invalid(
-            "invalid_input",
+            Reason::InvalidInput,
             "--token needs at least 16 letters, digits, `-` or `_`",
         ));
     }
@@ -131,7 +132,7 @@ pub fn run(ctx: &Ctx, a: ServeArgs) -> Result<u8> {
         .watcher(conductor::store::journal::is_journal_file)?;
     watcher.stop_on_signals_and_closed_stdout();
     let server = Server::http(addr)
-        .map_err(|e| Error::invalid("listen_failed", format!("cannot listen on {addr}: {e}")))?;
+        .map_err(|e| Error::invalid(Reason::ListenFailed, format!("cannot listen on {addr}: {e}")))?;
     let bound = server
         .server_addr()
         .to_ip()

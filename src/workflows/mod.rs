@@ -41,6 +41,7 @@ use crate::error::{Error, Result};
 use crate::store::event::NewEvent;
 use crate::store::{Document, LedgerFile, Lock, Store};
 use crate::time::Timestamp;
+use crate::error::Reason;
 
 /// Finished sessions, one JSON object per line.
 pub const FINISHED: LedgerFile = LedgerFile {
@@ -104,7 +105,7 @@ impl Sessions {
 /// The error for a session id that is not live.
 pub fn unknown_session(id: &str) -> Error {
     Error::invalid(
-        "unknown_session",
+        Reason::UnknownSession,
         format!("no live workflow session `{id}` (see `conductor workflow list`)"),
     )
 }
@@ -200,7 +201,7 @@ pub fn find_session(store: &Store, now: Timestamp, id: &str) -> Result<Session> 
         [one] if !id.is_empty() => Ok((*one).clone()),
         [] | [_] => Err(unknown_session(id)),
         many => Err(Error::invalid(
-            "ambiguous_session",
+            Reason::AmbiguousSession,
             format!(
                 "`{id}` matches {} sessions: {}",
                 many.len(),

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::error::Reason;
 
 /// A persona, resolved for one state run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -101,7 +102,7 @@ pub fn parse_agent_file(persona: &str, path: &Path, text: &str) -> Result<Person
                 Some((i, j)) => (Some(&rest[..i]), rest[j..].trim_start_matches(['-'])),
                 None => {
                     return Err(Error::invalid(
-                        "invalid_persona",
+                        Reason::InvalidPersona,
                         format!(
                             "agent file `{}` opens front matter with `---` and never closes it",
                             path.display()
@@ -115,7 +116,7 @@ pub fn parse_agent_file(persona: &str, path: &Path, text: &str) -> Result<Person
     let fm = match front {
         Some(f) if !f.trim().is_empty() => yaml_serde::from_str::<FrontMatter>(f).map_err(|e| {
             Error::invalid(
-                "invalid_persona",
+                Reason::InvalidPersona,
                 format!("agent file `{}` has bad front matter: {e}", path.display()),
             )
         })?,

@@ -11,6 +11,7 @@ use super::rules::Rules;
 use super::template::{DONE, Template};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
+use crate::error::Reason;
 
 /// The fourth traversal of one directed edge stops automated moves.
 pub const MAX_EDGE_TRAVERSALS: u32 = 3;
@@ -194,7 +195,7 @@ pub struct Session {
 }
 
 fn invalid(msg: impl Into<String>) -> Error {
-    Error::invalid("invalid_workflow_operation", msg)
+    Error::invalid(Reason::InvalidWorkflowOperation, msg)
 }
 
 impl Session {
@@ -305,7 +306,7 @@ impl Session {
         let allowed = def.allowed();
         if !allowed.iter().any(|a| a == target) {
             return Err(Error::invalid(
-                "invalid_transition",
+                Reason::InvalidTransition,
                 format!(
                     "state `{cur}` cannot move to `{target}`; allowed: {}",
                     allowed.join(", ")
@@ -316,7 +317,7 @@ impl Session {
             && p.to != target
         {
             return Err(Error::invalid(
-                "invalid_transition",
+                Reason::InvalidTransition,
                 format!(
                     "state `{cur}` already asked to move to `{}`; the supervisor applies it when the worker exits",
                     p.to
@@ -446,7 +447,7 @@ impl Session {
         }
         if self.template.state(to).is_none() {
             return Err(Error::invalid(
-                "invalid_transition",
+                Reason::InvalidTransition,
                 format!(
                     "no state `{to}` in the template (states: {})",
                     self.template

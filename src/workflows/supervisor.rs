@@ -33,6 +33,7 @@ use crate::protocol::{Outcome, Priority};
 use crate::store::Store;
 use crate::store::watch::{self, Wake};
 use crate::time::Timestamp;
+use crate::error::Reason;
 
 /// Re-read the ledger at least this often, in case a notification is lost.
 const SAFETY_RESCAN: Duration = Duration::from_secs(10);
@@ -98,7 +99,7 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
     let me = std::process::id();
     let agent_cmd = args.agent_cmd.clone();
     if agent_cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
-        return Err(Error::invalid("invalid_input", "--agent-cmd is empty"));
+        return Err(Error::invalid(Reason::InvalidInput, "--agent-cmd is empty"));
     }
     let live: Sessions = store.read_doc(Timestamp::now())?;
     if live.sessions.iter().any(|s| s.id == id) {
@@ -108,7 +109,7 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
                 && !crate::host::pid_is_dead(p)
             {
                 return Err(Error::invalid(
-                    "already_supervised",
+                    Reason::AlreadySupervised,
                     format!(
                         "session {} is already being run by process {p} (stop it first with \
                          `kill {p}`; run this again to resume)",
@@ -122,7 +123,7 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
             }
             if s.agent_cmd.is_none() {
                 return Err(Error::invalid(
-                    "invalid_input",
+                    Reason::InvalidInput,
                     format!(
                         "session {} has no agent command yet: pass --agent-cmd",
                         s.id

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::error::Reason;
 
 /// The reserved transition target that finishes a workflow.
 pub const DONE: &str = "done";
@@ -229,7 +230,7 @@ pub fn load_text(text: &str) -> std::result::Result<Template, Vec<Problem>> {
 pub fn invalid(path: &Path, problems: &[Problem]) -> Error {
     let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
     Error::invalid(
-        "invalid_template",
+        Reason::InvalidTemplate,
         format!(
             "workflow template `{}` is invalid: {}",
             path.display(),
@@ -260,7 +261,7 @@ pub fn find(name: &str, project: &Path, home: &Path) -> Result<PathBuf> {
             return Ok(p);
         }
         return Err(Error::invalid(
-            "unknown_template",
+            Reason::UnknownTemplate,
             format!("no workflow template file `{}`", p.display()),
         ));
     }
@@ -272,7 +273,7 @@ pub fn find(name: &str, project: &Path, home: &Path) -> Result<PathBuf> {
         }
     }
     Err(Error::invalid(
-        "unknown_template",
+        Reason::UnknownTemplate,
         format!(
             "no workflow template `{name}` (looked for {name}.json in {})",
             dirs.iter()
@@ -287,7 +288,7 @@ pub fn find(name: &str, project: &Path, home: &Path) -> Result<PathBuf> {
 pub fn load(path: &Path) -> Result<Template> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         Error::invalid(
-            "unknown_template",
+            Reason::UnknownTemplate,
             format!("cannot read workflow template `{}`: {e}", path.display()),
         )
     })?;

@@ -23,6 +23,7 @@ mod queue;
 mod queue_hostile;
 mod queue_scale;
 mod races;
+mod reasons;
 mod sandbox;
 mod schemas;
 mod security;

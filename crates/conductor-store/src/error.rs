@@ -24,6 +24,17 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// Every refusal.
+    pub const ALL: &[Refusal] = &[
+        Refusal::CursorExpired,
+        Refusal::InvalidInput,
+        Refusal::InvalidStore,
+        Refusal::StoreRefused,
+        Refusal::NoHome,
+        Refusal::NoWorkingDirectory,
+        Refusal::TargetNotEmpty,
+    ];
+
     /// The stable machine-readable reason.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -13,6 +13,7 @@ use conductor::protocol::ops::{self, Effect, NewInstance};
 use conductor::protocol::types::Outcome;
 use conductor::protocol::{Priority, State};
 use conductor::time::Timestamp;
+use conductor::error::Reason;
 
 /// How the server finds its instance.
 pub struct Identity {
@@ -75,7 +76,7 @@ impl Identity {
         let working_directory = dir
             .to_str()
             .ok_or_else(|| {
-                Error::invalid("invalid_directory", "the working directory is not UTF-8")
+                Error::invalid(Reason::InvalidDirectory, "the working directory is not UTF-8")
             })?
             .to_string();
         let new = NewInstance {

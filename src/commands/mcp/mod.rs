@@ -23,6 +23,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use super::Ctx;
 use conductor::error::{Error, Result};
 use tools::{Answer, Tools};
+use conductor::error::Reason;
 
 /// Serve conductor's tools over MCP on stdin/stdout.
 #[derive(Debug, clap::Args)]
@@ -64,7 +65,7 @@ pub fn selected(names: &[String]) -> Result<Vec<Tool>> {
             n if catalog.iter().any(|t| t.0 == n) => want.push(n),
             n => {
                 return Err(Error::invalid(
-                    "invalid_input",
+                    Reason::InvalidInput,
                     format!(
                         "unknown tool `{}` (known: default, all, {})",
                         conductor::text::printable(n),
@@ -207,7 +208,7 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> Result<u8> {
     let store = tools.store()?;
     tools.identity.finish_own(&store)?;
     if let Err(e) = served {
-        return Err(Error::invalid("mcp", e));
+        return Err(Error::invalid(Reason::McpFailed, e));
     }
     Ok(0)
 }

@@ -21,6 +21,7 @@ use conductor::protocol::{Priority, State};
 use conductor::store::watch::Wake;
 use conductor::store::{Lock, Store};
 use conductor::time::Timestamp;
+use conductor::error::Reason;
 
 /// The longest `claim` waits (`wait_seconds`): MCP clients time requests out.
 pub const MAX_WAIT_SECONDS: u64 = 600;
@@ -194,7 +195,7 @@ static OUT: Output = Output {
 
 fn args<T: DeserializeOwned>(tool: &str, v: Value) -> Result<T> {
     serde_json::from_value(v)
-        .map_err(|e| Error::invalid("invalid_input", format!("invalid {tool} arguments: {e}")))
+        .map_err(|e| Error::invalid(Reason::InvalidInput, format!("invalid {tool} arguments: {e}")))
 }
 
 #[derive(Deserialize)]
@@ -355,7 +356,7 @@ impl Tools {
             "queue_submit" => self.queue_submit(&ctx, args(name, v)?),
             "queue_status" => self.queue_status(&ctx, args(name, v)?),
             _ => Err(Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 format!("unknown tool `{name}`"),
             )),
         });
@@ -378,7 +379,7 @@ impl Tools {
     fn start(&self, ctx: &Ctx, a: StartArgs) -> Result<Answer> {
         use conductor::protocol::gate::{self, Verdict};
         if a.task.trim().is_empty() {
-            return Err(Error::invalid("invalid_input", "the task is empty"));
+            return Err(Error::invalid(Reason::InvalidInput, "the task is empty"));
         }
         let priority = a.priority.unwrap_or(Priority::P1);
         let dir = super::super::start::working_directory(None)?;
@@ -436,13 +437,13 @@ impl Tools {
         }))?;
         if a.force.is_some() && a.wait_seconds.is_some() {
             return Err(Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 "`force` and `wait_seconds` exclude each other",
             ));
         }
         if a.wait_seconds.is_some_and(|w| w > MAX_WAIT_SECONDS) {
             return Err(Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 format!("wait_seconds is at most {MAX_WAIT_SECONDS}"),
             ));
         }
@@ -511,7 +512,7 @@ impl Tools {
     fn release(&self, ctx: &Ctx, a: ReleaseArgs) -> Result<Answer> {
         if a.all == !a.files.is_empty() {
             return Err(Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 "give either `files` or `all: true`",
             ));
         }
@@ -547,7 +548,7 @@ impl Tools {
             "conflict" => Outcome::Conflict,
             s => {
                 return Err(Error::invalid(
-                    "invalid_input",
+                    Reason::InvalidInput,
                     format!(
                         "`{}` is not one of success, abandoned, conflict",
                         conductor::text::printable(s)
@@ -560,7 +561,7 @@ impl Tools {
         let (id, released) = conductor::protocol::transact(&ctx.store, now, |st, fx| {
             let Some(id) = self.identity.current(st)? else {
                 return Err(Error::invalid(
-                    "unknown_instance",
+                    Reason::NoInstance,
                     "this session has no conductor instance: nothing to finish",
                 ));
             };
@@ -578,7 +579,7 @@ impl Tools {
 
     fn check(&self, ctx: &Ctx, a: FilesArgs) -> Result<Answer> {
         if a.files.is_empty() {
-            return Err(Error::invalid("invalid_input", "give at least one file"));
+            return Err(Error::invalid(Reason::InvalidInput, "give at least one file"));
         }
         let st = conductor::protocol::read(&ctx.store, ctx.now)?;
         let live = self.liveness(ctx)?;
@@ -641,7 +642,7 @@ impl Tools {
     fn events(&self, ctx: &Ctx, a: EventsArgs) -> Result<Answer> {
         let limit = a.limit.unwrap_or(100);
         if !(1..=1000).contains(&limit) {
-            return Err(Error::invalid("invalid_input", "limit is 1 to 1000"));
+            return Err(Error::invalid(Reason::InvalidInput, "limit is 1 to 1000"));
         }
         let filter = super::super::events::Filter::new(a.types, None)?;
         Ok(Answer::ok(super::super::events::page(
@@ -652,7 +653,7 @@ impl Tools {
     fn agent_name(&self, given: Option<String>) -> Result<String> {
         given.or_else(|| self.agent.clone()).ok_or_else(|| {
             Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 "which agent? pass `agent`, or start the server with --agent NAME (or CONDUCTOR_AGENT)",
             )
         })
@@ -708,7 +709,7 @@ impl Tools {
             "seen" => {
                 if !a.completion_ref.is_empty() {
                     return Err(Error::invalid(
-                        "invalid_input",
+                        Reason::InvalidInput,
                         "completion_ref is for complete",
                     ));
                 }
@@ -721,7 +722,7 @@ impl Tools {
             "skip" => agents::Status::Skipped,
             s => {
                 return Err(Error::invalid(
-                    "invalid_input",
+                    Reason::InvalidInput,
                     format!(
                         "`{}` is not one of seen, complete, skip",
                         conductor::text::printable(s)
@@ -802,7 +803,7 @@ impl Tools {
         match given.or(env).filter(|s| !s.is_empty()) {
             Some(s) => Ok(conductor::workflows::find_session(&ctx.store, ctx.now, &s)?.id),
             None => Err(Error::invalid(
-                "unknown_session",
+                Reason::UnknownSession,
                 "no workflow session: pass `session`, or run under `conductor workflow run` (it sets CONDUCTOR_WORKFLOW_SESSION)",
             )),
         }
@@ -834,7 +835,7 @@ impl Tools {
     fn snapshot(&self, ctx: &Ctx, a: SnapshotArgs) -> Result<Answer> {
         if a.findings.is_empty() && a.files.is_empty() && a.pending.is_empty() && a.set.is_empty() {
             return Err(Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 "nothing to record: give findings, files, pending or set",
             ));
         }

@@ -12,6 +12,7 @@ use crate::commands::Out;
 use crate::commands::{Ctx, print};
 use conductor::error::{Error, Result};
 use conductor::queue::{docs, manifest};
+use conductor::error::Reason;
 
 /// The long help of `queue plan`.
 pub const ABOUT: &str = "Run a planner command (default `opencode run`) with the task, the available doc collections\n\
@@ -98,7 +99,7 @@ pub fn run(ctx: &Ctx, args: PlanArgs) -> Result<u8> {
         .spawn()
         .map_err(|e| {
             Error::invalid(
-                "planner_failed",
+                Reason::PlannerFailed,
                 format!("could not start the planner `{}`: {e}", args.planner),
             )
         })?;
@@ -106,18 +107,18 @@ pub fn run(ctx: &Ctx, args: PlanArgs) -> Result<u8> {
         let _ = stdin.write_all(text.as_bytes());
     }
     let out = child.wait_with_output().map_err(|e| {
-        Error::invalid("planner_failed", format!("planner `{}`: {e}", args.planner))
+        Error::invalid(Reason::PlannerFailed, format!("planner `{}`: {e}", args.planner))
     })?;
     if !out.status.success() {
         return Err(Error::invalid(
-            "planner_failed",
+            Reason::PlannerFailed,
             format!("the planner `{}` exited with {}", args.planner, out.status),
         ));
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     let json_text = extract_json(&stdout).ok_or_else(|| {
         Error::invalid(
-            "invalid_manifest",
+            Reason::InvalidManifest,
             format!("the planner `{}` printed no JSON manifest", args.planner),
         )
     })?;

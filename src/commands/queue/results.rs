@@ -7,6 +7,7 @@ use super::{Out, all_jobs};
 use crate::commands::{Ctx, print};
 use conductor::error::{Error, Result};
 use conductor::queue::Layout;
+use conductor::error::Reason;
 
 /// The long help of `queue results`.
 pub const ABOUT: &str = "Compile every job's RESULT.md in a workspace, with each outcome marked as the job reported\n\
@@ -48,7 +49,7 @@ pub fn run(ctx: &Ctx, args: ResultsArgs) -> Result<u8> {
     jobs.retain(|j| seen.insert(j.id.clone()));
     if jobs.is_empty() {
         return Err(Error::invalid(
-            "unknown_workspace",
+            Reason::UnknownWorkspace,
             format!("no jobs in workspace `{}`", args.workspace),
         ));
     }

@@ -14,6 +14,7 @@ use conductor::error::{Error, Result};
 use conductor::queue::State;
 use conductor::queue::dispatch::{self, Options, Update};
 use conductor::queue::exec::{DEFAULT_AGENT_CMD, Runner};
+use conductor::error::Reason;
 
 /// The long help of `queue run`.
 pub const ABOUT: &str = "Start every ready job (up to --parallel at once) and each dependent the moment its last\n\
@@ -87,7 +88,7 @@ pub fn parse_runner(s: &str, ro: Vec<PathBuf>, pass_env: Vec<String>) -> Result<
         }),
         t if t.contains("{cmd}") => Ok(Runner::Template(t.to_string())),
         other => Err(Error::invalid(
-            "invalid_runner",
+            Reason::InvalidRunner,
             format!(
                 "--runner `{other}` is not `local`, `sandbox`, or a template containing {{cmd}} (like 'ssh host -- {{cmd}}')"
             ),

@@ -7,6 +7,7 @@ use super::{Out, all_jobs};
 use crate::commands::{Ctx, print};
 use conductor::error::{Error, Result};
 use conductor::queue::{Job, Layout};
+use conductor::error::Reason;
 
 /// The long help of `queue show`.
 pub const ABOUT: &str =
@@ -30,12 +31,12 @@ pub fn find(jobs: &[Job], name: &str) -> Result<Job> {
     keys.dedup();
     match keys.len() {
         0 => Err(Error::invalid(
-            "unknown_job",
+            Reason::UnknownJob,
             format!("no job `{name}` (see `conductor queue jobs --all`)"),
         )),
         1 => Ok(hits.remove(0).clone()),
         _ => Err(Error::invalid(
-            "ambiguous_job",
+            Reason::AmbiguousJob,
             format!(
                 "job id `{name}` is in several workspaces: {}; name it as WORKSPACE/JOB",
                 keys.join(", ")

@@ -6,6 +6,7 @@ use serde_json::json;
 use super::{Ctx, WorkerArgs, emit};
 use conductor::error::{Error, Result};
 use conductor::workflows::{self, rules::Decision, rules::ToolCall};
+use conductor::error::Reason;
 
 /// Check a tool call against the session's rules.
 #[derive(Debug, clap::Args)]
@@ -36,7 +37,7 @@ pub fn run(ctx: &Ctx, args: GuardArgs) -> Result<u8> {
         (_, _, Some(path)) => ToolCall::Edit { path },
         _ => {
             return Err(Error::invalid(
-                "invalid_input",
+                Reason::InvalidInput,
                 "give one of --bash, --read or --edit",
             ));
         }

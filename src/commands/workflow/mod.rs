@@ -20,6 +20,7 @@ use serde_json::Value;
 use super::{Ctx, print};
 use conductor::error::Result;
 pub use conductor::workflows::timeline::title;
+use conductor::error::Reason;
 
 /// The group's `--help` epilogue: a session from start to end.
 pub const HELP: &str = "\
@@ -119,7 +120,7 @@ impl WorkerArgs {
         match self.session.as_deref().filter(|s| !s.is_empty()) {
             Some(s) => Ok(conductor::workflows::find_session(&ctx.store, ctx.now, s)?.id),
             None => Err(conductor::error::Error::invalid(
-                "unknown_session",
+                Reason::UnknownSession,
                 "no workflow session: pass --session ID or run under `conductor workflow run` \
                  (it sets CONDUCTOR_WORKFLOW_SESSION)",
             )),

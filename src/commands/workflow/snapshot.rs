@@ -5,6 +5,7 @@ use serde_json::json;
 use super::{Ctx, WorkerArgs, emit};
 use conductor::error::{Error, Result};
 use conductor::workflows;
+use conductor::error::Reason;
 
 /// Record what later states must know.
 #[derive(Debug, clap::Args)]
@@ -45,7 +46,7 @@ pub fn run(ctx: &Ctx, args: SnapshotArgs) -> Result<u8> {
         && args.set.is_empty()
     {
         return Err(Error::invalid(
-            "invalid_input",
+            Reason::InvalidInput,
             "nothing to record: give --finding, --file, --pending or --set",
         ));
     }

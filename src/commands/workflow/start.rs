@@ -9,6 +9,7 @@ use conductor::error::{Error, Result};
 use conductor::store::Lock;
 use conductor::workflows::session::SessionRules;
 use conductor::workflows::{self, Session, Sessions, event, persona, rules, template};
+use conductor::error::Reason;
 
 /// Damage-control's rules file, used when the template names none.
 pub const DEFAULT_RULES: &str = ".pi/damage-control-rules.yaml";
@@ -53,14 +54,14 @@ pub fn load_rules(t: &template::Template, project: &Path) -> Result<Option<Sessi
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !named => return Ok(None),
         Err(e) => {
             return Err(Error::invalid(
-                "invalid_rules",
+                Reason::InvalidRules,
                 format!("cannot read the rules file `{}`: {e}", path.display()),
             ));
         }
     };
     let parsed = rules::parse(&text).map_err(|e| {
         Error::invalid(
-            "invalid_rules",
+            Reason::InvalidRules,
             format!("the rules file `{}` does not parse: {e}", path.display()),
         )
     })?;
@@ -75,7 +76,7 @@ pub fn run(ctx: &Ctx, args: StartArgs) -> Result<u8> {
     let project = crate::commands::start::working_directory(args.dir.as_deref())?;
     let pdir = Path::new(&project);
     if args.task.trim().is_empty() {
-        return Err(Error::invalid("invalid_input", "the task is empty"));
+        return Err(Error::invalid(Reason::InvalidInput, "the task is empty"));
     }
     let path = template::find(&args.template, pdir, ctx.store.home().dir())?;
     let t = template::load(&path)?;

@@ -7,6 +7,7 @@ use serde_json::json;
 use super::{Ctx, emit};
 use conductor::error::{Error, Result};
 use conductor::workflows::template;
+use conductor::error::Reason;
 
 /// Check a workflow template file.
 #[derive(Debug, clap::Args)]
@@ -26,7 +27,7 @@ pub struct ValidateArgs {
 pub fn run(ctx: &Ctx, args: ValidateArgs) -> Result<u8> {
     let text = std::fs::read_to_string(&args.file).map_err(|e| {
         Error::invalid(
-            "unknown_template",
+            Reason::UnknownTemplate,
             format!("cannot read `{}`: {e}", args.file.display()),
         )
     })?;
