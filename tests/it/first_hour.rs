@@ -1,0 +1,124 @@
+//! The first hour of a new user (issue 25): `queue retry` runs a job as it ran, "could not
+//! start" names the program, exit codes, read-only commands and the help tell the truth.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::common::TestEnv;
+
+/// A stand-in agent that fails while `$1.fail` exists next to it, and records each start.
+fn agent(env: &TestEnv) -> PathBuf {
+    let dir = env.dir("bin");
+    let a = dir.join("agent.sh");
+    std::fs::write(
+        &a,
+        "#!/bin/sh\ncat >/dev/null\necho \"start $1 $2\" >> \"$(dirname \"$0\")/trace\"\n\
+         if [ -f \"$(dirname \"$0\")/$1.fail\" ]; then exit 3; fi\n\
+         mkdir -p \"$CONDUCTOR_QUEUE_OUTPUT\"\necho ok > \"$CONDUCTOR_QUEUE_OUTPUT/RESULT.md\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o755)).unwrap();
+    a
+}
+
+fn submit(env: &TestEnv, jobs: Value) {
+    env.run_stdin(
+        &["queue", "submit", "-"],
+        &json!({"workspace": "w", "jobs": jobs}).to_string(),
+    )
+    .code(0);
+}
+
+fn job(env: &TestEnv, id: &str) -> Value {
+    let q: Value =
+        serde_json::from_slice(&std::fs::read(env.home.join("queue.json")).unwrap()).unwrap();
+    q["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == id)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+fn trace(a: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(a.parent().unwrap().join("trace"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn retry_runs_the_job_with_the_agent_command_and_runner_it_ran_with() {
+    let env = TestEnv::new();
+    let a = agent(&env);
+    std::fs::write(a.parent().unwrap().join("a.fail"), "").unwrap();
+    submit(
+        &env,
+        json!([{"id": "a", "prompt": "p"}, {"id": "b", "prompt": "p", "depends_on": ["a"]}]),
+    );
+    let cmd = format!("{} {{job}} first", a.display());
+    // A template runner: the job runs through `sh -c` of the template.
+    let runner = "sh -c {cmd}";
+    let r = env.run(&["queue", "run", "--runner", runner, "--agent-cmd", &cmd]);
+    r.code(5);
+    assert_eq!(job(&env, "a")["state"]["state"], "failed");
+    assert_eq!(trace(&a), ["start a first"], "{r:?}");
+    assert_eq!(job(&env, "a")["state"]["runner"], "template");
+    assert_eq!(job(&env, "a")["ran_with"]["agent_cmd"], cmd.as_str());
+    assert_eq!(job(&env, "a")["ran_with"]["runner"], runner);
+    let q: Value =
+        serde_json::from_slice(&std::fs::read(env.home.join("queue.json")).unwrap()).unwrap();
+    conductor::queue::validate_doc(&q).unwrap();
+
+    // Retried with no options: the same agent command (not the default `opencode ...`).
+    std::fs::remove_file(a.parent().unwrap().join("a.fail")).unwrap();
+    let r = env.run(&["queue", "retry", "a"]);
+    r.code(0);
+    assert!(r.stdout.contains("2 completed"), "{r:?}");
+    assert_eq!(
+        trace(&a),
+        ["start a first", "start a first", "start b first"],
+        "{r:?}"
+    );
+
+    // Told otherwise, it runs as told.
+    std::fs::write(a.parent().unwrap().join("c.fail"), "").unwrap();
+    submit(&env, json!([{"id": "c", "prompt": "p"}]));
+    env.run(&["queue", "run", "--agent-cmd", &cmd]).code(5);
+    std::fs::remove_file(a.parent().unwrap().join("c.fail")).unwrap();
+    let other = format!("{} {{job}} second", a.display());
+    env.run(&["queue", "retry", "c", "--agent-cmd", &other])
+        .code(0);
+    assert_eq!(trace(&a)[3..], ["start c first", "start c second"]);
+}
+
+#[test]
+fn a_job_whose_program_is_missing_fails_naming_the_program() {
+    let env = TestEnv::new();
+    submit(&env, json!([{"id": "a", "prompt": "p"}]));
+    // Run directly (plain words) and through the shell (quoted placeholders).
+    for (cmd, n) in [
+        ("no-such-agent-xyz run", 1),
+        ("no-such-agent-xyz run --agent {agent}", 2),
+    ] {
+        let r = env.run(&["queue", "run", "--agent-cmd", cmd]);
+        r.code(5);
+        let show = env.run(&["queue", "show", "a"]);
+        assert!(
+            show.stdout
+                .contains("could not start the job: `no-such-agent-xyz`"),
+            "{n}: {show:?}"
+        );
+        // The retry runs the same command and says the same.
+        let r = env.run(&["queue", "retry", "a"]);
+        r.code(5);
+        let show = env.run(&["queue", "show", "a"]);
+        assert!(show.stdout.contains("`no-such-agent-xyz`"), "{n}: {show:?}");
+        env.run(&["queue", "cancel", "a"]);
+        submit(&env, json!([{"id": "a", "prompt": "p"}]));
+    }
+}
