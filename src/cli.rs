@@ -48,8 +48,10 @@ pub struct GlobalArgs {
     /// Print exactly one JSON object on stdout (the protocol's output object).
     #[arg(long, global = true)]
     pub json: bool,
-    /// State directory [default: ~/.conductor].
-    #[arg(long, global = true, env = "CONDUCTOR_HOME", value_name = "DIR")]
+    /// State directory [env: CONDUCTOR_HOME] [default: ~/.conductor].
+    // The variable is read after parsing (see `parse`): clap would show an option it filled
+    // from the environment in every usage line, as if it were required.
+    #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
     /// Seconds to wait for the state lock before failing with `lock_timeout`.
     #[arg(long, global = true, env = "CONDUCTOR_LOCK_TIMEOUT", default_value_t = 5.0, value_name = "SECS",
@@ -60,8 +62,8 @@ pub struct GlobalArgs {
     pub quiet: bool,
     /// Keep state in a shared etcd cluster instead of the home's files, for agents on several
     /// machines: etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (also `store` in config.json).
-    /// Check it with `conductor doctor`.
-    #[arg(long, global = true, env = "CONDUCTOR_STORE", value_name = "URL")]
+    /// Check it with `conductor doctor`. [env: CONDUCTOR_STORE]
+    #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
 }
 
@@ -197,7 +199,16 @@ impl Cli {
 pub fn parse() -> Result<Cli, u8> {
     use clap::error::ErrorKind;
     match <Cli as Parser>::try_parse() {
-        Ok(cli) => Ok(cli),
+        Ok(mut cli) => {
+            // The options' variables, read here rather than by clap (see `GlobalArgs::home`).
+            if cli.global.home.is_none() {
+                cli.global.home = std::env::var_os("CONDUCTOR_HOME").map(PathBuf::from);
+            }
+            if cli.global.store.is_none() {
+                cli.global.store = std::env::var("CONDUCTOR_STORE").ok();
+            }
+            Ok(cli)
+        }
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             let _ = e.print();
             Err(0)

@@ -122,3 +122,73 @@ fn a_job_whose_program_is_missing_fails_naming_the_program() {
         submit(&env, json!([{"id": "a", "prompt": "p"}]));
     }
 }
+
+#[test]
+fn a_read_only_command_with_a_mistyped_home_creates_nothing() {
+    let env = TestEnv::new();
+    let typo = env.root.path().join("hom").join("e");
+    let typo_s = typo.to_str().unwrap();
+    for args in [
+        &["status"][..],
+        &["queue", "jobs"],
+        &["workflow", "list"],
+        &["history"],
+        &["agent", "list"],
+    ] {
+        let mut all = vec!["--home", typo_s];
+        all.extend_from_slice(args);
+        let r = env.run(&all);
+        r.code(2);
+        assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("no conductor home at") && r.stderr.contains(typo_s),
+            "{args:?}: {r:?}"
+        );
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let r = env.run_env(&all, &[("CONDUCTOR_HOME", typo_s)]);
+        assert_eq!(r.json()["reason"], "no_home", "{r:?}");
+        assert!(!env.root.path().join("hom").exists(), "{args:?} created it");
+    }
+    // A command that records something creates the home, as before.
+    env.run(&["--home", typo_s, "start", "t", "--priority", "P1"])
+        .code(0);
+    env.run(&["--home", typo_s, "status"]).code(0);
+}
+
+#[test]
+fn the_usage_line_does_not_show_options_set_from_the_environment() {
+    let env = TestEnv::new();
+    // TestEnv sets CONDUCTOR_HOME; add the store too.
+    let r = env.run_env(&["claim"], &[("CONDUCTOR_STORE", "")]);
+    r.code(2);
+    let usage = r
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("Usage:"))
+        .unwrap_or_default();
+    assert_eq!(usage, "Usage: conductor claim <FILE>...", "{r:?}");
+    // The variable still names the home.
+    env.run(&["start", "t", "--priority", "P1"]).code(0);
+    assert!(env.home.join("status.json").exists());
+}
+
+#[test]
+fn queue_run_exits_5_when_jobs_failed_or_timed_out() {
+    let env = TestEnv::new();
+    let a = agent(&env);
+    std::fs::write(a.parent().unwrap().join("f.fail"), "").unwrap();
+    submit(
+        &env,
+        json!([{"id": "f", "prompt": "p"}, {"id": "ok", "prompt": "p"},
+               {"id": "slow", "prompt": "p", "timeout_minutes": 0.002}]),
+    );
+    let cmd = format!("if test {{job}} = slow; then sleep 30; fi; {} {{job}}", a.display());
+    let r = env.run(&["--json", "queue", "run", "--agent-cmd", &cmd]);
+    r.code(5);
+    assert_eq!(r.json()["status"], "incomplete", "{r:?}");
+    assert_eq!(r.json()["ended"]["failed"], 1, "{r:?}");
+    assert_eq!(r.json()["ended"]["timed_out"], 1, "{r:?}");
+    // A second run starts nothing, and still says they are stuck.
+    env.run(&["queue", "run", "--agent-cmd", &cmd]).code(5);
+}
