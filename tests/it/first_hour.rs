@@ -183,7 +183,10 @@ fn queue_run_exits_5_when_jobs_failed_or_timed_out() {
         json!([{"id": "f", "prompt": "p"}, {"id": "ok", "prompt": "p"},
                {"id": "slow", "prompt": "p", "timeout_minutes": 0.002}]),
     );
-    let cmd = format!("if test {{job}} = slow; then sleep 30; fi; {} {{job}}", a.display());
+    let cmd = format!(
+        "if test {{job}} = slow; then sleep 30; fi; {} {{job}}",
+        a.display()
+    );
     let r = env.run(&["--json", "queue", "run", "--agent-cmd", &cmd]);
     r.code(5);
     assert_eq!(r.json()["status"], "incomplete", "{r:?}");
@@ -191,4 +194,30 @@ fn queue_run_exits_5_when_jobs_failed_or_timed_out() {
     assert_eq!(r.json()["ended"]["timed_out"], 1, "{r:?}");
     // A second run starts nothing, and still says they are stuck.
     env.run(&["queue", "run", "--agent-cmd", &cmd]).code(5);
+}
+
+#[test]
+fn the_man_page_refers_only_to_what_exists() {
+    let env = TestEnv::new();
+    let r = env.run(&["man"]);
+    r.code(0);
+    assert!(!r.stdout.contains("conductor\\-claim(1)"), "{}", r.stdout);
+    assert!(!r.stdout.contains("(1)"), "a page that is not installed");
+    // Every command it names is one: its --help works.
+    let named: Vec<String> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("\\fBconductor "))
+        .filter_map(|l| l.split("\\fR").next())
+        .filter(|s| *s != "COMMAND \\-\\-help")
+        .map(|s| s.replace("\\-", "-"))
+        .collect();
+    assert!(
+        named.len() > 20 && named.contains(&"shell-init".to_string()),
+        "{named:?}"
+    );
+    for sub in &named {
+        let help = if sub == "help" { "claim" } else { "--help" };
+        env.run(&[sub.as_str(), help]).code(0);
+    }
 }
