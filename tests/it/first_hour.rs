@@ -221,3 +221,53 @@ fn the_man_page_refers_only_to_what_exists() {
         env.run(&[sub.as_str(), help]).code(0);
     }
 }
+
+#[test]
+fn start_defaults_to_priority_p2() {
+    let env = TestEnv::new();
+    let r = env.run(&["--json", "start", "fix the build"]);
+    r.code(0);
+    let st = env.state();
+    assert_eq!(st["instances"][0]["priority"], "P2", "{st}");
+}
+
+#[test]
+fn registering_an_agent_again_keeps_its_watch_list_handle_and_user_id() {
+    let env = TestEnv::new();
+    env.run(&[
+        "agent",
+        "register",
+        "scout",
+        "--handle",
+        "@sc",
+        "--user-id",
+        "u-1",
+        "--watch",
+        "ops",
+        "--watch",
+        "review",
+    ])
+    .code(0);
+    let r = env.run(&["agent", "register", "scout"]);
+    r.code(0);
+    assert!(r.stdout.contains("watching ops, review"), "{r:?}");
+    let list = env.run(&["--json", "agent", "list"]).json();
+    let a = &list["agents"][0];
+    assert_eq!(a["watch"], json!(["ops", "review"]), "{list}");
+    assert_eq!(a["handle"], "@sc", "{list}");
+    assert_eq!(a["user_id"], "u-1", "{list}");
+    // Given, --watch replaces the list.
+    env.run(&["agent", "register", "scout", "--watch", "dev"])
+        .code(0);
+    let list = env.run(&["--json", "agent", "list"]).json();
+    assert_eq!(list["agents"][0]["watch"], json!(["dev"]), "{list}");
+}
+
+#[test]
+fn integrate_with_project_alone_means_the_current_directory() {
+    let env = TestEnv::new();
+    let r = env.run(&["integrate", "claude", "--project"]);
+    r.code(0);
+    assert!(env.project.join(".claude/settings.json").is_file(), "{r:?}");
+    assert!(!env.project.join("claude").exists());
+}

@@ -1805,7 +1805,7 @@ fn json_errors_are_one_object_on_stdout_with_exit_1_or_2() {
 fn usage_errors_with_json_are_json_too() {
     let env = env_at(T0);
     for args in [
-        &["--json", "start", "t"][..],
+        &["--json", "start"][..],
         &["--json", "claim"],
         &["--json", "frobnicate"],
         &["--json", "start", "t", "--priority", "P7"],
