@@ -145,7 +145,11 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         _ => Home::default_dir()?,
     };
     // With a shared store the documents live in etcd: the home may rightly not exist yet.
-    let named = cli.global.home.as_ref().is_some_and(|d| !d.as_os_str().is_empty())
+    let named = cli
+        .global
+        .home
+        .as_ref()
+        .is_some_and(|d| !d.as_os_str().is_empty())
         && cli.global.store.as_deref().unwrap_or("").is_empty();
     read_only::check(&command, &dir, named)?;
     let timeout = Duration::from_secs_f64(cli.global.lock_timeout);

@@ -1316,8 +1316,11 @@ fn status_on_an_empty_home() {
     let env = env_at(T0);
     // An existing, empty home (a read-only command does not create a missing one).
     std::fs::create_dir(&env.home).unwrap();
-    std::fs::set_permissions(&env.home, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .unwrap();
+    std::fs::set_permissions(
+        &env.home,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
     let r = env.exec(&["--json", "status"]);
     assert_eq!(
         r.code(0).json(),

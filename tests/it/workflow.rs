@@ -348,7 +348,10 @@ fn workflow_approval_gate_holds_until_approve() {
     // A state with no runs yet costs $0.0000 (not `$-0.0000`).
     let r = env.run(&["workflow", "show", &id]);
     r.code(0);
-    assert!(r.stdout.contains("$0.0000") && !r.stdout.contains("-0.0"), "{r:?}");
+    assert!(
+        r.stdout.contains("$0.0000") && !r.stdout.contains("-0.0"),
+        "{r:?}"
+    );
     // Nothing runs it: approve says so, and how to run it (issue 25).
     let r = env.run(&["workflow", "approve", &id]);
     r.code(0);
