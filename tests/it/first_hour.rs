@@ -79,6 +79,10 @@ fn retry_runs_the_job_with_the_agent_command_and_runner_it_ran_with() {
     let r = env.run(&["queue", "retry", "a"]);
     r.code(0);
     assert!(r.stdout.contains("2 completed"), "{r:?}");
+    assert!(
+        r.stderr.contains("as it last ran") && r.stderr.contains(&cmd),
+        "it says how it runs them: {r:?}"
+    );
     assert_eq!(
         trace(&a),
         ["start a first", "start a first", "start b first"],

@@ -69,6 +69,16 @@ pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
             dispatch_args.agent_cmd = Some(how.agent_cmd.clone());
         }
     }
+    let shown = format!(
+        "--runner {} --agent-cmd {}",
+        conductor::queue::exec::shell_quote(dispatch_args.runner.as_deref().unwrap_or("local")),
+        conductor::queue::exec::shell_quote(
+            dispatch_args
+                .agent_cmd
+                .as_deref()
+                .unwrap_or(conductor::queue::exec::DEFAULT_AGENT_CMD)
+        )
+    );
     let opts = dispatch_args.options(ctx, false, None)?;
     let keys = ctx.store.transaction(ctx.now, &[Lock::Queue], |tx| {
         let mut doc: QueueDoc = tx.read()?;
@@ -106,8 +116,21 @@ pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
     // Asked after the commit: a dispatcher that is running now either sees the retry in the
     // journal, or looks at the queue once more after it withdraws (see `dispatch::run`).
     if dispatch::dispatcher_running(ctx.store.home().dir())? {
-        let message = format!("{queued} The running dispatcher starts it now.");
+        let message = format!(
+            "{queued} The running dispatcher starts it now, with its own runner and agent command."
+        );
         return print(ctx.out, &plain("dispatcher", message));
+    }
+    if !ctx.out.quiet {
+        eprintln!(
+            "conductor: running {} with {shown}{}",
+            keys[0],
+            if before.is_some() {
+                " (as it last ran, but for the options given here)"
+            } else {
+                ""
+            }
+        );
     }
     let only: BTreeSet<String> = keys.iter().cloned().collect();
     let opts = dispatch::Options {
