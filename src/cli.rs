@@ -53,8 +53,9 @@ pub struct GlobalArgs {
     // from the environment in every usage line, as if it were required.
     #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// Seconds to wait for the state lock before failing with `lock_timeout`.
-    #[arg(long, global = true, env = "CONDUCTOR_LOCK_TIMEOUT", default_value_t = 5.0, value_name = "SECS",
+    /// Seconds to wait for the state lock before failing with `lock_timeout` [env:
+    /// CONDUCTOR_LOCK_TIMEOUT].
+    #[arg(long, global = true, default_value_t = 5.0, value_name = "SECS",
           value_parser = parse_timeout)]
     pub lock_timeout: f64,
     /// Hide status messages on stderr (errors and warnings are still printed).
@@ -65,6 +66,28 @@ pub struct GlobalArgs {
     /// Check it with `conductor doctor`. [env: CONDUCTOR_STORE]
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
+}
+
+/// Parse the command line, then `CONDUCTOR_LOCK_TIMEOUT` when `--lock-timeout` was not given
+/// (read here, not by clap: see `GlobalArgs::home`).
+fn parse_with_env() -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut cmd = Cli::command();
+    let m = cmd.try_get_matches_from_mut(std::env::args_os())?;
+    let mut cli = Cli::from_arg_matches(&m).map_err(|e| e.format(&mut cmd))?;
+    if m.value_source("lock_timeout") == Some(clap::parser::ValueSource::DefaultValue)
+        && let Some(v) = std::env::var("CONDUCTOR_LOCK_TIMEOUT")
+            .ok()
+            .filter(|v| !v.is_empty())
+    {
+        cli.global.lock_timeout = parse_timeout(&v).map_err(|why| {
+            cmd.error(
+                clap::error::ErrorKind::InvalidValue,
+                format!("invalid value '{v}' for CONDUCTOR_LOCK_TIMEOUT: {why}"),
+            )
+        })?;
+    }
+    Ok(cli)
 }
 
 fn parse_timeout(s: &str) -> Result<f64, String> {
@@ -198,7 +221,7 @@ impl Cli {
 /// envelope (`reason: "usage"`) on stdout so scripts parsing stdout are never surprised.
 pub fn parse() -> Result<Cli, u8> {
     use clap::error::ErrorKind;
-    match <Cli as Parser>::try_parse() {
+    match parse_with_env() {
         Ok(mut cli) => {
             // The options' variables, read here rather than by clap (see `GlobalArgs::home`).
             if cli.global.home.is_none() {

@@ -163,8 +163,11 @@ fn a_read_only_command_with_a_mistyped_home_creates_nothing() {
 #[test]
 fn the_usage_line_does_not_show_options_set_from_the_environment() {
     let env = TestEnv::new();
-    // TestEnv sets CONDUCTOR_HOME; add the store too.
-    let r = env.run_env(&["claim"], &[("CONDUCTOR_STORE", "")]);
+    // TestEnv sets CONDUCTOR_HOME; add the store and the lock timeout too.
+    let r = env.run_env(
+        &["claim"],
+        &[("CONDUCTOR_STORE", ""), ("CONDUCTOR_LOCK_TIMEOUT", "2")],
+    );
     r.code(2);
     let usage = r
         .stderr
@@ -172,6 +175,17 @@ fn the_usage_line_does_not_show_options_set_from_the_environment() {
         .find(|l| l.starts_with("Usage:"))
         .unwrap_or_default();
     assert_eq!(usage, "Usage: conductor claim <FILE>...", "{r:?}");
+    // The variables are still read: a bad timeout is a usage error naming the variable, and
+    // the option wins over it.
+    let r = env.run_env(&["--json", "status"], &[("CONDUCTOR_LOCK_TIMEOUT", "soon")]);
+    r.code(2);
+    assert_eq!(r.json()["reason"], "usage");
+    assert!(r.stderr.contains("CONDUCTOR_LOCK_TIMEOUT"), "{r:?}");
+    env.run_env(
+        &["start", "u", "--lock-timeout", "1"],
+        &[("CONDUCTOR_LOCK_TIMEOUT", "soon")],
+    )
+    .code(0);
     // The variable still names the home.
     env.run(&["start", "t", "--priority", "P1"]).code(0);
     assert!(env.home.join("status.json").exists());
