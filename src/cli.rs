@@ -90,6 +90,27 @@ fn parse_with_env() -> Result<Cli, clap::Error> {
     Ok(cli)
 }
 
+/// clap shows an option that a variable filled (`CONDUCTOR_OWNER_PID`) in the usage line of an
+/// error as if it were required: the same error, parsed again without conductor's variables.
+/// The process exits right after printing it.
+fn without_env_in_usage(e: clap::Error) -> clap::Error {
+    let ours: Vec<std::ffi::OsString> = std::env::vars_os()
+        .map(|(k, _)| k)
+        .filter(|k| k.to_string_lossy().starts_with("CONDUCTOR_"))
+        .collect();
+    if ours.is_empty() {
+        return e;
+    }
+    for k in ours {
+        // SAFETY: parsing happens before any other thread starts.
+        unsafe { std::env::remove_var(k) };
+    }
+    match <Cli as Parser>::try_parse() {
+        Err(again) if again.kind() == e.kind() => again,
+        _ => e,
+    }
+}
+
 fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(v),
@@ -237,6 +258,7 @@ pub fn parse() -> Result<Cli, u8> {
             Err(0)
         }
         Err(e) => {
+            let e = without_env_in_usage(e);
             let wants_json = std::env::args_os().any(|a| a == "--json")
                 || std::env::args_os().nth(1).is_some_and(|a| a == "op");
             if wants_json {

@@ -175,6 +175,13 @@ fn the_usage_line_does_not_show_options_set_from_the_environment() {
         .find(|l| l.starts_with("Usage:"))
         .unwrap_or_default();
     assert_eq!(usage, "Usage: conductor claim <FILE>...", "{r:?}");
+    // The same for a command's own options (the shell integration sets CONDUCTOR_OWNER_PID).
+    let r = env.run_env(&["start"], &[("CONDUCTOR_OWNER_PID", "1")]);
+    r.code(2);
+    assert!(
+        r.stderr.contains("Usage: conductor start <TASK>\n"),
+        "{r:?}"
+    );
     // The variables are still read: a bad timeout is a usage error naming the variable, and
     // the option wins over it.
     let r = env.run_env(&["--json", "status"], &[("CONDUCTOR_LOCK_TIMEOUT", "soon")]);
