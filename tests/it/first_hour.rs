@@ -70,6 +70,12 @@ fn retry_runs_the_job_with_the_agent_command_and_runner_it_ran_with() {
     assert_eq!(job(&env, "a")["state"]["runner"], "template");
     assert_eq!(job(&env, "a")["ran_with"]["agent_cmd"], cmd.as_str());
     assert_eq!(job(&env, "a")["ran_with"]["runner"], runner);
+    let show = env.run(&["queue", "show", "a"]);
+    assert!(
+        show.stdout
+            .contains("ran with   --runner 'sh -c {cmd}' --agent-cmd '"),
+        "{show:?}"
+    );
     let q: Value =
         serde_json::from_slice(&std::fs::read(env.home.join("queue.json")).unwrap()).unwrap();
     conductor::queue::validate_doc(&q).unwrap();
