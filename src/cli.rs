@@ -48,11 +48,14 @@ pub struct GlobalArgs {
     /// Print exactly one JSON object on stdout (the protocol's output object).
     #[arg(long, global = true)]
     pub json: bool,
-    /// State directory [default: ~/.conductor].
-    #[arg(long, global = true, env = "CONDUCTOR_HOME", value_name = "DIR")]
+    /// State directory [env: CONDUCTOR_HOME] [default: ~/.conductor].
+    // The variable is read after parsing (see `parse`): clap would show an option it filled
+    // from the environment in every usage line, as if it were required.
+    #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// Seconds to wait for the state lock before failing with `lock_timeout`.
-    #[arg(long, global = true, env = "CONDUCTOR_LOCK_TIMEOUT", default_value_t = 5.0, value_name = "SECS",
+    /// Seconds to wait for the state lock before failing with `lock_timeout` [env:
+    /// CONDUCTOR_LOCK_TIMEOUT].
+    #[arg(long, global = true, default_value_t = 5.0, value_name = "SECS",
           value_parser = parse_timeout)]
     pub lock_timeout: f64,
     /// Hide status messages on stderr (errors and warnings are still printed).
@@ -60,9 +63,52 @@ pub struct GlobalArgs {
     pub quiet: bool,
     /// Keep state in a shared etcd cluster instead of the home's files, for agents on several
     /// machines: etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (also `store` in config.json).
-    /// Check it with `conductor doctor`.
-    #[arg(long, global = true, env = "CONDUCTOR_STORE", value_name = "URL")]
+    /// Check it with `conductor doctor`. [env: CONDUCTOR_STORE]
+    #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
+}
+
+/// Parse the command line, then `CONDUCTOR_LOCK_TIMEOUT` when `--lock-timeout` was not given
+/// (read here, not by clap: see `GlobalArgs::home`).
+fn parse_with_env() -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut cmd = Cli::command();
+    let m = cmd.try_get_matches_from_mut(std::env::args_os())?;
+    let mut cli = Cli::from_arg_matches(&m).map_err(|e| e.format(&mut cmd))?;
+    if m.value_source("lock_timeout") == Some(clap::parser::ValueSource::DefaultValue)
+        && let Some(v) = std::env::var("CONDUCTOR_LOCK_TIMEOUT")
+            .ok()
+            .filter(|v| !v.is_empty())
+    {
+        cli.global.lock_timeout = parse_timeout(&v).map_err(|why| {
+            cmd.error(
+                clap::error::ErrorKind::InvalidValue,
+                format!("invalid value '{v}' for CONDUCTOR_LOCK_TIMEOUT: {why}"),
+            )
+        })?;
+    }
+    Ok(cli)
+}
+
+/// clap shows an option that a variable filled (`CONDUCTOR_OWNER_PID`) in the usage line of an
+/// error as if it were required: the same error, parsed again without conductor's variables.
+/// The process exits right after printing it.
+fn without_env_in_usage(e: clap::Error) -> clap::Error {
+    let ours: Vec<std::ffi::OsString> = std::env::vars_os()
+        .map(|(k, _)| k)
+        .filter(|k| k.to_string_lossy().starts_with("CONDUCTOR_"))
+        .collect();
+    if ours.is_empty() {
+        return e;
+    }
+    for k in ours {
+        // SAFETY: parsing happens before any other thread starts.
+        unsafe { std::env::remove_var(k) };
+    }
+    match <Cli as Parser>::try_parse() {
+        Err(again) if again.kind() == e.kind() => again,
+        _ => e,
+    }
 }
 
 fn parse_timeout(s: &str) -> Result<f64, String> {
@@ -198,13 +244,23 @@ impl Cli {
 /// envelope (`reason: "usage"`) on stdout so scripts parsing stdout are never surprised.
 pub fn parse() -> Result<Cli, u8> {
     use clap::error::ErrorKind;
-    match <Cli as Parser>::try_parse() {
-        Ok(cli) => Ok(cli),
+    match parse_with_env() {
+        Ok(mut cli) => {
+            // The options' variables, read here rather than by clap (see `GlobalArgs::home`).
+            if cli.global.home.is_none() {
+                cli.global.home = std::env::var_os("CONDUCTOR_HOME").map(PathBuf::from);
+            }
+            if cli.global.store.is_none() {
+                cli.global.store = std::env::var("CONDUCTOR_STORE").ok();
+            }
+            Ok(cli)
+        }
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             let _ = e.print();
             Err(0)
         }
         Err(e) => {
+            let e = without_env_in_usage(e);
             let wants_json = std::env::args_os().any(|a| a == "--json")
                 || std::env::args_os().nth(1).is_some_and(|a| a == "op");
             if wants_json {

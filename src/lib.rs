@@ -16,6 +16,7 @@ pub mod progress;
 pub mod protocol;
 pub mod queue;
 pub mod schema;
+pub mod spawn;
 pub mod template;
 pub mod workflows;
 

@@ -1015,7 +1015,7 @@ fn run_child(
             Ok(())
         });
     }
-    let mut child = c.spawn()?;
+    let mut child = c.spawn().map_err(|e| crate::spawn::named(&c, e))?;
     let pid = child.id() as i32;
     let mut stdin = child.stdin.take().expect("piped");
     let body = serde_json::to_vec(input).expect("serializes");

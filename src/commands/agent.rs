@@ -51,7 +51,8 @@ pub struct RegisterArgs {
     /// The handle posts mention it by [default: @NAME].
     #[arg(long)]
     pub handle: Option<String>,
-    /// A channel whose posts its run loop routes (repeatable).
+    /// A channel whose posts its run loop routes (repeatable; replaces the list) [default: an
+    /// existing agent keeps its list].
     #[arg(long = "watch", value_name = "CHANNEL")]
     pub watch: Vec<String>,
     /// Canopy's user id for the agent [default: NAME].
@@ -123,18 +124,23 @@ fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
         let mut fx = ops::Fx::default();
         ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
         let name = a.name.to_ascii_lowercase();
-        let watched_before: Vec<String> = agents
-            .agents
-            .get(&name)
-            .map(|x| x.watch.clone())
-            .unwrap_or_default();
+        let existing = agents.agents.get(&name);
+        let watched_before: Vec<String> = existing.map(|x| x.watch.clone()).unwrap_or_default();
+        // Registering again updates what is given and keeps the rest (its watch list too).
+        let watch = if a.watch.is_empty() {
+            watched_before.clone()
+        } else {
+            a.watch.clone()
+        };
+        let handle = a.handle.clone().or(existing.map(|x| x.handle.clone()));
+        let user_id = a.user_id.clone().or(existing.map(|x| x.user_id.clone()));
         let fresh = ops::register(
             &mut agents,
             ops::NewAgent {
                 name: a.name.clone(),
-                handle: a.handle.clone(),
-                user_id: a.user_id.clone(),
-                watch: a.watch.clone(),
+                handle,
+                user_id,
+                watch,
             },
             cursor,
             now,

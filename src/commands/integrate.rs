@@ -54,8 +54,8 @@ pub struct IntegrateArgs {
     /// Which agent to integrate with.
     #[arg(value_enum)]
     pub agent: Agent,
-    /// Install into DIR/.AGENT/ [default: the current directory].
-    #[arg(long, value_name = "DIR", conflicts_with = "user")]
+    /// Install into DIR/.AGENT/ [default: the current directory, also for `--project` alone].
+    #[arg(long, value_name = "DIR", conflicts_with = "user", num_args = 0..=1, default_missing_value = ".")]
     pub project: Option<PathBuf>,
     /// Install into ~/.AGENT/ (every project of this user).
     #[arg(long)]
@@ -147,6 +147,7 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
     } else {
         match args.project.clone() {
             Some(p) if p.is_absolute() => p,
+            Some(p) if p.as_os_str() == "." => conductor::host::current_dir()?,
             Some(p) => conductor::host::current_dir()?.join(p),
             None => conductor::host::current_dir()?,
         }

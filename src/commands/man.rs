@@ -20,5 +20,31 @@ pub fn run(_args: ManArgs) -> Result<u8> {
         .map_err(|e| {
             conductor::error::Error::io("render", std::path::Path::new("the man page"), e)
         })?;
-    super::completions::write_stdout(&buf)
+    super::completions::write_stdout(&refer_to_help(&buf))
+}
+
+/// clap_mangen names each subcommand as a page of its own (`conductor-claim(1)`), which is not
+/// installed: name the command as typed instead and point to its `--help`.
+fn refer_to_help(page: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(page);
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let bare = line.trim_end_matches('\n');
+        match bare
+            .strip_prefix("conductor\\-")
+            .and_then(|r| r.strip_suffix("(1)"))
+        {
+            Some("help") => out.push_str("\\fBconductor help\\fR [COMMAND]\n"),
+            Some(sub) => out.push_str(&format!(
+                "\\fBconductor {sub}\\fR (see \\fBconductor {sub} \\-\\-help\\fR)\n"
+            )),
+            None => out.push_str(line),
+        }
+        if bare == ".SH SUBCOMMANDS" {
+            out.push_str(
+                "Each command's options and exit codes: \\fBconductor COMMAND \\-\\-help\\fR.\n",
+            );
+        }
+    }
+    out.into_bytes()
 }

@@ -33,6 +33,7 @@ pub mod op;
 pub mod post;
 pub mod prompt;
 pub mod queue;
+pub mod read_only;
 pub mod release;
 pub mod reset;
 pub mod run;
@@ -147,6 +148,14 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Home::default_dir()?,
     };
+    // With a shared store the documents live in etcd: the home may rightly not exist yet.
+    let named = cli
+        .global
+        .home
+        .as_ref()
+        .is_some_and(|d| !d.as_os_str().is_empty())
+        && cli.global.store.as_deref().unwrap_or("").is_empty();
+    read_only::check(&command, &dir, named)?;
     let timeout = Duration::from_secs_f64(cli.global.lock_timeout);
     let store = Store::open(dir, timeout, cli.global.quiet)?;
     let ctx = Ctx {

@@ -22,7 +22,7 @@ pub struct StartArgs {
     #[arg(long)]
     pub project: Option<String>,
     /// Task priority; non-P1 work may be blocked by the sprint focus or north stars.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, default_value = "P2")]
     pub priority: Priority,
     /// Proceed even if the priority gate blocks, recording this justification and a drift warning.
     #[arg(long = "override", value_name = "WHY")]

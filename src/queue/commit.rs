@@ -111,7 +111,7 @@ pub(super) fn apply(
     doc: &mut QueueDoc,
     intents: &[Intent],
     me: &str,
-    runner: &str,
+    runner: &super::ran_with::RanWith,
     events: &mut Vec<crate::store::event::NewEvent>,
 ) -> Vec<String> {
     let mut refused = Vec::new();
@@ -160,7 +160,7 @@ pub(super) fn start_ready(
     wanted: &dyn Fn(&Job) -> bool,
     file_secrets: &BTreeMap<String, String>,
     me: &str,
-    runner: &str,
+    runner: &super::ran_with::RanWith,
     now: Timestamp,
     events: &mut Vec<crate::store::event::NewEvent>,
 ) -> (Vec<Intent>, Vec<ToLaunch>) {
@@ -221,7 +221,7 @@ pub(super) fn committer(
     batches: mpsc::Receiver<Batch>,
     out: mpsc::Sender<Msg>,
 ) {
-    let runner_name = opts.runner.name();
+    let runner_name = &super::ran_with::RanWith::new(&opts.runner, &opts.agent_cmd);
     // The queue as this dispatcher last committed it, and its bytes: a commit decodes the file
     // again only if someone else changed it since.
     let mut cached: Option<(Vec<u8>, QueueDoc)> = None;

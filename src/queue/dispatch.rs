@@ -452,7 +452,7 @@ impl Dispatcher<'_> {
                 &mut doc,
                 intents,
                 self.me,
-                self.opts.runner.name(),
+                &super::ran_with::RanWith::new(&self.opts.runner, &self.opts.agent_cmd),
                 &mut scratch,
             );
         }
@@ -695,7 +695,7 @@ impl Dispatcher<'_> {
         // Our view is the truth only when nobody else changed the queue since our last commit
         // and no commit in flight may start jobs itself.
         let lead = lead && !self.dirty && self.promised == 0 && self.stale_until.is_none();
-        let runner = self.opts.runner.name();
+        let runner = &super::ran_with::RanWith::new(&self.opts.runner, &self.opts.agent_cmd);
         let mut scratch = Vec::new();
         apply(&mut self.view, &intents, self.me, runner, &mut scratch);
         if lead && free > 0 {
@@ -990,7 +990,11 @@ fn record_exit(
             (true, _, _) => Finish::Completed { result },
             (false, Some(c), _) => Finish::Failed {
                 exit_code: Some(c),
-                reason: format!("the agent exited with status {c}"),
+                reason: match c {
+                    127 => "the agent exited with status 127 (the shell found no such program; its log names it)".to_string(),
+                    126 => "the agent exited with status 126 (the shell could not execute the program; its log names it)".to_string(),
+                    _ => format!("the agent exited with status {c}"),
+                },
                 result,
             },
             (false, None, sig) => Finish::Failed {

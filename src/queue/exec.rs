@@ -105,6 +105,12 @@ pub fn spawn(
                 Runner::Template(t) => fill_cmd(t, &agent),
                 _ => agent,
             };
+            if let Some(p) = missing_program(&script) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("`{p}` is not on PATH"),
+                ));
+            }
             let mut c = shell_or_direct(&script);
             c.current_dir(l.workspace_dir);
             for name in l.scrub {
@@ -165,13 +171,13 @@ pub fn spawn(
     // which also starts the child with an empty signal mask, undoing the dispatcher's blocked
     // SIGINT/SIGTERM (tested: the agent sees SigBlk 0).
     if l.secrets.iter().all(|(_, v)| v.is_empty()) {
-        return Ok((c.spawn()?, None));
+        return Ok((c.spawn().map_err(|e| crate::spawn::named(&c, e))?, None));
     }
     // A job with secrets writes through a pipe that blanks their values before the log.
     let (reader, writer) = std::io::pipe()?;
     let writer2 = writer.try_clone()?;
     c.stdout(Stdio::from(writer)).stderr(Stdio::from(writer2));
-    let child = c.spawn();
+    let child = c.spawn().map_err(|e| crate::spawn::named(&c, e));
     drop(c); // our copies of the write end: the pipe closes when the job's tree is gone
     let child = child?;
     let log = std::fs::OpenOptions::new().append(true).open(l.log)?;
@@ -210,6 +216,24 @@ fn shell_or_direct(script: &str) -> Command {
     let mut c = Command::new(resolve("sh"));
     c.arg("-c").arg(script);
     c
+}
+
+/// The program a script starts with, when it is a plain name that `PATH` does not have (the
+/// shell would start and then say `not found`): the job could not start, naming it.
+fn missing_program(script: &str) -> Option<String> {
+    const SHELL: &[&str] = &[
+        "if", "for", "while", "until", "case", "exit", "cd", "exec", "export", "set", "eval",
+        "source", "ulimit", "umask", "wait", "read", "trap", "unset", "shift", "return", "alias",
+        "command", "type", "hash", "local", "readonly", "break", "continue", "times", "getopts",
+    ];
+    let first = script.split_whitespace().next()?;
+    let plain = first
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if !plain || SHELL.contains(&first) || resolve(first).is_absolute() {
+        return None;
+    }
+    Some(first.to_string())
 }
 
 /// A program name as the path `PATH` finds it at (looked up once per dispatcher), so each

@@ -38,6 +38,7 @@ mod launch;
 pub mod manifest;
 pub mod ops;
 pub mod prompt;
+pub mod ran_with;
 mod redact;
 pub mod sandbox;
 
@@ -121,6 +122,9 @@ pub struct Job {
     pub model: Option<String>,
     pub submitted_at: Timestamp,
     pub state: JobStatus,
+    /// How it was last started (`queue retry` starts it the same way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran_with: Option<ran_with::RanWith>,
 }
 
 /// Where a job stands.

@@ -98,6 +98,7 @@ pub fn submit(
             model: s.model.clone(),
             submitted_at: now,
             state: JobStatus::new(State::Queued, now),
+            ran_with: None,
         };
         events.push(event(
             SUBMITTED,
@@ -237,10 +238,12 @@ pub fn start(
     doc: &mut QueueDoc,
     i: usize,
     dispatcher: &str,
-    runner: &str,
+    how: &super::ran_with::RanWith,
     now: Timestamp,
 ) -> NewEvent {
+    let runner = how.name();
     let job = &mut doc.jobs[i];
+    job.ran_with = Some(how.clone());
     let mut st = JobStatus::new(State::Running, now);
     st.attempts = job.state.attempts + 1;
     st.started_at = Some(now);
@@ -510,6 +513,10 @@ pub fn archive(doc: &mut QueueDoc) -> Vec<Job> {
 mod tests {
     use super::*;
 
+    fn local() -> super::super::ran_with::RanWith {
+        super::super::ran_with::RanWith::new(&super::super::exec::Runner::Local, "agent")
+    }
+
     fn now() -> Timestamp {
         Timestamp::parse("2026-02-05T10:00:00Z").unwrap()
     }
@@ -539,7 +546,7 @@ mod tests {
         );
         assert_eq!(ready(&d), vec![0, 3]);
         let mut ev = Vec::new();
-        start(&mut d, 0, "D", "local", now());
+        start(&mut d, 0, "D", &local(), now());
         let fail = Finish::Failed {
             exit_code: Some(3),
             reason: "exit 3".into(),
@@ -567,7 +574,7 @@ mod tests {
     #[test]
     fn a_finish_from_another_dispatcher_is_ignored() {
         let mut d = doc_with(r#"[{"id":"a","prompt":"p"}]"#);
-        start(&mut d, 0, "D1", "local", now());
+        start(&mut d, 0, "D1", &local(), now());
         let mut ev = Vec::new();
         let done = Finish::Completed { result: None };
         finish(&mut d, "w/a", "D2", done, now(), &mut ev);
@@ -578,7 +585,7 @@ mod tests {
     #[test]
     fn completed_workspaces_are_archived() {
         let mut d = doc_with(r#"[{"id":"a","prompt":"p"}]"#);
-        start(&mut d, 0, "D", "local", now());
+        start(&mut d, 0, "D", &local(), now());
         let done = Finish::Completed { result: None };
         finish(&mut d, "w/a", "D", done, now(), &mut Vec::new());
         let gone = archive(&mut d);

@@ -644,7 +644,7 @@ fn start_worker(sv: &mut Sup, s: &Session, agent_cmd: &str) -> Result<Option<Wor
             }
         });
     }
-    let mut child = match cmd.spawn() {
+    let mut child = match cmd.spawn().map_err(|e| crate::spawn::named(&cmd, e)) {
         Ok(c) => c,
         Err(e) => {
             if let Some(i) = &instance_id {

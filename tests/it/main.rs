@@ -11,6 +11,7 @@ mod disk_full;
 mod etcd;
 mod events;
 mod faults;
+mod first_hour;
 mod foreign;
 mod hooks;
 mod hostile;

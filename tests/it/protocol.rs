@@ -1314,6 +1314,13 @@ fn status_json_is_the_spec_object() {
 #[test]
 fn status_on_an_empty_home() {
     let env = env_at(T0);
+    // An existing, empty home (a read-only command does not create a missing one).
+    std::fs::create_dir(&env.home).unwrap();
+    std::fs::set_permissions(
+        &env.home,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
     let r = env.exec(&["--json", "status"]);
     assert_eq!(
         r.code(0).json(),
@@ -1801,7 +1808,7 @@ fn json_errors_are_one_object_on_stdout_with_exit_1_or_2() {
 fn usage_errors_with_json_are_json_too() {
     let env = env_at(T0);
     for args in [
-        &["--json", "start", "t"][..],
+        &["--json", "start"][..],
         &["--json", "claim"],
         &["--json", "frobnicate"],
         &["--json", "start", "t", "--priority", "P7"],

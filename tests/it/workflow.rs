@@ -345,7 +345,22 @@ fn workflow_approval_gate_holds_until_approve() {
     // Running again without approval changes nothing.
     supervise(&env, &["workflow", "run", &id]).code(5);
     assert_eq!(trace(&env), ["plan"]);
-    env.run(&["workflow", "approve", &id]).code(0);
+    // A state with no runs yet costs $0.0000 (not `$-0.0000`).
+    let r = env.run(&["workflow", "show", &id]);
+    r.code(0);
+    assert!(
+        r.stdout.contains("$0.0000") && !r.stdout.contains("-0.0"),
+        "{r:?}"
+    );
+    // Nothing runs it: approve says so, and how to run it (issue 25).
+    let r = env.run(&["workflow", "approve", &id]);
+    r.code(0);
+    assert!(!r.stdout.contains("now running"), "{r:?}");
+    assert!(
+        r.stdout.contains("no supervisor is running it")
+            && r.stdout.contains(&format!("conductor workflow run {id}")),
+        "{r:?}"
+    );
     env.run(&["workflow", "approve", &id]).code(2);
     supervise(&env, &["workflow", "run", &id]).code(0);
     assert_eq!(trace(&env), ["plan", "build"]);
@@ -362,7 +377,9 @@ fn workflow_follow_waits_through_the_approval() {
     .unwrap();
     assert!(wait_until(30.0, || show(&env, &id)["session"]["status"]
         == "awaiting_approval"));
-    env.run(&["workflow", "approve", &id]).code(0);
+    let r = env.run(&["workflow", "approve", &id]);
+    r.code(0);
+    assert!(r.stdout.contains("now running in `plan`"), "{r:?}");
     finish_in(&env, child, 120).code(0);
     assert_eq!(trace(&env), ["plan", "build"]);
 }

@@ -21,7 +21,10 @@ it starts them at once (it wakes on the event journal) and retry returns. Otherw
 runs the dispatcher itself, with the same options as `queue run`, for these jobs only, until\n\
 they can make no more progress. --no-run only puts them back in line.\n\
 \n\
-A job blocked by a dependency is retried through that dependency.";
+A job blocked by a dependency is retried through that dependency.\n\
+\n\
+The jobs run exactly as the job last ran: the same --runner (with its --sandbox-ro and\n\
+--pass-env) and --agent-cmd, unless given here.";
 
 /// Exit codes of `queue retry`, shown at the end of its `--help`.
 pub const EXIT_CODES: &str = "\
@@ -46,8 +49,37 @@ pub struct RetryArgs {
 
 /// Run `queue retry`.
 pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
-    // Bad options are refused before anything changes.
-    let opts = args.dispatch.options(ctx, false, None)?;
+    // Runs as it ran, unless told otherwise; bad options are refused before anything changes.
+    let mut dispatch_args = args.dispatch;
+    let doc: QueueDoc = ctx.store.read_doc(ctx.now)?;
+    let before = ops::find(&doc, &args.job)
+        .ok()
+        .and_then(|i| doc.jobs[i].ran_with.clone());
+    if let Some(how) = &before {
+        if dispatch_args.runner.is_none() {
+            dispatch_args.runner = Some(how.runner.clone());
+            if dispatch_args.sandbox_ro.is_empty() {
+                dispatch_args.sandbox_ro = how.sandbox_ro_paths();
+            }
+            if dispatch_args.pass_env.is_empty() {
+                dispatch_args.pass_env = how.pass_env.clone();
+            }
+        }
+        if dispatch_args.agent_cmd.is_none() {
+            dispatch_args.agent_cmd = Some(how.agent_cmd.clone());
+        }
+    }
+    let shown = format!(
+        "--runner {} --agent-cmd {}",
+        conductor::queue::exec::shell_quote(dispatch_args.runner.as_deref().unwrap_or("local")),
+        conductor::queue::exec::shell_quote(
+            dispatch_args
+                .agent_cmd
+                .as_deref()
+                .unwrap_or(conductor::queue::exec::DEFAULT_AGENT_CMD)
+        )
+    );
+    let opts = dispatch_args.options(ctx, false, None)?;
     let keys = ctx.store.transaction(ctx.now, &[Lock::Queue], |tx| {
         let mut doc: QueueDoc = tx.read()?;
         let i = ops::find(&doc, &args.job)?;
@@ -84,8 +116,21 @@ pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
     // Asked after the commit: a dispatcher that is running now either sees the retry in the
     // journal, or looks at the queue once more after it withdraws (see `dispatch::run`).
     if dispatch::dispatcher_running(ctx.store.home().dir())? {
-        let message = format!("{queued} The running dispatcher starts it now.");
+        let message = format!(
+            "{queued} The running dispatcher starts it now, with its own runner and agent command."
+        );
         return print(ctx.out, &plain("dispatcher", message));
+    }
+    if !ctx.out.quiet {
+        eprintln!(
+            "conductor: running {} with {shown}{}",
+            keys[0],
+            if before.is_some() {
+                " (as it last ran, but for the options given here)"
+            } else {
+                ""
+            }
+        );
     }
     let only: BTreeSet<String> = keys.iter().cloned().collect();
     let opts = dispatch::Options {

@@ -61,12 +61,14 @@ pub struct DispatchArgs {
     /// How many jobs run at once.
     #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub parallel: u16,
-    /// `local`, `sandbox`, or a template containing {cmd}.
-    #[arg(long, default_value = "local", value_name = "local|sandbox|TEMPLATE")]
-    pub runner: String,
-    /// The agent command template (run by sh -c).
-    #[arg(long, default_value = DEFAULT_AGENT_CMD, value_name = "TEMPLATE")]
-    pub agent_cmd: String,
+    /// `local`, `sandbox`, or a template containing {cmd} [default: local; `queue retry`: the
+    /// runner the job last ran with].
+    #[arg(long, value_name = "local|sandbox|TEMPLATE")]
+    pub runner: Option<String>,
+    /// The agent command template (run by sh -c) [default: `opencode run --agent {agent}
+    /// [--model {model}]`; `queue retry`: the one the job last ran with].
+    #[arg(long, value_name = "TEMPLATE")]
+    pub agent_cmd: Option<String>,
     /// A file of NAME=value lines (mode 0600) to read secrets from, after the environment.
     #[arg(long, env = "CONDUCTOR_SECRETS_FILE", value_name = "FILE")]
     pub secrets_file: Option<PathBuf>,
@@ -185,7 +187,11 @@ impl DispatchArgs {
         follow: bool,
         only: Option<std::collections::BTreeSet<String>>,
     ) -> Result<Options> {
-        let runner = parse_runner(&self.runner, self.sandbox_ro, self.pass_env)?;
+        let runner = parse_runner(
+            self.runner.as_deref().unwrap_or("local"),
+            self.sandbox_ro,
+            self.pass_env,
+        )?;
         if let Some(f) = &self.secrets_file {
             // Refused now, before anything changes (the dispatcher reads it again).
             dispatch::read_secrets_file(f)?;
@@ -193,7 +199,9 @@ impl DispatchArgs {
         Ok(Options {
             parallel: usize::from(self.parallel),
             runner,
-            agent_cmd: self.agent_cmd,
+            agent_cmd: self
+                .agent_cmd
+                .unwrap_or_else(|| DEFAULT_AGENT_CMD.to_string()),
             follow,
             secrets_file: self.secrets_file,
             tick: std::io::stderr().is_terminal() && !ctx.out.quiet,

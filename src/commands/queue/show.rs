@@ -68,6 +68,17 @@ pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
     text.extend(opt("exit code", s.exit_code.map(|c| c.to_string())));
     text.extend(opt("pid", s.pid.map(|c| c.to_string())));
     text.extend(opt("runner", s.runner.clone()));
+    // How it last ran, which `queue retry` repeats.
+    text.extend(opt(
+        "ran with",
+        j.ran_with.as_ref().map(|r| {
+            format!(
+                "--runner {} --agent-cmd {}",
+                conductor::queue::exec::shell_quote(&r.runner),
+                conductor::queue::exec::shell_quote(&r.agent_cmd)
+            )
+        }),
+    ));
     text.extend(opt("started", s.started_at.map(|t| t.to_string())));
     text.extend(opt("finished", s.finished_at.map(|t| t.to_string())));
     text.push_str(&format!(

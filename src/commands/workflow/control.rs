@@ -41,17 +41,27 @@ fn act(
         op(s, now)?;
         Ok(s.clone())
     })?;
+    // "Running" is only true while a supervisor (`workflow run`) is there to run it.
+    let supervised = s
+        .supervisor_pid
+        .is_some_and(|p| !conductor::host::pid_is_dead(p));
+    let at = s
+        .current_state
+        .as_deref()
+        .map(|c| format!(" in `{c}`"))
+        .unwrap_or_default();
+    let text = if s.status == workflows::Status::Running && !supervised {
+        format!(
+            "{verb} {id}: ready to go on{at}, but no supervisor is running it; start one with \
+             `conductor workflow run {id}`"
+        )
+    } else {
+        format!("{verb} {id}: now {}{at}", s.status.as_str())
+    };
     emit(
         ctx,
-        json!({"status": "ok", "session": id, "workflow_status": s.status, "state": s.current_state}),
-        format!(
-            "{verb} {id}: now {}{}",
-            s.status.as_str(),
-            s.current_state
-                .as_deref()
-                .map(|c| format!(" in `{c}`"))
-                .unwrap_or_default()
-        ),
+        json!({"status": "ok", "session": id, "workflow_status": s.status, "state": s.current_state, "supervised": supervised}),
+        text,
         0,
     )
 }

@@ -46,7 +46,8 @@ pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
             })
             .sum();
         let tokens: u64 = runs.iter().map(|r| r.tokens).sum();
-        let cost: f64 = runs.iter().map(|r| r.cost_usd).sum();
+        // Plus 0.0: an empty f64 sum is -0.0, which prints as `$-0.0000`.
+        let cost: f64 = runs.iter().map(|r| r.cost_usd).sum::<f64>() + 0.0;
         per_state.push((name.clone(), runs.len(), secs, tokens, cost));
     }
     let current_run = s
@@ -99,7 +100,7 @@ pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
         s.runs.len(),
         duration(total_secs),
         s.totals.tokens,
-        s.totals.cost_usd
+        s.totals.cost_usd + 0.0
     ));
     if let Some(cur) = &s.current_state {
         text.push_str(&format!(

@@ -1,0 +1,55 @@
+//! Commands that only read the home never create it: a mistyped `--home` (or
+//! `CONDUCTOR_HOME`) fails with one clear line instead of leaving a new directory tree behind.
+
+use std::path::Path;
+
+use super::agent::AgentCommand;
+use super::queue::QueueCommand;
+use super::workflow::WorkflowCommand;
+use crate::cli::Command;
+use conductor::error::{Error, Result};
+use conductor::error::Reason;
+
+/// True for a command that only reads the home.
+fn reads_only(command: &Option<Command>) -> bool {
+    match command {
+        None => true,
+        Some(c) => matches!(
+            c,
+            Command::Status(_)
+                | Command::History(_)
+                | Command::Conflicts(_)
+                | Command::Events(_)
+                | Command::Messages(_)
+                | Command::Metrics(_)
+                | Command::Export(_)
+                | Command::Agent(
+                    AgentCommand::List | AgentCommand::Status(_) | AgentCommand::Log(_)
+                )
+                | Command::Queue(
+                    QueueCommand::Jobs(_) | QueueCommand::Show(_) | QueueCommand::Results(_)
+                )
+                | Command::Workflow(
+                    WorkflowCommand::List(_)
+                        | WorkflowCommand::Show(_)
+                        | WorkflowCommand::Status(_)
+                )
+        ),
+    }
+}
+
+/// Refuse a read-only command on a home that was named (`--home`, `CONDUCTOR_HOME`) but does
+/// not exist (and no shared store holds its documents). The default home is created as before.
+pub fn check(command: &Option<Command>, dir: &Path, named: bool) -> Result<()> {
+    if !named || !reads_only(command) || std::fs::symlink_metadata(dir).is_ok() {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        Reason::NoHome,
+        format!(
+            "there is no conductor home at {} (check --home or CONDUCTOR_HOME; this command only \
+             reads, so it does not create one)",
+            dir.display()
+        ),
+    ))
+}
