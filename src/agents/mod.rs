@@ -32,6 +32,7 @@ pub mod health;
 pub mod machine;
 pub mod ops;
 pub mod run_loop;
+pub mod service;
 pub mod text;
 
 use std::collections::{BTreeMap, VecDeque};

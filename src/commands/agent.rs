@@ -372,27 +372,7 @@ fn status(ctx: &Ctx, a: NameArg) -> Result<u8> {
     print(ctx.out, &Out::ok(v, text))
 }
 
-/// An event in Canopy's feed-item shape.
-pub fn canopy_item(e: &conductor::store::event::Event, users: &Agents) -> Value {
-    let uid = |n: &Option<String>| {
-        n.as_ref().map(|n| {
-            users
-                .agents
-                .get(n)
-                .map(|a| a.user_id.clone())
-                .unwrap_or_else(|| n.clone())
-        })
-    };
-    let p = &e.payload;
-    json!({
-        "seq": e.seq, "event_id": e.event_id, "event_type": e.event_type,
-        "actor_user_id": uid(&e.actor), "target_user_id": uid(&e.target),
-        "channel_id": p.get("channel_id"), "post_id": p.get("post_id"),
-        "message_id": p.get("message_id"),
-        "visibility_scope": p.get("visibility_scope").cloned().unwrap_or_else(|| json!(if e.target.is_some() { "direct" } else { "channel" })),
-        "created_at": e.created_at, "payload": p,
-    })
-}
+pub use conductor::agents::service::canopy_item;
 
 fn events(ctx: &Ctx, a: EventsArgs) -> Result<u8> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;

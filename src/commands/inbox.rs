@@ -7,9 +7,8 @@ use serde_json::{Value, json};
 use super::agent::Out;
 use super::{Ctx, print};
 use conductor::agents::{self, Agents, Inbox, Status, ops};
-use conductor::error::{Error, Result};
-use conductor::store::Lock;
 use conductor::error::Reason;
+use conductor::error::{Error, Result};
 
 const INBOX_HELP: &str = "Statuses: pending and seen are actionable; completed and skipped are terminal; \
 expired is set by the system only: an item still pending or seen 7 days after it was created, with no \
@@ -122,25 +121,9 @@ pub enum MentionsCommand {
 
 fn tx_inbox<T>(
     ctx: &Ctx,
-    mut f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
+    f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
 ) -> Result<T> {
-    let now_ms = agents::now_ms();
-    ctx.store.transaction(ctx.now, &[Lock::Agents], |tx| {
-        let mut agents: Agents = tx.read()?;
-        let mut inbox: Inbox = tx.read()?;
-        let before = (agents.clone(), inbox.clone());
-        let mut fx = ops::Fx::default();
-        ops::expire(&mut agents, &mut inbox, ctx.now, now_ms, &mut fx);
-        let v = f(&mut agents, &mut inbox, now_ms, &mut fx)?;
-        if agents != before.0 {
-            tx.write(&agents)?;
-        }
-        if inbox != before.1 {
-            tx.write(&inbox)?;
-        }
-        agents::stage(tx, fx)?;
-        Ok(v)
-    })
+    agents::service::transact_inbox(&ctx.store, ctx.now, f)
 }
 
 /// A better message for an id that is no longer actionable.

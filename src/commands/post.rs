@@ -9,9 +9,9 @@ use serde_json::json;
 use super::agent::Out;
 use super::{Ctx, print};
 use conductor::agents::{self, Agents, Channels, Inbox, Priority, ops};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::store::Lock;
-use conductor::error::Reason;
 
 /// `post`.
 #[derive(Debug, Args)]
@@ -135,43 +135,12 @@ fn posted(ctx: &Ctx, m: &agents::Message) -> Result<u8> {
     )
 }
 
-/// Post (or DM) in one transaction.
-pub fn post_message(ctx: &Ctx, p: ops::NewPost) -> Result<agents::Message> {
-    let now = ctx.now;
-    let now_ms = agents::now_ms();
-    ctx.store.transaction(now, &[Lock::Agents], |tx| {
-        let mut agents: Agents = tx.read()?;
-        let mut inbox: Inbox = tx.read()?;
-        let mut channels: Channels = tx.read()?;
-        let replied = match &p.reply_to {
-            Some(id) => agents::find_message(&ctx.store, &channels, id)?,
-            None => None,
-        };
-        let mut fx = ops::Fx::default();
-        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
-        let m = ops::post(
-            &mut agents,
-            &mut inbox,
-            &mut channels,
-            p.clone(),
-            replied.as_ref(),
-            now,
-            now_ms,
-            &mut fx,
-        )?;
-        tx.write_if_changed(&agents)?;
-        tx.write(&inbox)?;
-        tx.write(&channels)?;
-        agents::stage(tx, fx)?;
-        Ok(m)
-    })
-}
-
 /// Run `post`.
 pub fn run_post(ctx: &Ctx, a: PostArgs) -> Result<u8> {
     let content = text(a.text)?;
-    let m = post_message(
-        ctx,
+    let m = agents::service::post(
+        &ctx.store,
+        ctx.now,
         ops::NewPost {
             channel: a.channel,
             author: author(a.author),
@@ -187,8 +156,9 @@ pub fn run_post(ctx: &Ctx, a: PostArgs) -> Result<u8> {
 /// Run `dm`.
 pub fn run_dm(ctx: &Ctx, a: DmArgs) -> Result<u8> {
     let content = text(a.text)?;
-    let m = post_message(
-        ctx,
+    let m = agents::service::post(
+        &ctx.store,
+        ctx.now,
         ops::NewPost {
             channel: a.agent,
             author: author(a.author),

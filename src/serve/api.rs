@@ -146,28 +146,7 @@ fn types(req: &Req) -> Vec<String> {
         .collect()
 }
 
-/// An event in Canopy's feed-item shape.
-pub fn canopy_item(e: &Event, users: &Agents) -> Value {
-    let uid = |n: &Option<String>| {
-        n.as_ref().map(|n| {
-            users
-                .agents
-                .get(n)
-                .map(|a| a.user_id.clone())
-                .unwrap_or_else(|| n.clone())
-        })
-    };
-    let p = &e.payload;
-    json!({
-        "seq": e.seq, "event_id": e.event_id, "event_type": e.event_type,
-        "actor_user_id": uid(&e.actor), "target_user_id": uid(&e.target),
-        "channel_id": p.get("channel_id"), "post_id": p.get("post_id"),
-        "message_id": p.get("message_id"),
-        "visibility_scope": p.get("visibility_scope").cloned()
-            .unwrap_or_else(|| json!(if e.target.is_some() { "direct" } else { "channel" })),
-        "created_at": e.created_at, "payload": p,
-    })
-}
+pub use conductor::agents::service::canopy_item;
 
 /// A page of the journal: the events `keep` accepts after `after`.
 fn page(
@@ -325,25 +304,9 @@ fn update(id: String, body: &Map<String, Value>) -> std::result::Result<Update, 
 fn tx_inbox<T>(
     store: &Store,
     now: Timestamp,
-    mut f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
+    f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
 ) -> Result<T> {
-    let now_ms = agents::now_ms();
-    store.transaction(now, &[Lock::Agents], |tx| {
-        let mut agents: Agents = tx.read()?;
-        let mut inbox: Inbox = tx.read()?;
-        let before = (agents.clone(), inbox.clone());
-        let mut fx = ops::Fx::default();
-        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
-        let v = f(&mut agents, &mut inbox, now_ms, &mut fx)?;
-        if agents != before.0 {
-            tx.write(&agents)?;
-        }
-        if inbox != before.1 {
-            tx.write(&inbox)?;
-        }
-        agents::stage(tx, fx)?;
-        Ok(v)
-    })
+    conductor::agents::service::transact_inbox(store, now, f)
 }
 
 fn apply(

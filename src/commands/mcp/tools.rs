@@ -19,7 +19,7 @@ use conductor::protocol::request::{ClaimRequest, Request};
 use conductor::protocol::types::Outcome;
 use conductor::protocol::{Priority, State};
 use conductor::store::watch::Wake;
-use conductor::store::{Lock, Store};
+use conductor::store::Store;
 use conductor::time::Timestamp;
 use conductor::error::Reason;
 
@@ -683,20 +683,9 @@ impl Tools {
     fn tx_inbox<T>(
         &self,
         ctx: &Ctx,
-        mut f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut aops::Fx) -> Result<T>,
+        f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut aops::Fx) -> Result<T>,
     ) -> Result<T> {
-        let now_ms = agents::now_ms();
-        ctx.store.transaction(ctx.now, &[Lock::Agents], |tx| {
-            let mut ag: Agents = tx.read()?;
-            let mut ib: Inbox = tx.read()?;
-            let mut fx = aops::Fx::default();
-            aops::expire(&mut ag, &mut ib, ctx.now, now_ms, &mut fx);
-            let v = f(&mut ag, &mut ib, now_ms, &mut fx)?;
-            tx.write_if_changed(&ag)?;
-            tx.write_if_changed(&ib)?;
-            agents::stage(tx, fx)?;
-            Ok(v)
-        })
+        agents::service::transact_inbox(&ctx.store, ctx.now, f)
     }
 
     fn inbox_act(&self, ctx: &Ctx, a: InboxActArgs) -> Result<Answer> {
@@ -769,8 +758,9 @@ impl Tools {
     }
 
     fn post(&self, ctx: &Ctx, a: PostArgs) -> Result<Answer> {
-        let m = super::super::post::post_message(
-            ctx,
+        let m = agents::service::post(
+            &ctx.store,
+            ctx.now,
             aops::NewPost {
                 channel: a.channel,
                 author: self.author(),
@@ -784,8 +774,9 @@ impl Tools {
     }
 
     fn dm(&self, ctx: &Ctx, a: DmArgs) -> Result<Answer> {
-        let m = super::super::post::post_message(
-            ctx,
+        let m = agents::service::post(
+            &ctx.store,
+            ctx.now,
             aops::NewPost {
                 channel: a.agent,
                 author: self.author(),

@@ -1,0 +1,85 @@
+//! The agents domain as every face calls it (the CLI, the MCP server, Canopy's HTTP API): the
+//! transactions over the three documents (agents, inbox, channels), and the shapes Canopy's
+//! clients read.
+
+use serde_json::{Value, json};
+
+use super::{Agents, Channels, Inbox, Message, ops};
+use crate::error::Result;
+use crate::store::event::Event;
+use crate::store::{Lock, Store};
+use crate::time::Timestamp;
+
+/// Run `f` on the agents and the inbox under the agents' lock, after expiring what is due, and
+/// commit what changed with its ledger lines and events.
+pub fn transact_inbox<T>(
+    store: &Store,
+    now: Timestamp,
+    mut f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
+) -> Result<T> {
+    let now_ms = super::now_ms();
+    store.transaction(now, &[Lock::Agents], |tx| {
+        let mut agents: Agents = tx.read()?;
+        let mut inbox: Inbox = tx.read()?;
+        let mut fx = ops::Fx::default();
+        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
+        let v = f(&mut agents, &mut inbox, now_ms, &mut fx)?;
+        tx.write_if_changed(&agents)?;
+        tx.write_if_changed(&inbox)?;
+        super::stage(tx, fx)?;
+        Ok(v)
+    })
+}
+
+/// Post (or DM) in one transaction.
+pub fn post(store: &Store, now: Timestamp, p: ops::NewPost) -> Result<Message> {
+    let now_ms = super::now_ms();
+    store.transaction(now, &[Lock::Agents], |tx| {
+        let mut agents: Agents = tx.read()?;
+        let mut inbox: Inbox = tx.read()?;
+        let mut channels: Channels = tx.read()?;
+        let replied = match &p.reply_to {
+            Some(id) => super::find_message(store, &channels, id)?,
+            None => None,
+        };
+        let mut fx = ops::Fx::default();
+        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
+        let m = ops::post(
+            &mut agents,
+            &mut inbox,
+            &mut channels,
+            p.clone(),
+            replied.as_ref(),
+            now,
+            now_ms,
+            &mut fx,
+        )?;
+        tx.write_if_changed(&agents)?;
+        tx.write(&inbox)?;
+        tx.write(&channels)?;
+        super::stage(tx, fx)?;
+        Ok(m)
+    })
+}
+
+/// An event in Canopy's feed-item shape.
+pub fn canopy_item(e: &Event, users: &Agents) -> Value {
+    let uid = |n: &Option<String>| {
+        n.as_ref().map(|n| {
+            users
+                .agents
+                .get(n)
+                .map(|a| a.user_id.clone())
+                .unwrap_or_else(|| n.clone())
+        })
+    };
+    let p = &e.payload;
+    json!({
+        "seq": e.seq, "event_id": e.event_id, "event_type": e.event_type,
+        "actor_user_id": uid(&e.actor), "target_user_id": uid(&e.target),
+        "channel_id": p.get("channel_id"), "post_id": p.get("post_id"),
+        "message_id": p.get("message_id"),
+        "visibility_scope": p.get("visibility_scope").cloned().unwrap_or_else(|| json!(if e.target.is_some() { "direct" } else { "channel" })),
+        "created_at": e.created_at, "payload": p,
+    })
+}
