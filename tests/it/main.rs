@@ -14,6 +14,7 @@ mod faults;
 mod foreign;
 mod hooks;
 mod hostile;
+mod journal_seek;
 mod layers;
 mod props;
 mod protocol;
