@@ -29,8 +29,13 @@ fn a_reader_after_the_last_seq_of_a_big_journal_reads_exactly_the_new_events() {
         &json!({"workspace": "w", "jobs": jobs}).to_string(),
     )
     .code(0);
-    let size = std::fs::metadata(env.home_file("events.jsonl")).unwrap().len();
-    assert!(size > 4 * 1024 * 1024, "the active segment is only {size} bytes");
+    let size = std::fs::metadata(env.home_file("events.jsonl"))
+        .unwrap()
+        .len();
+    assert!(
+        size > 4 * 1024 * 1024,
+        "the active segment is only {size} bytes"
+    );
     let last = env.run(&["events", "--after", "0", "--limit", "1"]).json();
     assert_eq!(seqs(&last), vec![1]);
     let total: u64 = std::fs::read_to_string(env.home_file("events.jsonl"))
@@ -54,7 +59,14 @@ fn a_reader_after_the_last_seq_of_a_big_journal_reads_exactly_the_new_events() {
     // A watcher started after the last seq, then new events: it prints exactly those.
     let watch = env
         .cmd()
-        .args(["--json", "watch", "--after", &total.to_string(), "--count", "2"])
+        .args([
+            "--json",
+            "watch",
+            "--after",
+            &total.to_string(),
+            "--count",
+            "2",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -66,7 +78,11 @@ fn a_reader_after_the_last_seq_of_a_big_journal_reads_exactly_the_new_events() {
     assert!(out.status.success());
     let watched: Vec<u64> = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["seq"].as_u64().unwrap())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
         .collect();
     assert_eq!(watched, (total + 1..=total + 2).collect::<Vec<_>>());
 
@@ -74,5 +90,8 @@ fn a_reader_after_the_last_seq_of_a_big_journal_reads_exactly_the_new_events() {
     let page = env.run(&["events", "--after", &total.to_string()]).json();
     let new = seqs(&page);
     assert!(new.len() >= 2, "{page}");
-    assert_eq!(new, (total + 1..=total + new.len() as u64).collect::<Vec<_>>());
+    assert_eq!(
+        new,
+        (total + 1..=total + new.len() as u64).collect::<Vec<_>>()
+    );
 }

@@ -29,5 +29,6 @@ mod serve;
 mod shell;
 mod smoke;
 mod stale;
+mod startup;
 mod txn_crash;
 mod workflow;
