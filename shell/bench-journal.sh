@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark for issue 26 (not a test): `events --after LAST` on a small and on a 24 MB active
 # segment, whole processes, medians of interleaved runs, and their ratio (one run, release).
-# A reader seeks by seq, so the ratio should stay near 1 (it was about 20x when every reader
-# parsed the active segment from its start).
+# A reader seeks by seq, so the ratio stays near 1. Measured (release, 2 busy cores): 2.84 vs
+# 3.54 ms, 1.25x (50 runs); the build before the seek: 3.20 vs 92.68 ms, 29x (20 runs), when
+# every reader parsed the active segment from its start.
 # Usage: shell/bench-journal.sh [RUNS]   (default 100)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,6 +2,8 @@
 # Benchmark for issue 26 (not a test): start-up of `conductor --version` against a hello-world
 # Rust binary built the same way (release, this workspace's [profile.release], same toolchain),
 # whole processes, medians of 200 interleaved runs each, and their ratio (goal: within 1.3x).
+# Measured (2 cores, another build running): hello-world 0.847 ms, `--version` 1.249 ms, 1.47x;
+# before the --version fast path (main's release build, same loop): 1.231 vs 2.772 ms, 2.25x.
 # Usage: shell/bench-startup.sh [RUNS]   (default 200)
 set -euo pipefail
 cd "$(dirname "$0")/.."
