@@ -8,6 +8,9 @@ mod serve;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    if version_only() {
+        return ExitCode::SUCCESS;
+    }
     let cli = match cli::parse() {
         Ok(cli) => cli,
         Err(code) => return ExitCode::from(code),
@@ -24,4 +27,20 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// `conductor --version` (or `-V`) alone: print what clap prints, without building the command
+/// tree first (start-up cost, issue 26). Anything else goes through clap as before.
+fn version_only() -> bool {
+    let mut args = std::env::args_os().skip(1);
+    let (Some(arg), None) = (args.next(), args.next()) else {
+        return false;
+    };
+    if arg != "--version" && arg != "-V" {
+        return false;
+    }
+    use std::io::Write;
+    // A closed stdout is not an error for a version query (clap ignores it too).
+    let _ = writeln!(std::io::stdout(), "conductor {}", env!("CARGO_PKG_VERSION"));
+    true
 }

@@ -440,8 +440,11 @@ impl Tail {
         if let Some(path) = pick {
             match File::open(&path) {
                 Ok(f) => {
-                    let ino = f.metadata().ctx("inspect", &path)?.ino();
-                    self.file = Some((f, ino));
+                    let meta = f.metadata().ctx("inspect", &path)?;
+                    // Seek by seq: the cost follows what is read, not the file's size.
+                    self.offset = super::journal_seek::start_offset(&f, meta.len(), self.after)
+                        .ctx("read", &path)?;
+                    self.file = Some((f, meta.ino()));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(Error::io("open", &path, e)),

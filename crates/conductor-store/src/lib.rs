@@ -26,6 +26,7 @@ pub mod home;
 pub mod host;
 pub mod journal;
 pub mod journal_mark;
+pub mod journal_seek;
 pub mod ledger;
 pub mod lock;
 pub mod redo;
