@@ -1,6 +1,7 @@
-//! One file per command. Each turns its arguments into a [`Request`] (the protocol's operation
-//! input, the same object `conductor op` takes), and `execute` runs the request. Reports print
-//! as text, or with `--json` as exactly the protocol's output object.
+//! The CLI face: one file per command. Each turns its arguments into a call of the library (for
+//! the protocol, a [`Request`], the same object `conductor op` takes, run by
+//! `conductor::protocol::sessions`) and renders what comes back: text, or with `--json` exactly
+//! the protocol's output object. No command calls another command.
 
 pub mod agent;
 pub mod agent_run;

@@ -1,6 +1,9 @@
 //! The Conductor protocol: its documents ([`types`]), its operations as pure functions over the
-//! state ([`ops`]) and the priority gate ([`gate`]). Nothing here touches the disk, the clock or
-//! the terminal; `commands` gathers those inputs and `store` persists the result.
+//! state ([`ops`], with the clock and process liveness passed in), the priority gate ([`gate`]),
+//! and the services every face calls: [`sessions`] (start, claim, release, done, heartbeat,
+//! cleanup: a typed request in, a typed outcome out) over [`service`] (one transaction on
+//! `status.json` through the store, reconciling other programs' writes first). The pure parts
+//! touch neither the disk, the clock nor the terminal; nothing here prints.
 //!
 //! Wire format: with `--json` every command prints exactly one object whose `status` is `ok`,
 //! `conflict` (exit 3), `blocked` (exit 4, `reason: "priority_gate"`) or `error` (exit 1 or 2,
