@@ -4,10 +4,10 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::error::Reason;
 use crate::error::{Error, Result};
 use crate::store::event::NewEvent;
 use crate::text::printable;
-use crate::error::Reason;
 
 /// Events and ledger lines an operation produced.
 #[derive(Debug, Default)]
@@ -186,7 +186,10 @@ pub fn dm_channel(a: &str, b: &str) -> String {
 
 fn check_content(content: &str) -> Result<()> {
     if content.trim().is_empty() {
-        return Err(Error::invalid(Reason::InvalidInput, "a post needs some text"));
+        return Err(Error::invalid(
+            Reason::InvalidInput,
+            "a post needs some text",
+        ));
     }
     if content.len() > MAX_POST_BYTES {
         return Err(Error::invalid(

@@ -34,8 +34,8 @@ use crate::store::watch::{self, Wake};
 use crate::store::{Lock, Store};
 use crate::time::Timestamp;
 
-pub use crate::progress::Note;
 use crate::error::Reason;
+pub use crate::progress::Note;
 
 /// `agent run`.
 /// How the loop runs (the command line of `conductor agent run`).
@@ -123,7 +123,10 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
     watch::block_stop_signals();
     ops::check_ttl(args.ttl)?;
     if args.exec.as_deref().is_some_and(|c| c.trim().is_empty()) {
-        return Err(Error::invalid(Reason::InvalidInput, "--exec needs a command"));
+        return Err(Error::invalid(
+            Reason::InvalidInput,
+            "--exec needs a command",
+        ));
     }
     if !(args.timeout.is_finite() && args.timeout > 0.0)
         || args

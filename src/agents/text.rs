@@ -1,7 +1,7 @@
 //! Reading posts the way Canopy does: `@handle` mentions and assignment lines. Pure.
 
-use crate::error::{Error, Result};
 use crate::error::Reason;
+use crate::error::{Error, Result};
 
 fn handle_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')

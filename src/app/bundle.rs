@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use super::{DOCUMENTS, LEDGERS, document_names};
+use crate::error::Reason;
 use crate::error::{Error, Result};
 use crate::store::{Bundle, Store};
-use crate::error::Reason;
 
 /// Everything this home or store holds.
 pub fn export(store: &Store) -> Result<Bundle> {

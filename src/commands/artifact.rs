@@ -9,8 +9,8 @@ use serde_json::json;
 use super::agent::Out;
 use super::{Ctx, print};
 use conductor::agents::artifact;
-use conductor::error::{Error, IoContext, Result};
 use conductor::error::Reason;
+use conductor::error::{Error, IoContext, Result};
 
 /// The artifact verbs.
 #[derive(Debug, Subcommand)]

@@ -22,9 +22,9 @@ use sha2::Digest;
 use toml_edit::{DocumentMut, Item, Table};
 
 use super::integrate::{our_program, write_atomic};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::hooks::Agent;
-use conductor::error::Reason;
 
 /// Codex's home: `$CODEX_HOME`, else `~/.codex`.
 pub fn codex_home() -> Result<PathBuf> {

@@ -3,10 +3,10 @@
 use serde_json::json;
 
 use super::{Ctx, Report, print};
+use conductor::error::Reason;
 use conductor::error::Result;
 use conductor::protocol::doctor::{self, Finding};
 use conductor::schema::Schema;
-use conductor::error::Reason;
 
 /// Check (and repair) the home.
 #[derive(Debug, clap::Args)]

@@ -4,10 +4,10 @@
 use serde_json::json;
 
 use super::Ctx;
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::protocol::events::ALL_TYPES;
 use conductor::store::event::Event;
-use conductor::error::Reason;
 
 /// Read events.
 #[derive(Debug, clap::Args)]

@@ -15,6 +15,7 @@ use std::time::Duration;
 use crate::cli::GlobalArgs;
 use crate::output::Output;
 use conductor::config::Enforce;
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::hooks::{self, Agent, DEFAULT_TASK, Event, HookInput, Verdict};
 use conductor::protocol::local::{self, PathNormalizer, ProcessTable};
@@ -24,7 +25,6 @@ use conductor::protocol::{Priority, ProjectConfig, Source, State};
 use conductor::schema::Schema;
 use conductor::store::{Home, Store};
 use conductor::time::Timestamp;
-use conductor::error::Reason;
 
 /// Seconds a hook waits for the state lock at most (the agent waits on the hook).
 const LOCK_WAIT_SECS: f64 = 3.0;
@@ -359,7 +359,12 @@ fn new_instance(agent: Agent, input: &HookInput, dir: &Path) -> Result<NewInstan
         .unwrap_or_else(|| "root".into());
     let working_directory = dir
         .to_str()
-        .ok_or_else(|| Error::invalid(Reason::InvalidDirectory, "the session's directory is not UTF-8"))?
+        .ok_or_else(|| {
+            Error::invalid(
+                Reason::InvalidDirectory,
+                "the session's directory is not UTF-8",
+            )
+        })?
         .to_string();
     let source = match agent {
         Agent::Cursor => Source::Cur,

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::Ctx;
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::store::Bundle;
-use conductor::error::Reason;
 
 /// Load an export bundle into this (empty) home or store.
 #[derive(Debug, clap::Args)]

@@ -16,9 +16,9 @@ use serde_json::{Map, Value, json};
 
 use super::Report;
 use crate::output::Output;
+use conductor::error::Reason;
 use conductor::error::{Error, IoContext, Result};
 use conductor::hooks::Agent;
-use conductor::error::Reason;
 
 /// The `/conductor` command file, as shipped in the Claude Code plugin.
 pub const COMMAND_MD: &str = include_str!("../../shell/claude/commands/conductor.md");
@@ -202,7 +202,11 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
         } else {
             install(&t, &dir, &hook_command(args.agent)?)?
         };
-        c.extend(super::integrate_mcp::install(&mcp, &super::integrate_mcp::exe()?, &dir.join(MANIFEST))?);
+        c.extend(super::integrate_mcp::install(
+            &mcp,
+            &super::integrate_mcp::exe()?,
+            &dir.join(MANIFEST),
+        )?);
         c
     };
     super::print(

@@ -22,9 +22,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use conductor::error::Reason;
 use conductor::error::{Error, IoContext, Result};
 use conductor::hooks::Agent;
-use conductor::error::Reason;
 
 /// The server's name in every agent's configuration.
 pub const NAME: &str = "conductor";

@@ -9,9 +9,9 @@
 use std::path::{Path, PathBuf};
 
 use super::integrate::write_atomic;
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::hooks::Agent;
-use conductor::error::Reason;
 
 /// OpenCode's plugin, as installed (with `conductor` replaced by this binary's path).
 pub const OPENCODE_PLUGIN: &str = include_str!("../../shell/opencode/conductor.js");

@@ -6,8 +6,8 @@ use clap::Args;
 
 use super::Ctx;
 use conductor::agents::{Agents, Inbox, health};
-use conductor::error::{Error, IoContext, Result};
 use conductor::error::Reason;
+use conductor::error::{Error, IoContext, Result};
 
 /// `metrics`.
 #[derive(Debug, Args)]

@@ -5,11 +5,11 @@
 use std::path::PathBuf;
 
 use super::Ctx;
+use conductor::error::Reason;
 use conductor::error::{Error, IoContext, Result};
 use conductor::protocol::{CONFLICTS, HISTORY};
 use conductor::store::LedgerFile;
 use conductor::store::watch::{self, Wake};
-use conductor::error::Reason;
 
 /// Keep local copies of the history and conflict logs up to date.
 #[derive(Debug, clap::Args)]

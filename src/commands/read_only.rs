@@ -7,8 +7,8 @@ use super::agent::AgentCommand;
 use super::queue::QueueCommand;
 use super::workflow::WorkflowCommand;
 use crate::cli::Command;
-use conductor::error::{Error, Result};
 use conductor::error::Reason;
+use conductor::error::{Error, Result};
 
 /// True for a command that only reads the home.
 fn reads_only(command: &Option<Command>) -> bool {

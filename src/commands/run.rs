@@ -9,6 +9,7 @@ use std::sync::mpsc::{RecvTimeoutError, channel};
 use super::claim;
 use super::start::{self, StartArgs};
 use super::{Ctx, Report, print};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::protocol::ops;
 use conductor::protocol::request::ClaimRequest;
@@ -17,7 +18,6 @@ use conductor::protocol::{Outcome, Priority, Source};
 use conductor::store::Store;
 use conductor::store::watch;
 use conductor::time::{Limit, Timestamp};
-use conductor::error::Reason;
 
 /// Run a command as a registered instance.
 #[derive(Debug, clap::Args)]

@@ -268,7 +268,9 @@ pub fn session_or_adopted<'a>(
 ) -> Option<&'a Instance> {
     session_instance(st, session_id).or_else(|| {
         st.instance(adopt?).filter(|i| {
-            i.session_id.as_deref().is_none_or(|s| s.is_empty() || s == session_id)
+            i.session_id
+                .as_deref()
+                .is_none_or(|s| s.is_empty() || s == session_id)
         })
     })
 }

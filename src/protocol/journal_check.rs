@@ -7,9 +7,9 @@
 use std::path::Path;
 
 use super::doctor::Finding;
-use crate::store::journal_mark::{self, Mark};
 use crate::error::Result;
 use crate::store::event::Event;
+use crate::store::journal_mark::{self, Mark};
 
 /// The finding for `events.seq`, given the last seq of the journal as kept (0: empty) and the
 /// `journal.gap` events in it. With `repair` (every lock held), the damage is acknowledged.

@@ -8,10 +8,10 @@ use std::path::{Component, Path, PathBuf};
 use super::claims;
 use super::ops::Liveness;
 use super::types::{Instance, Source};
+use crate::error::Reason;
 use crate::error::{Error, Result};
 use crate::host::{hostname, pid_is_dead};
 use crate::text::printable;
-use crate::error::Reason;
 
 /// Detect the session's source from the environment, in the protocol's order. Cursor comes
 /// before VS Code because Cursor also sets the VS Code variables.
@@ -205,8 +205,12 @@ impl PathNormalizer {
         // after it is kept as typed (see `protocol::claims`).
         if claims::is_glob(input) {
             let (dir, rest) = claims::split_glob(input);
-            claims::check_pattern(rest)
-                .map_err(|why| Error::invalid(Reason::InvalidGlob, format!("invalid glob `{}`: {why}", printable(input))))?;
+            claims::check_pattern(rest).map_err(|why| {
+                Error::invalid(
+                    Reason::InvalidGlob,
+                    format!("invalid glob `{}`: {why}", printable(input)),
+                )
+            })?;
             let dir = if dir.is_empty() { "." } else { dir };
             let prefix = self.dir_prefix(dir, &bad)?;
             if prefix.ends_with(':') && rest.starts_with("**") {

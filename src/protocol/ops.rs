@@ -12,11 +12,11 @@ use serde_json::json;
 use super::claims;
 use super::events;
 use super::types::*;
+use crate::error::Reason;
 use crate::error::{Error, Result};
 use crate::store::event::NewEvent;
 use crate::text::printable;
 use crate::time::Timestamp;
-use crate::error::Reason;
 
 /// Heartbeat age after which an instance counts as orphaned (the protocol's one hour).
 pub const DEFAULT_MAX_AGE_MINUTES: u64 = 60;

@@ -5,9 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Outcome, Priority, Source};
+use crate::error::Reason;
 use crate::error::{Error, Result};
 use crate::schema;
-use crate::error::Reason;
 
 /// A protocol operation, as `conductor op` reads it and every subcommand builds it.
 #[derive(Clone, Debug, Serialize, Deserialize)]

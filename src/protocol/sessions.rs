@@ -17,11 +17,11 @@ use super::request::{
     ClaimRequest, CleanupRequest, DoneRequest, HeartbeatRequest, ReleaseRequest, StartRequest,
 };
 use super::{Outcome, ProjectConfig, State};
+use crate::error::Reason;
 use crate::error::{Error, Result};
 use crate::schema::Schema;
 use crate::store::Store;
 use crate::time::Timestamp;
-use crate::error::Reason;
 
 /// Who is asking: where they stand (`None`: the current directory is gone).
 #[derive(Clone, Debug, Default)]

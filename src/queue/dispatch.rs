@@ -37,12 +37,12 @@ use super::exec::{self, Runner};
 use super::launch::{ToLaunch, ahead_maker, launch, prepare, reaper, result_path};
 use super::ops::{self, Finish};
 use super::{Job, Layout, QueueDoc, State};
+use crate::error::Reason;
 use crate::error::{Error, IoContext, Result};
 use crate::store::journal::Tail;
 use crate::store::watch::{self, Wake};
 use crate::store::{Lock, Store};
 use crate::time::Timestamp;
-use crate::error::Reason;
 
 /// How to dispatch.
 #[derive(Clone, Debug)]

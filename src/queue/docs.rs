@@ -5,8 +5,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, IoContext, Result};
 use crate::error::Reason;
+use crate::error::{Error, IoContext, Result};
 
 /// Where collections come from and which exist.
 #[derive(Clone, Debug)]

@@ -4,8 +4,8 @@
 //! skips a reserved name all the same (a job could have been written by an older version).
 
 use super::manifest::Manifest;
-use crate::error::{Error, Result};
 use crate::error::Reason;
+use crate::error::{Error, Result};
 
 /// Exact names a secret may not have: set by conductor or the sandbox for every job, or read by
 /// the shell and the dynamic loader before the agent runs.

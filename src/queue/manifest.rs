@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::error::{Error, Result};
 use crate::error::Reason;
+use crate::error::{Error, Result};
 
 /// The checked-in schema text.
 pub const SCHEMA: &str = include_str!("../../schemas/queue-manifest.schema.json");

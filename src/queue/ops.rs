@@ -11,10 +11,10 @@ use serde_json::json;
 
 use super::manifest::{self, Manifest};
 use super::{Job, JobStatus, QueueDoc, State, Workspace};
+use crate::error::Reason;
 use crate::error::{Error, Result};
 use crate::store::event::NewEvent;
 use crate::time::Timestamp;
-use crate::error::Reason;
 
 /// Event types written by the queue.
 pub const SUBMITTED: &str = "queue.job.submitted";

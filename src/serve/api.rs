@@ -7,11 +7,11 @@ use tiny_http::Method;
 
 use super::{Reply, Req, Shared};
 use conductor::agents::{self, Agents, Channels, Inbox, Priority, Status, ops};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::store::event::Event;
 use conductor::store::{Lock, Store};
 use conductor::time::Timestamp;
-use conductor::error::Reason;
 
 /// Default and largest page sizes.
 const LIMIT_DEFAULT: u64 = 50;

@@ -14,10 +14,10 @@ use sha2::{Digest, Sha256};
 
 use crate::commands::{Ctx, Out, print};
 use conductor::agents::{Agents, ops};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::store::{Document, Lock, Store, corrupt};
 use conductor::time::Timestamp;
-use conductor::error::Reason;
 
 /// `runtime-api-keys.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

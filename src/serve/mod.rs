@@ -25,10 +25,10 @@ use serde_json::{Value, json};
 use tiny_http::{Header, Method, Request, Response, Server};
 
 use crate::commands::Ctx;
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::store::Store;
 use conductor::store::watch::{self, Wake};
-use conductor::error::Reason;
 
 /// The largest request body read, in bytes (a post is at most 16 KiB of text, JSON-escaped).
 pub const MAX_BODY: usize = 256 * 1024;
@@ -131,8 +131,12 @@ pub fn run(ctx: &Ctx, a: ServeArgs) -> Result<u8> {
         .store
         .watcher(conductor::store::journal::is_journal_file)?;
     watcher.stop_on_signals_and_closed_stdout();
-    let server = Server::http(addr)
-        .map_err(|e| Error::invalid(Reason::ListenFailed, format!("cannot listen on {addr}: {e}")))?;
+    let server = Server::http(addr).map_err(|e| {
+        Error::invalid(
+            Reason::ListenFailed,
+            format!("cannot listen on {addr}: {e}"),
+        )
+    })?;
     let bound = server
         .server_addr()
         .to_ip()

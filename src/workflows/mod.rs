@@ -28,8 +28,8 @@ pub mod persona;
 pub mod rules;
 pub mod session;
 pub mod supervisor;
-pub mod timeline;
 pub mod template;
+pub mod timeline;
 
 use std::path::Path;
 
@@ -37,11 +37,11 @@ use serde::{Deserialize, Serialize};
 
 pub use session::{Run, RunOutcome, Session, Status};
 
+use crate::error::Reason;
 use crate::error::{Error, Result};
 use crate::store::event::NewEvent;
 use crate::store::{Document, LedgerFile, Lock, Store};
 use crate::time::Timestamp;
-use crate::error::Reason;
 
 /// Finished sessions, one JSON object per line.
 pub const FINISHED: LedgerFile = LedgerFile {

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
 use crate::error::Reason;
+use crate::error::{Error, Result};
 
 /// A persona, resolved for one state run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -9,9 +9,9 @@ use super::baseline::Baseline;
 use super::persona::Persona;
 use super::rules::Rules;
 use super::template::{DONE, Template};
+use crate::error::Reason;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
-use crate::error::Reason;
 
 /// The fourth traversal of one directed edge stops automated moves.
 pub const MAX_EDGE_TRAVERSALS: u32 = 3;

@@ -25,6 +25,7 @@ use super::{
     self as workflows, RunOutcome, SESSION_FILES_DIR, Session, Sessions, Status, baseline, event,
     persona,
 };
+use crate::error::Reason;
 use crate::error::{Error, IoContext, Result};
 use crate::progress::Note;
 use crate::protocol::request::{DoneRequest, StartRequest};
@@ -33,7 +34,6 @@ use crate::protocol::{Outcome, Priority};
 use crate::store::Store;
 use crate::store::watch::{self, Wake};
 use crate::time::Timestamp;
-use crate::error::Reason;
 
 /// Re-read the ledger at least this often, in case a notification is lost.
 const SAFETY_RESCAN: Duration = Duration::from_secs(10);

@@ -8,8 +8,8 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
 use crate::error::Reason;
+use crate::error::{Error, Result};
 
 /// The reserved transition target that finishes a workflow.
 pub const DONE: &str = "done";

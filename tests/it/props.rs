@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use conductor::protocol::claims;
 use conductor::protocol::ops::{self, AssumeAlive, Effect, NewInstance, Which};
 use conductor::protocol::*;
-use conductor::protocol::claims;
 use conductor::time::Timestamp;
 use proptest::prelude::*;
 
@@ -240,13 +240,27 @@ proptest! {
 // ---- Directory and glob claims (issue 25): no two holders of overlapping keys. ----
 
 const KEYS: [&str; 12] = [
-    "/w/src/", "/w/src/a.rs", "/w/src/d/e.rs", "/w/", "/w/src/**/*.rs", "/w/src/*.rs",
-    "/w/*/a.rs", "/w/src/d/", "/w/lib.rs", "/w/**/*.ts", "/w/src/d/*.ts", "/v/x",
+    "/w/src/",
+    "/w/src/a.rs",
+    "/w/src/d/e.rs",
+    "/w/",
+    "/w/src/**/*.rs",
+    "/w/src/*.rs",
+    "/w/*/a.rs",
+    "/w/src/d/",
+    "/w/lib.rs",
+    "/w/**/*.ts",
+    "/w/src/d/*.ts",
+    "/v/x",
 ];
 
 fn key_steps() -> impl Strategy<Value = Vec<(usize, Vec<usize>, u8)>> {
     prop::collection::vec(
-        (0..3usize, prop::collection::vec(0..KEYS.len(), 1..4), 0..4u8),
+        (
+            0..3usize,
+            prop::collection::vec(0..KEYS.len(), 1..4),
+            0..4u8,
+        ),
         1..40,
     )
 }
@@ -271,7 +285,14 @@ fn glob() -> impl Strategy<Value = String> {
 
 fn path() -> impl Strategy<Value = String> {
     prop::collection::vec(
-        prop_oneof![Just("a"), Just("b"), Just("ab"), Just("aa"), Just("[a]"), Just("ba")],
+        prop_oneof![
+            Just("a"),
+            Just("b"),
+            Just("ab"),
+            Just("aa"),
+            Just("[a]"),
+            Just("ba")
+        ],
         1..6,
     )
     .prop_map(|c| format!("/{}", c.join("/")))

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::sync::Mutex;
 
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::hooks;
 use conductor::protocol::local;
@@ -13,7 +14,6 @@ use conductor::protocol::ops::{self, Effect, NewInstance};
 use conductor::protocol::types::Outcome;
 use conductor::protocol::{Priority, State};
 use conductor::time::Timestamp;
-use conductor::error::Reason;
 
 /// How the server finds its instance.
 pub struct Identity {
@@ -76,7 +76,10 @@ impl Identity {
         let working_directory = dir
             .to_str()
             .ok_or_else(|| {
-                Error::invalid(Reason::InvalidDirectory, "the working directory is not UTF-8")
+                Error::invalid(
+                    Reason::InvalidDirectory,
+                    "the working directory is not UTF-8",
+                )
             })?
             .to_string();
         let new = NewInstance {

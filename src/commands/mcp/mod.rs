@@ -21,9 +21,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 
 use super::Ctx;
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use tools::{Answer, Tools};
-use conductor::error::Reason;
 
 /// Serve conductor's tools over MCP on stdin/stdout.
 #[derive(Debug, clap::Args)]

@@ -12,16 +12,16 @@ use super::identity::Identity;
 use crate::commands::{Ctx, Report};
 use crate::output::Output;
 use conductor::agents::{self, Agents, Inbox, ops as aops};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::protocol::local::{self, PathNormalizer, ProcessTable};
 use conductor::protocol::ops::{self, ClaimOutcome, Which};
 use conductor::protocol::request::{ClaimRequest, Request};
 use conductor::protocol::types::Outcome;
 use conductor::protocol::{Priority, State};
-use conductor::store::watch::Wake;
 use conductor::store::Store;
+use conductor::store::watch::Wake;
 use conductor::time::Timestamp;
-use conductor::error::Reason;
 
 /// The longest `claim` waits (`wait_seconds`): MCP clients time requests out.
 pub const MAX_WAIT_SECONDS: u64 = 600;
@@ -194,8 +194,12 @@ static OUT: Output = Output {
 };
 
 fn args<T: DeserializeOwned>(tool: &str, v: Value) -> Result<T> {
-    serde_json::from_value(v)
-        .map_err(|e| Error::invalid(Reason::InvalidInput, format!("invalid {tool} arguments: {e}")))
+    serde_json::from_value(v).map_err(|e| {
+        Error::invalid(
+            Reason::InvalidInput,
+            format!("invalid {tool} arguments: {e}"),
+        )
+    })
 }
 
 #[derive(Deserialize)]
@@ -461,8 +465,13 @@ impl Tools {
         let pid = std::process::id();
         let (id, files, outcome, st) = conductor::protocol::transact(&ctx.store, now, |st, fx| {
             let id = self.identity.require(st, now, fx)?;
-            let (id, mut paths) =
-                conductor::protocol::sessions::resolve_with_paths(&ctx.store, &ctx.caller(), st, &Some(id), &[&a.files])?;
+            let (id, mut paths) = conductor::protocol::sessions::resolve_with_paths(
+                &ctx.store,
+                &ctx.caller(),
+                st,
+                &Some(id),
+                &[&a.files],
+            )?;
             let files = paths.remove(0);
             let out = ops::claim(st, &id, &files, a.force.as_deref(), now, &live, fx)?;
             if wait.is_some() && !out.conflicts.is_empty() {
@@ -521,8 +530,13 @@ impl Tools {
             let Some(id) = self.identity.current(st)? else {
                 return Ok(Vec::new());
             };
-            let (id, mut paths) =
-                conductor::protocol::sessions::resolve_with_paths(&ctx.store, &ctx.caller(), st, &Some(id), &[&a.files])?;
+            let (id, mut paths) = conductor::protocol::sessions::resolve_with_paths(
+                &ctx.store,
+                &ctx.caller(),
+                st,
+                &Some(id),
+                &[&a.files],
+            )?;
             let which = if a.all {
                 Which::All
             } else {
@@ -565,7 +579,13 @@ impl Tools {
                     "this session has no conductor instance: nothing to finish",
                 ));
             };
-            let (id, mut paths) = conductor::protocol::sessions::resolve_with_paths(&ctx.store, &ctx.caller(), st, &Some(id), &[&listed])?;
+            let (id, mut paths) = conductor::protocol::sessions::resolve_with_paths(
+                &ctx.store,
+                &ctx.caller(),
+                st,
+                &Some(id),
+                &[&listed],
+            )?;
             let modified = a.files_modified.as_ref().map(|_| paths.remove(0));
             ops::drop_dead_waiters(st, &local::waiter_is_dead, now, fx);
             let released = ops::done(st, &id, outcome, modified, a.notes.clone(), now, fx)?;
@@ -579,7 +599,10 @@ impl Tools {
 
     fn check(&self, ctx: &Ctx, a: FilesArgs) -> Result<Answer> {
         if a.files.is_empty() {
-            return Err(Error::invalid(Reason::InvalidInput, "give at least one file"));
+            return Err(Error::invalid(
+                Reason::InvalidInput,
+                "give at least one file",
+            ));
         }
         let st = conductor::protocol::read(&ctx.store, ctx.now)?;
         let live = self.liveness(ctx)?;
@@ -588,9 +611,15 @@ impl Tools {
             .unwrap_or_default();
         let me_id = self.identity.current(&st)?;
         let files = match &me_id {
-            Some(id) => conductor::protocol::sessions::resolve_with_paths(&ctx.store, &ctx.caller(), &st, &Some(id.clone()), &[&a.files])?
-                .1
-                .remove(0),
+            Some(id) => conductor::protocol::sessions::resolve_with_paths(
+                &ctx.store,
+                &ctx.caller(),
+                &st,
+                &Some(id.clone()),
+                &[&a.files],
+            )?
+            .1
+            .remove(0),
             None => {
                 let cwd = ctx.cwd()?;
                 let mut norm =

@@ -10,9 +10,9 @@ use serde_json::json;
 
 use crate::commands::Out;
 use crate::commands::{Ctx, print};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::queue::{docs, manifest};
-use conductor::error::Reason;
 
 /// The long help of `queue plan`.
 pub const ABOUT: &str = "Run a planner command (default `opencode run`) with the task, the available doc collections\n\
@@ -107,7 +107,10 @@ pub fn run(ctx: &Ctx, args: PlanArgs) -> Result<u8> {
         let _ = stdin.write_all(text.as_bytes());
     }
     let out = child.wait_with_output().map_err(|e| {
-        Error::invalid(Reason::PlannerFailed, format!("planner `{}`: {e}", args.planner))
+        Error::invalid(
+            Reason::PlannerFailed,
+            format!("planner `{}`: {e}", args.planner),
+        )
     })?;
     if !out.status.success() {
         return Err(Error::invalid(

@@ -5,9 +5,9 @@ use serde_json::{Value, json};
 
 use super::{Out, all_jobs};
 use crate::commands::{Ctx, print};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::queue::Layout;
-use conductor::error::Reason;
 
 /// The long help of `queue results`.
 pub const ABOUT: &str = "Compile every job's RESULT.md in a workspace, with each outcome marked as the job reported\n\

@@ -10,11 +10,11 @@ use serde_json::json;
 
 use crate::commands::Out;
 use crate::commands::{Ctx, print};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::queue::State;
 use conductor::queue::dispatch::{self, Options, Update};
 use conductor::queue::exec::{DEFAULT_AGENT_CMD, Runner};
-use conductor::error::Reason;
 
 /// The long help of `queue run`.
 pub const ABOUT: &str = "Start every ready job (up to --parallel at once) and each dependent the moment its last\n\

@@ -5,9 +5,9 @@ use serde_json::json;
 
 use super::{Out, all_jobs};
 use crate::commands::{Ctx, print};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::queue::{Job, Layout};
-use conductor::error::Reason;
 
 /// The long help of `queue show`.
 pub const ABOUT: &str =

@@ -10,11 +10,11 @@ use serde_json::json;
 
 use crate::commands::Out;
 use crate::commands::{Ctx, print};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::queue::manifest::{self, Manifest};
 use conductor::queue::{Layout, QueueDoc, State, Workspace, archive, docs, ops};
 use conductor::store::Lock;
-use conductor::error::Reason;
 
 /// The long help of `queue submit`.
 pub const ABOUT: &str = "Submit a manifest: `{\"workspace\": ID, \"jobs\": [{\"id\", \"prompt\", \"docs\", \"secrets\", \"depends_on\",\n\
@@ -40,9 +40,9 @@ pub struct SubmitArgs {
 pub fn read_text(arg: &str) -> Result<(String, String)> {
     if arg == "-" {
         let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| Error::invalid(Reason::InvalidManifest, format!("cannot read stdin: {e}")))?;
+        std::io::stdin().read_to_string(&mut s).map_err(|e| {
+            Error::invalid(Reason::InvalidManifest, format!("cannot read stdin: {e}"))
+        })?;
         return Ok((s, "stdin".into()));
     }
     let text = std::fs::read_to_string(arg).map_err(|e| {

@@ -4,9 +4,9 @@
 use serde_json::json;
 
 use super::{Ctx, WorkerArgs, emit};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::workflows::{self, rules::Decision, rules::ToolCall};
-use conductor::error::Reason;
 
 /// Check a tool call against the session's rules.
 #[derive(Debug, clap::Args)]

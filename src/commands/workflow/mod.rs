@@ -18,9 +18,9 @@ use clap::Subcommand;
 use serde_json::Value;
 
 use super::{Ctx, print};
+use conductor::error::Reason;
 use conductor::error::Result;
 pub use conductor::workflows::timeline::title;
-use conductor::error::Reason;
 
 /// The group's `--help` epilogue: a session from start to end.
 pub const HELP: &str = "\

@@ -3,9 +3,9 @@
 use serde_json::json;
 
 use super::{Ctx, WorkerArgs, emit};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::workflows;
-use conductor::error::Reason;
 
 /// Record what later states must know.
 #[derive(Debug, clap::Args)]

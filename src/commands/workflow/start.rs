@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::{Ctx, emit};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::store::Lock;
 use conductor::workflows::session::SessionRules;
 use conductor::workflows::{self, Session, Sessions, event, persona, rules, template};
-use conductor::error::Reason;
 
 /// Damage-control's rules file, used when the template names none.
 pub const DEFAULT_RULES: &str = ".pi/damage-control-rules.yaml";

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::{Ctx, emit};
+use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::workflows::template;
-use conductor::error::Reason;
 
 /// Check a workflow template file.
 #[derive(Debug, clap::Args)]
