@@ -7,7 +7,6 @@ use tiny_http::Method;
 
 use super::{Reply, Req, Shared};
 use conductor::agents::{self, Agents, Channels, Inbox, Priority, Status, ops};
-use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::store::event::Event;
 use conductor::store::{Lock, Store};
@@ -477,7 +476,6 @@ fn post(store: &Store, now: Timestamp, req: &Req, me: &str, raw: &str) -> Answer
         Some(v) => serde_json::from_value::<Priority>(v.clone())
             .map_err(|_| bad("priority", "`priority` must be urgent, high, normal or low"))?,
     };
-    let now_ms = agents::now_ms();
     let p = ops::NewPost {
         channel,
         author: me.to_string(),
@@ -486,37 +484,8 @@ fn post(store: &Store, now: Timestamp, req: &Req, me: &str, raw: &str) -> Answer
         priority,
         dm: false,
     };
-    let m = lib(store.transaction(now, &[Lock::Agents], |tx| {
-        let mut agents: Agents = tx.read()?;
-        let mut inbox: Inbox = tx.read()?;
-        let mut channels: Channels = tx.read()?;
-        let replied = match &p.reply_to {
-            Some(id) => Some(agents::find_message(store, &channels, id)?.ok_or_else(|| {
-                Error::invalid(
-                    Reason::InvalidInput,
-                    format!("reply_to: no message `{}`", conductor::text::printable(id)),
-                )
-            })?),
-            None => None,
-        };
-        let mut fx = ops::Fx::default();
-        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
-        let m = ops::post(
-            &mut agents,
-            &mut inbox,
-            &mut channels,
-            p.clone(),
-            replied.as_ref(),
-            now,
-            now_ms,
-            &mut fx,
-        )?;
-        tx.write_if_changed(&agents)?;
-        tx.write(&inbox)?;
-        tx.write(&channels)?;
-        agents::stage(tx, fx)?;
-        Ok::<_, Error>(m)
-    }))?;
+    // An unknown `reply_to` is refused by the post itself (`invalid_input`).
+    let m = lib(agents::service::post(store, now, p))?;
     Ok(Reply::json(
         201,
         json!({"success": true, "message": canopy_message(&m)}),

@@ -164,6 +164,7 @@ fn a_claim_refused_names_the_holder_and_check_agrees_then_done_finishes() {
             {"tool": "claim", "args": {"files": ["src/x.rs"], "wait_seconds": 5000}},
             {"tool": "release", "args": {}},
             {"tool": "done", "args": {"outcome": "finished"}},
+            {"sync": "refused"},
             {"tool": "done", "args": {"notes": "b is fixed"}},
         ]),
     );
@@ -233,7 +234,10 @@ fn a_claim_refused_names_the_holder_and_check_agrees_then_done_finishes() {
         c.next()["text"],
         "error: `finished` is not one of success, abandoned, conflict"
     );
+    // The client waits here, so no later call can be writing while the home is compared.
+    assert_eq!(c.next()["sync"], "refused");
     assert_eq!(env.snapshot(), before, "refused calls change nothing");
+    c.go();
 
     let done = c.next();
     assert_eq!(done["is_error"], false, "{done}");
