@@ -27,6 +27,7 @@ pub mod integrate;
 pub mod integrate_mcp;
 pub mod integrate_plugin;
 pub mod man;
+pub mod man_markdown;
 pub mod mcp;
 pub mod metrics;
 pub mod mirror;
