@@ -25,6 +25,7 @@ mod queue;
 mod queue_hostile;
 mod queue_scale;
 mod races;
+mod readme;
 mod reasons;
 mod sandbox;
 mod schemas;
