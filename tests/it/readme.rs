@@ -267,3 +267,63 @@ fn the_file_reference_lists_every_schema_with_its_title() {
         missing.join("\n")
     );
 }
+
+/// A heading's anchor as GitHub makes it: lower case, spaces to `-`, punctuation other than `-`
+/// and `_` dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every relative link of the README and the guides names a file that exists and, with a
+/// `#fragment`, a heading it has: moving a section cannot leave a dead link behind.
+#[test]
+fn links_between_the_documents_resolve() {
+    let headings = |path: &Path| -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut in_fence = false;
+        let mut out = Vec::new();
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                in_fence = !in_fence;
+            } else if !in_fence && line.starts_with('#') {
+                out.push(anchor(line.trim_start_matches('#')));
+            }
+        }
+        out
+    };
+    let mut dead = Vec::new();
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            for part in line.split("](").skip(1) {
+                let Some(link) = part.split(')').next() else {
+                    continue;
+                };
+                if link.starts_with("http") || link.contains(' ') {
+                    continue;
+                }
+                let (file, fragment) = link.split_once('#').unwrap_or((link, ""));
+                let target = if file.is_empty() {
+                    doc.clone()
+                } else {
+                    doc.parent().unwrap().join(file)
+                };
+                if !target.exists() {
+                    dead.push(format!("{}:{}: {link}: no such file", doc.display(), n + 1));
+                } else if !fragment.is_empty() && !headings(&target).iter().any(|h| h == fragment) {
+                    dead.push(format!("{}:{}: {link}: no such heading", doc.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(dead.is_empty(), "dead links:\n{}", dead.join("\n"));
+}
