@@ -114,7 +114,6 @@ fn commands_are_shown_only_in_sh_blocks() {
 
 #[test]
 fn every_sh_block_of_the_readme_and_the_guides_runs() {
-    let started = std::time::Instant::now();
     let mut ran = 0;
     for doc in documents() {
         let text = std::fs::read_to_string(&doc).unwrap();
@@ -129,9 +128,6 @@ fn every_sh_block_of_the_readme_and_the_guides_runs() {
         run_document(&doc, &runnable);
     }
     assert!(ran >= 10, "only {ran} blocks found: is the extraction broken?");
-    // The budget of the whole run (issue 25: fast enough for every CI run).
-    let took = started.elapsed().as_secs_f64();
-    assert!(took < 60.0, "the documents' commands took {took:.1} s");
 }
 
 /// Run one document's blocks in order in one bash, and fail with the file, the line and the
