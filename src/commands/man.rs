@@ -19,7 +19,9 @@ pub struct ManArgs {
 /// Run `man`.
 pub fn run(args: ManArgs) -> Result<u8> {
     if args.markdown {
-        return super::completions::write_stdout(crate::commands::man_markdown::render().as_bytes());
+        return super::completions::write_stdout(
+            crate::commands::man_markdown::render().as_bytes(),
+        );
     }
     let mut buf = Vec::new();
     clap_mangen::Man::new(Cli::command())

@@ -127,7 +127,10 @@ fn every_sh_block_of_the_readme_and_the_guides_runs() {
         ran += runnable.iter().filter(|b| b.info == "sh").count();
         run_document(&doc, &runnable);
     }
-    assert!(ran >= 10, "only {ran} blocks found: is the extraction broken?");
+    assert!(
+        ran >= 10,
+        "only {ran} blocks found: is the extraction broken?"
+    );
 }
 
 /// Run one document's blocks in order in one bash, and fail with the file, the line and the
@@ -316,7 +319,11 @@ fn links_between_the_documents_resolve() {
                 if !target.exists() {
                     dead.push(format!("{}:{}: {link}: no such file", doc.display(), n + 1));
                 } else if !fragment.is_empty() && !headings(&target).iter().any(|h| h == fragment) {
-                    dead.push(format!("{}:{}: {link}: no such heading", doc.display(), n + 1));
+                    dead.push(format!(
+                        "{}:{}: {link}: no such heading",
+                        doc.display(),
+                        n + 1
+                    ));
                 }
             }
         }

@@ -10,7 +10,8 @@ use conductor::store::error::Refusal;
 /// The exit-code table of docs/exit-codes.md: exit code → the reasons its row names.
 fn readme_table() -> BTreeMap<u8, BTreeSet<String>> {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/exit-codes.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/exit-codes.md"))
+            .unwrap();
     let table = readme
         .split("# Exit codes")
         .nth(1)

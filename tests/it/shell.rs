@@ -235,8 +235,7 @@ fn prompt_segment_is_quiet_without_an_instance() {
 
 /// The first ```sh block after a heading of a guide in docs/.
 fn readme_block(doc: &str, heading: &str) -> String {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(doc)).unwrap();
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(doc)).unwrap();
     let section = readme
         .split(heading)
         .nth(1)
@@ -256,7 +255,10 @@ fn readme_shell_section_runs() {
     let env = TestEnv::new();
     let r = bash(
         &env,
-        &format!("set -e\n{}", readme_block("docs/protocol.md", "## Use it from your shell")),
+        &format!(
+            "set -e\n{}",
+            readme_block("docs/protocol.md", "## Use it from your shell")
+        ),
     );
     r.code(0);
     assert!(

@@ -852,9 +852,10 @@ fn workflow_templates_are_found_in_the_project_then_the_home() {
 
 /// The template in docs/workflows.md.
 fn readme_template() -> String {
-    let readme =
-        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/workflows.md"))
-            .unwrap();
+    let readme = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/workflows.md"),
+    )
+    .unwrap();
     let at = readme
         .find("# Workflows")
         .expect("docs/workflows.md has a Workflows section");
