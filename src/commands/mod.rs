@@ -26,6 +26,7 @@ pub mod inbox;
 pub mod integrate;
 pub mod integrate_mcp;
 pub mod integrate_plugin;
+pub mod lock_wait;
 pub mod man;
 pub mod mcp;
 pub mod metrics;
@@ -158,7 +159,10 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         && cli.global.store.as_deref().unwrap_or("").is_empty();
     read_only::check(&command, &dir, named)?;
     let timeout = Duration::from_secs_f64(cli.global.lock_timeout);
-    let store = Store::open(dir, timeout, cli.global.quiet)?;
+    let mut store = Store::open(dir, timeout)?;
+    if !cli.global.quiet {
+        store = store.on_wait(lock_wait::notes());
+    }
     let ctx = Ctx {
         store,
         now: Timestamp::now(),

@@ -137,7 +137,7 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
     let mut worker: Option<Worker> = None;
     // Reads finish a commit in flight first; that short wait is not worth a message.
     let mut sv = Sup {
-        store: Store::open(store.home().dir().to_path_buf(), store.lock_timeout(), true)?,
+        store: Store::open(store.home().dir().to_path_buf(), store.lock_timeout())?,
         progress,
     };
     let sv = &mut sv;
@@ -702,7 +702,7 @@ fn start_worker(sv: &mut Sup, s: &Session, agent_cmd: &str) -> Result<Option<Wor
         // Retried: a lost exit would leave the supervisor waiting for a worker that is gone.
         for attempt in 0..100 {
             let now = Timestamp::now();
-            let r = Store::open(home.clone(), timeout, true)
+            let r = Store::open(home.clone(), timeout)
                 .map_err(Into::into)
                 .and_then(|store| {
                     workflows::update(&store, now, &sid, |s, ev| {

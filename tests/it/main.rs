@@ -12,6 +12,7 @@ mod etcd;
 mod events;
 mod faults;
 mod first_hour;
+mod friction;
 mod foreign;
 mod hooks;
 mod hostile;
