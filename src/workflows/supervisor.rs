@@ -472,6 +472,9 @@ pub fn build_prompt(s: &Session, state: &str, p: &persona::Persona, attempt: u32
     t.push_str(&format!(
         "\n## How to finish\nWhen this state's work is complete, run exactly one of:\n{}\
          then exit. Allowed targets: {} (`done` finishes the whole workflow).\n\
+         That command is how this state's outcome is recorded: its summary is what the next\n\
+         states read. Exiting without it counts as a failed attempt (the state is retried once,\n\
+         then the session waits for a human).\n\
          Along the way:\n- conductor workflow snapshot --finding TEXT | --file PATH | --pending TEXT | --set KEY=VALUE\n\
          - conductor workflow usage --tokens N --cost USD (what you used)\n\
          - conductor claim FILE before editing a file (you are a registered conductor instance)\n",

@@ -238,8 +238,17 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
     let opts = args.dispatch.options(ctx, args.follow, None)?;
     let (summary, took) = dispatch_with_progress(ctx, &opts)?;
     let ok = summary.all_completed();
+    let paused = ctx
+        .store
+        .read_doc::<conductor::queue::QueueDoc>(ctx.now)
+        .is_ok_and(|d| d.paused);
     let message = format!(
-        "{}Started {} job(s) in {took:.2}s{}.{}",
+        "{}{}Started {} job(s) in {took:.2}s{}.{}",
+        if paused {
+            "The queue is paused (`conductor queue resume`). "
+        } else {
+            ""
+        },
         if summary.stopped { "Stopped. " } else { "" },
         summary.started,
         if summary.ended.is_empty() {
