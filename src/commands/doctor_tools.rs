@@ -75,14 +75,14 @@ pub fn check(ctx: &Ctx, integrated: &[Agent]) -> Vec<Tool> {
     let mut out = vec![
         tool(
             "bwrap",
-            "queue run --runner sandbox (bubblewrap)".into(),
+            "the sandbox runner, queue run --runner sandbox".into(),
             "the sandbox runner: `queue run --runner sandbox` refuses to start jobs; \
              install bubblewrap (apt-get install bubblewrap)"
                 .into(),
         ),
         tool(
             "jq",
-            "the protocol's shell recipes (the original plugin's hooks and scripts)".into(),
+            "the protocol's jq recipes, which the original plugin's hooks run".into(),
             "the jq recipes of conductor-protocol.md, so the original plugin's hooks cannot \
              claim or read status.json; conductor itself does not need jq"
                 .into(),
@@ -127,7 +127,8 @@ pub fn check(ctx: &Ctx, integrated: &[Agent]) -> Vec<Tool> {
         };
         if let Some(t) = out.iter_mut().find(|t| t.tool == prog) {
             if !t.needed_for.contains(&who) {
-                t.needed_for.push_str(&format!("; the agent command of the {who}"));
+                t.needed_for
+                    .push_str(&format!("; the agent command of the {who}"));
             }
             continue;
         }

@@ -102,7 +102,13 @@ pub fn run(ctx: &Ctx, args: HistoryArgs) -> Result<u8> {
     }
     let mut first = true;
     let mut table = super::table::Table::new(&[
-        "COMPLETED", "OUTCOME", "ID", "PRIORITY", "PROJECT", "MINUTES", "TASK",
+        "COMPLETED",
+        "OUTCOME",
+        "ID",
+        "PRIORITY",
+        "PROJECT",
+        "MINUTES",
+        "TASK",
     ]);
     let mut emit = |w: &mut std::io::BufWriter<_>, e: &HistoryEntry| -> Result<()> {
         if json {

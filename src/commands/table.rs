@@ -20,8 +20,12 @@ impl Table {
     /// Add a row (one cell per column).
     pub fn row(&mut self, cells: Vec<String>) {
         debug_assert_eq!(cells.len(), self.header.len());
-        self.rows
-            .push(cells.iter().map(|c| conductor::text::printable(c)).collect());
+        self.rows.push(
+            cells
+                .iter()
+                .map(|c| conductor::text::printable(c))
+                .collect(),
+        );
     }
 
     /// The lines, header first, without a trailing newline.

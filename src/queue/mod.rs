@@ -137,7 +137,9 @@ pub struct Job {
 }
 
 /// A job's priority among the ready ones (`P0` first, `P2` by default).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub enum JobPriority {
     P0,
     P1,

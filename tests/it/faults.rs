@@ -54,7 +54,10 @@ fn a_lock_held_past_the_timeout_names_the_lock_and_its_holder() {
         "names the holder: {msg}"
     );
     assert!(
-        r.stderr.matches("Blocking: waiting for the state lock").count() == 1,
+        r.stderr
+            .matches("Blocking: waiting for the state lock")
+            .count()
+            == 1,
         "says once that it is waiting: {}",
         r.stderr
     );

@@ -32,7 +32,10 @@ fn a_short_wait_for_a_lock_says_nothing() {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(!stderr.contains("Blocking"), "a 0.3 s wait is not announced: {stderr}");
+    assert!(
+        !stderr.contains("Blocking"),
+        "a 0.3 s wait is not announced: {stderr}"
+    );
 }
 
 #[test]
@@ -67,7 +70,9 @@ fn a_long_wait_for_a_lock_is_announced_once_after_about_a_second() {
     let (first_line_at, stderr) = reader.join().unwrap();
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert_eq!(
-        stderr.matches("Blocking: waiting for the state lock").count(),
+        stderr
+            .matches("Blocking: waiting for the state lock")
+            .count(),
         1,
         "one line, however long the wait: {stderr}"
     );
@@ -139,9 +144,17 @@ fn list_commands_print_a_header_and_aligned_columns() {
     let r = env.run(&["queue", "jobs"]);
     r.code(0);
     assert_aligned(&r.stdout, &["STATE", "JOB", "ATTEMPTS", "DETAIL"]);
-    assert!(r.stdout.contains("w/a-much-longer-job-name"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("w/a-much-longer-job-name"),
+        "{}",
+        r.stdout
+    );
     let j = env.run(&["--json", "queue", "jobs"]).json();
-    assert_eq!(j["jobs"].as_array().unwrap().len(), 2, "--json as before: {j}");
+    assert_eq!(
+        j["jobs"].as_array().unwrap().len(),
+        2,
+        "--json as before: {j}"
+    );
     assert_eq!(j["jobs"][0]["id"], "a");
 
     // status
@@ -160,8 +173,16 @@ fn list_commands_print_a_header_and_aligned_columns() {
         &table.join("\n"),
         &["INSTANCE", "PRI", "STARTED", "BEAT", "PROJECT", "TASK"],
     );
-    assert!(r.stdout.contains(&a) && r.stdout.contains(&b), "{}", r.stdout);
-    assert!(r.stdout.lines().any(|l| l.trim() == "src/a.rs"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&a) && r.stdout.contains(&b),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.lines().any(|l| l.trim() == "src/a.rs"),
+        "{}",
+        r.stdout
+    );
 
     // history
     env.run(&["done", "--instance", &a]).code(0);
@@ -170,20 +191,38 @@ fn list_commands_print_a_header_and_aligned_columns() {
     r.code(0);
     assert_aligned(
         &r.stdout,
-        &["COMPLETED", "OUTCOME", "ID", "PRIORITY", "PROJECT", "MINUTES", "TASK"],
+        &[
+            "COMPLETED",
+            "OUTCOME",
+            "ID",
+            "PRIORITY",
+            "PROJECT",
+            "MINUTES",
+            "TASK",
+        ],
     );
     assert_eq!(r.stdout.lines().count(), 3, "{}", r.stdout);
 
     // inbox
-    env.run(&["agent", "register", "scout", "--watch", "ops"]).code(0);
-    env.run(&["post", "ops", "hello @scout", "--as", "ana"]).code(0);
-    env.run(&["post", "ops", "a second, longer message for @scout", "--as", "bob-the-builder"])
+    env.run(&["agent", "register", "scout", "--watch", "ops"])
         .code(0);
+    env.run(&["post", "ops", "hello @scout", "--as", "ana"])
+        .code(0);
+    env.run(&[
+        "post",
+        "ops",
+        "a second, longer message for @scout",
+        "--as",
+        "bob-the-builder",
+    ])
+    .code(0);
     let r = env.run(&["inbox"]);
     r.code(0);
     assert_aligned(
         &r.stdout,
-        &["ID", "STATUS", "PRIORITY", "TRIGGER", "AGENT", "CHANNEL", "FROM", "PREVIEW"],
+        &[
+            "ID", "STATUS", "PRIORITY", "TRIGGER", "AGENT", "CHANNEL", "FROM", "PREVIEW",
+        ],
     );
     assert_eq!(r.stdout.lines().count(), 3, "{}", r.stdout);
 
@@ -197,10 +236,14 @@ fn list_commands_print_a_header_and_aligned_columns() {
     )
     .unwrap();
     env.run(&["workflow", "start", "feature", "one"]).code(0);
-    env.run(&["workflow", "start", "feature", "another task"]).code(0);
+    env.run(&["workflow", "start", "feature", "another task"])
+        .code(0);
     let r = env.run(&["workflow", "list"]);
     r.code(0);
-    assert_aligned(&r.stdout, &["SESSION", "STATUS", "STATE", "TEMPLATE", "TASK"]);
+    assert_aligned(
+        &r.stdout,
+        &["SESSION", "STATUS", "STATE", "TEMPLATE", "TASK"],
+    );
     assert_eq!(r.stdout.lines().count(), 3, "{}", r.stdout);
 }
 
@@ -248,10 +291,23 @@ fn queue_add_submits_one_job_from_words_or_stdin_and_prints_its_id() {
     let r = env.run(&["queue", "add", "--", "write", "the", "notes"]);
     r.code(0);
     assert_eq!(r.stdout.trim(), "default/job-1");
-    let r = env.run_stdin(&["queue", "add", "--id", "from-stdin", "--after", "job-1"], "a prompt\non two lines\n");
+    let r = env.run_stdin(
+        &["queue", "add", "--id", "from-stdin", "--after", "job-1"],
+        "a prompt\non two lines\n",
+    );
     r.code(0);
     assert_eq!(r.stdout.trim(), "default/from-stdin");
-    let r = env.run(&["--json", "queue", "add", "--priority", "P0", "--outcome", "it works", "--", "urgent"]);
+    let r = env.run(&[
+        "--json",
+        "queue",
+        "add",
+        "--priority",
+        "P0",
+        "--outcome",
+        "it works",
+        "--",
+        "urgent",
+    ]);
     r.code(0);
     assert_eq!(r.json()["jobs"][0]["id"], "job-2", "{}", r.stdout);
     let q: serde_json::Value =
@@ -265,14 +321,18 @@ fn queue_add_submits_one_job_from_words_or_stdin_and_prints_its_id() {
     assert_eq!(jobs[2]["outcomes"], serde_json::json!(["it works"]));
     // Bad input: refused, nothing changed.
     let before = env.snapshot();
-    env.run(&["queue", "add", "--after", "nope", "--", "x"]).code(2);
-    env.run(&["queue", "add", "--id", "job-1", "--", "x"]).code(2);
-    env.run(&["queue", "add", "--priority", "P9", "--", "x"]).code(2);
+    env.run(&["queue", "add", "--after", "nope", "--", "x"])
+        .code(2);
+    env.run(&["queue", "add", "--id", "job-1", "--", "x"])
+        .code(2);
+    env.run(&["queue", "add", "--priority", "P9", "--", "x"])
+        .code(2);
     env.run_stdin(&["queue", "add"], "  \n").code(2);
     assert_eq!(env.snapshot(), before, "refused input changes nothing");
     // One at a time: the P0 job, added last, starts first; the dependent after its dependency.
     let (cmd, trace) = tracer(&env, 0.0);
-    env.run(&["queue", "run", "--parallel", "1", "--agent-cmd", &cmd]).code(0);
+    env.run(&["queue", "run", "--parallel", "1", "--agent-cmd", &cmd])
+        .code(0);
     assert_eq!(read_lines(&trace), ["job-2", "job-1", "from-stdin"]);
 }
 
@@ -288,8 +348,15 @@ fn a_paused_queue_starts_nothing_until_resumed_and_a_paused_job_waits_alone() {
     assert!(r.stdout.contains("paused"), "{}", r.stdout);
     assert!(!trace.exists(), "a paused queue starts nothing");
     let jobs = env.run(&["queue", "jobs"]);
-    assert!(jobs.stdout.starts_with("The queue is paused"), "{}", jobs.stdout);
-    assert_eq!(env.run(&["--json", "queue", "jobs"]).json()["queue_paused"], true);
+    assert!(
+        jobs.stdout.starts_with("The queue is paused"),
+        "{}",
+        jobs.stdout
+    );
+    assert_eq!(
+        env.run(&["--json", "queue", "jobs"]).json()["queue_paused"],
+        true
+    );
     // A following dispatcher waits, and starts the jobs when the queue is resumed, except
     // the one paused by name.
     env.run(&["queue", "pause", "job-2"]).code(0);
@@ -314,7 +381,11 @@ fn a_paused_queue_starts_nothing_until_resumed_and_a_paused_job_waits_alone() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(read_lines(&trace), ["job-1"], "job-2 stays paused");
     let jobs = env.run(&["queue", "jobs"]);
-    assert!(jobs.stdout.contains("paused (conductor queue resume JOB)"), "{}", jobs.stdout);
+    assert!(
+        jobs.stdout.contains("paused (conductor queue resume JOB)"),
+        "{}",
+        jobs.stdout
+    );
     env.run(&["queue", "resume", "default/job-2"]).code(0);
     assert!(
         wait_until(10.0, || read_lines(&trace) == ["job-1", "job-2"]),
@@ -325,6 +396,24 @@ fn a_paused_queue_starts_nothing_until_resumed_and_a_paused_job_waits_alone() {
     let _ = follower.wait();
     // Pausing an unknown job is refused.
     env.run(&["queue", "pause", "nope"]).code(2);
+    // Each pause and resume is in the journal, and the types can be filtered on.
+    let r = env.run(&["events", "--types", "queue.paused,queue.resumed"]);
+    r.code(0);
+    let types: Vec<String> = r.json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| format!("{} {}", e["event_type"].as_str().unwrap(), e["target"]))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "queue.paused null",
+            "queue.paused \"default/job-2\"",
+            "queue.resumed null",
+            "queue.resumed \"default/job-2\""
+        ]
+    );
 }
 
 /// A directory holding links to these programs (found on the test's PATH), to run doctor with.
@@ -353,7 +442,9 @@ fn doctor_names_each_external_tool_and_what_its_absence_disables() {
     r.code(0);
     for t in ["jq", "bwrap", "claude", "opencode"] {
         assert!(
-            r.stdout.lines().any(|l| l.starts_with(&format!("ok    tool {t}: "))),
+            r.stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("ok    tool {t}: "))),
             "{t} found:\n{}",
             r.stdout
         );
@@ -376,10 +467,18 @@ fn doctor_names_each_external_tool_and_what_its_absence_disables() {
     assert!(line("claude").contains("Claude Code"), "{}", r.stdout);
     assert!(line("opencode").contains("queue jobs"), "{}", r.stdout);
     assert!(r.stdout.contains("ok    tool jq: "), "{}", r.stdout);
-    let j = env.run_env(&["--json", "doctor"], &[("PATH", some.to_str().unwrap())]).json();
+    let j = env
+        .run_env(&["--json", "doctor"], &[("PATH", some.to_str().unwrap())])
+        .json();
     let tools = j["tools"].as_array().unwrap();
     let bwrap = tools.iter().find(|t| t["tool"] == "bwrap").unwrap();
-    assert!(bwrap["path"].is_null() && bwrap["missing_disables"].as_str().unwrap().contains("sandbox"));
+    assert!(
+        bwrap["path"].is_null()
+            && bwrap["missing_disables"]
+                .as_str()
+                .unwrap()
+                .contains("sandbox")
+    );
 }
 
 fn bash(env: &TestEnv, script: &str, vars: &[(&str, &str)]) -> Run {
@@ -412,7 +511,10 @@ echo "id=$CONDUCTOR_INSTANCE_ID"
 conductor done >/dev/null"#;
     for (vars, prefix) in [
         (&[("TERM_PROGRAM", "iTerm.app")][..], "itm-"),
-        (&[("CURSOR_SESSION", "1"), ("VSCODE_GIT_IPC_HANDLE", "x")][..], "cur-"),
+        (
+            &[("CURSOR_SESSION", "1"), ("VSCODE_GIT_IPC_HANDLE", "x")][..],
+            "cur-",
+        ),
         (&[("VSCODE_GIT_IPC_HANDLE", "x")][..], "vsc-"),
         (&[("CLAUDE_COWORK_SESSION", "s")][..], "cow-"),
         (&[][..], "web-"),
@@ -426,22 +528,34 @@ conductor done >/dev/null"#;
             .unwrap_or_else(|| panic!("{r:?}"));
         assert!(id.starts_with(prefix), "{vars:?} gives {prefix}: {r:?}");
         assert!(
-            r.stdout.contains(&format!("CONDUCTOR_INSTANCE_ID={id} is set in this shell")),
+            r.stdout
+                .contains(&format!("CONDUCTOR_INSTANCE_ID={id} is set in this shell")),
             "{r:?}"
         );
         assert!(
             r.stdout.contains("`conductor claim FILE...`") && r.stdout.contains("`conductor done`"),
             "{r:?}"
         );
-        assert!(!r.stdout.contains("/conductor claim"), "no slash command in a shell: {r:?}");
+        assert!(
+            !r.stdout.contains("/conductor claim"),
+            "no slash command in a shell: {r:?}"
+        );
     }
     // Without the integration, the message names the instance in each command.
     let r = env.run(&["start", "plain", "--priority", "P1"]);
     r.code(0);
-    let id = r.stdout.lines().next().unwrap().strip_prefix("Registered as ").unwrap();
+    let id = r
+        .stdout
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("Registered as ")
+        .unwrap();
     assert!(
-        r.stdout.contains(&format!("conductor claim --instance {id} FILE..."))
-            && r.stdout.contains(&format!("conductor done --instance {id}")),
+        r.stdout
+            .contains(&format!("conductor claim --instance {id} FILE..."))
+            && r.stdout
+                .contains(&format!("conductor done --instance {id}")),
         "{r:?}"
     );
 }
@@ -460,7 +574,11 @@ fn wait_released_honours_directory_and_glob_claims() {
         env.run(&["claim", "--instance", &a, claim]).code(0);
         let r = env.run(&["--json", "wait", "--released", wait, "--timeout", "300ms"]);
         r.code(3);
-        assert_eq!(r.json()["still_held"].as_array().unwrap().len(), 1, "{claim} holds {wait}: {r:?}");
+        assert_eq!(
+            r.json()["still_held"].as_array().unwrap().len(),
+            1,
+            "{claim} holds {wait}: {r:?}"
+        );
         // Released meanwhile: the waiter is woken and exits 0.
         let child = env
             .cmd()
@@ -475,6 +593,13 @@ fn wait_released_honours_directory_and_glob_claims() {
     }
     // Keys that do not overlap never made anyone wait.
     env.run(&["claim", "--instance", &a, "src/**/*.md"]).code(0);
-    env.run(&["wait", "--released", "src/deep/*.rs", "src/x.rs", "--timeout", "1s"])
-        .code(0);
+    env.run(&[
+        "wait",
+        "--released",
+        "src/deep/*.rs",
+        "src/x.rs",
+        "--timeout",
+        "1s",
+    ])
+    .code(0);
 }

@@ -101,7 +101,8 @@ fn start_text_output_names_the_id() {
         r.stdout
     );
     assert!(
-        r.stdout.contains(&format!("conductor claim --instance {id} FILE")),
+        r.stdout
+            .contains(&format!("conductor claim --instance {id} FILE")),
         "{}",
         r.stdout
     );

@@ -75,12 +75,7 @@ fn holder_command() -> String {
         .to_string()
 }
 
-fn wait_for_lock(
-    file: &File,
-    path: &Path,
-    timeout: Duration,
-    announce: &dyn Fn(),
-) -> Result<()> {
+fn wait_for_lock(file: &File, path: &Path, timeout: Duration, announce: &dyn Fn()) -> Result<()> {
     let clone = file.try_clone().ctx("clone lock file handle", path)?;
     let shared = Arc::new((Mutex::new(Wait::Waiting), Condvar::new()));
     let theirs = Arc::clone(&shared);

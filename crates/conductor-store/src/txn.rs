@@ -805,11 +805,7 @@ mod tests {
 
     fn store() -> (tempfile::TempDir, Store) {
         let d = tempfile::tempdir().unwrap();
-        let s = Store::open(
-            d.path().join("home"),
-            std::time::Duration::from_secs(5),
-        )
-        .unwrap();
+        let s = Store::open(d.path().join("home"), std::time::Duration::from_secs(5)).unwrap();
         (d, s)
     }
 

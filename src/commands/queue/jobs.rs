@@ -52,7 +52,10 @@ pub fn run(ctx: &Ctx, args: JobsArgs) -> Result<u8> {
     // Archived runs of an id that is live again are older: keep the first (live) one.
     let mut seen = std::collections::BTreeSet::new();
     jobs.retain(|j| seen.insert(j.key()));
-    let paused = ctx.store.read_doc::<conductor::queue::QueueDoc>(ctx.now)?.paused;
+    let paused = ctx
+        .store
+        .read_doc::<conductor::queue::QueueDoc>(ctx.now)?
+        .paused;
     let mut text = if jobs.is_empty() {
         match &args.workspace {
             Some(ws) => format!("No jobs in workspace {ws}."),
@@ -63,9 +66,8 @@ pub fn run(ctx: &Ctx, args: JobsArgs) -> Result<u8> {
     };
     let mut json = json!({"status": "ok", "jobs": jobs});
     if paused {
-        text = format!(
-            "The queue is paused: no job starts until `conductor queue resume`.\n{text}"
-        );
+        text =
+            format!("The queue is paused: no job starts until `conductor queue resume`.\n{text}");
         json["queue_paused"] = json!(true);
     }
     print(

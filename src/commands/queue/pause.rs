@@ -56,5 +56,12 @@ pub fn run(ctx: &Ctx, a: PauseArgs, pause: bool) -> Result<u8> {
     } else {
         json!({"status": "ok", "jobs": keys, "paused": pause})
     };
-    print(ctx.out, &Out { json, text, code: 0 })
+    print(
+        ctx.out,
+        &Out {
+            json,
+            text,
+            code: 0,
+        },
+    )
 }

@@ -29,7 +29,8 @@ pub fn run(ctx: &Ctx, args: ListArgs) -> Result<u8> {
                    "tokens": s.totals.tokens, "cost_usd": s.totals.cost_usd})
         })
         .collect();
-    let mut t = crate::commands::table::Table::new(&["SESSION", "STATUS", "STATE", "TEMPLATE", "TASK"]);
+    let mut t =
+        crate::commands::table::Table::new(&["SESSION", "STATUS", "STATE", "TEMPLATE", "TASK"]);
     for s in &all {
         t.row(vec![
             s.id.to_string(),
