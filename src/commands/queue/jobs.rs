@@ -12,7 +12,9 @@ use conductor::queue::Job;
 pub const ABOUT: &str = "List jobs: a table of STATE, JOB (WORKSPACE/JOB), ATTEMPTS and DETAIL, in submission order.\n\
 \n\
 Without arguments, the live jobs (finished workspaces are archived to queue-finished.jsonl);\n\
-with WORKSPACE, that workspace's jobs including archived ones; with --all, everything.";
+with WORKSPACE, that workspace's jobs including archived ones; with --all, everything.\n\
+A job held by `queue pause JOB` says so in DETAIL; a paused queue is announced on the first\n\
+line (with --json, `\"queue_paused\": true`).";
 
 /// The arguments of `queue jobs` (see [`ABOUT`]).
 #[derive(Debug, Args)]

@@ -27,6 +27,10 @@ committed a few milliseconds later, with whatever else changed meanwhile. If the
 dies, the next one kills what it left running and runs those jobs again; a job whose\n\
 completion was committed never runs again.\n\
 \n\
+Ready jobs start by priority (P0 first, `queue add --priority` or a manifest's `priority`),\n\
+then in submission order. Nothing starts while the queue is paused (`queue pause`), nor a job\n\
+paused by name; `queue resume` lets them start (a --follow dispatcher starts them at once).\n\
+\n\
 Each job's agent gets the augmented prompt on stdin (also in queue-prompts/<ws>/<job>.md),\n\
 runs in its own process group (a timeout or cancel kills the whole tree), with its stdout and\n\
 stderr in queue-logs/<ws>/<job>.log. Its secrets are read now, from this process's environment\n\
