@@ -603,3 +603,47 @@ fn wait_released_honours_directory_and_glob_claims() {
     ])
     .code(0);
 }
+
+#[test]
+fn a_workflow_workers_prompt_gives_the_command_that_records_its_outcome() {
+    let env = TestEnv::new();
+    let dir = env.project.join(".conductor/workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("f.json"),
+        r#"{"name": "F", "initial": "plan",
+            "states": {"plan": {"persona": "architect", "next": ["build", "done"]},
+                       "build": {"persona": "architect", "next": ["done"]}}}"#,
+    )
+    .unwrap();
+    let copy = env.root.path().join("prompt.md");
+    let script = env.root.path().join("worker.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "cp \"$1\" {}\n\"$CONDUCTOR_BIN\" workflow transition done --summary recorded\n",
+            copy.display()
+        ),
+    )
+    .unwrap();
+    let r = env.run(&["--json", "workflow", "start", "f", "Ship it"]);
+    r.code(0);
+    let id = r.json()["session"].as_str().unwrap().to_string();
+    let agent = format!("sh {} {{prompt_file}}", script.display());
+    let r = env.run_env(
+        &["workflow", "run", &id, "--agent-cmd", &agent],
+        &[("CONDUCTOR_BIN", bin().to_str().unwrap())],
+    );
+    r.code(0);
+    let prompt = std::fs::read_to_string(&copy).unwrap();
+    for want in [
+        "conductor workflow transition build --summary \"what you did\"",
+        "conductor workflow transition done --summary \"what you did\"",
+        "That command is how this state's outcome is recorded",
+        "Exiting without it counts as a failed attempt",
+    ] {
+        assert!(prompt.contains(want), "{want:?} in:\n{prompt}");
+    }
+    let show = env.run(&["--json", "workflow", "show", &id]).json();
+    assert_eq!(show["session"]["status"], "done", "{show}");
+}
