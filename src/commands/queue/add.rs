@@ -112,7 +112,7 @@ pub fn run(ctx: &Ctx, a: AddArgs) -> Result<u8> {
         }
     };
     let mut job = json!({"id": id, "prompt": prompt, "depends_on": after, "outcomes": a.outcome,
-                         "priority": format!("{:?}", a.priority)});
+                         "priority": a.priority});
     if let Some(x) = a.agent {
         job["agent"] = json!(x);
     }
