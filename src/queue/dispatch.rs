@@ -366,7 +366,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                 .base
                 .jobs
                 .iter()
-                .any(|j| j.state.state == State::Ready && wanted(j));
+                .any(|j| ops::startable(&d.base, j) && wanted(j));
             d.more = d.ready_left;
         }
         let result = d.main_loop(
@@ -500,7 +500,7 @@ impl Dispatcher<'_> {
                 if !doc
                     .jobs
                     .iter()
-                    .any(|j| j.state.state == State::Ready && wanted(j))
+                    .any(|j| ops::startable(&doc, j) && wanted(j))
                 {
                     // What is left, as it is now (a run that started nothing committed nothing).
                     self.summary.remaining = count_states(&doc);

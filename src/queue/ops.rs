@@ -99,6 +99,8 @@ pub fn submit(
             submitted_at: now,
             state: JobStatus::new(State::Queued, now),
             ran_with: None,
+            priority: s.priority,
+            paused: false,
         };
         events.push(event(
             SUBMITTED,
@@ -195,11 +197,58 @@ pub fn settle(doc: &mut QueueDoc, now: Timestamp, actor: Option<&str>, events: &
     }
 }
 
-/// Indices of ready jobs, in submission order.
+/// Indices of the ready jobs a dispatcher may start, highest priority first, then in
+/// submission order. None while the queue is paused; a paused job is skipped.
 pub fn ready(doc: &QueueDoc) -> Vec<usize> {
-    (0..doc.jobs.len())
-        .filter(|i| doc.jobs[*i].state.state == State::Ready)
-        .collect()
+    let mut v: Vec<usize> = (0..doc.jobs.len())
+        .filter(|i| startable(doc, &doc.jobs[*i]))
+        .collect();
+    v.sort_by_key(|i| (doc.jobs[*i].priority, *i));
+    v
+}
+
+/// Whether a dispatcher may start `job` now: it is ready, and neither it nor the queue is paused.
+pub fn startable(doc: &QueueDoc, job: &Job) -> bool {
+    job.state.state == State::Ready && !doc.paused && !job.paused
+}
+
+/// Event types of `queue pause` and `queue resume`.
+pub const PAUSED: &str = "queue.paused";
+pub const RESUMED: &str = "queue.resumed";
+
+/// `queue pause` (`pause` true) or `queue resume`: the whole queue when `names` is empty, else
+/// the named live jobs. Returns the keys of the jobs changed (empty for the whole queue).
+pub fn set_paused(
+    doc: &mut QueueDoc,
+    names: &[String],
+    pause: bool,
+    events: &mut Vec<NewEvent>,
+) -> Result<Vec<String>> {
+    let ty = if pause { PAUSED } else { RESUMED };
+    if names.is_empty() {
+        doc.paused = pause;
+        events.push(NewEvent {
+            event_type: ty,
+            actor: None,
+            target: None,
+            project: None,
+            payload: json!({"queue": true}),
+        });
+        return Ok(Vec::new());
+    }
+    let mut idx = Vec::new();
+    for n in names {
+        idx.push(find(doc, n)?);
+    }
+    let mut keys = Vec::new();
+    for i in idx {
+        let job = &mut doc.jobs[i];
+        job.paused = pause;
+        keys.push(job.key());
+        let e = event(ty, None, job, json!({}));
+        events.push(e);
+    }
+    Ok(keys)
 }
 
 /// Find a live job by `JOB` or `WORKSPACE/JOB`. An id used in several workspaces is ambiguous.

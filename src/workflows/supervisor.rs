@@ -137,7 +137,7 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
     let mut worker: Option<Worker> = None;
     // Reads finish a commit in flight first; that short wait is not worth a message.
     let mut sv = Sup {
-        store: Store::open(store.home().dir().to_path_buf(), store.lock_timeout(), true)?,
+        store: Store::open(store.home().dir().to_path_buf(), store.lock_timeout())?,
         progress,
     };
     let sv = &mut sv;
@@ -472,6 +472,9 @@ pub fn build_prompt(s: &Session, state: &str, p: &persona::Persona, attempt: u32
     t.push_str(&format!(
         "\n## How to finish\nWhen this state's work is complete, run exactly one of:\n{}\
          then exit. Allowed targets: {} (`done` finishes the whole workflow).\n\
+         That command is how this state's outcome is recorded: its summary is what the next\n\
+         states read. Exiting without it counts as a failed attempt (the state is retried once,\n\
+         then the session waits for a human).\n\
          Along the way:\n- conductor workflow snapshot --finding TEXT | --file PATH | --pending TEXT | --set KEY=VALUE\n\
          - conductor workflow usage --tokens N --cost USD (what you used)\n\
          - conductor claim FILE before editing a file (you are a registered conductor instance)\n",
@@ -702,7 +705,7 @@ fn start_worker(sv: &mut Sup, s: &Session, agent_cmd: &str) -> Result<Option<Wor
         // Retried: a lost exit would leave the supervisor waiting for a worker that is gone.
         for attempt in 0..100 {
             let now = Timestamp::now();
-            let r = Store::open(home.clone(), timeout, true)
+            let r = Store::open(home.clone(), timeout)
                 .map_err(Into::into)
                 .and_then(|store| {
                     workflows::update(&store, now, &sid, |s, ev| {

@@ -13,6 +13,7 @@ mod events;
 mod faults;
 mod first_hour;
 mod foreign;
+mod friction;
 mod hooks;
 mod hostile;
 mod integrations;

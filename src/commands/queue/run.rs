@@ -27,6 +27,10 @@ committed a few milliseconds later, with whatever else changed meanwhile. If the
 dies, the next one kills what it left running and runs those jobs again; a job whose\n\
 completion was committed never runs again.\n\
 \n\
+Ready jobs start by priority (P0 first, `queue add --priority` or a manifest's `priority`),\n\
+then in submission order. Nothing starts while the queue is paused (`queue pause`), nor a job\n\
+paused by name; `queue resume` lets them start (a --follow dispatcher starts them at once).\n\
+\n\
 Each job's agent gets the augmented prompt on stdin (also in queue-prompts/<ws>/<job>.md),\n\
 runs in its own process group (a timeout or cancel kills the whole tree), with its stdout and\n\
 stderr in queue-logs/<ws>/<job>.log. Its secrets are read now, from this process's environment\n\
@@ -238,8 +242,17 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
     let opts = args.dispatch.options(ctx, args.follow, None)?;
     let (summary, took) = dispatch_with_progress(ctx, &opts)?;
     let ok = summary.all_completed();
+    let paused = ctx
+        .store
+        .read_doc::<conductor::queue::QueueDoc>(ctx.now)
+        .is_ok_and(|d| d.paused);
     let message = format!(
-        "{}Started {} job(s) in {took:.2}s{}.{}",
+        "{}{}Started {} job(s) in {took:.2}s{}.{}",
+        if paused {
+            "The queue is paused (`conductor queue resume`). "
+        } else {
+            ""
+        },
         if summary.stopped { "Stopped. " } else { "" },
         summary.started,
         if summary.ended.is_empty() {
