@@ -40,6 +40,12 @@ const SAFETY_RESCAN: Duration = Duration::from_secs(10);
 /// How long a stopped worker gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(5);
 
+/// The worker of a session run without `--agent-cmd` (Chronicle's design: Pi sub-agents). The
+/// persona is Pi's appended system prompt (the file's contents), the starting prompt goes once, on
+/// stdin, and `--mode json` prints Pi's events, whose usage the supervisor counts against the
+/// budgets. The workflow tools come from conductor's Pi extension (`conductor integrate pi`).
+pub const DEFAULT_AGENT_CMD: &str = "pi -p --mode json --append-system-prompt {system_file}";
+
 /// How to drive a session (the command line of `conductor workflow run`).
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -122,13 +128,7 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
                 s.agent_cmd = Some(c.clone());
             }
             if s.agent_cmd.is_none() {
-                return Err(Error::invalid(
-                    Reason::InvalidInput,
-                    format!(
-                        "session {} has no agent command yet: pass --agent-cmd",
-                        s.id
-                    ),
-                ));
+                s.agent_cmd = Some(DEFAULT_AGENT_CMD.to_string());
             }
             Ok(())
         })?;
@@ -693,12 +693,18 @@ fn start_worker(sv: &mut Sup, s: &Session, agent_cmd: &str) -> Result<Option<Wor
     let timeout = sv.store.lock_timeout();
     let sid = id.clone();
     let (note, notes) = std::sync::mpsc::channel();
+    let output_path = PathBuf::from(&files.output);
     let waiter = std::thread::spawn(move || {
         let status = child.wait();
         let code = match &status {
             Ok(st) => st.code().or_else(|| st.signal().map(|n| 128 + n)),
             Err(_) => None,
         };
+        // The usage the worker printed (Pi's, OpenCode's or Claude Code's JSON output) counts
+        // against the budgets; a worker that prints none reports with `workflow usage`.
+        let used = std::fs::read(&output_path)
+            .map(|b| crate::usage::parse(&String::from_utf8_lossy(&b)))
+            .unwrap_or_default();
         // Retried: a lost exit would leave the supervisor waiting for a worker that is gone.
         for attempt in 0..100 {
             let now = Timestamp::now();
@@ -706,6 +712,11 @@ fn start_worker(sv: &mut Sup, s: &Session, agent_cmd: &str) -> Result<Option<Wor
                 .map_err(Into::into)
                 .and_then(|store| {
                     workflows::update(&store, now, &sid, |s, ev| {
+                        if used.reports > 0 {
+                            let state = s.runs.get(index).map(|r| r.state.clone());
+                            // A state that already ended (resolved by a person) takes no usage.
+                            let _ = s.add_usage(state.as_deref(), used.tokens, used.cost_usd, now);
+                        }
                         s.record_exit(index, code, now);
                         let state = s.runs.get(index).map(|r| r.state.clone());
                         ev.push(workflows::event(
