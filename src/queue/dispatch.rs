@@ -117,6 +117,8 @@ struct Running {
     dropped: bool,
     workspace_dir: PathBuf,
     id: String,
+    /// Its log (stored plain once it ends: see [`super::plain`]).
+    log: PathBuf,
     /// The thread copying a job with secrets' output to its log (joined once its tree is gone).
     copier: Option<std::thread::JoinHandle<()>>,
     /// Reaped, with this status, while the copy of its output finishes (see [`handle`]): it
@@ -775,6 +777,7 @@ impl Dispatcher<'_> {
                         dropped: false,
                         workspace_dir: ws_dir,
                         id: l.job.id.clone(),
+                        log: self.layout.log(&l.job.workspace, &l.job.id),
                         copier,
                         exit: None,
                     },
@@ -979,6 +982,7 @@ fn record_exit(
     }
     let key = key.to_string();
     let took = r.started.elapsed();
+    super::plain::strip_log(&r.log);
     if r.dropped {
         return;
     }

@@ -28,6 +28,8 @@
 //! (the dispatcher loop), `commit` (its committer thread) and `launch` (one job's files and
 //! process, and the reaper).
 
+pub mod agent_check;
+pub mod agent_path;
 pub mod archive;
 mod commit;
 pub mod dispatch;
@@ -37,6 +39,7 @@ pub mod guard;
 mod launch;
 pub mod manifest;
 pub mod ops;
+pub mod plain;
 pub mod prompt;
 pub mod ran_with;
 mod redact;
