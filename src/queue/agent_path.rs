@@ -12,6 +12,16 @@ use std::path::{Component, Path, PathBuf};
 /// The sandbox directory (first on its `PATH`) holding a link for each resolved program.
 pub const SANDBOX_BIN: &str = "/run/conductor/bin";
 
+/// The directories of the sandbox's fixed `PATH`.
+const SANDBOX_PATH_DIRS: &[&str] = &[
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
 /// Host directories every sandbox shows already.
 const VISIBLE: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"];
 
@@ -109,12 +119,18 @@ pub fn expose(program: &str, path_var: &std::ffi::OsStr, home: Option<&Path>) ->
         if let Some(i) = interpreter(&real) {
             todo.push(i);
         }
+        let on_path = found
+            .parent()
+            .is_some_and(|d| SANDBOX_PATH_DIRS.iter().any(|p| d == Path::new(p)));
         if visible(&real) {
-            continue;
-        }
-        let tree = tree_of(&real, home).unwrap_or_else(|| real.clone());
-        if !out.trees.iter().any(|t| real.starts_with(t)) {
-            out.trees.push(tree);
+            if on_path {
+                continue;
+            }
+        } else {
+            let tree = tree_of(&real, home).unwrap_or_else(|| real.clone());
+            if !out.trees.iter().any(|t| real.starts_with(t)) {
+                out.trees.push(tree);
+            }
         }
         let link = Path::new(&name)
             .file_name()
@@ -164,6 +180,11 @@ mod tests {
         std::fs::set_permissions(home.join("agent"), std::fs::Permissions::from_mode(0o755)).unwrap();
         let e = expose("agent", home.as_os_str(), Some(&home));
         assert_eq!(e.trees, vec![real(&home.join("agent"))]);
+        // A link elsewhere to a program the sandbox shows: only the link.
+        std::os::unix::fs::symlink("/bin/sh", home.join(".npm/bin/mysh")).unwrap();
+        let e = expose("mysh", &path, Some(&home));
+        assert!(e.trees.is_empty());
+        assert_eq!(e.links.len(), 1);
         // What the sandbox shows anyway needs nothing.
         assert_eq!(expose("sh", std::ffi::OsStr::new("/bin:/usr/bin"), None), Exposed::default());
         assert_eq!(expose("no-such-program-x", &path, None), Exposed::default());

@@ -424,3 +424,60 @@ fn e2e_three_state_workflow_run_by_claude_code_as_documented() {
     r.code(0);
     check_workflow_run(&env, &sid, &model, "claude");
 }
+
+/// The documented way to run an installed agent in the sandbox: an agent installed under the
+/// home (an npm package linked from `~/.npm/bin`, run by an interpreter from another directory
+/// of the home, as with nvm) runs there as it is, from the dispatcher's PATH; nothing else of the
+/// home is visible to the job.
+#[test]
+fn the_sandbox_runs_an_agent_installed_in_the_home() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let home = env.root.path().join("userhome");
+    let pkg = home.join(".npm/lib/node_modules/fake-agent");
+    std::fs::create_dir_all(pkg.join("bin")).unwrap();
+    std::fs::create_dir_all(pkg.join("lib")).unwrap();
+    std::fs::create_dir_all(home.join(".npm/bin")).unwrap();
+    let interp_dir = home.join(".nvm/versions/v1/bin");
+    std::fs::create_dir_all(&interp_dir).unwrap();
+    // The interpreter: a real binary living in the home.
+    std::fs::copy("/bin/sh", interp_dir.join("fakenode")).unwrap();
+    std::fs::write(pkg.join("lib/helper.sh"), "helper_says() { echo \"helper ok\"; }\n").unwrap();
+    let script = pkg.join("bin/agent.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/usr/bin/env fakenode\n\
+             . \"$(dirname \"$(readlink -f \"$0\")\")/../lib/helper.sh\"\n\
+             mkdir -p \"$CONDUCTOR_QUEUE_OUTPUT\"\n\
+             {{ helper_says; echo \"job $1\"; test -e {priv} && echo LEAK; true; }} > \"$CONDUCTOR_QUEUE_OUTPUT/RESULT.md\"\n",
+            priv = home.join("private.txt").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(
+        "../lib/node_modules/fake-agent/bin/agent.sh",
+        home.join(".npm/bin/fake-agent"),
+    )
+    .unwrap();
+    std::fs::write(home.join("private.txt"), "not for jobs").unwrap();
+    let manifest = json!({"workspace": "ws", "jobs": [{"id": "one", "prompt": "p", "depends_on": []}]});
+    env.run_stdin(&["queue", "submit", "-"], &manifest.to_string())
+        .code(0);
+    let path = format!(
+        "{}:{}:{}",
+        home.join(".npm/bin").display(),
+        interp_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let r = env.run_env(
+        &["queue", "run", "--runner", "sandbox", "--agent-cmd", "fake-agent {job}"],
+        &[("PATH", &path), ("HOME", home.to_str().unwrap())],
+    );
+    let show = env.run(&["--json", "queue", "show", "one"]).json();
+    assert_eq!(show["job"]["state"]["state"], "completed", "{show}\n{r:?}");
+    let result =
+        std::fs::read_to_string(env.home.join("workspaces/ws/output/one/RESULT.md")).unwrap();
+    assert_eq!(result, "helper ok\njob one\n", "the home's other files stay hidden");
+}
