@@ -800,6 +800,7 @@ impl Dispatcher<'_> {
                         exit_code: None,
                         reason: format!("could not start the job: {e}"),
                         result: None,
+                        usage: None,
                     },
                     None,
                 ));
@@ -982,7 +983,8 @@ fn record_exit(
     }
     let key = key.to_string();
     let took = r.started.elapsed();
-    super::plain::strip_log(&r.log);
+    let used = super::plain::finish_log(&r.log);
+    let usage = (used.reports > 0).then_some(used);
     if r.dropped {
         return;
     }
@@ -991,7 +993,7 @@ fn record_exit(
         Finish::TimedOut { minutes: r.minutes }
     } else {
         match (status.success(), status.code(), status.signal()) {
-            (true, _, _) => Finish::Completed { result },
+            (true, _, _) => Finish::Completed { result, usage },
             (false, Some(c), _) => Finish::Failed {
                 exit_code: Some(c),
                 reason: match c {
@@ -1000,11 +1002,13 @@ fn record_exit(
                     _ => format!("the agent exited with status {c}"),
                 },
                 result,
+                usage,
             },
             (false, None, sig) => Finish::Failed {
                 exit_code: None,
                 reason: format!("the agent was killed by signal {}", sig.unwrap_or(0)),
                 result,
+                usage,
             },
         }
     };

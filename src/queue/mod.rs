@@ -208,6 +208,12 @@ pub struct JobStatus {
     /// The RESULT.md path, when the job wrote one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
+    /// Tokens its last attempt used, as the agent printed them (see [`crate::usage`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// What its last attempt cost in US dollars, as the agent printed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 impl JobStatus {
@@ -226,6 +232,8 @@ impl JobStatus {
             reason: None,
             blocked_by: None,
             result: None,
+            tokens: None,
+            cost_usd: None,
         }
     }
 }

@@ -20,6 +20,23 @@ pub fn attempt_header(n: u32, runner: &str) -> String {
     )
 }
 
+/// The part of a log written by its last attempt (after the last [`attempt_header`]).
+pub fn last_attempt(log: &str) -> &str {
+    match log.rfind("\n===== conductor: attempt ") {
+        Some(i) => &log[i + 1..],
+        None => log,
+    }
+}
+
+/// When an attempt ended: store its log plain ([`strip_log`]) and read the usage the agent
+/// printed in this attempt (see [`crate::usage`]).
+pub fn finish_log(path: &Path) -> crate::usage::Usage {
+    strip_log(path);
+    std::fs::read(path)
+        .map(|b| crate::usage::parse(last_attempt(&String::from_utf8_lossy(&b))))
+        .unwrap_or_default()
+}
+
 /// Rewrite a log without escapes (kept private, replaced atomically). Best effort: a log that
 /// cannot be read or replaced stays as it is.
 pub fn strip_log(path: &Path) {
@@ -56,6 +73,17 @@ mod tests {
             "\n> build \u{b7} scripted\n\n$ echo hi\nhi\n\nall done\n"
         );
         assert_eq!(strip(b"\x1b]0;title\x07text\x1b[2K\x1b[1;31mred\x1b[m"), b"textred");
+    }
+
+    #[test]
+    fn the_usage_of_the_last_attempt() {
+        let step = r#"{"type":"step_finish","part":{"tokens":{"total":15},"cost":0.5}}"#;
+        let log = format!("{step}\n{step}\n{}{step}\n", attempt_header(2, "local"));
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("j.log");
+        std::fs::write(&p, log).unwrap();
+        let u = finish_log(&p);
+        assert_eq!((u.tokens, u.cost_usd, u.reports), (15, 0.5, 1));
     }
 
     #[test]

@@ -162,7 +162,13 @@ fn queue_with_opencode(runner: &str) {
         .code(0);
     let mut args = vec!["queue", "run", "--runner", runner];
     if runner == "sandbox" {
-        args.extend(["--pass-env", "OPENCODE_CONFIG_CONTENT"]);
+        // OpenCode's JSON events carry its usage; the default command prints text.
+        args.extend([
+            "--pass-env",
+            "OPENCODE_CONFIG_CONTENT",
+            "--agent-cmd",
+            "opencode run --format json --agent {agent} [--model {model}]",
+        ]);
     }
     let path = path_with_conductor();
     let r = env.run_env(
@@ -189,6 +195,16 @@ fn queue_with_opencode(runner: &str) {
         why.contains("unknown agent `biuld`") && why.contains("build"),
         "{runner}: {why}"
     );
+    // Usage: two model responses of 15 tokens at $0.000105 per job, from OpenCode's events.
+    for j in [&first, &second] {
+        let st = &j["job"]["state"];
+        if runner == "sandbox" {
+            assert_eq!(st["tokens"], 30, "{j}");
+            assert!((st["cost_usd"].as_f64().unwrap() - 0.00021).abs() < 1e-9, "{j}");
+        } else {
+            assert!(st["tokens"].is_null(), "text output carries no usage: {j}");
+        }
+    }
     // The model saw the secret in the first job's tool result only.
     let reqs = model.requests();
     assert_eq!(reqs.len(), 4, "{runner}: {reqs:#?}");
