@@ -80,7 +80,10 @@ fn line_usage(v: &Value, u: &mut Usage) {
             let tokens = match us.get("totalTokens").and_then(Value::as_u64) {
                 Some(t) => t,
                 None => {
-                    num(us, "input") + num(us, "output") + num(us, "cacheRead") + num(us, "cacheWrite")
+                    num(us, "input")
+                        + num(us, "output")
+                        + num(us, "cacheRead")
+                        + num(us, "cacheWrite")
                 }
             };
             u.add(tokens, float(us.get("cost").and_then(|c| c.get("total"))));
@@ -157,7 +160,9 @@ mod tests {
         let u = parse("hello\n{not json\n{\"type\":\"result\"}\n[1,2]\n");
         assert_eq!(u, Usage::default());
         // Mixed with plain output, a report still counts.
-        let u = parse("warning: x\n{\"type\":\"step_finish\",\"part\":{\"tokens\":{\"input\":3,\"output\":4,\"cache\":{\"read\":1}},\"cost\":-1}}\n");
+        let u = parse(
+            "warning: x\n{\"type\":\"step_finish\",\"part\":{\"tokens\":{\"input\":3,\"output\":4,\"cache\":{\"read\":1}},\"cost\":-1}}\n",
+        );
         assert_eq!((u.tokens, u.reports), (8, 1));
         assert_eq!(u.cost_usd, 0.0, "a negative cost is not counted");
     }

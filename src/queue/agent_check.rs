@@ -33,8 +33,7 @@ pub fn parse_opencode_list(output: &str) -> Vec<String> {
 /// True when the agent command (a template) runs OpenCode with the job's agent.
 pub fn is_opencode(agent_cmd: &str) -> bool {
     agent_cmd.contains("{agent}")
-        && super::agent_path::program_of(agent_cmd)
-            .is_some_and(|p| p == "opencode")
+        && super::agent_path::program_of(agent_cmd).is_some_and(|p| p == "opencode")
 }
 
 type Cache = HashMap<(PathBuf, &'static str), Option<Vec<String>>>;
@@ -96,7 +95,10 @@ fn run_list(mut c: Command) -> Result<Vec<String>, String> {
             _ => {
                 super::exec::kill_group(child.id());
                 let _ = child.wait();
-                return Err(format!("`opencode agent list` took over {}s", LIST_TIMEOUT.as_secs()));
+                return Err(format!(
+                    "`opencode agent list` took over {}s",
+                    LIST_TIMEOUT.as_secs()
+                ));
             }
         }
     };
@@ -110,7 +112,11 @@ fn run_list(mut c: Command) -> Result<Vec<String>, String> {
     let (out, err) = (read(out), read(err));
     let names = parse_opencode_list(&out);
     if !status.success() || names.is_empty() {
-        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
         return Err(format!(
             "`opencode agent list` exited with {status}: {}",
             crate::text::printable_max(last, 200)
@@ -147,7 +153,9 @@ mod tests {
 
     #[test]
     fn only_opencode_with_the_jobs_agent_is_checked() {
-        assert!(is_opencode("opencode run --agent {agent} [--model {model}]"));
+        assert!(is_opencode(
+            "opencode run --agent {agent} [--model {model}]"
+        ));
         assert!(!is_opencode("opencode run"));
         assert!(!is_opencode("claude -p --agent {agent}"));
     }

@@ -23,7 +23,9 @@ const SANDBOX_PATH_DIRS: &[&str] = &[
 ];
 
 /// Host directories every sandbox shows already.
-const VISIBLE: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"];
+const VISIBLE: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+];
 
 /// What a sandbox needs to run a program of the host.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -54,7 +56,9 @@ pub fn which(name: &str, path_var: &std::ffi::OsStr) -> Option<PathBuf> {
     std::env::split_paths(path_var)
         .filter(|d| d.is_absolute())
         .map(|d| d.join(name))
-        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 fn visible(p: &Path) -> bool {
@@ -66,9 +70,7 @@ fn visible(p: &Path) -> bool {
 /// only the file itself is shown).
 fn tree_of(real: &Path, home: Option<&Path>) -> Option<PathBuf> {
     let comps: Vec<Component> = real.components().collect();
-    if let Some(i) = comps
-        .iter()
-        .position(|c| c.as_os_str() == "node_modules")
+    if let Some(i) = comps.iter().position(|c| c.as_os_str() == "node_modules")
         && i + 1 < comps.len() - 1
     {
         let scoped = comps[i + 1].as_os_str().to_string_lossy().starts_with('@');
@@ -168,7 +170,8 @@ mod tests {
         let nvm = home.join(".nvm/v22/bin");
         std::fs::create_dir_all(&nvm).unwrap();
         std::fs::write(nvm.join("mynode"), "\x7fELF").unwrap();
-        std::fs::set_permissions(nvm.join("mynode"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(nvm.join("mynode"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
         let path = std::env::join_paths([home.join(".npm/bin"), nvm.clone()]).unwrap();
         let e = expose("tool", &path, Some(&home));
         let real = |p: &Path| std::fs::canonicalize(p).unwrap();
@@ -177,7 +180,8 @@ mod tests {
         assert_eq!(e.links[1].0, "mynode");
         // A program right in the home: only the file, never the home.
         std::fs::write(home.join("agent"), "x").unwrap();
-        std::fs::set_permissions(home.join("agent"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(home.join("agent"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
         let e = expose("agent", home.as_os_str(), Some(&home));
         assert_eq!(e.trees, vec![real(&home.join("agent"))]);
         // A link elsewhere to a program the sandbox shows: only the link.
@@ -186,7 +190,10 @@ mod tests {
         assert!(e.trees.is_empty());
         assert_eq!(e.links.len(), 1);
         // What the sandbox shows anyway needs nothing.
-        assert_eq!(expose("sh", std::ffi::OsStr::new("/bin:/usr/bin"), None), Exposed::default());
+        assert_eq!(
+            expose("sh", std::ffi::OsStr::new("/bin:/usr/bin"), None),
+            Exposed::default()
+        );
         assert_eq!(expose("no-such-program-x", &path, None), Exposed::default());
     }
 }

@@ -72,7 +72,10 @@ mod tests {
             String::from_utf8(strip(raw)).unwrap(),
             "\n> build \u{b7} scripted\n\n$ echo hi\nhi\n\nall done\n"
         );
-        assert_eq!(strip(b"\x1b]0;title\x07text\x1b[2K\x1b[1;31mred\x1b[m"), b"textred");
+        assert_eq!(
+            strip(b"\x1b]0;title\x07text\x1b[2K\x1b[1;31mred\x1b[m"),
+            b"textred"
+        );
     }
 
     #[test]
@@ -94,7 +97,10 @@ mod tests {
         std::fs::write(&p, b"\x1b[32mok\x1b[0m\n").unwrap();
         strip_log(&p);
         assert_eq!(std::fs::read(&p).unwrap(), b"ok\n");
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
     }
 }

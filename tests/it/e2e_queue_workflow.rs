@@ -23,7 +23,13 @@ fn need(program: &str, version: &str) {
     // Some print their version on stderr (Pi).
     let v = out
         .as_ref()
-        .map(|o| format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+        .map(|o| {
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        })
         .unwrap_or_default();
     assert!(
         v.contains(version),
@@ -185,7 +191,12 @@ fn queue_with_opencode(runner: &str) {
         r.json()
     };
     let (first, second, typo) = (show("first"), show("second"), show("typo"));
-    let state = |j: &Value| j["job"]["state"]["state"].as_str().unwrap_or("").to_string();
+    let state = |j: &Value| {
+        j["job"]["state"]["state"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
     assert_eq!(state(&first), "completed", "{runner}: {first}\n{r:?}");
     assert_eq!(state(&second), "completed", "{runner}: {second}\n{r:?}");
     // The unknown agent is refused before it runs, naming it (OpenCode would fall back to build).
@@ -200,7 +211,10 @@ fn queue_with_opencode(runner: &str) {
         let st = &j["job"]["state"];
         if runner == "sandbox" {
             assert_eq!(st["tokens"], 30, "{j}");
-            assert!((st["cost_usd"].as_f64().unwrap() - 0.00021).abs() < 1e-9, "{j}");
+            assert!(
+                (st["cost_usd"].as_f64().unwrap() - 0.00021).abs() < 1e-9,
+                "{j}"
+            );
         } else {
             assert!(st["tokens"].is_null(), "text output carries no usage: {j}");
         }
@@ -209,16 +223,34 @@ fn queue_with_opencode(runner: &str) {
     let reqs = model.requests();
     assert_eq!(reqs.len(), 4, "{runner}: {reqs:#?}");
     let body = |i: usize| reqs[i]["body"].to_string();
-    assert!(body(1).contains(&format!("token:{SECRET}")), "{runner}: {}", body(1));
-    assert!(body(3).contains("token:") && !body(3).contains(SECRET), "{runner}");
+    assert!(
+        body(1).contains(&format!("token:{SECRET}")),
+        "{runner}: {}",
+        body(1)
+    );
+    assert!(
+        body(3).contains("token:") && !body(3).contains(SECRET),
+        "{runner}"
+    );
     // The second job's prompt holds the first one's result (prior work), never the secret.
     assert!(body(2).contains("first-done"), "{runner}: {}", body(2));
     // Logs are plain text: the first one names the secret instead of showing it.
     let log = |j: &Value| std::fs::read(j["paths"]["log"].as_str().unwrap()).unwrap();
     let (log1, log2) = (log(&first), log(&second));
-    assert!(contains(&log1, "token:[secret E2E_TOKEN]"), "{}", String::from_utf8_lossy(&log1));
-    assert!(!contains(&log1, "\x1b[") && !contains(&log2, "\x1b["), "ANSI escapes in a log");
-    assert!(contains(&log2, "token:"), "{}", String::from_utf8_lossy(&log2));
+    assert!(
+        contains(&log1, "token:[secret E2E_TOKEN]"),
+        "{}",
+        String::from_utf8_lossy(&log1)
+    );
+    assert!(
+        !contains(&log1, "\x1b[") && !contains(&log2, "\x1b["),
+        "ANSI escapes in a log"
+    );
+    assert!(
+        contains(&log2, "token:"),
+        "{}",
+        String::from_utf8_lossy(&log2)
+    );
     // Nothing of the second job holds the secret: its log, prompt, output, and (sandbox) HOME.
     let ws = env.home.join("workspaces/e2e-oc");
     let mut second_files = vec![(PathBuf::from("log"), log2.clone())];
@@ -229,11 +261,19 @@ fn queue_with_opencode(runner: &str) {
     second_files.extend(files_under(&ws.join("output/second")));
     second_files.extend(files_under(&env.home.join("queue-homes/e2e-oc/second")));
     for (p, bytes) in &second_files {
-        assert!(!contains(bytes, SECRET), "{runner}: the secret is in {}", p.display());
+        assert!(
+            !contains(bytes, SECRET),
+            "{runner}: the secret is in {}",
+            p.display()
+        );
     }
     // Nor the shared workspace the jobs leave to each other.
     for (p, bytes) in files_under(&ws) {
-        assert!(!contains(&bytes, SECRET), "{runner}: the secret is in {}", p.display());
+        assert!(
+            !contains(&bytes, SECRET),
+            "{runner}: the secret is in {}",
+            p.display()
+        );
     }
 }
 
@@ -315,7 +355,11 @@ fn check_workflow_run(env: &TestEnv, sid: &str, model: &Model, who: &str) {
     assert_eq!(s["session"]["status"], "done", "{who}: {s}");
     let reqs = model.requests();
     // State 1 (plan): the persona is in the system prompt, not only in the user's prompt.
-    assert!(system_of(&reqs[0]).contains(PERSONA_LINE), "{who}: {}", system_of(&reqs[0]));
+    assert!(
+        system_of(&reqs[0]).contains(PERSONA_LINE),
+        "{who}: {}",
+        system_of(&reqs[0])
+    );
     // The starting prompt is sent once.
     assert_eq!(
         messages_of(&reqs[0]).matches("the e2e task").count(),
@@ -458,7 +502,11 @@ fn the_sandbox_runs_an_agent_installed_in_the_home() {
     std::fs::create_dir_all(&interp_dir).unwrap();
     // The interpreter: a real binary living in the home.
     std::fs::copy("/bin/sh", interp_dir.join("fakenode")).unwrap();
-    std::fs::write(pkg.join("lib/helper.sh"), "helper_says() { echo \"helper ok\"; }\n").unwrap();
+    std::fs::write(
+        pkg.join("lib/helper.sh"),
+        "helper_says() { echo \"helper ok\"; }\n",
+    )
+    .unwrap();
     let script = pkg.join("bin/agent.sh");
     std::fs::write(
         &script,
@@ -478,7 +526,8 @@ fn the_sandbox_runs_an_agent_installed_in_the_home() {
     )
     .unwrap();
     std::fs::write(home.join("private.txt"), "not for jobs").unwrap();
-    let manifest = json!({"workspace": "ws", "jobs": [{"id": "one", "prompt": "p", "depends_on": []}]});
+    let manifest =
+        json!({"workspace": "ws", "jobs": [{"id": "one", "prompt": "p", "depends_on": []}]});
     env.run_stdin(&["queue", "submit", "-"], &manifest.to_string())
         .code(0);
     let path = format!(
@@ -488,12 +537,52 @@ fn the_sandbox_runs_an_agent_installed_in_the_home() {
         std::env::var("PATH").unwrap_or_default()
     );
     let r = env.run_env(
-        &["queue", "run", "--runner", "sandbox", "--agent-cmd", "fake-agent {job}"],
+        &[
+            "queue",
+            "run",
+            "--runner",
+            "sandbox",
+            "--agent-cmd",
+            "fake-agent {job}",
+        ],
         &[("PATH", &path), ("HOME", home.to_str().unwrap())],
     );
     let show = env.run(&["--json", "queue", "show", "one"]).json();
     assert_eq!(show["job"]["state"]["state"], "completed", "{show}\n{r:?}");
     let result =
         std::fs::read_to_string(env.home.join("workspaces/ws/output/one/RESULT.md")).unwrap();
-    assert_eq!(result, "helper ok\njob one\n", "the home's other files stay hidden");
+    assert_eq!(
+        result, "helper ok\njob one\n",
+        "the home's other files stay hidden"
+    );
+}
+
+/// A job run again appends to its log after a header line; the log is stored without the ANSI
+/// escapes the agent printed.
+#[test]
+fn a_retried_jobs_log_is_plain_and_separates_its_attempts() {
+    let env = TestEnv::new();
+    let manifest =
+        json!({"workspace": "ws", "jobs": [{"id": "one", "prompt": "p", "depends_on": []}]});
+    env.run_stdin(&["queue", "submit", "-"], &manifest.to_string())
+        .code(0);
+    let cmd = r#"printf '\033[1;32mbold\033[0m attempt\n'; test -e {workspace}/ok"#;
+    env.run(&["queue", "run", "--agent-cmd", cmd]);
+    let show = env.run(&["--json", "queue", "show", "one"]).json();
+    assert_eq!(show["job"]["state"]["state"], "failed", "{show}");
+    std::fs::write(env.home.join("workspaces/ws/ok"), "").unwrap();
+    env.run(&["queue", "retry", "one"]).code(0);
+    let show = env.run(&["--json", "queue", "show", "one"]).json();
+    assert_eq!(show["job"]["state"]["state"], "completed", "{show}");
+    let log = std::fs::read_to_string(show["paths"]["log"].as_str().unwrap()).unwrap();
+    assert!(!log.contains('\x1b'), "{log:?}");
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 4, "{log:?}");
+    assert_eq!(lines[0], "bold attempt");
+    assert_eq!(lines[1], "");
+    assert!(
+        lines[2].starts_with("===== conductor: attempt 2 (local runner) at "),
+        "{log:?}"
+    );
+    assert_eq!(lines[3], "bold attempt");
 }

@@ -137,7 +137,9 @@ fn check_default_worker(ctx: &Ctx, args: &RunArgs) -> Result<()> {
     }
     use crate::commands::integrate_plugin::{is_installed, location};
     let project = std::path::PathBuf::from(&s.project_dir);
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(std::path::PathBuf::from);
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(std::path::PathBuf::from);
     let candidates = std::iter::once(location(Agent::Pi, &project, false))
         .chain(home.map(|h| location(Agent::Pi, &h, true)));
     if candidates.into_iter().any(|p| is_installed(&p)) {
