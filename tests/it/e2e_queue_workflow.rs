@@ -586,3 +586,37 @@ fn a_retried_jobs_log_is_plain_and_separates_its_attempts() {
     );
     assert_eq!(lines[3], "bold attempt");
 }
+
+/// A worker's printed usage counts while it runs: once it passes the session's budget, the
+/// supervisor stops it and the session ends in budget_exceeded (exit 8), with the figures.
+#[test]
+fn a_running_worker_over_its_budget_is_stopped() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.project.join(".conductor/workflows")).unwrap();
+    std::fs::write(
+        env.project.join(".conductor/workflows/capped.json"),
+        r#"{"name": "Capped", "initial": "work", "budget": {"max_tokens": 20},
+            "states": {"work": {"persona": "Engineer", "next": []}}}"#,
+    )
+    .unwrap();
+    let r = env.run(&["--json", "workflow", "start", "capped", "t"]);
+    r.code(0);
+    let sid = r.json()["session"].as_str().unwrap().to_string();
+    // Pi's JSON events (two responses of 15 tokens), then it would go on for five minutes.
+    let cmd = format!(
+        "cat {}; exec sleep 300",
+        repo("fixtures/usage/pi-0.73.1.jsonl").display()
+    );
+    let started = std::time::Instant::now();
+    let r = env.run(&["workflow", "run", &sid, "--agent-cmd", &cmd]);
+    r.code(8);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(120),
+        "the worker was not stopped"
+    );
+    let s = env.run(&["--json", "workflow", "show", &sid]).json();
+    assert_eq!(s["session"]["status"], "budget_exceeded", "{s}");
+    assert_eq!(s["session"]["totals"]["tokens"], 30, "{s}");
+    let why = s["session"]["halt"].as_str().unwrap_or("");
+    assert!(why.contains("30 tokens of its 20-token budget"), "{why}");
+}
