@@ -51,7 +51,7 @@ first. Pi's provider and model are Pi's own settings. The usage each worker prin
 OpenCode's JSON events, Claude Code's json/stream-json result) counts against the budgets.\n\n\
 Examples:\n  conductor integrate pi && conductor workflow run wf-1a2b3c --follow\n  \
 conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --allowedTools \"Bash(conductor workflow:*)\" --append-system-prompt-file {system_file}'\n  \
-conductor workflow run wf-1a2b3c --agent-cmd 'pi -p --model sonnet --append-system-prompt {system_file}'\n\n\
+conductor workflow run wf-1a2b3c --agent-cmd 'pi -p --mode json --model sonnet --append-system-prompt {system_file}'\n\n\
 Exit codes of `workflow run` (it returns when no automated progress is possible):\n  \
 0   done\n  1   operational error (lock_timeout, io, corrupt_state)\n  \
 2   invalid input (unknown session, the default Pi worker without conductor's extension, \
