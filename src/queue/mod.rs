@@ -28,6 +28,8 @@
 //! (the dispatcher loop), `commit` (its committer thread) and `launch` (one job's files and
 //! process, and the reaper).
 
+pub mod agent_check;
+pub mod agent_path;
 pub mod archive;
 mod commit;
 pub mod dispatch;
@@ -37,6 +39,7 @@ pub mod guard;
 mod launch;
 pub mod manifest;
 pub mod ops;
+pub mod plain;
 pub mod prompt;
 pub mod ran_with;
 mod redact;
@@ -246,6 +249,12 @@ pub struct JobStatus {
     /// The RESULT.md path, when the job wrote one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
+    /// Tokens its last attempt used, as the agent printed them (see [`crate::usage`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// What its last attempt cost in US dollars, as the agent printed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 impl JobStatus {
@@ -264,6 +273,8 @@ impl JobStatus {
             reason: None,
             blocked_by: None,
             result: None,
+            tokens: None,
+            cost_usd: None,
         }
     }
 }

@@ -326,18 +326,29 @@ pub fn set_pid(doc: &mut QueueDoc, key: &str, dispatcher: &str, pid: u32) {
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Finish {
-    /// Exit status 0. `result` is the RESULT.md path if it exists.
-    Completed { result: Option<String> },
+    /// Exit status 0. `result` is the RESULT.md path if it exists; `usage`, what the agent
+    /// printed that it used (tokens, cost) in this attempt.
+    Completed {
+        result: Option<String>,
+        usage: Option<crate::usage::Usage>,
+    },
     /// Non-zero exit (`exit_code`), a signal, or a start failure (`reason`).
     Failed {
         exit_code: Option<i32>,
         reason: String,
         result: Option<String>,
+        usage: Option<crate::usage::Usage>,
     },
     /// Killed at its deadline.
     TimedOut { minutes: f64 },
     /// Refused before starting: a secret is missing.
     MissingSecret { name: String },
+}
+
+/// The usage of the attempt that ended (none printed: none recorded).
+fn set_usage(st: &mut JobStatus, usage: Option<crate::usage::Usage>) {
+    st.tokens = usage.map(|u| u.tokens);
+    st.cost_usd = usage.map(|u| u.cost_usd);
 }
 
 /// Record the end of a job this dispatcher ran (ignored if it is no longer running under it:
@@ -361,17 +372,20 @@ pub fn finish(
     st.since = now;
     st.finished_at = Some(now);
     let (ty, payload) = match how {
-        Finish::Completed { result } => {
+        Finish::Completed { result, usage } => {
             st.state = State::Completed;
             st.exit_code = Some(0);
             st.result = result.clone();
+            set_usage(st, usage);
             (COMPLETED, json!({"exit_code": 0, "result": result}))
         }
         Finish::Failed {
             exit_code,
             reason,
             result,
+            usage,
         } => {
+            set_usage(st, usage);
             st.state = State::Failed;
             st.exit_code = exit_code;
             st.reason = Some(reason.clone());
@@ -600,6 +614,7 @@ mod tests {
             exit_code: Some(3),
             reason: "exit 3".into(),
             result: None,
+            usage: None,
         };
         finish(&mut d, "w/a", "D", fail, now(), &mut ev);
         assert_eq!(
@@ -625,7 +640,10 @@ mod tests {
         let mut d = doc_with(r#"[{"id":"a","prompt":"p"}]"#);
         start(&mut d, 0, "D1", &local(), now());
         let mut ev = Vec::new();
-        let done = Finish::Completed { result: None };
+        let done = Finish::Completed {
+            result: None,
+            usage: None,
+        };
         finish(&mut d, "w/a", "D2", done, now(), &mut ev);
         assert_eq!(state(&d, "a"), State::Running);
         assert!(ev.is_empty());
@@ -635,7 +653,10 @@ mod tests {
     fn completed_workspaces_are_archived() {
         let mut d = doc_with(r#"[{"id":"a","prompt":"p"}]"#);
         start(&mut d, 0, "D", &local(), now());
-        let done = Finish::Completed { result: None };
+        let done = Finish::Completed {
+            result: None,
+            usage: None,
+        };
         finish(&mut d, "w/a", "D", done, now(), &mut Vec::new());
         let gone = archive(&mut d);
         assert_eq!(gone.len(), 1);

@@ -40,9 +40,17 @@ Runners: `local` runs the agent command in the workspace directory. `sandbox` ru
 bubblewrap (bwrap): the workspace read-write at the job's workdir (/workspace), its docs\n\
 read-only, a private /tmp, a private HOME, as uid 65534 in its own user namespace with no\n\
 capabilities (see `conductor doctor`), an environment with only PATH, HOME, LANG,\n\
-TERM, --pass-env variables and its own secrets. Anything else is a template with `{cmd}`\n\
+TERM, --pass-env variables and its own secrets. The agent command's program (and the\n\
+interpreter of its #! line), found on this process's PATH, is shown read-only with its\n\
+install tree (its npm package or its directory) and linked first on the sandbox's PATH, so an\n\
+agent installed in your home runs there as it is. Anything else is a template with `{cmd}`\n\
 (the agent command, shell-quoted), run by `sh -c` with the prompt on stdin:\n\
 `--runner 'ssh build1 -- {cmd}'`.\n\
+\n\
+With OpenCode's command (the default), a job's agent is checked first against `opencode agent\n\
+list` (in the workspace, or the sandbox): an unknown agent fails the job, naming it, instead of\n\
+OpenCode's silent fallback to its default agent. Logs are stored without ANSI escapes; a job\n\
+run again gets a header line in its log before each new attempt.\n\
 \n\
 Agent command placeholders (values shell-quoted): {agent}, {model}, {job}, {workspace}\n\
 (the workspace as the agent sees it), {prompt_file}; a `[...]` part is dropped when a\n\
