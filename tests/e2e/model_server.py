@@ -14,7 +14,9 @@ asks to stream). A STEP is
                                                      that is a string becomes a freeform
                                                      (custom) tool call on the Responses API
   {"text": "..."}                                   the final answer, end of turn.
-When the steps are exhausted it answers {"text": "done"}.
+When the steps are exhausted it answers {"text": "done"}. A step may also carry
+"wait_for": PATH: the request is recorded at once, but answered only once PATH exists (at most
+300 s), so a test can look at (or change) the world at a known point of the agent's run.
 
 A request that offers the model no tools (a title, a summary, a next-speaker or routing
 check, a quota probe: the agents' side requests) consumes no step and gets the script's
@@ -33,6 +35,7 @@ prefix works.
 import argparse
 import gzip
 import json
+import os
 import sys
 import threading
 import time
@@ -378,6 +381,11 @@ class Handler(BaseHTTPRequestHandler):
             body = {}
         generation = offers_tools(kind, body)
         index, step = script.take(self.path, body, generation)
+        gate = (step or {}).get("wait_for")
+        if gate:
+            deadline = time.monotonic() + 300
+            while not os.path.exists(gate) and time.monotonic() < deadline:
+                time.sleep(0.05)
         if step is None:
             if asks_json(kind, body):
                 step = {"text": gemini_json_text()}
