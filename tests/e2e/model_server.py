@@ -268,9 +268,10 @@ def gemini(step, index, stream):
 
 
 def gemini_json_text():
-    # What Gemini CLI's side checks parse (next speaker, model routing).
+    # What Gemini CLI's side checks parse (next speaker, model routing and its classifier).
     return json.dumps({"reasoning": "scripted", "next_speaker": "user",
-                       "model_choice": "flash"})
+                       "model_choice": "flash", "complexity_reasoning": "scripted",
+                       "complexity_score": 10})
 
 
 # ---------------------------------------------------------------- the server
