@@ -8,6 +8,7 @@ mod claims;
 mod corrupt;
 mod crash;
 mod disk_full;
+mod e2e_agents;
 mod etcd;
 mod events;
 mod faults;
