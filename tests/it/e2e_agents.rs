@@ -48,7 +48,12 @@ fn pinned(name: &str, version: &str) -> PathBuf {
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("`{name} --version` failed ({e}): {INSTALL}"));
-    let text = String::from_utf8_lossy(&out.stdout);
+    // Pi prints its version on stderr.
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         text.contains(version),
         "`{name} --version` says {text:?}, not {version}: {INSTALL}"
