@@ -205,6 +205,28 @@ fn agent(name: &str, e: &Run) -> Agent {
             }
         }
         "opencode" => {
+            // OpenCode installs @opencode-ai/plugin into each config directory at its first
+            // start (~80 s of npm retries offline): seed them from install.sh's copy.
+            let seed = std::env::var_os("CONDUCTOR_E2E_CACHE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                        .join(".cache/conductor-e2e")
+                })
+                .join("opencode-plugin-1.18.33");
+            assert!(
+                seed.join("node_modules/@opencode-ai/plugin/package.json").is_file(),
+                "OpenCode's plugin package is not in {}: {INSTALL}",
+                seed.display()
+            );
+            for dir in [e.env.project.join(".opencode"), home.join(".config/opencode")] {
+                std::fs::create_dir_all(&dir).unwrap();
+                for f in ["package.json", "package-lock.json"] {
+                    std::fs::copy(seed.join(f), dir.join(f)).unwrap();
+                }
+                std::os::unix::fs::symlink(seed.join("node_modules"), dir.join("node_modules"))
+                    .unwrap();
+            }
             std::fs::write(
                 e.env.project.join("opencode.json"),
                 json!({
@@ -402,10 +424,12 @@ fn e2e(name: &str) {
             run.records().len()
         )
     };
-    let deadline = Instant::now() + RUN_LIMIT;
+    let started = Instant::now();
+    let deadline = started + RUN_LIMIT;
     let wait_step = |child: &mut Child, i: usize| -> String {
         loop {
             if let Some(body) = run.request(i) {
+                eprintln!("{name}: step {i} requested after {:?}", started.elapsed());
                 return body;
             }
             if let Ok(Some(status)) = child.try_wait() {
@@ -479,6 +503,7 @@ fn e2e(name: &str) {
     );
     loop {
         if let Ok(Some(status)) = child.try_wait() {
+            eprintln!("{name}: exited after {:?}", started.elapsed());
             assert!(status.success(), "{}", log(&format!("exit {status}")));
             break;
         }
