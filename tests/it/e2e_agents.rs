@@ -572,3 +572,78 @@ fn opencode_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
 fn pi_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
     e2e("pi");
 }
+
+/// One HTTP/1.1 request to the model server; the whole answer (head and body) as text.
+fn http_post(port: u16, path: &str, body: &Value) -> String {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let body = body.to_string();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    answer
+}
+
+#[test]
+fn the_model_server_speaks_each_wire_format_and_records_each_request() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.json");
+    let record = dir.path().join("record.jsonl");
+    let edit = json!({"file_path": "a.txt", "old_string": "x", "new_string": "y"});
+    let steps: Vec<Value> = (0..4).map(|_| call("Edit", edit.clone())).collect();
+    std::fs::write(&script, json!({ "steps": steps }).to_string()).unwrap();
+    let mut server = Command::new("python3")
+        .arg(repo_file("tests/e2e/model_server.py"))
+        .arg("--script")
+        .arg(&script)
+        .arg("--record")
+        .arg(&record)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs the model server");
+    let mut first = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let port: u16 = first.trim().strip_prefix("PORT ").unwrap().parse().unwrap();
+    let tools = json!([{"name": "Edit"}]);
+    let a = http_post(port, "/v1/messages", &json!({"stream": true, "tools": tools}));
+    let r = http_post(port, "/v1/responses", &json!({"stream": true, "tools": tools}));
+    let c = http_post(port, "/v1/chat/completions", &json!({"stream": true, "tools": tools}));
+    let g = http_post(
+        port,
+        "/v1beta/models/m:streamGenerateContent?alt=sse",
+        &json!({"tools": [{"functionDeclarations": [{"name": "Edit"}]}]}),
+    );
+    // The steps are used up: the final answer; a request without tools takes no step.
+    let done = http_post(port, "/v1/messages", &json!({"tools": tools}));
+    let side = http_post(port, "/v1/messages", &json!({"messages": []}));
+    kill(&mut server);
+    let args = r#"{\"file_path\": \"a.txt\", \"old_string\": \"x\", \"new_string\": \"y\"}"#;
+    assert!(a.contains("event: content_block_start") && a.contains(r#""name": "Edit""#), "{a}");
+    assert!(a.contains(args) && a.contains(r#""stop_reason": "tool_use""#), "{a}");
+    assert!(r.contains("event: response.completed") && r.contains(r#""type": "function_call""#));
+    assert!(r.contains(args), "{r}");
+    assert!(c.contains(r#""tool_calls": [{"index": 0"#) && c.contains("data: [DONE]"), "{c}");
+    assert!(c.contains(args), "{c}");
+    assert!(g.contains(r#"data: {"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"name": "Edit", "args": {"file_path": "a.txt""#), "{g}");
+    assert!(done.contains(r#""text": "done""#) && done.contains("end_turn"), "{done}");
+    assert!(side.contains(r#""text": "ok""#), "{side}");
+    let lines: Vec<Value> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let steps: Vec<Value> = lines.iter().map(|l| l["step"].clone()).collect();
+    assert_eq!(steps, vec![json!(0), json!(1), json!(2), json!(3), json!(4), Value::Null]);
+    assert_eq!(lines[2]["path"], "/v1/chat/completions");
+    assert_eq!(lines[2]["body"]["stream"], true);
+}
