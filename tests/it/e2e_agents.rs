@@ -125,7 +125,10 @@ fn agent(name: &str, e: &Run) -> Agent {
                 ("ANTHROPIC_BASE_URL".into(), base),
                 ("ANTHROPIC_API_KEY".into(), "sk-scripted".into()),
                 ("DISABLE_AUTOUPDATER".into(), "1".into()),
-                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()),
+                (
+                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+                    "1".into(),
+                ),
             ],
         },
         "codex" => {
@@ -151,7 +154,10 @@ fn agent(name: &str, e: &Run) -> Agent {
                     "apply_patch",
                     json!(patch("*** Update File: held.txt\n@@\n-held\n+changed\n")),
                 ),
-                free_write: call("apply_patch", json!(patch("*** Add File: free.txt\n+free\n"))),
+                free_write: call(
+                    "apply_patch",
+                    json!(patch("*** Add File: free.txt\n+free\n")),
+                ),
                 shell_write: call("exec_command", json!({"cmd": "echo x > held.txt"})),
                 args: vec![
                     "exec".into(),
@@ -192,7 +198,10 @@ fn agent(name: &str, e: &Run) -> Agent {
                     json!({"file_path": held, "old_string": "held", "new_string": "changed",
                            "instruction": "change it"}),
                 ),
-                free_write: call("write_file", json!({"file_path": free, "content": "free\n"})),
+                free_write: call(
+                    "write_file",
+                    json!({"file_path": free, "content": "free\n"}),
+                ),
                 shell_write: call(
                     "run_shell_command",
                     json!({"command": "echo x > held.txt", "description": "write"}),
@@ -215,11 +224,15 @@ fn agent(name: &str, e: &Run) -> Agent {
                 })
                 .join("opencode-plugin-1.18.33");
             assert!(
-                seed.join("node_modules/@opencode-ai/plugin/package.json").is_file(),
+                seed.join("node_modules/@opencode-ai/plugin/package.json")
+                    .is_file(),
                 "OpenCode's plugin package is not in {}: {INSTALL}",
                 seed.display()
             );
-            for dir in [e.env.project.join(".opencode"), home.join(".config/opencode")] {
+            for dir in [
+                e.env.project.join(".opencode"),
+                home.join(".config/opencode"),
+            ] {
                 std::fs::create_dir_all(&dir).unwrap();
                 for f in ["package.json", "package-lock.json"] {
                     std::fs::copy(seed.join(f), dir.join(f)).unwrap();
@@ -338,14 +351,17 @@ fn kill(child: &mut Child) {
 
 /// Runs one agent through the script and checks everything the module doc lists.
 fn e2e(name: &str) {
-    let run = Run { env: TestEnv::new() };
+    let run = Run {
+        env: TestEnv::new(),
+    };
     let env = &run.env;
     let a = agent(name, &run);
     let cli = pinned(a.cli, a.version);
     let held = env.project.join("held.txt");
     std::fs::write(&held, "held\n").unwrap();
     let other = env.start("other-task", "P2");
-    env.run(&["claim", "--instance", &other, "held.txt"]).code(0);
+    env.run(&["claim", "--instance", &other, "held.txt"])
+        .code(0);
     env.run_env(
         &["integrate", a.name],
         &[("CODEX_HOME", &run.codex_home().display().to_string())],
@@ -377,29 +393,36 @@ fn e2e(name: &str) {
                   n=0; until grep -q '^PORT' \"$5\"; do n=$((n+1)); [ $n -gt 600 ] && exit 97; sleep 0.05; done\n\
                   shift 5\n\"$@\"\ncode=$?\nkill $server\nexit $code";
     let mut cmd = Command::new(bwrap());
-    cmd.args(["--dev-bind", "/", "/", "--unshare-net", "--die-with-parent", "--"])
-        .args(["sh", "-c", driver, "driver"])
-        .arg(repo_file("tests/e2e/model_server.py"))
-        .arg(run.file("script.json"))
-        .arg(run.file("record.jsonl"))
-        .arg(PORT.to_string())
-        .arg(run.file("server.log"))
-        .arg(&cli)
-        .args(&a.args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", run.home())
-        .env("CONDUCTOR_HOME", &env.home)
-        .env("NO_COLOR", "1")
-        .env("TERM", "dumb")
-        .current_dir(&env.project)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(
-            std::fs::File::create(run.file("agent.out")).unwrap(),
-        ))
-        .stderr(Stdio::from(
-            std::fs::File::create(run.file("agent.err")).unwrap(),
-        ));
+    cmd.args([
+        "--dev-bind",
+        "/",
+        "/",
+        "--unshare-net",
+        "--die-with-parent",
+        "--",
+    ])
+    .args(["sh", "-c", driver, "driver"])
+    .arg(repo_file("tests/e2e/model_server.py"))
+    .arg(run.file("script.json"))
+    .arg(run.file("record.jsonl"))
+    .arg(PORT.to_string())
+    .arg(run.file("server.log"))
+    .arg(&cli)
+    .args(&a.args)
+    .env_clear()
+    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+    .env("HOME", run.home())
+    .env("CONDUCTOR_HOME", &env.home)
+    .env("NO_COLOR", "1")
+    .env("TERM", "dumb")
+    .current_dir(&env.project)
+    .stdin(Stdio::null())
+    .stdout(Stdio::from(
+        std::fs::File::create(run.file("agent.out")).unwrap(),
+    ))
+    .stderr(Stdio::from(
+        std::fs::File::create(run.file("agent.err")).unwrap(),
+    ));
     for (k, v) in &a.env {
         cmd.env(k, v);
     }
@@ -437,7 +460,10 @@ fn e2e(name: &str) {
             }
             if Instant::now() > deadline {
                 kill(child);
-                panic!("{}", log(&format!("no request for step {i} in {RUN_LIMIT:?}")));
+                panic!(
+                    "{}",
+                    log(&format!("no request for step {i} in {RUN_LIMIT:?}"))
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -450,7 +476,9 @@ fn e2e(name: &str) {
     assert!(
         refused_before >= 1,
         "{}",
-        log(&format!("the refusal ({refusal}) is not in the tool result: {body_f}"))
+        log(&format!(
+            "the refusal ({refusal}) is not in the tool result: {body_f}"
+        ))
     );
     // (d) the session registered at its start.
     let state = env.state();
@@ -460,7 +488,12 @@ fn e2e(name: &str) {
         .iter()
         .filter(|i| i["id"] != json!(other))
         .collect();
-    assert_eq!(mine.len(), 1, "{}", log(&format!("one session registered: {state}")));
+    assert_eq!(
+        mine.len(),
+        1,
+        "{}",
+        log(&format!("one session registered: {state}"))
+    );
     let id = mine[0]["id"].as_str().unwrap().to_string();
     // Its heartbeat goes ten minutes back; the next tool call must bring it forward again.
     let back = Timestamp::now().minus_minutes(10);
@@ -490,7 +523,9 @@ fn e2e(name: &str) {
     assert!(
         beat.seconds_until(Timestamp::now()) < 300 && back < beat,
         "{}",
-        log(&format!("the session heartbeats (set back to {back}): {me}"))
+        log(&format!(
+            "the session heartbeats (set back to {back}): {me}"
+        ))
     );
     std::fs::write(&gate_shell, "").unwrap();
 
@@ -499,7 +534,9 @@ fn e2e(name: &str) {
     assert!(
         body_t.matches(&refusal).count() > refused_before,
         "{}",
-        log(&format!("the shell write's refusal is not in the tool result: {body_t}"))
+        log(&format!(
+            "the shell write's refusal is not in the tool result: {body_t}"
+        ))
     );
     loop {
         if let Ok(Some(status)) = child.try_wait() {
@@ -513,7 +550,12 @@ fn e2e(name: &str) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(std::fs::read(&held).unwrap(), b"held\n", "{}", log("held.txt changed"));
+    assert_eq!(
+        std::fs::read(&held).unwrap(),
+        b"held\n",
+        "{}",
+        log("held.txt changed")
+    );
     assert_eq!(
         std::fs::read_to_string(env.project.join("free.txt")).unwrap(),
         "free\n"
@@ -526,7 +568,10 @@ fn e2e(name: &str) {
         "{}",
         log(&format!("the session ended but is still live: {state}"))
     );
-    assert!(state["global_claims"][env.abs("free.txt")].is_null(), "{state}");
+    assert!(
+        state["global_claims"][env.abs("free.txt")].is_null(),
+        "{state}"
+    );
     assert_eq!(state["global_claims"][env.abs("held.txt")], json!(other));
     let history = env.history();
     assert!(
@@ -543,8 +588,17 @@ fn e2e(name: &str) {
         .filter(|e| e["actor"] == json!(id))
         .filter_map(|e| e["event_type"].as_str())
         .collect();
-    for kind in ["instance.started", "claim.granted", "claim.released", "instance.done"] {
-        assert!(kinds.contains(&kind), "{}", log(&format!("events of {id}: {kinds:?}")));
+    for kind in [
+        "instance.started",
+        "claim.granted",
+        "claim.released",
+        "instance.done",
+    ] {
+        assert!(
+            kinds.contains(&kind),
+            "{}",
+            log(&format!("events of {id}: {kinds:?}"))
+        );
     }
 }
 
@@ -615,9 +669,21 @@ fn the_model_server_speaks_each_wire_format_and_records_each_request() {
         .unwrap();
     let port: u16 = first.trim().strip_prefix("PORT ").unwrap().parse().unwrap();
     let tools = json!([{"name": "Edit"}]);
-    let a = http_post(port, "/v1/messages", &json!({"stream": true, "tools": tools}));
-    let r = http_post(port, "/v1/responses", &json!({"stream": true, "tools": tools}));
-    let c = http_post(port, "/v1/chat/completions", &json!({"stream": true, "tools": tools}));
+    let a = http_post(
+        port,
+        "/v1/messages",
+        &json!({"stream": true, "tools": tools}),
+    );
+    let r = http_post(
+        port,
+        "/v1/responses",
+        &json!({"stream": true, "tools": tools}),
+    );
+    let c = http_post(
+        port,
+        "/v1/chat/completions",
+        &json!({"stream": true, "tools": tools}),
+    );
     let g = http_post(
         port,
         "/v1beta/models/m:streamGenerateContent?alt=sse",
@@ -628,14 +694,26 @@ fn the_model_server_speaks_each_wire_format_and_records_each_request() {
     let side = http_post(port, "/v1/messages", &json!({"messages": []}));
     kill(&mut server);
     let args = r#"{\"file_path\": \"a.txt\", \"old_string\": \"x\", \"new_string\": \"y\"}"#;
-    assert!(a.contains("event: content_block_start") && a.contains(r#""name": "Edit""#), "{a}");
-    assert!(a.contains(args) && a.contains(r#""stop_reason": "tool_use""#), "{a}");
+    assert!(
+        a.contains("event: content_block_start") && a.contains(r#""name": "Edit""#),
+        "{a}"
+    );
+    assert!(
+        a.contains(args) && a.contains(r#""stop_reason": "tool_use""#),
+        "{a}"
+    );
     assert!(r.contains("event: response.completed") && r.contains(r#""type": "function_call""#));
     assert!(r.contains(args), "{r}");
-    assert!(c.contains(r#""tool_calls": [{"index": 0"#) && c.contains("data: [DONE]"), "{c}");
+    assert!(
+        c.contains(r#""tool_calls": [{"index": 0"#) && c.contains("data: [DONE]"),
+        "{c}"
+    );
     assert!(c.contains(args), "{c}");
     assert!(g.contains(r#"data: {"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"name": "Edit", "args": {"file_path": "a.txt""#), "{g}");
-    assert!(done.contains(r#""text": "done""#) && done.contains("end_turn"), "{done}");
+    assert!(
+        done.contains(r#""text": "done""#) && done.contains("end_turn"),
+        "{done}"
+    );
     assert!(side.contains(r#""text": "ok""#), "{side}");
     let lines: Vec<Value> = std::fs::read_to_string(&record)
         .unwrap()
@@ -643,7 +721,17 @@ fn the_model_server_speaks_each_wire_format_and_records_each_request() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let steps: Vec<Value> = lines.iter().map(|l| l["step"].clone()).collect();
-    assert_eq!(steps, vec![json!(0), json!(1), json!(2), json!(3), json!(4), Value::Null]);
+    assert_eq!(
+        steps,
+        vec![
+            json!(0),
+            json!(1),
+            json!(2),
+            json!(3),
+            json!(4),
+            Value::Null
+        ]
+    );
     assert_eq!(lines[2]["path"], "/v1/chat/completions");
     assert_eq!(lines[2]["body"]["stream"], true);
 }
