@@ -2,6 +2,7 @@
 """A scripted model server for the end-to-end suite (Python standard library only).
 
     python3 tests/e2e/model_server.py --script SCRIPT.json --record RECORD.jsonl [--port N]
+                                      [--exit-with-parent]
 
 Binds 127.0.0.1 (port 0 = any free port), prints `PORT <n>` as its first stdout line and
 serves until killed.
@@ -415,7 +416,18 @@ def main():
     parser.add_argument("--script", required=True)
     parser.add_argument("--record", required=True)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="exit when the process that started the server is gone")
     args = parser.parse_args()
+    if args.exit_with_parent:
+        parent = os.getppid()
+
+        def watch():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(0)
+
+        threading.Thread(target=watch, daemon=True).start()
     with open(args.script, encoding="utf-8") as f:
         script = json.load(f)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)

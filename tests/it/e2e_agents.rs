@@ -388,7 +388,7 @@ fn e2e(name: &str) {
     .unwrap();
 
     // The server and the agent share a network namespace with only loopback in it.
-    let driver = "python3 \"$1\" --script \"$2\" --record \"$3\" --port \"$4\" > \"$5\" 2>&1 &\n\
+    let driver = "python3 \"$1\" --script \"$2\" --record \"$3\" --port \"$4\" --exit-with-parent > \"$5\" 2>&1 &\n\
                   server=$!\n\
                   n=0; until grep -q '^PORT' \"$5\"; do n=$((n+1)); [ $n -gt 600 ] && exit 97; sleep 0.05; done\n\
                   shift 5\n\"$@\"\ncode=$?\nkill $server\nexit $code";
