@@ -7,7 +7,7 @@
 //!      tool result the model gets next, and the file stays byte-identical;
 //!   2. write `free.txt`: auto-claimed for the agent's session (status shows the claim) and the
 //!      model is told so in a later request;
-//!   3. run a shell write to `held.txt` (`echo x > held.txt`): refused the same way;
+//!   3. run shell writes to `held.txt` (`echo x > held.txt`, `sed -i`): each refused the same way;
 //!   4. finish: the session registered at its start, heartbeats (its heartbeat is set ten minutes
 //!      back before step 2 and must be fresh again after it) and releases its claims at its end.
 //!
@@ -371,7 +371,7 @@ fn e2e(name: &str) {
     let gate_free = run.file("gate-free");
     let gate_shell = run.file("gate-shell");
     let h = a.before.len();
-    let (f, s, t) = (h + 1, h + 2, h + 3);
+    let (f, s, sed, t) = (h + 1, h + 2, h + 3, h + 4);
     let mut steps = a.before.clone();
     steps.push(a.held_edit.clone());
     let mut free_step = a.free_write.clone();
@@ -380,6 +380,14 @@ fn e2e(name: &str) {
     let mut shell_step = a.shell_write.clone();
     shell_step["wait_for"] = json!(gate_shell.display().to_string());
     steps.push(shell_step);
+    // A second shell write, in place: `sed -i`.
+    let mut sed_step = a.shell_write.clone();
+    for key in ["command", "cmd"] {
+        if let Some(c) = sed_step["tool_call"]["input"].get_mut(key) {
+            *c = json!("sed -i s/held/sed/ held.txt");
+        }
+    }
+    steps.push(sed_step);
     steps.push(json!({"text": "finished"}));
     std::fs::write(
         run.file("script.json"),
@@ -529,13 +537,23 @@ fn e2e(name: &str) {
     );
     std::fs::write(&gate_shell, "").unwrap();
 
-    // (c) the shell write of the held file was refused, and the model got the reason.
-    let body_t = wait_step(&mut child, t);
+    // (c) the shell writes of the held file (`>`, then `sed -i`) were refused, and the model got
+    // the reason each time.
+    let body_sed = wait_step(&mut child, sed);
+    let refused_echo = body_sed.matches(&refusal).count();
     assert!(
-        body_t.matches(&refusal).count() > refused_before,
+        refused_echo > refused_before,
         "{}",
         log(&format!(
-            "the shell write's refusal is not in the tool result: {body_t}"
+            "the `>` write's refusal is not in the tool result: {body_sed}"
+        ))
+    );
+    let body_t = wait_step(&mut child, t);
+    assert!(
+        body_t.matches(&refusal).count() > refused_echo,
+        "{}",
+        log(&format!(
+            "the `sed -i` write's refusal is not in the tool result: {body_t}"
         ))
     );
     loop {
