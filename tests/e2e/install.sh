@@ -21,8 +21,20 @@ for pin in "${pins[@]}"; do
     need+=("$pin")
   fi
 done
-if [ ${#need[@]} -eq 0 ]; then
-  exit 0
+# OpenCode installs @opencode-ai/plugin into every config directory it loads (.opencode/,
+# ~/.config/opencode/) at its first start; offline that waits ~80 s for npm to give up. The suite
+# runs offline, so it seeds those directories from this copy (tests/it/e2e_agents.rs).
+seed="${CONDUCTOR_E2E_CACHE:-$HOME/.cache/conductor-e2e}/opencode-plugin-1.18.33"
+if [ ! -f "$seed/node_modules/@opencode-ai/plugin/package.json" ]; then
+  echo "installing (npm, into $seed): @opencode-ai/plugin@1.18.33"
+  mkdir -p "$seed"
+  printf '{"dependencies":{"@opencode-ai/plugin":"1.18.33"}}\n' > "$seed/package.json"
+  # In the background, beside the global install below (the two take about as long).
+  (cd "$seed" && npm install --no-fund --no-audit --loglevel=error >/dev/null) &
 fi
-echo "installing (npm -g): ${need[*]}"
-npm install -g --no-fund --no-audit --loglevel=error "${need[@]}" >/dev/null
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing (npm -g): ${need[*]}"
+  npm install -g --no-fund --no-audit --loglevel=error "${need[@]}" >/dev/null
+fi
+wait_all() { local rc=0; for job in $(jobs -p); do wait "$job" || rc=$?; done; return $rc; }
+wait_all

@@ -2,6 +2,7 @@
 """A scripted model server for the end-to-end suite (Python standard library only).
 
     python3 tests/e2e/model_server.py --script SCRIPT.json --record RECORD.jsonl [--port N]
+                                      [--exit-with-parent]
 
 Binds 127.0.0.1 (port 0 = any free port), prints `PORT <n>` as its first stdout line and
 serves until killed.
@@ -14,7 +15,9 @@ asks to stream). A STEP is
                                                      that is a string becomes a freeform
                                                      (custom) tool call on the Responses API
   {"text": "..."}                                   the final answer, end of turn.
-When the steps are exhausted it answers {"text": "done"}.
+When the steps are exhausted it answers {"text": "done"}. A step may also carry
+"wait_for": PATH: the request is recorded at once, but answered only once PATH exists (at most
+300 s), so a test can look at (or change) the world at a known point of the agent's run.
 
 A request that offers the model no tools (a title, a summary, a next-speaker or routing
 check, a quota probe: the agents' side requests) consumes no step and gets the script's
@@ -33,6 +36,7 @@ prefix works.
 import argparse
 import gzip
 import json
+import os
 import sys
 import threading
 import time
@@ -265,9 +269,10 @@ def gemini(step, index, stream):
 
 
 def gemini_json_text():
-    # What Gemini CLI's side checks parse (next speaker, model routing).
+    # What Gemini CLI's side checks parse (next speaker, model routing and its classifier).
     return json.dumps({"reasoning": "scripted", "next_speaker": "user",
-                       "model_choice": "flash"})
+                       "model_choice": "flash", "complexity_reasoning": "scripted",
+                       "complexity_score": 10})
 
 
 # ---------------------------------------------------------------- the server
@@ -378,6 +383,11 @@ class Handler(BaseHTTPRequestHandler):
             body = {}
         generation = offers_tools(kind, body)
         index, step = script.take(self.path, body, generation)
+        gate = (step or {}).get("wait_for")
+        if gate:
+            deadline = time.monotonic() + 300
+            while not os.path.exists(gate) and time.monotonic() < deadline:
+                time.sleep(0.05)
         if step is None:
             if asks_json(kind, body):
                 step = {"text": gemini_json_text()}
@@ -406,7 +416,18 @@ def main():
     parser.add_argument("--script", required=True)
     parser.add_argument("--record", required=True)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="exit when the process that started the server is gone")
     args = parser.parse_args()
+    if args.exit_with_parent:
+        parent = os.getppid()
+
+        def watch():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(0)
+
+        threading.Thread(target=watch, daemon=True).start()
     with open(args.script, encoding="utf-8") as f:
         script = json.load(f)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)

@@ -8,6 +8,7 @@ mod claims;
 mod corrupt;
 mod crash;
 mod disk_full;
+mod e2e_agents;
 mod e2e_queue_workflow;
 mod etcd;
 mod events;
