@@ -702,3 +702,217 @@ fn integrate_claude_user_registers_in_claude_json_and_gives_it_back() {
         .code(0);
     assert_eq!(std::fs::read(&cfg).unwrap(), before);
 }
+
+/// Parse a resource's text as JSON.
+#[track_caller]
+fn text_json(step: &Value) -> Value {
+    let t = step["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text: {step}"));
+    serde_json::from_str(t).unwrap()
+}
+
+#[test]
+fn resources_are_listed_read_and_subscribers_are_notified_from_the_journal() {
+    let env = TestEnv::new();
+    env.run(&["agent", "register", "scout", "--watch", "ops"])
+        .code(0);
+    let dir = env.project.join(".conductor/workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("one.json"),
+        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
+    )
+    .unwrap();
+    let r = env.run(&["--json", "workflow", "start", "one", "Add rate limiting"]);
+    r.code(0);
+    let sid = r.json()["session"].as_str().unwrap().to_string();
+    let holder = env.start("refactor the parser", "P1");
+    let (status, inbox) = ("conductor://status", "conductor://inbox/scout");
+    let snap = format!("conductor://workflow/{sid}/snapshot");
+    let mut c = Client::spawn(
+        &env,
+        &["--agent", "scout"],
+        &[],
+        json!([
+            {"resources": true},
+            {"read": status},
+            {"read": "conductor://inbox/nobody"},
+            {"subscribe": status},
+            {"subscribe": inbox},
+            {"subscribe": snap},
+            {"subscribe": "conductor://nope"},
+            {"sync": "subscribed"},
+            {"updated": status, "within": 30},
+            {"read": status},
+            {"sync": "claimed"},
+            {"updated": inbox, "within": 30},
+            {"read": inbox},
+            {"sync": "posted"},
+            {"updated": snap, "within": 30},
+            {"read": snap},
+            {"updates_for": 1.0},
+        ]),
+    );
+    let listed = c.next();
+    let uris = listed["resources"].as_array().unwrap();
+    for u in [status, inbox, snap.as_str()] {
+        assert!(uris.contains(&json!(u)), "{u} listed: {listed}");
+    }
+    assert_eq!(
+        listed["templates"],
+        json!([
+            "conductor://inbox/{agent}",
+            "conductor://workflow/{session}/snapshot"
+        ])
+    );
+    let first = text_json(&c.next());
+    assert_eq!(first["instances"][0]["id"], holder.as_str(), "{first}");
+    let nobody = c.next();
+    assert!(
+        nobody["error"].as_str().unwrap().contains("nobody"),
+        "an unknown agent's inbox is an error naming it: {nobody}"
+    );
+    for u in [status, inbox, snap.as_str()] {
+        assert_eq!(c.next()["subscribed"], u);
+    }
+    let nope = c.next();
+    assert!(
+        nope["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown resource `conductor://nope`"),
+        "{nope}"
+    );
+    assert_eq!(c.next()["sync"], "subscribed");
+
+    // A claim made with the CLI: the status subscriber hears of it and reads it.
+    let t0 = Instant::now();
+    env.run(&["claim", "--instance", &holder, "src/a.rs"])
+        .code(0);
+    c.go();
+    let up = c.next();
+    assert_eq!(up["updated"], status, "{up}");
+    let took = t0.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "woken by the journal: {took:?}"
+    );
+    let now = text_json(&c.next());
+    assert_eq!(
+        now["instances"][0]["files_claimed"],
+        json!([env.abs("src/a.rs")]),
+        "{now}"
+    );
+    assert_eq!(c.next()["sync"], "claimed");
+
+    // A mention posted with the CLI lands in scout's inbox.
+    env.run(&["post", "ops", "@scout look at the logs", "--as", "ana"])
+        .code(0);
+    c.go();
+    assert_eq!(c.next()["updated"], inbox);
+    let items = text_json(&c.next());
+    assert_eq!(items["items"].as_array().unwrap().len(), 1, "{items}");
+    assert!(
+        items["items"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("look at the logs")
+            || items.to_string().contains("look at the logs"),
+        "{items}"
+    );
+    assert_eq!(c.next()["sync"], "posted");
+
+    // A finding recorded with the CLI reaches the snapshot's subscriber.
+    env.run(&[
+        "workflow",
+        "snapshot",
+        "--session",
+        &sid,
+        "--finding",
+        "the API port is 8081",
+    ])
+    .code(0);
+    c.go();
+    assert_eq!(c.next()["updated"], snap.as_str());
+    let s = text_json(&c.next());
+    assert_eq!(
+        s["snapshot"]["key_findings"],
+        json!(["the API port is 8081"]),
+        "{s}"
+    );
+    // Each change notified only the resource it touched, once.
+    assert_eq!(c.next()["updates"], json!([]));
+    c.finish();
+}
+
+#[test]
+fn a_cancelled_waiting_claim_leaves_the_queue_at_once_and_nothing_behind() {
+    let env = TestEnv::new();
+    let holder = env.start("holding a.rs", "P1");
+    env.run(&["claim", "--instance", &holder, "src/a.rs"])
+        .code(0);
+    let mut c = Client::spawn(
+        &env,
+        &[],
+        &[],
+        json!([
+            {"cancel": "claim", "args": {"files": ["src/a.rs"], "wait_seconds": 300}},
+            {"tool": "status"},
+            {"sync": "cancelled"},
+        ]),
+    );
+    assert_eq!(c.next()["started"], "claim");
+    let waiter = || {
+        instances(&env)
+            .into_iter()
+            .find(|i| i["id"] != holder.as_str())
+    };
+    assert!(
+        wait_until(20.0, || waiter().is_some_and(|w| w["waiting_for"]
+            .as_array()
+            .is_some_and(|q| !q.is_empty()))),
+        "the claim waits in the queue: {}",
+        env.state()
+    );
+    let me = waiter().unwrap();
+    assert_eq!(me["pending_conflicts"][0]["file"], env.abs("src/a.rs"));
+    let t0 = Instant::now();
+    c.go();
+    assert_eq!(c.next()["cancelled"], "claim");
+    let left = wait_until(10.0, || {
+        waiter().is_some_and(|w| {
+            let none = |v: &Value| v.as_array().is_none_or(|a| a.is_empty());
+            none(&w["waiting_for"]) && none(&w["pending_conflicts"])
+        })
+    });
+    let took = t0.elapsed();
+    assert!(left, "the waiter left the queue: {}", env.state());
+    assert!(
+        took < Duration::from_secs(5),
+        "the wait ended promptly: {took:?}"
+    );
+    // The server still answers, and the journal says why the queue place went.
+    let st = c.next();
+    assert_eq!(st["is_error"], false, "{st}");
+    assert_eq!(c.next()["sync"], "cancelled");
+    let events = env
+        .run(&["--json", "events", "--types", "claim.dequeued"])
+        .json();
+    assert!(
+        events.to_string().contains(&env.abs("src/a.rs")),
+        "{events}"
+    );
+    // Released now, the file goes to no one: nobody waits for it any more.
+    env.run(&["release", "--instance", &holder, "src/a.rs"])
+        .code(0);
+    assert!(
+        env.state()["global_claims"]
+            .get(env.abs("src/a.rs"))
+            .is_none(),
+        "{}",
+        env.state()
+    );
+    c.go();
+    c.finish();
+}
