@@ -916,3 +916,123 @@ fn a_cancelled_waiting_claim_leaves_the_queue_at_once_and_nothing_behind() {
     c.go();
     c.finish();
 }
+
+#[test]
+fn integrate_opencode_registers_the_server_in_opencode_json_and_gives_every_byte_back() {
+    let env = TestEnv::new();
+    let p = &env.project;
+    let exe = std::fs::canonicalize(bin()).unwrap().display().to_string();
+    // OpenCode's own config, in its own formatting, with a server of its own.
+    let cfg = p.join("opencode.json");
+    std::fs::write(
+        &cfg,
+        "{\"$schema\":\"https://opencode.ai/config.json\",\"model\":\"x/y\",\"mcp\":{\"docs\":{\"type\":\"local\",\"command\":[\"docs-mcp\"]}}}",
+    )
+    .unwrap();
+    let before = tree(p);
+    let r = env.run(&["integrate", "opencode"]);
+    r.code(0);
+    assert!(r.stdout.contains("installed the OpenCode plugin"), "{r:?}");
+    assert!(r.stdout.contains("registered the MCP server"), "{r:?}");
+    let v = read_json(&cfg);
+    assert_eq!(
+        v["mcp"]["conductor"],
+        json!({"type": "local", "command": [exe, "mcp"], "enabled": true})
+    );
+    assert_eq!(v["mcp"]["docs"]["command"], json!(["docs-mcp"]));
+    assert_eq!(v["model"], "x/y");
+    assert!(p.join(".opencode/plugins/conductor.js").is_file());
+    let installed = tree(p);
+    env.run(&["integrate", "opencode"]).code(0);
+    assert_eq!(tree(p), installed, "a second integrate changes nothing");
+    // What opencode.json names is an MCP server a real client can list.
+    let listed = run_plan(
+        &env,
+        &[],
+        &[(
+            "CONDUCTOR_BIN",
+            v["mcp"]["conductor"]["command"][0].as_str().unwrap(),
+        )],
+        json!([{"list": true}]),
+    );
+    assert_eq!(listed[0]["tools"].as_array().unwrap().len(), 11);
+    let d = env.run(&["--json", "doctor"]).json();
+    let found: Vec<&Value> = d["integrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("OpenCode MCP server")
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{d}");
+    assert_eq!(found[0]["ok"], true, "{d}");
+    assert_eq!(found[0]["file"], cfg.display().to_string());
+    env.run(&["integrate", "opencode", "--uninstall"]).code(0);
+    assert_eq!(
+        tree(p),
+        before,
+        "uninstall gives every file back byte for byte"
+    );
+
+    // doctor names a plugin whose server was taken out of opencode.json by hand.
+    env.run(&["integrate", "opencode"]).code(0);
+    std::fs::write(&cfg, "{\"model\":\"x/y\"}").unwrap();
+    let d = env.run(&["--json", "doctor"]).json();
+    let missing = d["integrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["file"] == cfg.display().to_string())
+        .unwrap_or_else(|| panic!("{d}"))
+        .clone();
+    assert_eq!(missing["ok"], false, "{d}");
+    assert!(
+        missing["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not registered"),
+        "{missing}"
+    );
+    assert_eq!(missing["repair"], "run `conductor integrate opencode`");
+}
+
+#[test]
+fn integrate_opencode_fresh_user_and_foreign_server() {
+    let env = TestEnv::new();
+    let p = &env.project;
+    let before = tree(p);
+    env.run(&["integrate", "opencode"]).code(0);
+    assert_eq!(
+        read_json(&p.join("opencode.json")),
+        json!({"mcp": {"conductor": {"type": "local",
+            "command": [std::fs::canonicalize(bin()).unwrap(), "mcp"], "enabled": true}}})
+    );
+    env.run(&["integrate", "opencode", "--uninstall"]).code(0);
+    assert_eq!(tree(p), before, "a fresh project is left as it was");
+
+    // --user: ~/.config/opencode/opencode.json beside the user plugin, and back again.
+    let home = env.root.path();
+    env.run(&["integrate", "opencode", "--user"]).code(0);
+    let user = home.join(".config/opencode/opencode.json");
+    assert_eq!(read_json(&user)["mcp"]["conductor"]["command"][1], "mcp");
+    assert!(home.join(".config/opencode/plugins/conductor.js").is_file());
+    env.run(&["integrate", "opencode", "--user", "--uninstall"])
+        .code(0);
+    assert!(
+        !home.join(".config").exists(),
+        "nothing left under ~/.config"
+    );
+
+    // A `conductor` server someone else registered: refused, nothing written.
+    let foreign = "{\"mcp\": {\"conductor\": {\"type\": \"remote\", \"url\": \"https://x\"}}}";
+    std::fs::write(p.join("opencode.json"), foreign).unwrap();
+    let snap = tree(p);
+    let r = env.run(&["integrate", "opencode"]);
+    r.code(2);
+    assert!(r.stderr.contains("not conductor's"), "{r:?}");
+    assert_eq!(tree(p), snap, "nothing changed");
+}
