@@ -1036,3 +1036,226 @@ fn integrate_opencode_fresh_user_and_foreign_server() {
     assert!(r.stderr.contains("not conductor's"), "{r:?}");
     assert_eq!(tree(p), snap, "nothing changed");
 }
+
+/// The pinned Claude Code, or a failure saying how to install it.
+fn require_claude() {
+    let v = Command::new("claude")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    assert!(
+        v.starts_with("2.1.197 "),
+        "Claude Code 2.1.197 is missing (found `{}`): `bash tests/e2e/install.sh` (.ci/run does it)",
+        v.trim()
+    );
+}
+
+/// The scripted model server (tests/e2e/model_server.py) on a free port.
+struct ModelServer {
+    child: Child,
+    port: u16,
+}
+
+impl ModelServer {
+    fn start(script: &std::path::Path, record: &std::path::Path) -> ModelServer {
+        let server =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/model_server.py");
+        let mut child = Command::new("python3")
+            .arg(server)
+            .arg("--script")
+            .arg(script)
+            .arg("--record")
+            .arg(record)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn the model server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .strip_prefix("PORT ")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("the model server said `{line}`"));
+        ModelServer { child, port }
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn record_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The tool results in the last message of a recorded Anthropic request: (is_error, text).
+fn tool_results(request: &Value) -> Vec<(bool, String)> {
+    let msgs = request["body"]["messages"].as_array().unwrap();
+    let last = msgs.last().unwrap();
+    last["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            let text = match &b["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                other => other.to_string(),
+            };
+            (b["is_error"] == true, text)
+        })
+        .collect()
+}
+
+#[test]
+fn real_claude_code_claims_over_mcp_is_refused_a_held_file_and_finishes() {
+    require_claude();
+    let env = TestEnv::new();
+    let holder = env.start("refactor held.rs", "P1");
+    env.run(&["claim", "--instance", &holder, "src/held.rs"])
+        .code(0);
+    let dir = env.root.path();
+    let gate = dir.join("gate");
+    let (script, record) = (dir.join("script.json"), dir.join("record.jsonl"));
+    std::fs::write(
+        &script,
+        json!({"steps": [
+            {"tool_call": {"name": "mcp__conductor__claim", "input": {"files": ["src/mine.rs"]}}},
+            {"tool_call": {"name": "mcp__conductor__claim", "input": {"files": ["src/held.rs"]}}},
+            {"tool_call": {"name": "mcp__conductor__done", "input": {"notes": "mine.rs is done; held.rs is not mine"}},
+             "wait_for": gate},
+            {"text": "finished"},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let mcp_config = dir.join("mcp.json");
+    std::fs::write(
+        &mcp_config,
+        json!({"mcpServers": {"conductor": {"command": bin(), "args": ["mcp"]}}}).to_string(),
+    )
+    .unwrap();
+    let server = ModelServer::start(&script, &record);
+    let mut claude = Command::new("claude");
+    claude
+        .args(["-p", "Claim src/mine.rs, then src/held.rs, then finish."])
+        .arg("--mcp-config")
+        .arg(&mcp_config)
+        .args([
+            "--strict-mcp-config",
+            "--allowedTools",
+            "mcp__conductor__claim mcp__conductor__done",
+            "--output-format",
+            "json",
+        ])
+        .current_dir(&env.project)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("CONDUCTOR_HOME", &env.home)
+        .env(
+            "ANTHROPIC_BASE_URL",
+            format!("http://127.0.0.1:{}", server.port),
+        )
+        .env("ANTHROPIC_API_KEY", "sk-ant-scripted")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let run = claude.spawn().expect("spawn claude");
+
+    // The model asked for `done`: look at conductor mid-run, before it is answered.
+    let asked = wait_until(120.0, || {
+        record_lines(&record).iter().any(|r| r["step"] == 2)
+    });
+    let mid = env.state();
+    std::fs::write(&gate, "").unwrap();
+    let out = run.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        asked,
+        "Claude Code never got to the third step: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "claude: {stdout}");
+    let result: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(result["result"], "finished", "{result}");
+    let session = result["session_id"].as_str().unwrap();
+
+    // Mid-run: the server acted as Claude Code's session, which held mine.rs; held.rs stayed put.
+    let me = mid["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] != holder.as_str())
+        .unwrap_or_else(|| panic!("no instance for the Claude session: {mid}"))
+        .clone();
+    assert_eq!(me["agent"], "claude", "{me}");
+    assert_eq!(me["session_id"], session, "{me}");
+    assert_eq!(me["files_claimed"], json!([env.abs("src/mine.rs")]), "{me}");
+    assert_eq!(
+        mid["global_claims"][env.abs("src/held.rs")],
+        holder.as_str()
+    );
+
+    // What the model received: the claim, the refusal naming the holder, the finish.
+    let rec = record_lines(&record);
+    let by_step = |i: u64| {
+        rec.iter()
+            .find(|r| r["step"] == i)
+            .unwrap_or_else(|| panic!("no request for step {i}"))
+    };
+    let tools: Vec<&str> = by_step(0)["body"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(tools.contains(&"mcp__conductor__claim"), "{tools:?}");
+    let granted = tool_results(by_step(1));
+    assert_eq!(granted.len(), 1, "{granted:?}");
+    assert!(!granted[0].0, "{granted:?}");
+    assert!(
+        granted[0].1.contains("Files claimed") && granted[0].1.contains(&env.abs("src/mine.rs")),
+        "{granted:?}"
+    );
+    let refused = tool_results(by_step(2));
+    assert!(refused[0].0, "the refusal is a tool error: {refused:?}");
+    assert!(
+        refused[0].1.contains(&format!(
+            "CONFLICT: {} is claimed by {holder} (task \"refactor held.rs\"",
+            env.abs("src/held.rs")
+        )),
+        "{refused:?}"
+    );
+    let finished = tool_results(by_step(3));
+    assert!(!finished[0].0, "{finished:?}");
+    assert!(finished[0].1.contains("Task complete"), "{finished:?}");
+
+    // After: Claude's instance is finished with its notes; the holder still holds held.rs.
+    let st = env.state();
+    assert_eq!(st["instances"].as_array().unwrap().len(), 1, "{st}");
+    assert_eq!(st["global_claims"], json!({env.abs("src/held.rs"): holder}));
+    let last = env.history().last().unwrap().clone();
+    assert_eq!(last["id"], me["id"]);
+    assert_eq!(last["outcome"], "success");
+    assert_eq!(last["notes"], "mine.rs is done; held.rs is not mine");
+}
