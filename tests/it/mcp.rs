@@ -844,6 +844,12 @@ fn resources_are_listed_read_and_subscribers_are_notified_from_the_journal() {
     // Each change notified only the resource it touched, once.
     assert_eq!(c.next()["updates"], json!([]));
     c.finish();
+    // The snapshot's change is in the journal, under its own type.
+    let ev = env
+        .run(&["--json", "events", "--types", "workflow.snapshot.updated"])
+        .json();
+    assert_eq!(ev["items"].as_array().map(Vec::len), Some(1), "{ev}");
+    assert_eq!(ev["items"][0]["payload"]["session"], sid.as_str(), "{ev}");
 }
 
 #[test]
