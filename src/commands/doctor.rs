@@ -437,6 +437,19 @@ fn integrations(integrated: &mut Vec<conductor::hooks::Agent>) -> Vec<Finding> {
     roots.dedup();
     let mut out = Vec::new();
     for root in &roots {
+        // OpenCode: its plugin is conductor's, so its MCP server should be registered too.
+        let user = Some(root) == roots.last() && roots.len() > 1;
+        let plugin = crate::commands::integrate_plugin::location(Agent::Opencode, root, user);
+        if std::fs::read(&plugin).is_ok_and(|b| {
+            crate::commands::integrate_plugin::installed_program(&String::from_utf8_lossy(&b))
+                .is_some()
+        }) {
+            out.push(crate::commands::integrate_mcp::finding(
+                Agent::Opencode,
+                root,
+                user,
+            ));
+        }
         for agent in [Agent::Claude, Agent::Cursor, Agent::Codex, Agent::Gemini] {
             let t = target(agent);
             let user = Some(root) == roots.last() && roots.len() > 1;

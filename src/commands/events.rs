@@ -79,6 +79,7 @@ pub fn known_types() -> Vec<&'static str> {
         wf::WORKER_EXITED,
         wf::STATUS,
         wf::INTERCEPTED,
+        wf::SNAPSHOT_UPDATED,
     ]);
     all
 }

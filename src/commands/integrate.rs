@@ -44,7 +44,8 @@ opencode .opencode/plugins/conductor.js (--user: ~/.config/opencode/plugins/)\n 
 pi       .pi/extensions/conductor.ts (--user: ~/.pi/agent/extensions/)\n\
 under the project directory, or under ~ with --user. The MCP server (`conductor mcp`) is \
 registered beside them: claude .mcp.json (--user: ~/.claude.json), cursor .cursor/mcp.json, codex \
-.codex/config.toml, gemini .gemini/settings.json.\n\nExamples:\n  \
+.codex/config.toml, gemini .gemini/settings.json, opencode opencode.json (--user: \
+~/.config/opencode/opencode.json).\n\nExamples:\n  \
 conductor integrate claude                 # this project: ./.claude/\n  \
 conductor integrate codex --user           # every project: ~/.codex/hooks.json\n  \
 conductor integrate cursor --uninstall     # remove exactly what was added\n\n\
@@ -161,7 +162,9 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
     if super::integrate_plugin::is_plugin_agent(args.agent) {
         use super::integrate_plugin as plugin;
         let path = plugin::location(args.agent, &root, args.user);
-        let changes = if args.uninstall {
+        let changes = if args.agent == Agent::Opencode {
+            super::integrate_mcp::opencode(&path, &root, args.user, args.uninstall)?
+        } else if args.uninstall {
             plugin::uninstall(&path, &root)?
         } else {
             plugin::install(args.agent, &path, &hook_program()?)?
@@ -265,7 +268,7 @@ fn codex(
 }
 
 /// The absolute path of this binary, symlinks resolved.
-fn hook_program() -> Result<String> {
+pub fn hook_program() -> Result<String> {
     let exe = std::env::current_exe().map_err(|e| Error::io("find", Path::new("conductor"), e))?;
     let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
     exe.to_str().map(str::to_string).ok_or_else(|| {

@@ -8,8 +8,10 @@
 //! | cursor | `.cursor/mcp.json`          | `~/.cursor/mcp.json`   |
 //! | codex  | `.codex/config.toml`        | `~/.codex/config.toml` |
 //! | gemini | `.gemini/settings.json`     | `~/.gemini/settings.json` |
+//! | opencode | `opencode.json`           | `~/.config/opencode/opencode.json` |
 //!
-//! JSON files get `mcpServers.conductor = {"command": ABS_PATH, "args": ["mcp"]}`; when the
+//! JSON files get `mcpServers.conductor = {"command": ABS_PATH, "args": ["mcp"]}` (OpenCode:
+//! `mcp.conductor = {"type": "local", "command": [ABS_PATH, "mcp"], "enabled": true}`); when the
 //! entry is removed and nothing else changed, the file's original bytes come back (kept, when
 //! re-serializing would not reproduce them, under `mcp` in the agent directory's
 //! `conductor-integration.json`). Codex's TOML gets one marked `[mcp_servers.conductor]` table
@@ -37,6 +39,8 @@ pub struct McpTarget {
     pub agent: Agent,
     pub path: PathBuf,
     toml: bool,
+    /// The JSON object holding the servers: `mcpServers`, OpenCode's `mcp`.
+    key: &'static str,
 }
 
 /// The MCP configuration of `agent` under `root` (the project, or ~ with `user`).
@@ -47,14 +51,32 @@ pub fn target(agent: Agent, root: &Path, user: bool) -> McpTarget {
         (Agent::Cursor, _) => ".cursor/mcp.json",
         (Agent::Codex, _) => ".codex/config.toml",
         (Agent::Gemini, _) => ".gemini/settings.json",
-        // Their plugin and extension integrations return before any MCP registration (`integrate`
-        // and `doctor` only ask for the four agents above).
-        (Agent::Opencode | Agent::Pi, _) => unreachable!("no MCP registration for {agent:?}"),
+        (Agent::Opencode, false) => "opencode.json",
+        (Agent::Opencode, true) => {
+            let config = std::env::var_os("XDG_CONFIG_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join(".config"));
+            return McpTarget {
+                agent,
+                path: config.join("opencode/opencode.json"),
+                toml: false,
+                key: "mcp",
+            };
+        }
+        // Pi speaks no MCP: its extension is its whole integration (`integrate` and `doctor`
+        // never ask for it).
+        (Agent::Pi, _) => unreachable!("no MCP registration for {agent:?}"),
     };
     McpTarget {
         agent,
         path: root.join(rel),
         toml: agent == Agent::Codex,
+        key: if agent == Agent::Opencode {
+            "mcp"
+        } else {
+            "mcpServers"
+        },
     }
 }
 
@@ -85,12 +107,32 @@ fn encode(v: &Value) -> Vec<u8> {
     b
 }
 
+/// The program and first argument of a server entry (`command` + `args`, or OpenCode's
+/// `command` array).
+fn program(entry: &Value) -> (Option<&str>, Option<&str>) {
+    match &entry["command"] {
+        Value::Array(c) => (
+            c.first().and_then(Value::as_str),
+            c.get(1).and_then(Value::as_str),
+        ),
+        c => (c.as_str(), entry["args"].get(0).and_then(Value::as_str)),
+    }
+}
+
 /// True for a server entry conductor wrote: a program named `conductor` run with `mcp`.
 fn ours(entry: &Value) -> bool {
-    let named = entry["command"]
-        .as_str()
-        .is_some_and(|c| Path::new(c).file_name().is_some_and(|n| n == "conductor"));
-    named && entry["args"].get(0).and_then(Value::as_str) == Some("mcp")
+    let (cmd, arg) = program(entry);
+    let named = cmd.is_some_and(|c| Path::new(c).file_name().is_some_and(|n| n == "conductor"));
+    named && arg == Some("mcp")
+}
+
+/// The entry that registers `exe mcp` in `t`.
+fn entry(t: &McpTarget, exe: &str) -> Value {
+    if t.agent == Agent::Opencode {
+        json!({"type": "local", "command": [exe, "mcp"], "enabled": true})
+    } else {
+        json!({"command": exe, "args": ["mcp"]})
+    }
 }
 
 fn toml_block(exe: &str) -> String {
@@ -157,7 +199,7 @@ pub fn check(t: &McpTarget) -> Result<()> {
         return Ok(());
     }
     if let Some((_, m)) = read_json(&t.path)? {
-        match m.get("mcpServers") {
+        match m.get(t.key) {
             None => {}
             Some(Value::Object(s)) => {
                 if let Some(e) = s.get(NAME)
@@ -172,7 +214,12 @@ pub fn check(t: &McpTarget) -> Result<()> {
                     ));
                 }
             }
-            Some(_) => return Err(unparseable(&t.path, "`mcpServers` is not an object")),
+            Some(_) => {
+                return Err(unparseable(
+                    &t.path,
+                    format!("`{}` is not an object", t.key),
+                ));
+            }
         }
     }
     Ok(())
@@ -216,16 +263,15 @@ pub fn install(t: &McpTarget, exe: &str, manifest: &Path) -> Result<Vec<String>>
         None => (None, Map::new()),
     };
     let servers = doc
-        .entry("mcpServers")
+        .entry(t.key)
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
         .expect("checked");
-    let entry = json!({"command": exe, "args": ["mcp"]});
-    if servers.get(NAME).is_some_and(|e| e["command"] == exe) {
+    if servers.get(NAME).is_some_and(|e| program(e).0 == Some(exe)) {
         return Ok(changes);
     }
     let fresh = !servers.contains_key(NAME);
-    servers.insert(NAME.into(), entry);
+    servers.insert(NAME.into(), entry(t, exe));
     if fresh {
         remember(manifest, t, original.as_deref(), "")?;
     }
@@ -257,7 +303,8 @@ fn remember(
         None => json!({"file": t.path, "existed": false}),
         Some(b) => {
             let v: Value = serde_json::from_slice(b).expect("parsed");
-            let mut k = json!({"file": t.path, "existed": true, "had_servers": v.get("mcpServers").is_some()});
+            let mut k =
+                json!({"file": t.path, "existed": true, "had_servers": v.get(t.key).is_some()});
             if encode(&v) != b {
                 k["original"] = json!(String::from_utf8_lossy(b));
             }
@@ -303,7 +350,7 @@ pub fn uninstall(t: &McpTarget, manifest: &Path) -> Result<Vec<String>> {
     let Some((_, mut doc)) = read_json(&t.path)? else {
         return Ok(changes);
     };
-    let Some(servers) = doc.get_mut("mcpServers").and_then(Value::as_object_mut) else {
+    let Some(servers) = doc.get_mut(t.key).and_then(Value::as_object_mut) else {
         return Ok(changes);
     };
     if !servers.get(NAME).is_some_and(ours) {
@@ -312,7 +359,7 @@ pub fn uninstall(t: &McpTarget, manifest: &Path) -> Result<Vec<String>> {
     servers.remove(NAME);
     let kept = kept(manifest)?;
     if servers.is_empty() && kept["had_servers"] != true {
-        doc.remove("mcpServers");
+        doc.remove(t.key);
     }
     let now = Value::Object(doc);
     if kept["existed"] == false && now.as_object().is_some_and(Map::is_empty) {
@@ -331,6 +378,30 @@ pub fn uninstall(t: &McpTarget, manifest: &Path) -> Result<Vec<String>> {
         t.path.display()
     ));
     Ok(changes)
+}
+
+/// OpenCode: its plugin file and its MCP server together. The manifest that gives
+/// opencode.json back byte for byte sits beside the plugin directory and goes on uninstall.
+pub fn opencode(plugin: &Path, root: &Path, user: bool, uninstall: bool) -> Result<Vec<String>> {
+    use super::integrate_plugin as p;
+    let t = target(Agent::Opencode, root, user);
+    let dir = plugin
+        .parent()
+        .and_then(Path::parent)
+        .expect("the plugin is in DIR/plugins/");
+    let manifest = dir.join(super::integrate::MANIFEST);
+    if uninstall {
+        let mut c = self::uninstall(&t, &manifest)?;
+        if conductor::store::read_bytes(&manifest)?.is_some() {
+            std::fs::remove_file(&manifest).ctx("remove", &manifest)?;
+        }
+        c.extend(p::uninstall(plugin, root)?);
+        return Ok(c);
+    }
+    check(&t)?;
+    let mut c = p::install(Agent::Opencode, plugin, &super::integrate::hook_program()?)?;
+    c.extend(install(&t, &exe()?, &manifest)?);
+    Ok(c)
 }
 
 /// What [`remember`] kept.
@@ -353,8 +424,8 @@ pub fn registered(t: &McpTarget) -> Option<String> {
         return find_toml_block(std::str::from_utf8(&bytes).ok()?).map(|(_, _, c)| c);
     }
     let v: Value = serde_json::from_slice(&bytes).ok()?;
-    let e = &v["mcpServers"][NAME];
-    ours(e).then(|| e["command"].as_str().unwrap_or_default().to_string())
+    let e = &v[t.key][NAME];
+    ours(e).then(|| program(e).0.unwrap_or_default().to_string())
 }
 
 /// Start `command mcp` and complete the MCP handshake (at most 10 s): Ok, or why not.

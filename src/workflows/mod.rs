@@ -119,6 +119,8 @@ pub mod event {
     pub const WORKER_EXITED: &str = "workflow.worker.exited";
     pub const STATUS: &str = "workflow.status";
     pub const INTERCEPTED: &str = "workflow.intercepted";
+    /// A worker recorded findings, files, pending tasks or values (MCP subscribers re-read).
+    pub const SNAPSHOT_UPDATED: &str = "workflow.snapshot.updated";
 }
 
 /// An event about a session.

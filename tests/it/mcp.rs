@@ -702,3 +702,566 @@ fn integrate_claude_user_registers_in_claude_json_and_gives_it_back() {
         .code(0);
     assert_eq!(std::fs::read(&cfg).unwrap(), before);
 }
+
+/// Parse a resource's text as JSON.
+#[track_caller]
+fn text_json(step: &Value) -> Value {
+    let t = step["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text: {step}"));
+    serde_json::from_str(t).unwrap()
+}
+
+#[test]
+fn resources_are_listed_read_and_subscribers_are_notified_from_the_journal() {
+    let env = TestEnv::new();
+    env.run(&["agent", "register", "scout", "--watch", "ops"])
+        .code(0);
+    let dir = env.project.join(".conductor/workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("one.json"),
+        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
+    )
+    .unwrap();
+    let r = env.run(&["--json", "workflow", "start", "one", "Add rate limiting"]);
+    r.code(0);
+    let sid = r.json()["session"].as_str().unwrap().to_string();
+    let holder = env.start("refactor the parser", "P1");
+    let (status, inbox) = ("conductor://status", "conductor://inbox/scout");
+    let snap = format!("conductor://workflow/{sid}/snapshot");
+    let mut c = Client::spawn(
+        &env,
+        &["--agent", "scout"],
+        &[],
+        json!([
+            {"resources": true},
+            {"read": status},
+            {"read": "conductor://inbox/nobody"},
+            {"subscribe": status},
+            {"subscribe": inbox},
+            {"subscribe": snap},
+            {"subscribe": "conductor://nope"},
+            {"sync": "subscribed"},
+            {"updated": status, "within": 30},
+            {"read": status},
+            {"sync": "claimed"},
+            {"updated": inbox, "within": 30},
+            {"read": inbox},
+            {"sync": "posted"},
+            {"updated": snap, "within": 30},
+            {"read": snap},
+            {"updates_for": 1.0},
+        ]),
+    );
+    let listed = c.next();
+    let uris = listed["resources"].as_array().unwrap();
+    for u in [status, inbox, snap.as_str()] {
+        assert!(uris.contains(&json!(u)), "{u} listed: {listed}");
+    }
+    assert_eq!(
+        listed["templates"],
+        json!([
+            "conductor://inbox/{agent}",
+            "conductor://workflow/{session}/snapshot"
+        ])
+    );
+    let first = text_json(&c.next());
+    assert_eq!(first["instances"][0]["id"], holder.as_str(), "{first}");
+    let nobody = c.next();
+    assert!(
+        nobody["error"].as_str().unwrap().contains("nobody"),
+        "an unknown agent's inbox is an error naming it: {nobody}"
+    );
+    for u in [status, inbox, snap.as_str()] {
+        assert_eq!(c.next()["subscribed"], u);
+    }
+    let nope = c.next();
+    assert!(
+        nope["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown resource `conductor://nope`"),
+        "{nope}"
+    );
+    assert_eq!(c.next()["sync"], "subscribed");
+
+    // A claim made with the CLI: the status subscriber hears of it and reads it.
+    let t0 = Instant::now();
+    env.run(&["claim", "--instance", &holder, "src/a.rs"])
+        .code(0);
+    c.go();
+    let up = c.next();
+    assert_eq!(up["updated"], status, "{up}");
+    let took = t0.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "woken by the journal: {took:?}"
+    );
+    let now = text_json(&c.next());
+    assert_eq!(
+        now["instances"][0]["files_claimed"],
+        json!([env.abs("src/a.rs")]),
+        "{now}"
+    );
+    assert_eq!(c.next()["sync"], "claimed");
+
+    // A mention posted with the CLI lands in scout's inbox.
+    env.run(&["post", "ops", "@scout look at the logs", "--as", "ana"])
+        .code(0);
+    c.go();
+    assert_eq!(c.next()["updated"], inbox);
+    let items = text_json(&c.next());
+    assert_eq!(items["items"].as_array().unwrap().len(), 1, "{items}");
+    assert!(
+        items["items"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("look at the logs")
+            || items.to_string().contains("look at the logs"),
+        "{items}"
+    );
+    assert_eq!(c.next()["sync"], "posted");
+
+    // A finding recorded with the CLI reaches the snapshot's subscriber.
+    env.run(&[
+        "workflow",
+        "snapshot",
+        "--session",
+        &sid,
+        "--finding",
+        "the API port is 8081",
+    ])
+    .code(0);
+    c.go();
+    assert_eq!(c.next()["updated"], snap.as_str());
+    let s = text_json(&c.next());
+    assert_eq!(
+        s["snapshot"]["key_findings"],
+        json!(["the API port is 8081"]),
+        "{s}"
+    );
+    // Each change notified only the resource it touched, once.
+    assert_eq!(c.next()["updates"], json!([]));
+    c.finish();
+    // The snapshot's change is in the journal, under its own type.
+    let ev = env
+        .run(&["--json", "events", "--types", "workflow.snapshot.updated"])
+        .json();
+    assert_eq!(ev["items"].as_array().map(Vec::len), Some(1), "{ev}");
+    assert_eq!(ev["items"][0]["payload"]["session"], sid.as_str(), "{ev}");
+}
+
+#[test]
+fn a_cancelled_waiting_claim_leaves_the_queue_at_once_and_nothing_behind() {
+    let env = TestEnv::new();
+    let holder = env.start("holding a.rs", "P1");
+    env.run(&["claim", "--instance", &holder, "src/a.rs"])
+        .code(0);
+    let mut c = Client::spawn(
+        &env,
+        &[],
+        &[],
+        json!([
+            {"cancel": "claim", "args": {"files": ["src/a.rs"], "wait_seconds": 300}},
+            {"tool": "status"},
+            {"sync": "cancelled"},
+        ]),
+    );
+    assert_eq!(c.next()["started"], "claim");
+    let waiter = || {
+        instances(&env)
+            .into_iter()
+            .find(|i| i["id"] != holder.as_str())
+    };
+    assert!(
+        wait_until(20.0, || waiter().is_some_and(|w| w["waiting_for"]
+            .as_array()
+            .is_some_and(|q| !q.is_empty()))),
+        "the claim waits in the queue: {}",
+        env.state()
+    );
+    let me = waiter().unwrap();
+    assert_eq!(me["pending_conflicts"][0]["file"], env.abs("src/a.rs"));
+    let t0 = Instant::now();
+    c.go();
+    assert_eq!(c.next()["cancelled"], "claim");
+    let left = wait_until(10.0, || {
+        waiter().is_some_and(|w| {
+            let none = |v: &Value| v.as_array().is_none_or(|a| a.is_empty());
+            none(&w["waiting_for"]) && none(&w["pending_conflicts"])
+        })
+    });
+    let took = t0.elapsed();
+    assert!(left, "the waiter left the queue: {}", env.state());
+    assert!(
+        took < Duration::from_secs(5),
+        "the wait ended promptly: {took:?}"
+    );
+    // The server still answers, and the journal says why the queue place went.
+    let st = c.next();
+    assert_eq!(st["is_error"], false, "{st}");
+    assert_eq!(c.next()["sync"], "cancelled");
+    let events = env
+        .run(&["--json", "events", "--types", "claim.dequeued"])
+        .json();
+    assert!(
+        events.to_string().contains(&env.abs("src/a.rs")),
+        "{events}"
+    );
+    // Released now, the file goes to no one: nobody waits for it any more.
+    env.run(&["release", "--instance", &holder, "src/a.rs"])
+        .code(0);
+    assert!(
+        env.state()["global_claims"]
+            .get(env.abs("src/a.rs"))
+            .is_none(),
+        "{}",
+        env.state()
+    );
+    c.go();
+    c.finish();
+}
+
+#[test]
+fn integrate_opencode_registers_the_server_in_opencode_json_and_gives_every_byte_back() {
+    let env = TestEnv::new();
+    let p = &env.project;
+    let exe = std::fs::canonicalize(bin()).unwrap().display().to_string();
+    // OpenCode's own config, in its own formatting, with a server of its own.
+    let cfg = p.join("opencode.json");
+    std::fs::write(
+        &cfg,
+        "{\"$schema\":\"https://opencode.ai/config.json\",\"model\":\"x/y\",\"mcp\":{\"docs\":{\"type\":\"local\",\"command\":[\"docs-mcp\"]}}}",
+    )
+    .unwrap();
+    let before = tree(p);
+    let r = env.run(&["integrate", "opencode"]);
+    r.code(0);
+    assert!(r.stdout.contains("installed the OpenCode plugin"), "{r:?}");
+    assert!(r.stdout.contains("registered the MCP server"), "{r:?}");
+    let v = read_json(&cfg);
+    assert_eq!(
+        v["mcp"]["conductor"],
+        json!({"type": "local", "command": [exe, "mcp"], "enabled": true})
+    );
+    assert_eq!(v["mcp"]["docs"]["command"], json!(["docs-mcp"]));
+    assert_eq!(v["model"], "x/y");
+    assert!(p.join(".opencode/plugins/conductor.js").is_file());
+    let installed = tree(p);
+    env.run(&["integrate", "opencode"]).code(0);
+    assert_eq!(tree(p), installed, "a second integrate changes nothing");
+    // What opencode.json names is an MCP server a real client can list.
+    let listed = run_plan(
+        &env,
+        &[],
+        &[(
+            "CONDUCTOR_BIN",
+            v["mcp"]["conductor"]["command"][0].as_str().unwrap(),
+        )],
+        json!([{"list": true}]),
+    );
+    assert_eq!(listed[0]["tools"].as_array().unwrap().len(), 11);
+    let d = env.run(&["--json", "doctor"]).json();
+    let found: Vec<&Value> = d["integrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("OpenCode MCP server")
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{d}");
+    assert_eq!(found[0]["ok"], true, "{d}");
+    assert_eq!(found[0]["file"], cfg.display().to_string());
+    env.run(&["integrate", "opencode", "--uninstall"]).code(0);
+    assert_eq!(
+        tree(p),
+        before,
+        "uninstall gives every file back byte for byte"
+    );
+
+    // doctor names a plugin whose server was taken out of opencode.json by hand.
+    env.run(&["integrate", "opencode"]).code(0);
+    std::fs::write(&cfg, "{\"model\":\"x/y\"}").unwrap();
+    let d = env.run(&["--json", "doctor"]).json();
+    let missing = d["integrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["file"] == cfg.display().to_string())
+        .unwrap_or_else(|| panic!("{d}"))
+        .clone();
+    assert_eq!(missing["ok"], false, "{d}");
+    assert!(
+        missing["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not registered"),
+        "{missing}"
+    );
+    assert_eq!(missing["repair"], "run `conductor integrate opencode`");
+}
+
+#[test]
+fn integrate_opencode_fresh_user_and_foreign_server() {
+    let env = TestEnv::new();
+    let p = &env.project;
+    let before = tree(p);
+    env.run(&["integrate", "opencode"]).code(0);
+    assert_eq!(
+        read_json(&p.join("opencode.json")),
+        json!({"mcp": {"conductor": {"type": "local",
+            "command": [std::fs::canonicalize(bin()).unwrap(), "mcp"], "enabled": true}}})
+    );
+    env.run(&["integrate", "opencode", "--uninstall"]).code(0);
+    assert_eq!(tree(p), before, "a fresh project is left as it was");
+
+    // --user: ~/.config/opencode/opencode.json beside the user plugin, and back again.
+    let home = env.root.path();
+    env.run(&["integrate", "opencode", "--user"]).code(0);
+    let user = home.join(".config/opencode/opencode.json");
+    assert_eq!(read_json(&user)["mcp"]["conductor"]["command"][1], "mcp");
+    assert!(home.join(".config/opencode/plugins/conductor.js").is_file());
+    env.run(&["integrate", "opencode", "--user", "--uninstall"])
+        .code(0);
+    assert!(
+        !home.join(".config").exists(),
+        "nothing left under ~/.config"
+    );
+
+    // A `conductor` server someone else registered: refused, nothing written.
+    let foreign = "{\"mcp\": {\"conductor\": {\"type\": \"remote\", \"url\": \"https://x\"}}}";
+    std::fs::write(p.join("opencode.json"), foreign).unwrap();
+    let snap = tree(p);
+    let r = env.run(&["integrate", "opencode"]);
+    r.code(2);
+    assert!(r.stderr.contains("not conductor's"), "{r:?}");
+    assert_eq!(tree(p), snap, "nothing changed");
+}
+
+/// The pinned Claude Code, or a failure saying how to install it.
+fn require_claude() {
+    let v = Command::new("claude")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    assert!(
+        v.starts_with("2.1.197 "),
+        "Claude Code 2.1.197 is missing (found `{}`): `bash tests/e2e/install.sh` (.ci/run does it)",
+        v.trim()
+    );
+}
+
+/// The scripted model server (tests/e2e/model_server.py) on a free port.
+struct ModelServer {
+    child: Child,
+    port: u16,
+}
+
+impl ModelServer {
+    fn start(script: &std::path::Path, record: &std::path::Path) -> ModelServer {
+        let server =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/model_server.py");
+        let mut child = Command::new("python3")
+            .arg(server)
+            .arg("--script")
+            .arg(script)
+            .arg("--record")
+            .arg(record)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn the model server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .strip_prefix("PORT ")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("the model server said `{line}`"));
+        ModelServer { child, port }
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn record_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The tool results in the last message of a recorded Anthropic request: (is_error, text).
+fn tool_results(request: &Value) -> Vec<(bool, String)> {
+    let msgs = request["body"]["messages"].as_array().unwrap();
+    let last = msgs.last().unwrap();
+    last["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            let text = match &b["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                other => other.to_string(),
+            };
+            (b["is_error"] == true, text)
+        })
+        .collect()
+}
+
+#[test]
+fn real_claude_code_claims_over_mcp_is_refused_a_held_file_and_finishes() {
+    require_claude();
+    let env = TestEnv::new();
+    let holder = env.start("refactor held.rs", "P1");
+    env.run(&["claim", "--instance", &holder, "src/held.rs"])
+        .code(0);
+    let dir = env.root.path();
+    let gate = dir.join("gate");
+    let (script, record) = (dir.join("script.json"), dir.join("record.jsonl"));
+    std::fs::write(
+        &script,
+        json!({"steps": [
+            {"tool_call": {"name": "mcp__conductor__claim", "input": {"files": ["src/mine.rs"]}}},
+            {"tool_call": {"name": "mcp__conductor__claim", "input": {"files": ["src/held.rs"]}}},
+            {"tool_call": {"name": "mcp__conductor__done", "input": {"notes": "mine.rs is done; held.rs is not mine"}},
+             "wait_for": gate},
+            {"text": "finished"},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let mcp_config = dir.join("mcp.json");
+    std::fs::write(
+        &mcp_config,
+        json!({"mcpServers": {"conductor": {"command": bin(), "args": ["mcp"]}}}).to_string(),
+    )
+    .unwrap();
+    let server = ModelServer::start(&script, &record);
+    let mut claude = Command::new("claude");
+    claude
+        .args(["-p", "Claim src/mine.rs, then src/held.rs, then finish."])
+        .arg("--mcp-config")
+        .arg(&mcp_config)
+        .args([
+            "--strict-mcp-config",
+            "--allowedTools",
+            "mcp__conductor__claim mcp__conductor__done",
+            "--output-format",
+            "json",
+        ])
+        .current_dir(&env.project)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("CONDUCTOR_HOME", &env.home)
+        .env(
+            "ANTHROPIC_BASE_URL",
+            format!("http://127.0.0.1:{}", server.port),
+        )
+        .env("ANTHROPIC_API_KEY", "sk-ant-scripted")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let run = claude.spawn().expect("spawn claude");
+
+    // The model asked for `done`: look at conductor mid-run, before it is answered.
+    let asked = wait_until(120.0, || {
+        record_lines(&record).iter().any(|r| r["step"] == 2)
+    });
+    let mid = env.state();
+    std::fs::write(&gate, "").unwrap();
+    let out = run.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        asked,
+        "Claude Code never got to the third step: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "claude: {stdout}");
+    let result: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(result["result"], "finished", "{result}");
+    let session = result["session_id"].as_str().unwrap();
+
+    // Mid-run: the server acted as Claude Code's session, which held mine.rs; held.rs stayed put.
+    let me = mid["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] != holder.as_str())
+        .unwrap_or_else(|| panic!("no instance for the Claude session: {mid}"))
+        .clone();
+    assert_eq!(me["agent"], "claude", "{me}");
+    assert_eq!(me["session_id"], session, "{me}");
+    assert_eq!(me["files_claimed"], json!([env.abs("src/mine.rs")]), "{me}");
+    assert_eq!(
+        mid["global_claims"][env.abs("src/held.rs")],
+        holder.as_str()
+    );
+
+    // What the model received: the claim, the refusal naming the holder, the finish.
+    let rec = record_lines(&record);
+    let by_step = |i: u64| {
+        rec.iter()
+            .find(|r| r["step"] == i)
+            .unwrap_or_else(|| panic!("no request for step {i}"))
+    };
+    let tools: Vec<&str> = by_step(0)["body"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(tools.contains(&"mcp__conductor__claim"), "{tools:?}");
+    let granted = tool_results(by_step(1));
+    assert_eq!(granted.len(), 1, "{granted:?}");
+    assert!(!granted[0].0, "{granted:?}");
+    assert!(
+        granted[0].1.contains("Files claimed") && granted[0].1.contains(&env.abs("src/mine.rs")),
+        "{granted:?}"
+    );
+    let refused = tool_results(by_step(2));
+    assert!(refused[0].0, "the refusal is a tool error: {refused:?}");
+    assert!(
+        refused[0].1.contains(&format!(
+            "CONFLICT: {} is claimed by {holder} (task \"refactor held.rs\"",
+            env.abs("src/held.rs")
+        )),
+        "{refused:?}"
+    );
+    let finished = tool_results(by_step(3));
+    assert!(!finished[0].0, "{finished:?}");
+    assert!(finished[0].1.contains("Task complete"), "{finished:?}");
+
+    // After: Claude's instance is finished with its notes; the holder still holds held.rs.
+    let st = env.state();
+    assert_eq!(st["instances"].as_array().unwrap().len(), 1, "{st}");
+    assert_eq!(st["global_claims"], json!({env.abs("src/held.rs"): holder}));
+    let last = env.history().last().unwrap().clone();
+    assert_eq!(last["id"], me["id"]);
+    assert_eq!(last["outcome"], "success");
+    assert_eq!(last["notes"], "mine.rs is done; held.rs is not mine");
+}

@@ -165,6 +165,16 @@ impl HomeWatcher {
         }
     }
 
+    /// A handle that makes [`wait`](Self::wait) return [`Wake::Stop`] from any thread (a
+    /// waiting request its client cancelled).
+    pub fn stopper(&self) -> impl Fn() + Send + Sync + 'static {
+        let (stop, tx) = (Arc::clone(&self.stop), self.tx.clone());
+        move || {
+            stop.store(true, Ordering::SeqCst);
+            nudge(&tx);
+        }
+    }
+
     /// True once a stop signal arrived.
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)

@@ -8,6 +8,7 @@
 //! SIGKILLed server leaves nothing `cleanup` would not reap.
 
 pub mod identity;
+pub mod resources;
 pub mod tools;
 
 use std::sync::Arc;
@@ -15,7 +16,9 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -23,7 +26,8 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use super::Ctx;
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
-use tools::{Answer, Tools};
+use resources::Subscriptions;
+use tools::{Answer, Cancel, Tools};
 
 /// Serve conductor's tools over MCP on stdin/stdout.
 #[derive(Debug, clap::Args)]
@@ -31,6 +35,8 @@ use tools::{Answer, Tools};
     after_long_help = "Tools offered by default: status, start, claim, release, done, check, events, \
 inbox, inbox_act, post, dm. With --tools all also workflow_transition, workflow_update_snapshot, \
 queue_submit, queue_status; or name the tools, comma-separated.\n\n\
+Resources (subscribable; updates are sent when the journal shows a change): conductor://status, \
+conductor://inbox/{agent}, conductor://workflow/{session}/snapshot.\n\n\
 The server acts as the agent's session: the instance its hooks registered for CLAUDE_CODE_SESSION_ID, \
 else CONDUCTOR_INSTANCE_ID, else --instance. With none of these it registers its own instance on the \
 first call that needs one (owner: the agent's process) and finishes it when the client disconnects \
@@ -91,6 +97,27 @@ pub fn selected(names: &[String]) -> Result<Vec<Tool>> {
 struct Server {
     tools: Arc<Tools>,
     offered: Arc<Vec<Tool>>,
+    subs: Arc<Subscriptions>,
+}
+
+/// A library error as an MCP error (resources have no `isError` result to carry it).
+fn mcp_error(e: Error) -> McpError {
+    match e.reason() {
+        "invalid_input" | "unknown_agent" | "unknown_session" => {
+            McpError::resource_not_found(e.to_string(), None)
+        }
+        _ => McpError::internal_error(e.to_string(), None),
+    }
+}
+
+/// Run `f` on the runtime's blocking pool (every library call reads files).
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> std::result::Result<T, McpError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?
+        .map_err(mcp_error)
 }
 
 fn result(a: Answer) -> CallToolResult {
@@ -105,13 +132,19 @@ fn result(a: Answer) -> CallToolResult {
 
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("conductor", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "conductor coordinates the agents working in this project. Claim files before \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+        )
+        .with_server_info(Implementation::new("conductor", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "conductor coordinates the agents working in this project. Claim files before \
                  editing them; a file another session holds is refused (the error names the \
                  holder). Call done when the task is finished.",
-            )
+        )
     }
 
     async fn list_tools(
@@ -129,7 +162,7 @@ impl ServerHandler for Server {
     async fn call_tool(
         &self,
         req: CallToolRequestParams,
-        _: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, McpError> {
         if !self.offered.iter().any(|t| t.name == req.name) {
             return Err(McpError::invalid_params(
@@ -140,10 +173,74 @@ impl ServerHandler for Server {
         let tools = self.tools.clone();
         let name = req.name.to_string();
         let args = serde_json::Value::Object(req.arguments.unwrap_or_default());
-        let answer = tokio::task::spawn_blocking(move || tools.call(&name, args))
-            .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let cancel = Cancel::default();
+        let theirs = cancel.clone();
+        let mut call = tokio::task::spawn_blocking(move || tools.call(&name, args, &theirs));
+        let answer = tokio::select! {
+            a = &mut call => a,
+            // notifications/cancelled: a waiting claim leaves its queue; the answer is dropped.
+            _ = ctx.ct.cancelled() => {
+                cancel.cancel();
+                call.await
+            }
+        }
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         Ok(result(answer).into())
+    }
+
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourcesResult, McpError> {
+        let tools = self.tools.clone();
+        let list = blocking(move || resources::list(&tools)).await?;
+        Ok(ListResourcesResult::with_all_items(list))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        req: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> std::result::Result<ReadResourceResponse, McpError> {
+        let tools = self.tools.clone();
+        let uri = req.uri.clone();
+        let text = blocking(move || resources::read(&tools, &uri)).await?;
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, req.uri).with_mime_type("application/json"),
+        ])
+        .into())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        req: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), McpError> {
+        let (tools, subs) = (self.tools.clone(), self.subs.clone());
+        let rt = tokio::runtime::Handle::current();
+        blocking(move || subs.subscribe(&tools, &req.uri, ctx.peer, rt)).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        req: UnsubscribeRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), McpError> {
+        self.subs.unsubscribe(&req.uri);
+        Ok(())
     }
 }
 
@@ -159,6 +256,7 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> Result<u8> {
     let server = Server {
         tools: tools.clone(),
         offered: Arc::new(offered),
+        subs: Arc::default(),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -2,6 +2,7 @@
 //! blocking pool), answering with a JSON object, or with a one-line error an agent can act on.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -148,6 +149,41 @@ pub fn catalog() -> Vec<(&'static str, &'static str, Value)> {
             json!({"type": "object", "properties": {"workspace": {"type": "string"}, "all": {"type": "boolean"}}}),
         ),
     ]
+}
+
+/// The client's `notifications/cancelled` for a call: set from the runtime, seen by the call's
+/// blocking thread, which it wakes when it waits on the journal.
+#[derive(Clone, Default)]
+pub struct Cancel(Arc<Mutex<CancelState>>);
+
+#[derive(Default)]
+struct CancelState {
+    cancelled: bool,
+    wake: Option<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl Cancel {
+    /// The client gave the call up.
+    pub fn cancel(&self) {
+        let mut s = self.0.lock().expect("not poisoned");
+        s.cancelled = true;
+        if let Some(w) = &s.wake {
+            w();
+        }
+    }
+
+    fn cancelled(&self) -> bool {
+        self.0.lock().expect("not poisoned").cancelled
+    }
+
+    /// Call `wake` on cancellation (at once if it already came).
+    fn on_cancel(&self, wake: impl Fn() + Send + Sync + 'static) {
+        let mut s = self.0.lock().expect("not poisoned");
+        if s.cancelled {
+            wake();
+        }
+        s.wake = Some(Box::new(wake));
+    }
 }
 
 /// What a tool answered: an object, and whether it is an error the agent must act on.
@@ -341,12 +377,12 @@ impl Tools {
         })
     }
 
-    /// Run one tool.
-    pub fn call(&self, name: &str, v: Value) -> Answer {
+    /// Run one tool; `cancel` ends a waiting claim early.
+    pub fn call(&self, name: &str, v: Value, cancel: &Cancel) -> Answer {
         let r = self.ctx().and_then(|ctx| match name {
             "status" => self.status(&ctx, args(name, v)?),
             "start" => self.start(&ctx, args(name, v)?),
-            "claim" => self.claim(&ctx, args(name, v)?),
+            "claim" => self.claim(&ctx, args(name, v)?, cancel),
             "release" => self.release(&ctx, args(name, v)?),
             "done" => self.done(&ctx, args(name, v)?),
             "check" => self.check(&ctx, args(name, v)?),
@@ -433,7 +469,7 @@ impl Tools {
         ))
     }
 
-    fn claim(&self, ctx: &Ctx, a: ClaimArgs) -> Result<Answer> {
+    fn claim(&self, ctx: &Ctx, a: ClaimArgs, cancel: &Cancel) -> Result<Answer> {
         conductor::protocol::request::validate(&Request::Claim(ClaimRequest {
             instance_id: None,
             files: a.files.clone(),
@@ -486,6 +522,7 @@ impl Tools {
         let (Some(secs), Some(watcher)) = (wait, watcher) else {
             return Ok(conflict(&outcome, &st, now, None));
         };
+        cancel.on_cancel(watcher.stopper());
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let state = conductor::protocol::read(&ctx.store, Timestamp::now())?;
@@ -500,8 +537,14 @@ impl Tools {
                 return Ok(claimed(&outcome));
             }
             let left = deadline.saturating_duration_since(Instant::now());
+            if cancel.cancelled() {
+                return self.cancelled_wait(ctx, &id, &files);
+            }
             if left.is_zero() || watcher.wait(Some(left.min(Duration::from_secs(30)))) == Wake::Stop
             {
+                if cancel.cancelled() {
+                    return self.cancelled_wait(ctx, &id, &files);
+                }
                 break;
             }
         }
@@ -516,6 +559,27 @@ impl Tools {
             return Ok(claimed(&outcome));
         }
         Ok(conflict(&outcome, &st, now, Some(secs)))
+    }
+
+    /// The client cancelled a waiting claim: leave the queues and forget the conflicts the wait
+    /// was about, so nothing is handed to a call no one waits for. Files already granted stay.
+    fn cancelled_wait(&self, ctx: &Ctx, id: &str, files: &[String]) -> Result<Answer> {
+        let now = Timestamp::now();
+        let held = conductor::protocol::transact(&ctx.store, now, |st, fx| {
+            if st.instance(id).is_none() {
+                return Ok(Vec::new());
+            }
+            ops::dequeue(st, id, files, now, fx)?;
+            let me = st.instance_mut(id).expect("checked above");
+            me.pending_conflicts.retain(|p| !files.contains(&p.file));
+            Ok(me.files_claimed.clone())
+        })?;
+        let got: Vec<&String> = files.iter().filter(|f| held.contains(f)).collect();
+        Ok(Answer {
+            json: json!({"status": "cancelled", "claimed": got}),
+            text: "The wait was cancelled; this session left the queue.".into(),
+            error: true,
+        })
     }
 
     fn release(&self, ctx: &Ctx, a: ReleaseArgs) -> Result<Answer> {
@@ -876,7 +940,7 @@ impl Tools {
             })
             .collect();
         let now = ctx.now;
-        let snap = conductor::workflows::update(&ctx.store, now, &id, |s, _| {
+        let snap = conductor::workflows::update(&ctx.store, now, &id, |s, ev| {
             s.update_snapshot(
                 state.as_deref(),
                 &a.findings,
@@ -885,6 +949,11 @@ impl Tools {
                 &set,
                 now,
             )?;
+            ev.push(conductor::workflows::event(
+                conductor::workflows::event::SNAPSHOT_UPDATED,
+                s,
+                json!({"state": state}),
+            ));
             Ok(s.snapshot.clone())
         })?;
         Ok(Answer::ok(

@@ -52,7 +52,7 @@ pub fn run(ctx: &Ctx, args: SnapshotArgs) -> Result<u8> {
     }
     let id = args.worker.session_id(ctx)?;
     let now = ctx.now;
-    let snap = workflows::update(&ctx.store, now, &id, |s, _| {
+    let snap = workflows::update(&ctx.store, now, &id, |s, ev| {
         s.update_snapshot(
             args.worker.state(),
             &args.findings,
@@ -61,6 +61,11 @@ pub fn run(ctx: &Ctx, args: SnapshotArgs) -> Result<u8> {
             &args.set,
             now,
         )?;
+        ev.push(workflows::event(
+            workflows::event::SNAPSHOT_UPDATED,
+            s,
+            json!({"state": args.worker.state()}),
+        ));
         Ok(s.snapshot.clone())
     })?;
     emit(
