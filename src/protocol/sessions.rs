@@ -268,7 +268,7 @@ pub fn resolve_with_paths(
     };
     let mut norm = PathNormalizer::new(base)
         .with_floor(wd)
-        .with_repo_keys(store.remote().is_some());
+        .with_repo_keys(store.shared_by_hosts());
     let mut out = Vec::new();
     for list in paths {
         out.push(

@@ -623,7 +623,7 @@ impl Tools {
             None => {
                 let cwd = ctx.cwd()?;
                 let mut norm =
-                    PathNormalizer::new(cwd).with_repo_keys(ctx.store.remote().is_some());
+                    PathNormalizer::new(cwd).with_repo_keys(ctx.store.shared_by_hosts());
                 a.files
                     .iter()
                     .map(|p| norm.normalize(p))
