@@ -391,3 +391,86 @@ fn project_priorities(dir: &Path) -> Result<Option<Vec<String>>> {
         .collect();
     Ok(Some(texts))
 }
+
+/// How a claim that waits for held files ended ([`wait_for_claim`]).
+#[derive(Clone, Debug)]
+pub enum Waited {
+    /// Every file is the instance's now (handed over by the releasing transaction).
+    Claimed(ClaimOutcome),
+    /// The deadline passed or the wait was stopped: the instance left the queues and the
+    /// files were claimed again as a plain claim would now; `state` is what that claim decided
+    /// on (to name the holders) at `now`.
+    GaveUp {
+        outcome: ClaimOutcome,
+        state: State,
+        now: Timestamp,
+    },
+}
+
+/// The first step of a waiting claim, inside the caller's transaction: claim what is free and
+/// join the first-come, first-served queue of each held file (as process `pid`, so a waiter
+/// that dies is dropped from the queues).
+pub fn claim_or_enqueue(
+    st: &mut State,
+    id: &str,
+    files: &[String],
+    pid: u32,
+    now: Timestamp,
+    live: &ProcessTable,
+    fx: &mut Vec<super::ops::Effect>,
+) -> Result<ClaimOutcome> {
+    let out = ops::claim(st, id, files, None, now, live, fx)?;
+    let held: Vec<String> = out.conflicts.iter().map(|c| c.file.clone()).collect();
+    if !held.is_empty() {
+        ops::enqueue(st, id, &held, Some(pid), now, fx)?;
+    }
+    Ok(out)
+}
+
+/// Wait, never holding the lock, until `id` holds every one of `files` (the handover happens
+/// inside the releasing transaction, atomic and fair), or until `deadline` or a stop of
+/// `watcher`; then leave the queues and answer as a plain claim would. `watcher` must have been
+/// made before the first step, so a release right after it is not missed.
+pub fn wait_for_claim(
+    store: &Store,
+    id: &str,
+    files: &[String],
+    live: &ProcessTable,
+    watcher: &crate::store::watch::HomeWatcher,
+    deadline: Option<std::time::Instant>,
+) -> Result<Waited> {
+    use crate::store::watch::Wake;
+    use std::time::{Duration, Instant};
+    // Re-read the state at least this often, in case a notification is lost.
+    const SAFETY_RESCAN: Duration = Duration::from_secs(30);
+    loop {
+        let state = super::read(store, Timestamp::now())?;
+        let me = state
+            .instance(id)
+            .ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
+        if files.iter().all(|f| me.files_claimed.contains(f)) {
+            return Ok(Waited::Claimed(ClaimOutcome {
+                claimed: files.to_vec(),
+                ..ClaimOutcome::default()
+            }));
+        }
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|l| l.is_zero()) || watcher.stopped() {
+            break;
+        }
+        if watcher.wait(Some(left.unwrap_or(SAFETY_RESCAN).min(SAFETY_RESCAN))) == Wake::Stop {
+            break;
+        }
+    }
+    let now = Timestamp::now();
+    let (outcome, state) = super::transact(store, now, |st, fx| {
+        ops::dequeue(st, id, files, now, fx)?;
+        let out = ops::claim(st, id, files, None, now, live, fx)?;
+        Ok((out, st.clone()))
+    })?;
+    Ok(Waited::GaveUp {
+        outcome,
+        state,
+        now,
+    })
+}
