@@ -474,3 +474,31 @@ pub fn wait_for_claim(
         now,
     })
 }
+
+/// The live picture `status` shows (the spec's status object, without its rendering).
+#[derive(Clone, Debug)]
+pub struct Status {
+    pub state: State,
+    /// Files someone waits for, with who holds them.
+    pub conflicts: Vec<ops::LiveConflict>,
+    pub summary: ops::Summary,
+    /// What another program left inconsistent in `status.json` ([`super::foreign::inspect`]).
+    pub warnings: Vec<String>,
+}
+
+/// The status of `state` at `now`. A killed `claim --wait` neither waits nor conflicts any
+/// more (the next transaction records that; a view need not wait for it).
+pub fn status_of(mut state: State, now: Timestamp) -> Status {
+    ops::drop_dead_waiters(&mut state, &waiter_is_dead, now, &mut Vec::new());
+    Status {
+        conflicts: ops::live_conflicts(&state),
+        summary: ops::summary(&state, now),
+        warnings: super::foreign::inspect(&state),
+        state,
+    }
+}
+
+/// The status of the home, read without locking.
+pub fn status(store: &Store, now: Timestamp) -> Result<Status> {
+    Ok(status_of(super::read(store, now)?, now))
+}
