@@ -62,9 +62,15 @@ pub fn read_unvalidated(store: &Store, now: Timestamp) -> Result<State> {
         Some(bytes) => codec::decode_quick(&path, &bytes)?,
     };
     // Keys another program wrote through a symlink are decided on where they lead. The map
-    // only says how a spelling resolves, so a snapshot of it is never wrong to apply.
+    // only says how a spelling resolves, so a snapshot of it is never wrong to apply. (Read as
+    // bytes: the read above already finished any commit a crashed writer left.)
+    use super::aliases::KeyAliases;
     if store.other_writers()
-        && let Ok(known) = store.read_doc::<super::aliases::KeyAliases>(now)
+        && let Ok(Some(bytes)) = store.read_doc_bytes(<KeyAliases as Document>::FILE)
+        && let Ok(known) = <KeyAliases as Document>::decode(
+            &store.home().dir().join(<KeyAliases as Document>::FILE),
+            &bytes,
+        )
     {
         super::aliases::to_resolved(&mut st, &known.aliases);
     }
