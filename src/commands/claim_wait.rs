@@ -68,8 +68,9 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
                 .unwrap_or_default()
         ));
     }
-    let outcome = match sessions::wait_for_claim(&ctx.store, &id, &files, &live, &watcher, deadline)? {
-        Waited::Claimed(outcome) | Waited::GaveUp { outcome, .. } => outcome,
-    };
+    let outcome =
+        match sessions::wait_for_claim(&ctx.store, &id, &files, &live, &watcher, deadline)? {
+            Waited::Claimed(outcome) | Waited::GaveUp { outcome, .. } => outcome,
+        };
     print(ctx.out, &Claimed { outcome, cwd })
 }

@@ -5,8 +5,8 @@ use serde_json::json;
 use super::{Ctx, Report, display_path};
 use conductor::error::Result;
 use conductor::protocol::State;
-use conductor::protocol::sessions;
 use conductor::protocol::ops::{self, LiveConflict, Summary};
+use conductor::protocol::sessions;
 use conductor::time::Timestamp;
 
 /// Show the status.

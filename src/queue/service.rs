@@ -53,7 +53,13 @@ pub fn submit(
         docs_loaded: wanted.clone(),
         created_at: now,
     };
-    ops::submit(&mut snapshot.clone(), m, ws.clone(), &archived_completed, now)?;
+    ops::submit(
+        &mut snapshot.clone(),
+        m,
+        ws.clone(),
+        &archived_completed,
+        now,
+    )?;
     let dir = PathBuf::from(&ws.dir);
     // A submit that fails (a full disk) leaves no half-made workspace behind.
     let mut new_dirs = crate::store::atomic::NewDirs::new();

@@ -52,7 +52,14 @@ pub fn update_snapshot(
     add: &SnapshotUpdate,
 ) -> Result<Snapshot> {
     update(store, now, session, |s, _| {
-        s.update_snapshot(state, &add.findings, &add.files, &add.pending, &add.set, now)?;
+        s.update_snapshot(
+            state,
+            &add.findings,
+            &add.files,
+            &add.pending,
+            &add.set,
+            now,
+        )?;
         Ok(s.snapshot.clone())
     })
 }

@@ -56,9 +56,7 @@ impl Etcd1 {
         let url = format!("etcd://127.0.0.1:{client}/backends");
         let client = conductor::store::etcd::Etcd::parse(&url).unwrap();
         assert!(
-            wait_until(20.0, || client
-                .health()
-                .is_ok_and(|h| h.leader.is_some())),
+            wait_until(20.0, || client.health().is_ok_and(|h| h.leader.is_some())),
             "etcd did not elect itself leader"
         );
         Etcd1 {
@@ -131,14 +129,7 @@ impl Env {
     fn start(&self, task: &str, priority: &str) -> String {
         let v = self.json(
             0,
-            &[
-                "start",
-                task,
-                "--project",
-                "proj",
-                "--priority",
-                priority,
-            ],
+            &["start", task, "--project", "proj", "--priority", priority],
         );
         v["instance_id"].as_str().unwrap().to_string()
     }
@@ -269,14 +260,13 @@ fn claim_conflict_and_release(env: Env) {
     // b asks for both: the held one is refused and named, the free one granted.
     let v = env.json(3, &["claim", "--instance", &b, "src/a.rs", "src/b.rs"]);
     let c = &v["conflicts"][0];
-    assert_eq!(
-        (&c["file"], &c["held_by"]),
-        (&json!(ka), &json!(a)),
-        "{v}"
-    );
+    assert_eq!((&c["file"], &c["held_by"]), (&json!(ka), &json!(a)), "{v}");
     assert_eq!(env.instance(&b).unwrap()["files_claimed"], json!([kb]));
     let log = env.run(&["conflicts"]);
-    assert!(log.code(0).stdout.contains(&b), "the conflict is logged: {log:?}");
+    assert!(
+        log.code(0).stdout.contains(&b),
+        "the conflict is logged: {log:?}"
+    );
     // Releasing a file you do not hold is refused.
     env.run(&["release", "--instance", &b, "src/a.rs"]).code(2);
     let v = env.json(0, &["release", "--instance", &a, "src/a.rs"]);
@@ -289,9 +279,7 @@ fn claim_conflict_and_release(env: Env) {
     // --force takes it back, with a reason.
     let v = env.json(
         0,
-        &[
-            "claim", "--instance", &a, "src/b.rs", "--force", "urgent",
-        ],
+        &["claim", "--instance", &a, "src/b.rs", "--force", "urgent"],
     );
     assert_eq!(v["claimed"], json!([kb]), "{v}");
     assert_eq!(env.instance(&b).unwrap()["files_claimed"], json!([ka]));
@@ -318,7 +306,12 @@ fn done_releases_and_writes_history(mut env: Env) {
     let h = env.history();
     assert_eq!(h.len(), 1, "{h:?}");
     assert_eq!(
-        (&h[0]["id"], &h[0]["outcome"], &h[0]["duration_minutes"], &h[0]["notes"]),
+        (
+            &h[0]["id"],
+            &h[0]["outcome"],
+            &h[0]["duration_minutes"],
+            &h[0]["notes"]
+        ),
         (&json!(id), &json!("success"), &json!(45), &json!("shipped"))
     );
     // The file is free again.
@@ -410,7 +403,10 @@ fn directory_and_glob_claims_protect_what_they_name(env: Env) {
     for overlapping in ["lib/*.rs", "lib/x/y/z.rs", "lib/a/", "lib/**/mod.*"] {
         env.json(3, &["claim", "--instance", &a, overlapping]);
     }
-    env.json(0, &["claim", "--instance", &a, "lib/**/*.ts", "lib/notes.md"]);
+    env.json(
+        0,
+        &["claim", "--instance", &a, "lib/**/*.ts", "lib/notes.md"],
+    );
     env.json(0, &["release", "--instance", &a, "src/"]);
     env.json(0, &["claim", "--instance", &b, "src/main.rs"]);
 }
@@ -474,7 +470,14 @@ fn claim_wait_gets_the_file_on_release_or_gives_up(env: Env) {
     // Gets the file the moment it is released.
     let waiter = env
         .cmd()
-        .args(["--json", "claim", "--instance", &b, "--wait=30s", "src/a.rs"])
+        .args([
+            "--json",
+            "claim",
+            "--instance",
+            &b,
+            "--wait=30s",
+            "src/a.rs",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

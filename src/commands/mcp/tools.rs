@@ -473,7 +473,9 @@ impl Tools {
             )?;
             let files = paths.remove(0);
             let out = match wait {
-                Some(_) => conductor::protocol::sessions::claim_or_enqueue(st, &id, &files, pid, now, &live, fx)?,
+                Some(_) => conductor::protocol::sessions::claim_or_enqueue(
+                    st, &id, &files, pid, now, &live, fx,
+                )?,
                 None => ops::claim(st, &id, &files, a.force.as_deref(), now, &live, fx)?,
             };
             Ok((id, files, out, st.clone()))
@@ -489,7 +491,11 @@ impl Tools {
         let (outcome, st, now) =
             match wait_for_claim(&ctx.store, &id, &files, &live, &watcher, Some(deadline))? {
                 Waited::Claimed(outcome) => return Ok(claimed(&outcome)),
-                Waited::GaveUp { outcome, state, now } => (outcome, state, now),
+                Waited::GaveUp {
+                    outcome,
+                    state,
+                    now,
+                } => (outcome, state, now),
             };
         if outcome.conflicts.is_empty() {
             return Ok(claimed(&outcome));
@@ -601,8 +607,7 @@ impl Tools {
             .remove(0),
             None => {
                 let cwd = ctx.cwd()?;
-                let mut norm =
-                    PathNormalizer::new(cwd).with_repo_keys(ctx.store.shared_by_hosts());
+                let mut norm = PathNormalizer::new(cwd).with_repo_keys(ctx.store.shared_by_hosts());
                 a.files
                     .iter()
                     .map(|p| norm.normalize(p))
@@ -815,7 +820,14 @@ impl Tools {
             .ok()
             .filter(|s| !s.is_empty());
         let now = ctx.now;
-        let from = service::transition(&ctx.store, now, &id, state.as_deref(), &a.target, &a.summary)?;
+        let from = service::transition(
+            &ctx.store,
+            now,
+            &id,
+            state.as_deref(),
+            &a.target,
+            &a.summary,
+        )?;
         Ok(Answer::ok(
             json!({"status": "ok", "session": id, "from": from, "to": a.target,
             "message": "Recorded. Exit now; the supervisor moves the workflow on."}),
