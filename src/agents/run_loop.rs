@@ -158,7 +158,6 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
     let cursor = me.cursor;
     let status_file = agents::agent_file(&name, agents::RUN_STATUS_FILE)?;
     let actions_file = agents::agent_file(&name, agents::ACTIONS_FILE)?;
-    let dir = store.home().dir().to_path_buf();
     let (watcher, wake_source, poll) = match store.watcher(journal::is_journal_file) {
         Ok(w) if w.polling => (Some(w), "poll", watch::POLL_INTERVAL.as_secs_f64()),
         Ok(w) => (Some(w), "watcher", 0.0),
@@ -253,7 +252,7 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
                         Wake::Timeout
                     }
                 };
-                if woke != Wake::Changed || stopped() || journal_stat(store, &dir) != last_stat {
+                if woke != Wake::Changed || stopped() || store.journal_mark() != last_stat {
                     break;
                 }
             }
@@ -261,7 +260,7 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
                 break;
             }
         }
-        last_stat = journal_stat(store, &dir);
+        last_stat = store.journal_mark();
         lp.cycles += 1;
         wait_for = Some(match lp.cycle(&stopped) {
             Ok(next) => next,
@@ -290,18 +289,6 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
         )));
     }
     Ok(0)
-}
-
-/// Where the journal ends: the active file's inode and size, or with a shared store its last
-/// seq (asked only when the watcher woke the loop).
-fn journal_stat(store: &Store, dir: &std::path::Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    if store.remote().is_some() {
-        return store.last_event_seq().ok().map(|s| (0, s));
-    }
-    std::fs::metadata(dir.join(journal::ACTIVE))
-        .ok()
-        .map(|m| (m.ino(), m.len()))
 }
 
 fn sleep_unless(stopped: &dyn Fn() -> bool, d: Duration) {

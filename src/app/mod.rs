@@ -2,6 +2,7 @@
 //! import and doctor). Adding a domain means adding its row here, never editing the store.
 
 pub mod bundle;
+pub mod events;
 
 use std::path::Path;
 

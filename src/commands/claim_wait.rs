@@ -2,23 +2,22 @@
 //! first-served queue of what is held, and return the moment every file is ours.
 //!
 //! The handover itself happens inside the releasing transaction (`ops::release` and `done`
-//! give a freed file to the waiter with the lowest ticket), so it is atomic and fair; this
-//! command only watches `status.json` (never holding the lock while it waits) until its instance
-//! holds everything, or gives up at the deadline, leaving the queues with the usual conflict
-//! result (exit 3).
+//! give a freed file to the waiter with the lowest ticket), so it is atomic and fair; the wait
+//! is `protocol::sessions::wait_for_claim` (the MCP server's waiting claim is the same call):
+//! watch `status.json` (never holding the lock) until the instance holds everything, or give up
+//! at the deadline, leaving the queues with the usual conflict result (exit 3). This command
+//! only says where it waits and prints the result.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::claim::{ClaimArgs, Claimed};
 use super::{Ctx, print};
-use conductor::error::{Error, Result};
+use conductor::error::Result;
 use conductor::protocol::local::ProcessTable;
-use conductor::protocol::ops::{self, ClaimOutcome};
-use conductor::store::watch::{self, Wake};
+use conductor::protocol::ops;
+use conductor::protocol::sessions::{self, Waited};
+use conductor::store::watch;
 use conductor::time::Timestamp;
-
-/// Re-read the state at least this often while waiting, in case a notification is lost.
-const SAFETY_RESCAN: Duration = Duration::from_secs(30);
 
 /// Run `claim --wait`.
 pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
@@ -26,7 +25,7 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     let limit = args.wait.and_then(|l| l.0);
     let req = args.into_request();
     let state = conductor::protocol::read_unvalidated(&ctx.store, ctx.now)?;
-    let (id, mut paths) = conductor::protocol::sessions::resolve_with_paths(
+    let (id, mut paths) = sessions::resolve_with_paths(
         &ctx.store,
         &ctx.caller(),
         &state,
@@ -41,10 +40,8 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
         .with_max_age(conductor::config::read(&ctx.store)?.default_max_age_minutes);
     let pid = std::process::id();
     let now = Timestamp::now();
-    let first = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-        let out = ops::claim(st, &id, &files, None, now, &live, fx)?;
-        let held: Vec<String> = out.conflicts.iter().map(|c| c.file.clone()).collect();
-        ops::enqueue(st, &id, &held, Some(pid), now, fx)?;
+    let (outcome, positions) = conductor::protocol::transact(&ctx.store, now, |st, fx| {
+        let out = sessions::claim_or_enqueue(st, &id, &files, pid, now, &live, fx)?;
         let positions: Vec<(String, String, usize)> = out
             .conflicts
             .iter()
@@ -58,7 +55,6 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
             .collect();
         Ok((out, positions))
     })?;
-    let (outcome, positions) = first;
     let cwd = ctx.cwd().ok();
     if outcome.conflicts.is_empty() {
         return print(ctx.out, &Claimed { outcome, cwd });
@@ -72,31 +68,9 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
                 .unwrap_or_default()
         ));
     }
-    loop {
-        let state = conductor::protocol::read(&ctx.store, Timestamp::now())?;
-        let me = state
-            .instance(&id)
-            .ok_or_else(|| Error::UnknownInstance(id.clone()))?;
-        if files.iter().all(|f| me.files_claimed.contains(f)) {
-            let outcome = ClaimOutcome {
-                claimed: files.clone(),
-                ..ClaimOutcome::default()
-            };
-            return print(ctx.out, &Claimed { outcome, cwd });
-        }
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        if left.is_some_and(|l| l.is_zero()) || watcher.stopped() {
-            break;
-        }
-        if watcher.wait(Some(left.unwrap_or(SAFETY_RESCAN).min(SAFETY_RESCAN))) == Wake::Stop {
-            break;
-        }
-    }
-    // Give up: leave the queues, then answer exactly as a plain claim would now.
-    let now = Timestamp::now();
-    let outcome = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-        ops::dequeue(st, &id, &files, now, fx)?;
-        ops::claim(st, &id, &files, None, now, &live, fx)
-    })?;
+    let outcome =
+        match sessions::wait_for_claim(&ctx.store, &id, &files, &live, &watcher, deadline)? {
+            Waited::Claimed(outcome) | Waited::GaveUp { outcome, .. } => outcome,
+        };
     print(ctx.out, &Claimed { outcome, cwd })
 }

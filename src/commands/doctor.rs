@@ -151,7 +151,7 @@ impl Report for DoctorReport {
 
 /// Run `doctor`.
 pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
-    if let Some(r) = ctx.store.remote() {
+    if let Some(r) = ctx.store.backend().cluster() {
         if args.repair {
             return Err(conductor::error::Error::invalid(
                 Reason::InvalidInput,

@@ -494,7 +494,7 @@ fn edit(
     }
     let now = Timestamp::now();
     let dir = session_dir(input)?;
-    let mut norm = PathNormalizer::new(dir.clone()).with_repo_keys(store.remote().is_some());
+    let mut norm = PathNormalizer::new(dir.clone()).with_repo_keys(store.shared_by_hosts());
     let files = raw_files
         .iter()
         .map(|f| norm.normalize(f))

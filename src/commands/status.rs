@@ -6,6 +6,7 @@ use super::{Ctx, Report, display_path};
 use conductor::error::Result;
 use conductor::protocol::State;
 use conductor::protocol::ops::{self, LiveConflict, Summary};
+use conductor::protocol::sessions;
 use conductor::time::Timestamp;
 
 /// Show the status.
@@ -171,21 +172,17 @@ impl Report for StatusReport {
     }
 }
 
-/// Build the status report from a state.
-pub fn report(mut state: State, now: Timestamp, cwd: Option<std::path::PathBuf>) -> StatusReport {
-    // A killed `claim --wait` neither waits nor conflicts any more (the next transaction
-    // records that; a view need not wait for it).
-    ops::drop_dead_waiters(
-        &mut state,
-        &conductor::protocol::local::waiter_is_dead,
-        now,
-        &mut Vec::new(),
-    );
+/// Build the status report from a state (`protocol::sessions::status_of`).
+pub fn report(state: State, now: Timestamp, cwd: Option<std::path::PathBuf>) -> StatusReport {
+    from(sessions::status_of(state, now), now, cwd)
+}
+
+fn from(st: sessions::Status, now: Timestamp, cwd: Option<std::path::PathBuf>) -> StatusReport {
     StatusReport {
-        conflicts: ops::live_conflicts(&state),
-        summary: ops::summary(&state, now),
-        warnings: conductor::protocol::foreign::inspect(&state),
-        state,
+        state: st.state,
+        conflicts: st.conflicts,
+        summary: st.summary,
+        warnings: st.warnings,
         now,
         cwd,
     }
@@ -193,6 +190,6 @@ pub fn report(mut state: State, now: Timestamp, cwd: Option<std::path::PathBuf>)
 
 /// Run `status`.
 pub fn execute(ctx: &Ctx) -> Result<Box<dyn Report>> {
-    let state = conductor::protocol::read(&ctx.store, ctx.now)?;
-    Ok(Box::new(report(state, ctx.now, ctx.cwd().ok())))
+    let st = sessions::status(&ctx.store, ctx.now)?;
+    Ok(Box::new(from(st, ctx.now, ctx.cwd().ok())))
 }

@@ -106,7 +106,7 @@ fn check(ctx: &Ctx, files: &[String], ids: &[String]) -> Result<Waited> {
 /// Run `wait`.
 pub fn run(ctx: &Ctx, args: WaitArgs) -> Result<u8> {
     watch::block_stop_signals();
-    let mut norm = PathNormalizer::new(ctx.cwd()?).with_repo_keys(ctx.store.remote().is_some());
+    let mut norm = PathNormalizer::new(ctx.cwd()?).with_repo_keys(ctx.store.shared_by_hosts());
     let files = args
         .released
         .iter()

@@ -62,9 +62,15 @@ pub fn read_unvalidated(store: &Store, now: Timestamp) -> Result<State> {
         Some(bytes) => codec::decode_quick(&path, &bytes)?,
     };
     // Keys another program wrote through a symlink are decided on where they lead. The map
-    // only says how a spelling resolves, so a snapshot of it is never wrong to apply.
-    if store.remote().is_none()
-        && let Ok(known) = store.read_doc::<super::aliases::KeyAliases>(now)
+    // only says how a spelling resolves, so a snapshot of it is never wrong to apply. (Read as
+    // bytes: the read above already finished any commit a crashed writer left.)
+    use super::aliases::KeyAliases;
+    if store.other_writers()
+        && let Ok(Some(bytes)) = store.read_doc_bytes(<KeyAliases as Document>::FILE)
+        && let Ok(known) = <KeyAliases as Document>::decode(
+            &store.home().dir().join(<KeyAliases as Document>::FILE),
+            &bytes,
+        )
     {
         super::aliases::to_resolved(&mut st, &known.aliases);
     }
@@ -90,10 +96,10 @@ pub fn transact<T>(
         // Keys another program wrote through a symlink: resolved for the operation, written
         // back as they were (see `protocol::aliases`). Only conductor writes a shared store's
         // keys: no other program's spellings there.
-        let known: KeyAliases = if store.remote().is_some() {
-            KeyAliases::default()
-        } else {
+        let known: KeyAliases = if store.other_writers() {
             tx.read()?
+        } else {
+            KeyAliases::default()
         };
         let mut applied = Vec::new();
         let last_writer = match last_writer {
@@ -175,7 +181,7 @@ fn prune_foreign_copies(store: &Store) {
 pub fn reset(store: &Store, now: Timestamp) -> Result<Option<PathBuf>> {
     store.transaction(now, &[Lock::Status], |tx| {
         let status = store.home().status();
-        let backup = if store.remote().is_none() && status.exists() {
+        let backup = if store.state_in_files() && status.exists() {
             Some(atomic::keep_beside(
                 &status,
                 &format!("{}.bak", now.compact()),

@@ -268,7 +268,7 @@ pub fn resolve_with_paths(
     };
     let mut norm = PathNormalizer::new(base)
         .with_floor(wd)
-        .with_repo_keys(store.remote().is_some());
+        .with_repo_keys(store.shared_by_hosts());
     let mut out = Vec::new();
     for list in paths {
         out.push(
@@ -390,4 +390,115 @@ fn project_priorities(dir: &Path) -> Result<Option<Vec<String>>> {
         .filter(|t| !t.is_empty())
         .collect();
     Ok(Some(texts))
+}
+
+/// How a claim that waits for held files ended ([`wait_for_claim`]).
+#[derive(Clone, Debug)]
+pub enum Waited {
+    /// Every file is the instance's now (handed over by the releasing transaction).
+    Claimed(ClaimOutcome),
+    /// The deadline passed or the wait was stopped: the instance left the queues and the
+    /// files were claimed again as a plain claim would now; `state` is what that claim decided
+    /// on (to name the holders) at `now`.
+    GaveUp {
+        outcome: ClaimOutcome,
+        state: State,
+        now: Timestamp,
+    },
+}
+
+/// The first step of a waiting claim, inside the caller's transaction: claim what is free and
+/// join the first-come, first-served queue of each held file (as process `pid`, so a waiter
+/// that dies is dropped from the queues).
+pub fn claim_or_enqueue(
+    st: &mut State,
+    id: &str,
+    files: &[String],
+    pid: u32,
+    now: Timestamp,
+    live: &ProcessTable,
+    fx: &mut Vec<super::ops::Effect>,
+) -> Result<ClaimOutcome> {
+    let out = ops::claim(st, id, files, None, now, live, fx)?;
+    let held: Vec<String> = out.conflicts.iter().map(|c| c.file.clone()).collect();
+    if !held.is_empty() {
+        ops::enqueue(st, id, &held, Some(pid), now, fx)?;
+    }
+    Ok(out)
+}
+
+/// Wait, never holding the lock, until `id` holds every one of `files` (the handover happens
+/// inside the releasing transaction, atomic and fair), or until `deadline` or a stop of
+/// `watcher`; then leave the queues and answer as a plain claim would. `watcher` must have been
+/// made before the first step, so a release right after it is not missed.
+pub fn wait_for_claim(
+    store: &Store,
+    id: &str,
+    files: &[String],
+    live: &ProcessTable,
+    watcher: &crate::store::watch::HomeWatcher,
+    deadline: Option<std::time::Instant>,
+) -> Result<Waited> {
+    use crate::store::watch::Wake;
+    use std::time::{Duration, Instant};
+    // Re-read the state at least this often, in case a notification is lost.
+    const SAFETY_RESCAN: Duration = Duration::from_secs(30);
+    loop {
+        let state = super::read(store, Timestamp::now())?;
+        let me = state
+            .instance(id)
+            .ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
+        if files.iter().all(|f| me.files_claimed.contains(f)) {
+            return Ok(Waited::Claimed(ClaimOutcome {
+                claimed: files.to_vec(),
+                ..ClaimOutcome::default()
+            }));
+        }
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|l| l.is_zero()) || watcher.stopped() {
+            break;
+        }
+        if watcher.wait(Some(left.unwrap_or(SAFETY_RESCAN).min(SAFETY_RESCAN))) == Wake::Stop {
+            break;
+        }
+    }
+    let now = Timestamp::now();
+    let (outcome, state) = super::transact(store, now, |st, fx| {
+        ops::dequeue(st, id, files, now, fx)?;
+        let out = ops::claim(st, id, files, None, now, live, fx)?;
+        Ok((out, st.clone()))
+    })?;
+    Ok(Waited::GaveUp {
+        outcome,
+        state,
+        now,
+    })
+}
+
+/// The live picture `status` shows (the spec's status object, without its rendering).
+#[derive(Clone, Debug)]
+pub struct Status {
+    pub state: State,
+    /// Files someone waits for, with who holds them.
+    pub conflicts: Vec<ops::LiveConflict>,
+    pub summary: ops::Summary,
+    /// What another program left inconsistent in `status.json` ([`super::foreign::inspect`]).
+    pub warnings: Vec<String>,
+}
+
+/// The status of `state` at `now`. A killed `claim --wait` neither waits nor conflicts any
+/// more (the next transaction records that; a view need not wait for it).
+pub fn status_of(mut state: State, now: Timestamp) -> Status {
+    ops::drop_dead_waiters(&mut state, &waiter_is_dead, now, &mut Vec::new());
+    Status {
+        conflicts: ops::live_conflicts(&state),
+        summary: ops::summary(&state, now),
+        warnings: super::foreign::inspect(&state),
+        state,
+    }
+}
+
+/// The status of the home, read without locking.
+pub fn status(store: &Store, now: Timestamp) -> Result<Status> {
+    Ok(status_of(super::read(store, now)?, now))
 }

@@ -117,7 +117,7 @@ pub fn completed(store: &Store, ws: &str, wanted: &BTreeSet<String>) -> Result<B
     if wanted.is_empty() {
         return Ok(BTreeSet::new());
     }
-    let found: Vec<(String, State)> = if store.remote().is_none() && in_sync(store)? {
+    let found: Vec<(String, State)> = if store.state_in_files() && in_sync(store)? {
         indexed(store, ws)?
     } else {
         scan(store)?.remove(ws).unwrap_or_default()
@@ -140,7 +140,7 @@ pub fn completed_tx(
     if wanted.is_empty() {
         return Ok(BTreeSet::new());
     }
-    if store.remote().is_none()
+    if store.state_in_files()
         && let Some(mut by_ws) = ensure(tx, store)?
     {
         // Just rebuilt: the new index is staged in `tx`, not on disk yet.
@@ -243,7 +243,7 @@ pub fn append(tx: &mut Tx, store: &Store, jobs: &[Job]) -> Result<()> {
     for l in &new {
         tx.append(JOBS_DONE, l.clone())?;
     }
-    if store.remote().is_some() {
+    if !store.state_in_files() {
         return Ok(());
     }
     ensure(tx, store)?;

@@ -293,8 +293,10 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
     // On the file store one dispatcher leads a home's queue at a time, and may launch a job
     // before the commit that records its start. With a shared store, dispatchers on several
     // hosts share the queue through optimistic transactions and launch only what committed.
-    let lead = match store.remote() {
-        None => match take_lead(&home, &me, &tx, &rx, progress)? {
+    let lead = if store.shared_by_hosts() {
+        None
+    } else {
+        match take_lead(&home, &me, &tx, &rx, progress)? {
             Some(f) => Some(f),
             None => {
                 return Ok(Summary {
@@ -302,8 +304,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                     ..Summary::default()
                 });
             }
-        },
-        Some(_) => None,
+        }
     };
     let mut tail = store.tail(None)?;
     let base0 = recover(store, &me, progress)?;

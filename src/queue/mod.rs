@@ -44,6 +44,7 @@ pub mod prompt;
 pub mod ran_with;
 mod redact;
 pub mod sandbox;
+pub mod service;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -26,6 +26,7 @@
 pub mod baseline;
 pub mod persona;
 pub mod rules;
+pub mod service;
 pub mod session;
 pub mod supervisor;
 pub mod template;

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::common::{Run, bin};
 
-fn etcd_binary() -> PathBuf {
+pub fn etcd_binary() -> PathBuf {
     for p in std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .unwrap_or_default()
@@ -29,7 +29,7 @@ fn etcd_binary() -> PathBuf {
     panic!("etcd is not installed: `apt-get install etcd-server` (.ci/run does it)");
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -4,6 +4,7 @@ mod common;
 
 mod agents;
 mod agree;
+mod backends;
 mod claims;
 mod corrupt;
 mod crash;

@@ -22,7 +22,7 @@ impl Store {
         self.settle()?;
         // One consistent snapshot of a shared store, whatever is written meanwhile. (A file
         // home is exported as its files are; run it when nobody writes.)
-        if let Some(r) = &self.remote {
+        if let Some(r) = self.backend.etcd() {
             r.pin_snapshot()?;
         }
         let mut b = Bundle {
@@ -65,7 +65,7 @@ impl Store {
     pub fn files_below(&self, dir: [&str; 2], names: &[&str]) -> Result<Vec<String>> {
         let base = format!("{}/{}/", dir[0], dir[1]);
         let mut out = Vec::new();
-        match &self.remote {
+        match self.backend.etcd() {
             Some(r) => {
                 let prefix = r.doc_key(&base);
                 r.scan(&prefix, |kv| {
@@ -96,7 +96,7 @@ impl Store {
     /// True when this home or store holds none of `documents`, no line of `ledgers` and no
     /// event.
     pub fn is_empty(&self, documents: &[&str], ledgers: &[LedgerFile]) -> Result<bool> {
-        match &self.remote {
+        match self.backend.etcd() {
             Some(r) => Ok(r
                 .range(&r.root(), &etcd::prefix_end(&r.root()), 1)?
                 .0
@@ -115,7 +115,7 @@ impl Store {
     /// bytes and events their numbers.
     pub fn import(&self, b: &Bundle, documents: &[&str], ledgers: &[LedgerFile]) -> Result<()> {
         let refuse = |why: String| Error::refused(crate::error::Refusal::TargetNotEmpty, why);
-        match &self.remote {
+        match self.backend.etcd() {
             Some(r) => {
                 if !self.is_empty(documents, ledgers)? {
                     return Err(refuse(format!(

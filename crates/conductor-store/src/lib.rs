@@ -18,6 +18,7 @@
 //! `history.jsonl`, `conflicts.log`), so the original plugin's jq recipes still interoperate.
 
 pub mod atomic;
+pub mod backend;
 pub mod bundle;
 pub mod error;
 pub mod etcd;
@@ -53,6 +54,7 @@ pub struct LockWait {
 /// The callback [`Store::on_wait`] takes.
 pub type WaitNotes = std::sync::Arc<dyn Fn(&LockWait) + Send + Sync>;
 
+pub use backend::Backend;
 pub use bundle::Bundle;
 pub use error::{Error, Result};
 pub use home::Home;
@@ -70,23 +72,23 @@ pub struct Store {
     retention: std::sync::OnceLock<journal::Retention>,
     /// Set by a command that runs one transaction and exits (see [`Store::short_lived`]).
     short_lived: std::sync::atomic::AtomicBool,
-    /// The shared store when one is configured (`CONDUCTOR_STORE`, `--store` or config.json's
-    /// `store`): documents, ledgers and the journal then live in etcd, and the home keeps only
-    /// this machine's own files (config.json, sprint.json, workspaces).
-    remote: Option<etcd::Etcd>,
+    /// Where documents, ledgers and the journal live: the home's files, or the shared store
+    /// when one is configured (`CONDUCTOR_STORE`, `--store` or config.json's `store`).
+    backend: Backend,
 }
 
 impl Store {
     /// Open (creating if needed) the home at `dir`.
     pub fn open(dir: PathBuf, lock_timeout: Duration) -> Result<Store> {
         let home = Home::ensure(dir)?;
+        let backend = Backend::Files(home.dir().to_path_buf());
         let mut store = Store {
             home,
             lock_timeout,
             on_wait: None,
             retention: std::sync::OnceLock::new(),
             short_lived: std::sync::atomic::AtomicBool::new(false),
-            remote: None,
+            backend,
         };
         // Set, even empty (the files of this home), it wins over config.json's `store`. Only
         // that field is read here: the whole file is checked when a command needs the config
@@ -96,55 +98,60 @@ impl Store {
             Err(_) => configured_store(&store.home.config())?,
         };
         if let Some(url) = url {
-            store.remote = Some(etcd::Etcd::parse(&url)?);
+            store.backend = Backend::Etcd(etcd::Etcd::parse(&url)?);
         }
         Ok(store)
     }
 
-    /// The shared store, when documents live in etcd rather than in the home's files.
-    pub fn remote(&self) -> Option<&etcd::Etcd> {
-        self.remote.as_ref()
+    /// Where the state lives (see [`Backend`]): ask it for a capability, never which it is.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
     }
 
     /// A reader of the event journal positioned after `after` (`None`: at its end).
     pub fn tail(&self, after: Option<u64>) -> Result<journal::Tail> {
-        match &self.remote {
-            Some(r) => journal::Tail::open_remote(r, after),
-            None => journal::Tail::open(self.home.dir(), after),
-        }
+        self.backend.tail(after)
     }
 
     /// The seq of the last event written (0: none yet).
     pub fn last_event_seq(&self) -> Result<u64> {
-        match &self.remote {
-            Some(r) => journal::remote_last_seq(r),
-            None => journal::last_seq(self.home.dir()),
-        }
+        self.backend.last_event_seq()
     }
 
     /// The seq of the oldest event kept (`None`: the journal is empty).
     pub fn oldest_event(&self) -> Result<Option<u64>> {
-        match &self.remote {
-            Some(r) => journal::remote_oldest(r),
-            None => journal::Tail::oldest(self.home.dir()),
-        }
+        self.backend.oldest_event()
     }
 
     /// Wake up when a document or ledger whose file name satisfies `wanted` changes: a watch on
     /// the home directory, or on the shared store's keys.
     pub fn watcher(&self, wanted: fn(&str) -> bool) -> Result<crate::watch::HomeWatcher> {
-        match &self.remote {
-            Some(r) => crate::watch::HomeWatcher::remote(r, wanted),
-            None => crate::watch::HomeWatcher::new(self.home.dir(), wanted),
-        }
+        self.backend.watcher(wanted)
     }
 
     /// Where state lives, for messages: the home directory or the store URL.
     pub fn location(&self) -> String {
-        match &self.remote {
-            Some(r) => r.url().to_string(),
-            None => self.home.dir().display().to_string(),
-        }
+        self.backend.location()
+    }
+
+    /// Several machines share this state (see [`Backend::shared_by_hosts`]).
+    pub fn shared_by_hosts(&self) -> bool {
+        self.backend.shared_by_hosts()
+    }
+
+    /// The documents and ledgers are the home's files (see [`Backend::state_in_files`]).
+    pub fn state_in_files(&self) -> bool {
+        self.backend.state_in_files()
+    }
+
+    /// Programs other than conductor may rewrite the documents (see [`Backend::other_writers`]).
+    pub fn other_writers(&self) -> bool {
+        self.backend.other_writers()
+    }
+
+    /// A cheap token that changes when the journal grows (see [`Backend::journal_mark`]).
+    pub fn journal_mark(&self) -> Option<(u64, u64)> {
+        self.backend.journal_mark()
     }
 
     /// Declare that this process exits right after its command: the protocol state a
@@ -175,7 +182,7 @@ impl Store {
 
     /// Finish a transaction that committed and then died, if there is one (a `stat` when not).
     fn settle(&self) -> Result<()> {
-        if self.remote.is_some() {
+        if !self.backend.state_in_files() {
             return Ok(());
         }
         if redo::pending(self.home.dir()) {
@@ -221,10 +228,7 @@ impl Store {
 
     /// A document's bytes as they are (`None`: it does not exist).
     pub fn read_doc_bytes(&self, file: &str) -> Result<Option<Vec<u8>>> {
-        match &self.remote {
-            Some(r) => Ok(r.get(&r.doc_key(file))?.map(|kv| kv.value)),
-            None => read_bytes(&self.home.dir().join(file)),
-        }
+        self.backend.get(file)
     }
 
     /// Take `status.lock` (doctor's repairs replace files wholesale under it).
@@ -256,10 +260,7 @@ impl Store {
         ledger: LedgerFile,
         f: impl FnMut(usize, ledger::Line) -> Result<bool, E>,
     ) -> Result<(), E> {
-        match &self.remote {
-            Some(r) => remote_lines(r, &r.ledger_prefix(ledger.name), f),
-            None => ledger::for_each_line(&self.home.dir().join(ledger.name), f),
-        }
+        self.backend.ledger_lines(ledger.name, f)
     }
 
     /// The journal's retention settings: config.json's `events_*` keys (only those are read
@@ -287,27 +288,6 @@ pub fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
         path: path.to_path_buf(),
         detail: detail.into(),
     }
-}
-
-/// Every line of a ledger kept in the shared store: its keys hold the lines of one transaction
-/// each (so a transaction stays within etcd's operation limit however many lines it appends).
-fn remote_lines<E: From<Error>>(
-    r: &etcd::Etcd,
-    prefix: &str,
-    mut f: impl FnMut(usize, ledger::Line) -> Result<bool, E>,
-) -> Result<(), E> {
-    let mut n = 0;
-    let mut more = true;
-    r.scan(prefix, |kv| {
-        for line in String::from_utf8_lossy(&kv.value).split('\n') {
-            n += 1;
-            if !f(n, ledger::Line::Complete(line.to_string()))? {
-                more = false;
-                return Ok(false);
-            }
-        }
-        Ok(more)
-    })
 }
 
 /// config.json's `store`, when the file names one (`corrupt_state` if it is not JSON or the

@@ -242,7 +242,7 @@ impl<'s> Tx<'s> {
     pub fn read<D: Document>(&mut self) -> Result<D> {
         self.check_held(D::LOCK, D::FILE)?;
         let path = self.store.home().dir().join(D::FILE);
-        let bytes = match self.store.remote() {
+        let bytes = match self.store.backend.etcd() {
             Some(r) => {
                 let kv = if self.meta.is_none() {
                     let mut both = r.get_many(&[r.doc_key(D::FILE), r.meta_key()])?;
@@ -277,7 +277,7 @@ impl<'s> Tx<'s> {
     /// always what the file holds; a long-running writer (the queue's dispatcher) saves the
     /// parse of a big document on every step.
     pub fn read_cached<D: Document>(&mut self, cached: Option<(Vec<u8>, D)>) -> Result<D> {
-        if self.store.remote().is_some() {
+        if !self.store.state_in_files() {
             return self.read();
         }
         self.check_held(D::LOCK, D::FILE)?;
@@ -307,7 +307,7 @@ impl<'s> Tx<'s> {
     pub fn read_tracked<D: Document>(&mut self) -> Result<(D, LastWriter<D>)> {
         use std::os::unix::fs::MetadataExt;
         let current = self.read::<D>()?;
-        if self.store.remote().is_some() {
+        if !self.store.other_writers() {
             // Only conductor writes the shared store's keys.
             return Ok((current, LastWriter::Conductor));
         }
@@ -403,7 +403,7 @@ impl<'s> Tx<'s> {
         // Already rewritten in this transaction: that staged version is the base.
         let rewritten = self.writes.iter().position(|w| w.file == file.rel);
         // A shared store keeps such a file as one key, always rewritten whole.
-        let remote = self.store.remote().cloned();
+        let remote = self.store.backend.etcd().cloned();
         if rewritten.is_none() && remote.is_none() {
             let staged: u64 = self
                 .appends
@@ -475,8 +475,8 @@ impl Store {
         locks: &[Lock],
         mut f: impl FnMut(&mut Tx) -> Result<T, E>,
     ) -> Result<T, E> {
-        if self.remote().is_some() {
-            return self.transaction_remote(now, locks, f);
+        if let Some(r) = self.backend.etcd() {
+            return self.transaction_remote(r, now, locks, f);
         }
         let mut order: Vec<Lock> = locks
             .iter()
@@ -509,6 +509,7 @@ impl Store {
     /// `lock_timeout` after the lock timeout of contention.
     fn transaction_remote<T, E: From<Error>>(
         &self,
+        r: &super::etcd::Etcd,
         now: Timestamp,
         locks: &[Lock],
         mut f: impl FnMut(&mut Tx) -> Result<T, E>,
@@ -518,7 +519,7 @@ impl Store {
         loop {
             let mut tx = Tx::new(self, now, locks.to_vec());
             let value = f(&mut tx)?;
-            match self.commit_remote(tx)? {
+            match self.commit_remote(r, tx)? {
                 Outcome::Committed => return Ok(value),
                 Outcome::Conflict => {}
                 // An unanswered commit that can no longer land: that was an outage, not
@@ -541,8 +542,7 @@ impl Store {
     }
 
     /// Commit a transaction's staged changes to the shared store.
-    fn commit_remote(&self, tx: Tx) -> Result<Outcome> {
-        let r = self.remote().expect("a shared store");
+    fn commit_remote(&self, r: &super::etcd::Etcd, tx: Tx) -> Result<Outcome> {
         let Tx {
             now,
             writes,

@@ -21,7 +21,6 @@ use conductor::protocol::request::{ClaimRequest, Request};
 use conductor::protocol::types::Outcome;
 use conductor::protocol::{Priority, State};
 use conductor::store::Store;
-use conductor::store::watch::Wake;
 use conductor::time::Timestamp;
 
 /// The longest `claim` waits (`wait_seconds`): MCP clients time requests out.
@@ -509,11 +508,12 @@ impl Tools {
                 &[&a.files],
             )?;
             let files = paths.remove(0);
-            let out = ops::claim(st, &id, &files, a.force.as_deref(), now, &live, fx)?;
-            if wait.is_some() && !out.conflicts.is_empty() {
-                let held: Vec<String> = out.conflicts.iter().map(|c| c.file.clone()).collect();
-                ops::enqueue(st, &id, &held, Some(pid), now, fx)?;
-            }
+            let out = match wait {
+                Some(_) => conductor::protocol::sessions::claim_or_enqueue(
+                    st, &id, &files, pid, now, &live, fx,
+                )?,
+                None => ops::claim(st, &id, &files, a.force.as_deref(), now, &live, fx)?,
+            };
             Ok((id, files, out, st.clone()))
         })?;
         if outcome.conflicts.is_empty() {
@@ -524,37 +524,20 @@ impl Tools {
         };
         cancel.on_cancel(watcher.stopper());
         let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let state = conductor::protocol::read(&ctx.store, Timestamp::now())?;
-            let me = state
-                .instance(&id)
-                .ok_or_else(|| Error::UnknownInstance(id.clone()))?;
-            if files.iter().all(|f| me.files_claimed.contains(f)) {
-                let outcome = ClaimOutcome {
-                    claimed: files.clone(),
-                    ..ClaimOutcome::default()
-                };
-                return Ok(claimed(&outcome));
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if cancel.cancelled() {
-                return self.cancelled_wait(ctx, &id, &files);
-            }
-            if left.is_zero() || watcher.wait(Some(left.min(Duration::from_secs(30)))) == Wake::Stop
-            {
-                if cancel.cancelled() {
-                    return self.cancelled_wait(ctx, &id, &files);
-                }
-                break;
-            }
+        use conductor::protocol::sessions::{Waited, wait_for_claim};
+        let (outcome, st, now) =
+            match wait_for_claim(&ctx.store, &id, &files, &live, &watcher, Some(deadline))? {
+                Waited::Claimed(outcome) => return Ok(claimed(&outcome)),
+                Waited::GaveUp {
+                    outcome,
+                    state,
+                    now,
+                } => (outcome, state, now),
+            };
+        // A cancelled call stopped the watcher: the wait gave up early; leave nothing behind.
+        if cancel.cancelled() {
+            return self.cancelled_wait(ctx, &id, &files);
         }
-        // Give up: leave the queues and answer as a plain claim would now.
-        let now = Timestamp::now();
-        let (outcome, st) = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-            ops::dequeue(st, &id, &files, now, fx)?;
-            let out = ops::claim(st, &id, &files, None, now, &live, fx)?;
-            Ok((out, st.clone()))
-        })?;
         if outcome.conflicts.is_empty() {
             return Ok(claimed(&outcome));
         }
@@ -686,8 +669,7 @@ impl Tools {
             .remove(0),
             None => {
                 let cwd = ctx.cwd()?;
-                let mut norm =
-                    PathNormalizer::new(cwd).with_repo_keys(ctx.store.remote().is_some());
+                let mut norm = PathNormalizer::new(cwd).with_repo_keys(ctx.store.shared_by_hosts());
                 a.files
                     .iter()
                     .map(|p| norm.normalize(p))
@@ -894,22 +876,20 @@ impl Tools {
     }
 
     fn transition(&self, ctx: &Ctx, a: TransitionArgs) -> Result<Answer> {
-        use conductor::workflows::{self, event};
+        use conductor::workflows::service;
         let id = self.workflow_session(ctx, a.session)?;
         let state = std::env::var("CONDUCTOR_WORKFLOW_STATE")
             .ok()
             .filter(|s| !s.is_empty());
         let now = ctx.now;
-        let from = workflows::update(&ctx.store, now, &id, |s, ev| {
-            s.request_transition(state.as_deref(), &a.target, &a.summary, now)?;
-            let from = s.current_state.clone().unwrap_or_default();
-            ev.push(workflows::event(
-                event::TRANSITION_REQUESTED,
-                s,
-                json!({"from": from, "to": a.target, "summary": a.summary}),
-            ));
-            Ok(from)
-        })?;
+        let from = service::transition(
+            &ctx.store,
+            now,
+            &id,
+            state.as_deref(),
+            &a.target,
+            &a.summary,
+        )?;
         Ok(Answer::ok(
             json!({"status": "ok", "session": id, "from": from, "to": a.target,
             "message": "Recorded. Exit now; the supervisor moves the workflow on."}),
@@ -939,23 +919,14 @@ impl Tools {
                 )
             })
             .collect();
-        let now = ctx.now;
-        let snap = conductor::workflows::update(&ctx.store, now, &id, |s, ev| {
-            s.update_snapshot(
-                state.as_deref(),
-                &a.findings,
-                &a.files,
-                &a.pending,
-                &set,
-                now,
-            )?;
-            ev.push(conductor::workflows::event(
-                conductor::workflows::event::SNAPSHOT_UPDATED,
-                s,
-                json!({"state": state}),
-            ));
-            Ok(s.snapshot.clone())
-        })?;
+        use conductor::workflows::service::{self, SnapshotUpdate};
+        let add = SnapshotUpdate {
+            findings: a.findings,
+            files: a.files,
+            pending: a.pending,
+            set,
+        };
+        let snap = service::update_snapshot(&ctx.store, ctx.now, &id, state.as_deref(), &add)?;
         Ok(Answer::ok(
             json!({"status": "ok", "session": id, "snapshot": snap}),
         ))

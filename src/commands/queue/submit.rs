@@ -1,7 +1,6 @@
 //! `conductor queue submit MANIFEST|-`: check a manifest, create its workspace (docs copied in),
 //! and add its jobs.
 
-use std::collections::{BTreeSet, HashSet};
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -13,8 +12,7 @@ use crate::commands::{Ctx, print};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::queue::manifest::{self, Manifest};
-use conductor::queue::{Layout, QueueDoc, State, Workspace, archive, docs, ops};
-use conductor::store::Lock;
+use conductor::queue::service;
 
 /// The long help of `queue submit`.
 pub const ABOUT: &str = "Submit a manifest: `{\"workspace\": ID, \"jobs\": [{\"id\", \"prompt\", \"docs\", \"secrets\", \"depends_on\",\n\
@@ -63,107 +61,30 @@ pub fn run(ctx: &Ctx, args: SubmitArgs) -> Result<u8> {
     print(ctx.out, &report)
 }
 
-/// Submit a parsed manifest (also used by `queue plan --yes`).
+/// Submit a parsed manifest (also used by `queue plan --yes` and the MCP server's
+/// `queue_submit`): `queue::service::submit`, rendered.
 pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Result<Out> {
-    let source = docs::locate(docs_dir)?;
-    let mut wanted: Vec<String> = Vec::new();
-    for j in &m.jobs {
-        for d in &j.docs {
-            source.check(&j.id, d)?;
-            if !wanted.contains(d) {
-                wanted.push(d.clone());
-            }
-        }
-    }
-    let home = ctx.store.home().dir().to_path_buf();
-    // Check against a snapshot first, so refused input creates no directory at all; the
-    // transaction checks again under the lock. The archive is consulted (through its index)
-    // only for dependencies that are neither in the manifest nor live.
-    let snapshot: QueueDoc = ctx.store.read_doc(ctx.now)?;
-    let archived_completed =
-        archive::completed(&ctx.store, &m.workspace, &unresolved(m, &snapshot))?;
-    let ws = Workspace {
-        id: m.workspace.clone(),
-        dir: Layout { home: home.clone() }
-            .workspace(&m.workspace)
-            .to_string_lossy()
-            .into_owned(),
-        docs_loaded: wanted.clone(),
-        created_at: ctx.now,
-    };
-    ops::submit(
-        &mut snapshot.clone(),
-        m,
-        ws.clone(),
-        &archived_completed,
-        ctx.now,
-    )?;
-    let dir = PathBuf::from(&ws.dir);
-    // A submit that fails (a full disk) leaves no half-made workspace behind.
-    let mut new_dirs = conductor::store::atomic::NewDirs::new();
-    for sub in ["docs", "output", "shared"] {
-        new_dirs.create(&dir.join(sub))?;
-    }
-    for d in &wanted {
-        source.copy_into(d, &dir.join("docs"))?;
-    }
-    let jobs = ctx.store.transaction(ctx.now, &[Lock::Queue], |tx| {
-        let mut doc: QueueDoc = tx.read()?;
-        let wanted = unresolved(m, &doc);
-        let archived_completed = archive::completed_tx(tx, &ctx.store, &m.workspace, &wanted)?;
-        let events = ops::submit(&mut doc, m, ws.clone(), &archived_completed, ctx.now)?;
-        let submitted: HashSet<&str> = m.jobs.iter().map(|s| s.id.as_str()).collect();
-        let states: Vec<(String, State)> = doc
-            .jobs
-            .iter()
-            .filter(|j| j.workspace == m.workspace && submitted.contains(j.id.as_str()))
-            .map(|j| (j.id.clone(), j.state.state))
-            .collect();
-        tx.write(&doc)?;
-        for e in events {
-            tx.event(e);
-        }
-        Ok::<_, conductor::Error>(states)
-    })?;
-    new_dirs.keep();
-    let n = jobs.len();
+    let done = service::submit(&ctx.store, ctx.now, m, docs_dir)?;
+    let n = done.jobs.len();
     let message = format!(
         "Submitted {n} job{} to workspace {}. Start them with `conductor queue run`.",
         if n == 1 { "" } else { "s" },
-        m.workspace
+        done.workspace
     );
     let mut text = String::new();
-    for (id, s) in &jobs {
-        text.push_str(&format!("{:<10} {}/{id}\n", s.as_str(), m.workspace));
+    for (id, s) in &done.jobs {
+        text.push_str(&format!("{:<10} {}/{id}\n", s.as_str(), done.workspace));
     }
     text.push_str(&message);
     Ok(Out {
         json: json!({
             "status": "ok",
-            "workspace": m.workspace,
-            "workspace_dir": ws.dir,
-            "jobs": jobs.iter().map(|(id, s)| json!({"id": id, "state": s.as_str()})).collect::<Vec<_>>(),
+            "workspace": done.workspace,
+            "workspace_dir": done.workspace_dir,
+            "jobs": done.jobs.iter().map(|(id, s)| json!({"id": id, "state": s.as_str()})).collect::<Vec<_>>(),
             "message": message,
         }),
         text,
         code: 0,
     })
-}
-
-/// The dependencies a manifest names that are neither among its jobs nor live jobs of its
-/// workspace: only those can be satisfied by archived jobs.
-fn unresolved(m: &Manifest, doc: &QueueDoc) -> BTreeSet<String> {
-    let ids: HashSet<&str> = m.jobs.iter().map(|j| j.id.as_str()).collect();
-    let live: HashSet<&str> = doc
-        .jobs
-        .iter()
-        .filter(|j| j.workspace == m.workspace)
-        .map(|j| j.id.as_str())
-        .collect();
-    m.jobs
-        .iter()
-        .flat_map(|j| &j.depends_on)
-        .filter(|d| !ids.contains(d.as_str()) && !live.contains(d.as_str()))
-        .cloned()
-        .collect()
 }

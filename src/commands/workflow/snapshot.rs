@@ -5,7 +5,7 @@ use serde_json::json;
 use super::{Ctx, WorkerArgs, emit};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
-use conductor::workflows;
+use conductor::workflows::service::{self, SnapshotUpdate};
 
 /// Record what later states must know.
 #[derive(Debug, clap::Args)]
@@ -52,22 +52,14 @@ pub fn run(ctx: &Ctx, args: SnapshotArgs) -> Result<u8> {
     }
     let id = args.worker.session_id(ctx)?;
     let now = ctx.now;
-    let snap = workflows::update(&ctx.store, now, &id, |s, ev| {
-        s.update_snapshot(
-            args.worker.state(),
-            &args.findings,
-            &args.files,
-            &args.pending,
-            &args.set,
-            now,
-        )?;
-        ev.push(workflows::event(
-            workflows::event::SNAPSHOT_UPDATED,
-            s,
-            json!({"state": args.worker.state()}),
-        ));
-        Ok(s.snapshot.clone())
-    })?;
+    let state = args.worker.state().map(str::to_string);
+    let add = SnapshotUpdate {
+        findings: args.findings,
+        files: args.files,
+        pending: args.pending,
+        set: args.set,
+    };
+    let snap = service::update_snapshot(&ctx.store, now, &id, state.as_deref(), &add)?;
     emit(
         ctx,
         json!({"status": "ok", "session": id, "snapshot": snap}),

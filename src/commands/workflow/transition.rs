@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::{Ctx, WorkerArgs, emit};
 use conductor::error::Result;
-use conductor::workflows::{self, event};
+use conductor::workflows::service;
 
 /// Finish the current state.
 #[derive(Debug, clap::Args)]
@@ -30,16 +30,14 @@ pub struct TransitionArgs {
 pub fn run(ctx: &Ctx, args: TransitionArgs) -> Result<u8> {
     let id = args.worker.session_id(ctx)?;
     let now = ctx.now;
-    let from = workflows::update(&ctx.store, now, &id, |s, ev| {
-        s.request_transition(args.worker.state(), &args.target, &args.summary, now)?;
-        let from = s.current_state.clone().unwrap_or_default();
-        ev.push(workflows::event(
-            event::TRANSITION_REQUESTED,
-            s,
-            json!({"from": from, "to": args.target, "summary": args.summary}),
-        ));
-        Ok(from)
-    })?;
+    let from = service::transition(
+        &ctx.store,
+        now,
+        &id,
+        args.worker.state(),
+        &args.target,
+        &args.summary,
+    )?;
     emit(
         ctx,
         json!({"status": "ok", "session": id, "from": from, "to": args.target,

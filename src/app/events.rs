@@ -1,0 +1,134 @@
+//! One page of the event journal, every domain's events (the CLI's `events`, the MCP server's
+//! `events` tool): which types exist, a filter over them, and a page with its cursor. It lives
+//! here because the journal is shared and [`known_types`] names every domain's events.
+
+use serde::Serialize;
+
+use crate::error::{Error, Reason, Result};
+use crate::store::Store;
+use crate::store::event::Event;
+
+/// Every event type any domain writes to the journal (one journal, one list).
+pub fn known_types() -> Vec<&'static str> {
+    use crate::agents::ev as rt;
+    use crate::queue::ops as q;
+    use crate::workflows::event as wf;
+    let mut all = crate::protocol::events::ALL_TYPES.to_vec();
+    all.extend([
+        rt::AGENT_REGISTERED,
+        rt::CHANNEL_MESSAGE_CREATED,
+        rt::CHANNEL_MESSAGE_EDITED,
+        rt::DM_MESSAGE_CREATED,
+        rt::DM_MESSAGE_EDITED,
+        rt::MENTION_CREATED,
+        rt::MENTION_ACKNOWLEDGED,
+        rt::INBOX_ITEM_CREATED,
+        rt::INBOX_ITEM_UPDATED,
+        rt::CLAIM_ACQUIRED,
+        rt::CLAIM_RENEWED,
+        rt::CLAIM_RELEASED,
+        rt::CLAIM_TAKEN_OVER,
+        q::SUBMITTED,
+        q::STARTED,
+        q::COMPLETED,
+        q::FAILED,
+        q::TIMED_OUT,
+        q::BLOCKED,
+        q::CANCELLED,
+        q::RETRIED,
+        q::INTERRUPTED,
+        q::PAUSED,
+        q::RESUMED,
+        wf::STARTED,
+        wf::STATE_STARTED,
+        wf::TRANSITION_REQUESTED,
+        wf::TRANSITION,
+        wf::WORKER_EXITED,
+        wf::STATUS,
+        wf::INTERCEPTED,
+        wf::SNAPSHOT_UPDATED,
+    ]);
+    all
+}
+
+/// Which events a reader wants.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    pub types: Vec<String>,
+    pub instance: Option<String>,
+}
+
+impl Filter {
+    /// Check the type names (so a typo is an error, not an empty feed).
+    pub fn new(types: Vec<String>, instance: Option<String>) -> Result<Filter> {
+        let types: Vec<String> = types
+            .into_iter()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .collect();
+        for t in &types {
+            if !known_types().contains(&t.as_str()) {
+                return Err(Error::invalid(
+                    Reason::InvalidInput,
+                    format!(
+                        "unknown event type `{}` (known: {})",
+                        crate::text::printable(t),
+                        known_types().join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(Filter { types, instance })
+    }
+
+    /// True when the event passes the filter.
+    pub fn matches(&self, e: &Event) -> bool {
+        (self.types.is_empty() || self.types.contains(&e.event_type))
+            && self.instance.as_deref().is_none_or(|id| e.involves(id))
+    }
+}
+
+/// One page: the events, the seq to pass back as the next `after` (no event is skipped or
+/// repeated), and whether more matching events follow.
+#[derive(Clone, Debug, Serialize)]
+pub struct Page {
+    pub items: Vec<Event>,
+    pub next_after_seq: u64,
+    pub has_more: bool,
+}
+
+/// At most `limit` events that pass `filter`, after `after` (`None`: from the oldest kept).
+/// Fails with `cursor_expired` when events after `after` were pruned.
+pub fn page(store: &Store, after: Option<u64>, limit: u64, filter: &Filter) -> Result<Page> {
+    let start = match after {
+        Some(a) => a,
+        None => store.oldest_event()?.map(|o| o - 1).unwrap_or(0),
+    };
+    let mut tail = store.tail(Some(start))?;
+    let mut items: Vec<Event> = Vec::new();
+    let mut has_more = false;
+    let mut last_returned = start;
+    tail.read(|e| {
+        if !filter.matches(&e) {
+            return true;
+        }
+        if items.len() as u64 >= limit {
+            has_more = true;
+            return false;
+        }
+        last_returned = e.seq;
+        items.push(e);
+        true
+    })?;
+    // Without more matches, everything up to the end was scanned: skip it next time.
+    let next_after_seq = if has_more {
+        last_returned
+    } else {
+        tail.after.max(last_returned)
+    };
+    Ok(Page {
+        items,
+        next_after_seq,
+        has_more,
+    })
+}

@@ -1,0 +1,114 @@
+//! The queue's operations as every face calls them (the CLI's `queue submit` and `queue plan
+//! --yes`, the MCP server's `queue_submit`): a typed request in, a typed outcome out, one
+//! transaction each. Nothing here prints.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+
+use super::manifest::Manifest;
+use super::{Layout, QueueDoc, State, Workspace, archive, docs, ops};
+use crate::error::Result;
+use crate::store::{Lock, Store};
+use crate::time::Timestamp;
+
+/// What `submit` did: the workspace (created with its docs copied in) and the state each
+/// submitted job starts in (`pending`, or `blocked` behind its dependencies).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Submitted {
+    pub workspace: String,
+    pub workspace_dir: String,
+    pub jobs: Vec<(String, State)>,
+}
+
+/// Check a parsed manifest, create its workspace (docs copied in from `docs_dir`, else
+/// docpull's), and add its jobs in one transaction. Refused input creates nothing: it is
+/// checked against a snapshot before any directory is made, and again under the lock.
+pub fn submit(
+    store: &Store,
+    now: Timestamp,
+    m: &Manifest,
+    docs_dir: Option<&Path>,
+) -> Result<Submitted> {
+    let source = docs::locate(docs_dir)?;
+    let mut wanted: Vec<String> = Vec::new();
+    for j in &m.jobs {
+        for d in &j.docs {
+            source.check(&j.id, d)?;
+            if !wanted.contains(d) {
+                wanted.push(d.clone());
+            }
+        }
+    }
+    let home = store.home().dir().to_path_buf();
+    // The archive is consulted (through its index) only for dependencies that are neither in
+    // the manifest nor live.
+    let snapshot: QueueDoc = store.read_doc(now)?;
+    let archived_completed = archive::completed(store, &m.workspace, &unresolved(m, &snapshot))?;
+    let ws = Workspace {
+        id: m.workspace.clone(),
+        dir: Layout { home: home.clone() }
+            .workspace(&m.workspace)
+            .to_string_lossy()
+            .into_owned(),
+        docs_loaded: wanted.clone(),
+        created_at: now,
+    };
+    ops::submit(
+        &mut snapshot.clone(),
+        m,
+        ws.clone(),
+        &archived_completed,
+        now,
+    )?;
+    let dir = PathBuf::from(&ws.dir);
+    // A submit that fails (a full disk) leaves no half-made workspace behind.
+    let mut new_dirs = crate::store::atomic::NewDirs::new();
+    for sub in ["docs", "output", "shared"] {
+        new_dirs.create(&dir.join(sub))?;
+    }
+    for d in &wanted {
+        source.copy_into(d, &dir.join("docs"))?;
+    }
+    let jobs = store.transaction(now, &[Lock::Queue], |tx| {
+        let mut doc: QueueDoc = tx.read()?;
+        let wanted = unresolved(m, &doc);
+        let archived_completed = archive::completed_tx(tx, store, &m.workspace, &wanted)?;
+        let events = ops::submit(&mut doc, m, ws.clone(), &archived_completed, now)?;
+        let submitted: HashSet<&str> = m.jobs.iter().map(|s| s.id.as_str()).collect();
+        let states: Vec<(String, State)> = doc
+            .jobs
+            .iter()
+            .filter(|j| j.workspace == m.workspace && submitted.contains(j.id.as_str()))
+            .map(|j| (j.id.clone(), j.state.state))
+            .collect();
+        tx.write(&doc)?;
+        for e in events {
+            tx.event(e);
+        }
+        Ok::<_, crate::Error>(states)
+    })?;
+    new_dirs.keep();
+    Ok(Submitted {
+        workspace: m.workspace.clone(),
+        workspace_dir: ws.dir,
+        jobs,
+    })
+}
+
+/// The dependencies a manifest names that are neither among its jobs nor live jobs of its
+/// workspace: only those can be satisfied by archived jobs.
+fn unresolved(m: &Manifest, doc: &QueueDoc) -> BTreeSet<String> {
+    let ids: HashSet<&str> = m.jobs.iter().map(|j| j.id.as_str()).collect();
+    let live: HashSet<&str> = doc
+        .jobs
+        .iter()
+        .filter(|j| j.workspace == m.workspace)
+        .map(|j| j.id.as_str())
+        .collect();
+    m.jobs
+        .iter()
+        .flat_map(|j| &j.depends_on)
+        .filter(|d| !ids.contains(d.as_str()) && !live.contains(d.as_str()))
+        .cloned()
+        .collect()
+}

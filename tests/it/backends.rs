@@ -1,0 +1,494 @@
+//! The protocol's behaviour suite, run against both backends: each scenario below is one
+//! function over a [`Env`], and `both!` makes two tests of it, `backends::files::NAME` (a
+//! temp home's files) and `backends::etcd::NAME` (a real single-member etcd on a loopback port,
+//! started for the test and killed after it). The scenarios read state only through commands
+//! (`status`, `history`, `events`, `conflicts`), never through the home's files, so the same
+//! assertions hold whichever backend keeps it. What differs is said in one place,
+//! [`Env::key`]: with a shared store a path outside any repository is keyed by its host.
+//!
+//! Needs Debian's `etcd-server` for the etcd half (`.ci/run` installs it).
+
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+const T0: &str = "2026-01-17T09:00:00Z";
+/// The host name the etcd variant runs as (plain directories are keyed by it).
+const HOST: &str = "hostA";
+
+/// One single-member etcd on loopback ports, in a temp directory. Dropping it kills it.
+struct Etcd1 {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Etcd1 {
+    fn start() -> Etcd1 {
+        let dir = tempfile::tempdir().unwrap();
+        let (client, peer) = (crate::etcd::free_port(), crate::etcd::free_port());
+        let child = Command::new(crate::etcd::etcd_binary())
+            .args(["--name", "m0"])
+            .arg("--data-dir")
+            .arg(dir.path().join("m0"))
+            .args([
+                "--listen-client-urls",
+                &format!("http://127.0.0.1:{client}"),
+                "--advertise-client-urls",
+                &format!("http://127.0.0.1:{client}"),
+                "--listen-peer-urls",
+                &format!("http://127.0.0.1:{peer}"),
+                "--initial-advertise-peer-urls",
+                &format!("http://127.0.0.1:{peer}"),
+                "--initial-cluster",
+                &format!("m0=http://127.0.0.1:{peer}"),
+                "--heartbeat-interval",
+                "50",
+                "--election-timeout",
+                "500",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start etcd");
+        let url = format!("etcd://127.0.0.1:{client}/backends");
+        let client = conductor::store::etcd::Etcd::parse(&url).unwrap();
+        assert!(
+            wait_until(20.0, || client.health().is_ok_and(|h| h.leader.is_some())),
+            "etcd did not elect itself leader"
+        );
+        Etcd1 {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Etcd1 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A test environment on one backend: the binary against a temp home, with the shared store
+/// set when the backend is etcd.
+struct Env {
+    t: TestEnv,
+    etcd: Option<Etcd1>,
+}
+
+impl Env {
+    fn files() -> Env {
+        Env {
+            t: home(),
+            etcd: None,
+        }
+    }
+
+    fn etcd() -> Env {
+        Env {
+            t: home(),
+            etcd: Some(Etcd1::start()),
+        }
+    }
+
+    fn at(&mut self, now: &str) -> &mut Self {
+        self.t.at(now);
+        self
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = self.t.cmd();
+        if let Some(e) = &self.etcd {
+            c.env("CONDUCTOR_STORE", &e.url).env("CONDUCTOR_HOST", HOST);
+        }
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        self.t.run_cmd(self.cmd().args(args))
+    }
+
+    /// `--json` output of a command that must exit `code`, checked against the Output schema.
+    #[track_caller]
+    fn json(&self, code: i32, args: &[&str]) -> Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let r = self.run(&a);
+        r.code(code);
+        let v = r.json();
+        assert_schema(conductor::schema::Schema::Output, &v);
+        v
+    }
+
+    #[track_caller]
+    fn start(&self, task: &str, priority: &str) -> String {
+        let v = self.json(
+            0,
+            &["start", task, "--project", "proj", "--priority", priority],
+        );
+        v["instance_id"].as_str().unwrap().to_string()
+    }
+
+    /// How a claim on `rel` (relative to the project, a plain directory) is keyed: its
+    /// absolute path, and with a shared store also the host it is on.
+    fn key(&self, rel: &str) -> String {
+        let abs = self.t.abs(rel);
+        match self.etcd {
+            None => abs,
+            Some(_) => format!("/@host={HOST}:{abs}"),
+        }
+    }
+
+    fn status(&self) -> Value {
+        self.json(0, &["status"])
+    }
+
+    fn instance(&self, id: &str) -> Option<Value> {
+        self.status()["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["id"] == id)
+            .cloned()
+    }
+
+    fn history(&self) -> Vec<Value> {
+        let v = self.json(0, &["history"]);
+        v["entries"]
+            .as_array()
+            .unwrap_or_else(|| panic!("history has entries: {v}"))
+            .clone()
+    }
+
+    /// The journal's events, from the first.
+    fn events(&self) -> Vec<Value> {
+        self.events_after("0")["items"].as_array().unwrap().clone()
+    }
+
+    /// `events --json --after SEQ` (a page: `items`, `next_after_seq`, `has_more`).
+    fn events_after(&self, seq: &str) -> Value {
+        let r = self.run(&["--json", "events", "--after", seq]);
+        r.code(0);
+        r.json()
+    }
+}
+
+/// A test environment whose (empty, private) home exists, so read-only commands answer.
+fn home() -> TestEnv {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut t = TestEnv::new();
+    t.at(T0);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&t.home)
+        .unwrap();
+    t
+}
+
+/// Two tests per scenario: `files::NAME` and `etcd::NAME`.
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod files {
+            $( #[test] fn $name() { super::$name(super::Env::files()) } )*
+        }
+        mod etcd {
+            $( #[test] fn $name() { super::$name(super::Env::etcd()) } )*
+        }
+    };
+}
+
+both!(
+    start_registers_and_status_lists_it,
+    claim_conflict_and_release,
+    done_releases_and_writes_history,
+    heartbeat_moves_only_the_heartbeat,
+    cleanup_orphans_the_silent_and_keeps_the_rest,
+    directory_and_glob_claims_protect_what_they_name,
+    events_number_every_step_in_order,
+    claim_wait_gets_the_file_on_release_or_gives_up,
+);
+
+fn start_registers_and_status_lists_it(env: Env) {
+    let empty = env.status();
+    assert_eq!(empty["instances"], json!([]), "{empty}");
+    let v = env.json(
+        0,
+        &[
+            "start",
+            "Fix auth bug",
+            "--project",
+            "pitchello",
+            "--priority",
+            "P2",
+        ],
+    );
+    assert_eq!(v["status"], "ok", "{v}");
+    let id = v["instance_id"].as_str().unwrap().to_string();
+    let i = env.instance(&id).expect("status lists the new instance");
+    assert_eq!(
+        (&i["task"], &i["project"], &i["priority"], &i["started_at"]),
+        (
+            &json!("Fix auth bug"),
+            &json!("pitchello"),
+            &json!("P2"),
+            &json!(T0)
+        ),
+        "{i}"
+    );
+    assert_eq!(i["files_claimed"], json!([]));
+    let text = env.run(&["status"]);
+    assert!(text.code(0).stdout.contains("Fix auth bug"), "{text:?}");
+    // A second start is another instance.
+    let other = env.start("Other", "P1");
+    assert_ne!(other, id);
+    assert_eq!(env.status()["instances"].as_array().unwrap().len(), 2);
+}
+
+fn claim_conflict_and_release(env: Env) {
+    let a = env.start("a", "P1");
+    let b = env.start("b", "P1");
+    let (ka, kb) = (env.key("src/a.rs"), env.key("src/b.rs"));
+    let v = env.json(0, &["claim", "--instance", &a, "src/a.rs"]);
+    assert_eq!(v["claimed"], json!([ka]), "{v}");
+    // Reclaiming your own file is a no-op success.
+    env.json(0, &["claim", "--instance", &a, "src/a.rs"]);
+    // b asks for both: the held one is refused and named, the free one granted.
+    let v = env.json(3, &["claim", "--instance", &b, "src/a.rs", "src/b.rs"]);
+    let c = &v["conflicts"][0];
+    assert_eq!((&c["file"], &c["held_by"]), (&json!(ka), &json!(a)), "{v}");
+    assert_eq!(env.instance(&b).unwrap()["files_claimed"], json!([kb]));
+    let log = env.run(&["conflicts"]);
+    assert!(
+        log.code(0).stdout.contains(&b),
+        "the conflict is logged: {log:?}"
+    );
+    // Releasing a file you do not hold is refused.
+    env.run(&["release", "--instance", &b, "src/a.rs"]).code(2);
+    let v = env.json(0, &["release", "--instance", &a, "src/a.rs"]);
+    assert_eq!(v["released"], json!([ka]), "{v}");
+    assert_eq!(env.instance(&a).unwrap()["files_claimed"], json!([]));
+    env.json(0, &["claim", "--instance", &b, "src/a.rs"]);
+    let mut held = env.instance(&b).unwrap()["files_claimed"].clone();
+    held.as_array_mut().unwrap().sort_by_key(|v| v.to_string());
+    assert_eq!(held, json!([ka, kb]));
+    // --force takes it back, with a reason.
+    let v = env.json(
+        0,
+        &["claim", "--instance", &a, "src/b.rs", "--force", "urgent"],
+    );
+    assert_eq!(v["claimed"], json!([kb]), "{v}");
+    assert_eq!(env.instance(&b).unwrap()["files_claimed"], json!([ka]));
+}
+
+fn done_releases_and_writes_history(mut env: Env) {
+    let id = env.start("Fix auth bug", "P2");
+    let other = env.start("Other", "P1");
+    env.json(0, &["claim", "--instance", &id, "src/api/users.ts"]);
+    env.json(0, &["claim", "--instance", &other, "src/keep.rs"]);
+    env.at("2026-01-17T09:45:30Z");
+    let v = env.json(0, &["done", "--instance", &id, "--notes", "shipped"]);
+    let u = env.key("src/api/users.ts");
+    assert_eq!(
+        v,
+        json!({"status": "ok", "instance_id": id, "outcome": "success", "released": [u],
+               "message": "Task complete. All claims released."})
+    );
+    assert!(env.instance(&id).is_none());
+    assert_eq!(
+        env.instance(&other).unwrap()["files_claimed"],
+        json!([env.key("src/keep.rs")])
+    );
+    let h = env.history();
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!(
+        (
+            &h[0]["id"],
+            &h[0]["outcome"],
+            &h[0]["duration_minutes"],
+            &h[0]["notes"]
+        ),
+        (&json!(id), &json!("success"), &json!(45), &json!("shipped"))
+    );
+    // The file is free again.
+    env.json(0, &["claim", "--instance", &other, "src/api/users.ts"]);
+    // Done twice: no such instance.
+    assert_ne!(env.run(&["done", "--instance", &id]).code, 0);
+}
+
+fn heartbeat_moves_only_the_heartbeat(mut env: Env) {
+    let id = env.start("t", "P1");
+    env.at("2026-01-17T09:07:00Z");
+    let v = env.json(0, &["heartbeat", "--instance", &id]);
+    assert_eq!(
+        v,
+        json!({"status": "ok", "instance_id": id, "last_heartbeat": "2026-01-17T09:07:00Z",
+               "message": "Heartbeat recorded."})
+    );
+    let i = env.instance(&id).unwrap();
+    assert_eq!(
+        (&i["last_heartbeat"], &i["started_at"]),
+        (&json!("2026-01-17T09:07:00Z"), &json!(T0))
+    );
+}
+
+fn cleanup_orphans_the_silent_and_keeps_the_rest(mut env: Env) {
+    let old = env.start("old task", "P1");
+    env.json(0, &["claim", "--instance", &old, "src/old.rs"]);
+    env.at("2026-01-17T09:02:00Z");
+    let young = env.start("young task", "P1");
+    env.at("2026-01-17T09:59:00Z");
+    assert_eq!(
+        env.json(0, &["cleanup"]),
+        json!({"status": "ok", "orphaned": [], "message": "Cleaned up 0 orphaned instances"})
+    );
+    env.at("2026-01-17T10:01:00Z");
+    assert_eq!(
+        env.json(0, &["cleanup"]),
+        json!({"status": "ok", "orphaned": [old], "message": "Cleaned up 1 orphaned instances"})
+    );
+    assert!(env.instance(&old).is_none());
+    assert!(env.instance(&young).is_some());
+    let h = env.history();
+    assert_eq!(
+        (h.len(), &h[0]["id"], &h[0]["outcome"]),
+        (1, &json!(old), &json!("orphaned"))
+    );
+    // Its claim went with it.
+    env.json(0, &["claim", "--instance", &young, "src/old.rs"]);
+    // An instance whose owner process is gone is retired at once.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id().to_string();
+    gone.wait().unwrap();
+    let v = env.json(
+        0,
+        &[
+            "start",
+            "owned",
+            "--project",
+            "proj",
+            "--priority",
+            "P2",
+            "--owner-pid",
+            &pid,
+        ],
+    );
+    let owned = v["instance_id"].as_str().unwrap().to_string();
+    let v = env.json(0, &["cleanup"]);
+    assert_eq!(v["orphaned"], json!([owned]), "{v}");
+}
+
+fn directory_and_glob_claims_protect_what_they_name(env: Env) {
+    let a = env.start("refactor src", "P1");
+    let b = env.start("other work", "P1");
+    let v = env.json(0, &["claim", "--instance", &a, "src"]);
+    let dir = format!("{}/", env.key("src"));
+    assert_eq!(v["claimed"], json!([dir]), "{v}");
+    for f in ["src/main.rs", "src/new/deep/mod.rs", ".", "**/*.rs"] {
+        let v = env.json(3, &["claim", "--instance", &b, f]);
+        let c = &v["conflicts"][0];
+        assert_eq!(
+            (&c["held_by"], &c["held_claim"]),
+            (&json!(a), &json!(dir)),
+            "{f}: {v}"
+        );
+    }
+    env.json(0, &["claim", "--instance", &b, "srcx/a.rs", "README.md"]);
+    let v = env.json(0, &["claim", "--instance", &b, "lib/**/*.rs"]);
+    assert_eq!(v["claimed"], json!([env.key("lib/**/*.rs")]), "{v}");
+    for overlapping in ["lib/*.rs", "lib/x/y/z.rs", "lib/a/", "lib/**/mod.*"] {
+        env.json(3, &["claim", "--instance", &a, overlapping]);
+    }
+    env.json(
+        0,
+        &["claim", "--instance", &a, "lib/**/*.ts", "lib/notes.md"],
+    );
+    env.json(0, &["release", "--instance", &a, "src/"]);
+    env.json(0, &["claim", "--instance", &b, "src/main.rs"]);
+}
+
+fn events_number_every_step_in_order(env: Env) {
+    assert_eq!(env.events(), Vec::<Value>::new());
+    let a = env.start("a", "P1");
+    let b = env.start("b", "P1");
+    env.json(0, &["claim", "--instance", &a, "src/x.rs"]);
+    env.json(3, &["claim", "--instance", &b, "src/x.rs"]);
+    env.json(0, &["heartbeat", "--instance", &b]);
+    env.json(0, &["release", "--instance", &a, "--all"]);
+    env.json(0, &["done", "--instance", &a]);
+    let ev = env.events();
+    let seqs: Vec<u64> = ev.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=ev.len() as u64).collect::<Vec<_>>(), "gap-free");
+    let kinds: Vec<(&str, &str)> = ev
+        .iter()
+        .map(|e| {
+            (
+                e["event_type"].as_str().unwrap(),
+                e["actor"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("instance.started", a.as_str()),
+            ("instance.started", b.as_str()),
+            ("claim.granted", a.as_str()),
+            ("claim.conflict", b.as_str()),
+            ("instance.heartbeat", b.as_str()),
+            ("claim.released", a.as_str()),
+            ("instance.done", a.as_str()),
+        ],
+        "{ev:#?}"
+    );
+    // A cursor reads what came after it, and the end is empty.
+    let last = seqs.len().to_string();
+    let before = (seqs.len() - 1).to_string();
+    let tail = env.events_after(&before);
+    assert_eq!(tail["items"].as_array().unwrap().len(), 1, "{tail}");
+    let end = env.events_after(&last);
+    assert_eq!(end["items"], json!([]), "{end}");
+}
+
+fn claim_wait_gets_the_file_on_release_or_gives_up(env: Env) {
+    let a = env.start("holder", "P1");
+    let b = env.start("waiter", "P1");
+    env.json(0, &["claim", "--instance", &a, "src/a.rs"]);
+    let queued = |env: &Env| {
+        env.instance(&b)
+            .is_some_and(|i| i["waiting_for"].as_array().is_some_and(|w| !w.is_empty()))
+    };
+    // Gives up at the deadline: a plain conflict (exit 3), and the queue is left.
+    let r = env.run(&["--json", "claim", "--instance", &b, "--wait=1s", "src/a.rs"]);
+    r.code(3);
+    assert_eq!(r.json()["conflicts"][0]["held_by"], a.as_str(), "{r:?}");
+    assert!(!queued(&env), "the waiter left the queue");
+    // Gets the file the moment it is released.
+    let waiter = env
+        .cmd()
+        .args([
+            "--json",
+            "claim",
+            "--instance",
+            &b,
+            "--wait=30s",
+            "src/a.rs",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(20.0, || queued(&env)), "the waiter queued");
+    env.json(0, &["release", "--instance", &a, "src/a.rs"]);
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["claimed"], json!([env.key("src/a.rs")]), "{v}");
+    let i = env.instance(&b).unwrap();
+    assert_eq!(i["files_claimed"], json!([env.key("src/a.rs")]));
+    assert!(i.get("waiting_for").is_none(), "no queue left: {i}");
+}
