@@ -18,6 +18,7 @@ pub mod doctor;
 pub mod done;
 pub mod events;
 pub mod export;
+pub mod follow;
 pub mod heartbeat;
 pub mod history;
 pub mod hook;

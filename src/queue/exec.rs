@@ -97,6 +97,11 @@ pub fn spawn(
         .append(true)
         .mode_private()
         .open(l.log)?;
+    // Each attempt opens with a header line (retries append to the same log).
+    std::io::Write::write_all(
+        &mut &log,
+        super::attempt_log::header(l.job, runner.name(), crate::time::Timestamp::now()).as_bytes(),
+    )?;
     let log2 = log.try_clone()?;
     let mut c = match runner {
         Runner::Local | Runner::Template(_) => {

@@ -29,6 +29,7 @@
 //! process, and the reaper).
 
 pub mod archive;
+pub mod attempt_log;
 mod commit;
 pub mod dispatch;
 pub mod docs;

@@ -18,6 +18,7 @@ mod hostile;
 mod integrations;
 mod journal_seek;
 mod layers;
+mod live;
 mod mcp;
 mod props;
 mod protocol;

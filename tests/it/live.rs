@@ -1,0 +1,222 @@
+//! Issue 25, the live views: `queue log --follow`, `workflow log --follow`, `top`,
+//! `status --watch`, driven by real processes against a temp home.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::common::TestEnv;
+
+/// The bound within which a follower must show what was written.
+const BOUND: Duration = Duration::from_secs(5);
+
+/// A child whose stdout lines arrive on a channel.
+struct Follower {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Follower {
+    fn spawn(mut c: Command) -> Follower {
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().expect("spawn conductor");
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Follower {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Wait (at most `bound`) for a line containing `needle`; true when it came.
+    fn until(&mut self, needle: &str, bound: Duration) -> bool {
+        if self.seen.iter().any(|l| l.contains(needle)) {
+            return true;
+        }
+        let deadline = Instant::now() + bound;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let hit = l.contains(needle);
+                    self.seen.push(l);
+                    if hit {
+                        return true;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
+    /// Wait (at most `bound`) for the process to exit; its code.
+    fn exit(&mut self, bound: Duration) -> Option<i32> {
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                    self.seen.push(l);
+                }
+                return st.code();
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn stderr(&mut self) -> String {
+        let mut s = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn script(env: &TestEnv, name: &str, body: &str) -> PathBuf {
+    let p = env.dir("bin").join(name);
+    std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn submit(env: &TestEnv, manifest: &serde_json::Value) {
+    env.run_stdin(&["queue", "submit", "-"], &manifest.to_string())
+        .code(0);
+}
+
+fn spawn_args(env: &TestEnv, args: &[&str]) -> Command {
+    let mut c = env.cmd();
+    c.args(args);
+    c
+}
+
+/// A job that writes a line, then waits for the test's gate file, then writes another.
+fn gated_job(env: &TestEnv) -> (PathBuf, String) {
+    let gate = env.root.path().join("gate");
+    let agent = script(
+        env,
+        "gated.sh",
+        &format!(
+            "echo first-line-from-job\nwhile [ ! -e {g} ]; do sleep 0.02; done\necho second-line-from-job\n",
+            g = gate.display()
+        ),
+    );
+    (gate, format!("sh {}", agent.display()))
+}
+
+#[test]
+fn issue_25_queue_log_follow_streams_lines_as_written_and_ends_with_the_job() {
+    let env = TestEnv::new();
+    let (gate, cmd) = gated_job(&env);
+    submit(&env, &json!({"workspace": "w", "jobs": [{"id": "j", "prompt": "p"}]}));
+    // The follower starts before the job: it waits for the first attempt.
+    let mut f = Follower::spawn(spawn_args(&env, &["queue", "log", "j", "--follow"]));
+    let mut dispatcher = spawn_args(&env, &["queue", "run", "--agent-cmd", &cmd])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        f.until("=== conductor: attempt 1 of w/j · runner local", BOUND),
+        "no attempt header: {:?}",
+        f.seen
+    );
+    assert!(
+        f.until("first-line-from-job", BOUND),
+        "the follower did not show the first line while the job runs: {:?}",
+        f.seen
+    );
+    // The job is still running (it waits for the gate), and the follower too.
+    assert!(f.child.try_wait().unwrap().is_none());
+    assert!(!f.seen.iter().any(|l| l.contains("second-line")));
+    std::fs::write(&gate, "").unwrap();
+    assert!(f.until("second-line-from-job", BOUND), "{:?}", f.seen);
+    let code = f.exit(BOUND);
+    let err = f.stderr();
+    assert_eq!(code, Some(0), "follower exit: {:?} {err}", f.seen);
+    assert_eq!(dispatcher.wait().unwrap().code(), Some(0));
+    // Without --follow: the whole log, once.
+    let r = env.run(&["queue", "log", "w/j"]);
+    r.code(0);
+    assert_eq!(
+        r.stdout
+            .lines()
+            .filter(|l| !l.starts_with("=== conductor: attempt"))
+            .collect::<Vec<_>>(),
+        ["first-line-from-job", "second-line-from-job"]
+    );
+}
+
+#[test]
+fn issue_25_queue_log_separates_attempts_and_follow_exits_5_on_failure() {
+    let env = TestEnv::new();
+    let marker = env.root.path().join("tried");
+    let agent = script(
+        &env,
+        "flaky.sh",
+        &format!(
+            "if [ -e {m} ]; then echo second-try-ok; else touch {m}; echo first-try-bad; exit 3; fi\n",
+            m = marker.display()
+        ),
+    );
+    let cmd = format!("sh {}", agent.display());
+    submit(&env, &json!({"workspace": "w", "jobs": [{"id": "j", "prompt": "p"}]}));
+    env.run(&["queue", "run", "--agent-cmd", &cmd]).code(5);
+    // A follower of a failed job prints what there is and says how it ended.
+    let r = env.run(&["queue", "log", "j", "--follow"]);
+    assert_eq!(r.code, 5, "{r:#?}");
+    assert!(r.stdout.contains("first-try-bad"), "{r:#?}");
+    env.run(&["queue", "retry", "j", "--agent-cmd", &cmd]).code(0);
+    let r = env.run(&["queue", "log", "j"]);
+    r.code(0);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(lines[0].starts_with("=== conductor: attempt 1 of w/j · runner local · started "));
+    assert_eq!(lines[1], "first-try-bad");
+    assert!(lines[2].starts_with("=== conductor: attempt 2 of w/j · runner local · started "));
+    assert_eq!(lines[3], "second-try-ok");
+    // A finished job's follower ends at once with 0.
+    env.run(&["queue", "log", "j", "--follow"]).code(0);
+    // An unknown job: exit 2, one line.
+    let r = env.run(&["queue", "log", "nope"]);
+    r.code(2);
+    assert!(r.stderr.contains("no job `nope`"), "{r:#?}");
+}
+
+#[test]
+fn issue_25_queue_log_follow_stops_on_sigint_with_0() {
+    let env = TestEnv::new();
+    submit(&env, &json!({"workspace": "w", "jobs": [{"id": "j", "prompt": "p"}]}));
+    // No dispatcher: the job stays queued and the follower waits.
+    let mut f = Follower::spawn(spawn_args(&env, &["queue", "log", "j", "--follow"]));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(f.child.try_wait().unwrap().is_none(), "{}", f.stderr());
+    unsafe { libc::kill(f.child.id() as i32, libc::SIGINT) };
+    assert_eq!(f.exit(BOUND), Some(0));
+}
+
