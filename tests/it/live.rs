@@ -220,3 +220,72 @@ fn issue_25_queue_log_follow_stops_on_sigint_with_0() {
     assert_eq!(f.exit(BOUND), Some(0));
 }
 
+
+const TWO_STATES: &str = r#"{
+  "name": "Two",
+  "initial": "plan",
+  "states": {
+    "plan":  { "persona": "architect", "prompt": "Plan.", "next": ["build"] },
+    "build": { "persona": "builder", "prompt": "Build.", "next": ["done"] }
+  }
+}"#;
+
+#[test]
+fn issue_25_workflow_log_follow_streams_each_run_under_its_header_until_done() {
+    let env = TestEnv::new();
+    let dir = env.project.join(".conductor/workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("two.json"), TWO_STATES).unwrap();
+    let gate = env.root.path().join("gate");
+    let worker = script(
+        &env,
+        "worker.sh",
+        &format!(
+            r#"C="$CONDUCTOR_BIN"
+case "$CONDUCTOR_WORKFLOW_STATE" in
+  plan) echo plan-starts
+        while [ ! -e {g} ]; do sleep 0.02; done
+        echo plan-ends
+        $C workflow transition build --summary planned >/dev/null ;;
+  build) echo build-output
+         $C workflow transition done --summary built >/dev/null ;;
+esac
+"#,
+            g = gate.display()
+        ),
+    );
+    let r = env.run(&["--json", "workflow", "start", "two", "Live views"]);
+    r.code(0);
+    let id = r.json()["session"].as_str().unwrap().to_string();
+    let mut f = Follower::spawn(spawn_args(&env, &["workflow", "log", &id, "--follow"]));
+    let agent = format!("sh {} {{prompt_file}}", worker.display());
+    let mut sup = spawn_args(&env, &["workflow", "run", &id, "--agent-cmd", &agent]);
+    sup.env("CONDUCTOR_BIN", crate::common::bin())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut sup = sup.spawn().unwrap();
+    assert!(
+        f.until("=== conductor: run 1 · state plan · attempt 1 · started ", BOUND),
+        "{:?}",
+        f.seen
+    );
+    assert!(f.until("plan-starts", BOUND), "{:?}", f.seen);
+    // The worker still runs (it waits for the gate): the follower showed its line live.
+    assert!(f.child.try_wait().unwrap().is_none());
+    assert!(!f.seen.iter().any(|l| l.contains("plan-ends")));
+    std::fs::write(&gate, "").unwrap();
+    assert!(f.until("=== conductor: run 2 · state build", BOUND), "{:?}", f.seen);
+    assert!(f.until("build-output", BOUND), "{:?}", f.seen);
+    assert_eq!(f.exit(BOUND), Some(0), "{:?}", f.seen);
+    assert_eq!(sup.wait().unwrap().code(), Some(0));
+    let body: Vec<&String> = f.seen.iter().filter(|l| !l.starts_with("===")).collect();
+    assert_eq!(body, ["plan-starts", "plan-ends", "build-output"]);
+    // --state: only that state's runs; an unknown state is refused with exit 2.
+    let r = env.run(&["workflow", "log", &id, "--state", "build"]);
+    r.code(0);
+    assert_eq!(r.stdout.lines().count(), 2, "{r:#?}");
+    assert!(r.stdout.contains("build-output") && !r.stdout.contains("plan-starts"));
+    let r = env.run(&["workflow", "log", &id, "--state", "nope"]);
+    r.code(2);
+    assert!(r.stderr.contains("no state `nope`"), "{r:#?}");
+}
