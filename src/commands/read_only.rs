@@ -17,6 +17,7 @@ fn reads_only(command: &Option<Command>) -> bool {
         Some(c) => matches!(
             c,
             Command::Status(_)
+                | Command::Top(_)
                 | Command::History(_)
                 | Command::Conflicts(_)
                 | Command::Events(_)

@@ -289,3 +289,158 @@ esac
     r.code(2);
     assert!(r.stderr.contains("no state `nope`"), "{r:#?}");
 }
+
+/// A home with one of everything: an instance holding a claim, an agent with an inbox item,
+/// a workflow session, two queue jobs. Returns the instance id and the session id.
+fn seed(env: &TestEnv) -> (String, String) {
+    let id = env.start("refactor the parser", "P1");
+    let a = env.project.join("src/a.rs").display().to_string();
+    env.run(&["claim", &a, "--instance", &id]).code(0);
+    env.run(&["agent", "register", "reviewer", "--watch", "general"])
+        .code(0);
+    env.run(&["post", "general", "@reviewer please look at the parser", "--as", "ana"])
+        .code(0);
+    let dir = env.project.join(".conductor/workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("two.json"), TWO_STATES).unwrap();
+    let r = env.run(&["--json", "workflow", "start", "two", "Live views"]);
+    r.code(0);
+    let session = r.json()["session"].as_str().unwrap().to_string();
+    submit(
+        env,
+        &json!({"workspace": "w", "jobs": [{"id": "j", "prompt": "p"},
+            {"id": "k", "prompt": "p", "depends_on": ["j"]}]}),
+    );
+    (id, session)
+}
+
+#[test]
+fn issue_25_top_frame_shows_the_seeded_home_and_the_next_frame_shows_a_new_claim() {
+    let env = TestEnv::new();
+    let (id, session) = seed(&env);
+    let frame = |extra: &[&str]| {
+        let mut args = vec!["top", "--once", "--size", "120x40"];
+        args.extend_from_slice(extra);
+        let r = env.run_env(&args, &[("TERM", "xterm-256color")]);
+        r.code(0);
+        r.stdout
+    };
+    let f = frame(&[]);
+    let has = |f: &str, needle: &str| assert!(f.contains(needle), "no `{needle}` in:\n{f}");
+    has(&f, "┌ Instances and claims (1) ");
+    has(&f, &format!("> {id}  P1  proj · refactor the parser · 1 claim"));
+    has(&f, "src/a.rs");
+    has(&f, "┌ Agents and inboxes (1) ");
+    has(&f, "@reviewer  inbox 1 open (0 claimed) · 1 mention · watching general");
+    has(&f, "┌ Workflow sessions (1) ");
+    has(&f, &format!("{session}  running  Two · Live views · Plan [●]"));
+    has(&f, "┌ Queue jobs · 2 jobs: 1 queued, 1 ready ");
+    has(&f, "ready      w/j  attempt 0");
+    has(&f, "queued     w/k  attempt 0");
+    has(&f, "Enter details · q quit");
+    assert!(!f.contains("lexer.rs"));
+    // A claim made by another process: the next frame shows it.
+    let lexer = env.project.join("src/lexer.rs").display().to_string();
+    env.run(&["claim", &lexer, "--instance", &id]).code(0);
+    let f = frame(&[]);
+    has(&f, "refactor the parser · 2 claims");
+    has(&f, "src/lexer.rs");
+    // --ascii (and TERM=dumb): nothing but ASCII.
+    let f = frame(&["--ascii"]);
+    assert!(f.is_ascii(), "{f}");
+    has(&f, "+ Instances and claims (1) ---");
+    let r = env.run_env(&["top", "--once"], &[("TERM", "dumb")]);
+    assert!(r.stdout.is_ascii() && r.stdout.contains("| "), "{}", r.stdout);
+    // A bad size is refused by the parser (exit 2), and top without a terminal says what to use.
+    env.run(&["top", "--once", "--size", "5x5"]).code(2);
+    let r = env.run(&["top"]);
+    r.code(2);
+    assert!(r.stderr.contains("status --watch"), "{r:#?}");
+}
+
+fn python3() -> &'static str {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "python3 is needed to drive `conductor top` in a pseudo-terminal: install it (apt-get install python3)"
+    );
+    "python3"
+}
+
+#[test]
+fn issue_25_top_in_a_pseudo_terminal_shows_a_claim_as_it_happens_and_quits_on_q() {
+    let env = TestEnv::new();
+    let (id, _) = seed(&env);
+    let driver = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/pty_top.py");
+    let bin = crate::common::bin();
+    let mut c = Command::new(python3());
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.root.path())
+        .env("CONDUCTOR_HOME", &env.home)
+        .current_dir(&env.project)
+        .stdin(Stdio::piped())
+        .arg(&driver)
+        .args(["120", "40"])
+        .args([
+            "see:src/a.rs",
+            "line:",
+            "see:src/lexer.rs",
+            "key:enter",
+            "see:Instances and claims · details",
+            "see:claims     2",
+            "key:esc",
+            "see:Agents and inboxes (1)",
+            "key:q",
+            "--",
+        ])
+        .arg(&bin)
+        .arg("top");
+    let mut f = Follower::spawn(c);
+    let mut go = f.child.stdin.take().unwrap();
+    assert!(f.until("SEEN src/a.rs", BOUND), "{:?}", f.seen);
+    let lexer = env.project.join("src/lexer.rs").display().to_string();
+    let t = Instant::now();
+    env.run(&["claim", &lexer, "--instance", &id]).code(0);
+    use std::io::Write;
+    writeln!(go).unwrap();
+    assert!(f.until("SEEN src/lexer.rs", BOUND), "{:?}", f.seen);
+    let seen_in = t.elapsed();
+    assert!(f.until("SEEN claims     2", BOUND), "{:?}", f.seen);
+    assert!(f.until("SEEN Agents and inboxes (1)", BOUND), "{:?}", f.seen);
+    assert!(f.until("EXIT 0", BOUND), "{:?}", f.seen);
+    assert!(seen_in < BOUND, "{seen_in:?}");
+}
+
+#[test]
+fn issue_25_status_watch_reprints_on_each_change_and_json_gives_one_document_per_change() {
+    let env = TestEnv::new();
+    let id = env.start("watch me", "P2");
+    let mut text = Follower::spawn(spawn_args(&env, &["status", "--watch"]));
+    let mut js = Follower::spawn(spawn_args(&env, &["--json", "status", "--watch"]));
+    assert!(text.until("Instances and claims (1)", BOUND), "{:?}", text.seen);
+    assert!(text.until("watch me · 0 claims", BOUND), "{:?}", text.seen);
+    assert!(js.until("\"instances\"", BOUND), "{:?}", js.seen);
+    let lexer = env.project.join("src/lexer.rs").display().to_string();
+    env.run(&["claim", &lexer, "--instance", &id]).code(0);
+    assert!(text.until("watch me · 1 claim ", BOUND), "{:?}", text.seen);
+    assert!(text.until("src/lexer.rs", BOUND), "{:?}", text.seen);
+    assert!(js.until("lexer.rs", BOUND), "{:?}", js.seen);
+    // One JSON document per line, each the whole overview.
+    let docs: Vec<serde_json::Value> = js
+        .seen
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(docs.len(), 2, "{docs:?}");
+    assert_eq!(docs[0]["instances"][0]["claims"], json!([]));
+    assert_eq!(docs[1]["instances"][0]["claims"], json!([lexer]));
+    assert!(docs[1]["seq"].as_u64() > docs[0]["seq"].as_u64());
+    for f in [&mut text, &mut js] {
+        unsafe { libc::kill(f.child.id() as i32, libc::SIGTERM) };
+        assert_eq!(f.exit(BOUND), Some(0));
+    }
+}
