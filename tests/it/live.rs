@@ -394,6 +394,11 @@ fn issue_25_top_in_a_pseudo_terminal_shows_a_claim_as_it_happens_and_quits_on_q(
             "see:claims     2",
             "key:esc",
             "see:Agents and inboxes (1)",
+            "key:j",
+            "key:enter",
+            "see:agent      reviewer (@reviewer)",
+            "key:esc",
+            "gone:agent      reviewer",
             "key:q",
             "--",
         ])
@@ -411,6 +416,9 @@ fn issue_25_top_in_a_pseudo_terminal_shows_a_claim_as_it_happens_and_quits_on_q(
     let seen_in = t.elapsed();
     assert!(f.until("SEEN claims     2", BOUND), "{:?}", f.seen);
     assert!(f.until("SEEN Agents and inboxes (1)", BOUND), "{:?}", f.seen);
+    // j moves to the next row (the agent), Enter opens its details, Esc closes them.
+    assert!(f.until("SEEN agent      reviewer (@reviewer)", BOUND), "{:?}", f.seen);
+    assert!(f.until("GONE agent      reviewer", BOUND), "{:?}", f.seen);
     assert!(f.until("EXIT 0", BOUND), "{:?}", f.seen);
     assert!(seen_in < BOUND, "{seen_in:?}");
 }
