@@ -102,3 +102,104 @@ impl App {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::top::model::{AgentRow, InstanceRow, JobRow, Progress};
+    use conductor::time::Timestamp;
+
+    fn overview(instances: &[&str], agents: &[&str], jobs: &[&str]) -> Overview {
+        let t = Timestamp::parse("2026-11-25T04:00:00Z").unwrap();
+        Overview {
+            home: "/h".into(),
+            seq: 1,
+            instances: instances
+                .iter()
+                .map(|id| InstanceRow {
+                    id: id.to_string(),
+                    priority: "P1".into(),
+                    project: "p".into(),
+                    task: "t".into(),
+                    claims: vec![format!("/src/{id}.rs")],
+                    waiting_for: vec![],
+                    started_at: t,
+                    last_heartbeat: t,
+                    working_directory: "/".into(),
+                })
+                .collect(),
+            agents: agents
+                .iter()
+                .map(|n| AgentRow {
+                    name: n.to_string(),
+                    handle: format!("@{n}"),
+                    watch: vec![],
+                    open: 0,
+                    claimed: 0,
+                    mentions: 0,
+                    latest: vec![],
+                })
+                .collect(),
+            sessions: vec![],
+            jobs: jobs
+                .iter()
+                .map(|k| JobRow {
+                    key: k.to_string(),
+                    state: "queued".into(),
+                    attempts: 0,
+                    agent: "a".into(),
+                    depends_on: vec![],
+                    reason: None,
+                    since: t,
+                })
+                .collect(),
+            progress: Progress::default(),
+        }
+    }
+
+    #[test]
+    fn keys_move_through_all_sections_and_stop_at_the_ends() {
+        let mut app = App::new(overview(&["i1", "i2"], &["ana"], &["w/j"]), false);
+        assert!(app.key(Key::Up));
+        assert_eq!(app.selected, 0);
+        for _ in 0..10 {
+            app.key(Key::Down);
+        }
+        assert_eq!(app.current().unwrap().section, Section::Queue);
+        app.selected = 0;
+        app.key(Key::NextSection);
+        assert_eq!(app.current().unwrap().section, Section::Agents);
+        app.key(Key::NextSection);
+        assert_eq!(app.current().unwrap().section, Section::Queue);
+        app.key(Key::NextSection);
+        assert_eq!(app.selected, 0, "wraps to the first row");
+        app.key(Key::Enter);
+        assert!(app.detail);
+        app.key(Key::Down);
+        assert_eq!(app.selected, 0, "rows do not move under open details");
+        app.key(Key::Back);
+        assert!(!app.detail);
+        assert!(!app.key(Key::Quit));
+    }
+
+    #[test]
+    fn an_update_keeps_the_selection_on_the_same_thing() {
+        let mut app = App::new(overview(&["i1", "i2"], &["ana"], &[]), false);
+        app.key(Key::Down);
+        app.key(Key::Enter);
+        assert_eq!(app.overview.instances[app.current().unwrap().index].id, "i2");
+        // i0 appears before it: the selection follows i2, details stay open.
+        app.update(overview(&["i0", "i1", "i2"], &["ana"], &[]));
+        assert_eq!(app.selected, 2);
+        assert!(app.detail);
+        // i2 is gone: details close, the selection stays in range.
+        app.update(overview(&["i0"], &[], &[]));
+        assert!(!app.detail);
+        assert_eq!(app.selected, 0);
+        // Nothing at all: no row, Enter opens nothing.
+        app.update(overview(&[], &[], &[]));
+        assert!(app.current().is_none());
+        app.key(Key::Enter);
+        assert!(!app.detail);
+    }
+}

@@ -100,7 +100,7 @@ fn draw_sections(f: &mut Frame, app: &App, area: Rect, now: Timestamp) {
             _ => format!(" {} ({n}) ", section.title()),
         };
         let items: Vec<ListItem> = if n == 0 {
-            vec![ListItem::new(text(app, format!("  {}", section.empty())))]
+            vec![ListItem::new(section.empty())]
         } else {
             (0..n)
                 .map(|index| {
