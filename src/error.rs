@@ -105,8 +105,8 @@ impl<T> IoContext<T> for std::io::Result<T> {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Why a request was refused or an operation could not run: the stable `reason` of the JSON
-/// error envelope, which agents branch on. The one closed list; `tests/it/layers.rs` keeps the
-/// README's exit-code table in agreement with it.
+/// error envelope, which agents branch on. The one closed list; `tests/it/reasons.rs` keeps the
+/// exit-code table of docs/exit-codes.md in agreement with it.
 macro_rules! reasons {
     ($($(#[$doc:meta])* $variant:ident = $name:literal, exit $code:literal;)*) => {
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -18,6 +18,7 @@ pub mod queue;
 pub mod schema;
 pub mod spawn;
 pub mod template;
+pub mod usage;
 pub mod workflows;
 
 pub use conductor_store as store;

@@ -20,7 +20,10 @@ from every instance that can be read, a ledger by its valid lines.\n\nIt also ch
 switch coordination off. Fix those by running `conductor integrate AGENT` again (--repair leaves agent \
 settings alone).\n\nLast, it runs a real sandbox (bubblewrap, as `queue run --runner sandbox` would) with a probe that \
 tries each escape, and prints one line per sandbox guarantee saying whether it holds on this machine (informational: \
-it does not change the exit status).\n\nExit status: 0 healthy or repaired, 1 problems found."
+it does not change the exit status).\n\nThen the external programs the features run: bubblewrap (the sandbox runner), jq (the \
+protocol's shell recipes), the CLI of each agent whose hooks are installed, and the agent commands of live queue \
+jobs and workflow sessions; each line says where the program is, or what its absence disables (informational too). \
+With a shared store (etcd), the cluster's reachability and health come first (exit 11 when it cannot be reached).\n\nExit status: 0 healthy or repaired, 1 problems found."
 )]
 pub struct DoctorArgs {
     /// Move bad files aside and rebuild them.
@@ -43,6 +46,8 @@ struct DoctorReport {
     /// Which guarantees of the queue's sandbox runner hold on this machine (reported, never
     /// a problem of the home).
     sandbox: Vec<conductor::queue::sandbox::Guarantee>,
+    /// The external programs the features need (reported, never a problem of the home).
+    tools: Vec<super::doctor_tools::Tool>,
 }
 
 impl DoctorReport {
@@ -81,7 +86,7 @@ impl Report for DoctorReport {
             .iter()
             .map(|g| json!({"guarantee": g.name, "holds": g.holds, "detail": g.detail}))
             .collect();
-        json!({"status": status, "backend": self.backend, "findings": self.findings, "documents": self.documents, "integrations": self.integrations, "sandbox": sandbox})
+        json!({"status": status, "backend": self.backend, "findings": self.findings, "documents": self.documents, "integrations": self.integrations, "sandbox": sandbox, "tools": self.tools})
     }
     fn to_text(&self) -> String {
         let mut lines: Vec<String> = self
@@ -116,6 +121,7 @@ impl Report for DoctorReport {
             let mark = if g.holds { "yes" } else { "no" };
             lines.push(format!("{mark:<5} sandbox: {}: {}", g.name, g.detail));
         }
+        lines.extend(super::doctor_tools::lines(&self.tools));
         lines.push(if self.unavailable {
             "The shared store is unavailable; nothing was changed.".into()
         } else if self.healthy() {
@@ -155,12 +161,15 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
         return run_remote(ctx, r);
     }
     let findings = doctor::run(&ctx.store, ctx.now, args.repair)?;
+    let mut integrated = Vec::new();
+    let integrations = integrations(&mut integrated);
     print(
         ctx.out,
         &DoctorReport {
             findings,
             documents: documents(ctx),
-            integrations: integrations(),
+            tools: super::doctor_tools::check(ctx, &integrated),
+            integrations,
             repaired: args.repair,
             backend: json!({"kind": "files", "home": ctx.store.home().dir()}),
             unavailable: false,
@@ -250,12 +259,15 @@ fn run_remote(ctx: &Ctx, r: &conductor::store::etcd::Etcd) -> Result<u8> {
         );
         d
     };
+    let mut integrated = Vec::new();
+    let integrations = integrations(&mut integrated);
     print(
         ctx.out,
         &DoctorReport {
             findings: vec![finding],
             documents,
-            integrations: integrations(),
+            tools: super::doctor_tools::check(ctx, &integrated),
+            integrations,
             repaired: false,
             backend,
             unavailable,
@@ -412,7 +424,7 @@ fn finding(file: String, r: std::result::Result<(), String>, ok: &str, fix: &str
 
 /// The agent integrations installed in this directory and in ~, and whether the binary each
 /// hook runs still exists.
-fn integrations() -> Vec<Finding> {
+fn integrations(integrated: &mut Vec<conductor::hooks::Agent>) -> Vec<Finding> {
     use crate::commands::integrate::{installed_commands, our_program, target};
     use conductor::hooks::Agent;
     let mut roots = Vec::new();
@@ -463,6 +475,9 @@ fn integrations() -> Vec<Finding> {
                 }
             }
             if !programs.is_empty() {
+                if !integrated.contains(&agent) {
+                    integrated.push(agent);
+                }
                 out.push(crate::commands::integrate_mcp::finding(agent, root, user));
             }
             for prog in programs {

@@ -70,6 +70,8 @@ pub fn known_types() -> Vec<&'static str> {
         q::CANCELLED,
         q::RETRIED,
         q::INTERRUPTED,
+        q::PAUSED,
+        q::RESUMED,
         wf::STARTED,
         wf::STATE_STARTED,
         wf::TRANSITION_REQUESTED,

@@ -29,7 +29,9 @@ pub fn run(ctx: &Ctx, args: ExportArgs) -> Result<u8> {
     text.push('\n');
     match args.file.filter(|f| f.as_os_str() != "-") {
         Some(path) => {
-            conductor::store::atomic::write_atomic(&path, text.as_bytes())?;
+            // A bare name (`home.json`) has an empty parent, which cannot be synced.
+            let at = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
+            conductor::store::atomic::write_atomic(&at, text.as_bytes())?;
             if !ctx.out.json {
                 eprintln!(
                     "exported {} document(s), {} ledger line(s), {} event(s) from {} to {}",

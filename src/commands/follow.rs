@@ -103,8 +103,9 @@ impl FileTail {
         FileTail { path, offset: 0 }
     }
 
-    /// Copy what was appended since the last call to `out`. A missing file is empty; a file
-    /// that shrank (rewritten) is read again from its start.
+    /// Copy what was appended since the last call to `out`. A missing file is empty. A file
+    /// that shrank was rewritten with what was already printed (a job's log is stored without
+    /// its ANSI escapes when an attempt ends): it goes on from its new end.
     pub fn pump(&mut self, out: &mut impl Write) -> Result<bool> {
         let mut f = match std::fs::File::open(&self.path) {
             Ok(f) => f,
@@ -116,7 +117,7 @@ impl FileTail {
             .map_err(|e| Error::io("stat", &self.path, e))?
             .len();
         if len < self.offset {
-            self.offset = 0;
+            self.offset = len;
         }
         if len == self.offset {
             return Ok(false);
@@ -130,6 +131,20 @@ impl FileTail {
         self.offset += buf.len() as u64;
         write_out(out, &buf)?;
         Ok(!buf.is_empty())
+    }
+
+    /// How many bytes were printed.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The file's first bytes (at most `n`; none when it is missing or empty).
+    pub fn head(&self, n: usize) -> Vec<u8> {
+        let mut buf = Vec::new();
+        if let Ok(f) = std::fs::File::open(&self.path) {
+            let _ = f.take(n as u64).read_to_end(&mut buf);
+        }
+        buf
     }
 
     /// True when the last byte printed ended a line (or nothing was printed).

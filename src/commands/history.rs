@@ -70,18 +70,20 @@ fn parse_since(s: &str) -> std::result::Result<Since, String> {
     Ok(Since::Ago(minutes))
 }
 
-fn human(e: &HistoryEntry) -> String {
-    format!(
-        "{}  {:<9}  {}  {}  {}  {:>4}m  {}",
-        e.completed_at,
-        e.outcome.as_str(),
-        e.id,
-        e.priority,
-        e.project,
+/// The text form's row for an entry (the `--json` form streams; the text form is a table,
+/// aligned once every row is known).
+fn human(e: &HistoryEntry) -> Vec<String> {
+    vec![
+        e.completed_at.to_string(),
+        e.outcome.as_str().to_string(),
+        e.id.clone(),
+        e.priority.to_string(),
+        e.project.clone(),
         e.duration_minutes
-            .unwrap_or_else(|| e.started_at.minutes_until(e.completed_at)),
-        e.task
-    )
+            .unwrap_or_else(|| e.started_at.minutes_until(e.completed_at))
+            .to_string(),
+        e.task.clone(),
+    ]
 }
 
 /// Run `history`.
@@ -99,6 +101,15 @@ pub fn run(ctx: &Ctx, args: HistoryArgs) -> Result<u8> {
             .map_err(io)?;
     }
     let mut first = true;
+    let mut table = super::table::Table::new(&[
+        "COMPLETED",
+        "OUTCOME",
+        "ID",
+        "PRIORITY",
+        "PROJECT",
+        "MINUTES",
+        "TASK",
+    ]);
     let mut emit = |w: &mut std::io::BufWriter<_>, e: &HistoryEntry| -> Result<()> {
         if json {
             if !first {
@@ -106,7 +117,7 @@ pub fn run(ctx: &Ctx, args: HistoryArgs) -> Result<u8> {
             }
             serde_json::to_writer(&mut *w, e).map_err(|e| io(e.into()))?;
         } else {
-            writeln!(w, "{}", human(e)).map_err(io)?;
+            table.row(human(e));
         }
         first = false;
         Ok(())
@@ -159,8 +170,11 @@ pub fn run(ctx: &Ctx, args: HistoryArgs) -> Result<u8> {
     for e in &tail {
         emit(&mut w, e)?;
     }
+    drop(emit);
     if json {
         w.write_all(b"]}\n").map_err(io)?;
+    } else if !first {
+        writeln!(w, "{}", table.render()).map_err(io)?;
     } else if count == 0 {
         writeln!(w, "No matching history.").map_err(io)?;
     }

@@ -319,7 +319,7 @@ fn open_store(global: &GlobalArgs, max_wait: f64) -> Result<Store> {
         _ => Home::default_dir()?,
     };
     let timeout = Duration::from_secs_f64(global.lock_timeout.min(max_wait));
-    Ok(Store::open(dir, timeout, true)?)
+    Ok(Store::open(dir, timeout)?)
 }
 
 fn handle(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdict> {

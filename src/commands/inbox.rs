@@ -167,27 +167,32 @@ fn explain_missing(ctx: &Ctx, e: Error, id: &str) -> Error {
     }
 }
 
-fn item_line(i: &Value) -> String {
-    let claim = match &i["claim"] {
-        Value::Object(c) => format!(
-            " [claimed by {} until {}]",
-            c["agent"].as_str().unwrap_or_default(),
-            c["expires_at"].as_str().unwrap_or_default()
-        ),
-        _ => String::new(),
-    };
-    format!(
-        "{} {:<9} {:<6} {:<8} {} in {} from {}: {}{}",
-        i["id"].as_str().unwrap_or_default(),
-        i["status"].as_str().unwrap_or_default(),
-        i["priority"].as_str().unwrap_or_default(),
-        i["trigger_type"].as_str().unwrap_or_default(),
-        i["agent"].as_str().unwrap_or_default(),
-        i["channel_id"].as_str().unwrap_or_default(),
-        i["author"].as_str().unwrap_or_default(),
-        i["preview"].as_str().unwrap_or_default(),
-        claim
-    )
+fn items_table(items: &[Value]) -> String {
+    let mut t = super::table::Table::new(&[
+        "ID", "STATUS", "PRIORITY", "TRIGGER", "AGENT", "CHANNEL", "FROM", "PREVIEW",
+    ]);
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    for i in items {
+        let claim = match &i["claim"] {
+            Value::Object(c) => format!(
+                " [claimed by {} until {}]",
+                c["agent"].as_str().unwrap_or_default(),
+                c["expires_at"].as_str().unwrap_or_default()
+            ),
+            _ => String::new(),
+        };
+        t.row(vec![
+            s(&i["id"]),
+            s(&i["status"]),
+            s(&i["priority"]),
+            s(&i["trigger_type"]),
+            s(&i["agent"]),
+            s(&i["channel_id"]),
+            s(&i["author"]),
+            format!("{}{claim}", s(&i["preview"])),
+        ]);
+    }
+    t.render()
 }
 
 /// Run `inbox`.
@@ -387,7 +392,7 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
     let text = if items.is_empty() {
         "Inbox empty".to_string()
     } else {
-        items.iter().map(item_line).collect::<Vec<_>>().join("\n")
+        items_table(&items)
     };
     print(
         ctx.out,

@@ -70,6 +70,11 @@ pub fn installed_program(text: &str) -> Option<String> {
     serde_json::from_str(v).ok()
 }
 
+/// True when `path` is conductor's file (installed by `integrate`).
+pub fn is_installed(path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| installed_program(&t).is_some())
+}
+
 /// Install (or update) the file.
 pub fn install(agent: Agent, path: &Path, program: &str) -> Result<Vec<String>> {
     let want = render(agent, program);

@@ -10,10 +10,19 @@ use conductor::error::Result;
 #[command(
     after_long_help = "Example:\n  conductor man > ~/.local/share/man/man1/conductor.1 && man conductor"
 )]
-pub struct ManArgs {}
+pub struct ManArgs {
+    /// Print the CLI reference as Markdown instead (docs/reference/cli.md is this output).
+    #[arg(long, hide = true)]
+    pub markdown: bool,
+}
 
 /// Run `man`.
-pub fn run(_args: ManArgs) -> Result<u8> {
+pub fn run(args: ManArgs) -> Result<u8> {
+    if args.markdown {
+        return super::completions::write_stdout(
+            crate::commands::man_markdown::render().as_bytes(),
+        );
+    }
     let mut buf = Vec::new();
     clap_mangen::Man::new(Cli::command())
         .render(&mut buf)

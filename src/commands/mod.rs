@@ -15,6 +15,7 @@ pub mod codex_trust;
 pub mod completions;
 pub mod conflicts;
 pub mod doctor;
+pub mod doctor_tools;
 pub mod done;
 pub mod events;
 pub mod export;
@@ -27,7 +28,9 @@ pub mod inbox;
 pub mod integrate;
 pub mod integrate_mcp;
 pub mod integrate_plugin;
+pub mod lock_wait;
 pub mod man;
+pub mod man_markdown;
 pub mod mcp;
 pub mod metrics;
 pub mod mirror;
@@ -42,6 +45,7 @@ pub mod run;
 pub mod shell_init;
 pub mod start;
 pub mod status;
+pub mod table;
 pub mod wait;
 pub mod watch;
 pub mod workflow;
@@ -159,7 +163,10 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         && cli.global.store.as_deref().unwrap_or("").is_empty();
     read_only::check(&command, &dir, named)?;
     let timeout = Duration::from_secs_f64(cli.global.lock_timeout);
-    let store = Store::open(dir, timeout, cli.global.quiet)?;
+    let mut store = Store::open(dir, timeout)?;
+    if !cli.global.quiet {
+        store = store.on_wait(lock_wait::notes());
+    }
     let ctx = Ctx {
         store,
         now: Timestamp::now(),

@@ -41,7 +41,7 @@ pub fn run(global: &GlobalArgs, args: PromptArgs, _out: &Output) -> Result<u8> {
             // SAFETY: no other thread runs yet.
             unsafe { std::env::set_var("CONDUCTOR_STORE_TIMEOUT", "0.3") };
         }
-        let Ok(store) = conductor::store::Store::open(dir, std::time::Duration::ZERO, true) else {
+        let Ok(store) = conductor::store::Store::open(dir, std::time::Duration::ZERO) else {
             return Ok(0);
         };
         let Ok(state) =

@@ -163,7 +163,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         let quiet = ctx.out.quiet || ctx.out.json;
         let lock_timeout = ctx.store.lock_timeout();
         std::thread::spawn(move || {
-            let store = match Store::open(dir, lock_timeout, true) {
+            let store = match Store::open(dir, lock_timeout) {
                 Ok(s) => s,
                 Err(e) => return eprintln!("warning: heartbeats stopped: {e}"),
             };

@@ -70,6 +70,9 @@ pub use conductor::protocol::sessions::{gate_inputs, working_directory};
 pub struct Started {
     pub instance_id: String,
     pub drift: Option<String>,
+    /// Run by the shell integration (`conductor shell-init`), which sets CONDUCTOR_OWNER_PID and
+    /// exports CONDUCTOR_INSTANCE_ID itself.
+    pub in_shell: bool,
 }
 
 impl Report for Started {
@@ -82,11 +85,19 @@ impl Report for Started {
         if let Some(d) = &self.drift {
             s.push_str(&format!("Drift warning recorded: {d}\n"));
         }
-        s.push_str("Next: use /conductor claim <files> to lock files before editing\n");
-        s.push_str(&format!(
-            "      (in a shell: export CONDUCTOR_INSTANCE_ID={})",
-            self.instance_id
-        ));
+        let id = &self.instance_id;
+        if self.in_shell {
+            s.push_str(&format!(
+                "CONDUCTOR_INSTANCE_ID={id} is set in this shell.\n\
+                 Next: `conductor claim FILE...` before editing a file, `conductor done` when finished"
+            ));
+        } else {
+            s.push_str(&format!(
+                "Next: `conductor claim --instance {id} FILE...` before editing a file,\n\
+                 `conductor done --instance {id}` when finished (or `export CONDUCTOR_INSTANCE_ID={id}`\n\
+                 and leave out --instance; the shell integration, `conductor shell-init`, does that)"
+            ));
+        }
         s
     }
 }
@@ -116,7 +127,11 @@ impl Report for Blocked {
 /// Run `start`.
 pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
     Ok(match sessions::start(&ctx.store, ctx.now, req)? {
-        StartOutcome::Started { instance_id, drift } => Box::new(Started { instance_id, drift }),
+        StartOutcome::Started { instance_id, drift } => Box::new(Started {
+            instance_id,
+            drift,
+            in_shell: std::env::var_os("CONDUCTOR_OWNER_PID").is_some_and(|p| !p.is_empty()),
+        }),
         StartOutcome::Blocked { message, options } => Box::new(Blocked { message, options }),
     })
 }

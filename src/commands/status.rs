@@ -94,25 +94,32 @@ impl Report for StatusReport {
             .map(|i| i.host.as_deref())
             .collect();
         let several_hosts = hosts.len() > 1;
+        // A table of the instances (header, one row each), each row followed by its working
+        // directory, its claims and its waits, indented.
+        let mut table =
+            super::table::Table::new(&["INSTANCE", "PRI", "STARTED", "BEAT", "PROJECT", "TASK"]);
         for i in &self.state.instances {
+            table.row(vec![
+                i.id.clone(),
+                i.priority.to_string(),
+                format!("{}m ago", i.started_at.minutes_until(self.now)),
+                format!("{}m ago", i.last_heartbeat.minutes_until(self.now)),
+                i.project.clone(),
+                i.task.clone(),
+            ]);
+        }
+        let rendered = table.render();
+        let mut rows = rendered.lines();
+        if !self.state.instances.is_empty() {
+            out.push(fit(rows.next().unwrap_or_default(), WIDTH));
+        }
+        for (i, row) in self.state.instances.iter().zip(rows) {
             let wd = match (&i.host, several_hosts) {
                 (Some(h), true) => format!("{h}:{}", i.working_directory),
                 _ => i.working_directory.clone(),
             };
-            out.push(fit(
-                &format!("{}  {}  {} · {}", i.id, i.priority, i.project, i.task),
-                WIDTH,
-            ));
-            let beat = i.last_heartbeat.minutes_until(self.now);
-            out.push(fit(
-                &format!(
-                    "    started {}m ago · heartbeat {}m ago · {}",
-                    i.started_at.minutes_until(self.now),
-                    beat,
-                    wd
-                ),
-                WIDTH,
-            ));
+            out.push(fit(row, WIDTH));
+            out.push(fit(&format!("    in {wd}"), WIDTH));
             for f in &i.files_claimed {
                 out.push(fit(
                     &format!("    {}", display_path(f, self.cwd.as_deref())),

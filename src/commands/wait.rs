@@ -15,14 +15,16 @@ use conductor::time::Timestamp;
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["released", "done"])))]
 #[command(
-    after_long_help = "Exit 0 once every file named is claimed by nobody (--released) or every \
+    after_long_help = "Exit 0 once no claim overlaps any path named (--released: a file, a directory \
+(`src/`) or a glob (`'src/**/*.rs'`), overlapping as `claim` decides) or every \
 instance named is no longer registered (--done: finished, or cleaned up). Exit 3 if --timeout passes \
 first (the JSON result lists what is still pending); an interrupted wait (SIGINT/SIGTERM) exits 3 \
 too.\n\nExamples:\n  conductor wait --released src/auth.rs --timeout 10m && conductor claim src/auth.rs\n  \
 conductor wait --done itm-a1b2c3 cur-0f0f0f"
 )]
 pub struct WaitArgs {
-    /// Files to wait for until nobody holds them (paths resolve against the current directory).
+    /// Files, directories or globs to wait for until no claim overlaps them (paths resolve
+    /// against the current directory).
     #[arg(long, num_args = 1.., value_name = "FILE")]
     pub released: Vec<String>,
     /// Instances to wait for until they are no longer registered.
@@ -78,10 +80,17 @@ impl Report for Waited {
 /// Read the state (lock-free) and see what is still pending.
 fn check(ctx: &Ctx, files: &[String], ids: &[String]) -> Result<Waited> {
     let state = conductor::protocol::read(&ctx.store, Timestamp::now())?;
+    // A file, directory or glob is free once no claim overlaps it: a file inside a claimed
+    // directory, a directory holding a claimed file, two overlapping globs (as `claim` decides).
+    let claims = &state.global_claims;
+    let globs: Vec<String> = conductor::protocol::claims::glob_keys(claims)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
     Ok(Waited {
         held: files
             .iter()
-            .filter(|f| state.global_claims.contains_key(*f))
+            .filter(|f| !conductor::protocol::claims::overlapping(claims, &globs, f).is_empty())
             .cloned()
             .collect(),
         alive: ids

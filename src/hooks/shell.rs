@@ -10,7 +10,7 @@
 //! mean; `sh -c`/`bash -c SCRIPT` are parsed in turn; `sudo`, `env`, `command`, `nohup`, `nice`,
 //! `time` and `xargs`' own options are looked through.
 //!
-//! What cannot be known without running the command is left out, and listed in the README: a
+//! What cannot be known without running the command is left out, and listed in docs/integrations.md: a
 //! path built at run time (`$VAR`, `$(cmd)`, globs), a program or script that writes files
 //! itself (`python gen.py`, `make`, `npm install`), `find -delete`, `xargs rm`, `eval`.
 

@@ -1,5 +1,5 @@
 //! What a claim key covers, and whether two keys overlap. Pure: keys are the strings of
-//! `global_claims`, decided by their spelling alone (README, "Claiming directories and globs").
+//! `global_claims`, decided by their spelling alone (docs/protocol.md, "Claiming directories and globs").
 //!
 //! - A **file** key is a path: `/w/app/src/main.rs`. It covers that file.
 //! - A **directory** key ends with `/`: `/w/app/src/`. It covers everything below it, now and

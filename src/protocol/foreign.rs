@@ -3,7 +3,7 @@
 //! Pure: the store hands in the state as read, what it knows about who wrote it, and a
 //! [`Resolve`] that asks the filesystem where a path physically leads.
 //!
-//! The rules (README, "Sharing the home with other tools"):
+//! The rules (docs/protocol.md, "Sharing the home with other tools"):
 //! - `global_claims` is the truth: it is what the protocol's own conflict check reads. Every
 //!   instance's `files_claimed` is rewritten to list exactly the files `global_claims` gives it.
 //! - A claim key is resolved to conductor's canonical form: a relative key is joined to its

@@ -138,7 +138,7 @@ pub(super) fn apply(
                 match doc
                     .jobs
                     .iter()
-                    .position(|j| j.state.state == State::Ready && &j.key() == key)
+                    .position(|j| ops::startable(doc, j) && &j.key() == key)
                 {
                     Some(i) => events.push(ops::start(doc, i, me, runner, *at)),
                     None => refused.push(key.clone()),
@@ -274,7 +274,7 @@ pub(super) fn committer(
             let ready_left = doc
                 .jobs
                 .iter()
-                .any(|j| j.state.state == State::Ready && wanted(j));
+                .any(|j| ops::startable(&doc, j) && wanted(j));
             let more = ready_left
                 || (doc
                     .jobs

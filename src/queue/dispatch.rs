@@ -117,6 +117,8 @@ struct Running {
     dropped: bool,
     workspace_dir: PathBuf,
     id: String,
+    /// Its log (stored plain once it ends: see [`super::plain`]).
+    log: PathBuf,
     /// The thread copying a job with secrets' output to its log (joined once its tree is gone).
     copier: Option<std::thread::JoinHandle<()>>,
     /// Reaped, with this status, while the copy of its output finishes (see [`handle`]): it
@@ -366,7 +368,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                 .base
                 .jobs
                 .iter()
-                .any(|j| j.state.state == State::Ready && wanted(j));
+                .any(|j| ops::startable(&d.base, j) && wanted(j));
             d.more = d.ready_left;
         }
         let result = d.main_loop(
@@ -500,7 +502,7 @@ impl Dispatcher<'_> {
                 if !doc
                     .jobs
                     .iter()
-                    .any(|j| j.state.state == State::Ready && wanted(j))
+                    .any(|j| ops::startable(&doc, j) && wanted(j))
                 {
                     // What is left, as it is now (a run that started nothing committed nothing).
                     self.summary.remaining = count_states(&doc);
@@ -775,6 +777,7 @@ impl Dispatcher<'_> {
                         dropped: false,
                         workspace_dir: ws_dir,
                         id: l.job.id.clone(),
+                        log: self.layout.log(&l.job.workspace, &l.job.id),
                         copier,
                         exit: None,
                     },
@@ -797,6 +800,7 @@ impl Dispatcher<'_> {
                         exit_code: None,
                         reason: format!("could not start the job: {e}"),
                         result: None,
+                        usage: None,
                     },
                     None,
                 ));
@@ -979,6 +983,8 @@ fn record_exit(
     }
     let key = key.to_string();
     let took = r.started.elapsed();
+    let used = super::plain::finish_log(&r.log);
+    let usage = (used.reports > 0).then_some(used);
     if r.dropped {
         return;
     }
@@ -987,7 +993,7 @@ fn record_exit(
         Finish::TimedOut { minutes: r.minutes }
     } else {
         match (status.success(), status.code(), status.signal()) {
-            (true, _, _) => Finish::Completed { result },
+            (true, _, _) => Finish::Completed { result, usage },
             (false, Some(c), _) => Finish::Failed {
                 exit_code: Some(c),
                 reason: match c {
@@ -996,11 +1002,13 @@ fn record_exit(
                     _ => format!("the agent exited with status {c}"),
                 },
                 result,
+                usage,
             },
             (false, None, sig) => Finish::Failed {
                 exit_code: None,
                 reason: format!("the agent was killed by signal {}", sig.unwrap_or(0)),
                 result,
+                usage,
             },
         }
     };

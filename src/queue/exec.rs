@@ -97,11 +97,6 @@ pub fn spawn(
         .append(true)
         .mode_private()
         .open(l.log)?;
-    // Each attempt opens with a header line (retries append to the same log).
-    std::io::Write::write_all(
-        &mut &log,
-        super::attempt_log::header(l.job, runner.name(), crate::time::Timestamp::now()).as_bytes(),
-    )?;
     let log2 = log.try_clone()?;
     let mut c = match runner {
         Runner::Local | Runner::Template(_) => {
@@ -116,6 +111,18 @@ pub fn spawn(
                     format!("`{p}` is not on PATH"),
                 ));
             }
+            if matches!(runner, Runner::Local) && super::agent_check::is_opencode(l.agent_cmd) {
+                let key = (l.workspace_dir.to_path_buf(), runner.name());
+                let known = super::agent_check::known(key, || {
+                    let mut c = Command::new(resolve("opencode"));
+                    c.args(["agent", "list"]).current_dir(l.workspace_dir);
+                    for name in l.scrub {
+                        c.env_remove(name);
+                    }
+                    c
+                });
+                check_agent(&l.job.agent, known)?;
+            }
             let mut c = shell_or_direct(&script);
             c.current_dir(l.workspace_dir);
             for name in l.scrub {
@@ -129,26 +136,45 @@ pub fn spawn(
         } => {
             let root = l.job.workdir.clone();
             let agent = agent_command(l, &root, super::SANDBOX_PROMPT);
-            let mut c = sandbox_command(
-                l.workspace_dir,
-                &root,
-                read_only,
-                l.prompt_file,
-                l.job_home,
-                &agent,
-            );
-            for name in ["LANG", "LC_ALL", "TERM"]
-                .into_iter()
-                .map(str::to_string)
-                .chain(pass_env.iter().cloned())
-            {
-                if let Some(v) = std::env::var_os(&name)
-                    && !l.scrub.contains(&name)
+            // The agent's program as the dispatcher's PATH finds it, shown read-only.
+            let exposed = super::agent_path::program_of(&agent)
+                .map(|p| {
+                    let path = std::env::var_os("PATH").unwrap_or_default();
+                    let home = std::env::var_os("HOME").map(PathBuf::from);
+                    super::agent_path::expose(p, &path, home.as_deref())
+                })
+                .unwrap_or_default();
+            let mut ro = read_only.clone();
+            ro.extend(exposed.trees.iter().cloned());
+            let sandbox = |script: &str| {
+                let mut c = sandbox_command(
+                    l.workspace_dir,
+                    &root,
+                    &ro,
+                    l.prompt_file,
+                    l.job_home,
+                    &exposed.links,
+                    script,
+                );
+                for name in ["LANG", "LC_ALL", "TERM"]
+                    .into_iter()
+                    .map(str::to_string)
+                    .chain(pass_env.iter().cloned())
                 {
-                    c.env(name, v);
+                    if let Some(v) = std::env::var_os(&name)
+                        && !l.scrub.contains(&name)
+                    {
+                        c.env(name, v);
+                    }
                 }
+                c
+            };
+            if super::agent_check::is_opencode(l.agent_cmd) {
+                let key = (l.workspace_dir.to_path_buf(), runner.name());
+                let known = super::agent_check::known(key, || sandbox("opencode agent list"));
+                check_agent(&l.job.agent, known)?;
             }
-            c
+            sandbox(&agent)
         }
     };
     let root = match runner {
@@ -189,6 +215,17 @@ pub fn spawn(
     let needles = super::redact::Needles::new(&l.secrets);
     let copier = std::thread::spawn(move || super::redact::copy(reader, log, &needles));
     Ok((child, Some(copier)))
+}
+
+/// Refuse a job whose agent is not among the `known` ones (when they could be found out).
+fn check_agent(agent: &str, known: Option<Vec<String>>) -> std::io::Result<()> {
+    match known {
+        Some(k) if !k.iter().any(|a| a == agent) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            super::agent_check::unknown(agent, &k),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Create a job's log file (private) if it does not exist yet.
@@ -279,7 +316,11 @@ fn fill_cmd(template: &str, agent: &str) -> String {
     crate::template::fill(template, &[("cmd", Some(agent))], false)
 }
 
-/// bubblewrap running `sh -c SCRIPT` in a job's sandbox: `ws` read-write at `root`, `prompt`
+/// The sandbox's `PATH` (after [`super::agent_path::SANDBOX_BIN`] when the agent needed links).
+const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// bubblewrap running `sh -c SCRIPT` in a job's sandbox, with `links` (name, host path) in
+/// [`super::agent_path::SANDBOX_BIN`] first on its PATH: `ws` read-write at `root`, `prompt`
 /// read-only at [`super::SANDBOX_PROMPT`], `job_home` read-write at
 /// [`super::sandbox::SANDBOX_HOME`] (its HOME), as an unprivileged user with no capabilities
 /// where the kernel allows (see [`super::sandbox`]). The environment is set on bwrap itself
@@ -291,16 +332,30 @@ pub fn sandbox_command(
     read_only: &[PathBuf],
     prompt: &Path,
     job_home: &Path,
+    links: &[(String, PathBuf)],
     script: &str,
 ) -> Command {
     let mut c = Command::new(resolve("bwrap"));
-    c.args(sandbox_args(ws, root, read_only, prompt, job_home));
+    let mut args = sandbox_args(ws, root, read_only, prompt, job_home);
+    // Links to the agent's programs, before the command (bwrap's options end at `--`).
+    let at = args.len() - 1;
+    let bin = super::agent_path::SANDBOX_BIN;
+    let linked = links.iter().flat_map(|(name, target)| {
+        [
+            "--symlink".to_string(),
+            target.to_string_lossy().into_owned(),
+            format!("{bin}/{name}"),
+        ]
+    });
+    args.splice(at..at, linked);
+    c.args(args);
     c.arg("sh").arg("-c").arg(script);
     c.env_clear();
-    c.env(
-        "PATH",
-        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    );
+    if links.is_empty() {
+        c.env("PATH", SANDBOX_PATH);
+    } else {
+        c.env("PATH", format!("{bin}:{SANDBOX_PATH}"));
+    }
     c.env("HOME", super::sandbox::SANDBOX_HOME);
     c
 }

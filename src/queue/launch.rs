@@ -134,7 +134,16 @@ fn prepare_once(
         .mode(0o600)
         .open(&prompt_file)?
         .write_all(text.as_bytes())?;
-    exec::create_log(&log)
+    exec::create_log(&log)?;
+    // A job run again appends to its log: a header line says where this attempt begins.
+    if std::fs::metadata(&log).is_ok_and(|m| m.len() > 0) {
+        let header = super::plain::attempt_header(job.state.attempts, runner.name());
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)?
+            .write_all(header.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// Start the thread that makes a job's directories, prompt file (empty) and log ahead of its

@@ -46,6 +46,8 @@ pub struct JobSpec {
     pub agent: String,
     #[serde(default)]
     pub model: Option<String>,
+    #[serde(default)]
+    pub priority: super::JobPriority,
 }
 
 fn default_workdir() -> String {

@@ -28,8 +28,9 @@
 //! (the dispatcher loop), `commit` (its committer thread) and `launch` (one job's files and
 //! process, and the reaper).
 
+pub mod agent_check;
+pub mod agent_path;
 pub mod archive;
-pub mod attempt_log;
 mod commit;
 pub mod dispatch;
 pub mod docs;
@@ -38,6 +39,7 @@ pub mod guard;
 mod launch;
 pub mod manifest;
 pub mod ops;
+pub mod plain;
 pub mod prompt;
 pub mod ran_with;
 mod redact;
@@ -89,6 +91,9 @@ pub struct QueueDoc {
     pub workspaces: BTreeMap<String, Workspace>,
     /// Live jobs, in submission order.
     pub jobs: Vec<Job>,
+    /// `queue pause`: no dispatcher starts a job until `queue resume` (running ones finish).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 /// A named directory that jobs share.
@@ -126,6 +131,44 @@ pub struct Job {
     /// How it was last started (`queue retry` starts it the same way).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ran_with: Option<ran_with::RanWith>,
+    /// Among ready jobs, a higher one starts first (P0 highest; omitted: P2).
+    #[serde(default, skip_serializing_if = "JobPriority::is_default")]
+    pub priority: JobPriority,
+    /// `queue pause JOB`: not started until `queue resume JOB`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+}
+
+/// A job's priority among the ready ones (`P0` first, `P2` by default).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum JobPriority {
+    P0,
+    P1,
+    #[default]
+    P2,
+    P3,
+}
+
+impl JobPriority {
+    /// The default (omitted from the files).
+    pub fn is_default(&self) -> bool {
+        *self == JobPriority::P2
+    }
+}
+
+impl std::str::FromStr for JobPriority {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_uppercase().as_str() {
+            "P0" => Ok(JobPriority::P0),
+            "P1" => Ok(JobPriority::P1),
+            "P2" => Ok(JobPriority::P2),
+            "P3" => Ok(JobPriority::P3),
+            _ => Err(format!("`{s}` is not a priority (P0, P1, P2 or P3)")),
+        }
+    }
 }
 
 /// Where a job stands.
@@ -206,6 +249,12 @@ pub struct JobStatus {
     /// The RESULT.md path, when the job wrote one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
+    /// Tokens its last attempt used, as the agent printed them (see [`crate::usage`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// What its last attempt cost in US dollars, as the agent printed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 impl JobStatus {
@@ -224,6 +273,8 @@ impl JobStatus {
             reason: None,
             blocked_by: None,
             result: None,
+            tokens: None,
+            cost_usd: None,
         }
     }
 }
@@ -245,6 +296,7 @@ impl Document for QueueDoc {
             updated_at: now,
             workspaces: BTreeMap::new(),
             jobs: Vec::new(),
+            paused: false,
         }
     }
 

@@ -99,6 +99,8 @@ pub fn submit(
             submitted_at: now,
             state: JobStatus::new(State::Queued, now),
             ran_with: None,
+            priority: s.priority,
+            paused: false,
         };
         events.push(event(
             SUBMITTED,
@@ -195,11 +197,58 @@ pub fn settle(doc: &mut QueueDoc, now: Timestamp, actor: Option<&str>, events: &
     }
 }
 
-/// Indices of ready jobs, in submission order.
+/// Indices of the ready jobs a dispatcher may start, highest priority first, then in
+/// submission order. None while the queue is paused; a paused job is skipped.
 pub fn ready(doc: &QueueDoc) -> Vec<usize> {
-    (0..doc.jobs.len())
-        .filter(|i| doc.jobs[*i].state.state == State::Ready)
-        .collect()
+    let mut v: Vec<usize> = (0..doc.jobs.len())
+        .filter(|i| startable(doc, &doc.jobs[*i]))
+        .collect();
+    v.sort_by_key(|i| (doc.jobs[*i].priority, *i));
+    v
+}
+
+/// Whether a dispatcher may start `job` now: it is ready, and neither it nor the queue is paused.
+pub fn startable(doc: &QueueDoc, job: &Job) -> bool {
+    job.state.state == State::Ready && !doc.paused && !job.paused
+}
+
+/// Event types of `queue pause` and `queue resume`.
+pub const PAUSED: &str = "queue.paused";
+pub const RESUMED: &str = "queue.resumed";
+
+/// `queue pause` (`pause` true) or `queue resume`: the whole queue when `names` is empty, else
+/// the named live jobs. Returns the keys of the jobs changed (empty for the whole queue).
+pub fn set_paused(
+    doc: &mut QueueDoc,
+    names: &[String],
+    pause: bool,
+    events: &mut Vec<NewEvent>,
+) -> Result<Vec<String>> {
+    let ty = if pause { PAUSED } else { RESUMED };
+    if names.is_empty() {
+        doc.paused = pause;
+        events.push(NewEvent {
+            event_type: ty,
+            actor: None,
+            target: None,
+            project: None,
+            payload: json!({"queue": true}),
+        });
+        return Ok(Vec::new());
+    }
+    let mut idx = Vec::new();
+    for n in names {
+        idx.push(find(doc, n)?);
+    }
+    let mut keys = Vec::new();
+    for i in idx {
+        let job = &mut doc.jobs[i];
+        job.paused = pause;
+        keys.push(job.key());
+        let e = event(ty, None, job, json!({}));
+        events.push(e);
+    }
+    Ok(keys)
 }
 
 /// Find a live job by `JOB` or `WORKSPACE/JOB`. An id used in several workspaces is ambiguous.
@@ -277,18 +326,29 @@ pub fn set_pid(doc: &mut QueueDoc, key: &str, dispatcher: &str, pid: u32) {
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Finish {
-    /// Exit status 0. `result` is the RESULT.md path if it exists.
-    Completed { result: Option<String> },
+    /// Exit status 0. `result` is the RESULT.md path if it exists; `usage`, what the agent
+    /// printed that it used (tokens, cost) in this attempt.
+    Completed {
+        result: Option<String>,
+        usage: Option<crate::usage::Usage>,
+    },
     /// Non-zero exit (`exit_code`), a signal, or a start failure (`reason`).
     Failed {
         exit_code: Option<i32>,
         reason: String,
         result: Option<String>,
+        usage: Option<crate::usage::Usage>,
     },
     /// Killed at its deadline.
     TimedOut { minutes: f64 },
     /// Refused before starting: a secret is missing.
     MissingSecret { name: String },
+}
+
+/// The usage of the attempt that ended (none printed: none recorded).
+fn set_usage(st: &mut JobStatus, usage: Option<crate::usage::Usage>) {
+    st.tokens = usage.map(|u| u.tokens);
+    st.cost_usd = usage.map(|u| u.cost_usd);
 }
 
 /// Record the end of a job this dispatcher ran (ignored if it is no longer running under it:
@@ -312,17 +372,20 @@ pub fn finish(
     st.since = now;
     st.finished_at = Some(now);
     let (ty, payload) = match how {
-        Finish::Completed { result } => {
+        Finish::Completed { result, usage } => {
             st.state = State::Completed;
             st.exit_code = Some(0);
             st.result = result.clone();
+            set_usage(st, usage);
             (COMPLETED, json!({"exit_code": 0, "result": result}))
         }
         Finish::Failed {
             exit_code,
             reason,
             result,
+            usage,
         } => {
+            set_usage(st, usage);
             st.state = State::Failed;
             st.exit_code = exit_code;
             st.reason = Some(reason.clone());
@@ -551,6 +614,7 @@ mod tests {
             exit_code: Some(3),
             reason: "exit 3".into(),
             result: None,
+            usage: None,
         };
         finish(&mut d, "w/a", "D", fail, now(), &mut ev);
         assert_eq!(
@@ -576,7 +640,10 @@ mod tests {
         let mut d = doc_with(r#"[{"id":"a","prompt":"p"}]"#);
         start(&mut d, 0, "D1", &local(), now());
         let mut ev = Vec::new();
-        let done = Finish::Completed { result: None };
+        let done = Finish::Completed {
+            result: None,
+            usage: None,
+        };
         finish(&mut d, "w/a", "D2", done, now(), &mut ev);
         assert_eq!(state(&d, "a"), State::Running);
         assert!(ev.is_empty());
@@ -586,7 +653,10 @@ mod tests {
     fn completed_workspaces_are_archived() {
         let mut d = doc_with(r#"[{"id":"a","prompt":"p"}]"#);
         start(&mut d, 0, "D", &local(), now());
-        let done = Finish::Completed { result: None };
+        let done = Finish::Completed {
+            result: None,
+            usage: None,
+        };
         finish(&mut d, "w/a", "D", done, now(), &mut Vec::new());
         let gone = archive(&mut d);
         assert_eq!(gone.len(), 1);

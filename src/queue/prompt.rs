@@ -67,10 +67,32 @@ pub fn augmented(job: &Job, root: &str, prior: &[Prior]) -> String {
          any files created, and how to use them.\n\
          \n\
          ## Success Criteria\n\
-         {outcomes}\n",
+         {outcomes}\n\
+         {recording}",
         id = job.id,
         task = job.prompt.trim_end(),
+        recording = recording(job),
     )
+}
+
+/// How the agent records its outcome (after the design's sections, so they stay as laid out):
+/// the exit status, and the `[x]`/`[ ]` marks `conductor queue results` reads from RESULT.md.
+fn recording(job: &Job) -> String {
+    let mut t = format!(
+        "\n## Recording Your Outcome\n\
+         Your exit status is the job's outcome: exit 0 when the task is done (the job is\n\
+         `completed` and the jobs that depend on it start), any other status when it failed\n\
+         (the job is `failed` and its dependents `blocked`; `conductor queue retry {id}` runs it again).\n",
+        id = job.id
+    );
+    if !job.outcomes.is_empty() {
+        t.push_str(
+            "In RESULT.md, copy each success criterion on its own line, marked `- [x] CRITERION`\n\
+             when it is met or `- [ ] CRITERION` when it is not; `conductor queue results` reports\n\
+             these marks (a criterion on no marked line is reported as not reported).\n",
+        );
+    }
+    t
 }
 
 fn truncate(s: &str) -> String {

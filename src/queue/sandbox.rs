@@ -308,6 +308,7 @@ true"#,
         std::slice::from_ref(&ro),
         &prompt,
         &job_home,
+        &[],
         &script,
     );
     let o = c.stdin(Stdio::null()).output()?;

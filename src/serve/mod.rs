@@ -142,7 +142,7 @@ pub fn run(ctx: &Ctx, a: ServeArgs) -> Result<u8> {
         .to_ip()
         .expect("an HTTP server listens on an IP address");
     let dir = ctx.store.home().dir().to_path_buf();
-    let store = Store::open(dir, Duration::from_secs(10), true)?;
+    let store = Store::open(dir, Duration::from_secs(10))?;
     let seq = store.last_event_seq()?;
     let token = a.token.clone().unwrap_or_else(|| keys::random_hex(16));
     let shared = Arc::new(Shared {

@@ -40,6 +40,12 @@ const SAFETY_RESCAN: Duration = Duration::from_secs(10);
 /// How long a stopped worker gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(5);
 
+/// The worker of a session run without `--agent-cmd` (Chronicle's design: Pi sub-agents). The
+/// persona is Pi's appended system prompt (the file's contents), the starting prompt goes once, on
+/// stdin, and `--mode json` prints Pi's events, whose usage the supervisor counts against the
+/// budgets. The workflow tools come from conductor's Pi extension (`conductor integrate pi`).
+pub const DEFAULT_AGENT_CMD: &str = "pi -p --mode json --append-system-prompt {system_file}";
+
 /// How to drive a session (the command line of `conductor workflow run`).
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -79,8 +85,44 @@ impl Sup<'_> {
     }
 }
 
+/// How often the usage a running worker printed is read and counted against the budgets.
+const USAGE_EVERY: Duration = Duration::from_secs(5);
+
+/// The usage of a worker's output counted so far (shared with its waiter, which counts the rest).
+type Counted = std::sync::Arc<std::sync::Mutex<crate::usage::Usage>>;
+
+/// Count what `output` says the worker used beyond `counted` (the caller holds the lock).
+fn count_usage(
+    store: &Store,
+    id: &str,
+    index: usize,
+    output: &Path,
+    counted: &mut crate::usage::Usage,
+) -> Result<()> {
+    let used = std::fs::read(output)
+        .map(|b| crate::usage::parse(&String::from_utf8_lossy(&b)))
+        .unwrap_or_default();
+    if used.reports <= counted.reports {
+        return Ok(());
+    }
+    let tokens = used.tokens.saturating_sub(counted.tokens);
+    let cost = (used.cost_usd - counted.cost_usd).max(0.0);
+    workflows::update(store, Timestamp::now(), id, |s, _| {
+        let state = s.runs.get(index).map(|r| r.state.clone());
+        // A state that already ended (resolved by a person) takes no usage.
+        let _ = s.add_usage(state.as_deref(), tokens, cost, Timestamp::now());
+        Ok(())
+    })?;
+    *counted = used;
+    Ok(())
+}
+
 /// A worker this supervisor started.
 struct Worker {
+    /// Its output file, and the usage found there and counted so far.
+    output: PathBuf,
+    counted: Counted,
+    usage_read: Instant,
     index: usize,
     /// What the waiter thread has to say (it has no way to the supervisor's notes).
     notes: std::sync::mpsc::Receiver<String>,
@@ -122,13 +164,7 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
                 s.agent_cmd = Some(c.clone());
             }
             if s.agent_cmd.is_none() {
-                return Err(Error::invalid(
-                    Reason::InvalidInput,
-                    format!(
-                        "session {} has no agent command yet: pass --agent-cmd",
-                        s.id
-                    ),
-                ));
+                s.agent_cmd = Some(DEFAULT_AGENT_CMD.to_string());
             }
             Ok(())
         })?;
@@ -137,7 +173,7 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
     let mut worker: Option<Worker> = None;
     // Reads finish a commit in flight first; that short wait is not worth a message.
     let mut sv = Sup {
-        store: Store::open(store.home().dir().to_path_buf(), store.lock_timeout(), true)?,
+        store: Store::open(store.home().dir().to_path_buf(), store.lock_timeout())?,
         progress,
     };
     let sv = &mut sv;
@@ -180,6 +216,19 @@ pub fn run(store: &Store, args: Options, progress: &mut dyn FnMut(Note)) -> Resu
                 w.transitioned_at = Some(Instant::now());
             }
             let mut timeout = SAFETY_RESCAN;
+            // The usage it printed so far: a budget passed stops it (below, at the next pass).
+            if w.killed_at.is_none() {
+                if w.usage_read.elapsed() >= USAGE_EVERY {
+                    w.usage_read = Instant::now();
+                    let mut counted = w.counted.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Err(e) = count_usage(&sv.store, &id, w.index, &w.output, &mut counted) {
+                        drop(counted);
+                        sv.warn(format!("could not record the worker's usage: {e}"));
+                    }
+                    continue;
+                }
+                timeout = timeout.min(USAGE_EVERY - w.usage_read.elapsed());
+            }
             if let Some(k) = w.killed_at {
                 if k.elapsed() >= KILL_GRACE {
                     kill_group(w.pid, libc::SIGKILL);
@@ -472,6 +521,9 @@ pub fn build_prompt(s: &Session, state: &str, p: &persona::Persona, attempt: u32
     t.push_str(&format!(
         "\n## How to finish\nWhen this state's work is complete, run exactly one of:\n{}\
          then exit. Allowed targets: {} (`done` finishes the whole workflow).\n\
+         That command is how this state's outcome is recorded: its summary is what the next\n\
+         states read. Exiting without it counts as a failed attempt (the state is retried once,\n\
+         then the session waits for a human).\n\
          Along the way:\n- conductor workflow snapshot --finding TEXT | --file PATH | --pending TEXT | --set KEY=VALUE\n\
          - conductor workflow usage --tokens N --cost USD (what you used)\n\
          - conductor claim FILE before editing a file (you are a registered conductor instance)\n",
@@ -693,19 +745,39 @@ fn start_worker(sv: &mut Sup, s: &Session, agent_cmd: &str) -> Result<Option<Wor
     let timeout = sv.store.lock_timeout();
     let sid = id.clone();
     let (note, notes) = std::sync::mpsc::channel();
+    let output_path = PathBuf::from(&files.output);
+    let counted: Counted = Default::default();
+    let counted2 = counted.clone();
     let waiter = std::thread::spawn(move || {
         let status = child.wait();
         let code = match &status {
             Ok(st) => st.code().or_else(|| st.signal().map(|n| 128 + n)),
             Err(_) => None,
         };
+        // The usage the worker printed (Pi's, OpenCode's or Claude Code's JSON output) counts
+        // against the budgets, what the supervisor did not count yet; a worker that prints none
+        // reports with `workflow usage`.
+        let mut counted = counted2.lock().unwrap_or_else(|e| e.into_inner());
+        let total = std::fs::read(&output_path)
+            .map(|b| crate::usage::parse(&String::from_utf8_lossy(&b)))
+            .unwrap_or_default();
+        let used = crate::usage::Usage {
+            tokens: total.tokens.saturating_sub(counted.tokens),
+            cost_usd: (total.cost_usd - counted.cost_usd).max(0.0),
+            reports: total.reports.saturating_sub(counted.reports),
+        };
         // Retried: a lost exit would leave the supervisor waiting for a worker that is gone.
         for attempt in 0..100 {
             let now = Timestamp::now();
-            let r = Store::open(home.clone(), timeout, true)
+            let r = Store::open(home.clone(), timeout)
                 .map_err(Into::into)
                 .and_then(|store| {
                     workflows::update(&store, now, &sid, |s, ev| {
+                        if used.reports > 0 {
+                            let state = s.runs.get(index).map(|r| r.state.clone());
+                            // A state that already ended (resolved by a person) takes no usage.
+                            let _ = s.add_usage(state.as_deref(), used.tokens, used.cost_usd, now);
+                        }
                         s.record_exit(index, code, now);
                         let state = s.runs.get(index).map(|r| r.state.clone());
                         ev.push(workflows::event(
@@ -717,7 +789,10 @@ fn start_worker(sv: &mut Sup, s: &Session, agent_cmd: &str) -> Result<Option<Wor
                     })
                 });
             match r {
-                Ok(()) => return,
+                Ok(()) => {
+                    *counted = total;
+                    return;
+                }
                 Err(e) if e.reason() == "unknown_session" => return,
                 Err(e) => {
                     if attempt == 0 {
@@ -729,6 +804,9 @@ fn start_worker(sv: &mut Sup, s: &Session, agent_cmd: &str) -> Result<Option<Wor
         }
     });
     Ok(Some(Worker {
+        output: PathBuf::from(&files.output),
+        counted,
+        usage_read: Instant::now(),
         index,
         notes,
         pid,

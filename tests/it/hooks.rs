@@ -1440,10 +1440,10 @@ fn issue_22_the_documented_claude_worker_command_may_run_workflow_transition() {
         .unwrap_or_else(|| panic!("{}", help.stdout));
     let cmd = line.split("--agent-cmd '").nth(1).unwrap();
     let cmd = &cmd[..cmd.find('\'').unwrap()];
-    let readme = std::fs::read_to_string(repo_file("README.md")).unwrap();
+    let readme = std::fs::read_to_string(repo_file("docs/workflows.md")).unwrap();
     assert!(
         readme.contains(&format!("--agent-cmd '{cmd}'")),
-        "README documents the same command"
+        "docs/workflows.md documents the same command"
     );
     // A stand-in `claude` that records its arguments, then finishes the state.
     let bin_dir = env.root.path().join("fakebin");

@@ -100,7 +100,12 @@ fn start_text_output_names_the_id() {
         "{}",
         r.stdout
     );
-    assert!(r.stdout.contains("/conductor claim"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains(&format!("conductor claim --instance {id} FILE")),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]
@@ -1605,9 +1610,10 @@ fn history_filters() {
         history_ids(&env.exec(&["--json", "history", "--since", "25h"])),
         [ids[2].clone(), ids[3].clone()]
     );
-    // Text form: one line per entry.
+    // Text form: a header, then one line per entry.
     let r = env.exec(&["history", "--project", "one"]);
-    assert_eq!(r.code(0).stdout.lines().count(), 2, "{}", r.stdout);
+    assert_eq!(r.code(0).stdout.lines().count(), 3, "{}", r.stdout);
+    assert!(r.stdout.starts_with("COMPLETED "), "{}", r.stdout);
     let r = env.exec(&["history", "--project", "nope"]);
     assert_eq!(r.code(0).stdout.trim(), "No matching history.");
     env.run(&["history", "--since", "yesterday-ish"]).code(2);

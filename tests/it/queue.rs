@@ -274,7 +274,15 @@ any files created, and how to use them.\n\
 ## Success Criteria\n\
 - A standalone HTML+JS or Streamlit app at /workspace/output/test-ui/\n\
 - Uses the dd_skill module from /workspace/shared/\n\
-- Has a text input for queries and displays results\n"
+- Has a text input for queries and displays results\n\
+\n\
+## Recording Your Outcome\n\
+Your exit status is the job's outcome: exit 0 when the task is done (the job is\n\
+`completed` and the jobs that depend on it start), any other status when it failed\n\
+(the job is `failed` and its dependents `blocked`; `conductor queue retry test-ui` runs it again).\n\
+In RESULT.md, copy each success criterion on its own line, marked `- [x] CRITERION`\n\
+when it is met or `- [ ] CRITERION` when it is not; `conductor queue results` reports\n\
+these marks (a criterion on no marked line is reported as not reported).\n"
     );
     assert_eq!(prompt, expected);
     assert!(ws.join("docs/datadog/index.md").is_file());

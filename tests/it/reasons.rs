@@ -1,5 +1,5 @@
 //! The `reason` codes agents branch on are one closed list (`conductor::error::Reason`, the
-//! store's `Refusal`, and the few fixed ones), and the README's exit-code table says the same as
+//! store's `Refusal`, and the few fixed ones), and the exit-code table (docs/exit-codes.md) says the same as
 //! the code: every reason is in the row of its exit code, and the table names no other.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -7,14 +7,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use conductor::error::Reason;
 use conductor::store::error::Refusal;
 
-/// The README's exit-code table: exit code → the reasons its row names.
+/// The exit-code table of docs/exit-codes.md: exit code → the reasons its row names.
 fn readme_table() -> BTreeMap<u8, BTreeSet<String>> {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/exit-codes.md"))
+            .unwrap();
     let table = readme
-        .split("## Exit codes")
+        .split("# Exit codes")
         .nth(1)
-        .expect("the README has an exit-code section");
+        .expect("docs/exit-codes.md has its table");
     let mut rows = BTreeMap::new();
     for line in table.lines().skip_while(|l| !l.starts_with('|')) {
         if !line.starts_with('|') {
@@ -65,7 +66,7 @@ fn every_reason() -> Vec<(String, u8)> {
 }
 
 #[test]
-fn every_reason_is_in_the_readme_row_of_its_exit_code() {
+fn every_reason_is_in_the_documented_row_of_its_exit_code() {
     let table = readme_table();
     let missing: Vec<String> = every_reason()
         .into_iter()
@@ -74,12 +75,12 @@ fn every_reason_is_in_the_readme_row_of_its_exit_code() {
         .collect();
     assert!(
         missing.is_empty(),
-        "not in the README's exit-code table: {missing:?}"
+        "not in the exit-code table of docs/exit-codes.md: {missing:?}"
     );
 }
 
 #[test]
-fn the_readme_table_names_no_reason_the_code_does_not_have() {
+fn the_documented_table_names_no_reason_the_code_does_not_have() {
     let known: BTreeSet<String> = every_reason().into_iter().map(|(n, _)| n).collect();
     let unknown: Vec<String> = readme_table()
         .into_values()
@@ -88,7 +89,7 @@ fn the_readme_table_names_no_reason_the_code_does_not_have() {
         .collect();
     assert!(
         unknown.is_empty(),
-        "the README names reasons that do not exist: {unknown:?}"
+        "docs/exit-codes.md names reasons that do not exist: {unknown:?}"
     );
 }
 

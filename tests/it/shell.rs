@@ -28,7 +28,7 @@ fn bash(env: &TestEnv, script: &str) -> Run {
 #[test]
 fn bash_wrappers_export_and_unset_the_instance_id() {
     let env = TestEnv::new();
-    // README: "Use it from your shell"
+    // docs/protocol.md: "Use it from your shell"
     let r = bash(
         &env,
         r#"eval "$(conductor shell-init bash)"
@@ -233,14 +233,13 @@ fn prompt_segment_is_quiet_without_an_instance() {
     assert_eq!(r.stdout, "");
 }
 
-/// The first ```sh block after a README heading.
-fn readme_block(heading: &str) -> String {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+/// The first ```sh block after a heading of a guide in docs/.
+fn readme_block(doc: &str, heading: &str) -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(doc)).unwrap();
     let section = readme
         .split(heading)
         .nth(1)
-        .unwrap_or_else(|| panic!("README has {heading}"));
+        .unwrap_or_else(|| panic!("{doc} has {heading}"));
     section
         .split("```sh\n")
         .nth(1)
@@ -256,7 +255,10 @@ fn readme_shell_section_runs() {
     let env = TestEnv::new();
     let r = bash(
         &env,
-        &format!("set -e\n{}", readme_block("## Use it from your shell")),
+        &format!(
+            "set -e\n{}",
+            readme_block("docs/protocol.md", "## Use it from your shell")
+        ),
     );
     r.code(0);
     assert!(
@@ -266,7 +268,7 @@ fn readme_shell_section_runs() {
     assert!(r.stdout.contains("Task complete"), "{r:?}");
 }
 
-/// Each agent's README section: its one command sets the agent up in the project, and
+/// Each agent's section of docs/integrations.md: its one command sets the agent up in the project, and
 /// `--uninstall` takes it out again.
 #[test]
 fn readme_agent_sections_run() {
@@ -277,7 +279,7 @@ fn readme_agent_sections_run() {
         ("### Gemini CLI", "gemini", ".gemini/settings.json"),
     ] {
         let env = TestEnv::new();
-        let block = readme_block(heading);
+        let block = readme_block("docs/integrations.md", heading);
         assert!(
             block.contains(&format!("conductor integrate {agent}")),
             "{heading}: {block}"

@@ -60,7 +60,7 @@ const LEDGER: LedgerFile = LedgerFile {
 };
 
 fn open(home: &Path) -> Store {
-    Store::open(home.to_path_buf(), Duration::from_secs(10), true).unwrap()
+    Store::open(home.to_path_buf(), Duration::from_secs(10)).unwrap()
 }
 
 /// One transaction: both documents, one ledger line, one event, all carrying n+1.

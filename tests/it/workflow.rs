@@ -739,7 +739,7 @@ fn workflow_bad_input_is_a_clear_error_and_changes_nothing() {
             vec![("CONDUCTOR_WORKFLOW_SESSION", &id)],
             "nothing to record",
         ),
-        (vec!["workflow", "run", &id], vec![], "no agent command"),
+        (vec!["workflow", "run", &id], vec![], "run `conductor integrate pi"),
     ];
     for (args, envs, msg) in cases {
         let r = env.run_env(&args, &envs);
@@ -850,16 +850,18 @@ fn workflow_templates_are_found_in_the_project_then_the_home() {
         .code(0);
 }
 
-/// The template in the README's "Workflows" section.
+/// The template in docs/workflows.md.
 fn readme_template() -> String {
-    let readme =
-        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .unwrap();
+    let readme = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/workflows.md"),
+    )
+    .unwrap();
     let at = readme
-        .find("## Workflows")
-        .expect("README has a Workflows section");
+        .find("# Workflows")
+        .expect("docs/workflows.md has a Workflows section");
     let rest = &readme[at..];
-    let start = rest.find("```json\n").expect("with a JSON template") + 8;
+    let fence = rest.find("```json").expect("with a JSON template");
+    let start = fence + rest[fence..].find('\n').unwrap() + 1;
     let end = rest[start..].find("```").unwrap();
     rest[start..start + end].to_string()
 }

@@ -38,6 +38,21 @@ pub mod watch;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// A wait for a lock that has lasted [`lock::ANNOUNCE_AFTER`]: what a face may show the person
+/// waiting.
+#[derive(Clone, Debug)]
+pub struct LockWait {
+    /// What the lock protects ("state", "queue", ...).
+    pub purpose: &'static str,
+    /// The lock file.
+    pub path: PathBuf,
+    /// How long the wait may last before it fails with `lock_timeout`.
+    pub timeout: Duration,
+}
+
+/// The callback [`Store::on_wait`] takes.
+pub type WaitNotes = std::sync::Arc<dyn Fn(&LockWait) + Send + Sync>;
+
 pub use bundle::Bundle;
 pub use error::{Error, Result};
 pub use home::Home;
@@ -49,7 +64,8 @@ use crate::time::Timestamp;
 pub struct Store {
     home: Home,
     lock_timeout: Duration,
-    quiet: bool,
+    /// Told when a transaction has waited about a second for a lock (the store never prints).
+    on_wait: Option<WaitNotes>,
     /// The journal's retention settings from `config.json`, read at most once per process.
     retention: std::sync::OnceLock<journal::Retention>,
     /// Set by a command that runs one transaction and exits (see [`Store::short_lived`]).
@@ -62,12 +78,12 @@ pub struct Store {
 
 impl Store {
     /// Open (creating if needed) the home at `dir`.
-    pub fn open(dir: PathBuf, lock_timeout: Duration, quiet: bool) -> Result<Store> {
+    pub fn open(dir: PathBuf, lock_timeout: Duration) -> Result<Store> {
         let home = Home::ensure(dir)?;
         let mut store = Store {
             home,
             lock_timeout,
-            quiet,
+            on_wait: None,
             retention: std::sync::OnceLock::new(),
             short_lived: std::sync::atomic::AtomicBool::new(false),
             remote: None,
@@ -138,6 +154,13 @@ impl Store {
     pub fn short_lived(&self) {
         self.short_lived
             .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Call `notes` whenever a transaction has waited [`lock::ANNOUNCE_AFTER`] for a lock
+    /// (once per wait; the face decides what to show, and how often).
+    pub fn on_wait(mut self, notes: WaitNotes) -> Store {
+        self.on_wait = Some(notes);
+        self
     }
 
     /// How long transactions wait for the lock.

@@ -37,7 +37,11 @@ enum Wait {
     Abandoned,
 }
 
-/// Take the lock, waiting at most `timeout`. `announce` is called once if we have to wait.
+/// How long a wait lasts before it is announced: a shorter one is not worth a line.
+pub const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
+
+/// Take the lock, waiting at most `timeout`. `announce` is called once if the wait lasts
+/// [`ANNOUNCE_AFTER`] (and the lock is still not ours).
 pub fn acquire(path: &Path, timeout: Duration, announce: &dyn Fn()) -> Result<StoreLock> {
     // Never through a planted symlink: the holder note truncates the file.
     let file = super::atomic::open_private(path).ctx("open lock file", path)?;
@@ -45,8 +49,7 @@ pub fn acquire(path: &Path, timeout: Duration, announce: &dyn Fn()) -> Result<St
         Ok(()) => {}
         Err(TryLockError::Error(e)) => return Err(Error::io("lock", path, e)),
         Err(TryLockError::WouldBlock) => {
-            announce();
-            wait_for_lock(&file, path, timeout)?;
+            wait_for_lock(&file, path, timeout, announce)?;
         }
     }
     // Say who holds it, for the next process's timeout message.
@@ -72,7 +75,7 @@ fn holder_command() -> String {
         .to_string()
 }
 
-fn wait_for_lock(file: &File, path: &Path, timeout: Duration) -> Result<()> {
+fn wait_for_lock(file: &File, path: &Path, timeout: Duration, announce: &dyn Fn()) -> Result<()> {
     let clone = file.try_clone().ctx("clone lock file handle", path)?;
     let shared = Arc::new((Mutex::new(Wait::Waiting), Condvar::new()));
     let theirs = Arc::clone(&shared);
@@ -89,11 +92,22 @@ fn wait_for_lock(file: &File, path: &Path, timeout: Duration) -> Result<()> {
         }
         cv.notify_all();
     });
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let mut announce_at = Some(started + ANNOUNCE_AFTER);
     let (m, cv) = &*shared;
     let mut st = m.lock().unwrap_or_else(|p| p.into_inner());
     while *st == Wait::Waiting {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let now = Instant::now();
+        if announce_at.is_some_and(|a| a <= now && now < deadline) {
+            announce_at = None;
+            // Not under the mutex: the helper thread may get the lock meanwhile.
+            drop(st);
+            announce();
+            st = m.lock().unwrap_or_else(|p| p.into_inner());
+            continue;
+        }
+        let left = deadline.saturating_duration_since(now);
         if left.is_zero() {
             *st = Wait::Abandoned;
             return Err(Error::LockTimeout {
@@ -102,8 +116,12 @@ fn wait_for_lock(file: &File, path: &Path, timeout: Duration) -> Result<()> {
                 holder: read_holder(path),
             });
         }
+        let nap = match announce_at {
+            Some(a) => left.min(a.saturating_duration_since(now)),
+            None => left,
+        };
         st = cv
-            .wait_timeout(st, left)
+            .wait_timeout(st, nap)
             .unwrap_or_else(|p| p.into_inner())
             .0;
     }

@@ -641,14 +641,14 @@ impl Store {
     /// Take one lock of the home.
     pub(super) fn take(&self, lock: Lock) -> Result<super::lock::StoreLock> {
         let path = self.home().dir().join(lock.file());
-        let quiet = self.quiet;
-        super::lock::acquire(&path, self.lock_timeout(), &|| {
-            if !quiet {
-                eprintln!(
-                    "Blocking: waiting for the {} lock ({})",
-                    lock.purpose(),
-                    path.display()
-                );
+        let timeout = self.lock_timeout();
+        super::lock::acquire(&path, timeout, &|| {
+            if let Some(notes) = &self.on_wait {
+                notes(&super::LockWait {
+                    purpose: lock.purpose(),
+                    path: path.clone(),
+                    timeout,
+                });
             }
         })
     }
@@ -805,12 +805,7 @@ mod tests {
 
     fn store() -> (tempfile::TempDir, Store) {
         let d = tempfile::tempdir().unwrap();
-        let s = Store::open(
-            d.path().join("home"),
-            std::time::Duration::from_secs(5),
-            true,
-        )
-        .unwrap();
+        let s = Store::open(d.path().join("home"), std::time::Duration::from_secs(5)).unwrap();
         (d, s)
     }
 

@@ -330,7 +330,7 @@ struct QueueStatusArgs {
 impl Tools {
     /// A fresh view of the home for one call (a store is cheap to open; calls run in parallel).
     pub fn store(&self) -> Result<Store> {
-        Ok(Store::open(self.dir.clone(), self.lock_timeout, true)?)
+        Ok(Store::open(self.dir.clone(), self.lock_timeout)?)
     }
 
     fn ctx(&self) -> Result<Ctx<'static>> {

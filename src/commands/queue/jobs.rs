@@ -9,10 +9,12 @@ use conductor::error::Result;
 use conductor::queue::Job;
 
 /// The long help of `queue jobs`.
-pub const ABOUT: &str = "List jobs: `STATE  WORKSPACE/JOB  ATTEMPTS  DETAIL`, in submission order.\n\
+pub const ABOUT: &str = "List jobs: a table of STATE, JOB (WORKSPACE/JOB), ATTEMPTS and DETAIL, in submission order.\n\
 \n\
 Without arguments, the live jobs (finished workspaces are archived to queue-finished.jsonl);\n\
-with WORKSPACE, that workspace's jobs including archived ones; with --all, everything.";
+with WORKSPACE, that workspace's jobs including archived ones; with --all, everything.\n\
+A job held by `queue pause JOB` says so in DETAIL; a paused queue is announced on the first\n\
+line (with --json, `\"queue_paused\": true`).";
 
 /// The arguments of `queue jobs` (see [`ABOUT`]).
 #[derive(Debug, Args)]
@@ -25,18 +27,22 @@ pub struct JobsArgs {
     pub all: bool,
 }
 
-/// One line for a job.
-pub fn line(j: &Job) -> String {
-    let detail = j.state.reason.clone().unwrap_or_default();
-    format!(
-        "{:<10} {:<30} {:>2}  {}",
-        j.state.state.as_str(),
-        j.key(),
-        j.state.attempts,
-        detail
-    )
-    .trim_end()
-    .to_string()
+/// The jobs as a table: a header, then one row per job.
+pub fn table(jobs: &[Job]) -> String {
+    let mut t = crate::commands::table::Table::new(&["STATE", "JOB", "ATTEMPTS", "DETAIL"]);
+    for j in jobs {
+        t.row(vec![
+            j.state.state.as_str().to_string(),
+            j.key(),
+            j.state.attempts.to_string(),
+            match (j.paused, j.state.reason.clone().unwrap_or_default()) {
+                (true, r) if r.is_empty() => "paused (conductor queue resume JOB)".to_string(),
+                (true, r) => format!("paused (conductor queue resume JOB); {r}"),
+                (false, r) => r,
+            },
+        ]);
+    }
+    t.render()
 }
 
 /// Run `queue jobs`.
@@ -48,18 +54,28 @@ pub fn run(ctx: &Ctx, args: JobsArgs) -> Result<u8> {
     // Archived runs of an id that is live again are older: keep the first (live) one.
     let mut seen = std::collections::BTreeSet::new();
     jobs.retain(|j| seen.insert(j.key()));
-    let text = if jobs.is_empty() {
+    let paused = ctx
+        .store
+        .read_doc::<conductor::queue::QueueDoc>(ctx.now)?
+        .paused;
+    let mut text = if jobs.is_empty() {
         match &args.workspace {
             Some(ws) => format!("No jobs in workspace {ws}."),
             None => "No jobs in the queue.".to_string(),
         }
     } else {
-        jobs.iter().map(line).collect::<Vec<_>>().join("\n")
+        table(&jobs)
     };
+    let mut json = json!({"status": "ok", "jobs": jobs});
+    if paused {
+        text =
+            format!("The queue is paused: no job starts until `conductor queue resume`.\n{text}");
+        json["queue_paused"] = json!(true);
+    }
     print(
         ctx.out,
         &Out {
-            json: json!({"status": "ok", "jobs": jobs}),
+            json,
             text,
             code: 0,
         },

@@ -12,9 +12,10 @@ use conductor::error::Result;
 use conductor::queue::{Job, Layout, QueueDoc, State};
 
 /// The long help of `queue log`.
-pub const ABOUT: &str = "Print a job's log (its agent's stdout and stderr, in queue-logs/<ws>/<job>.log). \
-Each attempt opens with a header line `=== conductor: attempt N of WS/JOB · runner R · started T ===`, \
-so the runs of a retried job stay apart.\n\n\
+pub const ABOUT: &str = "Print a job's log (its agent's stdout and stderr, in queue-logs/<ws>/<job>.log, \
+stored without ANSI escapes once an attempt ends). Each attempt opens with a header line \
+`===== conductor: attempt N (RUNNER runner) at TIME =====`, so the runs of a retried job stay \
+apart (the first attempt's header is printed by this command; the file has the later ones).\n\n\
 With --follow, keep printing what the job writes as it writes it (woken by the file system watcher \
 on the log's directory and on the journal, not by a timer) until the job has ended, then exit. A job \
 that is queued or waiting for a retry is followed too: its next attempt's output appears when it \
@@ -54,6 +55,30 @@ fn current(ctx: &Ctx, key: &str) -> Result<Option<Job>> {
     Ok(old.into_iter().find(|j| j.key() == key))
 }
 
+/// What every attempt header starts with (see `conductor::queue::plain::attempt_header`).
+const HEADER: &[u8] = b"===== conductor: attempt ";
+
+/// The log file has headers for the attempts after the first: print one for the first when
+/// its output begins.
+fn first_header(tail: &FileTail, job: &Job, out: &mut impl std::io::Write) -> Result<()> {
+    if tail.offset() != 0 {
+        return Ok(());
+    }
+    let head = tail.head(HEADER.len() + 1);
+    let head = head.strip_prefix(b"\n").unwrap_or(&head);
+    if head.is_empty() || head.starts_with(HEADER) {
+        return Ok(());
+    }
+    let s = &job.state;
+    let line = match (s.attempts, &s.runner, s.started_at) {
+        (1, Some(runner), Some(at)) => {
+            format!("===== conductor: attempt 1 ({runner} runner) at {at} =====\n")
+        }
+        _ => "===== conductor: attempt 1 =====\n".to_string(),
+    };
+    follow::write_out(out, line.as_bytes())
+}
+
 /// Run `queue log`.
 pub fn run(ctx: &Ctx, args: LogArgs) -> Result<u8> {
     let jobs = all_jobs(ctx, true)?;
@@ -65,6 +90,7 @@ pub fn run(ctx: &Ctx, args: LogArgs) -> Result<u8> {
     let mut tail = FileTail::new(path.clone());
     let stdout = std::io::stdout();
     if !args.follow {
+        first_header(&tail, &job, &mut stdout.lock())?;
         tail.pump(&mut stdout.lock())?;
         return Ok(0);
     }
@@ -78,7 +104,18 @@ pub fn run(ctx: &Ctx, args: LogArgs) -> Result<u8> {
         // Read the state before the log: a job seen ended has written everything (the
         // dispatcher records its end after its output is copied).
         let now = current(ctx, &key)?;
-        tail.pump(&mut stdout.lock())?;
+        // The output of a start not committed yet waits for its commit (which wakes us): its
+        // header then names the attempt's runner and time.
+        match &now {
+            Some(j) if j.state.attempts == 0 && !ended(j.state.state) => {}
+            Some(j) => {
+                first_header(&tail, j, &mut stdout.lock())?;
+                tail.pump(&mut stdout.lock())?;
+            }
+            None => {
+                tail.pump(&mut stdout.lock())?;
+            }
+        }
         match &now {
             Some(j) if !ended(j.state.state) => {}
             Some(j) => {

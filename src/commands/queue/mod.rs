@@ -1,8 +1,10 @@
 //! `conductor queue ...`: the agent job queue (see `conductor::queue`). One file per verb.
 
+pub mod add;
 pub mod cancel;
 pub mod jobs;
 pub mod log;
+pub mod pause;
 pub mod plan;
 pub mod results;
 pub mod retry;
@@ -30,6 +32,15 @@ pub enum QueueCommand {
     /// Submit a job manifest ({workspace, jobs[]}) from a file or `-` (stdin).
     #[command(long_about = submit::ABOUT)]
     Submit(submit::SubmitArgs),
+    /// Submit one job without a manifest: `queue add [--after JOB] [--priority P] -- PROMPT...`.
+    #[command(long_about = add::ABOUT)]
+    Add(add::AddArgs),
+    /// Pause the whole queue, or given jobs: nothing held is started; running jobs finish.
+    #[command(long_about = pause::PAUSE_ABOUT)]
+    Pause(pause::PauseArgs),
+    /// Resume the queue, or given jobs, after `queue pause`.
+    #[command(long_about = pause::RESUME_ABOUT)]
+    Resume(pause::PauseArgs),
     /// Ask a planner command to turn a prompt into a manifest; show it, submit it with --yes.
     #[command(long_about = plan::ABOUT)]
     Plan(plan::PlanArgs),
@@ -61,6 +72,9 @@ pub enum QueueCommand {
 pub fn run(ctx: &Ctx, cmd: QueueCommand) -> Result<u8> {
     match cmd {
         QueueCommand::Submit(a) => submit::run(ctx, a),
+        QueueCommand::Add(a) => add::run(ctx, a),
+        QueueCommand::Pause(a) => pause::run(ctx, a, true),
+        QueueCommand::Resume(a) => pause::run(ctx, a, false),
         QueueCommand::Plan(a) => plan::run(ctx, a),
         QueueCommand::Run(a) => run::run(ctx, a),
         QueueCommand::Jobs(a) => jobs::run(ctx, a),

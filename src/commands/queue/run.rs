@@ -27,6 +27,10 @@ committed a few milliseconds later, with whatever else changed meanwhile. If the
 dies, the next one kills what it left running and runs those jobs again; a job whose\n\
 completion was committed never runs again.\n\
 \n\
+Ready jobs start by priority (P0 first, `queue add --priority` or a manifest's `priority`),\n\
+then in submission order. Nothing starts while the queue is paused (`queue pause`), nor a job\n\
+paused by name; `queue resume` lets them start (a --follow dispatcher starts them at once).\n\
+\n\
 Each job's agent gets the augmented prompt on stdin (also in queue-prompts/<ws>/<job>.md),\n\
 runs in its own process group (a timeout or cancel kills the whole tree), with its stdout and\n\
 stderr in queue-logs/<ws>/<job>.log. Its secrets are read now, from this process's environment\n\
@@ -36,9 +40,17 @@ Runners: `local` runs the agent command in the workspace directory. `sandbox` ru
 bubblewrap (bwrap): the workspace read-write at the job's workdir (/workspace), its docs\n\
 read-only, a private /tmp, a private HOME, as uid 65534 in its own user namespace with no\n\
 capabilities (see `conductor doctor`), an environment with only PATH, HOME, LANG,\n\
-TERM, --pass-env variables and its own secrets. Anything else is a template with `{cmd}`\n\
+TERM, --pass-env variables and its own secrets. The agent command's program (and the\n\
+interpreter of its #! line), found on this process's PATH, is shown read-only with its\n\
+install tree (its npm package or its directory) and linked first on the sandbox's PATH, so an\n\
+agent installed in your home runs there as it is. Anything else is a template with `{cmd}`\n\
 (the agent command, shell-quoted), run by `sh -c` with the prompt on stdin:\n\
 `--runner 'ssh build1 -- {cmd}'`.\n\
+\n\
+With OpenCode's command (the default), a job's agent is checked first against `opencode agent\n\
+list` (in the workspace, or the sandbox): an unknown agent fails the job, naming it, instead of\n\
+OpenCode's silent fallback to its default agent. Logs are stored without ANSI escapes; a job\n\
+run again gets a header line in its log before each new attempt.\n\
 \n\
 Agent command placeholders (values shell-quoted): {agent}, {model}, {job}, {workspace}\n\
 (the workspace as the agent sees it), {prompt_file}; a `[...]` part is dropped when a\n\
@@ -238,8 +250,17 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
     let opts = args.dispatch.options(ctx, args.follow, None)?;
     let (summary, took) = dispatch_with_progress(ctx, &opts)?;
     let ok = summary.all_completed();
+    let paused = ctx
+        .store
+        .read_doc::<conductor::queue::QueueDoc>(ctx.now)
+        .is_ok_and(|d| d.paused);
     let message = format!(
-        "{}Started {} job(s) in {took:.2}s{}.{}",
+        "{}{}Started {} job(s) in {took:.2}s{}.{}",
+        if paused {
+            "The queue is paused (`conductor queue resume`). "
+        } else {
+            ""
+        },
         if summary.stopped { "Stopped. " } else { "" },
         summary.started,
         if summary.ended.is_empty() {

@@ -68,6 +68,11 @@ pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
     text.extend(opt("exit code", s.exit_code.map(|c| c.to_string())));
     text.extend(opt("pid", s.pid.map(|c| c.to_string())));
     text.extend(opt("runner", s.runner.clone()));
+    text.extend(opt(
+        "usage",
+        s.tokens
+            .map(|t| format!("{t} tokens, ${:.4}", s.cost_usd.unwrap_or(0.0))),
+    ));
     // How it last ran, which `queue retry` repeats.
     text.extend(opt(
         "ran with",

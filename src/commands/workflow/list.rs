@@ -29,17 +29,18 @@ pub fn run(ctx: &Ctx, args: ListArgs) -> Result<u8> {
                    "tokens": s.totals.tokens, "cost_usd": s.totals.cost_usd})
         })
         .collect();
-    let mut text = String::new();
+    let mut t =
+        crate::commands::table::Table::new(&["SESSION", "STATUS", "STATE", "TEMPLATE", "TASK"]);
     for s in &all {
-        text.push_str(&format!(
-            "{}  {:<18} {:<16} {}: {}\n",
-            s.id,
-            s.status.as_str(),
-            s.current_state.as_deref().unwrap_or("-"),
-            s.template.name,
-            conductor::text::printable_max(&s.task, 60)
-        ));
+        t.row(vec![
+            s.id.to_string(),
+            s.status.as_str().to_string(),
+            s.current_state.as_deref().unwrap_or("-").to_string(),
+            s.template.name.clone(),
+            conductor::text::printable_max(&s.task, 60),
+        ]);
     }
+    let mut text = t.render();
     if all.is_empty() {
         text = "No workflow sessions. Start one with `conductor workflow start TEMPLATE \"TASK\"`."
             .into();

@@ -12,7 +12,7 @@ use conductor::workflows::{self, Run, RunOutcome, SESSION_FILES_DIR, Session, St
 
 /// The long help of `workflow log`.
 pub const ABOUT: &str = "Print what a session's workers wrote (stdout and stderr), one section per \
-state run, each under a header line `=== conductor: run N · state S · attempt A · started T ===`. \
+state run, each under a header line `===== conductor: run N (state S, attempt A) at TIME =====`. \
 The files are in <home>/workflow-sessions/SESSION/.\n\n\
 With --state, only that state's runs. With --follow, keep printing as the workers write (woken by \
 the file system watcher on the session's directory and on the journal, not by a timer), a new \
@@ -45,7 +45,7 @@ pub struct LogArgs {
 /// The header that opens a run's section.
 pub fn header(index: usize, r: &Run) -> String {
     format!(
-        "=== conductor: run {} · state {} · attempt {} · started {} ===\n",
+        "===== conductor: run {} (state {}, attempt {}) at {} =====\n",
         index + 1,
         r.state,
         r.attempt,

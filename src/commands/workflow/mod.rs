@@ -33,7 +33,7 @@ A session:
   conductor workflow approve wf-1a2b3c    # when a state requires approval; then run again
 
 Workers (started by `workflow run`) call `workflow transition`, `snapshot`, `usage` and `status`;
-they find their session in CONDUCTOR_WORKFLOW_SESSION. The README's \"Workflows\" section has a
+they find their session in CONDUCTOR_WORKFLOW_SESSION. docs/workflows.md has a
 template to copy.";
 
 /// Workflows: a supervised state machine, each state run by a fresh agent process.

@@ -6,7 +6,8 @@
 use serde_json::json;
 
 use super::{Ctx, emit};
-use conductor::error::Result;
+use conductor::error::{Error, Reason, Result};
+use conductor::hooks::Agent;
 use conductor::progress::Note;
 use conductor::workflows::supervisor::{self, Ending, Options};
 use conductor::workflows::{Session, Status};
@@ -20,7 +21,8 @@ pub struct RunArgs {
     /// The agent command, run with `sh -c` in the project directory for each state. Placeholders:
     /// {prompt_file}, {system_file} (paths) and {prompt} (the text), shell-quoted; the prompt is
     /// also on its stdin. Remembered for later runs of the session; keep secrets in the
-    /// environment, not here.
+    /// environment, not here. Default: Pi (`pi -p --mode json --append-system-prompt
+    /// {system_file}`, the prompt on stdin), with conductor's Pi extension installed.
     #[arg(long, value_name = "TEMPLATE")]
     pub agent_cmd: Option<String>,
     /// Keep waiting through approvals and pauses instead of returning.
@@ -41,11 +43,19 @@ instructions, the snapshot handed over by earlier states, and how to finish: \
 A worker that exits without a transition is run once more with the failure in its prompt; the \
 second time the session goes to human_intervention. The fourth traversal of the same edge does too. \
 Kill the supervisor at any time: `conductor workflow run SESSION` resumes where the ledger says.\n\n\
-Examples:\n  conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --allowedTools \"Bash(conductor workflow:*)\" --append-system-prompt-file {system_file}'\n  \
-conductor workflow run wf-1a2b3c --agent-cmd 'pi -p \"$(cat {prompt_file})\"' --follow\n\n\
+The default worker is Pi: `pi -p --mode json --append-system-prompt {system_file}` with the \
+prompt on its stdin (sent once) and the persona as its system prompt. It needs conductor's Pi \
+extension, which gives the worker the tools workflow_transition and workflow_update_snapshot and \
+enforces the damage-control rules: run `conductor integrate pi` in the project (or with --user) \
+first. Pi's provider and model are Pi's own settings. The usage each worker prints (Pi's and \
+OpenCode's JSON events, Claude Code's json/stream-json result) counts against the budgets.\n\n\
+Examples:\n  conductor integrate pi && conductor workflow run wf-1a2b3c --follow\n  \
+conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --allowedTools \"Bash(conductor workflow:*)\" --append-system-prompt-file {system_file}'\n  \
+conductor workflow run wf-1a2b3c --agent-cmd 'pi -p --mode json --model sonnet --append-system-prompt {system_file}'\n\n\
 Exit codes of `workflow run` (it returns when no automated progress is possible):\n  \
 0   done\n  1   operational error (lock_timeout, io, corrupt_state)\n  \
-2   invalid input (unknown session, no --agent-cmd, another supervisor is running it)\n  5   awaiting_approval (conductor workflow approve SESSION; or --follow)\n  \
+2   invalid input (unknown session, the default Pi worker without conductor's extension, \
+another supervisor is running it)\n  5   awaiting_approval (conductor workflow approve SESSION; or --follow)\n  \
 6   paused (conductor workflow resume SESSION)\n  7   human_intervention (conductor workflow resolve SESSION --to STATE)\n  \
 8   budget_exceeded (the figures are in `workflow show`)\n  9   failed (the agent command could not be run)\n  \
 10  aborted\n  130 the supervisor was interrupted (SIGINT/SIGTERM); run it again to resume"
@@ -56,6 +66,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
     // The protocol's `start` gives an exported instance a new task instead of registering one;
     // the workers must get instances of their own. No thread exists yet.
     unsafe { std::env::remove_var("CONDUCTOR_INSTANCE_ID") };
+    check_default_worker(ctx, &args)?;
     let opts = Options {
         session: args.session,
         agent_cmd: args.agent_cmd,
@@ -112,4 +123,34 @@ fn report(ctx: &Ctx, s: &Session) -> Result<u8> {
         text,
         code,
     )
+}
+
+/// The default worker (Pi) finishes a state with the tools of conductor's Pi extension: refuse to
+/// start it where Pi would not load that extension (in the project or the user's directory).
+fn check_default_worker(ctx: &Ctx, args: &RunArgs) -> Result<()> {
+    if args.agent_cmd.is_some() {
+        return Ok(());
+    }
+    let s = conductor::workflows::find_session(&ctx.store, ctx.now, &args.session)?;
+    if s.agent_cmd.is_some() || s.status.is_finished() {
+        return Ok(());
+    }
+    use crate::commands::integrate_plugin::{is_installed, location};
+    let project = std::path::PathBuf::from(&s.project_dir);
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(std::path::PathBuf::from);
+    let candidates = std::iter::once(location(Agent::Pi, &project, false))
+        .chain(home.map(|h| location(Agent::Pi, &h, true)));
+    if candidates.into_iter().any(|p| is_installed(&p)) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        Reason::InvalidInput,
+        format!(
+            "the default worker is Pi with conductor's extension, which is not installed for {}: \
+             run `conductor integrate pi --project {}` (or `conductor integrate pi --user`), or pass --agent-cmd",
+            s.project_dir, s.project_dir
+        ),
+    ))
 }

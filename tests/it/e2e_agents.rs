@@ -1,0 +1,755 @@
+//! Issue 22: the real agent CLIs, end to end. Each test runs one agent's real CLI (the pinned
+//! versions `tests/e2e/install.sh` installs) non-interactively in a temp project where `conductor
+//! integrate AGENT` was applied, against the scripted model server `tests/e2e/model_server.py`.
+//! The agent and the server share a private network namespace (bubblewrap `--unshare-net`): the
+//! only network there is loopback. The script makes the model:
+//!   1. edit `held.txt`, which another session holds: refused, the refusal reason is in the
+//!      tool result the model gets next, and the file stays byte-identical;
+//!   2. write `free.txt`: auto-claimed for the agent's session (status shows the claim) and the
+//!      model is told so in a later request;
+//!   3. run shell writes to `held.txt` (`echo x > held.txt`, `sed -i`): each refused the same way;
+//!   4. finish: the session registered at its start, heartbeats (its heartbeat is set ten minutes
+//!      back before step 2 and must be fresh again after it) and releases its claims at its end.
+//!
+//! Steps 2 and 3 wait on gate files (`wait_for`), so the test looks at the home at known points.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::TestEnv;
+use conductor::time::Timestamp;
+
+const INSTALL: &str = "run tests/e2e/install.sh (npm -g, the pinned agent CLIs)";
+/// The model server's port inside each run's private network namespace.
+const PORT: u16 = 18080;
+/// How long one agent run may take, all steps included.
+const RUN_LIMIT: Duration = Duration::from_secs(240);
+
+fn repo_file(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// The agent CLI `name` on PATH at exactly `version`, or a failure that says how to install it.
+fn pinned(name: &str, version: &str) -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|c| c.is_file())
+    });
+    let Some(path) = found else {
+        panic!("the agent CLI `{name}` is not installed: {INSTALL}");
+    };
+    let out = Command::new(&path)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("`{name} --version` failed ({e}): {INSTALL}"));
+    // Pi prints its version on stderr.
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(version),
+        "`{name} --version` says {text:?}, not {version}: {INSTALL}"
+    );
+    path
+}
+
+fn bwrap() -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("bwrap"))
+            .find(|c| c.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!("bubblewrap is not installed (the agents run without network in it): apt-get install bubblewrap")
+    })
+}
+
+/// One agent: how to set it up and run it, and its tool calls for the four steps.
+struct Agent {
+    name: &'static str,
+    cli: &'static str,
+    version: &'static str,
+    /// Tool calls made before the held edit (a Read some agents require before an Edit).
+    before: Vec<Value>,
+    held_edit: Value,
+    free_write: Value,
+    shell_write: Value,
+    /// Arguments to the CLI.
+    args: Vec<String>,
+    /// Environment for the CLI.
+    env: Vec<(String, String)>,
+}
+
+fn call(name: &str, input: Value) -> Value {
+    json!({"tool_call": {"name": name, "input": input}})
+}
+
+fn agent(name: &str, e: &Run) -> Agent {
+    let held = e.env.abs("held.txt");
+    let free = e.env.abs("free.txt");
+    let base = format!("http://127.0.0.1:{PORT}");
+    let prompt = "Do the work.".to_string();
+    let home = e.home();
+    match name {
+        "claude" => Agent {
+            name: "claude",
+            cli: "claude",
+            version: "2.1.197",
+            before: vec![call("Read", json!({"file_path": held}))],
+            held_edit: call(
+                "Edit",
+                json!({"file_path": held, "old_string": "held", "new_string": "changed"}),
+            ),
+            free_write: call("Write", json!({"file_path": free, "content": "free\n"})),
+            shell_write: call(
+                "Bash",
+                json!({"command": "echo x > held.txt", "description": "write"}),
+            ),
+            args: vec![
+                "-p".into(),
+                prompt,
+                "--permission-mode".into(),
+                "acceptEdits".into(),
+                "--allowedTools".into(),
+                "Bash,Edit,Write,Read".into(),
+            ],
+            env: vec![
+                ("ANTHROPIC_BASE_URL".into(), base),
+                ("ANTHROPIC_API_KEY".into(), "sk-scripted".into()),
+                ("DISABLE_AUTOUPDATER".into(), "1".into()),
+                (
+                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+                    "1".into(),
+                ),
+            ],
+        },
+        "codex" => {
+            let codex_home = e.codex_home();
+            std::fs::create_dir_all(&codex_home).unwrap();
+            // gpt-5.5 is in Codex's own model catalog, so Codex offers it the apply_patch tool.
+            std::fs::write(
+                codex_home.join("config.toml"),
+                format!(
+                    "model = \"gpt-5.5\"\nmodel_provider = \"scripted\"\n\n\
+                     [model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{base}/v1\"\n\
+                     wire_api = \"responses\"\nenv_key = \"SCRIPTED_API_KEY\"\n"
+                ),
+            )
+            .unwrap();
+            let patch = |body: &str| format!("*** Begin Patch\n{body}*** End Patch\n");
+            Agent {
+                name: "codex",
+                cli: "codex",
+                version: "0.169.0",
+                before: vec![],
+                held_edit: call(
+                    "apply_patch",
+                    json!(patch("*** Update File: held.txt\n@@\n-held\n+changed\n")),
+                ),
+                free_write: call(
+                    "apply_patch",
+                    json!(patch("*** Add File: free.txt\n+free\n")),
+                ),
+                shell_write: call("exec_command", json!({"cmd": "echo x > held.txt"})),
+                args: vec![
+                    "exec".into(),
+                    "--skip-git-repo-check".into(),
+                    "--dangerously-bypass-approvals-and-sandbox".into(),
+                    prompt,
+                ],
+                env: vec![
+                    ("CODEX_HOME".into(), codex_home.display().to_string()),
+                    ("SCRIPTED_API_KEY".into(), "sk-scripted".into()),
+                ],
+            }
+        }
+        "gemini" => {
+            let dir = home.join(".gemini");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("settings.json"),
+                json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
+                       "telemetry": {"enabled": false},
+                       "privacy": {"usageStatisticsEnabled": false}})
+                .to_string(),
+            )
+            .unwrap();
+            // Gemini CLI runs project hooks only in a trusted folder.
+            std::fs::write(
+                dir.join("trustedFolders.json"),
+                json!({ e.env.project.display().to_string(): "TRUST_FOLDER" }).to_string(),
+            )
+            .unwrap();
+            Agent {
+                name: "gemini",
+                cli: "gemini",
+                version: "0.61.0",
+                before: vec![],
+                held_edit: call(
+                    "replace",
+                    json!({"file_path": held, "old_string": "held", "new_string": "changed",
+                           "instruction": "change it"}),
+                ),
+                free_write: call(
+                    "write_file",
+                    json!({"file_path": free, "content": "free\n"}),
+                ),
+                shell_write: call(
+                    "run_shell_command",
+                    json!({"command": "echo x > held.txt", "description": "write"}),
+                ),
+                args: vec!["-p".into(), prompt, "--yolo".into()],
+                env: vec![
+                    ("GEMINI_API_KEY".into(), "scripted".into()),
+                    ("GOOGLE_GEMINI_BASE_URL".into(), base),
+                ],
+            }
+        }
+        "opencode" => {
+            // OpenCode installs @opencode-ai/plugin into each config directory at its first
+            // start (~80 s of npm retries offline): seed them from install.sh's copy.
+            let seed = std::env::var_os("CONDUCTOR_E2E_CACHE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                        .join(".cache/conductor-e2e")
+                })
+                .join("opencode-plugin-1.18.33");
+            assert!(
+                seed.join("node_modules/@opencode-ai/plugin/package.json")
+                    .is_file(),
+                "OpenCode's plugin package is not in {}: {INSTALL}",
+                seed.display()
+            );
+            for dir in [
+                e.env.project.join(".opencode"),
+                home.join(".config/opencode"),
+            ] {
+                std::fs::create_dir_all(&dir).unwrap();
+                for f in ["package.json", "package-lock.json"] {
+                    std::fs::copy(seed.join(f), dir.join(f)).unwrap();
+                }
+                std::os::unix::fs::symlink(seed.join("node_modules"), dir.join("node_modules"))
+                    .unwrap();
+            }
+            std::fs::write(
+                e.env.project.join("opencode.json"),
+                json!({
+                    "$schema": "https://opencode.ai/config.json",
+                    "provider": {"scripted": {
+                        "npm": "@ai-sdk/openai-compatible", "name": "scripted",
+                        "options": {"baseURL": format!("{base}/v1"), "apiKey": "sk-scripted"},
+                        "models": {"scripted-model": {"name": "scripted"}}}},
+                    "model": "scripted/scripted-model",
+                    "permission": {"edit": "allow", "bash": "allow"},
+                    "autoupdate": false, "share": "disabled"})
+                .to_string(),
+            )
+            .unwrap();
+            Agent {
+                name: "opencode",
+                cli: "opencode",
+                version: "1.18.33",
+                before: vec![call("read", json!({"filePath": held}))],
+                held_edit: call(
+                    "edit",
+                    json!({"filePath": held, "oldString": "held", "newString": "changed"}),
+                ),
+                free_write: call("write", json!({"filePath": free, "content": "free\n"})),
+                shell_write: call(
+                    "bash",
+                    json!({"command": "echo x > held.txt", "description": "write"}),
+                ),
+                args: vec!["run".into(), prompt],
+                env: vec![],
+            }
+        }
+        "pi" => {
+            let dir = home.join(".pi/agent");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("models.json"),
+                json!({"providers": {"scripted": {
+                    "baseUrl": format!("{base}/v1"), "api": "openai-completions",
+                    "apiKey": "sk-scripted",
+                    "models": [{"id": "scripted-model", "name": "scripted", "reasoning": false,
+                                "input": ["text"], "contextWindow": 100000, "maxTokens": 4000,
+                                "cost": {"input": 0, "output": 0, "cacheRead": 0,
+                                         "cacheWrite": 0}}]}}})
+                .to_string(),
+            )
+            .unwrap();
+            Agent {
+                name: "pi",
+                cli: "pi",
+                version: "0.73.1",
+                before: vec![],
+                held_edit: call(
+                    "edit",
+                    json!({"path": held, "oldText": "held", "newText": "changed"}),
+                ),
+                free_write: call("write", json!({"path": free, "content": "free\n"})),
+                shell_write: call("bash", json!({"command": "echo x > held.txt"})),
+                args: vec![
+                    "-p".into(),
+                    prompt,
+                    "--provider".into(),
+                    "scripted".into(),
+                    "--model".into(),
+                    "scripted-model".into(),
+                ],
+                env: vec![],
+            }
+        }
+        other => panic!("no such agent {other}"),
+    }
+}
+
+/// One run's world: the conductor home and project (TestEnv), the script, the record, the gates.
+struct Run {
+    env: TestEnv,
+}
+
+impl Run {
+    fn home(&self) -> PathBuf {
+        self.env.root.path().to_path_buf()
+    }
+    fn codex_home(&self) -> PathBuf {
+        self.home().join(".codex-home")
+    }
+    fn file(&self, name: &str) -> PathBuf {
+        self.env.root.path().join(name)
+    }
+    fn records(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.file("record.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+    /// The body of the request that consumed step `i`, as JSON text.
+    fn request(&self, i: usize) -> Option<String> {
+        self.records()
+            .into_iter()
+            .find(|r| r["step"] == json!(i))
+            .map(|r| r["body"].to_string())
+    }
+}
+
+fn kill(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Runs one agent through the script and checks everything the module doc lists.
+fn e2e(name: &str) {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent(name, &run);
+    let cli = pinned(a.cli, a.version);
+    let held = env.project.join("held.txt");
+    std::fs::write(&held, "held\n").unwrap();
+    let other = env.start("other-task", "P2");
+    env.run(&["claim", "--instance", &other, "held.txt"])
+        .code(0);
+    env.run_env(
+        &["integrate", a.name],
+        &[("CODEX_HOME", &run.codex_home().display().to_string())],
+    )
+    .code(0);
+
+    let gate_free = run.file("gate-free");
+    let gate_shell = run.file("gate-shell");
+    let h = a.before.len();
+    let (f, s, sed, t) = (h + 1, h + 2, h + 3, h + 4);
+    let mut steps = a.before.clone();
+    steps.push(a.held_edit.clone());
+    let mut free_step = a.free_write.clone();
+    free_step["wait_for"] = json!(gate_free.display().to_string());
+    steps.push(free_step);
+    let mut shell_step = a.shell_write.clone();
+    shell_step["wait_for"] = json!(gate_shell.display().to_string());
+    steps.push(shell_step);
+    // A second shell write, in place: `sed -i`.
+    let mut sed_step = a.shell_write.clone();
+    for key in ["command", "cmd"] {
+        if let Some(c) = sed_step["tool_call"]["input"].get_mut(key) {
+            *c = json!("sed -i s/held/sed/ held.txt");
+        }
+    }
+    steps.push(sed_step);
+    steps.push(json!({"text": "finished"}));
+    std::fs::write(
+        run.file("script.json"),
+        json!({ "steps": steps }).to_string(),
+    )
+    .unwrap();
+
+    // The server and the agent share a network namespace with only loopback in it.
+    let driver = "python3 \"$1\" --script \"$2\" --record \"$3\" --port \"$4\" --exit-with-parent > \"$5\" 2>&1 &\n\
+                  server=$!\n\
+                  n=0; until grep -q '^PORT' \"$5\"; do n=$((n+1)); [ $n -gt 600 ] && exit 97; sleep 0.05; done\n\
+                  shift 5\n\"$@\"\ncode=$?\nkill $server\nexit $code";
+    let mut cmd = Command::new(bwrap());
+    cmd.args([
+        "--dev-bind",
+        "/",
+        "/",
+        "--unshare-net",
+        "--die-with-parent",
+        "--",
+    ])
+    .args(["sh", "-c", driver, "driver"])
+    .arg(repo_file("tests/e2e/model_server.py"))
+    .arg(run.file("script.json"))
+    .arg(run.file("record.jsonl"))
+    .arg(PORT.to_string())
+    .arg(run.file("server.log"))
+    .arg(&cli)
+    .args(&a.args)
+    .env_clear()
+    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+    .env("HOME", run.home())
+    .env("CONDUCTOR_HOME", &env.home)
+    .env("NO_COLOR", "1")
+    .env("TERM", "dumb")
+    .current_dir(&env.project)
+    .stdin(Stdio::null())
+    .stdout(Stdio::from(
+        std::fs::File::create(run.file("agent.out")).unwrap(),
+    ))
+    .stderr(Stdio::from(
+        std::fs::File::create(run.file("agent.err")).unwrap(),
+    ));
+    for (k, v) in &a.env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("start bwrap");
+    let log = |what: &str| -> String {
+        let read = |n: &str| {
+            let mut s = String::new();
+            if let Ok(mut f) = std::fs::File::open(run.file(n)) {
+                f.read_to_string(&mut s).ok();
+            }
+            let mut cut = s.len().saturating_sub(3000);
+            while !s.is_char_boundary(cut) {
+                cut += 1;
+            }
+            s[cut..].to_string()
+        };
+        format!(
+            "{name}: {what}\n--- agent stdout\n{}\n--- agent stderr\n{}\n--- server\n{}\n--- requests: {}",
+            read("agent.out"),
+            read("agent.err"),
+            read("server.log"),
+            run.records().len()
+        )
+    };
+    let started = Instant::now();
+    let deadline = started + RUN_LIMIT;
+    let wait_step = |child: &mut Child, i: usize| -> String {
+        loop {
+            if let Some(body) = run.request(i) {
+                eprintln!("{name}: step {i} requested after {:?}", started.elapsed());
+                return body;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("{}", log(&format!("exited ({status}) before step {i}")));
+            }
+            if Instant::now() > deadline {
+                kill(child);
+                panic!(
+                    "{}",
+                    log(&format!("no request for step {i} in {RUN_LIMIT:?}"))
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    // (a) the held edit was refused, and the model got the reason.
+    let refusal = format!("{} is claimed by {other}", env.abs("held.txt"));
+    let body_f = wait_step(&mut child, f);
+    let refused_before = body_f.matches(&refusal).count();
+    assert!(
+        refused_before >= 1,
+        "{}",
+        log(&format!(
+            "the refusal ({refusal}) is not in the tool result: {body_f}"
+        ))
+    );
+    // (d) the session registered at its start.
+    let state = env.state();
+    let mine: Vec<&Value> = state["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["id"] != json!(other))
+        .collect();
+    assert_eq!(
+        mine.len(),
+        1,
+        "{}",
+        log(&format!("one session registered: {state}"))
+    );
+    let id = mine[0]["id"].as_str().unwrap().to_string();
+    // Its heartbeat goes ten minutes back; the next tool call must bring it forward again.
+    let back = Timestamp::now().minus_minutes(10);
+    env.run_env(
+        &["heartbeat", "--instance", &id],
+        &[("CONDUCTOR_NOW", &back.to_string())],
+    )
+    .code(0);
+    std::fs::write(&gate_free, "").unwrap();
+
+    // (b) the free file is claimed for the session, and the model is told.
+    let body_s = wait_step(&mut child, s);
+    let state = env.state();
+    assert_eq!(
+        state["global_claims"][env.abs("free.txt")],
+        json!(id),
+        "{}",
+        log(&format!("free.txt is claimed by the session: {state}"))
+    );
+    assert!(
+        body_s.contains(&format!("now claimed for this session ({id})")),
+        "{}",
+        log(&format!("the model is told of the claim: {body_s}"))
+    );
+    let me = env.instance(&id).expect("the session is live");
+    let beat = Timestamp::parse(me["last_heartbeat"].as_str().unwrap()).unwrap();
+    assert!(
+        beat.seconds_until(Timestamp::now()) < 300 && back < beat,
+        "{}",
+        log(&format!(
+            "the session heartbeats (set back to {back}): {me}"
+        ))
+    );
+    std::fs::write(&gate_shell, "").unwrap();
+
+    // (c) the shell writes of the held file (`>`, then `sed -i`) were refused, and the model got
+    // the reason each time.
+    let body_sed = wait_step(&mut child, sed);
+    let refused_echo = body_sed.matches(&refusal).count();
+    assert!(
+        refused_echo > refused_before,
+        "{}",
+        log(&format!(
+            "the `>` write's refusal is not in the tool result: {body_sed}"
+        ))
+    );
+    let body_t = wait_step(&mut child, t);
+    assert!(
+        body_t.matches(&refusal).count() > refused_echo,
+        "{}",
+        log(&format!(
+            "the `sed -i` write's refusal is not in the tool result: {body_t}"
+        ))
+    );
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            eprintln!("{name}: exited after {:?}", started.elapsed());
+            assert!(status.success(), "{}", log(&format!("exit {status}")));
+            break;
+        }
+        if Instant::now() > deadline {
+            kill(&mut child);
+            panic!("{}", log("did not exit after its last answer"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        std::fs::read(&held).unwrap(),
+        b"held\n",
+        "{}",
+        log("held.txt changed")
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("free.txt")).unwrap(),
+        "free\n"
+    );
+
+    // (d) the session released its claims at its end: gone from status, in history, journaled.
+    let state = env.state();
+    assert!(
+        env.instance(&id).is_none(),
+        "{}",
+        log(&format!("the session ended but is still live: {state}"))
+    );
+    assert!(
+        state["global_claims"][env.abs("free.txt")].is_null(),
+        "{state}"
+    );
+    assert_eq!(state["global_claims"][env.abs("held.txt")], json!(other));
+    let history = env.history();
+    assert!(
+        history.iter().any(|h| h["id"] == json!(id)),
+        "{}",
+        log(&format!("history has the session: {history:?}"))
+    );
+    let events = env.run(&["events", "--limit", "1000"]);
+    let items = events.json()["items"].clone();
+    let kinds: Vec<&str> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["actor"] == json!(id))
+        .filter_map(|e| e["event_type"].as_str())
+        .collect();
+    for kind in [
+        "instance.started",
+        "claim.granted",
+        "claim.released",
+        "instance.done",
+    ] {
+        assert!(
+            kinds.contains(&kind),
+            "{}",
+            log(&format!("events of {id}: {kinds:?}"))
+        );
+    }
+}
+
+#[test]
+fn claude_code_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
+    e2e("claude");
+}
+
+#[test]
+fn codex_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
+    e2e("codex");
+}
+
+#[test]
+fn gemini_cli_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
+    e2e("gemini");
+}
+
+#[test]
+fn opencode_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
+    e2e("opencode");
+}
+
+#[test]
+fn pi_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
+    e2e("pi");
+}
+
+/// One HTTP/1.1 request to the model server; the whole answer (head and body) as text.
+fn http_post(port: u16, path: &str, body: &Value) -> String {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let body = body.to_string();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    answer
+}
+
+#[test]
+fn the_model_server_speaks_each_wire_format_and_records_each_request() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.json");
+    let record = dir.path().join("record.jsonl");
+    let edit = json!({"file_path": "a.txt", "old_string": "x", "new_string": "y"});
+    let steps: Vec<Value> = (0..4).map(|_| call("Edit", edit.clone())).collect();
+    std::fs::write(&script, json!({ "steps": steps }).to_string()).unwrap();
+    let mut server = Command::new("python3")
+        .arg(repo_file("tests/e2e/model_server.py"))
+        .arg("--script")
+        .arg(&script)
+        .arg("--record")
+        .arg(&record)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs the model server");
+    let mut first = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let port: u16 = first.trim().strip_prefix("PORT ").unwrap().parse().unwrap();
+    let tools = json!([{"name": "Edit"}]);
+    let a = http_post(
+        port,
+        "/v1/messages",
+        &json!({"stream": true, "tools": tools}),
+    );
+    let r = http_post(
+        port,
+        "/v1/responses",
+        &json!({"stream": true, "tools": tools}),
+    );
+    let c = http_post(
+        port,
+        "/v1/chat/completions",
+        &json!({"stream": true, "tools": tools}),
+    );
+    let g = http_post(
+        port,
+        "/v1beta/models/m:streamGenerateContent?alt=sse",
+        &json!({"tools": [{"functionDeclarations": [{"name": "Edit"}]}]}),
+    );
+    // The steps are used up: the final answer; a request without tools takes no step.
+    let done = http_post(port, "/v1/messages", &json!({"tools": tools}));
+    let side = http_post(port, "/v1/messages", &json!({"messages": []}));
+    kill(&mut server);
+    let args = r#"{\"file_path\": \"a.txt\", \"old_string\": \"x\", \"new_string\": \"y\"}"#;
+    assert!(
+        a.contains("event: content_block_start") && a.contains(r#""name": "Edit""#),
+        "{a}"
+    );
+    assert!(
+        a.contains(args) && a.contains(r#""stop_reason": "tool_use""#),
+        "{a}"
+    );
+    assert!(r.contains("event: response.completed") && r.contains(r#""type": "function_call""#));
+    assert!(r.contains(args), "{r}");
+    assert!(
+        c.contains(r#""tool_calls": [{"index": 0"#) && c.contains("data: [DONE]"),
+        "{c}"
+    );
+    assert!(c.contains(args), "{c}");
+    assert!(g.contains(r#"data: {"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"name": "Edit", "args": {"file_path": "a.txt""#), "{g}");
+    assert!(
+        done.contains(r#""text": "done""#) && done.contains("end_turn"),
+        "{done}"
+    );
+    assert!(side.contains(r#""text": "ok""#), "{side}");
+    let lines: Vec<Value> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let steps: Vec<Value> = lines.iter().map(|l| l["step"].clone()).collect();
+    assert_eq!(
+        steps,
+        vec![
+            json!(0),
+            json!(1),
+            json!(2),
+            json!(3),
+            json!(4),
+            Value::Null
+        ]
+    );
+    assert_eq!(lines[2]["path"], "/v1/chat/completions");
+    assert_eq!(lines[2]["body"]["stream"], true);
+}
