@@ -168,6 +168,9 @@ pub enum Command {
     Events(events::EventsArgs),
     /// Print events as they happen (resumable with --after; JSON lines with --json).
     Watch(crate::commands::watch::WatchArgs),
+    /// A live overview of the home in the terminal (instances, agents, workflows, queue).
+    #[command(long_about = crate::top::ABOUT)]
+    Top(crate::top::TopArgs),
     /// Wait until files are released or instances are done (for scripts).
     Wait(crate::commands::wait::WaitArgs),
     /// Run a command as a registered instance: heartbeats while it runs, done when it exits.

@@ -4,6 +4,7 @@ mod cli;
 mod commands;
 mod output;
 mod serve;
+mod top;
 
 use std::process::ExitCode;
 

@@ -19,6 +19,7 @@ pub mod doctor_tools;
 pub mod done;
 pub mod events;
 pub mod export;
+pub mod follow;
 pub mod heartbeat;
 pub mod history;
 pub mod hook;
@@ -180,6 +181,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Done(a)) => Request::Done(a.into_request()),
         Some(Command::Heartbeat(a)) => Request::Heartbeat(a.into_request()),
         Some(Command::Cleanup(a)) => Request::Cleanup(a.into_request()),
+        Some(Command::Status(a)) if a.watch => return crate::top::watch_status(&ctx),
         Some(Command::Status(_)) => Request::Status(StatusRequest {}),
         Some(Command::Align(a)) => Request::Align(a.into_request()?),
         Some(Command::Conflicts(a)) => return conflicts::run(&ctx, a),
@@ -196,6 +198,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         | Some(Command::Completions(_) | Command::Man(_)) => unreachable!("handled above"),
         Some(Command::Events(a)) => return events::run(&ctx, a),
         Some(Command::Watch(a)) => return watch::run(&ctx, a),
+        Some(Command::Top(a)) => return crate::top::run(&ctx, a),
         Some(Command::Wait(a)) => return wait::run(&ctx, a),
         Some(Command::Run(a)) => return run::run(&ctx, a),
         Some(Command::Agent(c)) => return agent::run(&ctx, c),

@@ -17,6 +17,7 @@ fn reads_only(command: &Option<Command>) -> bool {
         Some(c) => matches!(
             c,
             Command::Status(_)
+                | Command::Top(_)
                 | Command::History(_)
                 | Command::Conflicts(_)
                 | Command::Events(_)
@@ -27,11 +28,15 @@ fn reads_only(command: &Option<Command>) -> bool {
                     AgentCommand::List | AgentCommand::Status(_) | AgentCommand::Log(_)
                 )
                 | Command::Queue(
-                    QueueCommand::Jobs(_) | QueueCommand::Show(_) | QueueCommand::Results(_)
+                    QueueCommand::Jobs(_)
+                        | QueueCommand::Show(_)
+                        | QueueCommand::Log(_)
+                        | QueueCommand::Results(_)
                 )
                 | Command::Workflow(
                     WorkflowCommand::List(_)
                         | WorkflowCommand::Show(_)
+                        | WorkflowCommand::Log(_)
                         | WorkflowCommand::Status(_)
                 )
         ),

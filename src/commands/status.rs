@@ -11,7 +11,12 @@ use conductor::time::Timestamp;
 
 /// Show the status.
 #[derive(Debug, clap::Args)]
-pub struct StatusArgs {}
+pub struct StatusArgs {
+    /// Keep printing the home's overview (instances, agents, workflows, queue), again after
+    /// each change, until Ctrl-C; with --json, one JSON document per change, one per line.
+    #[arg(long)]
+    pub watch: bool,
+}
 
 /// The spec's status object.
 pub struct StatusReport {

@@ -22,6 +22,7 @@ mod hostile;
 mod integrations;
 mod journal_seek;
 mod layers;
+mod live;
 mod mcp;
 mod props;
 mod protocol;

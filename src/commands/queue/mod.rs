@@ -3,6 +3,7 @@
 pub mod add;
 pub mod cancel;
 pub mod jobs;
+pub mod log;
 pub mod pause;
 pub mod plan;
 pub mod results;
@@ -53,6 +54,9 @@ pub enum QueueCommand {
     /// Show one job: its state object, prompt file, log and result.
     #[command(long_about = show::ABOUT)]
     Show(show::ShowArgs),
+    /// Print a job's log, each attempt under a header; --follow streams it until the job ends.
+    #[command(long_about = log::ABOUT, after_long_help = log::EXIT_CODES)]
+    Log(log::LogArgs),
     /// Run a failed, timed-out, blocked or cancelled job again, and the dependents it blocked.
     #[command(long_about = retry::ABOUT, after_long_help = retry::EXIT_CODES)]
     Retry(retry::RetryArgs),
@@ -75,6 +79,7 @@ pub fn run(ctx: &Ctx, cmd: QueueCommand) -> Result<u8> {
         QueueCommand::Run(a) => run::run(ctx, a),
         QueueCommand::Jobs(a) => jobs::run(ctx, a),
         QueueCommand::Show(a) => show::run(ctx, a),
+        QueueCommand::Log(a) => log::run(ctx, a),
         QueueCommand::Retry(a) => retry::run(ctx, a),
         QueueCommand::Cancel(a) => cancel::run(ctx, a),
         QueueCommand::Results(a) => results::run(ctx, a),

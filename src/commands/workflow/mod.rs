@@ -4,6 +4,7 @@
 pub mod control;
 pub mod guard;
 pub mod list;
+pub mod log;
 pub mod run;
 pub mod show;
 pub mod snapshot;
@@ -48,6 +49,9 @@ pub enum WorkflowCommand {
     List(list::ListArgs),
     /// Show a session: the timeline, time and tokens per state, totals, files modified.
     Show(show::ShowArgs),
+    /// Print the workers' output, one section per state run; --follow streams it as written.
+    #[command(long_about = log::ABOUT, after_long_help = log::EXIT_CODES)]
+    Log(log::LogArgs),
     /// Drive a session: one fresh agent process per state, until no automated progress is possible.
     Run(run::RunArgs),
     /// (worker) Finish the current state and ask to move to TARGET (`done` finishes the workflow).
@@ -80,6 +84,7 @@ pub fn run(ctx: &Ctx, cmd: WorkflowCommand) -> Result<u8> {
         WorkflowCommand::Start(a) => start::run(ctx, a),
         WorkflowCommand::List(a) => list::run(ctx, a),
         WorkflowCommand::Show(a) => show::run(ctx, a),
+        WorkflowCommand::Log(a) => log::run(ctx, a),
         WorkflowCommand::Run(a) => run::run(ctx, a),
         WorkflowCommand::Transition(a) => transition::run(ctx, a),
         WorkflowCommand::Snapshot(a) => snapshot::run(ctx, a),

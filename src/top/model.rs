@@ -1,0 +1,505 @@
+//! What `conductor top` and `conductor status --watch` show: one overview of the home, built
+//! from the domains' reads by pure functions ([`Overview::build`]), so it is tested without a
+//! terminal. Only [`read`] touches the store.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use conductor::agents::{self, Agents, Inbox};
+use conductor::error::Result;
+use conductor::protocol::State;
+use conductor::queue::{Job, QueueDoc};
+use conductor::store::Store;
+use conductor::time::Timestamp;
+use conductor::workflows::{Session, Sessions};
+
+/// The four parts of the home, in the order they are shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Section {
+    Instances,
+    Agents,
+    Workflows,
+    Queue,
+}
+
+impl Section {
+    pub const ALL: [Section; 4] = [
+        Section::Instances,
+        Section::Agents,
+        Section::Workflows,
+        Section::Queue,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Section::Instances => "Instances and claims",
+            Section::Agents => "Agents and inboxes",
+            Section::Workflows => "Workflow sessions",
+            Section::Queue => "Queue jobs",
+        }
+    }
+
+    /// What the section says when it has nothing.
+    pub fn empty(self) -> &'static str {
+        match self {
+            Section::Instances => "no active instances",
+            Section::Agents => "no registered agents",
+            Section::Workflows => "no live workflow sessions",
+            Section::Queue => "no live jobs",
+        }
+    }
+}
+
+/// An active instance and what it holds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InstanceRow {
+    pub id: String,
+    pub priority: String,
+    pub project: String,
+    pub task: String,
+    pub claims: Vec<String>,
+    pub waiting_for: Vec<String>,
+    pub started_at: Timestamp,
+    pub last_heartbeat: Timestamp,
+    pub working_directory: String,
+}
+
+/// A registered agent and its inbox.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AgentRow {
+    pub name: String,
+    pub handle: String,
+    pub watch: Vec<String>,
+    /// Actionable inbox items (pending or seen).
+    pub open: usize,
+    /// Of those, claimed by a worker now.
+    pub claimed: usize,
+    /// Unacknowledged mentions.
+    pub mentions: usize,
+    /// The newest actionable items' previews (newest first, at most 5).
+    pub latest: Vec<String>,
+}
+
+/// A live workflow session.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionRow {
+    pub id: String,
+    pub template: String,
+    pub task: String,
+    pub status: String,
+    pub current_state: Option<String>,
+    /// `Plan [✓] -> Build [●] -> Verify [ ]`.
+    pub timeline: String,
+    pub runs: usize,
+    pub tokens: u64,
+    pub cost_usd: f64,
+}
+
+/// A live queue job.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobRow {
+    pub key: String,
+    pub state: String,
+    pub attempts: u32,
+    pub agent: String,
+    pub depends_on: Vec<String>,
+    pub reason: Option<String>,
+    pub since: Timestamp,
+}
+
+/// Counts of the queue's jobs per state (progress).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Progress {
+    pub total: usize,
+    pub by_state: BTreeMap<String, usize>,
+}
+
+/// The whole overview.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Overview {
+    pub home: String,
+    /// The journal's last seq when it was read (what it is up to date with).
+    pub seq: u64,
+    pub instances: Vec<InstanceRow>,
+    pub agents: Vec<AgentRow>,
+    pub sessions: Vec<SessionRow>,
+    pub jobs: Vec<JobRow>,
+    pub progress: Progress,
+}
+
+/// One selectable line: its section and its index in that section's rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ItemRef {
+    pub section: Section,
+    pub index: usize,
+}
+
+/// How long ago, in a few characters (`42s`, `5m`, `3h`, `2d`).
+pub fn ago(then: Timestamp, now: Timestamp) -> String {
+    let secs = then.seconds_until(now);
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+impl Overview {
+    /// Build the overview from what the domains hold. Pure.
+    pub fn build(
+        home: String,
+        seq: u64,
+        state: &State,
+        agents: &Agents,
+        inbox: &Inbox,
+        sessions: &[Session],
+        jobs: &[Job],
+    ) -> Overview {
+        let instances = state
+            .instances
+            .iter()
+            .map(|i| InstanceRow {
+                id: i.id.clone(),
+                priority: i.priority.to_string(),
+                project: one_line(&i.project),
+                task: one_line(&i.task),
+                claims: i.files_claimed.clone(),
+                waiting_for: i.waiting_for.iter().map(|w| w.file.clone()).collect(),
+                started_at: i.started_at,
+                last_heartbeat: i.last_heartbeat,
+                working_directory: i.working_directory.clone(),
+            })
+            .collect();
+        let agents = agents
+            .agents
+            .values()
+            .map(|a| {
+                let mut open: Vec<&agents::Item> = inbox
+                    .items
+                    .values()
+                    .filter(|it| {
+                        it.agent == a.name
+                            && matches!(it.status, agents::Status::Pending | agents::Status::Seen)
+                    })
+                    .collect();
+                open.sort_by(|x, y| y.created_ms.cmp(&x.created_ms));
+                AgentRow {
+                    name: a.name.clone(),
+                    handle: a.handle.clone(),
+                    watch: a.watch.clone(),
+                    open: open.len(),
+                    claimed: open.iter().filter(|it| it.claim.is_some()).count(),
+                    mentions: inbox
+                        .mentions
+                        .values()
+                        .filter(|m| m.agent == a.name)
+                        .count(),
+                    latest: open
+                        .iter()
+                        .take(5)
+                        .map(|it| format!("{}: {}", it.author, one_line(&it.preview)))
+                        .collect(),
+                }
+            })
+            .collect();
+        let sessions = sessions
+            .iter()
+            .map(|s| SessionRow {
+                id: s.id.clone(),
+                template: s.template.name.clone(),
+                task: one_line(&s.task),
+                status: s.status.as_str().to_string(),
+                current_state: s.current_state.clone(),
+                timeline: conductor::workflows::timeline::breadcrumbs(s),
+                runs: s.runs.len(),
+                tokens: s.totals.tokens,
+                cost_usd: s.totals.cost_usd,
+            })
+            .collect();
+        let mut progress = Progress::default();
+        let jobs = jobs
+            .iter()
+            .map(|j| {
+                progress.total += 1;
+                *progress
+                    .by_state
+                    .entry(j.state.state.as_str().to_string())
+                    .or_default() += 1;
+                JobRow {
+                    key: j.key(),
+                    state: j.state.state.as_str().to_string(),
+                    attempts: j.state.attempts,
+                    agent: j.agent.clone(),
+                    depends_on: j.depends_on.clone(),
+                    reason: j.state.reason.as_ref().map(|r| one_line(r)),
+                    since: j.state.since,
+                }
+            })
+            .collect();
+        Overview {
+            home,
+            seq,
+            instances,
+            agents,
+            sessions,
+            jobs,
+            progress,
+        }
+    }
+
+    /// How many rows a section has.
+    pub fn len(&self, s: Section) -> usize {
+        match s {
+            Section::Instances => self.instances.len(),
+            Section::Agents => self.agents.len(),
+            Section::Workflows => self.sessions.len(),
+            Section::Queue => self.jobs.len(),
+        }
+    }
+
+    /// Every selectable line, in display order.
+    pub fn items(&self) -> Vec<ItemRef> {
+        Section::ALL
+            .iter()
+            .flat_map(|&section| (0..self.len(section)).map(move |index| ItemRef { section, index }))
+            .collect()
+    }
+
+    /// A row's one-line summary, as a list shows it.
+    pub fn line(&self, it: ItemRef, now: Timestamp) -> String {
+        match it.section {
+            Section::Instances => {
+                let i = &self.instances[it.index];
+                format!(
+                    "{}  {}  {} · {} · {} claim{} · beat {} ago",
+                    i.id,
+                    i.priority,
+                    i.project,
+                    i.task,
+                    i.claims.len(),
+                    if i.claims.len() == 1 { "" } else { "s" },
+                    ago(i.last_heartbeat, now)
+                )
+            }
+            Section::Agents => {
+                let a = &self.agents[it.index];
+                format!(
+                    "{}  inbox {} open ({} claimed) · {} mention{} · watching {}",
+                    a.handle,
+                    a.open,
+                    a.claimed,
+                    a.mentions,
+                    if a.mentions == 1 { "" } else { "s" },
+                    if a.watch.is_empty() {
+                        "-".to_string()
+                    } else {
+                        a.watch.join(", ")
+                    }
+                )
+            }
+            Section::Workflows => {
+                let s = &self.sessions[it.index];
+                format!(
+                    "{}  {}  {} · {} · {}",
+                    s.id, s.status, s.template, s.task, s.timeline
+                )
+            }
+            Section::Queue => {
+                let j = &self.jobs[it.index];
+                format!(
+                    "{:<10} {}  attempt {}{} · {} ago",
+                    j.state,
+                    j.key,
+                    j.attempts,
+                    j.reason
+                        .as_ref()
+                        .map(|r| format!(" · {r}"))
+                        .unwrap_or_default(),
+                    ago(j.since, now)
+                )
+            }
+        }
+    }
+
+    /// A row as a list shows it: its summary line, then (for an instance) one line per claimed
+    /// path and per path it waits for.
+    pub fn lines(&self, it: ItemRef, now: Timestamp) -> Vec<String> {
+        let mut out = vec![self.line(it, now)];
+        if it.section == Section::Instances {
+            let i = &self.instances[it.index];
+            out.extend(i.claims.iter().map(|c| format!("    {c}")));
+            out.extend(i.waiting_for.iter().map(|c| format!("    waiting for {c}")));
+        }
+        out
+    }
+
+    /// How many lines a section's rows take.
+    pub fn height(&self, s: Section) -> usize {
+        match s {
+            Section::Instances => self
+                .instances
+                .iter()
+                .map(|i| 1 + i.claims.len() + i.waiting_for.len())
+                .sum(),
+            _ => self.len(s),
+        }
+    }
+
+    /// Everything about one row, one line each (the detail view).
+    pub fn details(&self, it: ItemRef, now: Timestamp) -> Vec<String> {
+        let mut out = Vec::new();
+        match it.section {
+            Section::Instances => {
+                let i = &self.instances[it.index];
+                out.push(format!("instance   {}", i.id));
+                out.push(format!("task       {}", i.task));
+                out.push(format!("project    {} ({})", i.project, i.priority));
+                out.push(format!("directory  {}", i.working_directory));
+                out.push(format!(
+                    "started    {} ago · heartbeat {} ago",
+                    ago(i.started_at, now),
+                    ago(i.last_heartbeat, now)
+                ));
+                out.push(format!("claims     {}", i.claims.len()));
+                out.extend(i.claims.iter().map(|c| format!("  {c}")));
+                if !i.waiting_for.is_empty() {
+                    out.push("waiting for".into());
+                    out.extend(i.waiting_for.iter().map(|c| format!("  {c}")));
+                }
+            }
+            Section::Agents => {
+                let a = &self.agents[it.index];
+                out.push(format!("agent      {} ({})", a.name, a.handle));
+                out.push(format!("watching   {}", a.watch.join(", ")));
+                out.push(format!(
+                    "inbox      {} open, {} claimed, {} mentions",
+                    a.open, a.claimed, a.mentions
+                ));
+                out.extend(a.latest.iter().map(|l| format!("  {l}")));
+            }
+            Section::Workflows => {
+                let s = &self.sessions[it.index];
+                out.push(format!("session    {} ({})", s.id, s.template));
+                out.push(format!("task       {}", s.task));
+                out.push(format!("status     {}", s.status));
+                out.push(format!(
+                    "state      {}",
+                    s.current_state.as_deref().unwrap_or("-")
+                ));
+                out.push(format!("timeline   {}", s.timeline));
+                out.push(format!(
+                    "runs       {} · {} tokens · ${:.4}",
+                    s.runs, s.tokens, s.cost_usd
+                ));
+                out.push(format!("output     conductor workflow log {} --follow", s.id));
+            }
+            Section::Queue => {
+                let j = &self.jobs[it.index];
+                out.push(format!("job        {}", j.key));
+                out.push(format!(
+                    "state      {} since {} ago (attempts: {})",
+                    j.state,
+                    ago(j.since, now),
+                    j.attempts
+                ));
+                out.push(format!("agent      {}", j.agent));
+                out.push(format!(
+                    "depends on {}",
+                    if j.depends_on.is_empty() {
+                        "-".to_string()
+                    } else {
+                        j.depends_on.join(", ")
+                    }
+                ));
+                if let Some(r) = &j.reason {
+                    out.push(format!("reason     {r}"));
+                }
+                out.push(format!("output     conductor queue log {} --follow", j.key));
+            }
+        }
+        out
+    }
+
+    /// The queue's progress in one line (`3 jobs: 1 completed, 1 running, 1 queued`).
+    pub fn progress_line(&self) -> String {
+        let p = &self.progress;
+        if p.total == 0 {
+            return "no live jobs".into();
+        }
+        let parts: Vec<String> = p.by_state.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        format!(
+            "{} job{}: {}",
+            p.total,
+            if p.total == 1 { "" } else { "s" },
+            parts.join(", ")
+        )
+    }
+
+    /// The overview as plain text (`status --watch`), at most `width` columns a line.
+    pub fn to_text(&self, now: Timestamp, width: usize) -> String {
+        let mut out = vec![fit(
+            &format!("conductor · {} · journal seq {} · {}", self.home, self.seq, now),
+            width,
+        )];
+        for section in Section::ALL {
+            let n = self.len(section);
+            let head = match section {
+                Section::Queue => format!("{} ({})", section.title(), self.progress_line()),
+                _ => format!("{} ({n})", section.title()),
+            };
+            out.push(fit(&head, width));
+            if n == 0 {
+                out.push(fit(&format!("  {}", section.empty()), width));
+            }
+            for index in 0..n {
+                let it = ItemRef { section, index };
+                for l in self.lines(it, now) {
+                    out.push(fit(&format!("  {l}"), width));
+                }
+            }
+        }
+        out.join("\n")
+    }
+}
+
+/// Cut a line to `width` characters, marking the cut with `…`.
+pub fn fit(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Read everything the overview shows, without taking a lock. The only impure part.
+pub fn read(store: &Store) -> Result<Overview> {
+    let now = Timestamp::now();
+    // The seq first: the overview is at least this fresh, so a wakeup for a later seq
+    // is never lost.
+    let seq = store.last_event_seq()?;
+    let state = conductor::protocol::read(store, now)?;
+    let agents: Agents = store.read_doc(now)?;
+    let inbox: Inbox = store.read_doc(now)?;
+    let sessions: Sessions = store.read_doc(now)?;
+    let queue: QueueDoc = store.read_doc(now)?;
+    Ok(Overview::build(
+        store.location(),
+        seq,
+        &state,
+        &agents,
+        &inbox,
+        &sessions.sessions,
+        &queue.jobs,
+    ))
+}
