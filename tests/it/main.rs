@@ -15,6 +15,7 @@ mod first_hour;
 mod foreign;
 mod hooks;
 mod hostile;
+mod inbox_split;
 mod integrations;
 mod journal_seek;
 mod layers;

@@ -390,6 +390,25 @@ impl<'s> Tx<'s> {
         Ok(())
     }
 
+    /// Read a file named at run time (its lock must be held; `None`: no file). With a shared
+    /// store, its revision is compared at commit like a document's.
+    pub fn read_at(&mut self, file: &HomePath) -> Result<Option<Vec<u8>>> {
+        self.check_held(file.lock, file.rel())?;
+        match self.store.remote() {
+            Some(r) => {
+                let kv = r.get(&r.doc_key(&file.rel))?;
+                if !self.revs.iter().any(|(f, _)| *f == file.rel) {
+                    self.revs.push((
+                        file.rel.clone(),
+                        kv.as_ref().map_or(0, |kv| kv.mod_revision),
+                    ));
+                }
+                Ok(kv.map(|kv| kv.value))
+            }
+            None => super::read_bytes(&self.store.home().dir().join(&file.rel)),
+        }
+    }
+
     /// Append lines (without their newlines) to a JSON Lines file named at run time, keeping it
     /// under `cap` bytes: when the lines would take it past `cap`, the file is instead replaced
     /// (atomically) by its newest whole lines that fit in half of `cap`, followed by the new
