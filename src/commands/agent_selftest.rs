@@ -164,6 +164,7 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
                 project: None,
                 payload: json!({"channel_id": m.channel_id, "message_id": m.message_id}),
                 created_at: m.created_at,
+                txn_end: None,
             };
             let found = Some(m.clone());
             let r = ops::route(&me, &e, false, &|_| found.clone());

@@ -28,6 +28,7 @@ pub mod journal;
 pub mod journal_mark;
 pub mod journal_seek;
 pub mod ledger;
+pub mod ledger_rotate;
 pub mod lock;
 pub mod redo;
 pub mod text;
@@ -52,6 +53,8 @@ pub struct Store {
     quiet: bool,
     /// The journal's retention settings from `config.json`, read at most once per process.
     retention: std::sync::OnceLock<journal::Retention>,
+    /// The ledgers' retention settings from `config.json`, read at most once per process.
+    ledger_retention: std::sync::OnceLock<ledger_rotate::LedgerRetention>,
     /// Set by a command that runs one transaction and exits (see [`Store::short_lived`]).
     short_lived: std::sync::atomic::AtomicBool,
     /// The shared store when one is configured (`CONDUCTOR_STORE`, `--store` or config.json's
@@ -69,6 +72,7 @@ impl Store {
             lock_timeout,
             quiet,
             retention: std::sync::OnceLock::new(),
+            ledger_retention: std::sync::OnceLock::new(),
             short_lived: std::sync::atomic::AtomicBool::new(false),
             remote: None,
         };
@@ -92,6 +96,9 @@ impl Store {
 
     /// A reader of the event journal positioned after `after` (`None`: at its end).
     pub fn tail(&self, after: Option<u64>) -> Result<journal::Tail> {
+        // A commit a crashed writer left is finished first: a transaction that spans segments
+        // is only whole once its segments are renamed into place (a `stat` when there is none).
+        self.settle()?;
         match &self.remote {
             Some(r) => journal::Tail::open_remote(r, after),
             None => journal::Tail::open(self.home.dir(), after),
@@ -235,7 +242,8 @@ impl Store {
     ) -> Result<(), E> {
         match &self.remote {
             Some(r) => remote_lines(r, &r.ledger_prefix(ledger.name), f),
-            None => ledger::for_each_line(&self.home.dir().join(ledger.name), f),
+            // Across its rotated files, oldest first (see `ledger_rotate`).
+            None => ledger_rotate::for_each_line(self.home.dir(), ledger.name, f),
         }
     }
 
@@ -247,6 +255,17 @@ impl Store {
         }
         let r = journal::Retention::read(&self.home.config())?;
         Ok(*self.retention.get_or_init(|| r))
+    }
+}
+
+impl Store {
+    /// The ledgers' retention settings: config.json's `ledger_*` keys. Read once per process.
+    pub(crate) fn ledger_retention(&self) -> Result<ledger_rotate::LedgerRetention> {
+        if let Some(r) = self.ledger_retention.get() {
+            return Ok(*r);
+        }
+        let r = ledger_rotate::LedgerRetention::read(&self.home.config())?;
+        Ok(*self.ledger_retention.get_or_init(|| r))
     }
 }
 
