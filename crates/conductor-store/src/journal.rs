@@ -357,6 +357,9 @@ pub struct Tail {
     group: Vec<Event>,
     /// The seq of that transaction's last event.
     group_end: u64,
+    /// Transactions that span segments and end at or before this seq are known to be wholly
+    /// on disk: their events are delivered as they are read, without holding them.
+    complete_through: u64,
     partial: Vec<u8>,
     /// The shared store, when the journal is its `journal/` keys instead of files.
     remote: Option<super::etcd::Etcd>,
@@ -415,6 +418,7 @@ impl Tail {
             read_to: after,
             group: Vec::new(),
             group_end: 0,
+            complete_through: 0,
             partial: Vec::new(),
             remote: None,
         };
@@ -441,6 +445,7 @@ impl Tail {
             read_to: after,
             group: Vec::new(),
             group_end: 0,
+            complete_through: 0,
             partial: Vec::new(),
             remote: Some(r.clone()),
         })
@@ -621,7 +626,23 @@ impl Tail {
                         consumed = next;
                         self.read_to = event.seq;
                         // A transaction that spans segments is held until its last event.
-                        let end = event.txn_end.filter(|e| *e > event.seq);
+                        let mut end = event.txn_end.filter(|e| *e > event.seq);
+                        if let Some(e) = end
+                            && self.group.is_empty()
+                            && e > self.complete_through
+                        {
+                            // Committed whole when the journal already ends at or past its
+                            // last event and no commit is in progress (checked in that order:
+                            // the record is cleared only after the segments are in place).
+                            let through = last_seq(&self.dir).unwrap_or(0);
+                            if through >= e && !super::redo::pending(&self.dir) {
+                                self.complete_through = through;
+                            }
+                        }
+                        if end.is_some_and(|e| e <= self.complete_through) && self.group.is_empty()
+                        {
+                            end = None;
+                        }
                         if end.is_some() || !self.group.is_empty() {
                             self.group_end = self.group_end.max(end.unwrap_or(0));
                             self.group.push(event);
