@@ -4,16 +4,19 @@
 # A reader seeks by seq, so the ratio stays near 1. Measured (release, 2 busy cores): 2.84 vs
 # 3.54 ms, 1.25x (50 runs); the build before the seek: 3.20 vs 92.68 ms, 29x (20 runs), when
 # every reader parsed the active segment from its start.
-# Usage: shell/bench-journal.sh [RUNS]   (default 100)
+# Then a real submit of JOBS jobs (default 100,000) in one transaction: the biggest journal file
+# it leaves (before the split of big transactions: one 24 MB segment; now each file stays under
+# events_segment_bytes, 4 MiB), the submit's time, and `events --after LAST` after it.
+# Usage: shell/bench-journal.sh [RUNS] [JOBS]   (default 100, 100000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet --locked --bin conductor
 bin="${CARGO_TARGET_DIR:-target}/release/conductor"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-exec python3 - "$bin" "$tmp" "${1:-100}" <<'PY'
+exec python3 - "$bin" "$tmp" "${1:-100}" "${2:-100000}" <<'PY'
 import json, os, secrets, statistics, subprocess, sys, time
-bin, tmp, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+bin, tmp, runs, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 
 def home(name, jobs):
     h = os.path.join(tmp, name)
@@ -54,4 +57,23 @@ print(f"{'active segment':>16} {'bytes':>10} {'median ms':>10}")
 for n in ("small", "big"):
     print(f"{n:>16} {sizes[n]:>10} {statistics.median(times[n]) * 1000:>10.2f}")
 print(f"ratio big/small: {statistics.median(times['big']) / statistics.median(times['small']):.2f}x ({runs} runs each, interleaved)")
+
+# A real big transaction.
+h = os.path.join(tmp, "real")
+t = time.perf_counter()
+home("real", jobs)
+submit = time.perf_counter() - t
+files = sorted((os.path.getsize(os.path.join(h, f)), f) for f in os.listdir(h)
+               if f.startswith("events.") and f.endswith(".jsonl"))
+env = {**os.environ, "CONDUCTOR_HOME": h}
+ts = []
+for _ in range(min(runs, 30)):
+    with open(os.path.join(h, "events.jsonl"), "rb") as f:
+        seq = json.loads(f.read().splitlines()[-1])["seq"]
+    t = time.perf_counter()
+    subprocess.run([bin, "events", "--after", str(seq)], env=env, capture_output=True, check=True)
+    ts.append(time.perf_counter() - t)
+print(f"one submit of {jobs} jobs: {submit:.2f} s; {len(files)} journal files, biggest "
+      f"{files[-1][0] / 1e6:.1f} MB ({files[-1][1]}), total {sum(s for s, _ in files) / 1e6:.1f} MB; "
+      f"events --after LAST: {statistics.median(ts) * 1000:.2f} ms (median of {len(ts)})")
 PY

@@ -8,7 +8,7 @@
 #      workspace depending on one of its completed jobs (goal: within 1.5x). The first such
 #      submit after the archive appears rebuilds the archive's index; that one is shown apart.
 #   3. `post`, `dm` and `inbox --agent` for one agent while another agent has 0 or 10k pending
-#      inbox items (goal: within 1.5x; today every write rewrites everyone's inbox).
+#      inbox items (goal: within 1.5x; each agent's inbox is its own file). Finer: shell/bench-inbox.sh.
 # Usage: shell/bench-scale.sh [ROUNDS] [BIN]
 #   ROUNDS: rounds of the submit sizes and runs of the one-command cases (x7) (default 3).
 #   BIN: the conductor binary to measure (default: build the release binary; honours
@@ -114,20 +114,23 @@ def inbox_home(pending):
         run(h, ["agent", "register", a, "--watch", "ops"])
     run(h, ["post", "ops", "@other seed", "--as", "ana"])
     if pending > 1:
-        p = os.path.join(h, "runtime-inbox.json")
-        doc = json.load(open(p))
-        (iid, item), = [(i, it) for i, it in doc["items"].items() if it["agent"] == "other"]
-        n = doc["last_id"]
+        # The other agent's items, in its own file (runtime/agents/<name>/inbox.json).
+        p = os.path.join(h, "runtime/agents/other/inbox.json")
+        shared = os.path.join(h, "runtime-inbox.json")
+        doc, counter = json.load(open(p)), json.load(open(shared))
+        (iid, item), = doc["items"].items()
+        n = counter["last_id"]
         for k in range(pending - 1):
             n += 1
             it = dict(item, id=f"inb-{n:06d}", mention_id=None)
             doc["items"][it["id"]] = it
-        doc["last_id"] = n
-        tmp = p + ".bench"
-        with open(tmp, "w") as f:
-            json.dump(doc, f)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, p)
+        counter["last_id"] = n
+        for path, d in ((p, doc), (shared, counter)):
+            tmp = path + ".bench"
+            with open(tmp, "w") as f:
+                json.dump(d, f)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
     return h
 
 ih = {0: inbox_home(1), 10000: inbox_home(10000)}

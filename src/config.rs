@@ -36,6 +36,17 @@ pub struct Config {
     /// Rolled segments last written more than this many days ago are pruned (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events_keep_days: Option<u64>,
+    /// Size in bytes past which an append-only ledger (history.jsonl, conflicts.log,
+    /// queue-finished.jsonl, runtime-*.jsonl, ...) is rotated to `<name>.<N>` (default 16 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_rotate_bytes: Option<u64>,
+    /// How many rotated files to keep per ledger (default 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_keep_files: Option<u64>,
+    /// Rotated ledger files last written more than this many days ago are removed (default:
+    /// no age limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_keep_days: Option<u64>,
     /// What the Claude Code hook does with edits of files this session has not claimed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforce: Option<Enforce>,

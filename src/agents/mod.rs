@@ -16,8 +16,9 @@
 //!   object per line (every transition, routing decision, claim, execution, error, back-off),
 //!   capped at [`ACTIONS_CAP_BYTES`]: an append that would pass the cap rewrites the file with
 //!   its newest lines (half the cap), atomically.
-//! - `runtime-inbox.json` ([`Inbox`]): actionable inbox items (pending, seen) with their work
-//!   claims, unacknowledged mentions, and the id counter. Finished items (completed, skipped,
+//! - `runtime/agents/<name>/inbox.json` ([`inbox_files::AgentInbox`]): the agent's actionable
+//!   inbox items (pending, seen) with their work claims and its unacknowledged mentions;
+//!   `runtime-inbox.json` ([`Inbox`]) keeps the id counter (see [`inbox_files`]). Finished items (completed, skipped,
 //!   expired) move to `runtime-inbox.jsonl`; acknowledged mentions to `runtime-mentions.jsonl`.
 //! - `runtime-channels.json` ([`Channels`]): the last [`RECENT`] messages of each channel, a
 //!   cache; every version of every message is in `runtime-messages.jsonl`.
@@ -29,6 +30,7 @@
 
 pub mod artifact;
 pub mod health;
+pub mod inbox_files;
 pub mod machine;
 pub mod ops;
 pub mod run_loop;

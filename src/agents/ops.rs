@@ -1371,6 +1371,7 @@ mod tests {
             project: None,
             payload: n.payload.clone(),
             created_at: t(),
+            txn_end: None,
         };
         let scout = &a.agents["scout"];
         let found = |_: &str| Some(m.clone());

@@ -325,6 +325,13 @@ impl<'a> Loop<'a> {
                 .is_some_and(|c| !(c.agent == self.name && c.worker == self.worker))
     }
 
+    /// The inboxes this loop works on: its own and those it stands in for.
+    fn scope(&self) -> agents::inbox_files::Scope {
+        let mut v = vec![self.name.clone()];
+        v.extend(self.stand_in.iter().cloned());
+        agents::inbox_files::Scope::Agents(v)
+    }
+
     /// The context, borrowed for the loop's whole life (not from `self`).
     fn store(&self) -> &'a Store {
         self.store
@@ -438,7 +445,7 @@ impl<'a> Loop<'a> {
             })
             .collect();
         self.m.go(State::FetchingInbox);
-        let inbox: Inbox = self.store.read_doc(now)?;
+        let inbox: Inbox = agents::inbox_files::snapshot(self.store, now, &self.scope())?;
         let idle = routed.is_empty()
             && me.queue.is_empty()
             && read_to.saturating_sub(me.cursor) < 500
@@ -488,9 +495,10 @@ impl<'a> Loop<'a> {
             .filter(|(_, t)| **t > Instant::now())
             .map(|(k, _)| k.clone())
             .collect();
+        let (ibstore, scope) = (self.store(), self.scope());
         self.commit(now, |lp, tx| {
             let mut agents: Agents = tx.read()?;
-            let mut inbox: Inbox = tx.read()?;
+            let (mut inbox, loaded) = agents::inbox_files::read(tx, ibstore, &scope)?;
             let mut fx = ops::Fx::default();
             ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
             let a = ops::agent_mut(&mut agents, &name)?;
@@ -616,7 +624,7 @@ impl<'a> Loop<'a> {
                 lp.m.go(State::Idle);
             }
             tx.write_if_changed(&agents)?;
-            tx.write_if_changed(&inbox)?;
+            agents::inbox_files::write(tx, ibstore, &inbox, &loaded)?;
             agents::stage(tx, fx)?;
             Ok(plan)
         })
@@ -675,9 +683,10 @@ impl<'a> Loop<'a> {
                 let now = Timestamp::now();
                 let now_ms = agents::now_ms();
                 let name = self.name.clone();
+                let (ibstore, scope) = (self.store(), self.scope());
                 let res = self.commit(now, |_, tx| {
                     let mut agents: Agents = tx.read()?;
-                    let mut inbox: Inbox = tx.read()?;
+                    let (mut inbox, loaded) = agents::inbox_files::read(tx, ibstore, &scope)?;
                     let mut fx = ops::Fx::default();
                     ops::finish(
                         &mut agents,
@@ -691,7 +700,7 @@ impl<'a> Loop<'a> {
                         &mut fx,
                     )?;
                     tx.write(&agents)?;
-                    tx.write(&inbox)?;
+                    agents::inbox_files::write(tx, ibstore, &inbox, &loaded)?;
                     agents::stage(tx, fx)
                 });
                 match res {
@@ -737,9 +746,10 @@ impl<'a> Loop<'a> {
         let now_ms = agents::now_ms();
         let name = self.name.clone();
         let worker = self.worker.clone();
+        let (ibstore, scope) = (self.store(), self.scope());
         self.store
             .transaction(now, &[Lock::Agents], |tx| {
-                let mut inbox: Inbox = tx.read()?;
+                let (mut inbox, loaded) = agents::inbox_files::read(tx, ibstore, &scope)?;
                 let held = inbox
                     .items
                     .get(id)
@@ -753,7 +763,7 @@ impl<'a> Loop<'a> {
                 }
                 let mut fx = ops::Fx::default();
                 ops::renew(&mut inbox, id, &name, None, now, now_ms, &mut fx)?;
-                tx.write(&inbox)?;
+                agents::inbox_files::write(tx, ibstore, &inbox, &loaded)?;
                 agents::stage(tx, fx)
             })
             .map_err(|e| e.to_string())
@@ -766,9 +776,10 @@ impl<'a> Loop<'a> {
         let name = self.name.clone();
         let worker = self.worker.clone();
         let store = self.store();
+        let (ibstore, scope) = (self.store(), self.scope());
         self.commit(now, |_, tx| {
             let mut agents: Agents = tx.read()?;
-            let mut inbox: Inbox = tx.read()?;
+            let (mut inbox, loaded) = agents::inbox_files::read(tx, ibstore, &scope)?;
             let mut channels: Channels = tx.read()?;
             let still = inbox
                 .items
@@ -828,7 +839,7 @@ impl<'a> Loop<'a> {
             let a = ops::agent_mut(&mut agents, &name)?;
             a.queue.retain(|q| *q != item.id);
             tx.write(&agents)?;
-            tx.write(&inbox)?;
+            agents::inbox_files::write(tx, ibstore, &inbox, &loaded)?;
             tx.write(&channels)?;
             agents::stage(tx, fx)?;
             Ok(post.message_id)
@@ -839,8 +850,9 @@ impl<'a> Loop<'a> {
         let now = Timestamp::now();
         let name = self.name.clone();
         let worker = self.worker.clone();
+        let (ibstore, scope) = (self.store(), self.scope());
         let _ = self.store.transaction(now, &[Lock::Agents], |tx| {
-            let mut inbox: Inbox = tx.read()?;
+            let (mut inbox, loaded) = agents::inbox_files::read(tx, ibstore, &scope)?;
             let ours = inbox
                 .items
                 .get(id)
@@ -851,7 +863,7 @@ impl<'a> Loop<'a> {
             }
             let mut fx = ops::Fx::default();
             ops::release(&mut inbox, id, &name, reason, &mut fx)?;
-            tx.write(&inbox)?;
+            agents::inbox_files::write(tx, ibstore, &inbox, &loaded)?;
             agents::stage(tx, fx)
         });
     }

@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use super::inbox_files::Scope;
 use super::{Agents, Channels, Inbox, Message, ops};
 use crate::error::Result;
 use crate::store::event::Event;
@@ -12,20 +13,18 @@ use crate::time::Timestamp;
 
 /// Run `f` on the agents and the inbox under the agents' lock, after expiring what is due, and
 /// commit what changed with its ledger lines and events.
+/// `scope` names the agents whose inboxes it loads (an operation by item id needs all).
 pub fn transact_inbox<T>(
     store: &Store,
     now: Timestamp,
+    scope: &Scope,
     mut f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
 ) -> Result<T> {
     let now_ms = super::now_ms();
-    store.transaction(now, &[Lock::Agents], |tx| {
-        let mut agents: Agents = tx.read()?;
-        let mut inbox: Inbox = tx.read()?;
+    super::inbox_files::transact(store, now, scope, |tx, agents, inbox| {
         let mut fx = ops::Fx::default();
-        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
-        let v = f(&mut agents, &mut inbox, now_ms, &mut fx)?;
-        tx.write_if_changed(&agents)?;
-        tx.write_if_changed(&inbox)?;
+        ops::expire(agents, inbox, now, now_ms, &mut fx);
+        let v = f(agents, inbox, now_ms, &mut fx)?;
         super::stage(tx, fx)?;
         Ok(v)
     })
@@ -36,7 +35,8 @@ pub fn post(store: &Store, now: Timestamp, p: ops::NewPost) -> Result<Message> {
     let now_ms = super::now_ms();
     store.transaction(now, &[Lock::Agents], |tx| {
         let mut agents: Agents = tx.read()?;
-        let mut inbox: Inbox = tx.read()?;
+        // A post only adds items: no one's inbox is loaded (see `inbox_files`).
+        let (mut inbox, loaded) = super::inbox_files::read(tx, store, &Scope::Nobody)?;
         let mut channels: Channels = tx.read()?;
         let replied = match &p.reply_to {
             Some(id) => super::find_message(store, &channels, id)?,
@@ -55,7 +55,7 @@ pub fn post(store: &Store, now: Timestamp, p: ops::NewPost) -> Result<Message> {
             &mut fx,
         )?;
         tx.write_if_changed(&agents)?;
-        tx.write(&inbox)?;
+        super::inbox_files::write(tx, store, &inbox, &loaded)?;
         tx.write(&channels)?;
         super::stage(tx, fx)?;
         Ok(m)

@@ -18,9 +18,9 @@ pub fn export(store: &Store) -> Result<Bundle> {
 
 /// The agents' per-agent run files that exist (`runtime/agents/<name>/<file>`).
 pub fn agent_run_files(store: &Store) -> Result<Vec<String>> {
-    use crate::agents::{ACTIONS_FILE, AGENT_DIR, RUN_STATUS_FILE};
+    use crate::agents::{ACTIONS_FILE, AGENT_DIR, RUN_STATUS_FILE, inbox_files::INBOX_FILE};
     store
-        .files_below(AGENT_DIR, &[RUN_STATUS_FILE, ACTIONS_FILE])
+        .files_below(AGENT_DIR, &[RUN_STATUS_FILE, ACTIONS_FILE, INBOX_FILE])
         .map_err(Into::into)
 }
 
@@ -63,6 +63,15 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
             continue;
         }
         match file.as_str() {
+            // An agent's inbox: decoded like the runtime decodes it.
+            other if agent_run_file(other) && other.ends_with(INBOX_SUFFIX) => {
+                let agent = other.split('/').nth(2).unwrap_or_default();
+                crate::agents::inbox_files::AgentInbox::decode(&dir.join(other), agent, text.as_bytes())
+                    .map_err(|e| Error::invalid(
+                        Reason::InvalidInput,
+                        format!("the bundle's {other} is not valid conductor state: {e}"),
+                    ))?;
+            }
             // An agent's run files: a safe path (checked like the runtime checks it).
             other if agent_run_file(other) => {}
             other => {
@@ -114,13 +123,22 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
     Ok(())
 }
 
-/// True for `runtime/agents/<name>/run-status.json` or `.../actions.jsonl` with a safe name.
+/// `/inbox.json`: the end of an agent's inbox file's path.
+const INBOX_SUFFIX: &str = "/inbox.json";
+
+/// True for `runtime/agents/<name>/run-status.json`, `.../actions.jsonl` or `.../inbox.json`
+/// with a safe name.
 fn agent_run_file(rel: &str) -> bool {
     let parts: Vec<&str> = rel.split('/').collect();
     match parts.as_slice() {
         [a, b, name, f] => {
             [*a, *b] == crate::agents::AGENT_DIR
-                && [crate::agents::RUN_STATUS_FILE, crate::agents::ACTIONS_FILE].contains(f)
+                && [
+                    crate::agents::RUN_STATUS_FILE,
+                    crate::agents::ACTIONS_FILE,
+                    crate::agents::inbox_files::INBOX_FILE,
+                ]
+                .contains(f)
                 && crate::agents::agent_file(name, f).is_ok()
         }
         _ => false,

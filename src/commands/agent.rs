@@ -119,7 +119,8 @@ fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
     let now_ms = agents::now_ms();
     let (fresh, agent, added) = ctx.store.transaction(now, &[Lock::Agents], |tx| {
         let mut agents: Agents = tx.read()?;
-        let mut inbox: Inbox = tx.read()?;
+        let scope = agents::inbox_files::Scope::one(&a.name.to_ascii_lowercase());
+        let (mut inbox, loaded) = agents::inbox_files::read(tx, &ctx.store, &scope)?;
         let channels: agents::Channels = tx.read()?;
         let mut fx = ops::Fx::default();
         ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
@@ -162,7 +163,7 @@ fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
             }
         }
         tx.write(&agents)?;
-        tx.write_if_changed(&inbox)?;
+        agents::inbox_files::write(tx, &ctx.store, &inbox, &loaded)?;
         agents::stage(tx, fx)?;
         Ok::<_, conductor::Error>((fresh, agent, added))
     })?;
@@ -206,7 +207,11 @@ pub fn alive(run: Option<&agents::RunStatus>) -> bool {
 
 fn list(ctx: &Ctx) -> Result<u8> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
-    let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
+    let inbox: Inbox = conductor::agents::inbox_files::snapshot(
+        &ctx.store,
+        ctx.now,
+        &conductor::agents::inbox_files::Scope::All,
+    )?;
     let mut rows = Vec::new();
     let mut text = String::new();
     for a in agents.agents.values() {
@@ -247,8 +252,12 @@ fn latency(h: &agents::Histogram) -> Value {
 /// The runtime facts of an agent (`agent status --json`).
 pub fn facts(ctx: &Ctx, name: &str) -> Result<Value> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
-    let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
     let a = ops::agent(&agents, name)?;
+    let inbox: Inbox = conductor::agents::inbox_files::snapshot(
+        &ctx.store,
+        ctx.now,
+        &conductor::agents::inbox_files::Scope::one(&a.name),
+    )?;
     let run = agents::read_run_status(&ctx.store, &a.name)?;
     let s = health::snapshot(a, run.as_ref(), &inbox, alive(run.as_ref()));
     let (mode, mode_reasons) = health::mode(&s);

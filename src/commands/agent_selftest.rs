@@ -51,7 +51,11 @@ pub struct SelftestArgs {
 /// Run `agent selftest`.
 pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
-    let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
+    let inbox: Inbox = conductor::agents::inbox_files::snapshot(
+        &ctx.store,
+        ctx.now,
+        &conductor::agents::inbox_files::Scope::All,
+    )?;
     let channels: Channels = ctx.store.read_doc(ctx.now)?;
     let me = ops::agent(&agents, &a.name)?.clone();
     let mut checks: Vec<Value> = Vec::new();
@@ -160,6 +164,7 @@ pub fn run(ctx: &Ctx, a: SelftestArgs) -> Result<u8> {
                 project: None,
                 payload: json!({"channel_id": m.channel_id, "message_id": m.message_id}),
                 created_at: m.created_at,
+                txn_end: None,
             };
             let found = Some(m.clone());
             let r = ops::route(&me, &e, false, &|_| found.clone());

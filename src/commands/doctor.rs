@@ -371,6 +371,19 @@ fn agent_run_files(ctx: &Ctx) -> Vec<Finding> {
                 fix,
             ));
         }
+        let inbox = rel(conductor::agents::inbox_files::INBOX_FILE);
+        if let Some(bytes) = read(&inbox) {
+            let path = ctx.store.home().dir().join(&inbox);
+            let r = conductor::agents::inbox_files::AgentInbox::decode(&path, &name, &bytes)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            out.push(finding(
+                inbox,
+                r,
+                "valid",
+                "not rewritten by --repair; move it aside to drop the agent's live inbox (its finished items stay in runtime-inbox.jsonl)",
+            ));
+        }
         if let Some(bytes) = read(&rel(conductor::agents::ACTIONS_FILE)) {
             let text = String::from_utf8_lossy(&bytes);
             let mut bad = None;

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::agent::Out;
 use super::{Ctx, print};
+use conductor::agents::inbox_files::Scope;
 use conductor::agents::{self, Agents, Inbox, Status, ops};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
@@ -123,7 +124,8 @@ fn tx_inbox<T>(
     ctx: &Ctx,
     f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
 ) -> Result<T> {
-    agents::service::transact_inbox(&ctx.store, ctx.now, f)
+    // By item or mention id: every agent's inbox.
+    agents::service::transact_inbox(&ctx.store, ctx.now, &Scope::All, f)
 }
 
 /// A better message for an id that is no longer actionable.
@@ -148,9 +150,7 @@ fn explain_missing(ctx: &Ctx, e: Error, id: &str) -> Error {
             format!("inbox item `{id}` is already {s}"),
         ),
         // Expired by this very transaction (which failed, so nothing was written).
-        None if ctx
-            .store
-            .read_doc::<Inbox>(ctx.now)
+        None if agents::inbox_files::snapshot(&ctx.store, ctx.now, &Scope::All)
             .ok()
             .and_then(|i| i.items.get(id).cloned())
             .is_some_and(|i| ops::due_to_expire(&i, agents::now_ms())) =>
@@ -338,7 +338,8 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
     };
     let mut items: Vec<Value> = Vec::new();
     // What the next transaction will expire is shown as expired already (same rule, same clock).
-    let mut inbox: Inbox = ctx.store.read_doc(ctx.now)?;
+    let scope = agent.as_deref().map_or(Scope::All, Scope::one);
+    let mut inbox: Inbox = agents::inbox_files::snapshot(&ctx.store, ctx.now, &scope)?;
     let mut fx = ops::Fx::default();
     let mut agents_copy: Agents = ctx.store.read_doc(ctx.now)?;
     ops::expire(
@@ -417,7 +418,8 @@ pub fn run_mentions(ctx: &Ctx, a: MentionsArgs) -> Result<u8> {
                 Some(n) => Some(ops::agent(&agents, n)?.name.clone()),
                 None => None,
             };
-            let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
+            let scope = agent.as_deref().map_or(Scope::All, Scope::one);
+            let inbox: Inbox = agents::inbox_files::snapshot(&ctx.store, ctx.now, &scope)?;
             let v: Vec<&agents::Mention> = inbox
                 .mentions
                 .values()

@@ -29,7 +29,11 @@ pub struct MetricsArgs {
 /// Run `metrics`.
 pub fn run(ctx: &Ctx, a: MetricsArgs) -> Result<u8> {
     let agents: Agents = ctx.store.read_doc(ctx.now)?;
-    let inbox: Inbox = ctx.store.read_doc(ctx.now)?;
+    let inbox: Inbox = conductor::agents::inbox_files::snapshot(
+        &ctx.store,
+        ctx.now,
+        &conductor::agents::inbox_files::Scope::All,
+    )?;
     let list: Vec<&conductor::agents::Agent> = agents.agents.values().collect();
     let text = health::prometheus(&list, &inbox);
     match a.textfile {

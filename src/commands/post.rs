@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::agent::Out;
 use super::{Ctx, print};
-use conductor::agents::{self, Agents, Channels, Inbox, Priority, ops};
+use conductor::agents::{self, Agents, Channels, Priority, ops};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::store::Lock;
@@ -179,7 +179,9 @@ pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
     let now_ms = agents::now_ms();
     let m = ctx.store.transaction(now, &[Lock::Agents], |tx| {
         let mut agents: Agents = tx.read()?;
-        let mut inbox: Inbox = tx.read()?;
+        // Newly addressed agents are deduplicated against their live items: every inbox.
+        let (mut inbox, loaded) =
+            agents::inbox_files::read(tx, &ctx.store, &agents::inbox_files::Scope::All)?;
         let mut channels: Channels = tx.read()?;
         let mut fx = ops::Fx::default();
         ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
@@ -207,7 +209,7 @@ pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
             &mut fx,
         )?;
         tx.write_if_changed(&agents)?;
-        tx.write(&inbox)?;
+        agents::inbox_files::write(tx, &ctx.store, &inbox, &loaded)?;
         tx.write(&channels)?;
         agents::stage(tx, fx)?;
         Ok::<_, conductor::Error>(m)

@@ -490,7 +490,9 @@ pub fn read(store: &Store) -> Result<Overview> {
     let seq = store.last_event_seq()?;
     let state = conductor::protocol::read(store, now)?;
     let agents: Agents = store.read_doc(now)?;
-    let inbox: Inbox = store.read_doc(now)?;
+    // Every agent's inbox file (one per agent since the split).
+    let inbox: Inbox =
+        agents::inbox_files::snapshot(store, now, &agents::inbox_files::Scope::All)?;
     let sessions: Sessions = store.read_doc(now)?;
     let queue: QueueDoc = store.read_doc(now)?;
     Ok(Overview::build(

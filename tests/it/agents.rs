@@ -1000,8 +1000,12 @@ fn runtime_items_expire_after_seven_days_without_a_live_claim() {
     r.code(2);
     assert!(r.stderr.contains("has expired"), "{}", r.stderr);
     assert_eq!(before, env.snapshot());
-    // The next write records it: the ledger line, the event, out of the live document.
+    // A write that does not load scout's inbox leaves it alone (a post only adds to the
+    // inboxes it addresses); the next write that loads it records the expiry: the ledger line,
+    // the event, out of the live document.
     post(&env, "unrelated chatter");
+    assert!(done_lines(&env).is_empty());
+    env.run(&["agent", "register", "scout"]).code(0);
     let done = done_lines(&env);
     assert_eq!(done.len(), 1);
     assert_eq!(done[0]["item"]["id"], old.as_str());
@@ -1017,7 +1021,7 @@ fn runtime_items_expire_after_seven_days_without_a_live_claim() {
     assert_eq!(ev[0]["actor"], "conductor");
     assert_eq!(ev[0]["target"], "scout");
     assert!(
-        !std::fs::read_to_string(env.home_file("runtime-inbox.json"))
+        !std::fs::read_to_string(env.home_file("runtime/agents/scout/inbox.json"))
             .unwrap()
             .contains(&old)
     );
@@ -1040,6 +1044,7 @@ fn runtime_items_expire_after_seven_days_without_a_live_claim() {
     env.at("2026-01-23T10:00:30Z");
     post(&env, "even more chatter");
     assert_eq!(items(&env, "lint"), Vec::<Value>::new());
+    env.run(&["agent", "register", "lint"]).code(0);
     assert_eq!(done_lines(&env).len(), 2);
 }
 
@@ -1153,6 +1158,7 @@ fn runtime_doctor_validates_the_runtime_documents_with_their_schemas() {
         "runtime-channels.json",
         "runtime/agents/scout/run-status.json",
         "runtime/agents/scout/actions.jsonl",
+        "runtime/agents/scout/inbox.json",
     ] {
         let d = docs
             .iter()

@@ -1,5 +1,5 @@
 //! Issue 26: a reader positioned after a cursor seeks by seq in a big active segment (one large
-//! transaction is never split across segments) and reads back exactly the events after it.
+//! transaction under a large `events_segment_bytes`) and reads back exactly the events after it.
 //! Real binary, temp home.
 
 use std::process::Stdio;
@@ -20,7 +20,13 @@ fn seqs(page: &Value) -> Vec<u64> {
 #[test]
 fn a_reader_after_the_last_seq_of_a_big_journal_reads_exactly_the_new_events() {
     let env = TestEnv::new();
-    // One transaction of many jobs: a multi-megabyte active segment of thousands of lines.
+    // One transaction of many jobs: a multi-megabyte active segment of thousands of lines (a
+    // segment size above it, so that the transaction is not cut into segments: see
+    // journal_big.rs for that).
+    env.write_home(
+        "config.json",
+        &json!({"events_segment_bytes": 64 * 1024 * 1024}).to_string(),
+    );
     let jobs: Vec<Value> = (0..20_000)
         .map(|i| json!({"id": format!("j{i}"), "prompt": "p"}))
         .collect();

@@ -492,6 +492,9 @@ fn rust_types_and_schemas_have_the_same_fields() {
         events_keep_segments: Some(4),
         store: Some("etcd://127.0.0.1:2379/team".into()),
         events_keep_days: Some(7),
+        ledger_rotate_bytes: Some(1 << 20),
+        ledger_keep_files: Some(8),
+        ledger_keep_days: Some(90),
     };
     in_step(
         "Config",

@@ -92,7 +92,8 @@ impl Backend {
         f: impl FnMut(usize, ledger::Line) -> Result<bool, E>,
     ) -> Result<(), E> {
         match self {
-            Backend::Files(dir) => ledger::for_each_line(&dir.join(name), f),
+            // Across its rotated files, oldest first (see `ledger_rotate`).
+            Backend::Files(dir) => crate::ledger_rotate::for_each_line(dir, name, f),
             Backend::Etcd(r) => remote_lines(r, &r.ledger_prefix(name), f),
         }
     }

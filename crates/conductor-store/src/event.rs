@@ -31,6 +31,11 @@ pub struct Event {
     pub project: Option<String>,
     pub payload: Value,
     pub created_at: Timestamp,
+    /// Only on the events of a transaction too big for one journal segment (all but its last):
+    /// the seq of the transaction's last event. Readers deliver such a transaction once they
+    /// have read all of it (see `journal::Tail::read`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txn_end: Option<u64>,
 }
 
 impl Event {

@@ -254,10 +254,57 @@ pub fn encode(mut seq: u64, now: Timestamp, events: &[NewEvent]) -> Vec<String> 
                 project: e.project.clone(),
                 payload: e.payload.clone(),
                 created_at: now,
+                txn_end: None,
             };
             serde_json::to_string(&ev).expect("events serialize")
         })
         .collect()
+}
+
+/// A transaction's journal lines, split so that no file grows past the segment size: no
+/// segments when they fit (the lines are appended to the active file as they are). Otherwise the active file
+/// is rolled first, every line but the last gets `txn_end` (the seq of the transaction's last
+/// event, `last`), and the lines are cut into whole segments (`(file name, bytes)`, each under
+/// the segment size unless a single line is bigger) plus the lines left for the fresh active
+/// file. The commit renames the segments into place and appends the rest through its record,
+/// so after a crash all of it is there or none; readers deliver the transaction only once they
+/// have read its last event.
+#[allow(clippy::type_complexity)]
+pub fn split(
+    dir: &Path,
+    retention: Retention,
+    mut lines: Vec<String>,
+    last: u64,
+) -> Result<(Vec<(String, Vec<u8>)>, Vec<String>)> {
+    let total: u64 = lines.iter().map(|l| l.len() as u64 + 1).sum();
+    if total <= retention.segment_bytes || lines.len() < 2 {
+        return Ok((Vec::new(), lines));
+    }
+    let active = dir.join(ACTIVE);
+    if std::fs::metadata(&active).is_ok_and(|m| m.len() > 0) {
+        roll(dir, retention)?;
+    }
+    let n = lines.len();
+    for l in &mut lines[..n - 1] {
+        debug_assert!(l.ends_with('}'));
+        l.pop();
+        l.push_str(&format!(",\"txn_end\":{last}}}"));
+    }
+    let first_seq = last + 1 - n as u64;
+    let mut segments = Vec::new();
+    let mut chunk: Vec<u8> = Vec::new();
+    let mut chunk_first = first_seq;
+    let mut rest_from = 0;
+    for (i, l) in lines.iter().enumerate() {
+        if !chunk.is_empty() && (chunk.len() + l.len() + 1) as u64 > retention.segment_bytes {
+            segments.push((segment_name(chunk_first), std::mem::take(&mut chunk)));
+            chunk_first = first_seq + i as u64;
+            rest_from = i;
+        }
+        chunk.extend_from_slice(l.as_bytes());
+        chunk.push(b'\n');
+    }
+    Ok((segments, lines.split_off(rest_from)))
 }
 
 /// Rename the active file to its segment name, then prune old segments.
@@ -304,9 +351,41 @@ pub struct Tail {
     offset: u64,
     /// The last seq delivered (or skipped as before the cursor).
     pub after: u64,
+    /// The last seq read: past `after` while a transaction that spans segments is read.
+    read_to: u64,
+    /// The events read of such a transaction, delivered once its last one is read.
+    group: Vec<Event>,
+    /// The seq of that transaction's last event.
+    group_end: u64,
+    /// Transactions that span segments and end at or before this seq are known to be wholly
+    /// on disk: their events are delivered as they are read, without holding them.
+    complete_through: u64,
     partial: Vec<u8>,
     /// The shared store, when the journal is its `journal/` keys instead of files.
     remote: Option<super::etcd::Etcd>,
+}
+
+/// Deliver a held transaction's events (`group`) to `f`, moving `after`; true when `f` asked
+/// to stop (the rest stays held).
+fn deliver(
+    group: &mut Vec<Event>,
+    group_end: &mut u64,
+    after: &mut u64,
+    f: &mut impl FnMut(Event) -> bool,
+) -> bool {
+    let mut held = std::mem::take(group).into_iter();
+    for e in held.by_ref() {
+        *after = e.seq;
+        if !f(e) {
+            *group = held.collect();
+            if group.is_empty() {
+                *group_end = 0;
+            }
+            return true;
+        }
+    }
+    *group_end = 0;
+    false
 }
 
 /// The `cursor_expired` error.
@@ -336,6 +415,10 @@ impl Tail {
             file: None,
             offset: 0,
             after,
+            read_to: after,
+            group: Vec::new(),
+            group_end: 0,
+            complete_through: 0,
             partial: Vec::new(),
             remote: None,
         };
@@ -359,6 +442,10 @@ impl Tail {
             file: None,
             offset: 0,
             after,
+            read_to: after,
+            group: Vec::new(),
+            group_end: 0,
+            complete_through: 0,
             partial: Vec::new(),
             remote: Some(r.clone()),
         })
@@ -386,6 +473,7 @@ impl Tail {
                         continue;
                     }
                     self.after = event.seq;
+                    self.read_to = event.seq;
                     if !f(event) {
                         return Ok(true);
                     }
@@ -396,6 +484,16 @@ impl Tail {
                 _ => return Ok(false),
             }
         }
+    }
+
+    /// True when the held transaction has been read to its last event.
+    fn group_complete(&self) -> bool {
+        !self.group.is_empty() && self.read_to >= self.group_end
+    }
+
+    /// Deliver the held transaction; true when `f` asked to stop (the rest stays held).
+    fn deliver(&mut self, f: &mut impl FnMut(Event) -> bool) -> bool {
+        deliver(&mut self.group, &mut self.group_end, &mut self.after, f)
     }
 
     /// The seq of the oldest event still kept (`None` for an empty journal).
@@ -412,7 +510,18 @@ impl Tail {
 
     /// Open the file that holds `after + 1` (the newest whose first seq is at most that).
     fn locate(&mut self) -> Result<()> {
-        let want = self.after + 1;
+        // The file picked can be rolled (renamed) between the listing and the open: list again.
+        for _ in 0..8 {
+            if !self.locate_once()? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Tail::locate`] once; true when the file it picked had gone by the time it opened it.
+    fn locate_once(&mut self) -> Result<bool> {
+        let want = self.read_to + 1;
         let segs = segments(&self.dir)?;
         let active = self.dir.join(ACTIVE);
         let active_first = match first_line(&active)? {
@@ -431,7 +540,9 @@ impl Tail {
                 pick = Some(path.clone());
             }
         }
-        if active_first.is_none_or(|f| f <= want) {
+        // An empty or missing active file (right after a roll, or a writer killed between a
+        // roll and its append) holds nothing: the newest segment is where the journal ends.
+        if active_first.is_some_and(|f| f <= want) || pick.is_none() {
             pick = Some(active);
         }
         self.offset = 0;
@@ -442,15 +553,15 @@ impl Tail {
                 Ok(f) => {
                     let meta = f.metadata().ctx("inspect", &path)?;
                     // Seek by seq: the cost follows what is read, not the file's size.
-                    self.offset = super::journal_seek::start_offset(&f, meta.len(), self.after)
+                    self.offset = super::journal_seek::start_offset(&f, meta.len(), self.read_to)
                         .ctx("read", &path)?;
                     self.file = Some((f, meta.ino()));
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
                 Err(e) => return Err(Error::io("open", &path, e)),
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Deliver every complete event after the cursor, in seq order, to `f` until it returns
@@ -463,7 +574,11 @@ impl Tail {
         // three moves in a row without progress mean we are at the end (or the journal has
         // a real gap).
         let mut stalls = 0;
-        let mut last_move = self.after;
+        let mut last_move = self.read_to;
+        // A big transaction read whole before a stop: the rest of it first.
+        if self.group_complete() && self.deliver(&mut f) {
+            return Ok(true);
+        }
         loop {
             if self.file.is_none() {
                 self.locate()?;
@@ -498,17 +613,55 @@ impl Tail {
                                 continue; // an unparseable line: skip, seq contiguity still guards
                             }
                         };
-                        if event.seq <= self.after {
+                        if event.seq <= self.read_to {
                             consumed = next;
                             continue;
                         }
                         // A marked gap (the journal was cut back by hand) is moved past.
                         let marked = event.event_type == JOURNAL_GAP;
-                        if event.seq != self.after + 1 && !marked {
+                        if event.seq != self.read_to + 1 && !marked {
                             gap = Some(event.seq);
                             break 'read;
                         }
                         consumed = next;
+                        self.read_to = event.seq;
+                        // A transaction that spans segments is held until its last event.
+                        let mut end = event.txn_end.filter(|e| *e > event.seq);
+                        if let Some(e) = end
+                            && self.group.is_empty()
+                            && e > self.complete_through
+                        {
+                            // Committed whole when the journal already ends at or past its
+                            // last event and no commit is in progress (checked in that order:
+                            // the record is cleared only after the segments are in place).
+                            let through = last_seq(&self.dir).unwrap_or(0);
+                            if through >= e && !super::redo::pending(&self.dir) {
+                                self.complete_through = through;
+                            }
+                        }
+                        if end.is_some_and(|e| e <= self.complete_through) && self.group.is_empty()
+                        {
+                            end = None;
+                        }
+                        if end.is_some() || !self.group.is_empty() {
+                            self.group_end = self.group_end.max(end.unwrap_or(0));
+                            self.group.push(event);
+                            if self.read_to < self.group_end {
+                                continue;
+                            }
+                            if deliver(
+                                &mut self.group,
+                                &mut self.group_end,
+                                &mut self.after,
+                                &mut f,
+                            ) {
+                                stopped = true;
+                                self.offset += consumed as u64;
+                                self.partial.clear();
+                                break 'read;
+                            }
+                            continue;
+                        }
                         self.after = event.seq;
                         if !f(event) {
                             stopped = true;
@@ -524,9 +677,9 @@ impl Tail {
             if stopped {
                 return Ok(true);
             }
-            if self.after != last_move {
+            if self.read_to != last_move {
                 stalls = 0;
-                last_move = self.after;
+                last_move = self.read_to;
             }
             if let Some(found) = gap {
                 stalls += 1;
@@ -535,7 +688,7 @@ impl Tail {
                         path: self.dir.join(ACTIVE),
                         detail: format!(
                             "the event journal jumps from seq {} to {found}",
-                            self.after
+                            self.read_to
                         ),
                     });
                 }

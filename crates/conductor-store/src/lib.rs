@@ -29,6 +29,7 @@ pub mod journal;
 pub mod journal_mark;
 pub mod journal_seek;
 pub mod ledger;
+pub mod ledger_rotate;
 pub mod lock;
 pub mod redo;
 pub mod text;
@@ -70,6 +71,8 @@ pub struct Store {
     on_wait: Option<WaitNotes>,
     /// The journal's retention settings from `config.json`, read at most once per process.
     retention: std::sync::OnceLock<journal::Retention>,
+    /// The ledgers' retention settings from `config.json`, read at most once per process.
+    ledger_retention: std::sync::OnceLock<ledger_rotate::LedgerRetention>,
     /// Set by a command that runs one transaction and exits (see [`Store::short_lived`]).
     short_lived: std::sync::atomic::AtomicBool,
     /// Where documents, ledgers and the journal live: the home's files, or the shared store
@@ -87,6 +90,7 @@ impl Store {
             lock_timeout,
             on_wait: None,
             retention: std::sync::OnceLock::new(),
+            ledger_retention: std::sync::OnceLock::new(),
             short_lived: std::sync::atomic::AtomicBool::new(false),
             backend,
         };
@@ -110,6 +114,9 @@ impl Store {
 
     /// A reader of the event journal positioned after `after` (`None`: at its end).
     pub fn tail(&self, after: Option<u64>) -> Result<journal::Tail> {
+        // A commit a crashed writer left is finished first: a transaction that spans segments
+        // is only whole once its segments are renamed into place (a `stat` when there is none).
+        self.settle()?;
         self.backend.tail(after)
     }
 
@@ -271,6 +278,17 @@ impl Store {
         }
         let r = journal::Retention::read(&self.home.config())?;
         Ok(*self.retention.get_or_init(|| r))
+    }
+}
+
+impl Store {
+    /// The ledgers' retention settings: config.json's `ledger_*` keys. Read once per process.
+    pub(crate) fn ledger_retention(&self) -> Result<ledger_rotate::LedgerRetention> {
+        if let Some(r) = self.ledger_retention.get() {
+            return Ok(*r);
+        }
+        let r = ledger_rotate::LedgerRetention::read(&self.home.config())?;
+        Ok(*self.ledger_retention.get_or_init(|| r))
     }
 }
 

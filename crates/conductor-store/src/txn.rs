@@ -190,6 +190,8 @@ pub struct Tx<'s> {
     writes: Vec<Write>,
     /// `(file relative to the home, lines)`.
     appends: Vec<(String, Vec<String>)>,
+    /// The ledgers among `appends` (rotated when due, see `ledger_rotate`).
+    ledgers: Vec<&'static str>,
     events: Vec<NewEvent>,
     /// The bytes each document had when this transaction read it (`None`: no file).
     seen: Vec<(&'static str, Option<Vec<u8>>)>,
@@ -214,6 +216,7 @@ impl<'s> Tx<'s> {
             locks,
             writes: Vec::new(),
             appends: Vec::new(),
+            ledgers: Vec::new(),
             events: Vec::new(),
             seen: Vec::new(),
             revs: Vec::new(),
@@ -364,6 +367,9 @@ impl<'s> Tx<'s> {
     /// Append a line (without its newline) to a ledger when the transaction commits.
     pub fn append(&mut self, ledger: LedgerFile, line: String) -> Result<()> {
         self.check_held(ledger.lock, ledger.name)?;
+        if !self.ledgers.contains(&ledger.name) {
+            self.ledgers.push(ledger.name);
+        }
         self.push_line(ledger.name, line);
         Ok(())
     }
@@ -388,6 +394,25 @@ impl<'s> Tx<'s> {
             track: false,
         });
         Ok(())
+    }
+
+    /// Read a file named at run time (its lock must be held; `None`: no file). With a shared
+    /// store, its revision is compared at commit like a document's.
+    pub fn read_at(&mut self, file: &HomePath) -> Result<Option<Vec<u8>>> {
+        self.check_held(file.lock, file.rel())?;
+        match self.store.backend.etcd() {
+            Some(r) => {
+                let kv = r.get(&r.doc_key(&file.rel))?;
+                if !self.revs.iter().any(|(f, _)| *f == file.rel) {
+                    self.revs.push((
+                        file.rel.clone(),
+                        kv.as_ref().map_or(0, |kv| kv.mod_revision),
+                    ));
+                }
+                Ok(kv.map(|kv| kv.value))
+            }
+            None => super::read_bytes(&self.store.home().dir().join(&file.rel)),
+        }
     }
 
     /// Append lines (without their newlines) to a JSON Lines file named at run time, keeping it
@@ -658,6 +683,7 @@ impl Store {
             now,
             writes,
             appends,
+            ledgers,
             events,
             ..
         } = tx;
@@ -702,6 +728,11 @@ impl Store {
         } else {
             Some(self.retention()?)
         };
+        let ledger_retention = if ledgers.is_empty() {
+            None
+        } else {
+            Some(self.ledger_retention()?)
+        };
         let _journal = self.take(Lock::Journal)?;
         redo::replay(dir)?;
         let mut record = redo::Record::default();
@@ -716,6 +747,11 @@ impl Store {
         // Files an abandoned commit would otherwise leave behind empty.
         let mut new_files: Vec<std::path::PathBuf> = Vec::new();
         for (file, lines) in &appends {
+            if let Some(r) = ledger_retention
+                && ledgers.contains(&file.as_str())
+            {
+                super::ledger_rotate::rotate_if_due(dir, file, r)?;
+            }
             let path = dir.join(file);
             if std::fs::symlink_metadata(&path).is_err() {
                 new_files.push(path.clone());
@@ -731,6 +767,20 @@ impl Store {
         if let Some(retention) = retention {
             let (lines, last) = journal::number(dir, retention, now, &events)?;
             high_water = Some(last);
+            // A transaction bigger than a segment: whole segments renamed into place, the rest
+            // appended (see `journal::split`).
+            let (segments, lines) = journal::split(dir, retention, lines, last)?;
+            if !segments.is_empty() {
+                let prefix = Lock::Journal.temp_prefix();
+                // Temp segments a killed commit left (the journal lock is held, the record
+                // replayed: nothing can still need them).
+                super::atomic::remove_stale_temps(dir, |n| n.starts_with(&prefix));
+                for (name, bytes) in segments {
+                    let tmp = super::atomic::prepare_named(dir, &prefix, &bytes)?;
+                    temps.names.push(tmp.clone());
+                    record.renames.push((tmp, name));
+                }
+            }
             let path = dir.join(journal::ACTIVE);
             if std::fs::symlink_metadata(&path).is_err() {
                 new_files.push(path.clone());

@@ -738,7 +738,11 @@ impl Tools {
         let name = self.agent_name(a.agent)?;
         let mut agents: Agents = ctx.store.read_doc(ctx.now)?;
         let name = aops::agent(&agents, &name)?.name.clone();
-        let mut inbox: Inbox = ctx.store.read_doc(ctx.now)?;
+        let mut inbox: Inbox = agents::inbox_files::snapshot(
+            &ctx.store,
+            ctx.now,
+            &agents::inbox_files::Scope::one(&name),
+        )?;
         // What the next write will expire is not shown (the same rule and clock as `inbox`).
         aops::expire(
             &mut agents,
@@ -760,7 +764,7 @@ impl Tools {
         ctx: &Ctx,
         f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut aops::Fx) -> Result<T>,
     ) -> Result<T> {
-        agents::service::transact_inbox(&ctx.store, ctx.now, f)
+        agents::service::transact_inbox(&ctx.store, ctx.now, &agents::inbox_files::Scope::All, f)
     }
 
     fn inbox_act(&self, ctx: &Ctx, a: InboxActArgs) -> Result<Answer> {
