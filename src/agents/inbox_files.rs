@@ -47,7 +47,10 @@ impl AgentInbox {
         check_version(path, &d.version)?;
         let bad = |what: &str| Err(corrupt(path, what.to_string()));
         if d.agent != agent {
-            return bad(&format!("the inbox of `{}` is filed under `{agent}`", d.agent));
+            return bad(&format!(
+                "the inbox of `{}` is filed under `{agent}`",
+                d.agent
+            ));
         }
         for (k, i) in &d.items {
             if *k != i.id || i.agent != agent || !i.status.actionable() {

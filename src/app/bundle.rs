@@ -66,11 +66,17 @@ fn check_bundle(dir: &Path, b: &Bundle) -> Result<()> {
             // An agent's inbox: decoded like the runtime decodes it.
             other if agent_run_file(other) && other.ends_with(INBOX_SUFFIX) => {
                 let agent = other.split('/').nth(2).unwrap_or_default();
-                crate::agents::inbox_files::AgentInbox::decode(&dir.join(other), agent, text.as_bytes())
-                    .map_err(|e| Error::invalid(
+                crate::agents::inbox_files::AgentInbox::decode(
+                    &dir.join(other),
+                    agent,
+                    text.as_bytes(),
+                )
+                .map_err(|e| {
+                    Error::invalid(
                         Reason::InvalidInput,
                         format!("the bundle's {other} is not valid conductor state: {e}"),
-                    ))?;
+                    )
+                })?;
             }
             // An agent's run files: a safe path (checked like the runtime checks it).
             other if agent_run_file(other) => {}

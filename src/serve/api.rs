@@ -203,7 +203,11 @@ fn heartbeat(store: &Store, now: Timestamp, me: &str) -> Answer {
         tx.write_at(&file, body.clone())?;
         Ok::<_, Error>(())
     }))?;
-    let inbox: Inbox = lib(agents::inbox_files::snapshot(store, now, &agents::inbox_files::Scope::one(me)))?;
+    let inbox: Inbox = lib(agents::inbox_files::snapshot(
+        store,
+        now,
+        &agents::inbox_files::Scope::one(me),
+    ))?;
     let pending = inbox.items.values().filter(|i| i.agent == me).count();
     let unacked = inbox.mentions.values().filter(|m| m.agent == me).count();
     let seq = lib(store.last_event_seq())?;
@@ -221,7 +225,11 @@ fn inbox(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
         None => None,
         Some(s) => Some(parse_status(s, &["pending", "seen"])?),
     };
-    let inbox: Inbox = lib(agents::inbox_files::snapshot(store, now, &agents::inbox_files::Scope::one(me)))?;
+    let inbox: Inbox = lib(agents::inbox_files::snapshot(
+        store,
+        now,
+        &agents::inbox_files::Scope::one(me),
+    ))?;
     let mut v: Vec<&agents::Item> = inbox
         .items
         .values()
@@ -515,7 +523,11 @@ fn mention_claim(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
     let now_ms = agents::now_ms();
     match req.method {
         Method::Get => {
-            let inbox: Inbox = lib(agents::inbox_files::snapshot(store, now, &agents::inbox_files::Scope::All))?;
+            let inbox: Inbox = lib(agents::inbox_files::snapshot(
+                store,
+                now,
+                &agents::inbox_files::Scope::All,
+            ))?;
             let claim = match (inbox.mentions.get(&id), inbox.items.get(&id)) {
                 (Some(m), _) => m.claim.clone(),
                 (None, Some(i)) => i.claim.clone(),

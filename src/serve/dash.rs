@@ -110,7 +110,11 @@ pub fn state(store: &Store) -> Result<Value> {
     let seq = store.last_event_seq()?;
     let st = conductor::protocol::read(store, now)?;
     let agents_doc: Agents = store.read_doc(now)?;
-    let inbox: Inbox = conductor::agents::inbox_files::snapshot(store, now, &conductor::agents::inbox_files::Scope::All)?;
+    let inbox: Inbox = conductor::agents::inbox_files::snapshot(
+        store,
+        now,
+        &conductor::agents::inbox_files::Scope::All,
+    )?;
     let now_ms = agents::now_ms();
     let mut agent_rows = Vec::new();
     for a in agents_doc.agents.values() {

@@ -187,7 +187,10 @@ mod tests {
         let mut app = App::new(overview(&["i1", "i2"], &["ana"], &[]), false);
         app.key(Key::Down);
         app.key(Key::Enter);
-        assert_eq!(app.overview.instances[app.current().unwrap().index].id, "i2");
+        assert_eq!(
+            app.overview.instances[app.current().unwrap().index].id,
+            "i2"
+        );
         // i0 appears before it: the selection follows i2, details stay open.
         app.update(overview(&["i0", "i1", "i2"], &["ana"], &[]));
         assert_eq!(app.selected, 2);

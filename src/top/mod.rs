@@ -158,7 +158,12 @@ pub fn run(ctx: &Ctx, args: TopArgs) -> Result<u8> {
 
     terminal::enable_raw_mode().map_err(term_err)?;
     let _restore = Restore;
-    execute!(std::io::stdout(), terminal::EnterAlternateScreen, cursor::Hide).map_err(term_err)?;
+    execute!(
+        std::io::stdout(),
+        terminal::EnterAlternateScreen,
+        cursor::Hide
+    )
+    .map_err(term_err)?;
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout())).map_err(term_err)?;
     let keys = tx.clone();
     std::thread::spawn(move || {

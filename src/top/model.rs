@@ -270,7 +270,9 @@ impl Overview {
     pub fn items(&self) -> Vec<ItemRef> {
         Section::ALL
             .iter()
-            .flat_map(|&section| (0..self.len(section)).map(move |index| ItemRef { section, index }))
+            .flat_map(|&section| {
+                (0..self.len(section)).map(move |index| ItemRef { section, index })
+            })
             .collect()
     }
 
@@ -400,7 +402,10 @@ impl Overview {
                     "runs       {} · {} tokens · ${:.4}",
                     s.runs, s.tokens, s.cost_usd
                 ));
-                out.push(format!("output     conductor workflow log {} --follow", s.id));
+                out.push(format!(
+                    "output     conductor workflow log {} --follow",
+                    s.id
+                ));
             }
             Section::Queue => {
                 let j = &self.jobs[it.index];
@@ -447,7 +452,10 @@ impl Overview {
     /// The overview as plain text (`status --watch`), at most `width` columns a line.
     pub fn to_text(&self, now: Timestamp, width: usize) -> String {
         let mut out = vec![fit(
-            &format!("conductor · {} · journal seq {} · {}", self.home, self.seq, now),
+            &format!(
+                "conductor · {} · journal seq {} · {}",
+                self.home, self.seq, now
+            ),
             width,
         )];
         for section in Section::ALL {
@@ -491,8 +499,7 @@ pub fn read(store: &Store) -> Result<Overview> {
     let state = conductor::protocol::read(store, now)?;
     let agents: Agents = store.read_doc(now)?;
     // Every agent's inbox file (one per agent since the split).
-    let inbox: Inbox =
-        agents::inbox_files::snapshot(store, now, &agents::inbox_files::Scope::All)?;
+    let inbox: Inbox = agents::inbox_files::snapshot(store, now, &agents::inbox_files::Scope::All)?;
     let sessions: Sessions = store.read_doc(now)?;
     let queue: QueueDoc = store.read_doc(now)?;
     Ok(Overview::build(

@@ -48,10 +48,15 @@ fn a_post_rewrites_only_the_inboxes_it_addresses() {
     let theirs = inbox_file(&env.home, "other");
     let before = std::fs::read(&theirs).unwrap();
     let ino = std::fs::metadata(&theirs).unwrap().ino();
-    env.run(&["post", "ops", "@me and you", "--as", "ana"]).code(0);
-    env.run(&["dm", "me", "a word", "--as", "ana"]).code(0);
-    env.run(&["inbox", "seen", items(&env, Some("me"))[0]["id"].as_str().unwrap()])
+    env.run(&["post", "ops", "@me and you", "--as", "ana"])
         .code(0);
+    env.run(&["dm", "me", "a word", "--as", "ana"]).code(0);
+    env.run(&[
+        "inbox",
+        "seen",
+        items(&env, Some("me"))[0]["id"].as_str().unwrap(),
+    ])
+    .code(0);
     // other's file was neither rewritten nor replaced.
     assert_eq!(std::fs::read(&theirs).unwrap(), before);
     assert_eq!(std::fs::metadata(&theirs).unwrap().ino(), ino);
@@ -70,12 +75,19 @@ fn a_post_rewrites_only_the_inboxes_it_addresses() {
     assert_eq!(shared["mentions"], serde_json::json!({}));
     assert!(shared["last_id"].as_u64().unwrap() >= 6);
     // Files are private, and doctor reads every agent's inbox.
-    let mode = std::fs::metadata(inbox_file(&env.home, "me")).unwrap().mode() & 0o777;
+    let mode = std::fs::metadata(inbox_file(&env.home, "me"))
+        .unwrap()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600);
     let docs = env.run(&["--json", "doctor"]).json()["documents"].clone();
     for a in ["me", "other"] {
         let f = format!("runtime/agents/{a}/inbox.json");
-        let d = docs.as_array().unwrap().iter().find(|d| d["file"] == f.as_str());
+        let d = docs
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["file"] == f.as_str());
         assert_eq!(d.unwrap_or_else(|| panic!("{f}: {docs}"))["ok"], true);
     }
     // A misfiled item is corrupt state: doctor says so and the file is left as it is.
@@ -95,7 +107,10 @@ fn a_post_rewrites_only_the_inboxes_it_addresses() {
     let r = env.run(&["inbox", "--agent", "me"]);
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("inbox.json"), "{}", r.stderr);
-    assert_eq!(std::fs::read_to_string(inbox_file(&env.home, "me")).unwrap(), bad);
+    assert_eq!(
+        std::fs::read_to_string(inbox_file(&env.home, "me")).unwrap(),
+        bad
+    );
 }
 
 /// Move every agent's live entries back into `runtime-inbox.json`, as a home from before the
@@ -124,7 +139,8 @@ fn a_home_from_before_the_split_is_read_then_migrated_by_its_first_write() {
     let env = setup();
     env.run(&["post", "ops", "@me @other both", "--as", "ana"])
         .code(0);
-    env.run(&["post", "ops", "@other only", "--as", "ana"]).code(0);
+    env.run(&["post", "ops", "@other only", "--as", "ana"])
+        .code(0);
     let all = ids(&items(&env, None));
     assert_eq!(all.len(), 3);
     make_legacy(&env.home);
@@ -136,7 +152,8 @@ fn a_home_from_before_the_split_is_read_then_migrated_by_its_first_write() {
     assert_eq!(before, env.snapshot());
     // The first write (a post addressing nobody's inbox) moves every entry into its agent's
     // file and empties the shared document.
-    env.run(&["post", "ops", "plain chatter", "--as", "ana"]).code(0);
+    env.run(&["post", "ops", "plain chatter", "--as", "ana"])
+        .code(0);
     let shared: Value =
         serde_json::from_slice(&std::fs::read(env.home_file("runtime-inbox.json")).unwrap())
             .unwrap();
@@ -149,13 +166,10 @@ fn a_home_from_before_the_split_is_read_then_migrated_by_its_first_write() {
     assert_eq!(ids(&items(&env, None)), all);
     // export / import carries the per-agent files.
     let bundle = env.root.path().join("bundle.json");
-    env.run(&["export", bundle.to_str().unwrap()])
-        .code(0);
+    env.run(&["export", bundle.to_str().unwrap()]).code(0);
     let mut fresh = TestEnv::new();
     fresh.at("2026-01-17T10:00:00Z");
-    fresh
-        .run(&["import", bundle.to_str().unwrap()])
-        .code(0);
+    fresh.run(&["import", bundle.to_str().unwrap()]).code(0);
     assert_eq!(ids(&items(&fresh, None)), all);
     assert_eq!(items(&fresh, Some("other")).len(), 2);
 }
@@ -177,9 +191,16 @@ fn posts_kill_loop(rounds: usize) {
         rng ^= rng >> 7;
         rng ^= rng << 17;
         let mut c = env.cmd();
-        c.args(["-q", "post", "ops", &format!("@me @other n{k}"), "--as", "ana"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        c.args([
+            "-q",
+            "post",
+            "ops",
+            &format!("@me @other n{k}"),
+            "--as",
+            "ana",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
         let mut child = c.spawn().unwrap();
         let start = Instant::now();
         let delay = Duration::from_micros(rng % max_delay_us);
@@ -216,7 +237,10 @@ fn posts_kill_loop(rounds: usize) {
         assert_eq!(messages, me, "round {k}: messages and items disagree");
     }
     eprintln!("{rounds} posts, {acked} acknowledged, {killed} killed");
-    assert!(acked > 0 && killed > 0, "the kills never landed mid-post or every post was killed");
+    assert!(
+        acked > 0 && killed > 0,
+        "the kills never landed mid-post or every post was killed"
+    );
 }
 
 #[test]
@@ -294,5 +318,8 @@ fn a_migration_killed_at_any_instant_loses_and_duplicates_nothing() {
         assert_eq!(ids(&items(&env, None)), all, "round {k}");
     }
     eprintln!("30 migrations: {migrated} landed, {killed} killed before their commit");
-    assert!(migrated > 0 && killed > 0, "no kill landed on each side of the commit");
+    assert!(
+        migrated > 0 && killed > 0,
+        "no kill landed on each side of the commit"
+    );
 }

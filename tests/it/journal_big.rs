@@ -18,7 +18,10 @@ const SEGMENT: u64 = 20_000;
 fn env() -> TestEnv {
     let mut env = TestEnv::new();
     env.at("2026-01-17T10:00:00Z");
-    env.write_home("config.json", &json!({"events_segment_bytes": SEGMENT}).to_string());
+    env.write_home(
+        "config.json",
+        &json!({"events_segment_bytes": SEGMENT}).to_string(),
+    );
     env
 }
 
@@ -30,13 +33,24 @@ fn manifest(ws: &str, n: usize) -> String {
 /// Every event after `after`, as one fresh process reads them.
 fn events(home: &Path, after: u64) -> Vec<Value> {
     let out = Command::new(crate::common::bin())
-        .args(["--json", "events", "--after", &after.to_string(), "--limit", "100000"])
+        .args([
+            "--json",
+            "events",
+            "--after",
+            &after.to_string(),
+            "--limit",
+            "100000",
+        ])
         .env_clear()
         .env("CONDUCTOR_HOME", home)
         .env("PATH", std::env::var("PATH").unwrap())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["has_more"], false);
     v["items"].as_array().unwrap().clone()
@@ -113,8 +127,11 @@ fn a_reader_sees_a_big_transaction_whole_or_not_at_all() {
             counts
         });
         for k in 0..3 {
-            env.run_stdin(&["queue", "submit", "-"], &manifest(&format!("big{k}"), 300))
-                .code(0);
+            env.run_stdin(
+                &["queue", "submit", "-"],
+                &manifest(&format!("big{k}"), 300),
+            )
+            .code(0);
         }
         stop.store(true, Ordering::Relaxed);
         reader.join().unwrap()
@@ -137,11 +154,13 @@ fn a_big_transaction_killed_mid_commit_leaves_it_whole_or_absent() {
     env.run_stdin(&["queue", "submit", "-"], &manifest("small", 2))
         .code(0);
     let base = env.root.path().join("base");
-    assert!(Command::new("cp")
-        .args(["-a", env.home.to_str().unwrap(), base.to_str().unwrap()])
-        .status()
-        .unwrap()
-        .success());
+    assert!(
+        Command::new("cp")
+            .args(["-a", env.home.to_str().unwrap(), base.to_str().unwrap()])
+            .status()
+            .unwrap()
+            .success()
+    );
     let n0 = events(&env.home, 0).len();
     let body = manifest("big", 300);
     let mut rng: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -153,18 +172,25 @@ fn a_big_transaction_killed_mid_commit_leaves_it_whole_or_absent() {
         rng ^= rng >> 7;
         rng ^= rng << 17;
         let _ = std::fs::remove_dir_all(&env.home);
-        assert!(Command::new("cp")
-            .args(["-a", base.to_str().unwrap(), env.home.to_str().unwrap()])
-            .status()
-            .unwrap()
-            .success());
+        assert!(
+            Command::new("cp")
+                .args(["-a", base.to_str().unwrap(), env.home.to_str().unwrap()])
+                .status()
+                .unwrap()
+                .success()
+        );
         let mut c = env.cmd();
         c.args(["-q", "queue", "submit", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let mut child = c.spawn().unwrap();
-        child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(body.as_bytes())
+            .unwrap();
         let start = Instant::now();
         let delay = Duration::from_micros(rng % max_delay_us);
         while start.elapsed() < delay && child.try_wait().unwrap().is_none() {
@@ -181,12 +207,22 @@ fn a_big_transaction_killed_mid_commit_leaves_it_whole_or_absent() {
         let added = ev.len() - n0;
         if added == 0 {
             assert!(!acked, "round {round}: acknowledged and lost");
-            assert!(!jobs_text.contains("\"j299\""), "round {round}: jobs without events");
+            assert!(
+                !jobs_text.contains("\"j299\""),
+                "round {round}: jobs without events"
+            );
             none += 1;
             max_delay_us = (max_delay_us * 3 / 2).min(3_000_000);
         } else {
-            assert_eq!(*per.get_or_insert(added), added, "round {round}: part of it");
-            assert!(jobs_text.contains("j299"), "round {round}: events without jobs");
+            assert_eq!(
+                *per.get_or_insert(added),
+                added,
+                "round {round}: part of it"
+            );
+            assert!(
+                jobs_text.contains("j299"),
+                "round {round}: events without jobs"
+            );
             whole += 1;
             max_delay_us = (max_delay_us * 2 / 3).max(5_000);
         }
@@ -196,5 +232,8 @@ fn a_big_transaction_killed_mid_commit_leaves_it_whole_or_absent() {
         assert_contiguous(&events(&env.home, 0));
     }
     eprintln!("25 kills: {whole} whole, {none} absent");
-    assert!(whole > 0 && none > 0, "the kills never landed on both sides of the commit");
+    assert!(
+        whole > 0 && none > 0,
+        "the kills never landed on both sides of the commit"
+    );
 }

@@ -52,8 +52,14 @@ fn finish_tasks(env: &TestEnv, n: usize) -> Vec<String> {
     (0..n)
         .map(|k| {
             let id = env.start(&format!("task number {k:03}"), "P2");
-            env.run(&["done", "--instance", &id, "--notes", &format!("note-{k:03}")])
-                .code(0);
+            env.run(&[
+                "done",
+                "--instance",
+                &id,
+                "--notes",
+                &format!("note-{k:03}"),
+            ])
+            .code(0);
             id
         })
         .collect()
@@ -77,7 +83,12 @@ fn history_rotates_past_the_limit_and_nothing_is_lost() {
     assert_eq!(lines.len(), 40);
     let mut found: Vec<String> = lines
         .iter()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].as_str().unwrap().into())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .into()
+        })
         .collect();
     found.sort();
     let mut want = ids.clone();
@@ -122,7 +133,12 @@ fn only_the_newest_rotated_files_are_kept() {
     // (The glob lists the live file first: order by note.)
     let mut notes: Vec<String> = lines
         .iter()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["notes"].as_str().unwrap().into())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["notes"]
+                .as_str()
+                .unwrap()
+                .into()
+        })
         .collect();
     notes.sort();
     assert_eq!(notes.last().unwrap(), "note-029");
@@ -159,10 +175,12 @@ fn every_domains_ledger_rotates_under_the_same_rule() {
             "--ref",
             "post_id=msg-000001",
         ])
-            .code(0);
+        .code(0);
     }
     assert!(!files(&env.home, "runtime-inbox.jsonl.").is_empty());
-    let done = env.run(&["--json", "inbox", "--status", "completed"]).json();
+    let done = env
+        .run(&["--json", "inbox", "--status", "completed"])
+        .json();
     assert_eq!(done["items"].as_array().unwrap().len(), 20);
     // A value that is not a count is refused like the journal's settings.
     env.write_home("config.json", r#"{"ledger_rotate_bytes": "big"}"#);

@@ -133,7 +133,10 @@ fn gated_job(env: &TestEnv) -> (PathBuf, String) {
 fn issue_25_queue_log_follow_streams_lines_as_written_and_ends_with_the_job() {
     let env = TestEnv::new();
     let (gate, cmd) = gated_job(&env);
-    submit(&env, &json!({"workspace": "w", "jobs": [{"id": "j", "prompt": "p"}]}));
+    submit(
+        &env,
+        &json!({"workspace": "w", "jobs": [{"id": "j", "prompt": "p"}]}),
+    );
     // The follower starts before the job: it waits for the first attempt.
     let mut f = Follower::spawn(spawn_args(&env, &["queue", "log", "j", "--follow"]));
     let mut dispatcher = spawn_args(&env, &["queue", "run", "--agent-cmd", &cmd])
@@ -185,20 +188,30 @@ fn issue_25_queue_log_separates_attempts_and_follow_exits_5_on_failure() {
         ),
     );
     let cmd = format!("sh {}", agent.display());
-    submit(&env, &json!({"workspace": "w", "jobs": [{"id": "j", "prompt": "p"}]}));
+    submit(
+        &env,
+        &json!({"workspace": "w", "jobs": [{"id": "j", "prompt": "p"}]}),
+    );
     env.run(&["queue", "run", "--agent-cmd", &cmd]).code(5);
     // A follower of a failed job prints what there is and says how it ended.
     let r = env.run(&["queue", "log", "j", "--follow"]);
     assert_eq!(r.code, 5, "{r:#?}");
     assert!(r.stdout.contains("first-try-bad"), "{r:#?}");
-    env.run(&["queue", "retry", "j", "--agent-cmd", &cmd]).code(0);
+    env.run(&["queue", "retry", "j", "--agent-cmd", &cmd])
+        .code(0);
     let r = env.run(&["queue", "log", "j"]);
     r.code(0);
     let lines: Vec<&str> = r.stdout.lines().filter(|l| !l.is_empty()).collect();
     assert_eq!(lines.len(), 4, "{lines:?}");
-    assert!(lines[0].starts_with("===== conductor: attempt 1"), "{lines:?}");
+    assert!(
+        lines[0].starts_with("===== conductor: attempt 1"),
+        "{lines:?}"
+    );
     assert_eq!(lines[1], "first-try-bad");
-    assert!(lines[2].starts_with("===== conductor: attempt 2 (local runner) at "), "{lines:?}");
+    assert!(
+        lines[2].starts_with("===== conductor: attempt 2 (local runner) at "),
+        "{lines:?}"
+    );
     assert_eq!(lines[3], "second-try-ok");
     // A finished job's follower ends at once with 0.
     env.run(&["queue", "log", "j", "--follow"]).code(0);
@@ -211,7 +224,10 @@ fn issue_25_queue_log_separates_attempts_and_follow_exits_5_on_failure() {
 #[test]
 fn issue_25_queue_log_follow_stops_on_sigint_with_0() {
     let env = TestEnv::new();
-    submit(&env, &json!({"workspace": "w", "jobs": [{"id": "j", "prompt": "p"}]}));
+    submit(
+        &env,
+        &json!({"workspace": "w", "jobs": [{"id": "j", "prompt": "p"}]}),
+    );
     // No dispatcher: the job stays queued and the follower waits.
     let mut f = Follower::spawn(spawn_args(&env, &["queue", "log", "j", "--follow"]));
     std::thread::sleep(Duration::from_millis(300));
@@ -219,7 +235,6 @@ fn issue_25_queue_log_follow_stops_on_sigint_with_0() {
     unsafe { libc::kill(f.child.id() as i32, libc::SIGINT) };
     assert_eq!(f.exit(BOUND), Some(0));
 }
-
 
 const TWO_STATES: &str = r#"{
   "name": "Two",
@@ -274,7 +289,11 @@ esac
     assert!(f.child.try_wait().unwrap().is_none());
     assert!(!f.seen.iter().any(|l| l.contains("plan-ends")));
     std::fs::write(&gate, "").unwrap();
-    assert!(f.until("===== conductor: run 2 (state build, attempt 1)", BOUND), "{:?}", f.seen);
+    assert!(
+        f.until("===== conductor: run 2 (state build, attempt 1)", BOUND),
+        "{:?}",
+        f.seen
+    );
     assert!(f.until("build-output", BOUND), "{:?}", f.seen);
     assert_eq!(f.exit(BOUND), Some(0), "{:?}", f.seen);
     assert_eq!(sup.wait().unwrap().code(), Some(0));
@@ -302,8 +321,14 @@ fn seed(env: &TestEnv) -> (String, String) {
     env.run(&["claim", &a, "--instance", &id]).code(0);
     env.run(&["agent", "register", "reviewer", "--watch", "general"])
         .code(0);
-    env.run(&["post", "general", "@reviewer please look at the parser", "--as", "ana"])
-        .code(0);
+    env.run(&[
+        "post",
+        "general",
+        "@reviewer please look at the parser",
+        "--as",
+        "ana",
+    ])
+    .code(0);
     let dir = env.project.join(".conductor/workflows");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("two.json"), TWO_STATES).unwrap();
@@ -332,12 +357,21 @@ fn issue_25_top_frame_shows_the_seeded_home_and_the_next_frame_shows_a_new_claim
     let f = frame(&[]);
     let has = |f: &str, needle: &str| assert!(f.contains(needle), "no `{needle}` in:\n{f}");
     has(&f, "┌ Instances and claims (1) ");
-    has(&f, &format!("> {id}  P1  proj · refactor the parser · 1 claim"));
+    has(
+        &f,
+        &format!("> {id}  P1  proj · refactor the parser · 1 claim"),
+    );
     has(&f, "src/a.rs");
     has(&f, "┌ Agents and inboxes (1) ");
-    has(&f, "@reviewer  inbox 1 open (0 claimed) · 1 mention · watching general");
+    has(
+        &f,
+        "@reviewer  inbox 1 open (0 claimed) · 1 mention · watching general",
+    );
     has(&f, "┌ Workflow sessions (1) ");
-    has(&f, &format!("{session}  running  Two · Live views · Plan [●]"));
+    has(
+        &f,
+        &format!("{session}  running  Two · Live views · Plan [●]"),
+    );
     has(&f, "┌ Queue jobs · 2 jobs: 1 queued, 1 ready ");
     has(&f, "ready      w/j  attempt 0");
     has(&f, "queued     w/k  attempt 0");
@@ -354,7 +388,11 @@ fn issue_25_top_frame_shows_the_seeded_home_and_the_next_frame_shows_a_new_claim
     assert!(f.is_ascii(), "{f}");
     has(&f, "+ Instances and claims (1) ---");
     let r = env.run_env(&["top", "--once"], &[("TERM", "dumb")]);
-    assert!(r.stdout.is_ascii() && r.stdout.contains("| "), "{}", r.stdout);
+    assert!(
+        r.stdout.is_ascii() && r.stdout.contains("| "),
+        "{}",
+        r.stdout
+    );
     // A bad size is refused by the parser (exit 2), and top without a terminal says what to use.
     env.run(&["top", "--once", "--size", "5x5"]).code(2);
     let r = env.run(&["top"]);
@@ -419,9 +457,17 @@ fn issue_25_top_in_a_pseudo_terminal_shows_a_claim_as_it_happens_and_quits_on_q(
     assert!(f.until("SEEN src/lexer.rs", BOUND), "{:?}", f.seen);
     let seen_in = t.elapsed();
     assert!(f.until("SEEN claims     2", BOUND), "{:?}", f.seen);
-    assert!(f.until("SEEN Agents and inboxes (1)", BOUND), "{:?}", f.seen);
+    assert!(
+        f.until("SEEN Agents and inboxes (1)", BOUND),
+        "{:?}",
+        f.seen
+    );
     // j moves to the next row (the agent), Enter opens its details, Esc closes them.
-    assert!(f.until("SEEN agent      reviewer (@reviewer)", BOUND), "{:?}", f.seen);
+    assert!(
+        f.until("SEEN agent      reviewer (@reviewer)", BOUND),
+        "{:?}",
+        f.seen
+    );
     assert!(f.until("GONE agent      reviewer", BOUND), "{:?}", f.seen);
     assert!(f.until("EXIT 0", BOUND), "{:?}", f.seen);
     assert!(seen_in < BOUND, "{seen_in:?}");
@@ -433,7 +479,11 @@ fn issue_25_status_watch_reprints_on_each_change_and_json_gives_one_document_per
     let id = env.start("watch me", "P2");
     let mut text = Follower::spawn(spawn_args(&env, &["status", "--watch"]));
     let mut js = Follower::spawn(spawn_args(&env, &["--json", "status", "--watch"]));
-    assert!(text.until("Instances and claims (1)", BOUND), "{:?}", text.seen);
+    assert!(
+        text.until("Instances and claims (1)", BOUND),
+        "{:?}",
+        text.seen
+    );
     assert!(text.until("watch me · 0 claims", BOUND), "{:?}", text.seen);
     assert!(js.until("\"instances\"", BOUND), "{:?}", js.seen);
     let lexer = env.project.join("src/lexer.rs").display().to_string();

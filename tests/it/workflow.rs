@@ -739,7 +739,11 @@ fn workflow_bad_input_is_a_clear_error_and_changes_nothing() {
             vec![("CONDUCTOR_WORKFLOW_SESSION", &id)],
             "nothing to record",
         ),
-        (vec!["workflow", "run", &id], vec![], "run `conductor integrate pi"),
+        (
+            vec!["workflow", "run", &id],
+            vec![],
+            "run `conductor integrate pi",
+        ),
     ];
     for (args, envs, msg) in cases {
         let r = env.run_env(&args, &envs);

@@ -78,7 +78,11 @@ pub fn rotated(dir: &Path, name: &str) -> Result<Vec<(u64, PathBuf)>> {
     };
     for entry in entries {
         let entry = entry.map_err(|e| Error::io("list", dir, e))?;
-        if let Some(n) = entry.file_name().to_str().and_then(|f| parse_rotated(f, name)) {
+        if let Some(n) = entry
+            .file_name()
+            .to_str()
+            .and_then(|f| parse_rotated(f, name))
+        {
             out.push((n, entry.path()));
         }
     }
@@ -112,7 +116,9 @@ pub fn rotate_if_due(dir: &Path, name: &str, r: LedgerRetention) -> Result<bool>
 fn prune(dir: &Path, name: &str, r: LedgerRetention) -> Result<()> {
     let files = rotated(dir, name)?;
     let excess = files.len().saturating_sub(r.keep_files as usize);
-    let max_age = r.keep_days.map(|d| Duration::from_secs(d.saturating_mul(86_400)));
+    let max_age = r
+        .keep_days
+        .map(|d| Duration::from_secs(d.saturating_mul(86_400)));
     let mut removed_all_before = true;
     for (i, (_, path)) in files.iter().enumerate() {
         let newest = i + 1 == files.len();

@@ -134,7 +134,9 @@ pub fn run(ctx: &Ctx, args: LogArgs) -> Result<u8> {
         }
         // A queued job's log directory appears when it starts, which the journal tells; only a
         // running job whose directory is not there yet is looked at on a short timer.
-        let running = now.as_ref().is_some_and(|j| j.state.state == State::Running);
+        let running = now
+            .as_ref()
+            .is_some_and(|j| j.state.state == State::Running);
         let timeout = if watching_dir || !running {
             follow::SAFETY_RESCAN
         } else {
