@@ -82,11 +82,12 @@ pub fn fingerprint(bytes: &[u8]) -> String {
     format!("{}:{h:016x}", bytes.len())
 }
 
-/// The header line (with its newline) of a log extending the `queue.json` of these bytes.
-pub fn header(base: &[u8]) -> Vec<u8> {
+/// The header line (with its newline) of a log extending the `queue.json` of this
+/// [`fingerprint`].
+pub fn header(fingerprint: &str) -> Vec<u8> {
     let mut v = serde_json::to_vec(&Header {
         queue_changes: 1,
-        base: fingerprint(base),
+        base: fingerprint.to_string(),
     })
     .expect("the header serializes");
     v.push(b'\n');

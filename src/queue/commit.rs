@@ -73,11 +73,26 @@ pub(super) struct Committed {
 
 /// Live jobs per state.
 pub(super) fn count_states(doc: &QueueDoc) -> BTreeMap<String, usize> {
-    let mut n: BTreeMap<State, usize> = BTreeMap::new();
+    // Counted in an array (a map entry per job costs more than the rest of a commit).
+    const ALL: [State; 8] = [
+        State::Queued,
+        State::Ready,
+        State::Running,
+        State::Completed,
+        State::Failed,
+        State::TimedOut,
+        State::Blocked,
+        State::Cancelled,
+    ];
+    let mut n = [0usize; 8];
     for j in &doc.jobs {
-        *n.entry(j.state.state).or_default() += 1;
+        n[ALL.iter().position(|s| *s == j.state.state).unwrap_or(0)] += 1;
     }
-    n.into_iter().map(|(s, k)| (s.as_str().into(), k)).collect()
+    ALL.iter()
+        .zip(n)
+        .filter(|(_, k)| *k > 0)
+        .map(|(s, k)| (s.as_str().into(), k))
+        .collect()
 }
 
 /// Resolve a job's secrets from the environment or the secrets file, or name the first missing.
@@ -341,15 +356,17 @@ pub(super) fn committer(
             let written = if compact || !local {
                 tx.write(&doc)?;
                 if local {
-                    let base = tx
-                        .staged::<QueueDoc>()
-                        .map(<[u8]>::to_vec)
-                        .unwrap_or_default();
+                    let base = tx.staged::<QueueDoc>().unwrap_or_default();
+                    let (fingerprint, base_len) = (changes::fingerprint(base), base.len() as u64);
                     let path = crate::store::HomePath::new(Lock::Queue, &[changes::CHANGES.name])?;
-                    let head = changes::header(&base);
+                    let head = changes::header(&fingerprint);
                     let log_len = head.len() as u64;
                     tx.write_at(&path, head)?;
-                    Written::Compacted { base, log_len }
+                    Written::Compacted {
+                        fingerprint,
+                        base_len,
+                        log_len,
+                    }
                 } else {
                     Written::Remote
                 }
@@ -384,9 +401,11 @@ pub(super) fn committer(
                 let shared = report.then(|| doc.clone());
                 persisted = match written {
                     Written::Remote => None,
-                    Written::Compacted { base, log_len } => {
-                        Persisted::after_compaction(&home, doc, &base, log_len)
-                    }
+                    Written::Compacted {
+                        fingerprint,
+                        base_len,
+                        log_len,
+                    } => Persisted::after_compaction(&home, doc, &fingerprint, base_len, log_len),
                     Written::Appended { log_len, base_len } => {
                         // Appends move no file: the ones held since the compaction are ours
                         // (checked again under the lock at the next commit).
@@ -432,8 +451,13 @@ pub(super) fn committer(
 enum Written {
     /// A shared store: the whole document (no change log).
     Remote,
-    /// `queue.json` whole (these bytes) and a new change log of `log_len` bytes (its header).
-    Compacted { base: Vec<u8>, log_len: u64 },
+    /// `queue.json` whole (`base_len` bytes of this fingerprint) and a new change log of
+    /// `log_len` bytes (its header).
+    Compacted {
+        fingerprint: String,
+        base_len: u64,
+        log_len: u64,
+    },
     /// One record appended; the log is now `log_len` bytes, on a `queue.json` of `base_len`.
     Appended { log_len: u64, base_len: u64 },
 }
@@ -455,23 +479,25 @@ impl Persisted {
     fn after_compaction(
         home: &Path,
         doc: QueueDoc,
-        base: &[u8],
+        fingerprint: &str,
+        base_len: u64,
         log_len: u64,
     ) -> Option<Persisted> {
         use std::io::Read;
         let mut queue_file = std::fs::File::open(home.join(<QueueDoc as Document>::FILE)).ok()?;
-        let mut bytes = Vec::with_capacity(base.len());
+        let mut bytes = Vec::with_capacity(base_len as usize);
         queue_file.read_to_end(&mut bytes).ok()?;
-        if bytes != base {
+        if changes::fingerprint(&bytes) != fingerprint {
             return None;
         }
+        drop(bytes);
         let log_file = std::fs::File::open(home.join(changes::CHANGES.name)).ok()?;
         Some(Persisted {
             doc,
             queue_file,
             log_file,
             log_len,
-            base_len: base.len() as u64,
+            base_len,
         })
         .filter(|p| p.still_current(home))
     }

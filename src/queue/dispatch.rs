@@ -337,7 +337,6 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             parallel,
             summary: Summary::default(),
             running: HashMap::new(),
-            base: base0,
             inflight: std::collections::VecDeque::new(),
             next_seq: 0,
             promised: 0,
@@ -353,17 +352,16 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             watching: false,
             stale_until: None,
             reaper: reaper(tx.clone()),
-            view: <QueueDoc as crate::store::Document>::empty(Timestamp::now()),
+            view: base0,
             made_dirs: BTreeSet::new(),
             ahead: BTreeSet::new(),
             ahead_tx: ahead_maker(layout.clone()),
         };
-        d.view = d.base.clone();
         if lead.is_some() {
             // Read after taking the lead and recovering: it is the truth, start from it.
             d.dirty = false;
             d.ready_left = d
-                .base
+                .view
                 .jobs
                 .iter()
                 .any(|j| j.state.state == State::Ready && wanted(j));
@@ -405,9 +403,8 @@ struct Dispatcher<'a> {
     parallel: usize,
     summary: Summary,
     running: HashMap<String, Running>,
-    /// The queue as last committed.
-    base: QueueDoc,
-    /// Batches sent and not committed yet (their intents, to rebuild our view on top of `base`).
+    /// Batches sent and not committed yet (their intents, to rebuild our view on top of a
+    /// committed queue).
     inflight: std::collections::VecDeque<(u64, Vec<Intent>, usize)>,
     next_seq: u64,
     /// Start slots handed to batches in flight.
@@ -432,7 +429,7 @@ struct Dispatcher<'a> {
     stale_until: Option<u64>,
     /// Told after each spawn (see [`reaper`]).
     reaper: mpsc::Sender<()>,
-    /// Our view of the queue: `base` plus the batches in flight.
+    /// Our view of the queue: the queue as last committed plus the batches in flight.
     view: QueueDoc,
     /// Directories made for launches so far (not made again).
     made_dirs: BTreeSet<PathBuf>,
@@ -444,8 +441,8 @@ struct Dispatcher<'a> {
 
 impl Dispatcher<'_> {
     /// Our view rebuilt: the committed queue plus what is in flight.
-    fn rebuild_view(&self) -> QueueDoc {
-        let mut doc = self.base.clone();
+    fn rebuild_view(&self, committed: QueueDoc) -> QueueDoc {
+        let mut doc = committed;
         let mut scratch = Vec::new();
         for (_, intents, _) in &self.inflight {
             apply(
@@ -826,8 +823,7 @@ impl Dispatcher<'_> {
         // commit).
         let reported = c.doc.is_some();
         if let Some(doc) = c.doc {
-            self.base = doc;
-            self.view = self.rebuild_view();
+            self.view = self.rebuild_view(doc);
         }
         // Jobs we run that are not ours in the committed queue (plus what is still in
         // flight): refused starts, or cancelled by someone else. Their end is not ours to
