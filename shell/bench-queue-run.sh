@@ -12,6 +12,8 @@
 # Usage: shell/bench-queue-run.sh [ROUNDS] [SIZES...]     (default: 3 rounds, 200 1000 10000)
 # Environment:
 #   BIN: the conductor binary (default: build the release binary; honours CARGO_TARGET_DIR).
+#   COMPARE_ROUNDS: rounds of pueue and task-spooler (default 1: filling their queue takes one
+#     client process per job).
 #   COMPARE=0: leave out pueue and task-spooler. Otherwise both must be on the PATH:
 #     task-spooler: apt-get install task-spooler  (binary `tsp`)
 #     pueue:        cargo install pueue --version 4.0.4 --locked --root DIR; PATH=DIR/bin:$PATH
@@ -42,10 +44,11 @@ mkdir -p "$tdir"
 work=$(mktemp -d "$tdir/bench-queue-run.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-python3 - "$bin" "$work" "$rounds" "$compare" $sizes <<'PY'
+python3 - "$bin" "$work" "$rounds" "$compare" "${COMPARE_ROUNDS:-1}" $sizes <<'PY'
 import json, os, statistics, subprocess, sys, time
 bin, work, rounds, compare = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] != "0"
-sizes = [int(s) for s in sys.argv[5:]]
+compare_rounds = int(sys.argv[5])
+sizes = [int(s) for s in sys.argv[6:]]
 PAR = 4
 
 def du(path):
@@ -139,7 +142,9 @@ def tsp(n, r):
     for _ in range(n):
         last = subprocess.run(["tsp", "true"], env=env, check=True,
                               stdout=subprocess.PIPE).stdout.decode().strip()
-    server = None
+    # The server: the `tsp` process with our socket whose parent is not one (its forks run
+    # the jobs).
+    tsps = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -148,9 +153,11 @@ def tsp(n, r):
                 if f"TS_SOCKET={sock}".encode() in f.read().split(b"\0"):
                     with open(f"/proc/{pid}/cmdline", "rb") as c:
                         if c.read().split(b"\0")[0].endswith(b"tsp"):
-                            server = int(pid)
+                            with open(f"/proc/{pid}/stat") as st:
+                                tsps[int(pid)] = int(st.read().rsplit(")", 1)[1].split()[1])
         except OSError:
             pass
+    server = next((p for p, parent in tsps.items() if parent not in tsps and vm_hwm(p)), None)
     before_io = proc_io(server) if server else None
     before_du = du(d)
     try:
@@ -180,8 +187,8 @@ def med(rs, k):
     return statistics.median(r[k] for r in rs)
 
 rows = []
-def case(name, n, f):
-    rs = [f(n, r) for r in range(rounds)]
+def case(name, n, f, k=None):
+    rs = [f(n, r) for r in range(k or rounds)]
     s = med(rs, "s")
     rows.append((name, n, n / s, med(rs, "wchar") / n, med(rs, "write_bytes") / n,
                  med(rs, "home") / n, med(rs, "rss") / 2**20))
@@ -191,10 +198,11 @@ for n in sizes:
     case("conductor", n, conductor)
 if compare:
     n = max(sizes)
-    case("pueue 4.0.4", n, pueue)
-    case("task-spooler", n, tsp)
+    case("pueue 4.0.4", n, pueue, compare_rounds)
+    case("task-spooler", n, tsp, compare_rounds)
 
-print(f"`queue run --agent-cmd true --parallel {PAR}`, N independent no-op jobs; medians of {rounds} round(s)")
+print(f"`queue run --agent-cmd true --parallel {PAR}`, N independent no-op jobs; medians of {rounds} round(s)"
+      + (f" ({compare_rounds} for pueue and task-spooler)" if compare else ""))
 print()
 print("| tool | jobs | jobs/s | bytes written per job (wchar) | write_bytes per job | home growth per job | peak RSS (MB) |")
 print("|---|---|---|---|---|---|---|")
@@ -204,5 +212,6 @@ c = {n: jps for name, n, jps, *_ in rows if name == "conductor"}
 if len(c) > 1:
     lo, hi = min(c), max(c)
     print()
-    print(f"conductor jobs/s at {hi} vs {lo}: {c[lo] / c[hi]:.2f}x slower (goal: within 1.5x)")
+    print(f"conductor: {c[hi]:.0f} jobs/s at {hi} jobs against {c[lo]:.0f} at {lo}: "
+          f"{c[lo] / c[hi]:.2f}x slower (goal: at most 1.5x)")
 PY

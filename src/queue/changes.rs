@@ -137,10 +137,9 @@ fn read_log(queue_json: &Path, base: &[u8]) -> Log {
 
 /// Apply records to a queue.
 pub fn apply(doc: &mut QueueDoc, records: Vec<Record>) {
-    let mut index = super::index::JobIndex::default();
     for r in records {
         for s in r.set {
-            if let Some(i) = index.find(doc, &s.workspace, &s.id) {
+            if let Some(i) = doc.position(&s.workspace, &s.id) {
                 let job = &mut doc.jobs[i];
                 job.state = s.state;
                 if s.ran_with.is_some() {
@@ -150,7 +149,6 @@ pub fn apply(doc: &mut QueueDoc, records: Vec<Record>) {
         }
         if !r.archived.is_empty() {
             doc.jobs.retain(|j| !r.archived.contains(&j.workspace));
-            index = super::index::JobIndex::default();
         }
         doc.updated_at = r.at;
     }

@@ -144,9 +144,8 @@ pub(super) fn apply(
                 at,
             } => {
                 if doc
-                    .jobs
-                    .iter()
-                    .any(|j| j.state.state == State::Ready && ops::has_key(j, key))
+                    .position_of(key)
+                    .is_some_and(|i| doc.jobs[i].state.state == State::Ready)
                 {
                     ops::finish(doc, key, me, how.clone(), *at, events);
                 }
@@ -154,9 +153,8 @@ pub(super) fn apply(
             Intent::Finish { key, how, at } => ops::finish(doc, key, me, how.clone(), *at, events),
             Intent::Start { key, at } => {
                 match doc
-                    .jobs
-                    .iter()
-                    .position(|j| j.state.state == State::Ready && ops::has_key(j, key))
+                    .position_of(key)
+                    .filter(|i| doc.jobs[*i].state.state == State::Ready)
                 {
                     Some(i) => events.push(ops::start(doc, i, me, runner, *at)),
                     None => refused.push(key.clone()),
@@ -185,11 +183,12 @@ pub(super) fn start_ready(
     let mut intents = Vec::new();
     let mut launches = Vec::new();
     let mut scrub = None;
-    for i in ops::ready(doc) {
+    // Walked in place (not a list of every ready job per call).
+    for i in 0..doc.jobs.len() {
         if launches.len() == free {
             break;
         }
-        if !wanted(&doc.jobs[i]) {
+        if doc.jobs[i].state.state != State::Ready || !wanted(&doc.jobs[i]) {
             continue;
         }
         let key = doc.jobs[i].key();
@@ -374,7 +373,7 @@ pub(super) fn committer(
                 let (log_len, base_len) = log.expect("not compacting: the log is ours");
                 let record = changes::Record {
                     at: now,
-                    set: touched(&doc, &intents, &events),
+                    set: touched(&mut doc, &intents, &events),
                     archived: Vec::new(),
                 };
                 let line = changes::line(&record);
@@ -521,7 +520,7 @@ impl Persisted {
 /// The jobs whose state a commit may have changed, as log entries: the jobs its intents and
 /// events name, and the dependents of the jobs that ended (made ready without an event).
 fn touched(
-    doc: &QueueDoc,
+    doc: &mut QueueDoc,
     intents: &[Intent],
     events: &[crate::store::event::NewEvent],
 ) -> Vec<changes::SetState> {
@@ -545,8 +544,7 @@ fn touched(
             ended.push((ws, id));
         }
     }
-    let mut index = super::index::JobIndex::default();
-    let mut at: BTreeSet<usize> = keys.iter().filter_map(|k| index.find_key(doc, k)).collect();
+    let mut at: BTreeSet<usize> = keys.iter().filter_map(|k| doc.position_of(k)).collect();
     if !ended.is_empty() {
         for (i, j) in doc.jobs.iter().enumerate() {
             if !j.depends_on.is_empty()

@@ -93,6 +93,9 @@ pub struct QueueDoc {
     pub workspaces: BTreeMap<String, Workspace>,
     /// Live jobs, in submission order.
     pub jobs: Vec<Job>,
+    /// The jobs by key (not part of the document; checked on every use, see [`index`]).
+    #[serde(skip)]
+    pub index: index::JobIndex,
 }
 
 /// A named directory that jobs share.
@@ -249,6 +252,7 @@ impl Document for QueueDoc {
             updated_at: now,
             workspaces: BTreeMap::new(),
             jobs: Vec::new(),
+            index: index::JobIndex::default(),
         }
     }
 

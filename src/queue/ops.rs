@@ -265,12 +265,10 @@ pub fn runs_under(job: &Job, dispatcher: &str) -> bool {
 
 /// Record the process id of a job this dispatcher started.
 pub fn set_pid(doc: &mut QueueDoc, key: &str, dispatcher: &str, pid: u32) {
-    if let Some(j) = doc
-        .jobs
-        .iter_mut()
-        .find(|j| has_key(j, key) && runs_under(j, dispatcher))
+    if let Some(i) = doc.position_of(key)
+        && runs_under(&doc.jobs[i], dispatcher)
     {
-        j.state.pid = Some(pid);
+        doc.jobs[i].state.pid = Some(pid);
     }
 }
 
@@ -308,9 +306,10 @@ pub fn finish(
     now: Timestamp,
     events: &mut Vec<NewEvent>,
 ) {
-    let Some(job) = doc.jobs.iter_mut().find(|j| has_key(j, key)) else {
+    let Some(i) = doc.position_of(key) else {
         return;
     };
+    let job = &mut doc.jobs[i];
     let missing = matches!(how, Finish::MissingSecret { .. });
     if !missing && !runs_under(job, dispatcher) {
         return;
@@ -373,9 +372,10 @@ pub fn settle_dependents(
         let waiting: Vec<usize> = (0..doc.jobs.len())
             .filter(|i| {
                 let j = &doc.jobs[*i];
-                j.workspace == ws
-                    && matches!(j.state.state, State::Queued | State::Ready)
+                !j.depends_on.is_empty()
                     && j.depends_on.contains(&id)
+                    && j.workspace == ws
+                    && matches!(j.state.state, State::Queued | State::Ready)
             })
             .collect();
         for i in waiting {
