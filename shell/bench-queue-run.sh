@@ -9,11 +9,18 @@
 # home's size afterwards (du) and the peak RSS (ru_maxrss of the run, what `/usr/bin/time -v`
 # reports as "Maximum resident set size"; VmHWM of the daemon for pueue and task-spooler).
 #
+# pueue and task-spooler run the largest size. Beware: task-spooler keeps one waiting client
+# process per queued job and accepts at most 1000 connections (TS_MAXCONN), so its queue cannot
+# hold 10,000 jobs (its clients block at about 1000); and pueue 4.0.4 rewrites its whole
+# state.json (about 2 KB per task) on every `pueue add` and state change, so filling a
+# 10,000-task queue alone took over 8 minutes here. Compare them at 900 jobs:
+#   shell/bench-queue-run.sh 1 900
 # Usage: shell/bench-queue-run.sh [ROUNDS] [SIZES...]     (default: 3 rounds, 200 1000 10000)
 # Environment:
 #   BIN: the conductor binary (default: build the release binary; honours CARGO_TARGET_DIR).
 #   COMPARE_ROUNDS: rounds of pueue and task-spooler (default 1: filling their queue takes one
 #     client process per job).
+#   TOOLS: which of `conductor pueue tsp` to run (default all three).
 #   COMPARE=0: leave out pueue and task-spooler. Otherwise both must be on the PATH:
 #     task-spooler: apt-get install task-spooler  (binary `tsp`)
 #     pueue:        cargo install pueue --version 4.0.4 --locked --root DIR; PATH=DIR/bin:$PATH
@@ -44,7 +51,7 @@ mkdir -p "$tdir"
 work=$(mktemp -d "$tdir/bench-queue-run.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-python3 - "$bin" "$work" "$rounds" "$compare" "${COMPARE_ROUNDS:-1}" $sizes <<'PY'
+TOOLS=${TOOLS:-conductor pueue tsp} python3 - "$bin" "$work" "$rounds" "$compare" "${COMPARE_ROUNDS:-1}" $sizes <<'PY'
 import json, os, statistics, subprocess, sys, time
 bin, work, rounds, compare = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] != "0"
 compare_rounds = int(sys.argv[5])
@@ -194,12 +201,16 @@ def case(name, n, f, k=None):
                  med(rs, "home") / n, med(rs, "rss") / 2**20))
     print(f"  {name} {n}: {n / s:.0f} jobs/s", file=sys.stderr, flush=True)
 
-for n in sizes:
-    case("conductor", n, conductor)
+tools = os.environ["TOOLS"].split()
+if "conductor" in tools:
+    for n in sizes:
+        case("conductor", n, conductor)
 if compare:
     n = max(sizes)
-    case("pueue 4.0.4", n, pueue, compare_rounds)
-    case("task-spooler", n, tsp, compare_rounds)
+    if "pueue" in tools:
+        case("pueue 4.0.4", n, pueue, compare_rounds)
+    if "tsp" in tools:
+        case("task-spooler", n, tsp, compare_rounds)
 
 print(f"`queue run --agent-cmd true --parallel {PAR}`, N independent no-op jobs; medians of {rounds} round(s)"
       + (f" ({compare_rounds} for pueue and task-spooler)" if compare else ""))
