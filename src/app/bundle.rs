@@ -13,7 +13,18 @@ use crate::store::{Bundle, Store};
 pub fn export(store: &Store) -> Result<Bundle> {
     let mut files: Vec<String> = document_names().iter().map(|f| f.to_string()).collect();
     files.extend(agent_run_files(store)?);
-    store.export(&files, LEDGERS).map_err(Into::into)
+    let mut b = store.export(&files, LEDGERS)?;
+    // `queue.json` with the dispatcher's change log folded in (see `queue::changes`).
+    use crate::store::Document;
+    let file = <crate::queue::QueueDoc as Document>::FILE;
+    if let Some(text) = b.documents.get_mut(file) {
+        let doc = <crate::queue::QueueDoc as Document>::decode(
+            &store.home().dir().join(file),
+            text.as_bytes(),
+        )?;
+        *text = String::from_utf8(doc.encode()).expect("JSON is UTF-8");
+    }
+    Ok(b)
 }
 
 /// The agents' per-agent run files that exist (`runtime/agents/<name>/<file>`).

@@ -4,6 +4,7 @@
 //! the queue, so the view and the commits cannot disagree on what a change means.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -12,8 +13,8 @@ use serde_json::Value;
 use super::dispatch::{Msg, Options};
 use super::launch::{ToLaunch, prepare};
 use super::ops::{self, Finish};
-use super::{Job, Layout, QueueDoc, State};
-use crate::store::{Lock, Store};
+use super::{Job, Layout, QueueDoc, State, changes};
+use crate::store::{Document, Lock, Store};
 use crate::time::Timestamp;
 
 /// A change this dispatcher makes to the queue. The main loop applies it to its own view at
@@ -53,8 +54,10 @@ pub(super) struct Batch {
 pub(super) struct Committed {
     /// The last batch it included.
     pub(super) upto: u64,
-    /// The queue as committed.
-    pub(super) doc: QueueDoc,
+    /// The queue as committed, when it differs from what the main loop's view has on top of
+    /// its last base (someone else changed it, the commit started or refused jobs itself, or
+    /// it archived a workspace). `None`: the view already holds it.
+    pub(super) doc: Option<QueueDoc>,
     /// Jobs it started, prepared on disk: launch them.
     pub(super) launches: Vec<(ToLaunch, std::io::Result<()>)>,
     /// Launched jobs it refused to record as started (no longer ready: cancelled meanwhile).
@@ -70,11 +73,26 @@ pub(super) struct Committed {
 
 /// Live jobs per state.
 pub(super) fn count_states(doc: &QueueDoc) -> BTreeMap<String, usize> {
-    let mut n: BTreeMap<String, usize> = BTreeMap::new();
+    // Counted in an array (a map entry per job costs more than the rest of a commit).
+    const ALL: [State; 8] = [
+        State::Queued,
+        State::Ready,
+        State::Running,
+        State::Completed,
+        State::Failed,
+        State::TimedOut,
+        State::Blocked,
+        State::Cancelled,
+    ];
+    let mut n = [0usize; 8];
     for j in &doc.jobs {
-        *n.entry(j.state.state.as_str().into()).or_default() += 1;
+        n[ALL.iter().position(|s| *s == j.state.state).unwrap_or(0)] += 1;
     }
-    n
+    ALL.iter()
+        .zip(n)
+        .filter(|(_, k)| *k > 0)
+        .map(|(s, k)| (s.as_str().into(), k))
+        .collect()
 }
 
 /// Resolve a job's secrets from the environment or the secrets file, or name the first missing.
@@ -126,9 +144,8 @@ pub(super) fn apply(
                 at,
             } => {
                 if doc
-                    .jobs
-                    .iter()
-                    .any(|j| j.state.state == State::Ready && &j.key() == key)
+                    .position_of(key)
+                    .is_some_and(|i| doc.jobs[i].state.state == State::Ready)
                 {
                     ops::finish(doc, key, me, how.clone(), *at, events);
                 }
@@ -136,9 +153,8 @@ pub(super) fn apply(
             Intent::Finish { key, how, at } => ops::finish(doc, key, me, how.clone(), *at, events),
             Intent::Start { key, at } => {
                 match doc
-                    .jobs
-                    .iter()
-                    .position(|j| ops::startable(doc, j) && &j.key() == key)
+                    .position_of(key)
+                    .filter(|i| ops::startable(doc, &doc.jobs[*i]))
                 {
                     Some(i) => events.push(ops::start(doc, i, me, runner, *at)),
                     None => refused.push(key.clone()),
@@ -167,11 +183,12 @@ pub(super) fn start_ready(
     let mut intents = Vec::new();
     let mut launches = Vec::new();
     let mut scrub = None;
-    for i in ops::ready(doc) {
+    // Walked in place (not a list of every ready job per call).
+    for i in 0..doc.jobs.len() {
         if launches.len() == free {
             break;
         }
-        if !wanted(&doc.jobs[i]) {
+        if doc.jobs[i].state.state != State::Ready || !wanted(&doc.jobs[i]) {
             continue;
         }
         let key = doc.jobs[i].key();
@@ -222,11 +239,13 @@ pub(super) fn committer(
     out: mpsc::Sender<Msg>,
 ) {
     let runner_name = &super::ran_with::RanWith::new(&opts.runner, &opts.agent_cmd);
-    // The queue as this dispatcher last committed it, and its bytes: a commit decodes the file
-    // again only if someone else changed it since.
-    let mut cached: Option<(Vec<u8>, QueueDoc)> = None;
+    // The queue as this dispatcher last committed it, while nobody else changed it since
+    // (see [`Persisted`]): a commit then records its changes in the change log.
+    let mut persisted: Option<Persisted> = None;
     let mut last_commit: Option<Instant> = None;
     let mut made_dirs = BTreeSet::new();
+    let home = store.home().dir().to_path_buf();
+    let local = store.remote().is_none();
     while let Ok(first) = batches.recv() {
         let mut upto = first.seq;
         let mut intents = first.intents;
@@ -255,8 +274,18 @@ pub(super) fn committer(
             urgent |= b.urgent;
         }
         let now = Timestamp::now();
+        let mut held: Option<(std::fs::File, std::fs::File)> = None;
         let result = store.transaction(now, &[Lock::Queue], |tx| {
-            let mut doc: QueueDoc = tx.read_cached(cached.take())?;
+            // Ours, unchanged since our last commit: no need to read (or parse) the queue.
+            let kept = persisted.take().filter(|p| local && p.still_current(&home));
+            let (mut doc, log) = match kept {
+                Some(p) => {
+                    held = Some((p.queue_file, p.log_file));
+                    (p.doc, Some((p.log_len, p.base_len)))
+                }
+                None => (tx.read::<QueueDoc>()?, None),
+            };
+            let fresh = log.is_none();
             let mut events = Vec::new();
             let revoked = apply(&mut doc, &intents, me, runner_name, &mut events);
             let (_, launches) = start_ready(
@@ -269,7 +298,31 @@ pub(super) fn committer(
                 now,
                 &mut events,
             );
-            let archived = ops::archive(&mut doc);
+            // Archive only when a completion may have finished a workspace (a scan of the
+            // queue per commit, not a rebuild of it).
+            let completed_ws: BTreeSet<&str> = intents
+                .iter()
+                .filter_map(|i| match i {
+                    Intent::Finish {
+                        key,
+                        how: Finish::Completed { .. },
+                        ..
+                    } => key.split_once('/').map(|(ws, _)| ws),
+                    _ => None,
+                })
+                .collect();
+            let archivable = fresh
+                || completed_ws.iter().any(|ws| {
+                    doc.jobs
+                        .iter()
+                        .filter(|j| j.workspace == *ws)
+                        .all(|j| j.state.is_final())
+                });
+            let archived = if archivable {
+                ops::archive(&mut doc)
+            } else {
+                Vec::new()
+            };
             super::archive::append(tx, store, &archived)?;
             let ready_left = doc
                 .jobs
@@ -294,18 +347,76 @@ pub(super) fn committer(
                 })
                 .collect();
             doc.updated_at = now;
-            tx.write(&doc)?;
-            let bytes = tx.staged::<QueueDoc>().map(<[u8]>::to_vec);
+            let compact = match log {
+                None => true,
+                Some(_) if !archived.is_empty() => true,
+                Some((log_len, base_len)) => log_len > base_len.max(changes::COMPACT_MIN),
+            };
+            let written = if compact || !local {
+                tx.write(&doc)?;
+                if local {
+                    let base = tx.staged::<QueueDoc>().unwrap_or_default();
+                    let (fingerprint, base_len) = (changes::fingerprint(base), base.len() as u64);
+                    let path = crate::store::HomePath::new(Lock::Queue, &[changes::CHANGES.name])?;
+                    let head = changes::header(&fingerprint);
+                    let log_len = head.len() as u64;
+                    tx.write_at(&path, head)?;
+                    Written::Compacted {
+                        fingerprint,
+                        base_len,
+                        log_len,
+                    }
+                } else {
+                    Written::Remote
+                }
+            } else {
+                let (log_len, base_len) = log.expect("not compacting: the log is ours");
+                let record = changes::Record {
+                    at: now,
+                    set: touched(&mut doc, &intents, &events),
+                    archived: Vec::new(),
+                };
+                let line = changes::line(&record);
+                let log_len = log_len + line.len() as u64 + 1;
+                tx.append(changes::CHANGES, line)?;
+                Written::Appended { log_len, base_len }
+            };
             for e in events {
                 tx.event(e);
             }
+            // The main loop's view already holds what it sent; it needs the queue only when the
+            // commit did more than that.
+            let report = fresh
+                || !local
+                || !launches.is_empty()
+                || !revoked.is_empty()
+                || !archived.is_empty();
             Ok((
-                revoked, more, ready_left, remaining, shown, bytes, doc, launches,
+                revoked, more, ready_left, remaining, shown, written, doc, launches, report,
             ))
         });
         let msg = match result {
-            Ok((revoked, more, ready_left, remaining, shown, bytes, doc, launches)) => {
-                cached = bytes.map(|b| (b, doc.clone()));
+            Ok((revoked, more, ready_left, remaining, shown, written, doc, launches, report)) => {
+                let shared = report.then(|| doc.clone());
+                persisted = match written {
+                    Written::Remote => None,
+                    Written::Compacted {
+                        fingerprint,
+                        base_len,
+                        log_len,
+                    } => Persisted::after_compaction(&home, doc, &fingerprint, base_len, log_len),
+                    Written::Appended { log_len, base_len } => {
+                        // Appends move no file: the ones held since the compaction are ours
+                        // (checked again under the lock at the next commit).
+                        held.take().map(|(queue_file, log_file)| Persisted {
+                            doc,
+                            queue_file,
+                            log_file,
+                            log_len,
+                            base_len,
+                        })
+                    }
+                };
                 // Their files are made here, beside the main loop.
                 let launches = launches
                     .into_iter()
@@ -316,7 +427,7 @@ pub(super) fn committer(
                     .collect();
                 Ok(Committed {
                     upto,
-                    doc,
+                    doc: shared,
                     launches,
                     revoked,
                     more,
@@ -333,6 +444,129 @@ pub(super) fn committer(
             return;
         }
     }
+}
+
+/// How a commit wrote the queue.
+enum Written {
+    /// A shared store: the whole document (no change log).
+    Remote,
+    /// `queue.json` whole (`base_len` bytes of this fingerprint) and a new change log of
+    /// `log_len` bytes (its header).
+    Compacted {
+        fingerprint: String,
+        base_len: u64,
+        log_len: u64,
+    },
+    /// One record appended; the log is now `log_len` bytes, on a `queue.json` of `base_len`.
+    Appended { log_len: u64, base_len: u64 },
+}
+
+/// The queue as this dispatcher committed it, with the files it wrote held open: while
+/// `queue.json` is still the file we wrote (the same inode: we hold it, so its number cannot be
+/// reused) and the log still has our length, nobody else changed the queue.
+struct Persisted {
+    doc: QueueDoc,
+    queue_file: std::fs::File,
+    log_file: std::fs::File,
+    log_len: u64,
+    base_len: u64,
+}
+
+impl Persisted {
+    /// After a compaction: hold `queue.json` and the log open, provided they are still what we
+    /// wrote (someone may have replaced `queue.json` since our commit released the lock).
+    fn after_compaction(
+        home: &Path,
+        doc: QueueDoc,
+        fingerprint: &str,
+        base_len: u64,
+        log_len: u64,
+    ) -> Option<Persisted> {
+        use std::io::Read;
+        let mut queue_file = std::fs::File::open(home.join(<QueueDoc as Document>::FILE)).ok()?;
+        let mut bytes = Vec::with_capacity(base_len as usize);
+        queue_file.read_to_end(&mut bytes).ok()?;
+        if changes::fingerprint(&bytes) != fingerprint {
+            return None;
+        }
+        drop(bytes);
+        let log_file = std::fs::File::open(home.join(changes::CHANGES.name)).ok()?;
+        Some(Persisted {
+            doc,
+            queue_file,
+            log_file,
+            log_len,
+            base_len,
+        })
+        .filter(|p| p.still_current(home))
+    }
+
+    /// True when `queue.json` and the log are still the files we wrote, the log of the length
+    /// we left it.
+    fn still_current(&self, home: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let same = |held: &std::fs::File, name: &str| -> Option<(bool, u64)> {
+            let a = held.metadata().ok()?;
+            let b = std::fs::metadata(home.join(name)).ok()?;
+            Some((a.ino() == b.ino() && a.dev() == b.dev(), b.len()))
+        };
+        matches!(
+            same(&self.queue_file, <QueueDoc as Document>::FILE),
+            Some((true, _))
+        ) && matches!(same(&self.log_file, changes::CHANGES.name), Some((true, len)) if len == self.log_len)
+    }
+}
+
+/// The jobs whose state a commit may have changed, as log entries: the jobs its intents and
+/// events name, and the dependents of the jobs that ended (made ready without an event).
+fn touched(
+    doc: &mut QueueDoc,
+    intents: &[Intent],
+    events: &[crate::store::event::NewEvent],
+) -> Vec<changes::SetState> {
+    let mut keys: BTreeSet<&str> = BTreeSet::new();
+    for i in intents {
+        match i {
+            Intent::Pid { key, .. } | Intent::Start { key, .. } => keys.insert(key.as_str()),
+            Intent::Finish { key, .. } => keys.insert(key.as_str()),
+        };
+    }
+    for e in events {
+        if let Some(t) = &e.target {
+            keys.insert(t.as_str());
+        }
+    }
+    let mut ended: Vec<(&str, &str)> = Vec::new();
+    for i in intents {
+        if let Intent::Finish { key, .. } = i
+            && let Some((ws, id)) = key.split_once('/')
+        {
+            ended.push((ws, id));
+        }
+    }
+    let mut at: BTreeSet<usize> = keys.iter().filter_map(|k| doc.position_of(k)).collect();
+    if !ended.is_empty() {
+        for (i, j) in doc.jobs.iter().enumerate() {
+            if !j.depends_on.is_empty()
+                && ended
+                    .iter()
+                    .any(|(ws, id)| j.workspace == *ws && j.depends_on.iter().any(|d| d == id))
+            {
+                at.insert(i);
+            }
+        }
+    }
+    at.into_iter()
+        .map(|i| {
+            let j = &doc.jobs[i];
+            changes::SetState {
+                workspace: j.workspace.clone(),
+                id: j.id.clone(),
+                state: j.state.clone(),
+                ran_with: j.ran_with.clone(),
+            }
+        })
+        .collect()
 }
 
 fn state_of_event(ty: &str) -> State {

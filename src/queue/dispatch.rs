@@ -340,7 +340,6 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             parallel,
             summary: Summary::default(),
             running: HashMap::new(),
-            base: base0,
             inflight: std::collections::VecDeque::new(),
             next_seq: 0,
             promised: 0,
@@ -356,17 +355,16 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             watching: false,
             stale_until: None,
             reaper: reaper(tx.clone()),
-            view: <QueueDoc as crate::store::Document>::empty(Timestamp::now()),
+            view: base0,
             made_dirs: BTreeSet::new(),
             ahead: BTreeSet::new(),
             ahead_tx: ahead_maker(layout.clone()),
         };
-        d.view = d.base.clone();
         if lead.is_some() {
             // Read after taking the lead and recovering: it is the truth, start from it.
             d.dirty = false;
             d.ready_left = d
-                .base
+                .view
                 .jobs
                 .iter()
                 .any(|j| ops::startable(&d.base, j) && wanted(j));
@@ -408,9 +406,8 @@ struct Dispatcher<'a> {
     parallel: usize,
     summary: Summary,
     running: HashMap<String, Running>,
-    /// The queue as last committed.
-    base: QueueDoc,
-    /// Batches sent and not committed yet (their intents, to rebuild our view on top of `base`).
+    /// Batches sent and not committed yet (their intents, to rebuild our view on top of a
+    /// committed queue).
     inflight: std::collections::VecDeque<(u64, Vec<Intent>, usize)>,
     next_seq: u64,
     /// Start slots handed to batches in flight.
@@ -435,7 +432,7 @@ struct Dispatcher<'a> {
     stale_until: Option<u64>,
     /// Told after each spawn (see [`reaper`]).
     reaper: mpsc::Sender<()>,
-    /// Our view of the queue: `base` plus the batches in flight.
+    /// Our view of the queue: the queue as last committed plus the batches in flight.
     view: QueueDoc,
     /// Directories made for launches so far (not made again).
     made_dirs: BTreeSet<PathBuf>,
@@ -447,8 +444,8 @@ struct Dispatcher<'a> {
 
 impl Dispatcher<'_> {
     /// Our view rebuilt: the committed queue plus what is in flight.
-    fn rebuild_view(&self) -> QueueDoc {
-        let mut doc = self.base.clone();
+    fn rebuild_view(&self, committed: QueueDoc) -> QueueDoc {
+        let mut doc = committed;
         let mut scratch = Vec::new();
         for (_, intents, _) in &self.inflight {
             apply(
@@ -823,21 +820,27 @@ impl Dispatcher<'_> {
         if self.stale_until.is_some_and(|s| c.upto >= s) {
             self.stale_until = None;
         }
-        self.base = c.doc;
         self.more = c.more;
         self.ready_left = c.ready_left;
         self.summary.remaining = c.remaining;
+        // Without a queue, the commit recorded exactly what our view already holds on top of
+        // our last base: the view stands (rebuilding it would cost a copy of the queue per
+        // commit).
+        let reported = c.doc.is_some();
+        if let Some(doc) = c.doc {
+            self.view = self.rebuild_view(doc);
+        }
         // Jobs we run that are not ours in the committed queue (plus what is still in
         // flight): refused starts, or cancelled by someone else. Their end is not ours to
         // record.
-        self.view = self.rebuild_view();
         let view = &self.view;
         for (key, r) in self.running.iter_mut() {
-            if !r.dropped
+            if reported
+                && !r.dropped
                 && !view
                     .jobs
                     .iter()
-                    .any(|j| &j.key() == key && ops::runs_under(j, self.me))
+                    .any(|j| ops::has_key(j, key) && ops::runs_under(j, self.me))
             {
                 if r.exit.is_none() {
                     exec::kill_group(r.pid);
@@ -892,31 +895,46 @@ impl Dispatcher<'_> {
     /// the queued ones whose dependencies are all completed or running.
     fn look_ahead(&mut self) {
         let mut budget = self.parallel * 2;
-        let states: HashMap<(&str, &str), State> = self
-            .view
-            .jobs
-            .iter()
-            .map(|j| ((j.workspace.as_str(), j.id.as_str()), j.state.state))
-            .collect();
+        // Built only when a queued job with dependencies is met.
+        let mut states: Option<HashMap<(&str, &str), State>> = None;
         for j in &self.view.jobs {
             if budget == 0 {
                 break;
             }
             let soon = match j.state.state {
                 State::Ready => true,
-                State::Queued => j.depends_on.iter().all(|d| {
-                    matches!(
-                        states.get(&(j.workspace.as_str(), d.as_str())),
-                        Some(State::Completed | State::Running)
-                    )
-                }),
+                State::Queued if j.depends_on.is_empty() => true,
+                State::Queued => {
+                    let states = states.get_or_insert_with(|| {
+                        self.view
+                            .jobs
+                            .iter()
+                            .map(|j| ((j.workspace.as_str(), j.id.as_str()), j.state.state))
+                            .collect()
+                    });
+                    j.depends_on.iter().all(|d| {
+                        matches!(
+                            states.get(&(j.workspace.as_str(), d.as_str())),
+                            Some(State::Completed | State::Running)
+                        )
+                    })
+                }
                 _ => false,
             };
-            let wanted = self.opts.only.as_ref().is_none_or(|o| o.contains(&j.key()));
-            if soon && wanted && !self.ahead.contains(&j.key()) {
-                self.ahead.insert(j.key());
+            if !soon {
+                continue;
+            }
+            let key = j.key();
+            let wanted = self.opts.only.as_ref().is_none_or(|o| o.contains(&key));
+            if !wanted {
+                continue;
+            }
+            // The next `parallel * 2` jobs, asked for or not: a queue of thousands of ready
+            // jobs is not walked to its end on every wake-up.
+            budget -= 1;
+            if !self.ahead.contains(&key) {
                 let _ = self.ahead_tx.send((j.workspace.clone(), j.id.clone()));
-                budget -= 1;
+                self.ahead.insert(key);
             }
         }
     }

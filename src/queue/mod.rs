@@ -6,6 +6,9 @@
 //!   Every change is a store transaction, so each state change is durable and appears in the one
 //!   event journal as a `queue.*` event (`queue.job.submitted|started|completed|failed|timed_out|
 //!   blocked|cancelled|retried|interrupted`).
+//! - `queue-changes.jsonl` ([`changes`]): the dispatcher records its state changes there, one
+//!   appended line per commit, and folds them into `queue.json` now and then; every reader of
+//!   `queue.json` reads both.
 //! - `queue-finished.jsonl` ([`JOBS_DONE`]): when every job of a workspace is completed or
 //!   cancelled, the transaction that finishes the last one moves them all here, one JSON job per
 //!   line, so `queue.json` only ever holds work that can still change. `jobs`, `show` and
@@ -31,11 +34,13 @@
 pub mod agent_check;
 pub mod agent_path;
 pub mod archive;
+pub mod changes;
 mod commit;
 pub mod dispatch;
 pub mod docs;
 pub mod exec;
 pub mod guard;
+pub mod index;
 mod launch;
 pub mod manifest;
 pub mod ops;
@@ -95,6 +100,9 @@ pub struct QueueDoc {
     /// `queue pause`: no dispatcher starts a job until `queue resume` (running ones finish).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// The jobs by key (not part of the document; checked on every use, see [`index`]).
+    #[serde(skip)]
+    pub index: index::JobIndex,
 }
 
 /// A named directory that jobs share.
@@ -298,27 +306,34 @@ impl Document for QueueDoc {
             workspaces: BTreeMap::new(),
             jobs: Vec::new(),
             paused: false,
+            index: index::JobIndex::default(),
         }
     }
 
     fn decode(path: &Path, bytes: &[u8]) -> crate::store::Result<Self> {
-        let doc: QueueDoc = serde_json::from_slice(bytes)
-            .map_err(|e| crate::store::corrupt(path, format!("not a queue document ({e})")))?;
-        if doc.version != "1.0" {
-            return Err(crate::store::corrupt(
-                path,
-                format!("unsupported queue version {:?}", doc.version),
-            ));
-        }
-        Ok(doc)
+        // `queue.json` plus the dispatcher's change log beside it (see [`changes`]).
+        changes::decode_folded(path, bytes, |bytes| decode_base(path, bytes))
     }
 
     fn encode(&self) -> Vec<u8> {
-        // Compact: the dispatcher rewrites it on every step, and a big queue is read often.
+        // Compact: a big queue is read often.
         let mut v = serde_json::to_vec(self).expect("queue serializes");
         v.push(b'\n');
         v
     }
+}
+
+/// `queue.json`'s bytes alone, without the change log.
+fn decode_base(path: &Path, bytes: &[u8]) -> crate::store::Result<QueueDoc> {
+    let doc: QueueDoc = serde_json::from_slice(bytes)
+        .map_err(|e| crate::store::corrupt(path, format!("not a queue document ({e})")))?;
+    if doc.version != "1.0" {
+        return Err(crate::store::corrupt(
+            path,
+            format!("unsupported queue version {:?}", doc.version),
+        ));
+    }
+    Ok(doc)
 }
 
 /// Where a sandboxed job finds its prompt file (bound read-only from [`Layout::prompt`]).

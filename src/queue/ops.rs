@@ -314,13 +314,18 @@ pub fn runs_under(job: &Job, dispatcher: &str) -> bool {
 
 /// Record the process id of a job this dispatcher started.
 pub fn set_pid(doc: &mut QueueDoc, key: &str, dispatcher: &str, pid: u32) {
-    if let Some(j) = doc
-        .jobs
-        .iter_mut()
-        .find(|j| j.key() == key && runs_under(j, dispatcher))
+    if let Some(i) = doc.position_of(key)
+        && runs_under(&doc.jobs[i], dispatcher)
     {
-        j.state.pid = Some(pid);
+        doc.jobs[i].state.pid = Some(pid);
     }
+}
+
+/// True when `key` is the job's `WORKSPACE/JOB` (without building the key).
+pub fn has_key(job: &Job, key: &str) -> bool {
+    key.strip_prefix(job.workspace.as_str())
+        .and_then(|rest| rest.strip_prefix('/'))
+        .is_some_and(|id| id == job.id)
 }
 
 /// How a run ended.
@@ -361,9 +366,10 @@ pub fn finish(
     now: Timestamp,
     events: &mut Vec<NewEvent>,
 ) {
-    let Some(job) = doc.jobs.iter_mut().find(|j| j.key() == key) else {
+    let Some(i) = doc.position_of(key) else {
         return;
     };
+    let job = &mut doc.jobs[i];
     let missing = matches!(how, Finish::MissingSecret { .. });
     if !missing && !runs_under(job, dispatcher) {
         return;
@@ -408,8 +414,80 @@ pub fn finish(
         }
     };
     events.push(event(ty, Some(dispatcher), job, payload));
-    settle(doc, now, Some(dispatcher), events);
+    let (ws, id) = (job.workspace.clone(), job.id.clone());
+    settle_dependents(doc, &ws, &id, now, Some(dispatcher), events);
     doc.updated_at = now;
+}
+
+/// [`settle`] after job `ws/id` changed state, on a queue that was settled before: only its
+/// dependents (and, through blocks, theirs) can change. A scan of the jobs per changed job
+/// instead of a map of every job, so a dispatcher's cost per job does not grow with the queue.
+pub fn settle_dependents(
+    doc: &mut QueueDoc,
+    ws: &str,
+    id: &str,
+    now: Timestamp,
+    actor: Option<&str>,
+    events: &mut Vec<NewEvent>,
+) {
+    let mut changed = vec![id.to_string()];
+    while let Some(id) = changed.pop() {
+        let waiting: Vec<usize> = (0..doc.jobs.len())
+            .filter(|i| {
+                let j = &doc.jobs[*i];
+                !j.depends_on.is_empty()
+                    && j.depends_on.contains(&id)
+                    && j.workspace == ws
+                    && matches!(j.state.state, State::Queued | State::Ready)
+            })
+            .collect();
+        for i in waiting {
+            let state_of = |d: &str| {
+                doc.jobs
+                    .iter()
+                    .find(|j| j.workspace == ws && j.id == d)
+                    .map(|j| j.state.state)
+            };
+            let mut all_done = true;
+            let mut stuck: Option<(String, State)> = None;
+            for d in &doc.jobs[i].depends_on {
+                match state_of(d) {
+                    None | Some(State::Completed) => {}
+                    Some(s) if s.is_stuck() || s == State::Cancelled => {
+                        stuck = Some((d.clone(), s));
+                        all_done = false;
+                        break;
+                    }
+                    Some(_) => all_done = false,
+                }
+            }
+            let job = &mut doc.jobs[i];
+            if let Some((dep, s)) = stuck {
+                let why = match s {
+                    State::Failed => "failed",
+                    State::TimedOut => "timed out",
+                    State::Cancelled => "was cancelled",
+                    _ => "is blocked",
+                };
+                let reason = format!("dependency `{dep}` {why}");
+                let mut st = JobStatus::new(State::Blocked, now);
+                st.attempts = job.state.attempts;
+                st.reason = Some(reason.clone());
+                st.blocked_by = Some(dep.clone());
+                job.state = st;
+                events.push(event(
+                    BLOCKED,
+                    actor,
+                    job,
+                    json!({"reason": reason, "blocked_by": dep}),
+                ));
+                changed.push(job.id.clone());
+            } else if all_done && job.state.state == State::Queued {
+                job.state.state = State::Ready;
+                job.state.since = now;
+            }
+        }
+    }
 }
 
 /// Put a job that was running under a dispatcher that is gone back in line (it never recorded

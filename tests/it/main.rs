@@ -30,6 +30,7 @@ mod mcp;
 mod props;
 mod protocol;
 mod queue;
+mod queue_changes;
 mod queue_hostile;
 mod queue_scale;
 mod races;
