@@ -2,10 +2,10 @@
 //! transactions over the three documents (agents, inbox, channels), and the shapes Canopy's
 //! clients read.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::inbox_files::Scope;
-use super::{Agents, Channels, Inbox, Message, ops};
+use super::{Agents, Channels, Inbox, Item, Message, Status, ops};
 use crate::error::Result;
 use crate::store::event::Event;
 use crate::store::{Lock, Store};
@@ -27,6 +27,49 @@ pub fn transact_inbox<T>(
         let v = f(agents, inbox, now_ms, &mut fx)?;
         super::stage(tx, fx)?;
         Ok(v)
+    })
+}
+
+/// One change to an inbox item: `seen`, or finished (`completed` with its reference, `skipped`).
+#[derive(Clone, Debug)]
+pub struct ItemUpdate {
+    pub id: String,
+    pub status: Status,
+    pub completion_ref: Option<Map<String, Value>>,
+}
+
+/// Apply `updates` all or nothing, in one transaction, as `by` (the acting agent, when known).
+/// With `own_only`, another agent's item is not found (what an agent's API key may see).
+pub fn update_items(
+    store: &Store,
+    now: Timestamp,
+    updates: &[ItemUpdate],
+    by: Option<&str>,
+    own_only: bool,
+) -> Result<Vec<Item>> {
+    transact_inbox(store, now, &Scope::All, |agents, inbox, now_ms, fx| {
+        updates
+            .iter()
+            .map(|u| {
+                if own_only && inbox.items.get(&u.id).is_none_or(|i| Some(i.agent.as_str()) != by) {
+                    return Err(ops::unknown_item(&u.id));
+                }
+                match u.status {
+                    Status::Seen => ops::mark_seen(agents, inbox, &u.id, now, now_ms, fx),
+                    s => ops::finish(
+                        agents,
+                        inbox,
+                        &u.id,
+                        s,
+                        u.completion_ref.clone(),
+                        by,
+                        now,
+                        now_ms,
+                        fx,
+                    ),
+                }
+            })
+            .collect()
     })
 }
 

@@ -88,11 +88,11 @@ impl Filter {
     }
 }
 
-/// One page: the events, the seq to pass back as the next `after` (no event is skipped or
-/// repeated), and whether more matching events follow.
+/// One page: the events (or what the reader made of each), the seq to pass back as the next
+/// `after` (no event is skipped or repeated), and whether more matching events follow.
 #[derive(Clone, Debug, Serialize)]
-pub struct Page {
-    pub items: Vec<Event>,
+pub struct Page<T = Event> {
+    pub items: Vec<T>,
     pub next_after_seq: u64,
     pub has_more: bool,
 }
@@ -100,16 +100,28 @@ pub struct Page {
 /// At most `limit` events that pass `filter`, after `after` (`None`: from the oldest kept).
 /// Fails with `cursor_expired` when events after `after` were pruned.
 pub fn page(store: &Store, after: Option<u64>, limit: u64, filter: &Filter) -> Result<Page> {
+    page_with(store, after, limit, |e| filter.matches(e), |e| e)
+}
+
+/// [`page`] for a face with its own filter and item shape (the HTTP server's Canopy feed):
+/// at most `limit` events that `keep` accepts after `after`, each turned into an item by `map`.
+pub fn page_with<T>(
+    store: &Store,
+    after: Option<u64>,
+    limit: u64,
+    keep: impl Fn(&Event) -> bool,
+    mut map: impl FnMut(Event) -> T,
+) -> Result<Page<T>> {
     let start = match after {
         Some(a) => a,
         None => store.oldest_event()?.map(|o| o - 1).unwrap_or(0),
     };
     let mut tail = store.tail(Some(start))?;
-    let mut items: Vec<Event> = Vec::new();
+    let mut items: Vec<T> = Vec::new();
     let mut has_more = false;
     let mut last_returned = start;
     tail.read(|e| {
-        if !filter.matches(&e) {
+        if !keep(&e) {
             return true;
         }
         if items.len() as u64 >= limit {
@@ -117,7 +129,7 @@ pub fn page(store: &Store, after: Option<u64>, limit: u64, filter: &Filter) -> R
             return false;
         }
         last_returned = e.seq;
-        items.push(e);
+        items.push(map(e));
         true
     })?;
     // Without more matches, everything up to the end was scanned: skip it next time.

@@ -203,12 +203,16 @@ pub fn run(ctx: &Ctx, a: InboxArgs) -> Result<u8> {
     match cmd {
         InboxCommand::Seen(x) => {
             let ids = x.ids.clone();
-            let items = tx_inbox(ctx, |ag, ib, ms, fx| {
-                ids.iter()
-                    .map(|id| ops::mark_seen(ag, ib, id, ctx.now, ms, fx))
-                    .collect::<Result<Vec<_>>>()
-            })
-            .map_err(|e| explain_missing(ctx, e, &x.ids[0]))?;
+            let updates: Vec<agents::service::ItemUpdate> = ids
+                .iter()
+                .map(|id| agents::service::ItemUpdate {
+                    id: id.clone(),
+                    status: Status::Seen,
+                    completion_ref: None,
+                })
+                .collect();
+            let items = agents::service::update_items(&ctx.store, ctx.now, &updates, None, false)
+                .map_err(|e| explain_missing(ctx, e, &x.ids[0]))?;
             let text = format!("Seen: {}", x.ids.join(", "));
             print(
                 ctx.out,
@@ -299,20 +303,14 @@ fn finish(ctx: &Ctx, f: FinishArgs, status: Status) -> Result<u8> {
         ops::agent(&agents, a)?;
     }
     let by = f.agent.as_ref().map(|a| a.to_ascii_lowercase());
-    let item = tx_inbox(ctx, |ag, ib, ms, fx| {
-        ops::finish(
-            ag,
-            ib,
-            &f.id,
-            status,
-            refs.clone(),
-            by.as_deref(),
-            ctx.now,
-            ms,
-            fx,
-        )
-    })
-    .map_err(|e| explain_missing(ctx, e, &f.id))?;
+    let u = agents::service::ItemUpdate {
+        id: f.id.clone(),
+        status,
+        completion_ref: refs,
+    };
+    let item = agents::service::update_items(&ctx.store, ctx.now, &[u], by.as_deref(), false)
+        .map_err(|e| explain_missing(ctx, e, &f.id))?
+        .remove(0);
     let text = format!(
         "{} {}",
         if status == Status::Completed {

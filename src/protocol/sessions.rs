@@ -147,6 +147,27 @@ pub fn claim(
     })
 }
 
+/// Which instance acts in [`release_as`] and [`done_as`].
+#[derive(Clone, Copy)]
+pub enum Acting<'a> {
+    /// The request's `instance_id`, else `CONDUCTOR_INSTANCE_ID`, else the one instance working
+    /// in the caller's directory (the CLI, the hooks).
+    Request,
+    /// The instance a face resolves on the state read under the lock (the MCP server's own
+    /// identity); `Ok(None)`: it has none.
+    Face(&'a dyn Fn(&State) -> Result<Option<String>>),
+}
+
+impl Acting<'_> {
+    /// The instance to hand [`resolve_with_paths`], or `None` when a face has none.
+    fn explicit(&self, st: &State, requested: &Option<String>) -> Result<Option<Option<String>>> {
+        Ok(match self {
+            Acting::Request => Some(requested.clone()),
+            Acting::Face(f) => f(st)?.map(Some),
+        })
+    }
+}
+
 /// Release files (or all of them); returns the files released.
 pub fn release(
     store: &Store,
@@ -154,10 +175,24 @@ pub fn release(
     caller: &Caller,
     req: &ReleaseRequest,
 ) -> Result<Vec<String>> {
+    release_as(store, now, caller, req, Acting::Request)
+}
+
+/// [`release`] as `acting` (a face without an instance releases nothing).
+pub fn release_as(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    req: &ReleaseRequest,
+    acting: Acting,
+) -> Result<Vec<String>> {
     let listed = req.files.clone().unwrap_or_default();
     let force = req.force == Some(true);
     super::transact(store, now, |st, fx| {
-        let (id, mut paths) = resolve_with_paths(store, caller, st, &req.instance_id, &[&listed])?;
+        let Some(explicit) = acting.explicit(st, &req.instance_id)? else {
+            return Ok(Vec::new());
+        };
+        let (id, mut paths) = resolve_with_paths(store, caller, st, &explicit, &[&listed])?;
         let which = if req.all == Some(true) {
             Which::All
         } else {
@@ -176,10 +211,27 @@ pub fn done(
     caller: &Caller,
     req: &DoneRequest,
 ) -> Result<DoneOutcome> {
+    done_as(store, now, caller, req, Acting::Request)
+}
+
+/// [`done`] as `acting` (a face without an instance fails with `no_instance`).
+pub fn done_as(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    req: &DoneRequest,
+    acting: Acting,
+) -> Result<DoneOutcome> {
     let listed = req.files_modified.clone().unwrap_or_default();
     let outcome = req.outcome.unwrap_or(Outcome::Success);
     let (instance_id, released) = super::transact(store, now, |st, fx| {
-        let (id, mut paths) = resolve_with_paths(store, caller, st, &req.instance_id, &[&listed])?;
+        let Some(explicit) = acting.explicit(st, &req.instance_id)? else {
+            return Err(Error::invalid(
+                Reason::NoInstance,
+                "this session has no conductor instance: nothing to finish",
+            ));
+        };
+        let (id, mut paths) = resolve_with_paths(store, caller, st, &explicit, &[&listed])?;
         let files_modified = req.files_modified.as_ref().map(|_| paths.remove(0));
         ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
         let released = ops::done(st, &id, outcome, files_modified, req.notes.clone(), now, fx)?;

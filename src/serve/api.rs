@@ -147,7 +147,7 @@ fn types(req: &Req) -> Vec<String> {
 
 pub use conductor::agents::service::canopy_item;
 
-/// A page of the journal: the events `keep` accepts after `after`.
+/// A page of the journal: the events `keep` accepts after `after` (`app::events::page_with`).
 fn page(
     store: &Store,
     agents: &Agents,
@@ -156,26 +156,16 @@ fn page(
     types: &[String],
     keep: &dyn Fn(&Event) -> bool,
 ) -> Answer {
-    let mut tail = lib(store.tail(Some(after)))?;
-    let mut items = Vec::new();
-    let mut has_more = false;
-    let mut last = after;
-    lib(tail.read(|e| {
-        if !keep(&e) || (!types.is_empty() && !types.contains(&e.event_type)) {
-            return true;
-        }
-        if items.len() as u64 >= limit {
-            has_more = true;
-            return false;
-        }
-        last = e.seq;
-        items.push(canopy_item(&e, agents));
-        true
-    }))?;
-    let next = if has_more { last } else { tail.after.max(last) };
+    let page = lib(conductor::app::events::page_with(
+        store,
+        Some(after),
+        limit,
+        |e| keep(e) && (types.is_empty() || types.contains(&e.event_type)),
+        |e| canopy_item(&e, agents),
+    ))?;
     Ok(Reply::json(
         200,
-        json!({"items": items, "next_after_seq": next, "has_more": has_more}),
+        json!({"items": page.items, "next_after_seq": page.next_after_seq, "has_more": page.has_more}),
     ))
 }
 
@@ -268,11 +258,7 @@ fn parse_status(s: &str, allowed: &[&str]) -> std::result::Result<Status, Reply>
 }
 
 /// One update of an inbox item, checked before any transaction.
-struct Update {
-    id: String,
-    status: Status,
-    completion_ref: Option<Map<String, Value>>,
-}
+type Update = agents::service::ItemUpdate;
 
 fn update(id: String, body: &Map<String, Value>) -> std::result::Result<Update, Reply> {
     let status = match body.get("status") {
@@ -316,40 +302,10 @@ fn tx_inbox<T>(
     conductor::agents::service::transact_inbox(store, now, &agents::inbox_files::Scope::All, f)
 }
 
-fn apply(
-    agents: &mut Agents,
-    inbox: &mut Inbox,
-    u: &Update,
-    me: &str,
-    now: Timestamp,
-    now_ms: i64,
-    fx: &mut ops::Fx,
-) -> Result<agents::Item> {
-    // Another agent's item is not found, as far as this key can tell.
-    if inbox.items.get(&u.id).is_none_or(|i| i.agent != me) {
-        return Err(ops::unknown_item(&u.id));
-    }
-    match u.status {
-        Status::Seen => ops::mark_seen(agents, inbox, &u.id, now, now_ms, fx),
-        s => ops::finish(
-            agents,
-            inbox,
-            &u.id,
-            s,
-            u.completion_ref.clone(),
-            Some(me),
-            now,
-            now_ms,
-            fx,
-        ),
-    }
-}
-
 fn inbox_patch(store: &Store, now: Timestamp, req: &Req, me: &str, id: &str) -> Answer {
     let u = update(id.to_string(), &req.json()?)?;
-    let item = lib(tx_inbox(store, now, |ag, ib, ms, fx| {
-        apply(ag, ib, &u, me, now, ms, fx)
-    }))?;
+    let mut items = lib(agents::service::update_items(store, now, &[u], Some(me), true))?;
+    let item = items.remove(0);
     Ok(Reply::json(200, json!({"success": true, "item": item})))
 }
 
@@ -390,12 +346,7 @@ fn inbox_batch(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
         ));
     }
     // All or nothing: one transaction.
-    let items = lib(tx_inbox(store, now, |ag, ib, ms, fx| {
-        updates
-            .iter()
-            .map(|u| apply(ag, ib, u, me, now, ms, fx))
-            .collect::<Result<Vec<_>>>()
-    }))?;
+    let items = lib(agents::service::update_items(store, now, &updates, Some(me), true))?;
     Ok(Reply::json(
         200,
         json!({"success": true, "updated": items.len(), "items": items}),

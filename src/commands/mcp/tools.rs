@@ -15,9 +15,10 @@ use crate::output::Output;
 use conductor::agents::{self, Agents, Inbox, ops as aops};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
-use conductor::protocol::local::{self, PathNormalizer, ProcessTable};
-use conductor::protocol::ops::{self, ClaimOutcome, Which};
-use conductor::protocol::request::{ClaimRequest, Request};
+use conductor::protocol::local::{PathNormalizer, ProcessTable};
+use conductor::protocol::ops::{self, ClaimOutcome};
+use conductor::protocol::request::{ClaimRequest, DoneRequest, ReleaseRequest, Request};
+use conductor::protocol::sessions::{self, Acting, DoneOutcome};
 use conductor::protocol::types::Outcome;
 use conductor::protocol::{Priority, State};
 use conductor::store::Store;
@@ -572,26 +573,16 @@ impl Tools {
                 "give either `files` or `all: true`",
             ));
         }
-        let now = ctx.now;
-        let released = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-            let Some(id) = self.identity.current(st)? else {
-                return Ok(Vec::new());
-            };
-            let (id, mut paths) = conductor::protocol::sessions::resolve_with_paths(
-                &ctx.store,
-                &ctx.caller(),
-                st,
-                &Some(id),
-                &[&a.files],
-            )?;
-            let which = if a.all {
-                Which::All
-            } else {
-                Which::Files(paths.remove(0))
-            };
-            ops::drop_dead_waiters(st, &local::waiter_is_dead, now, fx);
-            ops::release(st, &id, &which, false, a.reason.as_deref(), now, fx)
-        })?;
+        let req = ReleaseRequest {
+            instance_id: None,
+            files: Some(a.files.clone()),
+            all: Some(a.all),
+            reason: a.reason.clone(),
+            force: None,
+        };
+        let current = |st: &State| self.identity.current(st);
+        let released =
+            sessions::release_as(&ctx.store, ctx.now, &ctx.caller(), &req, Acting::Face(&current))?;
         let message = if released.is_empty() {
             "Nothing to release."
         } else {
@@ -617,27 +608,18 @@ impl Tools {
                 ));
             }
         };
-        let listed = a.files_modified.clone().unwrap_or_default();
-        let now = ctx.now;
-        let (id, released) = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-            let Some(id) = self.identity.current(st)? else {
-                return Err(Error::invalid(
-                    Reason::NoInstance,
-                    "this session has no conductor instance: nothing to finish",
-                ));
-            };
-            let (id, mut paths) = conductor::protocol::sessions::resolve_with_paths(
-                &ctx.store,
-                &ctx.caller(),
-                st,
-                &Some(id),
-                &[&listed],
-            )?;
-            let modified = a.files_modified.as_ref().map(|_| paths.remove(0));
-            ops::drop_dead_waiters(st, &local::waiter_is_dead, now, fx);
-            let released = ops::done(st, &id, outcome, modified, a.notes.clone(), now, fx)?;
-            Ok((id, released))
-        })?;
+        let req = DoneRequest {
+            instance_id: None,
+            outcome: Some(outcome),
+            files_modified: a.files_modified.clone(),
+            notes: a.notes.clone(),
+        };
+        let current = |st: &State| self.identity.current(st);
+        let DoneOutcome {
+            instance_id: id,
+            released,
+            ..
+        } = sessions::done_as(&ctx.store, ctx.now, &ctx.caller(), &req, Acting::Face(&current))?;
         Ok(Answer::ok(
             json!({"status": "ok", "instance_id": id, "outcome": outcome,
             "released": released, "message": "Task complete. All claims released."}),
@@ -759,12 +741,21 @@ impl Tools {
         ))
     }
 
-    fn tx_inbox<T>(
+    fn update_item(
         &self,
         ctx: &Ctx,
-        f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut aops::Fx) -> Result<T>,
-    ) -> Result<T> {
-        agents::service::transact_inbox(&ctx.store, ctx.now, &agents::inbox_files::Scope::All, f)
+        id: &str,
+        status: agents::Status,
+        completion_ref: Option<serde_json::Map<String, Value>>,
+        by: Option<&str>,
+    ) -> Result<agents::Item> {
+        let u = agents::service::ItemUpdate {
+            id: id.to_string(),
+            status,
+            completion_ref,
+        };
+        let mut items = agents::service::update_items(&ctx.store, ctx.now, &[u], by, false)?;
+        Ok(items.remove(0))
     }
 
     fn inbox_act(&self, ctx: &Ctx, a: InboxActArgs) -> Result<Answer> {
@@ -781,9 +772,7 @@ impl Tools {
                         "completion_ref is for complete",
                     ));
                 }
-                let item = self.tx_inbox(ctx, |ag, ib, ms, fx| {
-                    aops::mark_seen(ag, ib, &a.id, ctx.now, ms, fx)
-                })?;
+                let item = self.update_item(ctx, &a.id, agents::Status::Seen, None, None)?;
                 return Ok(Answer::ok(json!({"status": "ok", "item": item})));
             }
             "complete" => agents::Status::Completed,
@@ -816,19 +805,7 @@ impl Tools {
         } else {
             Some(refs)
         };
-        let item = self.tx_inbox(ctx, |ag, ib, ms, fx| {
-            aops::finish(
-                ag,
-                ib,
-                &a.id,
-                status,
-                refs.clone(),
-                by.as_deref(),
-                ctx.now,
-                ms,
-                fx,
-            )
-        })?;
+        let item = self.update_item(ctx, &a.id, status, refs, by.as_deref())?;
         Ok(Answer::ok(json!({"status": "ok", "item": item})))
     }
 
