@@ -12,6 +12,11 @@
 # 1.10x and 1.02x; `perf stat -r 300` alternating: claim 3.37/3.03 ms vs 2.98/2.76 ms before,
 # status 2.72/2.68 vs 2.35/2.48 ms, `claim --help` 2.34 vs 2.26 ms: the ordinary path is slower
 # by ~0.3 ms (same page faults and syscalls); not yet explained (see the live branch's report).
+# Issue 26 (branch startup, release build of main 223d2d5, codegen-units = 4, 2 cores shared):
+# `shell/bench-startup.sh 100`: hello-world 0.772, --version 1.145, claim 2.364 ms: 1.48x.
+# Same build re-linked non-PIE (`cargo rustc --release --bin conductor -- -C link-arg=-no-pie`),
+# 200 interleaved runs: --version 1.056 -> 0.807 ms, status 1.701 -> 1.527 ms; 25,293
+# R_X86_64_RELATIVE relocations -> 0 (the dynamic loader no longer relocates/dirties .data.rel.ro).
 # Usage: [BEFORE=path] shell/bench-startup.sh [RUNS]   (default 200)
 set -euo pipefail
 cd "$(dirname "$0")/.."
