@@ -51,7 +51,12 @@ pub fn update_items(
         updates
             .iter()
             .map(|u| {
-                if own_only && inbox.items.get(&u.id).is_none_or(|i| Some(i.agent.as_str()) != by) {
+                if own_only
+                    && inbox
+                        .items
+                        .get(&u.id)
+                        .is_none_or(|i| Some(i.agent.as_str()) != by)
+                {
                     return Err(ops::unknown_item(&u.id));
                 }
                 match u.status {

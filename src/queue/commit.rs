@@ -14,7 +14,7 @@ use super::dispatch::{Msg, Options};
 use super::launch::{ToLaunch, prepare};
 use super::ops::{self, Finish};
 use super::{Job, Layout, QueueDoc, State, changes};
-use crate::store::{Document, Lock, Store};
+use crate::store::{Document, Lock, Store, Tx};
 use crate::time::Timestamp;
 
 /// A change this dispatcher makes to the queue. The main loop applies it to its own view at
@@ -165,7 +165,7 @@ pub(super) fn apply(
     refused
 }
 
-/// Start up to `free` of the ready jobs `wanted` accepts, in submission order, for dispatcher
+/// Start up to `free` of the ready jobs `wanted` accepts, highest priority first, then in submission order, for dispatcher
 /// `me`: each `Start` is applied to `doc` (its events in `events`) and returned with what its
 /// launch needs. A job whose secret is missing is blocked instead, naming it. The main loop
 /// decides its launches with this on its view, the committer on the committed queue.
@@ -183,12 +183,11 @@ pub(super) fn start_ready(
     let mut intents = Vec::new();
     let mut launches = Vec::new();
     let mut scrub = None;
-    // Walked in place (not a list of every ready job per call).
-    for i in 0..doc.jobs.len() {
+    for i in ops::ready(doc) {
         if launches.len() == free {
             break;
         }
-        if doc.jobs[i].state.state != State::Ready || !wanted(&doc.jobs[i]) {
+        if !wanted(&doc.jobs[i]) {
             continue;
         }
         let key = doc.jobs[i].key();
@@ -245,7 +244,9 @@ pub(super) fn committer(
     let mut last_commit: Option<Instant> = None;
     let mut made_dirs = BTreeSet::new();
     let home = store.home().dir().to_path_buf();
-    let local = store.remote().is_none();
+    let local = store.state_in_files();
+    // Records appended to the change log since our last compaction.
+    let mut log_has_records = false;
     while let Ok(first) = batches.recv() {
         let mut upto = first.seq;
         let mut intents = first.intents;
@@ -353,22 +354,7 @@ pub(super) fn committer(
                 Some((log_len, base_len)) => log_len > base_len.max(changes::COMPACT_MIN),
             };
             let written = if compact || !local {
-                tx.write(&doc)?;
-                if local {
-                    let base = tx.staged::<QueueDoc>().unwrap_or_default();
-                    let (fingerprint, base_len) = (changes::fingerprint(base), base.len() as u64);
-                    let path = crate::store::HomePath::new(Lock::Queue, &[changes::CHANGES.name])?;
-                    let head = changes::header(&fingerprint);
-                    let log_len = head.len() as u64;
-                    tx.write_at(&path, head)?;
-                    Written::Compacted {
-                        fingerprint,
-                        base_len,
-                        log_len,
-                    }
-                } else {
-                    Written::Remote
-                }
+                write_whole(tx, &doc, local)?
             } else {
                 let (log_len, base_len) = log.expect("not compacting: the log is ours");
                 let record = changes::Record {
@@ -398,6 +384,7 @@ pub(super) fn committer(
         let msg = match result {
             Ok((revoked, more, ready_left, remaining, shown, written, doc, launches, report)) => {
                 let shared = report.then(|| doc.clone());
+                log_has_records = matches!(written, Written::Appended { .. });
                 persisted = match written {
                     Written::Remote => None,
                     Written::Compacted {
@@ -444,6 +431,39 @@ pub(super) fn committer(
             return;
         }
     }
+    // The run is over: fold the change log into `queue.json`, so that the queue at rest is
+    // one file (one rewrite per run). Skipped when someone else changed the queue meanwhile
+    // (their write folded the log already).
+    if let Some(p) = persisted.filter(|_| log_has_records) {
+        let folded: crate::error::Result<()> =
+            store.transaction(Timestamp::now(), &[Lock::Queue], |tx| {
+                if p.still_current(&home) {
+                    write_whole(tx, &p.doc, true)?;
+                }
+                Ok(())
+            });
+        // Not folded (say, the disk is full): the log stays, and every reader folds it.
+        drop(folded);
+    }
+}
+
+/// Write the queue whole; on a file home with a new change log holding only its header.
+fn write_whole(tx: &mut Tx<'_>, doc: &QueueDoc, local: bool) -> crate::error::Result<Written> {
+    tx.write(doc)?;
+    if !local {
+        return Ok(Written::Remote);
+    }
+    let base = tx.staged::<QueueDoc>().unwrap_or_default();
+    let (fingerprint, base_len) = (changes::fingerprint(base), base.len() as u64);
+    let path = crate::store::HomePath::new(Lock::Queue, &[changes::CHANGES.name])?;
+    let head = changes::header(&fingerprint);
+    let log_len = head.len() as u64;
+    tx.write_at(&path, head)?;
+    Ok(Written::Compacted {
+        fingerprint,
+        base_len,
+        log_len,
+    })
 }
 
 /// How a commit wrote the queue.

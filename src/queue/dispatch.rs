@@ -367,7 +367,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                 .view
                 .jobs
                 .iter()
-                .any(|j| ops::startable(&d.base, j) && wanted(j));
+                .any(|j| ops::startable(&d.view, j) && wanted(j));
             d.more = d.ready_left;
         }
         let result = d.main_loop(

@@ -200,11 +200,17 @@ pub fn settle(doc: &mut QueueDoc, now: Timestamp, actor: Option<&str>, events: &
 /// Indices of the ready jobs a dispatcher may start, highest priority first, then in
 /// submission order. None while the queue is paused; a paused job is skipped.
 pub fn ready(doc: &QueueDoc) -> Vec<usize> {
-    let mut v: Vec<usize> = (0..doc.jobs.len())
-        .filter(|i| startable(doc, &doc.jobs[*i]))
-        .collect();
-    v.sort_by_key(|i| (doc.jobs[*i].priority, *i));
-    v
+    if doc.paused {
+        return Vec::new();
+    }
+    // One pass into a list per priority (no sort: the dispatcher asks once per batch).
+    let mut by_priority: [Vec<usize>; 4] = Default::default();
+    for (i, job) in doc.jobs.iter().enumerate() {
+        if startable(doc, job) {
+            by_priority[job.priority as usize].push(i);
+        }
+    }
+    by_priority.concat()
 }
 
 /// Whether a dispatcher may start `job` now: it is ready, and neither it nor the queue is paused.

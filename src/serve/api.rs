@@ -304,7 +304,13 @@ fn tx_inbox<T>(
 
 fn inbox_patch(store: &Store, now: Timestamp, req: &Req, me: &str, id: &str) -> Answer {
     let u = update(id.to_string(), &req.json()?)?;
-    let mut items = lib(agents::service::update_items(store, now, &[u], Some(me), true))?;
+    let mut items = lib(agents::service::update_items(
+        store,
+        now,
+        &[u],
+        Some(me),
+        true,
+    ))?;
     let item = items.remove(0);
     Ok(Reply::json(200, json!({"success": true, "item": item})))
 }
@@ -346,7 +352,13 @@ fn inbox_batch(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
         ));
     }
     // All or nothing: one transaction.
-    let items = lib(agents::service::update_items(store, now, &updates, Some(me), true))?;
+    let items = lib(agents::service::update_items(
+        store,
+        now,
+        &updates,
+        Some(me),
+        true,
+    ))?;
     Ok(Reply::json(
         200,
         json!({"success": true, "updated": items.len(), "items": items}),

@@ -581,8 +581,13 @@ impl Tools {
             force: None,
         };
         let current = |st: &State| self.identity.current(st);
-        let released =
-            sessions::release_as(&ctx.store, ctx.now, &ctx.caller(), &req, Acting::Face(&current))?;
+        let released = sessions::release_as(
+            &ctx.store,
+            ctx.now,
+            &ctx.caller(),
+            &req,
+            Acting::Face(&current),
+        )?;
         let message = if released.is_empty() {
             "Nothing to release."
         } else {
@@ -619,7 +624,13 @@ impl Tools {
             instance_id: id,
             released,
             ..
-        } = sessions::done_as(&ctx.store, ctx.now, &ctx.caller(), &req, Acting::Face(&current))?;
+        } = sessions::done_as(
+            &ctx.store,
+            ctx.now,
+            &ctx.caller(),
+            &req,
+            Acting::Face(&current),
+        )?;
         Ok(Answer::ok(
             json!({"status": "ok", "instance_id": id, "outcome": outcome,
             "released": released, "message": "Task complete. All claims released."}),
