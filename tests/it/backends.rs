@@ -8,7 +8,7 @@
 //!
 //! Needs Debian's `etcd-server` for the etcd half (`.ci/run` installs it).
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
@@ -18,67 +18,11 @@ const T0: &str = "2026-01-17T09:00:00Z";
 /// The host name the etcd variant runs as (plain directories are keyed by it).
 const HOST: &str = "hostA";
 
-/// One single-member etcd on loopback ports, in a temp directory. Dropping it kills it.
-struct Etcd1 {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Etcd1 {
-    fn start() -> Etcd1 {
-        let dir = tempfile::tempdir().unwrap();
-        let (client, peer) = (crate::etcd::free_port(), crate::etcd::free_port());
-        let child = Command::new(crate::etcd::etcd_binary())
-            .args(["--name", "m0"])
-            .arg("--data-dir")
-            .arg(dir.path().join("m0"))
-            .args([
-                "--listen-client-urls",
-                &format!("http://127.0.0.1:{client}"),
-                "--advertise-client-urls",
-                &format!("http://127.0.0.1:{client}"),
-                "--listen-peer-urls",
-                &format!("http://127.0.0.1:{peer}"),
-                "--initial-advertise-peer-urls",
-                &format!("http://127.0.0.1:{peer}"),
-                "--initial-cluster",
-                &format!("m0=http://127.0.0.1:{peer}"),
-                "--heartbeat-interval",
-                "50",
-                "--election-timeout",
-                "500",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start etcd");
-        let url = format!("etcd://127.0.0.1:{client}/backends");
-        let client = conductor::store::etcd::Etcd::parse(&url).unwrap();
-        assert!(
-            wait_until(20.0, || client.health().is_ok_and(|h| h.leader.is_some())),
-            "etcd did not elect itself leader"
-        );
-        Etcd1 {
-            child,
-            url,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for Etcd1 {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A test environment on one backend: the binary against a temp home, with the shared store
 /// set when the backend is etcd.
 struct Env {
     t: TestEnv,
-    etcd: Option<Etcd1>,
+    etcd: Option<crate::etcd::Cluster>,
 }
 
 impl Env {
@@ -92,7 +36,7 @@ impl Env {
     fn etcd() -> Env {
         Env {
             t: home(),
-            etcd: Some(Etcd1::start()),
+            etcd: Some(crate::etcd::Cluster::with_members(1)),
         }
     }
 
@@ -104,7 +48,8 @@ impl Env {
     fn cmd(&self) -> Command {
         let mut c = self.t.cmd();
         if let Some(e) = &self.etcd {
-            c.env("CONDUCTOR_STORE", &e.url).env("CONDUCTOR_HOST", HOST);
+            c.env("CONDUCTOR_STORE", e.url())
+                .env("CONDUCTOR_HOST", HOST);
         }
         c
     }

@@ -37,7 +37,8 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A three-member etcd cluster on loopback ports, in a temp directory. Dropping it kills it.
+/// An etcd cluster on loopback ports (three members unless said), in a temp directory.
+/// Dropping it kills it.
 pub struct Cluster {
     dir: tempfile::TempDir,
     /// (client port, peer port) of each member.
@@ -48,15 +49,19 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start() -> Cluster {
+        Cluster::with_members(3)
+    }
+
+    pub fn with_members(n: usize) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let mut c = Cluster {
             dir,
             ports,
-            members: vec![None, None, None],
+            members: (0..n).map(|_| None).collect(),
             prefix: format!("/t{}", rand_suffix()),
         };
-        for i in 0..3 {
+        for i in 0..n {
             c.start_member(i);
         }
         c.wait_for_leader();
