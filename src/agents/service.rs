@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::inbox_files::Scope;
-use super::{Agents, Channels, Inbox, Item, Message, Status, ops};
+use super::{Agents, Channels, Claim, Inbox, Item, Mention, Message, Status, ops};
 use crate::error::Result;
 use crate::store::event::Event;
 use crate::store::{Lock, Store};
@@ -75,6 +75,67 @@ pub fn update_items(
                 }
             })
             .collect()
+    })
+}
+
+/// A work claim on an inbox item or mention ([`claim_item`]).
+#[derive(Clone, Debug)]
+pub struct ClaimItem {
+    /// The item or mention.
+    pub id: String,
+    /// The agent claiming it.
+    pub agent: String,
+    /// Who asks (`cli`, `api`, a run loop's worker name), recorded on the claim.
+    pub worker: String,
+    /// Seconds the claim lasts unless renewed.
+    pub ttl: u64,
+    /// Take over a claim whose TTL has run out.
+    pub takeover: bool,
+}
+
+/// Claim an item or mention for an agent (a live claim of another agent is a conflict, an
+/// outcome, not an error).
+pub fn claim_item(store: &Store, now: Timestamp, req: &ClaimItem) -> Result<ops::ClaimOutcome> {
+    transact_inbox(store, now, &Scope::All, |agents, inbox, now_ms, fx| {
+        ops::claim(
+            agents,
+            inbox,
+            &req.id,
+            &req.agent,
+            &req.worker,
+            req.ttl,
+            req.takeover,
+            now,
+            now_ms,
+            fx,
+        )
+    })
+}
+
+/// Extend `agent`'s claim on item `id` by `ttl` seconds (`None`: the claim's own TTL).
+pub fn renew_item(
+    store: &Store,
+    now: Timestamp,
+    id: &str,
+    agent: &str,
+    ttl: Option<u64>,
+) -> Result<Claim> {
+    transact_inbox(store, now, &Scope::All, |_, inbox, now_ms, fx| {
+        ops::renew(inbox, id, agent, ttl, now, now_ms, fx)
+    })
+}
+
+/// Give up `agent`'s claim on item `id`; returns the claim released.
+pub fn release_item(store: &Store, now: Timestamp, id: &str, agent: &str) -> Result<Claim> {
+    transact_inbox(store, now, &Scope::All, |_, inbox, _, fx| {
+        ops::release(inbox, id, agent, "released", fx)
+    })
+}
+
+/// Acknowledge mentions, all or nothing; returns them.
+pub fn ack_mentions(store: &Store, now: Timestamp, ids: &[String]) -> Result<Vec<Mention>> {
+    transact_inbox(store, now, &Scope::All, |_, inbox, _, fx| {
+        ops::ack(inbox, ids, now, fx)
     })
 }
 

@@ -7,7 +7,7 @@ use tiny_http::Method;
 
 use super::{Reply, Req, Shared};
 use conductor::agents::{self, Agents, Channels, Inbox, Priority, Status, ops};
-use conductor::error::{Error, Result};
+use conductor::error::Error;
 use conductor::store::event::Event;
 use conductor::store::{Lock, Store};
 use conductor::time::Timestamp;
@@ -294,14 +294,6 @@ fn update(id: String, body: &Map<String, Value>) -> std::result::Result<Update, 
     })
 }
 
-fn tx_inbox<T>(
-    store: &Store,
-    now: Timestamp,
-    f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
-) -> Result<T> {
-    conductor::agents::service::transact_inbox(store, now, &agents::inbox_files::Scope::All, f)
-}
-
 fn inbox_patch(store: &Store, now: Timestamp, req: &Req, me: &str, id: &str) -> Answer {
     let u = update(id.to_string(), &req.json()?)?;
     let mut items = lib(agents::service::update_items(
@@ -530,9 +522,14 @@ fn mention_claim(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
                 .get("takeover")
                 .and_then(Value::as_bool)
                 .unwrap_or(true);
-            let out = lib(tx_inbox(store, now, |ag, ib, ms, fx| {
-                ops::claim(ag, ib, &id, me, "api", ttl, takeover, now, ms, fx)
-            }))?;
+            let req = agents::service::ClaimItem {
+                id: id.to_string(),
+                agent: me.to_string(),
+                worker: "api".into(),
+                ttl,
+                takeover,
+            };
+            let out = lib(agents::service::claim_item(store, now, &req))?;
             Ok(match out {
                 ops::ClaimOutcome::Ok {
                     id,
@@ -568,9 +565,7 @@ fn mention_claim(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
             })
         }
         _ => {
-            let c = lib(tx_inbox(store, now, |_, ib, _, fx| {
-                ops::release(ib, &id, me, "released", fx)
-            }))?;
+            let c = lib(agents::service::release_item(store, now, &id, me))?;
             Ok(Reply::json(
                 200,
                 json!({"success": true, "id": id, "mention_id": id, "released": c}),
