@@ -8,8 +8,8 @@ use tiny_http::Method;
 use super::{Reply, Req, Shared};
 use conductor::agents::{self, Agents, Channels, Inbox, Priority, Status, ops};
 use conductor::error::Error;
+use conductor::store::Store;
 use conductor::store::event::Event;
-use conductor::store::{Lock, Store};
 use conductor::time::Timestamp;
 
 /// Default and largest page sizes.
@@ -19,7 +19,7 @@ const LIMIT_MAX: u64 = 500;
 const POLL_HINT: u64 = 30;
 const POLL_HINT_BUSY: u64 = 5;
 /// The run files' heartbeat (not a journal event: a heartbeat never wakes the run loops).
-pub const HEARTBEAT_FILE: &str = "heartbeat.json";
+pub use conductor::agents::service::HEARTBEAT_FILE;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Route {
@@ -187,12 +187,7 @@ fn global_events(store: &Store, now: Timestamp, req: &Req) -> Answer {
 }
 
 fn heartbeat(store: &Store, now: Timestamp, me: &str) -> Answer {
-    let file = lib(agents::agent_file(me, HEARTBEAT_FILE))?;
-    let body = agents::to_bytes(&json!({"version": "1.0", "agent": me, "at": now, "via": "api"}));
-    lib(store.transaction(now, &[Lock::Agents], |tx| {
-        tx.write_at(&file, body.clone())?;
-        Ok::<_, Error>(())
-    }))?;
+    lib(agents::service::heartbeat(store, now, me, "api"))?;
     let inbox: Inbox = lib(agents::inbox_files::snapshot(
         store,
         now,
