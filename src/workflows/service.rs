@@ -123,6 +123,64 @@ pub fn load_rules(t: &template::Template, project: &Path) -> Result<Option<Sessi
     }))
 }
 
+/// A person's control of a session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Let a state that `requires_approval` run.
+    Approve,
+    /// Leave human_intervention (or failed, budget_exceeded) for state `to`.
+    Resolve {
+        to: String,
+    },
+    Pause,
+    Resume,
+    Abort,
+}
+
+/// Apply a person's control to a session (by id or unique prefix); returns the session after
+/// it.
+pub fn control(store: &Store, now: Timestamp, session: &str, c: &Control) -> Result<Session> {
+    let id = super::find_session(store, now, session)?.id;
+    update(store, now, &id, |s, _| {
+        match c {
+            Control::Approve => s.approve(now),
+            Control::Resolve { to } => s.resolve(to, now),
+            Control::Pause => s.pause(now),
+            Control::Resume => s.resume(now),
+            Control::Abort => s.abort(now),
+        }?;
+        Ok(s.clone())
+    })
+}
+
+/// What a worker's usage report did.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UsageRecorded {
+    /// The budget passed (the session stopped in budget_exceeded), if any.
+    pub exceeded: Option<String>,
+    /// The session's totals after the report.
+    pub totals: super::session::Totals,
+}
+
+/// Add what the worker of `state` (`None`: whichever is current) used to its run and the
+/// session's totals; a budget passed stops the session.
+pub fn report_usage(
+    store: &Store,
+    now: Timestamp,
+    session: &str,
+    state: Option<&str>,
+    tokens: u64,
+    cost_usd: f64,
+) -> Result<UsageRecorded> {
+    update(store, now, session, |s, _| {
+        let exceeded = s.add_usage(state, tokens, cost_usd, now)?;
+        Ok(UsageRecorded {
+            exceeded,
+            totals: s.totals.clone(),
+        })
+    })
+}
+
 /// Record that the worker of `state` (`None`: whichever is current) finished it, moving to
 /// `target` with `summary`; the supervisor applies it when the worker exits. Returns the state
 /// it leaves.
