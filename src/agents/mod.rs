@@ -31,6 +31,7 @@
 pub mod artifact;
 pub mod health;
 pub mod inbox_files;
+pub mod keys;
 pub mod machine;
 pub mod ops;
 pub mod run_loop;

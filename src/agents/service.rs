@@ -5,8 +5,8 @@
 use serde_json::{Map, Value, json};
 
 use super::inbox_files::Scope;
-use super::{Agents, Channels, Inbox, Item, Message, Status, ops};
-use crate::error::Result;
+use super::{Agent, Agents, Channels, Claim, Inbox, Item, Mention, Message, Status, ops};
+use crate::error::{Error, Reason, Result};
 use crate::store::event::Event;
 use crate::store::{Lock, Store};
 use crate::time::Timestamp;
@@ -78,6 +78,67 @@ pub fn update_items(
     })
 }
 
+/// A work claim on an inbox item or mention ([`claim_item`]).
+#[derive(Clone, Debug)]
+pub struct ClaimItem {
+    /// The item or mention.
+    pub id: String,
+    /// The agent claiming it.
+    pub agent: String,
+    /// Who asks (`cli`, `api`, a run loop's worker name), recorded on the claim.
+    pub worker: String,
+    /// Seconds the claim lasts unless renewed.
+    pub ttl: u64,
+    /// Take over a claim whose TTL has run out.
+    pub takeover: bool,
+}
+
+/// Claim an item or mention for an agent (a live claim of another agent is a conflict, an
+/// outcome, not an error).
+pub fn claim_item(store: &Store, now: Timestamp, req: &ClaimItem) -> Result<ops::ClaimOutcome> {
+    transact_inbox(store, now, &Scope::All, |agents, inbox, now_ms, fx| {
+        ops::claim(
+            agents,
+            inbox,
+            &req.id,
+            &req.agent,
+            &req.worker,
+            req.ttl,
+            req.takeover,
+            now,
+            now_ms,
+            fx,
+        )
+    })
+}
+
+/// Extend `agent`'s claim on item `id` by `ttl` seconds (`None`: the claim's own TTL).
+pub fn renew_item(
+    store: &Store,
+    now: Timestamp,
+    id: &str,
+    agent: &str,
+    ttl: Option<u64>,
+) -> Result<Claim> {
+    transact_inbox(store, now, &Scope::All, |_, inbox, now_ms, fx| {
+        ops::renew(inbox, id, agent, ttl, now, now_ms, fx)
+    })
+}
+
+/// Give up `agent`'s claim on item `id`; returns the claim released.
+pub fn release_item(store: &Store, now: Timestamp, id: &str, agent: &str) -> Result<Claim> {
+    transact_inbox(store, now, &Scope::All, |_, inbox, _, fx| {
+        ops::release(inbox, id, agent, "released", fx)
+    })
+}
+
+/// Acknowledge mentions, all or nothing; returns them.
+pub fn ack_mentions(store: &Store, now: Timestamp, ids: &[String]) -> Result<Vec<Mention>> {
+    transact_inbox(store, now, &Scope::All, |_, inbox, _, fx| {
+        ops::ack(inbox, ids, now, fx)
+    })
+}
+
 /// Post (or DM) in one transaction.
 pub fn post(store: &Store, now: Timestamp, p: ops::NewPost) -> Result<Message> {
     let now_ms = super::now_ms();
@@ -107,6 +168,144 @@ pub fn post(store: &Store, now: Timestamp, p: ops::NewPost) -> Result<Message> {
         tx.write(&channels)?;
         super::stage(tx, fx)?;
         Ok(m)
+    })
+}
+
+/// Edit message `message_id` as `author`: newly addressed agents get their mentions and inbox
+/// items in the same transaction. Returns the edited message.
+pub fn edit(
+    store: &Store,
+    now: Timestamp,
+    message_id: &str,
+    author: &str,
+    content: String,
+) -> Result<Message> {
+    let now_ms = super::now_ms();
+    store.transaction(now, &[Lock::Agents], |tx| {
+        let mut agents: Agents = tx.read()?;
+        // Newly addressed agents are deduplicated against their live items: every inbox.
+        let (mut inbox, loaded) = super::inbox_files::read(tx, store, &Scope::All)?;
+        let mut channels: Channels = tx.read()?;
+        let mut fx = ops::Fx::default();
+        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
+        let original = super::find_message(store, &channels, message_id)?.ok_or_else(|| {
+            Error::invalid(
+                Reason::MessageNotFound,
+                format!("no message `{}`", crate::text::printable(message_id)),
+            )
+        })?;
+        let finished = |agent: &str, source: &str, trigger: &str| {
+            super::finished_item(store, agent, source, trigger).unwrap_or(false)
+        };
+        let m = ops::edit(
+            &agents,
+            &mut inbox,
+            &mut channels,
+            original,
+            author,
+            content.clone(),
+            &finished,
+            now,
+            now_ms,
+            &mut fx,
+        )?;
+        tx.write_if_changed(&agents)?;
+        super::inbox_files::write(tx, store, &inbox, &loaded)?;
+        tx.write(&channels)?;
+        super::stage(tx, fx)?;
+        Ok::<_, Error>(m)
+    })
+}
+
+/// What `register` did.
+#[derive(Clone, Debug)]
+pub struct Registered {
+    /// A new agent (else an update).
+    pub fresh: bool,
+    pub agent: Agent,
+    /// The `channel_added` inbox items for channels it now watches that existed already.
+    pub channel_added: Vec<String>,
+}
+
+/// Register an agent, or update what is given of an existing one (the rest, its watch list
+/// too, is kept). A new agent's cursor starts at the journal's end.
+pub fn register(store: &Store, now: Timestamp, new: &ops::NewAgent) -> Result<Registered> {
+    let cursor = store.last_event_seq()?;
+    let now_ms = super::now_ms();
+    store.transaction(now, &[Lock::Agents], |tx| {
+        let mut agents: Agents = tx.read()?;
+        let name = new.name.to_ascii_lowercase();
+        let scope = Scope::one(&name);
+        let (mut inbox, loaded) = super::inbox_files::read(tx, store, &scope)?;
+        let channels: Channels = tx.read()?;
+        let mut fx = ops::Fx::default();
+        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
+        let existing = agents.agents.get(&name);
+        let watched_before: Vec<String> = existing.map(|x| x.watch.clone()).unwrap_or_default();
+        let watch = if new.watch.is_empty() {
+            watched_before.clone()
+        } else {
+            new.watch.clone()
+        };
+        let handle = new.handle.clone().or(existing.map(|x| x.handle.clone()));
+        let user_id = new.user_id.clone().or(existing.map(|x| x.user_id.clone()));
+        let fresh = ops::register(
+            &mut agents,
+            ops::NewAgent {
+                name: new.name.clone(),
+                handle,
+                user_id,
+                watch,
+            },
+            cursor,
+            now,
+            &mut fx,
+        )?;
+        let agent = agents.agents[&name].clone();
+        // Added to a channel that already exists: a `channel_added` item (once per channel).
+        let finished = |agent: &str, source: &str, trigger: &str| {
+            super::finished_item(store, agent, source, trigger).unwrap_or(false)
+        };
+        let mut added = Vec::new();
+        for c in agent.watch.iter().filter(|c| !watched_before.contains(c)) {
+            if channels.channels.contains_key(c)
+                && let Some(id) =
+                    ops::channel_added(&mut inbox, &name, c, &finished, now, now_ms, &mut fx)
+            {
+                added.push(id);
+            }
+        }
+        tx.write(&agents)?;
+        super::inbox_files::write(tx, store, &inbox, &loaded)?;
+        super::stage(tx, fx)?;
+        Ok::<_, Error>(Registered {
+            fresh,
+            agent,
+            channel_added: added,
+        })
+    })
+}
+
+/// Move agent `name`'s durable feed cursor forward to `seq` (never back).
+pub fn advance_cursor(store: &Store, now: Timestamp, name: &str, seq: u64) -> Result<()> {
+    store.transaction(now, &[Lock::Agents], |tx| {
+        let mut agents: Agents = tx.read()?;
+        let ag = ops::agent_mut(&mut agents, name)?;
+        ag.cursor = ag.cursor.max(seq);
+        Ok::<_, Error>(tx.write(&agents)?)
+    })
+}
+
+/// The file in an agent's directory where Canopy's API records its last heartbeat.
+pub const HEARTBEAT_FILE: &str = "heartbeat.json";
+
+/// Record that agent `agent` checked in through `via` (Canopy's API: `api`).
+pub fn heartbeat(store: &Store, now: Timestamp, agent: &str, via: &str) -> Result<()> {
+    let file = super::agent_file(agent, HEARTBEAT_FILE)?;
+    let body = super::to_bytes(&json!({"version": "1.0", "agent": agent, "at": now, "via": via}));
+    store.transaction(now, &[Lock::Agents], |tx| {
+        tx.write_at(&file, body.clone())?;
+        Ok::<_, Error>(())
     })
 }
 

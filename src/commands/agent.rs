@@ -7,7 +7,6 @@ use serde_json::{Value, json};
 use super::{Ctx, print};
 use conductor::agents::{self, Agents, Inbox, health, ops};
 use conductor::error::Result;
-use conductor::store::Lock;
 
 pub use super::Out;
 
@@ -114,59 +113,17 @@ pub fn run(ctx: &Ctx, cmd: AgentCommand) -> Result<u8> {
 }
 
 fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
-    let cursor = ctx.store.last_event_seq()?;
-    let now = ctx.now;
-    let now_ms = agents::now_ms();
-    let (fresh, agent, added) = ctx.store.transaction(now, &[Lock::Agents], |tx| {
-        let mut agents: Agents = tx.read()?;
-        let scope = agents::inbox_files::Scope::one(&a.name.to_ascii_lowercase());
-        let (mut inbox, loaded) = agents::inbox_files::read(tx, &ctx.store, &scope)?;
-        let channels: agents::Channels = tx.read()?;
-        let mut fx = ops::Fx::default();
-        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
-        let name = a.name.to_ascii_lowercase();
-        let existing = agents.agents.get(&name);
-        let watched_before: Vec<String> = existing.map(|x| x.watch.clone()).unwrap_or_default();
-        // Registering again updates what is given and keeps the rest (its watch list too).
-        let watch = if a.watch.is_empty() {
-            watched_before.clone()
-        } else {
-            a.watch.clone()
-        };
-        let handle = a.handle.clone().or(existing.map(|x| x.handle.clone()));
-        let user_id = a.user_id.clone().or(existing.map(|x| x.user_id.clone()));
-        let fresh = ops::register(
-            &mut agents,
-            ops::NewAgent {
-                name: a.name.clone(),
-                handle,
-                user_id,
-                watch,
-            },
-            cursor,
-            now,
-            &mut fx,
-        )?;
-        let agent = agents.agents[&name].clone();
-        // Added to a channel that already exists: a `channel_added` item (once per channel).
-        let store = &ctx.store;
-        let finished = |agent: &str, source: &str, trigger: &str| {
-            agents::finished_item(store, agent, source, trigger).unwrap_or(false)
-        };
-        let mut added = Vec::new();
-        for c in agent.watch.iter().filter(|c| !watched_before.contains(c)) {
-            if channels.channels.contains_key(c)
-                && let Some(id) =
-                    ops::channel_added(&mut inbox, &name, c, &finished, now, now_ms, &mut fx)
-            {
-                added.push(id);
-            }
-        }
-        tx.write(&agents)?;
-        agents::inbox_files::write(tx, &ctx.store, &inbox, &loaded)?;
-        agents::stage(tx, fx)?;
-        Ok::<_, conductor::Error>((fresh, agent, added))
-    })?;
+    let new = ops::NewAgent {
+        name: a.name,
+        handle: a.handle,
+        user_id: a.user_id,
+        watch: a.watch,
+    };
+    let agents::service::Registered {
+        fresh,
+        agent,
+        channel_added: added,
+    } = agents::service::register(&ctx.store, ctx.now, &new)?;
     let verb = if fresh { "Registered" } else { "Updated" };
     let mut text = format!(
         "{verb} agent {} ({}), watching {}; cursor at seq {}",
@@ -405,12 +362,7 @@ fn events(ctx: &Ctx, a: EventsArgs) -> Result<u8> {
     })?;
     let next = if has_more { last } else { tail.after.max(last) };
     if a.advance && next > agent.cursor {
-        ctx.store.transaction(ctx.now, &[Lock::Agents], |tx| {
-            let mut agents: Agents = tx.read()?;
-            let ag = ops::agent_mut(&mut agents, &a.name)?;
-            ag.cursor = ag.cursor.max(next);
-            Ok::<_, conductor::Error>(tx.write(&agents)?)
-        })?;
+        agents::service::advance_cursor(&ctx.store, ctx.now, &a.name, next)?;
     }
     ctx.out
         .json_line(&json!({"items": items, "next_after_seq": next, "has_more": has_more}))?;

@@ -15,7 +15,7 @@ use super::{Ctx, print};
 use conductor::error::Result;
 use conductor::protocol::local::ProcessTable;
 use conductor::protocol::ops;
-use conductor::protocol::sessions::{self, Waited};
+use conductor::protocol::sessions::{self, Acting, Step, Stepped, Waited};
 use conductor::store::watch;
 use conductor::time::Timestamp;
 
@@ -24,42 +24,40 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     watch::block_stop_signals();
     let limit = args.wait.and_then(|l| l.0);
     let req = args.into_request();
-    let state = conductor::protocol::read_unvalidated(&ctx.store, ctx.now)?;
-    let (id, mut paths) = sessions::resolve_with_paths(
-        &ctx.store,
-        &ctx.caller(),
-        &state,
-        &req.instance_id,
-        &[&req.files],
-    )?;
-    let files = paths.remove(0);
     let deadline = limit.map(|d| Instant::now() + d);
     let watcher = ctx.store.watcher(|name| name == "status.json")?;
     watcher.stop_on_signals_and_closed_stdout();
     let live = ProcessTable::new()
         .with_max_age(conductor::config::read(&ctx.store)?.default_max_age_minutes);
-    let pid = std::process::id();
-    let now = Timestamp::now();
-    let (outcome, positions) = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-        let out = sessions::claim_or_enqueue(st, &id, &files, pid, now, &live, fx)?;
-        let positions: Vec<(String, String, usize)> = out
-            .conflicts
-            .iter()
-            .map(|c| {
-                (
-                    c.file.clone(),
-                    c.held_by.clone(),
-                    ops::queue_position(st, &id, &c.file).unwrap_or(0),
-                )
-            })
-            .collect();
-        Ok((out, positions))
-    })?;
+    let step = Step::Enqueue {
+        pid: std::process::id(),
+    };
+    let Stepped {
+        instance_id: id,
+        files,
+        outcome,
+        state,
+    } = sessions::claim_step(
+        &ctx.store,
+        Timestamp::now(),
+        &ctx.caller(),
+        &req,
+        step,
+        &live,
+        Acting::Request,
+    )?;
     let cwd = ctx.cwd().ok();
     if outcome.conflicts.is_empty() {
         return print(ctx.out, &Claimed { outcome, cwd });
     }
-    for (file, holder, pos) in &positions {
+    let positions = outcome.conflicts.iter().map(|c| {
+        (
+            &c.file,
+            &c.held_by,
+            ops::queue_position(&state, &id, &c.file).unwrap_or(0),
+        )
+    });
+    for (file, holder, pos) in positions {
         ctx.out.status(&format!(
             "Waiting for {} (held by {holder}; #{pos} in queue){}",
             super::display_path(file, cwd.as_deref()),

@@ -9,7 +9,7 @@
 //! registering, a heartbeat older than five minutes, or the end of a session takes the lock.
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::GlobalArgs;
@@ -17,12 +17,9 @@ use crate::output::Output;
 use conductor::config::Enforce;
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
-use conductor::hooks::{self, Agent, DEFAULT_TASK, Event, HookInput, Verdict};
-use conductor::protocol::local::{self, PathNormalizer, ProcessTable};
-use conductor::protocol::ops::{self, NewInstance};
-use conductor::protocol::types::Outcome;
-use conductor::protocol::{Priority, ProjectConfig, Source, State};
-use conductor::schema::Schema;
+use conductor::hooks::service::{Session, SessionEnded, SessionStarted};
+use conductor::hooks::{self, Agent, Event, HookInput, Verdict};
+use conductor::protocol::local::{PathNormalizer, ProcessTable};
 use conductor::store::{Home, Store};
 use conductor::time::Timestamp;
 
@@ -197,9 +194,13 @@ fn adopted_id() -> Option<String> {
         .filter(|s| !s.trim().is_empty())
 }
 
-/// The instance this session acts as (its own, or the adopted one).
-fn mine<'a>(st: &'a State, input: &HookInput) -> Option<&'a conductor::protocol::Instance> {
-    hooks::session_or_adopted(st, &input.session_id, adopted_id().as_deref())
+/// The session an event comes from.
+fn session<'a>(agent: Agent, input: &'a HookInput, adopted: &'a Option<String>) -> Session<'a> {
+    Session {
+        agent,
+        id: &input.session_id,
+        adopted: adopted.as_deref(),
+    }
 }
 
 /// A shell command: the files it writes are decided as for an edit. A command that writes
@@ -208,7 +209,7 @@ fn shell(global: &GlobalArgs, agent: Agent, input: &HookInput, command: &str) ->
     let dir = session_dir(input)?;
     match hooks::shell::written_paths(command, &dir) {
         Ok(w) if !w.paths.is_empty() => edit(global, agent, input, &w.paths, false),
-        _ => activity(global, input),
+        _ => activity(global, agent, input),
     }
 }
 
@@ -264,7 +265,7 @@ fn defer_notice(global: &GlobalArgs, agent: Agent, input: &HookInput, v: Verdict
 
 /// After a tool call: the notices kept for this session go to the model, then a heartbeat.
 fn after_tool(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdict> {
-    let mut v = activity(global, input)?;
+    let mut v = activity(global, agent, input)?;
     if input.session_id.is_empty() {
         return Ok(v);
     }
@@ -330,7 +331,7 @@ fn handle(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdic
         Event::BeforeShell(command) => shell(global, agent, input, command),
         Event::AfterTool => after_tool(global, agent, input),
         Event::AfterEdit(files) => edit(global, agent, input, files, true),
-        Event::Activity => activity(global, input),
+        Event::Activity => activity(global, agent, input),
         Event::SessionEnd(reason) => session_end(global, agent, input, reason.as_deref()),
     }
 }
@@ -342,60 +343,6 @@ fn session_dir(input: &HookInput) -> Result<PathBuf> {
         None => conductor::host::current_dir()?,
     };
     Ok(std::fs::canonicalize(&dir).unwrap_or(dir))
-}
-
-/// What a hook registers for a session: task from `.conductor/config.json`, project from the
-/// directory name, source from the environment (Cursor sessions are `cur`).
-fn new_instance(agent: Agent, input: &HookInput, dir: &Path) -> Result<NewInstance> {
-    let cfg: Option<ProjectConfig> =
-        conductor::schema::read_doc(&dir.join(".conductor/config.json"), Schema::ProjectConfig)?;
-    let task = cfg
-        .and_then(|c| c.task)
-        .filter(|t| !t.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_TASK.to_string());
-    let project = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "root".into());
-    let working_directory = dir
-        .to_str()
-        .ok_or_else(|| {
-            Error::invalid(
-                Reason::InvalidDirectory,
-                "the session's directory is not UTF-8",
-            )
-        })?
-        .to_string();
-    let source = match agent {
-        Agent::Cursor => Source::Cur,
-        _ => local::detect_source(|k| std::env::var(k).ok()),
-    };
-    Ok(NewInstance {
-        source,
-        project,
-        task,
-        priority: Priority::P1,
-        working_directory,
-        override_reason: None,
-        pid: None,
-        host: conductor::host::hostname(),
-        session_id: Some(input.session_id.clone()),
-    })
-}
-
-/// Register a new instance for the session, naming its agent.
-fn register(
-    st: &mut State,
-    new: NewInstance,
-    agent: Agent,
-    now: Timestamp,
-    fx: &mut Vec<ops::Effect>,
-) -> String {
-    let id = ops::start(st, new, None, conductor::host::random_hex6, now, fx);
-    if let Some(i) = st.instance_mut(&id) {
-        i.agent = Some(agent.name().to_string());
-    }
-    id
 }
 
 fn require_session(input: &HookInput) -> Result<()> {
@@ -414,31 +361,14 @@ fn session_start(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result
     let config = conductor::config::read(&store)?;
     let now = Timestamp::now();
     let dir = session_dir(input)?;
-    let new = new_instance(agent, input, &dir)?;
     let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
     let adopt = adopted_id();
-    let (state, id, resumed, adopted) = conductor::protocol::transact(&store, now, |st, fx| {
-        let found = hooks::session_instance(st, &input.session_id)
-            .map(|i| (i.id.clone(), true, false))
-            .or_else(|| {
-                hooks::session_or_adopted(st, &input.session_id, adopt.as_deref())
-                    .map(|i| (i.id.clone(), false, true))
-            });
-        let (id, resumed, adopted) = match found {
-            Some((id, resumed, adopted)) => {
-                ops::heartbeat(st, &id, None, now, fx)?;
-                if let Some(i) = st.instance_mut(&id) {
-                    i.agent.get_or_insert_with(|| agent.name().to_string());
-                    if adopted {
-                        i.session_id = Some(input.session_id.clone());
-                    }
-                }
-                (id, resumed, adopted)
-            }
-            None => (register(st, new.clone(), agent, now, fx), false, false),
-        };
-        Ok((st.clone(), id, resumed, adopted))
-    })?;
+    let SessionStarted {
+        instance_id: id,
+        resumed,
+        adopted,
+        state,
+    } = hooks::service::start_session(&store, now, &session(agent, input, &adopt), &dir)?;
     if agent == Agent::Claude {
         export_instance_id(&id)?;
     }
@@ -500,114 +430,25 @@ fn edit(
         .map(|f| norm.normalize(f))
         .collect::<Result<Vec<_>>>()?;
     let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
-    let dir_str = dir.to_string_lossy().into_owned();
-    let decide_all = |st: &State| {
-        let me = mine(st, input);
-        let home = me.map_or(dir_str.as_str(), |m| m.working_directory.as_str());
-        files
-            .iter()
-            .map(|f| {
-                let d = hooks::decide(st, me, f, hooks::inside(f, home), enforce, now, &live);
-                (f.clone(), d)
-            })
-            .collect::<Vec<_>>()
+    let adopt = adopted_id();
+    let req = hooks::service::Edit {
+        session: session(agent, input, &adopt),
+        dir: &dir,
+        files,
+        enforce,
+        after,
     };
-    // Lock-free first: most edits are of files the session already holds, or are refused.
-    let state = conductor::protocol::read_unvalidated(&store, now)?;
-    let (verdict, to_claim) = hooks::combine(&decide_all(&state));
-    if let Some(v) = verdict {
-        return Ok(if after { after_the_fact(v) } else { v });
-    }
-    if to_claim.is_empty() {
-        if let Some(id) = mine(&state, input)
-            .filter(|m| hooks::heartbeat_due(m, now))
-            .map(|m| m.id.clone())
-        {
-            // Best effort: a busy lock must not turn an allowed edit into a warning.
-            let _ = conductor::protocol::transact(&store, now, |st, fx| {
-                ops::heartbeat(st, &id, None, now, fx)
-            });
-        }
-        return Ok(Verdict::default());
-    }
-    if input.session_id.is_empty() {
-        return Ok(Verdict::failed(&format!(
-            "the hook input names no session, so {} could not be claimed",
-            to_claim.join(", ")
-        )));
-    }
-    let new = new_instance(agent, input, &dir)?;
-    conductor::protocol::transact(&store, now, |st, fx| {
-        // Decide again under the lock: another session may have claimed a file meanwhile.
-        let (verdict, to_claim) = hooks::combine(&decide_all(st));
-        if let Some(v) = verdict {
-            return Ok(if after { after_the_fact(v) } else { v });
-        }
-        if to_claim.is_empty() {
-            return Ok(Verdict::default());
-        }
-        let id = match mine(st, input) {
-            Some(m) => m.id.clone(),
-            None => register(st, new.clone(), agent, now, fx),
-        };
-        let out = ops::claim(st, &id, &to_claim, None, now, &live, fx)?;
-        if let Some(c) = out.conflicts.first() {
-            let held = st.instance(&c.held_by).cloned();
-            let msg = match held {
-                Some(h) => hooks::held_message(&c.file, &h, Some(&id), now),
-                None => format!("{} is claimed by {}", c.file, c.held_by),
-            };
-            let v = Verdict::deny(format!("BLOCKED: {msg}"));
-            return Ok(if after { after_the_fact(v) } else { v });
-        }
-        Ok(Verdict {
-            context: Some(format!(
-                "conductor: {} now claimed for this session ({id}); other sessions' edits of {} are refused until you \
-                 release {} (`conductor release --instance {id} FILE`) or finish (`conductor done --instance {id}`).",
-                to_claim.join(", "),
-                if to_claim.len() == 1 { "it" } else { "them" },
-                if to_claim.len() == 1 { "it" } else { "them" },
-            )),
-            ..Verdict::default()
-        })
-    })
-}
-
-/// A refusal that came too late (the file is written already): tell the person.
-fn after_the_fact(v: Verdict) -> Verdict {
-    let why = v.reason.unwrap_or_default();
-    Verdict {
-        notice: Some(format!(
-            "conductor: this session edited a file it should not have: {why}"
-        )),
-        context: Some(format!(
-            "conductor: the edit you just made touched a file another session holds: {why}. Tell the user, \
-             and consider reverting it."
-        )),
-        ..Verdict::default()
-    }
+    hooks::service::edit(&store, now, &live, &req)
 }
 
 /// Any sign of life: refresh the heartbeat when it is five minutes old (lock-free check first).
-fn activity(global: &GlobalArgs, input: &HookInput) -> Result<Verdict> {
+fn activity(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdict> {
     if input.session_id.is_empty() {
         return Ok(Verdict::default());
     }
     let store = open_store(global, LOCK_WAIT_SECS)?;
-    let now = Timestamp::now();
-    let state = conductor::protocol::read_unvalidated(&store, now)?;
-    let Some(id) = mine(&state, input)
-        .filter(|m| hooks::heartbeat_due(m, now))
-        .map(|m| m.id.clone())
-    else {
-        return Ok(Verdict::default());
-    };
-    conductor::protocol::transact(&store, now, |st, fx| {
-        if st.instance(&id).is_some() {
-            ops::heartbeat(st, &id, None, now, fx)?;
-        }
-        Ok(())
-    })?;
+    let adopt = adopted_id();
+    hooks::service::activity(&store, Timestamp::now(), &session(agent, input, &adopt))?;
     Ok(Verdict::default())
 }
 
@@ -620,45 +461,14 @@ fn session_end(
     require_session(input)?;
     let store = open_store(global, SESSION_END_LOCK_WAIT_SECS)?;
     let now = Timestamp::now();
-    if hooks::session_instance(
-        &conductor::protocol::read_unvalidated(&store, now)?,
-        &input.session_id,
-    )
-    .is_none()
-    {
-        return Ok(Verdict::default()); // already done, or never registered
-    }
-    // An adopted instance belongs to whoever started the session (a workflow supervisor,
-    // `conductor run`): it ends it, with the real outcome.
-    if let Some(a) = adopted_id()
-        && hooks::session_instance(
-            &conductor::protocol::read_unvalidated(&store, now)?,
-            &input.session_id,
-        )
-        .is_some_and(|i| i.id == a)
-    {
-        return Ok(Verdict::default());
-    }
     let why = reason.filter(|r| !r.is_empty()).unwrap_or("other");
-    let ended = conductor::protocol::transact(&store, now, |st, fx| {
-        let Some(id) = hooks::session_instance(st, &input.session_id).map(|i| i.id.clone()) else {
-            return Ok(None);
-        };
-        // A released file goes to the first waiter that is still there.
-        ops::drop_dead_waiters(st, &conductor::protocol::local::waiter_is_dead, now, fx);
-        let released = ops::done(
-            st,
-            &id,
-            Outcome::Abandoned,
-            None,
-            Some(format!("{} session ended ({why})", agent.product())),
-            now,
-            fx,
-        )?;
-        Ok(Some((id, released.len())))
-    });
+    let adopt = adopted_id();
+    let ended = hooks::service::end_session(&store, now, &session(agent, input, &adopt), why);
     Ok(match ended {
-        Ok(Some((id, n))) => Verdict {
+        Ok(Some(SessionEnded {
+            instance_id: id,
+            released: n,
+        })) => Verdict {
             notice: Some(format!(
                 "conductor: {id} ended (abandoned); released {n} file{}",
                 if n == 1 { "" } else { "s" }

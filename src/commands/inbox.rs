@@ -120,14 +120,6 @@ pub enum MentionsCommand {
     Ack(IdsArgs),
 }
 
-fn tx_inbox<T>(
-    ctx: &Ctx,
-    f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
-) -> Result<T> {
-    // By item or mention id: every agent's inbox.
-    agents::service::transact_inbox(&ctx.store, ctx.now, &Scope::All, f)
-}
-
 /// A better message for an id that is no longer actionable.
 fn explain_missing(ctx: &Ctx, e: Error, id: &str) -> Error {
     if e.reason() != "unknown_item" {
@@ -222,12 +214,15 @@ pub fn run(ctx: &Ctx, a: InboxArgs) -> Result<u8> {
         InboxCommand::Complete(f) => finish(ctx, f, Status::Completed),
         InboxCommand::Skip(f) => finish(ctx, f, Status::Skipped),
         InboxCommand::Claim(c) => {
-            let out = tx_inbox(ctx, |ag, ib, ms, fx| {
-                ops::claim(
-                    ag, ib, &c.id, &c.agent, "cli", c.ttl, c.takeover, ctx.now, ms, fx,
-                )
-            })
-            .map_err(|e| explain_missing(ctx, e, &c.id))?;
+            let req = agents::service::ClaimItem {
+                id: c.id.clone(),
+                agent: c.agent,
+                worker: "cli".into(),
+                ttl: c.ttl,
+                takeover: c.takeover,
+            };
+            let out = agents::service::claim_item(&ctx.store, ctx.now, &req)
+                .map_err(|e| explain_missing(ctx, e, &c.id))?;
             let (text, code) = match &out {
                 ops::ClaimOutcome::Ok {
                     id,
@@ -264,10 +259,8 @@ pub fn run(ctx: &Ctx, a: InboxArgs) -> Result<u8> {
             )
         }
         InboxCommand::Renew(h) => {
-            let c = tx_inbox(ctx, |_, ib, ms, fx| {
-                ops::renew(ib, &h.id, &h.agent, h.ttl, ctx.now, ms, fx)
-            })
-            .map_err(|e| explain_missing(ctx, e, &h.id))?;
+            let c = agents::service::renew_item(&ctx.store, ctx.now, &h.id, &h.agent, h.ttl)
+                .map_err(|e| explain_missing(ctx, e, &h.id))?;
             let text = format!("Renewed {} until {}", h.id, c.expires_at);
             print(
                 ctx.out,
@@ -278,10 +271,8 @@ pub fn run(ctx: &Ctx, a: InboxArgs) -> Result<u8> {
             if h.ttl.is_some() {
                 return Err(Error::invalid(Reason::InvalidInput, "--ttl is for renew"));
             }
-            let c = tx_inbox(ctx, |_, ib, _, fx| {
-                ops::release(ib, &h.id, &h.agent, "released", fx)
-            })
-            .map_err(|e| explain_missing(ctx, e, &h.id))?;
+            let c = agents::service::release_item(&ctx.store, ctx.now, &h.id, &h.agent)
+                .map_err(|e| explain_missing(ctx, e, &h.id))?;
             let text = format!("Released {} (held by {})", h.id, c.agent);
             print(
                 ctx.out,
@@ -403,7 +394,7 @@ fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> 
 pub fn run_mentions(ctx: &Ctx, a: MentionsArgs) -> Result<u8> {
     match a.command {
         Some(MentionsCommand::Ack(ids)) => {
-            let acked = tx_inbox(ctx, |_, ib, _, fx| ops::ack(ib, &ids.ids, ctx.now, fx))?;
+            let acked = agents::service::ack_mentions(&ctx.store, ctx.now, &ids.ids)?;
             let text = format!("Acknowledged {}", ids.ids.join(", "));
             print(
                 ctx.out,

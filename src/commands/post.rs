@@ -8,10 +8,9 @@ use serde_json::json;
 
 use super::agent::Out;
 use super::{Ctx, print};
-use conductor::agents::{self, Agents, Channels, Priority, ops};
+use conductor::agents::{self, Channels, Priority, ops};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
-use conductor::store::Lock;
 
 /// `post`.
 #[derive(Debug, Args)]
@@ -175,45 +174,7 @@ pub fn run_dm(ctx: &Ctx, a: DmArgs) -> Result<u8> {
 pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
     let content = text(a.text)?;
     let who = author(a.author);
-    let now = ctx.now;
-    let now_ms = agents::now_ms();
-    let m = ctx.store.transaction(now, &[Lock::Agents], |tx| {
-        let mut agents: Agents = tx.read()?;
-        // Newly addressed agents are deduplicated against their live items: every inbox.
-        let (mut inbox, loaded) =
-            agents::inbox_files::read(tx, &ctx.store, &agents::inbox_files::Scope::All)?;
-        let mut channels: Channels = tx.read()?;
-        let mut fx = ops::Fx::default();
-        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
-        let original =
-            agents::find_message(&ctx.store, &channels, &a.message_id)?.ok_or_else(|| {
-                Error::invalid(
-                    Reason::MessageNotFound,
-                    format!("no message `{}`", conductor::text::printable(&a.message_id)),
-                )
-            })?;
-        let store = &ctx.store;
-        let finished = |agent: &str, source: &str, trigger: &str| {
-            agents::finished_item(store, agent, source, trigger).unwrap_or(false)
-        };
-        let m = ops::edit(
-            &agents,
-            &mut inbox,
-            &mut channels,
-            original,
-            &who,
-            content.clone(),
-            &finished,
-            now,
-            now_ms,
-            &mut fx,
-        )?;
-        tx.write_if_changed(&agents)?;
-        agents::inbox_files::write(tx, &ctx.store, &inbox, &loaded)?;
-        tx.write(&channels)?;
-        agents::stage(tx, fx)?;
-        Ok::<_, conductor::Error>(m)
-    })?;
+    let m = agents::service::edit(&ctx.store, ctx.now, &a.message_id, &who, content)?;
     print(
         ctx.out,
         &Out::ok(

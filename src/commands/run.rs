@@ -11,9 +11,8 @@ use super::start::{self, StartArgs};
 use super::{Ctx, Report, print};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
-use conductor::protocol::ops;
-use conductor::protocol::request::ClaimRequest;
-use conductor::protocol::sessions::{self, StartOutcome};
+use conductor::protocol::request::{ClaimRequest, DoneRequest, HeartbeatRequest};
+use conductor::protocol::sessions::{self, Caller, StartOutcome};
 use conductor::protocol::{Outcome, Priority, Source};
 use conductor::store::Store;
 use conductor::store::watch;
@@ -172,11 +171,12 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
                     Err(RecvTimeoutError::Timeout) => {}
                     _ => return,
                 }
-                let now = Timestamp::now();
-                match conductor::protocol::transact(&store, now, |st, fx| {
-                    ops::heartbeat(st, &id, None, now, fx)
-                }) {
-                    Ok(()) => {}
+                let req = HeartbeatRequest {
+                    instance_id: Some(id.clone()),
+                    owner_pid: None,
+                };
+                match sessions::heartbeat(&store, Timestamp::now(), &Caller::default(), &req) {
+                    Ok(_) => {}
                     Err(Error::UnknownInstance(_)) => {
                         return eprintln!(
                             "warning: {id} is no longer registered; heartbeats stopped"
@@ -229,12 +229,14 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
 
 /// Record the instance as done; problems are warnings (the command's status matters more).
 fn finish(store: &Store, id: &str, outcome: Outcome, notes: String, ctx: &Ctx) {
-    let now = Timestamp::now();
-    match conductor::protocol::transact(&store, now, |st, fx| {
-        // A released file goes to the first waiter that is still there.
-        ops::drop_dead_waiters(st, &conductor::protocol::local::waiter_is_dead, now, fx);
-        ops::done(st, id, outcome, None, Some(notes.clone()), now, fx)
-    }) {
+    let req = DoneRequest {
+        instance_id: Some(id.to_string()),
+        outcome: Some(outcome),
+        files_modified: None,
+        notes: Some(notes.clone()),
+    };
+    // A released file goes to the first waiter that is still there.
+    match sessions::done(store, Timestamp::now(), &ctx.caller(), &req) {
         Ok(_) => ctx.out.status(&format!(
             "conductor: {id} done ({}): {notes}",
             outcome.as_str()

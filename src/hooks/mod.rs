@@ -4,8 +4,8 @@
 //!
 //! The rule is written once, here: which instance belongs to a session, and for each file a tool
 //! call is about to write, whether it is allowed, denied, left to a person (ask), or claimed
-//! first. No I/O and no clock: `commands/hook.rs` reads the state lock-free, asks [`decide`], and
-//! only takes the lock to claim, register, heartbeat or release.
+//! first. No I/O and no clock here: [`service`] (called by `commands/hook.rs`) reads the state
+//! lock-free, asks [`decide`], and only takes the lock to claim, register, heartbeat or release.
 
 pub mod claude;
 pub mod codex;
@@ -13,6 +13,7 @@ pub mod cursor;
 pub mod gemini;
 pub mod opencode;
 pub mod pi;
+pub mod service;
 pub mod shell;
 
 use std::path::Path;

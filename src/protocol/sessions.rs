@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::gate::{self, GateInputs, Verdict};
 use super::local::{self, PathNormalizer, ProcessTable, waiter_is_dead};
-use super::ops::{self, ClaimOutcome, DEFAULT_MAX_AGE_MINUTES, NewInstance, Orphan, Which};
+use super::ops::{self, ClaimOutcome, DEFAULT_MAX_AGE_MINUTES, Effect, NewInstance, Orphan, Which};
 use super::request::{
     ClaimRequest, CleanupRequest, DoneRequest, HeartbeatRequest, ReleaseRequest, StartRequest,
 };
@@ -66,28 +66,19 @@ pub struct DoneOutcome {
 /// Register a task after the priority gate.
 pub fn start(store: &Store, now: Timestamp, req: StartRequest) -> Result<StartOutcome> {
     let dir = working_directory(req.working_directory.as_deref().map(Path::new))?;
-    let inputs = gate_inputs(store, Some(&dir))?;
-    let verdict = gate::evaluate(&req.task, req.priority, &inputs);
-    let drift = match verdict {
-        Verdict::Pass => None,
-        Verdict::Blocked {
-            message,
-            options,
-            drift,
-        } => match &req.override_reason {
-            None => {
-                let ev = crate::store::event::NewEvent {
-                    event_type: super::events::GATE_BLOCKED,
-                    actor: None,
-                    target: None,
-                    project: Some(req.project.clone()),
-                    payload: json!({"task": req.task, "priority": req.priority, "reason": message}),
-                };
-                store.append_events(now, vec![ev])?;
-                return Ok(StartOutcome::Blocked { message, options });
-            }
-            Some(_) => Some(drift),
-        },
+    let drift = match gate(store, &dir, &req.task, req.priority, &req.override_reason)? {
+        Gated::Pass { drift } => drift,
+        Gated::Blocked { message, options } => {
+            let ev = crate::store::event::NewEvent {
+                event_type: super::events::GATE_BLOCKED,
+                actor: None,
+                target: None,
+                project: Some(req.project.clone()),
+                payload: json!({"task": req.task, "priority": req.priority, "reason": message}),
+            };
+            store.append_events(now, vec![ev])?;
+            return Ok(StartOutcome::Blocked { message, options });
+        }
     };
     let source = req
         .source
@@ -128,6 +119,109 @@ pub fn start(store: &Store, now: Timestamp, req: StartRequest) -> Result<StartOu
     Ok(StartOutcome::Started { instance_id, drift })
 }
 
+/// What the priority gate decided for a task.
+enum Gated {
+    /// Go ahead; `drift` when the gate was overridden.
+    Pass { drift: Option<String> },
+    /// Refused (nothing written).
+    Blocked {
+        message: String,
+        options: Vec<String>,
+    },
+}
+
+/// Run the priority gate for `task` worked on in `dir`.
+fn gate(
+    store: &Store,
+    dir: &str,
+    task: &str,
+    priority: super::Priority,
+    override_reason: &Option<String>,
+) -> Result<Gated> {
+    let inputs = gate_inputs(store, Some(dir))?;
+    Ok(match gate::evaluate(task, priority, &inputs) {
+        Verdict::Pass => Gated::Pass { drift: None },
+        Verdict::Blocked {
+            message,
+            options,
+            drift,
+        } => match override_reason {
+            None => Gated::Blocked { message, options },
+            Some(_) => Gated::Pass { drift: Some(drift) },
+        },
+    })
+}
+
+/// A face's own instance (the MCP server's session), resolved on the state read under the
+/// lock and registered there when it has none yet.
+pub type Own<'a> = &'a dyn Fn(&mut State, Timestamp, &mut Vec<Effect>) -> Result<String>;
+
+/// What a face asks of [`retask_own`].
+#[derive(Clone, Debug)]
+pub struct RetaskRequest {
+    pub task: String,
+    /// `None`: the instance's project stays.
+    pub project: Option<String>,
+    pub priority: super::Priority,
+    pub override_reason: Option<String>,
+}
+
+/// Give a face's own instance (registered if need be) a task, after the priority gate run for
+/// the current directory. A refused task writes nothing.
+pub fn retask_own(
+    store: &Store,
+    now: Timestamp,
+    req: &RetaskRequest,
+    own: Own,
+) -> Result<StartOutcome> {
+    let dir = working_directory(None)?;
+    let drift = match gate(store, &dir, &req.task, req.priority, &req.override_reason)? {
+        Gated::Pass { drift } => drift,
+        Gated::Blocked { message, options } => {
+            return Ok(StartOutcome::Blocked { message, options });
+        }
+    };
+    let instance_id = super::transact(store, now, |st, fx| {
+        let id = own(st, now, fx)?;
+        let me = st.instance(&id).expect("resolved").clone();
+        let new = NewInstance {
+            source: me.source,
+            project: req.project.clone().unwrap_or(me.project.clone()),
+            task: req.task.clone(),
+            priority: req.priority,
+            working_directory: me.working_directory.clone(),
+            override_reason: req.override_reason.clone(),
+            pid: me.pid,
+            host: me.host.clone(),
+            session_id: me.session_id.clone(),
+        };
+        ops::retask(st, &id, new, drift.clone(), now, fx)?;
+        Ok(id)
+    })?;
+    Ok(StartOutcome::Started { instance_id, drift })
+}
+
+/// Finish instance `id` as abandoned (its owner went away), releasing its claims; nothing when
+/// it is gone already.
+pub fn abandon(store: &Store, now: Timestamp, id: &str, notes: &str) -> Result<()> {
+    super::transact(store, now, |st, fx| {
+        if st.instance(id).is_none() {
+            return Ok(());
+        }
+        ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
+        ops::done(
+            st,
+            id,
+            Outcome::Abandoned,
+            None,
+            Some(notes.to_string()),
+            now,
+            fx,
+        )
+        .map(|_| ())
+    })
+}
+
 /// Claim files for the acting instance (a conflict is an outcome, not an error).
 pub fn claim(
     store: &Store,
@@ -156,16 +250,100 @@ pub enum Acting<'a> {
     /// The instance a face resolves on the state read under the lock (the MCP server's own
     /// identity); `Ok(None)`: it has none.
     Face(&'a dyn Fn(&State) -> Result<Option<String>>),
+    /// A face's own instance, registered when it has none yet.
+    Own(Own<'a>),
 }
 
 impl Acting<'_> {
     /// The instance to hand [`resolve_with_paths`], or `None` when a face has none.
-    fn explicit(&self, st: &State, requested: &Option<String>) -> Result<Option<Option<String>>> {
+    fn explicit(
+        &self,
+        st: &mut State,
+        requested: &Option<String>,
+        now: Timestamp,
+        fx: &mut Vec<Effect>,
+    ) -> Result<Option<Option<String>>> {
         Ok(match self {
             Acting::Request => Some(requested.clone()),
             Acting::Face(f) => f(st)?.map(Some),
+            Acting::Own(f) => Some(Some(f(st, now, fx)?)),
         })
     }
+}
+
+/// How the first step of a claim treats held files ([`claim_step`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Step<'a> {
+    /// Refuse them (or take them over, logging `force`).
+    Plain { force: Option<&'a str> },
+    /// Join their first-come, first-served queues as process `pid` ([`claim_or_enqueue`]).
+    Enqueue { pid: u32 },
+}
+
+/// What the first step of a claim did.
+#[derive(Clone, Debug)]
+pub struct Stepped {
+    /// The acting instance.
+    pub instance_id: String,
+    /// The files, normalized against it.
+    pub files: Vec<String>,
+    pub outcome: ClaimOutcome,
+    /// The state the claim decided on (to name holders and queue positions).
+    pub state: State,
+}
+
+/// The first step of a claim that may wait ([`wait_for_claim`] is the second): resolve the
+/// acting instance and its files and claim them, in one transaction. Dead waiters are left
+/// for the next plain transaction.
+pub fn claim_step(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    req: &ClaimRequest,
+    step: Step,
+    live: &ProcessTable,
+    acting: Acting,
+) -> Result<Stepped> {
+    super::transact(store, now, |st, fx| {
+        let Some(explicit) = acting.explicit(st, &req.instance_id, now, fx)? else {
+            return Err(Error::invalid(
+                Reason::NoInstance,
+                "this session has no conductor instance: nothing to claim for",
+            ));
+        };
+        let (id, mut paths) = resolve_with_paths(store, caller, st, &explicit, &[&req.files])?;
+        let files = paths.remove(0);
+        let outcome = match step {
+            Step::Enqueue { pid } => claim_or_enqueue(st, &id, &files, pid, now, live, fx)?,
+            Step::Plain { force } => ops::claim(st, &id, &files, force, now, live, fx)?,
+        };
+        Ok(Stepped {
+            instance_id: id,
+            files,
+            outcome,
+            state: st.clone(),
+        })
+    })
+}
+
+/// A cancelled wait: `id` leaves the queues of `files` and forgets the conflicts the wait was
+/// about, so nothing is handed to a call no one waits for. Returns the files it holds (those
+/// already granted stay).
+pub fn leave_wait(
+    store: &Store,
+    now: Timestamp,
+    id: &str,
+    files: &[String],
+) -> Result<Vec<String>> {
+    super::transact(store, now, |st, fx| {
+        if st.instance(id).is_none() {
+            return Ok(Vec::new());
+        }
+        ops::dequeue(st, id, files, now, fx)?;
+        let me = st.instance_mut(id).expect("checked above");
+        me.pending_conflicts.retain(|p| !files.contains(&p.file));
+        Ok(me.files_claimed.clone())
+    })
 }
 
 /// Release files (or all of them); returns the files released.
@@ -189,7 +367,7 @@ pub fn release_as(
     let listed = req.files.clone().unwrap_or_default();
     let force = req.force == Some(true);
     super::transact(store, now, |st, fx| {
-        let Some(explicit) = acting.explicit(st, &req.instance_id)? else {
+        let Some(explicit) = acting.explicit(st, &req.instance_id, now, fx)? else {
             return Ok(Vec::new());
         };
         let (id, mut paths) = resolve_with_paths(store, caller, st, &explicit, &[&listed])?;
@@ -225,7 +403,7 @@ pub fn done_as(
     let listed = req.files_modified.clone().unwrap_or_default();
     let outcome = req.outcome.unwrap_or(Outcome::Success);
     let (instance_id, released) = super::transact(store, now, |st, fx| {
-        let Some(explicit) = acting.explicit(st, &req.instance_id)? else {
+        let Some(explicit) = acting.explicit(st, &req.instance_id, now, fx)? else {
             return Err(Error::invalid(
                 Reason::NoInstance,
                 "this session has no conductor instance: nothing to finish",

@@ -5,6 +5,8 @@
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
+use serde::Serialize;
+
 use super::manifest::Manifest;
 use super::{Layout, QueueDoc, State, Workspace, archive, docs, ops};
 use crate::error::Result;
@@ -111,4 +113,93 @@ fn unresolved(m: &Manifest, doc: &QueueDoc) -> BTreeSet<String> {
         .filter(|d| !ids.contains(d.as_str()) && !live.contains(d.as_str()))
         .cloned()
         .collect()
+}
+
+/// Pause (`pause` true) or resume the whole queue (`jobs` empty) or the jobs named (`JOB` or
+/// `WORKSPACE/JOB`); returns the keys of the jobs named (none for the whole queue).
+pub fn set_paused(
+    store: &Store,
+    now: Timestamp,
+    jobs: &[String],
+    pause: bool,
+) -> Result<Vec<String>> {
+    store.transaction(now, &[Lock::Queue], |tx| {
+        let mut doc: QueueDoc = tx.read()?;
+        let mut events = Vec::new();
+        let keys = ops::set_paused(&mut doc, jobs, pause, &mut events)?;
+        doc.updated_at = now;
+        tx.write(&doc)?;
+        for e in events {
+            tx.event(e);
+        }
+        Ok::<_, crate::Error>(keys)
+    })
+}
+
+/// Put a stuck or cancelled job (`JOB` or `WORKSPACE/JOB`) back in line with every job it
+/// blocked; returns their keys, the job's first.
+pub fn retry(store: &Store, now: Timestamp, job: &str) -> Result<Vec<String>> {
+    store.transaction(now, &[Lock::Queue], |tx| {
+        let mut doc: QueueDoc = tx.read()?;
+        let i = ops::find(&doc, job)?;
+        let mut events = Vec::new();
+        let keys = ops::retry(&mut doc, i, now, &mut events)?;
+        tx.write(&doc)?;
+        for e in events {
+            tx.event(e);
+        }
+        Ok::<_, crate::Error>(keys)
+    })
+}
+
+/// What `cancel` did.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cancelled {
+    /// The unfinished jobs cancelled (finished ones are left as they are).
+    pub cancelled: Vec<String>,
+    /// The running ones among them, whose process groups were killed.
+    pub stopped: Vec<String>,
+}
+
+/// Cancel a job (`JOB` or `WORKSPACE/JOB`) or every unfinished job of a workspace: their
+/// dependents become blocked, finished workspaces are archived, and running jobs' process
+/// groups are killed (their dispatcher kills them too when it sees the cancel).
+pub fn cancel(store: &Store, now: Timestamp, target: &str) -> Result<Cancelled> {
+    let (cancelled, stop) = store.transaction(now, &[Lock::Queue], |tx| {
+        let mut doc: QueueDoc = tx.read()?;
+        let targets: Vec<usize> = if doc.workspaces.contains_key(target)
+            && !target.contains('/')
+            && doc.jobs.iter().any(|j| j.workspace == target)
+        {
+            (0..doc.jobs.len())
+                .filter(|i| doc.jobs[*i].workspace == target)
+                .collect()
+        } else {
+            vec![ops::find(&doc, target)?]
+        };
+        let keys: Vec<String> = targets
+            .iter()
+            .filter(|i| !doc.jobs[**i].state.is_final())
+            .map(|i| doc.jobs[*i].key())
+            .collect();
+        let mut events = Vec::new();
+        let stop = ops::cancel(&mut doc, &targets, now, &mut events);
+        let archived = ops::archive(&mut doc);
+        archive::append(tx, store, &archived)?;
+        tx.write(&doc)?;
+        for e in events {
+            tx.event(e);
+        }
+        Ok::<_, crate::Error>((keys, stop))
+    })?;
+    for s in &stop {
+        if let Some(d) = &s.dispatcher {
+            let (ws, id) = s.key.split_once('/').unwrap_or(("", &s.key));
+            super::exec::kill_run(&format!("{d}/{ws}/{id}/{}", s.attempt), s.pid);
+        }
+    }
+    Ok(Cancelled {
+        cancelled,
+        stopped: stop.into_iter().map(|s| s.key).collect(),
+    })
 }

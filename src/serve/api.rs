@@ -7,9 +7,9 @@ use tiny_http::Method;
 
 use super::{Reply, Req, Shared};
 use conductor::agents::{self, Agents, Channels, Inbox, Priority, Status, ops};
-use conductor::error::{Error, Result};
+use conductor::error::Error;
+use conductor::store::Store;
 use conductor::store::event::Event;
-use conductor::store::{Lock, Store};
 use conductor::time::Timestamp;
 
 /// Default and largest page sizes.
@@ -19,7 +19,7 @@ const LIMIT_MAX: u64 = 500;
 const POLL_HINT: u64 = 30;
 const POLL_HINT_BUSY: u64 = 5;
 /// The run files' heartbeat (not a journal event: a heartbeat never wakes the run loops).
-pub const HEARTBEAT_FILE: &str = "heartbeat.json";
+pub use conductor::agents::service::HEARTBEAT_FILE;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Route {
@@ -187,12 +187,7 @@ fn global_events(store: &Store, now: Timestamp, req: &Req) -> Answer {
 }
 
 fn heartbeat(store: &Store, now: Timestamp, me: &str) -> Answer {
-    let file = lib(agents::agent_file(me, HEARTBEAT_FILE))?;
-    let body = agents::to_bytes(&json!({"version": "1.0", "agent": me, "at": now, "via": "api"}));
-    lib(store.transaction(now, &[Lock::Agents], |tx| {
-        tx.write_at(&file, body.clone())?;
-        Ok::<_, Error>(())
-    }))?;
+    lib(agents::service::heartbeat(store, now, me, "api"))?;
     let inbox: Inbox = lib(agents::inbox_files::snapshot(
         store,
         now,
@@ -292,14 +287,6 @@ fn update(id: String, body: &Map<String, Value>) -> std::result::Result<Update, 
         status,
         completion_ref,
     })
-}
-
-fn tx_inbox<T>(
-    store: &Store,
-    now: Timestamp,
-    f: impl FnMut(&mut Agents, &mut Inbox, i64, &mut ops::Fx) -> Result<T>,
-) -> Result<T> {
-    conductor::agents::service::transact_inbox(store, now, &agents::inbox_files::Scope::All, f)
 }
 
 fn inbox_patch(store: &Store, now: Timestamp, req: &Req, me: &str, id: &str) -> Answer {
@@ -530,9 +517,14 @@ fn mention_claim(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
                 .get("takeover")
                 .and_then(Value::as_bool)
                 .unwrap_or(true);
-            let out = lib(tx_inbox(store, now, |ag, ib, ms, fx| {
-                ops::claim(ag, ib, &id, me, "api", ttl, takeover, now, ms, fx)
-            }))?;
+            let req = agents::service::ClaimItem {
+                id: id.to_string(),
+                agent: me.to_string(),
+                worker: "api".into(),
+                ttl,
+                takeover,
+            };
+            let out = lib(agents::service::claim_item(store, now, &req))?;
             Ok(match out {
                 ops::ClaimOutcome::Ok {
                     id,
@@ -568,9 +560,7 @@ fn mention_claim(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
             })
         }
         _ => {
-            let c = lib(tx_inbox(store, now, |_, ib, _, fx| {
-                ops::release(ib, &id, me, "released", fx)
-            }))?;
+            let c = lib(agents::service::release_item(store, now, &id, me))?;
             Ok(Reply::json(
                 200,
                 json!({"success": true, "id": id, "mention_id": id, "released": c}),

@@ -84,6 +84,25 @@ fn forward(w: watch::HomeWatcher, tx: Sender<Msg>) {
     });
 }
 
+/// The channel a live view waits on (`top`, `status --watch`): [`Msg::Stop`] on SIGINT or
+/// SIGTERM, [`Msg::Changed`] after each journal commit. Call it before any thread (it blocks the
+/// stop signals, which then become a message) and before the first read (it watches first, so
+/// nothing committed in between is missed). The sender is for more sources (keys).
+fn live_channel(ctx: &Ctx) -> Result<(Sender<Msg>, Receiver<Msg>)> {
+    watch::block_stop_signals();
+    let (tx, rx) = channel::<Msg>();
+    let stop = tx.clone();
+    watch::on_stop(move || {
+        let _ = stop.send(Msg::Stop);
+    });
+    forward(
+        ctx.store
+            .watcher(conductor::store::journal::is_journal_file)?,
+        tx.clone(),
+    );
+    Ok((tx, rx))
+}
+
 /// The key a terminal key event stands for.
 fn map_key(k: event::KeyEvent) -> Option<Key> {
     if k.kind == KeyEventKind::Release {
@@ -141,19 +160,7 @@ pub fn run(ctx: &Ctx, args: TopArgs) -> Result<u8> {
         ));
     }
     let ascii = args.ascii || plain_terminal();
-    // Before any thread: SIGTERM (and SIGINT from another process) become a message.
-    watch::block_stop_signals();
-    let (tx, rx) = channel::<Msg>();
-    let stop = tx.clone();
-    watch::on_stop(move || {
-        let _ = stop.send(Msg::Stop);
-    });
-    // Watch first, then read: nothing committed in between is missed.
-    forward(
-        ctx.store
-            .watcher(conductor::store::journal::is_journal_file)?,
-        tx.clone(),
-    );
+    let (tx, rx) = live_channel(ctx)?;
     let mut app = App::new(model::read(&ctx.store)?, ascii);
 
     terminal::enable_raw_mode().map_err(term_err)?;
@@ -229,17 +236,7 @@ fn next(rx: &Receiver<Msg>) -> Vec<Msg> {
 /// line), printed at start and again after each change that alters it, until SIGINT/SIGTERM or
 /// a closed stdout (exit 0).
 pub fn watch_status(ctx: &Ctx) -> Result<u8> {
-    watch::block_stop_signals();
-    let (tx, rx) = channel::<Msg>();
-    let stop = tx.clone();
-    watch::on_stop(move || {
-        let _ = stop.send(Msg::Stop);
-    });
-    forward(
-        ctx.store
-            .watcher(conductor::store::journal::is_journal_file)?,
-        tx.clone(),
-    );
+    let (tx, rx) = live_channel(ctx)?;
     drop(tx);
     let width = if std::io::stdout().is_terminal() {
         terminal::size().map_or(80, |(w, _)| w as usize)

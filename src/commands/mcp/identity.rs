@@ -11,7 +11,6 @@ use conductor::error::{Error, Result};
 use conductor::hooks;
 use conductor::protocol::local;
 use conductor::protocol::ops::{self, Effect, NewInstance};
-use conductor::protocol::types::Outcome;
 use conductor::protocol::{Priority, State};
 use conductor::time::Timestamp;
 
@@ -111,22 +110,11 @@ impl Identity {
         let Some(id) = self.own.lock().expect("not poisoned").take() else {
             return Ok(());
         };
-        let now = Timestamp::now();
-        conductor::protocol::transact(store, now, |st, fx| {
-            if st.instance(&id).is_none() {
-                return Ok(());
-            }
-            ops::drop_dead_waiters(st, &local::waiter_is_dead, now, fx);
-            ops::done(
-                st,
-                &id,
-                Outcome::Abandoned,
-                None,
-                Some("the MCP client went away".into()),
-                now,
-                fx,
-            )
-            .map(|_| ())
-        })
+        conductor::protocol::sessions::abandon(
+            store,
+            Timestamp::now(),
+            &id,
+            "the MCP client went away",
+        )
     }
 }

@@ -16,9 +16,9 @@ use conductor::agents::{self, Agents, Inbox, ops as aops};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::protocol::local::{PathNormalizer, ProcessTable};
-use conductor::protocol::ops::{self, ClaimOutcome};
+use conductor::protocol::ops::ClaimOutcome;
 use conductor::protocol::request::{ClaimRequest, DoneRequest, ReleaseRequest, Request};
-use conductor::protocol::sessions::{self, Acting, DoneOutcome};
+use conductor::protocol::sessions::{self, Acting, DoneOutcome, StartOutcome, Step, Stepped};
 use conductor::protocol::types::Outcome;
 use conductor::protocol::{Priority, State};
 use conductor::store::Store;
@@ -417,56 +417,36 @@ impl Tools {
     }
 
     fn start(&self, ctx: &Ctx, a: StartArgs) -> Result<Answer> {
-        use conductor::protocol::gate::{self, Verdict};
         if a.task.trim().is_empty() {
             return Err(Error::invalid(Reason::InvalidInput, "the task is empty"));
         }
-        let priority = a.priority.unwrap_or(Priority::P1);
-        let dir = super::super::start::working_directory(None)?;
-        let inputs = super::super::start::gate_inputs(&ctx.store, Some(&dir))?;
-        let drift = match gate::evaluate(&a.task, priority, &inputs) {
-            Verdict::Pass => None,
-            Verdict::Blocked {
-                message,
-                options,
-                drift,
-            } => match &a.override_reason {
-                None => {
-                    let text = format!(
-                        "BLOCKED by the priority gate: {message}\nOptions: {}\nCall start again with `override` set to your justification to proceed (a drift warning is recorded).",
-                        options.join("; ")
-                    );
-                    return Ok(Answer {
-                        json: json!({"status": "blocked", "reason": "priority_gate", "message": message, "options": options}),
-                        text,
-                        error: true,
-                    });
-                }
-                Some(_) => Some(drift),
-            },
+        let req = sessions::RetaskRequest {
+            task: a.task,
+            project: a.project,
+            priority: a.priority.unwrap_or(Priority::P1),
+            override_reason: a.override_reason,
         };
-        let now = ctx.now;
-        let id = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-            let id = self.identity.require(st, now, fx)?;
-            let me = st.instance(&id).expect("resolved").clone();
-            let new = ops::NewInstance {
-                source: me.source,
-                project: a.project.clone().unwrap_or(me.project.clone()),
-                task: a.task.clone(),
-                priority,
-                working_directory: me.working_directory.clone(),
-                override_reason: a.override_reason.clone(),
-                pid: me.pid,
-                host: me.host.clone(),
-                session_id: me.session_id.clone(),
-            };
-            ops::retask(st, &id, new, drift.clone(), now, fx)?;
-            Ok(id)
-        })?;
-        Ok(Answer::ok(
-            json!({"status": "ok", "instance_id": id, "drift_warning": drift,
-            "message": "Task recorded. Claim files before editing them."}),
-        ))
+        let own = |st: &mut State, now, fx: &mut Vec<_>| self.identity.require(st, now, fx);
+        match sessions::retask_own(&ctx.store, ctx.now, &req, &own)? {
+            StartOutcome::Blocked { message, options } => {
+                let text = format!(
+                    "BLOCKED by the priority gate: {message}\nOptions: {}\nCall start again with `override` set to your justification to proceed (a drift warning is recorded).",
+                    options.join("; ")
+                );
+                Ok(Answer {
+                    json: json!({"status": "blocked", "reason": "priority_gate", "message": message, "options": options}),
+                    text,
+                    error: true,
+                })
+            }
+            StartOutcome::Started {
+                instance_id: id,
+                drift,
+            } => Ok(Answer::ok(
+                json!({"status": "ok", "instance_id": id, "drift_warning": drift,
+                "message": "Task recorded. Claim files before editing them."}),
+            )),
+        }
     }
 
     fn claim(&self, ctx: &Ctx, a: ClaimArgs, cancel: &Cancel) -> Result<Answer> {
@@ -498,25 +478,34 @@ impl Tools {
             ),
             None => None,
         };
-        let pid = std::process::id();
-        let (id, files, outcome, st) = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-            let id = self.identity.require(st, now, fx)?;
-            let (id, mut paths) = conductor::protocol::sessions::resolve_with_paths(
-                &ctx.store,
-                &ctx.caller(),
-                st,
-                &Some(id),
-                &[&a.files],
-            )?;
-            let files = paths.remove(0);
-            let out = match wait {
-                Some(_) => conductor::protocol::sessions::claim_or_enqueue(
-                    st, &id, &files, pid, now, &live, fx,
-                )?,
-                None => ops::claim(st, &id, &files, a.force.as_deref(), now, &live, fx)?,
-            };
-            Ok((id, files, out, st.clone()))
-        })?;
+        let req = ClaimRequest {
+            instance_id: None,
+            files: a.files,
+            force: a.force,
+        };
+        let step = match wait {
+            Some(_) => Step::Enqueue {
+                pid: std::process::id(),
+            },
+            None => Step::Plain {
+                force: req.force.as_deref(),
+            },
+        };
+        let own = |st: &mut State, now, fx: &mut Vec<_>| self.identity.require(st, now, fx);
+        let Stepped {
+            instance_id: id,
+            files,
+            outcome,
+            state: st,
+        } = sessions::claim_step(
+            &ctx.store,
+            now,
+            &ctx.caller(),
+            &req,
+            step,
+            &live,
+            Acting::Own(&own),
+        )?;
         if outcome.conflicts.is_empty() {
             return Ok(claimed(&outcome));
         }
@@ -548,16 +537,7 @@ impl Tools {
     /// The client cancelled a waiting claim: leave the queues and forget the conflicts the wait
     /// was about, so nothing is handed to a call no one waits for. Files already granted stay.
     fn cancelled_wait(&self, ctx: &Ctx, id: &str, files: &[String]) -> Result<Answer> {
-        let now = Timestamp::now();
-        let held = conductor::protocol::transact(&ctx.store, now, |st, fx| {
-            if st.instance(id).is_none() {
-                return Ok(Vec::new());
-            }
-            ops::dequeue(st, id, files, now, fx)?;
-            let me = st.instance_mut(id).expect("checked above");
-            me.pending_conflicts.retain(|p| !files.contains(&p.file));
-            Ok(me.files_claimed.clone())
-        })?;
+        let held = sessions::leave_wait(&ctx.store, Timestamp::now(), id, files)?;
         let got: Vec<&String> = files.iter().filter(|f| held.contains(f)).collect();
         Ok(Answer {
             json: json!({"status": "cancelled", "claimed": got}),

@@ -7,8 +7,6 @@ use serde_json::json;
 
 use crate::commands::{Ctx, Out, print};
 use conductor::error::Result;
-use conductor::queue::{QueueDoc, ops};
-use conductor::store::Lock;
 
 /// The long help of `queue pause`.
 pub const PAUSE_ABOUT: &str = "Without JOB, pause the whole queue: no dispatcher starts a job until `queue resume`;\n\
@@ -29,17 +27,7 @@ pub struct PauseArgs {
 
 /// Run `queue pause` (`pause` true) or `queue resume`.
 pub fn run(ctx: &Ctx, a: PauseArgs, pause: bool) -> Result<u8> {
-    let keys = ctx.store.transaction(ctx.now, &[Lock::Queue], |tx| {
-        let mut doc: QueueDoc = tx.read()?;
-        let mut events = Vec::new();
-        let keys = ops::set_paused(&mut doc, &a.jobs, pause, &mut events)?;
-        doc.updated_at = ctx.now;
-        tx.write(&doc)?;
-        for e in events {
-            tx.event(e);
-        }
-        Ok::<_, conductor::Error>(keys)
-    })?;
+    let keys = conductor::queue::service::set_paused(&ctx.store, ctx.now, &a.jobs, pause)?;
     let verb = if pause { "Paused" } else { "Resumed" };
     let text = if keys.is_empty() {
         if pause {

@@ -10,7 +10,6 @@ use crate::commands::Out;
 use crate::commands::{Ctx, print};
 use conductor::error::Result;
 use conductor::queue::{QueueDoc, dispatch, ops};
-use conductor::store::Lock;
 
 /// The long help of `queue retry`.
 pub const ABOUT: &str = "Put a failed, timed-out, blocked or cancelled job back in line, with every job that was\n\
@@ -80,17 +79,7 @@ pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
         )
     );
     let opts = dispatch_args.options(ctx, false, None)?;
-    let keys = ctx.store.transaction(ctx.now, &[Lock::Queue], |tx| {
-        let mut doc: QueueDoc = tx.read()?;
-        let i = ops::find(&doc, &args.job)?;
-        let mut events = Vec::new();
-        let keys = ops::retry(&mut doc, i, ctx.now, &mut events)?;
-        tx.write(&doc)?;
-        for e in events {
-            tx.event(e);
-        }
-        Ok::<_, conductor::Error>(keys)
-    })?;
+    let keys = conductor::queue::service::retry(&ctx.store, ctx.now, &args.job)?;
     let queued = format!(
         "Queued {} again{}.",
         keys[0],

@@ -4,8 +4,8 @@ use serde_json::json;
 
 use super::{Ctx, emit};
 use conductor::error::Result;
-use conductor::time::Timestamp;
-use conductor::workflows::{self, Session};
+use conductor::workflows;
+use conductor::workflows::service::{self, Control};
 
 /// A session, by id or unique prefix.
 #[derive(Debug, clap::Args)]
@@ -29,18 +29,9 @@ pub struct ResolveArgs {
     pub to: String,
 }
 
-fn act(
-    ctx: &Ctx,
-    session: &str,
-    verb: &str,
-    mut op: impl FnMut(&mut Session, Timestamp) -> Result<()>,
-) -> Result<u8> {
-    let id = workflows::find_session(&ctx.store, ctx.now, session)?.id;
-    let now = ctx.now;
-    let s = workflows::update(&ctx.store, now, &id, |s, _| {
-        op(s, now)?;
-        Ok(s.clone())
-    })?;
+fn act(ctx: &Ctx, session: &str, verb: &str, c: Control) -> Result<u8> {
+    let s = service::control(&ctx.store, ctx.now, session, &c)?;
+    let id = s.id.clone();
     // "Running" is only true while a supervisor (`workflow run`) is there to run it.
     let supervised = s
         .supervisor_pid
@@ -68,25 +59,25 @@ fn act(
 
 /// Run `workflow approve`.
 pub fn approve(ctx: &Ctx, a: SessionArg) -> Result<u8> {
-    act(ctx, &a.session, "Approved", |s, now| s.approve(now))
+    act(ctx, &a.session, "Approved", Control::Approve)
 }
 
 /// Run `workflow resolve`.
 pub fn resolve(ctx: &Ctx, a: ResolveArgs) -> Result<u8> {
-    act(ctx, &a.session, "Resolved", |s, now| s.resolve(&a.to, now))
+    act(ctx, &a.session, "Resolved", Control::Resolve { to: a.to })
 }
 
 /// Run `workflow pause`.
 pub fn pause(ctx: &Ctx, a: SessionArg) -> Result<u8> {
-    act(ctx, &a.session, "Paused", |s, now| s.pause(now))
+    act(ctx, &a.session, "Paused", Control::Pause)
 }
 
 /// Run `workflow resume`.
 pub fn resume(ctx: &Ctx, a: SessionArg) -> Result<u8> {
-    act(ctx, &a.session, "Resumed", |s, now| s.resume(now))
+    act(ctx, &a.session, "Resumed", Control::Resume)
 }
 
 /// Run `workflow abort`.
 pub fn abort(ctx: &Ctx, a: SessionArg) -> Result<u8> {
-    act(ctx, &a.session, "Aborted", |s, now| s.abort(now))
+    act(ctx, &a.session, "Aborted", Control::Abort)
 }

@@ -34,11 +34,14 @@ fn cost(s: &str) -> std::result::Result<f64, String> {
 /// Run `workflow usage`.
 pub fn run(ctx: &Ctx, args: UsageArgs) -> Result<u8> {
     let id = args.worker.session_id(ctx)?;
-    let now = ctx.now;
-    let (exceeded, totals) = workflows::update(&ctx.store, now, &id, |s, _| {
-        let e = s.add_usage(args.worker.state(), args.tokens, args.cost, now)?;
-        Ok((e, s.totals.clone()))
-    })?;
+    let workflows::service::UsageRecorded { exceeded, totals } = workflows::service::report_usage(
+        &ctx.store,
+        ctx.now,
+        &id,
+        args.worker.state(),
+        args.tokens,
+        args.cost,
+    )?;
     let (status, code, text) = match &exceeded {
         Some(why) => (
             "budget_exceeded",

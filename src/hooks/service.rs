@@ -1,0 +1,325 @@
+//! The hook's operations as the `conductor hook AGENT` face calls them: one agent session's
+//! event in (who the session is, what it is about to write), a [`Verdict`] or a typed outcome
+//! out. Reads are lock-free first ([`crate::protocol::read_unvalidated`]); only registering,
+//! claiming a free file, a due heartbeat and the end of a session take the lock, in one
+//! transaction each. Nothing here prints.
+
+use std::path::Path;
+
+use super::{Agent, DEFAULT_TASK, Verdict};
+use crate::config::Enforce;
+use crate::error::{Error, Reason, Result};
+use crate::protocol::local::{self, ProcessTable};
+use crate::protocol::ops::{self, Effect, NewInstance};
+use crate::protocol::types::Outcome;
+use crate::protocol::{Instance, Priority, ProjectConfig, Source, State};
+use crate::schema::Schema;
+use crate::store::Store;
+use crate::time::Timestamp;
+
+/// The agent session a hook event comes from.
+#[derive(Clone, Copy, Debug)]
+pub struct Session<'a> {
+    pub agent: Agent,
+    /// The agent's session id (empty: the payload named none).
+    pub id: &'a str,
+    /// `CONDUCTOR_INSTANCE_ID` from the agent's environment: the instance whoever started the
+    /// session registered for it (a workflow supervisor, `conductor run`), which it adopts.
+    pub adopted: Option<&'a str>,
+}
+
+impl Session<'_> {
+    /// The instance this session acts as in `st` (its own, or the adopted one).
+    pub fn mine<'s>(&self, st: &'s State) -> Option<&'s Instance> {
+        super::session_or_adopted(st, self.id, self.adopted)
+    }
+}
+
+/// What a session start found or registered.
+#[derive(Clone, Debug)]
+pub struct SessionStarted {
+    pub instance_id: String,
+    /// The session's own instance was there already (a resumed session).
+    pub resumed: bool,
+    /// The session took over the instance `CONDUCTOR_INSTANCE_ID` names.
+    pub adopted: bool,
+    /// The state after the start, for the context the model is told.
+    pub state: State,
+}
+
+/// Session start: find the session's instance (or the adopted one) and refresh it, else
+/// register one for the session in `dir`.
+pub fn start_session(
+    store: &Store,
+    now: Timestamp,
+    session: &Session,
+    dir: &Path,
+) -> Result<SessionStarted> {
+    let new = new_instance(session, dir)?;
+    crate::protocol::transact(store, now, |st, fx| {
+        let found = super::session_instance(st, session.id)
+            .map(|i| (i.id.clone(), true, false))
+            .or_else(|| {
+                super::session_or_adopted(st, session.id, session.adopted)
+                    .map(|i| (i.id.clone(), false, true))
+            });
+        let (id, resumed, adopted) = match found {
+            Some((id, resumed, adopted)) => {
+                ops::heartbeat(st, &id, None, now, fx)?;
+                if let Some(i) = st.instance_mut(&id) {
+                    i.agent
+                        .get_or_insert_with(|| session.agent.name().to_string());
+                    if adopted {
+                        i.session_id = Some(session.id.to_string());
+                    }
+                }
+                (id, resumed, adopted)
+            }
+            None => (
+                register(st, new.clone(), session.agent, now, fx),
+                false,
+                false,
+            ),
+        };
+        Ok(SessionStarted {
+            instance_id: id,
+            resumed,
+            adopted,
+            state: st.clone(),
+        })
+    })
+}
+
+/// A tool call about to write `files` (normalized), or (`after`) one that wrote them already.
+#[derive(Clone, Debug)]
+pub struct Edit<'a> {
+    pub session: Session<'a>,
+    /// The session's directory: files outside it are never claimed.
+    pub dir: &'a Path,
+    pub files: Vec<String>,
+    pub enforce: Enforce,
+    pub after: bool,
+}
+
+/// Decide an edit for every file and claim the free ones (registering the session's instance
+/// first if it has none). After the fact (the agent cannot be stopped), claim what can be
+/// claimed and tell the person about a file another session holds.
+pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> Result<Verdict> {
+    let after = req.after;
+    let dir_str = req.dir.to_string_lossy().into_owned();
+    let decide_all = |st: &State| {
+        let me = req.session.mine(st);
+        let home = me.map_or(dir_str.as_str(), |m| m.working_directory.as_str());
+        req.files
+            .iter()
+            .map(|f| {
+                let d = super::decide(st, me, f, super::inside(f, home), req.enforce, now, live);
+                (f.clone(), d)
+            })
+            .collect::<Vec<_>>()
+    };
+    // Lock-free first: most edits are of files the session already holds, or are refused.
+    let state = crate::protocol::read_unvalidated(store, now)?;
+    let (verdict, to_claim) = super::combine(&decide_all(&state));
+    if let Some(v) = verdict {
+        return Ok(if after { after_the_fact(v) } else { v });
+    }
+    if to_claim.is_empty() {
+        if let Some(id) = req
+            .session
+            .mine(&state)
+            .filter(|m| super::heartbeat_due(m, now))
+            .map(|m| m.id.clone())
+        {
+            // Best effort: a busy lock must not turn an allowed edit into a warning.
+            let _ = crate::protocol::transact(store, now, |st, fx| {
+                ops::heartbeat(st, &id, None, now, fx)
+            });
+        }
+        return Ok(Verdict::default());
+    }
+    if req.session.id.is_empty() {
+        return Ok(Verdict::failed(&format!(
+            "the hook input names no session, so {} could not be claimed",
+            to_claim.join(", ")
+        )));
+    }
+    let new = new_instance(&req.session, req.dir)?;
+    crate::protocol::transact(store, now, |st, fx| {
+        // Decide again under the lock: another session may have claimed a file meanwhile.
+        let (verdict, to_claim) = super::combine(&decide_all(st));
+        if let Some(v) = verdict {
+            return Ok(if after { after_the_fact(v) } else { v });
+        }
+        if to_claim.is_empty() {
+            return Ok(Verdict::default());
+        }
+        let id = match req.session.mine(st) {
+            Some(m) => m.id.clone(),
+            None => register(st, new.clone(), req.session.agent, now, fx),
+        };
+        let out = ops::claim(st, &id, &to_claim, None, now, live, fx)?;
+        if let Some(c) = out.conflicts.first() {
+            let held = st.instance(&c.held_by).cloned();
+            let msg = match held {
+                Some(h) => super::held_message(&c.file, &h, Some(&id), now),
+                None => format!("{} is claimed by {}", c.file, c.held_by),
+            };
+            let v = Verdict::deny(format!("BLOCKED: {msg}"));
+            return Ok(if after { after_the_fact(v) } else { v });
+        }
+        Ok(Verdict {
+            context: Some(format!(
+                "conductor: {} now claimed for this session ({id}); other sessions' edits of {} are refused until you \
+                 release {} (`conductor release --instance {id} FILE`) or finish (`conductor done --instance {id}`).",
+                to_claim.join(", "),
+                if to_claim.len() == 1 { "it" } else { "them" },
+                if to_claim.len() == 1 { "it" } else { "them" },
+            )),
+            ..Verdict::default()
+        })
+    })
+}
+
+/// A refusal that came too late (the file is written already): tell the person.
+fn after_the_fact(v: Verdict) -> Verdict {
+    let why = v.reason.unwrap_or_default();
+    Verdict {
+        notice: Some(format!(
+            "conductor: this session edited a file it should not have: {why}"
+        )),
+        context: Some(format!(
+            "conductor: the edit you just made touched a file another session holds: {why}. Tell the user, \
+             and consider reverting it."
+        )),
+        ..Verdict::default()
+    }
+}
+
+/// Any sign of life: refresh the session's heartbeat when it is due (lock-free check first).
+pub fn activity(store: &Store, now: Timestamp, session: &Session) -> Result<()> {
+    if session.id.is_empty() {
+        return Ok(());
+    }
+    let state = crate::protocol::read_unvalidated(store, now)?;
+    let Some(id) = session
+        .mine(&state)
+        .filter(|m| super::heartbeat_due(m, now))
+        .map(|m| m.id.clone())
+    else {
+        return Ok(());
+    };
+    crate::protocol::transact(store, now, |st, fx| {
+        if st.instance(&id).is_some() {
+            ops::heartbeat(st, &id, None, now, fx)?;
+        }
+        Ok(())
+    })
+}
+
+/// What the end of a session did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionEnded {
+    pub instance_id: String,
+    /// How many files it held, now released.
+    pub released: usize,
+}
+
+/// Session end: finish the session's own instance as abandoned (`reason`: why the agent says
+/// it ended), releasing its claims to waiters first. `None`: it has none (already done, never
+/// registered), or its instance is the adopted one, which whoever started the session ends.
+pub fn end_session(
+    store: &Store,
+    now: Timestamp,
+    session: &Session,
+    reason: &str,
+) -> Result<Option<SessionEnded>> {
+    let Some(found) =
+        super::session_instance(&crate::protocol::read_unvalidated(store, now)?, session.id)
+            .map(|i| i.id.clone())
+    else {
+        return Ok(None); // already done, or never registered
+    };
+    // An adopted instance belongs to whoever started the session (a workflow supervisor,
+    // `conductor run`): it ends it, with the real outcome.
+    if session.adopted == Some(found.as_str()) {
+        return Ok(None);
+    }
+    crate::protocol::transact(store, now, |st, fx| {
+        let Some(id) = super::session_instance(st, session.id).map(|i| i.id.clone()) else {
+            return Ok(None);
+        };
+        // A released file goes to the first waiter that is still there.
+        ops::drop_dead_waiters(st, &local::waiter_is_dead, now, fx);
+        let released = ops::done(
+            st,
+            &id,
+            Outcome::Abandoned,
+            None,
+            Some(format!(
+                "{} session ended ({reason})",
+                session.agent.product()
+            )),
+            now,
+            fx,
+        )?;
+        Ok(Some(SessionEnded {
+            instance_id: id,
+            released: released.len(),
+        }))
+    })
+}
+
+/// Register a new instance for the session, naming its agent.
+fn register(
+    st: &mut State,
+    new: NewInstance,
+    agent: Agent,
+    now: Timestamp,
+    fx: &mut Vec<Effect>,
+) -> String {
+    let id = ops::start(st, new, None, crate::host::random_hex6, now, fx);
+    if let Some(i) = st.instance_mut(&id) {
+        i.agent = Some(agent.name().to_string());
+    }
+    id
+}
+
+/// What a hook registers for a session: task from `.conductor/config.json`, project from the
+/// directory name, source from the environment (Cursor sessions are `cur`).
+fn new_instance(session: &Session, dir: &Path) -> Result<NewInstance> {
+    let cfg: Option<ProjectConfig> =
+        crate::schema::read_doc(&dir.join(".conductor/config.json"), Schema::ProjectConfig)?;
+    let task = cfg
+        .and_then(|c| c.task)
+        .filter(|t| !t.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_TASK.to_string());
+    let project = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into());
+    let working_directory = dir
+        .to_str()
+        .ok_or_else(|| {
+            Error::invalid(
+                Reason::InvalidDirectory,
+                "the session's directory is not UTF-8",
+            )
+        })?
+        .to_string();
+    let source = match session.agent {
+        Agent::Cursor => Source::Cur,
+        _ => local::detect_source(|k| std::env::var(k).ok()),
+    };
+    Ok(NewInstance {
+        source,
+        project,
+        task,
+        priority: Priority::P1,
+        working_directory,
+        override_reason: None,
+        pid: None,
+        host: crate::host::hostname(),
+        session_id: Some(session.id.to_string()),
+    })
+}
