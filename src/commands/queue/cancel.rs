@@ -44,7 +44,7 @@ pub fn run(ctx: &Ctx, args: CancelArgs) -> Result<u8> {
         let mut events = Vec::new();
         let stop = ops::cancel(&mut doc, &targets, ctx.now, &mut events);
         let archived = ops::archive(&mut doc);
-        conductor::queue::archive::append(tx, &ctx.store, &archived)?;
+        conductor::queue::archive::append(tx, &ctx.store, archived)?;
         tx.write(&doc)?;
         for e in events {
             tx.event(e);
