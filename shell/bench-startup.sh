@@ -1,27 +1,38 @@
 #!/usr/bin/env bash
-# Benchmark for issue 26 (not a test): start-up of `conductor --version` against a hello-world
-# Rust binary built the same way (release, this workspace's [profile.release], same toolchain),
-# whole processes, medians of 200 interleaved runs each, and their ratio (goal: within 1.3x).
-# Measured (2 cores, another build running): hello-world 0.847 ms, `--version` 1.249 ms, 1.47x;
-# before the --version fast path (main's release build, same loop): 1.231 vs 2.772 ms, 2.25x.
-# Also `conductor claim FILE --instance ID` (the ordinary command path: a claim already held, one
-# transaction) in a temp home. With BEFORE=<another conductor binary> (e.g. a release build of
-# an older commit), each command is timed with both binaries, interleaved, and the ratios given.
-# Measured for issue 25 (ratatui added for `conductor top`; BEFORE = release build of b13397c,
-# 2 cores shared with other builds): 400 runs twice, --version 0.98x and 1.14x (noise), claim
-# 1.10x and 1.02x; `perf stat -r 300` alternating: claim 3.37/3.03 ms vs 2.98/2.76 ms before,
-# status 2.72/2.68 vs 2.35/2.48 ms, `claim --help` 2.34 vs 2.26 ms: the ordinary path is slower
-# by ~0.3 ms (same page faults and syscalls); not yet explained (see the live branch's report).
-# Issue 26 (branch startup, release build of main 223d2d5, codegen-units = 4, 2 cores shared):
-# `shell/bench-startup.sh 100`: hello-world 0.772, --version 1.145, claim 2.364 ms: 1.48x.
-# Same build re-linked non-PIE (`cargo rustc --release --bin conductor -- -C link-arg=-no-pie`),
-# 200 interleaved runs: --version 1.056 -> 0.807 ms, status 1.701 -> 1.527 ms; 25,293
-# R_X86_64_RELATIVE relocations -> 0 (the dynamic loader no longer relocates/dirties .data.rel.ro).
-# Usage: [BEFORE=path] shell/bench-startup.sh [RUNS]   (default 200)
+# Benchmark for issue 26 (not a test): start-up of whole processes against a hello-world Rust
+# binary built with this workspace's [profile.release] and the same toolchain (an ordinary,
+# position-independent executable: cargo's default), medians of RUNS interleaved runs each,
+# printed as one table with each command's ratio to hello-world (goal: --version within 1.3x).
+# The row "hello non-PIE" is the same hello-world linked like conductor's release binary
+# (build.rs: -no-pie), for reference.
+#
+# Rows (in a temp home where session A holds 1,000 files, registered through the Claude hook):
+#   hello-world          the hello-world binary
+#   --version            `conductor --version`
+#   status               `conductor status` (2 instances, 1,001 claims)
+#   claim @1k            `conductor claim FILE --instance A`: A re-claims a file it holds
+#   hook deny @1k        `conductor hook claude`: session B's PreToolUse Edit of a file A holds
+# With BEFORE=<another conductor binary> (e.g. a release build of an older commit, or the same
+# commit built differently), every conductor row is also timed with BEFORE, interleaved, in a
+# copy of the same home, and the table gains BEFORE's median and this/BEFORE.
+# BIN=<conductor binary> skips the build (default: build the release binary; honours
+# CARGO_TARGET_DIR).
+#
+# Figures, and what they led to, are in docs/internals.md ("Start-up").
+# Earlier figures (branch startup, release build of main 223d2d5, codegen-units = 4, 2 cores
+# shared): hello-world 0.772, --version 1.145, claim 2.364 ms: 1.48x. Same build re-linked
+# non-PIE: --version 1.056 -> 0.807 ms, status 1.701 -> 1.527 ms; 25,293 R_X86_64_RELATIVE
+# relocations -> 0 (the dynamic loader no longer relocates/dirties .data.rel.ro).
+# Usage: [BEFORE=path] [BIN=path] shell/bench-startup.sh [RUNS]   (default 200; needs python3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet --locked --bin conductor
-bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/conductor"
+bin=${BIN:-}
+if [ -z "$bin" ]; then
+    cargo build --release --quiet --locked --bin conductor
+    bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/conductor"
+fi
+bin=$(realpath "$bin")
+before=${BEFORE:+$(realpath "$BEFORE")}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/hello/src"
@@ -32,29 +43,69 @@ mkdir -p "$tmp/hello/src"
 echo 'fn main() { println!("hello 0.1.0"); }' > "$tmp/hello/src/main.rs"
 CARGO_TARGET_DIR="$tmp/hello/target" cargo build --release --quiet --manifest-path "$tmp/hello/Cargo.toml"
 hello="$tmp/hello/target/release/hello"
-export CONDUCTOR_HOME="$tmp/home"
-id=$("$bin" --json start "bench" --project bench --priority P2 | sed 's/.*"instance_id":"\([^"]*\)".*/\1/')
-"$bin" claim "$tmp/bench.rs" --instance "$id" > /dev/null
-exec python3 - "$bin" "$hello" "${1:-200}" "$id" "$tmp/bench.rs" "${BEFORE:-}" <<'PY'
-import statistics, subprocess, sys, time
-conductor, hello, runs, inst, path, before = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
-cmds = {"hello-world": [hello], "conductor --version": [conductor, "--version"],
-        "conductor claim": [conductor, "claim", path, "--instance", inst]}
-if before:
-    cmds["before --version"] = [before, "--version"]
-    cmds["before claim"] = [before, "claim", path, "--instance", inst]
-times = {k: [] for k in cmds}
+cp "$hello" "$tmp/hello-pie"
+hello="$tmp/hello-pie"
+CARGO_TARGET_DIR="$tmp/hello/target" cargo rustc --release --quiet --manifest-path "$tmp/hello/Cargo.toml" -- -C link-arg=-no-pie
+hello_nopie="$tmp/hello/target/release/hello"
+
+# The seed home: sessions A and B through the hook, A holding 1,000 files.
+proj=$tmp/proj
+mkdir -p "$proj/src"
+export CONDUCTOR_HOME=$tmp/seed NO_COLOR=1
+sa=3f6c1b2a-7d4e-4c8b-9a1f-2e5d8c7b6a01
+sb=9b2e4d6f-1a3c-4e5b-8d7f-0c2a4e6b8d02
+for s in $sa $sb; do
+    printf '{"session_id":"%s","cwd":"%s","hook_event_name":"SessionStart","source":"startup"}' "$s" "$proj" |
+        (cd "$proj" && "$bin" hook claude >/dev/null)
+done
+ida=$("$bin" --json status | python3 -c 'import json,sys; print([i["id"] for i in json.load(sys.stdin)["instances"] if i.get("session_id")=="'$sa'"][0])')
+files=()
+for i in $(seq 1 1000); do files+=("$proj/src/f$i.rs"); done
+"$bin" claim --instance "$ida" "${files[@]}" >/dev/null
+"$bin" claim --instance "$ida" "$proj/src/held.rs" >/dev/null
+cp -a "$tmp/seed" "$tmp/this"
+[ -z "$before" ] || cp -a "$tmp/seed" "$tmp/before"
+
+exec python3 - "$bin" "$hello" "${1:-200}" "$ida" "$proj" "$sb" "$tmp" "$before" "$hello_nopie" <<'PY'
+import json, os, statistics, subprocess, sys, time
+conductor, hello, runs, ida, proj, sb, tmp, before, hello_nopie = sys.argv[1:10]
+runs = int(runs)
+hook_in = json.dumps({"session_id": sb, "cwd": proj, "hook_event_name": "PreToolUse",
+                      "tool_name": "Edit", "tool_input": {"file_path": f"{proj}/src/f7.rs",
+                      "old_string": "a", "new_string": "b"}}).encode()
+rows = [("--version", ["--version"], None, None),
+        ("status", ["status"], None, None),
+        ("claim @1k", ["claim", f"{proj}/src/held.rs", "--instance", ida], None, None),
+        ("hook deny @1k", ["hook", "claude"], hook_in, b'"deny"')]
+cases = [("hello-world", [hello], None, None, None),
+         ("hello non-PIE", [hello_nopie], None, None, None)]
+builds = [("this", conductor)] + ([("before", before)] if before else [])
+for name, args, stdin, expect in rows:
+    for b, path in builds:
+        cases.append((f"{b} {name}", [path] + args, stdin, expect, os.path.join(tmp, b)))
+times = {c[0]: [] for c in cases}
 for _ in range(runs):
-    for k, c in cmds.items():
+    for key, argv, stdin, expect, home in cases:
+        env = dict(os.environ, CONDUCTOR_HOME=home) if home else os.environ
         t = time.perf_counter()
-        subprocess.run(c, stdout=subprocess.DEVNULL, check=True)
-        times[k].append(time.perf_counter() - t)
-for k in cmds:
-    print(f"{k:>22} {statistics.median(times[k]) * 1000:8.3f} ms median")
-med = {k: statistics.median(v) for k, v in times.items()}
-r = med["conductor --version"] / med["hello-world"]
-print(f"ratio: {r:.2f}x ({runs} interleaved runs each)")
+        r = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           env=env, cwd=proj, check=expect is None)
+        times[key].append(time.perf_counter() - t)
+        assert expect is None or expect in r.stdout, (key, r.stdout)
+med = {k: statistics.median(v) * 1000 for k, v in times.items()}
+h = med["hello-world"]
+head = f"{'command':<16} {'median ms':>10} {'x hello':>8}"
 if before:
-    for c in ("--version", "claim"):
-        print(f"{c}: this build / BEFORE = {med['conductor ' + c] / med['before ' + c]:.3f}")
+    head += f" {'BEFORE ms':>10} {'x hello':>8} {'this/BEFORE':>12}"
+print(f"{runs} interleaved runs each; medians of whole processes")
+print(head)
+print(f"{'hello-world':<16} {h:>10.3f} {1:>8.2f}")
+print(f"{'hello non-PIE':<16} {med['hello non-PIE']:>10.3f} {med['hello non-PIE'] / h:>8.2f}")
+for name, *_ in rows:
+    t = med[f"this {name}"]
+    line = f"{name:<16} {t:>10.3f} {t / h:>8.2f}"
+    if before:
+        b = med[f"before {name}"]
+        line += f" {b:>10.3f} {b / h:>8.2f} {t / b:>12.3f}"
+    print(line)
 PY

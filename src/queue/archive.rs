@@ -232,16 +232,34 @@ fn write_marker(tx: &mut Tx, len: u64, tail: &[u8]) -> Result<()> {
 
 /// Archive `jobs` in `tx` (which holds the queue lock): append them to `queue-finished.jsonl`
 /// and, on a local home, to the index, in the same transaction.
-pub fn append(tx: &mut Tx, store: &Store, jobs: &[Job]) -> Result<()> {
+pub fn append(tx: &mut Tx, store: &Store, jobs: Vec<Job>) -> Result<()> {
     if jobs.is_empty() {
         return Ok(());
     }
-    let new: Vec<String> = jobs
-        .iter()
-        .map(|j| serde_json::to_string(j).expect("jobs serialize"))
-        .collect();
-    for l in &new {
-        tx.append(JOBS_DONE, l.clone())?;
+    // Each job is dropped once serialized (a big workspace's jobs and their lines are
+    // megabytes each: not both whole at once), keeping what the index needs.
+    let mut new: Vec<String> = Vec::with_capacity(jobs.len());
+    let mut keys: Vec<(String, String, State)> = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        new.push(serde_json::to_string(&j).expect("jobs serialize"));
+        keys.push((j.workspace, j.id, j.state.state));
+    }
+    // What the index needs of the lines (their lengths, the last bytes they end with), so the
+    // lines themselves move into the transaction (not copied: a big workspace's are megabytes).
+    let lens: Vec<u64> = new.iter().map(|l| l.len() as u64 + 1).collect();
+    let mut ending: Vec<u8> = Vec::new();
+    for l in new.iter().rev() {
+        let mut line = Vec::with_capacity(l.len() + 1 + ending.len());
+        line.extend_from_slice(l.as_bytes());
+        line.push(b'\n');
+        line.extend_from_slice(&ending);
+        ending = line;
+        if ending.len() >= TAIL as usize {
+            break;
+        }
+    }
+    for l in new {
+        tx.append(JOBS_DONE, l)?;
     }
     if !store.state_in_files() {
         return Ok(());
@@ -249,25 +267,20 @@ pub fn append(tx: &mut Tx, store: &Store, jobs: &[Job]) -> Result<()> {
     ensure(tx, store)?;
     let (len, mut tail) = archive_end(store)?;
     let mut at = len;
-    let mut by_ws: BTreeMap<&str, Vec<Entry>> = BTreeMap::new();
-    for (j, l) in jobs.iter().zip(&new) {
-        by_ws.entry(j.workspace.as_str()).or_default().push(Entry {
-            id: j.id.clone(),
-            state: j.state.state,
-            at,
-        });
-        at += l.len() as u64 + 1;
-        tail.extend_from_slice(l.as_bytes());
-        tail.push(b'\n');
-        let cut = tail.len().saturating_sub(TAIL as usize);
-        tail.drain(..cut);
+    let mut by_ws: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
+    for ((ws, id, state), n) in keys.into_iter().zip(&lens) {
+        by_ws.entry(ws).or_default().push(Entry { id, state, at });
+        at += n;
     }
+    tail.extend_from_slice(&ending);
+    let cut = tail.len().saturating_sub(TAIL as usize);
+    tail.drain(..cut);
     for (ws, entries) in by_ws {
         let ls: Vec<String> = entries
             .iter()
             .map(|e| serde_json::to_string(e).expect("entries serialize"))
             .collect();
-        tx.append_capped(&workspace_path(ws)?, &ls, u64::MAX / 2)?;
+        tx.append_capped(&workspace_path(&ws)?, &ls, u64::MAX / 2)?;
     }
     write_marker(tx, at, &tail)
 }

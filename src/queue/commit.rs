@@ -236,6 +236,7 @@ pub(super) fn committer(
     wanted: &(dyn Fn(&Job) -> bool + Sync),
     batches: mpsc::Receiver<Batch>,
     out: mpsc::Sender<Msg>,
+    mut base: Option<BaseFiles>,
 ) {
     let runner_name = &super::ran_with::RanWith::new(&opts.runner, &opts.agent_cmd);
     // The queue as this dispatcher last committed it, while nobody else changed it since
@@ -287,6 +288,9 @@ pub(super) fn committer(
                 None => (tx.read::<QueueDoc>()?, None),
             };
             let fresh = log.is_none();
+            // The first commit: when the queue is still what the main loop's view was read
+            // from, the view already holds what this commit reads, and needs no copy of it.
+            let view_current = base.take().is_some_and(|b| local && b.unchanged(&home));
             let mut events = Vec::new();
             let revoked = apply(&mut doc, &intents, me, runner_name, &mut events);
             let (_, launches) = start_ready(
@@ -324,7 +328,12 @@ pub(super) fn committer(
             } else {
                 Vec::new()
             };
-            super::archive::append(tx, store, &archived)?;
+            // The archived jobs are not kept once written (they are most of the queue when a
+            // big workspace ends).
+            let archived = !archived.is_empty() && {
+                super::archive::append(tx, store, archived)?;
+                true
+            };
             let ready_left = doc
                 .jobs
                 .iter()
@@ -350,7 +359,7 @@ pub(super) fn committer(
             doc.updated_at = now;
             let compact = match log {
                 None => true,
-                Some(_) if !archived.is_empty() => true,
+                Some(_) if archived => true,
                 Some((log_len, base_len)) => log_len > base_len.max(changes::COMPACT_MIN),
             };
             let written = if compact || !local {
@@ -372,11 +381,11 @@ pub(super) fn committer(
             }
             // The main loop's view already holds what it sent; it needs the queue only when the
             // commit did more than that.
-            let report = fresh
+            let report = (fresh && !view_current)
                 || !local
                 || !launches.is_empty()
                 || !revoked.is_empty()
-                || !archived.is_empty();
+                || archived;
             Ok((
                 revoked, more, ready_left, remaining, shown, written, doc, launches, report,
             ))
@@ -464,6 +473,57 @@ fn write_whole(tx: &mut Tx<'_>, doc: &QueueDoc, local: bool) -> crate::error::Re
         base_len,
         log_len,
     })
+}
+
+/// The queue's files as they were when the main loop read its first view of the queue (file
+/// store), held open: while `queue.json` is the same file (a writer replaces it whole; we hold
+/// it, so its inode number cannot be reused) and the change log the same file of the same
+/// length (or still absent), the queue is what the view was read from. Captured before that
+/// read, so a change in between counts as a change.
+pub(super) struct BaseFiles {
+    queue_file: std::fs::File,
+    log: Option<(std::fs::File, u64)>,
+}
+
+impl BaseFiles {
+    /// The files of `home`'s queue now; `None` when there is no `queue.json` (or it cannot be
+    /// opened): the first commit then hands its queue to the main loop, as any fresh one.
+    pub(super) fn capture(home: &Path) -> Option<BaseFiles> {
+        let queue_file = std::fs::File::open(home.join(<QueueDoc as Document>::FILE)).ok()?;
+        let log = match std::fs::File::open(home.join(changes::CHANGES.name)) {
+            Ok(f) => {
+                let len = f.metadata().ok()?.len();
+                Some((f, len))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(_) => return None,
+        };
+        Some(BaseFiles { queue_file, log })
+    }
+
+    /// True when `home`'s queue files are still the ones captured (the log of the same length).
+    fn unchanged(&self, home: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let same = |held: &std::fs::File, name: &str| -> Option<(bool, u64)> {
+            let a = held.metadata().ok()?;
+            let b = std::fs::metadata(home.join(name)).ok()?;
+            Some((a.ino() == b.ino() && a.dev() == b.dev(), b.len()))
+        };
+        let queue = matches!(
+            same(&self.queue_file, <QueueDoc as Document>::FILE),
+            Some((true, _))
+        );
+        let log = match &self.log {
+            Some((f, len)) => {
+                matches!(same(f, changes::CHANGES.name), Some((true, now)) if now == *len)
+            }
+            None => matches!(
+                std::fs::metadata(home.join(changes::CHANGES.name)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound
+            ),
+        };
+        queue && log
+    }
 }
 
 /// How a commit wrote the queue.

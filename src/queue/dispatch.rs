@@ -32,7 +32,9 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::commit::{Batch, Committed, Intent, apply, committer, count_states, start_ready};
+use super::commit::{
+    BaseFiles, Batch, Committed, Intent, apply, committer, count_states, start_ready,
+};
 use super::exec::{self, Runner};
 use super::launch::{ToLaunch, ahead_maker, launch, prepare, reaper, result_path};
 use super::ops::{self, Finish};
@@ -307,6 +309,11 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
         }
     };
     let mut tail = store.tail(None)?;
+    // Captured before the view is read (see `BaseFiles`).
+    let base_files = lead
+        .as_ref()
+        .filter(|_| store.state_in_files())
+        .and_then(|_| BaseFiles::capture(&home));
     let base0 = recover(store, &me, progress)?;
 
     std::thread::scope(|scope| {
@@ -320,7 +327,17 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             scope.spawn(move || {
                 let report = tx.clone();
                 let run = std::panic::AssertUnwindSafe(|| {
-                    committer(store, &me, opts, layout, file_secrets, wanted, batch_rx, tx)
+                    committer(
+                        store,
+                        &me,
+                        opts,
+                        layout,
+                        file_secrets,
+                        wanted,
+                        batch_rx,
+                        tx,
+                        base_files,
+                    )
                 });
                 // A panic is reported like a failed commit: the loop kills its jobs and returns.
                 if std::panic::catch_unwind(run).is_err() {
@@ -496,7 +513,11 @@ impl Dispatcher<'_> {
                 // Nothing is left for us. Withdraw first, then look once more: a `queue retry`
                 // that committed before it saw us withdraw counts on us to start its job.
                 presence.withdraw();
-                let doc: QueueDoc = store.read_doc(Timestamp::now())?;
+                // Read in place of our view (one copy of the queue, not two): with nothing in
+                // flight, the queue as read now is the view to go on with.
+                let now = Timestamp::now();
+                self.view = <QueueDoc as crate::store::Document>::empty(now);
+                let doc: QueueDoc = store.read_doc(now)?;
                 if !doc
                     .jobs
                     .iter()
@@ -506,6 +527,7 @@ impl Dispatcher<'_> {
                     self.summary.remaining = count_states(&doc);
                     return Ok(std::mem::take(&mut self.summary));
                 }
+                self.view = doc;
                 presence.renew(run_lock)?;
                 self.dirty = true;
                 continue;

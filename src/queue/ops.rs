@@ -649,10 +649,19 @@ pub fn archive(doc: &mut QueueDoc) -> Vec<Job> {
             open.insert(j.workspace.clone());
         }
     }
-    let (keep, done): (Vec<Job>, Vec<Job>) = std::mem::take(&mut doc.jobs)
-        .into_iter()
-        .partition(|j| open.contains(&j.workspace));
-    doc.jobs = keep;
+    // Moved out in place: no second list of the jobs kept, and the archived ones in a list of
+    // their exact size (a big workspace that ends is most of the queue).
+    let n = doc
+        .jobs
+        .iter()
+        .filter(|j| !open.contains(&j.workspace))
+        .count();
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut done = Vec::with_capacity(n);
+    done.extend(doc.jobs.extract_if(.., |j| !open.contains(&j.workspace)));
+    doc.jobs.shrink_to_fit();
     done
 }
 

@@ -185,7 +185,7 @@ pub fn cancel(store: &Store, now: Timestamp, target: &str) -> Result<Cancelled> 
         let mut events = Vec::new();
         let stop = ops::cancel(&mut doc, &targets, now, &mut events);
         let archived = ops::archive(&mut doc);
-        archive::append(tx, store, &archived)?;
+        archive::append(tx, store, archived)?;
         tx.write(&doc)?;
         for e in events {
             tx.event(e);

@@ -56,10 +56,17 @@ impl Record {
 }
 
 /// FNV-1a, 64 bits: enough to tell a whole record from a torn one.
+const CHECKSUM_START: u64 = 0xcbf2_9ce4_8422_2325;
+
 fn checksum(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    checksum_from(CHECKSUM_START, bytes)
+}
+
+/// [`checksum`] continued over more bytes.
+fn checksum_from(h: u64, bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 fn open(dir: &Path) -> Result<File> {
@@ -83,15 +90,55 @@ pub fn pending(dir: &Path) -> bool {
 pub fn write(dir: &Path, record: &Record) -> Result<File> {
     let f = open(dir)?;
     let path = dir.join(FILE);
-    let mut bytes = serde_json::to_vec(record).expect("redo records serialize");
-    bytes.push(b'\n');
-    let trailer = format!("end {:016x} {}\n", checksum(&bytes), bytes.len());
-    bytes.extend_from_slice(trailer.as_bytes());
-    f.set_len(0)
-        .and_then(|_| f.write_all_at(&bytes, 0))
-        .and_then(|_| f.sync_data())
-        .ctx("write the commit record", &path)?;
+    // Streamed to the file, checksummed on the way (a record may carry megabytes of appended
+    // lines: no second copy of them in memory).
+    let written = f.set_len(0).and_then(|_| {
+        let mut out = Summed {
+            file: &f,
+            at: 0,
+            hash: CHECKSUM_START,
+            buf: Vec::with_capacity(64 * 1024),
+        };
+        serde_json::to_writer(&mut out, record).map_err(std::io::Error::other)?;
+        std::io::Write::write_all(&mut out, b"\n")?;
+        out.flush_buf()?;
+        let trailer = format!("end {:016x} {}\n", out.hash, out.at);
+        f.write_all_at(trailer.as_bytes(), out.at)?;
+        f.sync_data()
+    });
+    written.ctx("write the commit record", &path)?;
     Ok(f)
+}
+
+/// A writer to the record file that keeps the checksum and length of what passed through it.
+struct Summed<'a> {
+    file: &'a File,
+    at: u64,
+    hash: u64,
+    buf: Vec<u8>,
+}
+
+impl Summed<'_> {
+    fn flush_buf(&mut self) -> std::io::Result<()> {
+        self.file.write_all_at(&self.buf, self.at)?;
+        self.at += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+impl std::io::Write for Summed<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.hash = checksum_from(self.hash, bytes);
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= 64 * 1024 {
+            self.flush_buf()?;
+        }
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.flush_buf()
+    }
 }
 
 /// Clear the record once everything it names is durable. Not synced: replaying a record whose

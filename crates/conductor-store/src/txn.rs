@@ -746,22 +746,22 @@ impl Store {
         }
         // Files an abandoned commit would otherwise leave behind empty.
         let mut new_files: Vec<std::path::PathBuf> = Vec::new();
-        for (file, lines) in &appends {
+        // Each ledger's lines are dropped once joined (a big archive is megabytes of them).
+        for (file, lines) in appends {
             if let Some(r) = ledger_retention
                 && ledgers.contains(&file.as_str())
             {
-                super::ledger_rotate::rotate_if_due(dir, file, r)?;
+                super::ledger_rotate::rotate_if_due(dir, &file, r)?;
             }
-            let path = dir.join(file);
+            let path = dir.join(&file);
             if std::fs::symlink_metadata(&path).is_err() {
                 new_files.push(path.clone());
             }
             ledger::repair(&path)?;
-            record.appends.push(redo::Append {
-                file: file.clone(),
-                at: file_len(&path)?,
-                data: join_lines(lines),
-            });
+            let at = file_len(&path)?;
+            let data = join_lines(&lines);
+            drop(lines);
+            record.appends.push(redo::Append { file, at, data });
         }
         let mut high_water = None;
         if let Some(retention) = retention {
