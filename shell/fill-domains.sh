@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fill a home with big documents of the other domains, for shell/bench-store.sh: N queue jobs
-# (one real `queue submit` of an N-job manifest) and N pending inbox items. The inbox items are
+# (one real `queue submit` of an N-job manifest) and N pending inbox items (the agent's own
+# file, runtime/agents/bencher/inbox.json). The inbox items are
 # made by replicating the item and mention that one real `post` created (N separate posts would
 # take minutes), and the result is then read back by `conductor inbox` to prove it is a document
 # conductor accepts.
@@ -17,7 +18,7 @@ print(json.dumps({"workspace": "bench", "jobs": [
 PY
 "$bin" agent register bencher --handle @bencher --watch bench >/dev/null
 "$bin" post bench "@bencher a task" --as someone >/dev/null
-python3 - "$CONDUCTOR_HOME/runtime-inbox.json" "$n" <<'PY'
+python3 - "$CONDUCTOR_HOME/runtime/agents/bencher/inbox.json" "$n" <<'PY'
 import copy, json, os, sys
 path, n = sys.argv[1], int(sys.argv[2])
 doc = json.load(open(path))
