@@ -151,44 +151,15 @@ pub fn settle(doc: &mut QueueDoc, now: Timestamp, actor: Option<&str>, events: &
             if !matches!(doc.jobs[*i].state.state, State::Queued | State::Ready) {
                 continue;
             }
-            let mut all_done = true;
-            let mut stuck: Option<(String, State)> = None;
-            for (d, at) in doc.jobs[*i].depends_on.iter().zip(ds) {
-                match at.map(|k| states[k]) {
-                    None | Some(State::Completed) => {}
-                    Some(s) if s.is_stuck() || s == State::Cancelled => {
-                        stuck = Some((d.clone(), s));
-                        all_done = false;
-                        break;
-                    }
-                    Some(_) => all_done = false,
-                }
-            }
-            let job = &mut doc.jobs[*i];
-            if let Some((dep, s)) = stuck {
-                let why = match s {
-                    State::Failed => "failed",
-                    State::TimedOut => "timed out",
-                    State::Cancelled => "was cancelled",
-                    _ => "is blocked",
-                };
-                let reason = format!("dependency `{dep}` {why}");
-                let mut st = JobStatus::new(State::Blocked, now);
-                st.attempts = job.state.attempts;
-                st.reason = Some(reason.clone());
-                st.blocked_by = Some(dep.clone());
-                job.state = st;
-                events.push(event(
-                    BLOCKED,
-                    actor,
-                    job,
-                    json!({"reason": reason, "blocked_by": dep}),
-                ));
-                changed = true;
-            } else if all_done && job.state.state == State::Queued {
-                job.state.state = State::Ready;
-                job.state.since = now;
-                changed = true;
+            let deps = doc.jobs[*i]
+                .depends_on
+                .iter()
+                .zip(ds)
+                .map(|(d, at)| (d, at.map(|k| states[k])));
+            let verdict = waiting_on(deps);
+            match apply_waiting(&mut doc.jobs[*i], verdict, now, actor, events) {
+                Settled::Blocked | Settled::Readied => changed = true,
+                Settled::Unchanged => {}
             }
         }
         if !changed {
@@ -454,45 +425,83 @@ pub fn settle_dependents(
                     .find(|j| j.workspace == ws && j.id == d)
                     .map(|j| j.state.state)
             };
-            let mut all_done = true;
-            let mut stuck: Option<(String, State)> = None;
-            for d in &doc.jobs[i].depends_on {
-                match state_of(d) {
-                    None | Some(State::Completed) => {}
-                    Some(s) if s.is_stuck() || s == State::Cancelled => {
-                        stuck = Some((d.clone(), s));
-                        all_done = false;
-                        break;
-                    }
-                    Some(_) => all_done = false,
-                }
-            }
-            let job = &mut doc.jobs[i];
-            if let Some((dep, s)) = stuck {
-                let why = match s {
-                    State::Failed => "failed",
-                    State::TimedOut => "timed out",
-                    State::Cancelled => "was cancelled",
-                    _ => "is blocked",
-                };
-                let reason = format!("dependency `{dep}` {why}");
-                let mut st = JobStatus::new(State::Blocked, now);
-                st.attempts = job.state.attempts;
-                st.reason = Some(reason.clone());
-                st.blocked_by = Some(dep.clone());
-                job.state = st;
-                events.push(event(
-                    BLOCKED,
-                    actor,
-                    job,
-                    json!({"reason": reason, "blocked_by": dep}),
-                ));
-                changed.push(job.id.clone());
-            } else if all_done && job.state.state == State::Queued {
-                job.state.state = State::Ready;
-                job.state.since = now;
+            let verdict = waiting_on(doc.jobs[i].depends_on.iter().map(|d| (d, state_of(d))));
+            if let Settled::Blocked = apply_waiting(&mut doc.jobs[i], verdict, now, actor, events) {
+                changed.push(doc.jobs[i].id.clone());
             }
         }
+    }
+}
+
+/// What a queued or ready job waits on, from its dependencies' states (`None`: not live, so
+/// archived as completed or unknown).
+enum Waiting {
+    /// Every dependency completed.
+    Nothing,
+    /// Some dependency has not finished yet.
+    Others,
+    /// This dependency failed, timed out, was cancelled or is blocked: the job never runs.
+    Stuck(String, State),
+}
+
+fn waiting_on<'a>(deps: impl Iterator<Item = (&'a String, Option<State>)>) -> Waiting {
+    let mut verdict = Waiting::Nothing;
+    for (d, state) in deps {
+        match state {
+            None | Some(State::Completed) => {}
+            Some(s) if s.is_stuck() || s == State::Cancelled => {
+                return Waiting::Stuck(d.clone(), s);
+            }
+            Some(_) => verdict = Waiting::Others,
+        }
+    }
+    verdict
+}
+
+/// What [`apply_waiting`] did to a job.
+enum Settled {
+    Blocked,
+    Readied,
+    Unchanged,
+}
+
+/// Block `job` on its stuck dependency (with its event), or make it ready when it waits on
+/// nothing.
+fn apply_waiting(
+    job: &mut Job,
+    verdict: Waiting,
+    now: Timestamp,
+    actor: Option<&str>,
+    events: &mut Vec<NewEvent>,
+) -> Settled {
+    match verdict {
+        Waiting::Stuck(dep, s) => {
+            let why = match s {
+                State::Failed => "failed",
+                State::TimedOut => "timed out",
+                State::Cancelled => "was cancelled",
+                _ => "is blocked",
+            };
+            let reason = format!("dependency `{dep}` {why}");
+            let mut st = JobStatus::new(State::Blocked, now);
+            st.attempts = job.state.attempts;
+            st.reason = Some(reason.clone());
+            st.blocked_by = Some(dep.clone());
+            job.state = st;
+            events.push(event(
+                BLOCKED,
+                actor,
+                job,
+                json!({"reason": reason, "blocked_by": dep}),
+            ));
+            Settled::Blocked
+        }
+        Waiting::Nothing if job.state.state == State::Queued => {
+            job.state.state = State::Ready;
+            job.state.since = now;
+            Settled::Readied
+        }
+        _ => Settled::Unchanged,
     }
 }
 
