@@ -215,6 +215,23 @@ fn check_queue_files(home: &Path) {
     }
 }
 
+/// The pid the fake agent wrote to `path` (`echo $! > FILE`: the file exists a moment before
+/// its line does), waiting up to 10 s for it.
+fn grandchild_pid(path: &std::path::Path) -> i32 {
+    let mut pid = None;
+    assert!(
+        wait_until(10.0, || {
+            pid = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            pid.is_some()
+        }),
+        "no pid in {}",
+        path.display()
+    );
+    pid.unwrap()
+}
+
 fn pid_alive(pid: i32) -> bool {
     // A zombie counts as dead.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -470,11 +487,7 @@ fn issue_14_a_timeout_kills_the_whole_process_tree() {
     assert_eq!(q.state("slow"), "timed_out");
     assert_eq!(q.state("after"), "blocked");
     check_queue_files(&q.env.home);
-    let gc: i32 = std::fs::read_to_string(q.ctrl.join("slow.grandchild"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let gc = grandchild_pid(&q.ctrl.join("slow.grandchild"));
     assert!(
         wait_until(5.0, || !pid_alive(gc)),
         "grandchild {gc} survived"
@@ -530,11 +543,7 @@ fn issue_14_cancel_stops_running_jobs() {
         .code(0);
     let mut d = q.spawn_dispatcher(&[], &[]);
     assert!(wait_until(10.0, || q.ctrl.join("long.grandchild").exists()));
-    let gc: i32 = std::fs::read_to_string(q.ctrl.join("long.grandchild"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let gc = grandchild_pid(&q.ctrl.join("long.grandchild"));
     let r = q.env.run(&["queue", "cancel", "w"]);
     r.code(0);
     assert!(r.stdout.contains("Cancelled 2 job(s)"), "{r:?}");
@@ -570,11 +579,7 @@ fn issue_14_a_sigkilled_dispatcher_restarted_never_reruns_a_completed_job() {
     assert_eq!(q.state("a"), "completed");
     assert_eq!(q.state("b"), "running");
     check_queue_files(&q.env.home);
-    let gc: i32 = std::fs::read_to_string(q.ctrl.join("b.grandchild"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let gc = grandchild_pid(&q.ctrl.join("b.grandchild"));
     std::fs::remove_file(q.ctrl.join("b.grandchild")).unwrap();
     std::fs::remove_file(q.ctrl.join("b.spawn")).unwrap();
     std::fs::remove_file(q.ctrl.join("b.block")).unwrap();
