@@ -139,36 +139,49 @@ pub fn ack_mentions(store: &Store, now: Timestamp, ids: &[String]) -> Result<Vec
     })
 }
 
-/// Post (or DM) in one transaction.
-pub fn post(store: &Store, now: Timestamp, p: ops::NewPost) -> Result<Message> {
+/// [`transact_inbox`] with the channels too: posting and editing messages.
+fn transact_messages<T>(
+    store: &Store,
+    now: Timestamp,
+    scope: &Scope,
+    mut f: impl FnMut(&mut Agents, &mut Inbox, &mut Channels, i64, &mut ops::Fx) -> Result<T>,
+) -> Result<T> {
     let now_ms = super::now_ms();
-    store.transaction(now, &[Lock::Agents], |tx| {
-        let mut agents: Agents = tx.read()?;
-        // A post only adds items: no one's inbox is loaded (see `inbox_files`).
-        let (mut inbox, loaded) = super::inbox_files::read(tx, store, &Scope::Nobody)?;
+    super::inbox_files::transact(store, now, scope, |tx, agents, inbox| {
         let mut channels: Channels = tx.read()?;
-        let replied = match &p.reply_to {
-            Some(id) => super::find_message(store, &channels, id)?,
-            None => None,
-        };
         let mut fx = ops::Fx::default();
-        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
-        let m = ops::post(
-            &mut agents,
-            &mut inbox,
-            &mut channels,
-            p.clone(),
-            replied.as_ref(),
-            now,
-            now_ms,
-            &mut fx,
-        )?;
-        tx.write_if_changed(&agents)?;
-        super::inbox_files::write(tx, store, &inbox, &loaded)?;
+        ops::expire(agents, inbox, now, now_ms, &mut fx);
+        let v = f(agents, inbox, &mut channels, now_ms, &mut fx)?;
         tx.write(&channels)?;
         super::stage(tx, fx)?;
-        Ok(m)
+        Ok(v)
     })
+}
+
+/// Post (or DM) in one transaction.
+pub fn post(store: &Store, now: Timestamp, p: ops::NewPost) -> Result<Message> {
+    // A post only adds items: no one's inbox is loaded (see `inbox_files`).
+    transact_messages(
+        store,
+        now,
+        &Scope::Nobody,
+        |agents, inbox, channels, now_ms, fx| {
+            let replied = match &p.reply_to {
+                Some(id) => super::find_message(store, channels, id)?,
+                None => None,
+            };
+            ops::post(
+                agents,
+                inbox,
+                channels,
+                p.clone(),
+                replied.as_ref(),
+                now,
+                now_ms,
+                fx,
+            )
+        },
+    )
 }
 
 /// Edit message `message_id` as `author`: newly addressed agents get their mentions and inbox
@@ -180,41 +193,35 @@ pub fn edit(
     author: &str,
     content: String,
 ) -> Result<Message> {
-    let now_ms = super::now_ms();
-    store.transaction(now, &[Lock::Agents], |tx| {
-        let mut agents: Agents = tx.read()?;
-        // Newly addressed agents are deduplicated against their live items: every inbox.
-        let (mut inbox, loaded) = super::inbox_files::read(tx, store, &Scope::All)?;
-        let mut channels: Channels = tx.read()?;
-        let mut fx = ops::Fx::default();
-        ops::expire(&mut agents, &mut inbox, now, now_ms, &mut fx);
-        let original = super::find_message(store, &channels, message_id)?.ok_or_else(|| {
-            Error::invalid(
-                Reason::MessageNotFound,
-                format!("no message `{}`", crate::text::printable(message_id)),
+    // Newly addressed agents are deduplicated against their live items: every inbox.
+    transact_messages(
+        store,
+        now,
+        &Scope::All,
+        |agents, inbox, channels, now_ms, fx| {
+            let original = super::find_message(store, channels, message_id)?.ok_or_else(|| {
+                Error::invalid(
+                    Reason::MessageNotFound,
+                    format!("no message `{}`", crate::text::printable(message_id)),
+                )
+            })?;
+            let finished = |agent: &str, source: &str, trigger: &str| {
+                super::finished_item(store, agent, source, trigger).unwrap_or(false)
+            };
+            ops::edit(
+                agents,
+                inbox,
+                channels,
+                original,
+                author,
+                content.clone(),
+                &finished,
+                now,
+                now_ms,
+                fx,
             )
-        })?;
-        let finished = |agent: &str, source: &str, trigger: &str| {
-            super::finished_item(store, agent, source, trigger).unwrap_or(false)
-        };
-        let m = ops::edit(
-            &agents,
-            &mut inbox,
-            &mut channels,
-            original,
-            author,
-            content.clone(),
-            &finished,
-            now,
-            now_ms,
-            &mut fx,
-        )?;
-        tx.write_if_changed(&agents)?;
-        super::inbox_files::write(tx, store, &inbox, &loaded)?;
-        tx.write(&channels)?;
-        super::stage(tx, fx)?;
-        Ok::<_, Error>(m)
-    })
+        },
+    )
 }
 
 /// What `register` did.

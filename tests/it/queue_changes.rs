@@ -48,16 +48,27 @@ fn states(env: &TestEnv) -> BTreeMap<String, String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|j| {
-            (
-                format!(
-                    "{}/{}",
-                    j["workspace"].as_str().unwrap(),
-                    j["id"].as_str().unwrap()
-                ),
-                j["state"]["state"].as_str().unwrap().to_string(),
-            )
-        })
+        .map(|j| (key(j), j["state"]["state"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// A job's `ws/job`.
+fn key(j: &Value) -> String {
+    format!(
+        "{}/{}",
+        j["workspace"].as_str().unwrap(),
+        j["id"].as_str().unwrap()
+    )
+}
+
+/// The completed jobs of a queue document (or of `queue jobs --json`'s answer), by `ws/job`.
+fn completed(queue: &Value) -> BTreeSet<String> {
+    queue["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["state"]["state"] == "completed")
+        .map(key)
         .collect()
 }
 
@@ -75,20 +86,7 @@ fn completed_in_queue_json(env: &TestEnv) -> BTreeSet<String> {
     let Ok(bytes) = std::fs::read(env.home.join("queue.json")) else {
         return BTreeSet::new();
     };
-    let v: Value = serde_json::from_slice(&bytes).unwrap();
-    v["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|j| j["state"]["state"] == "completed")
-        .map(|j| {
-            format!(
-                "{}/{}",
-                j["workspace"].as_str().unwrap(),
-                j["id"].as_str().unwrap()
-            )
-        })
-        .collect()
+    completed(&serde_json::from_slice(&bytes).unwrap())
 }
 
 fn change_records(env: &TestEnv) -> usize {
@@ -164,32 +162,8 @@ fn issue_26_the_change_log_survives_sigkill_mid_burst_and_is_read_back() {
         let bundle: Value = serde_json::from_str(&env.run(&["export"]).stdout).unwrap();
         let exported: Value =
             serde_json::from_str(bundle["documents"]["queue.json"].as_str().unwrap()).unwrap();
-        let exported_done: BTreeSet<String> = exported["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|j| j["state"]["state"] == "completed")
-            .map(|j| {
-                format!(
-                    "{}/{}",
-                    j["workspace"].as_str().unwrap(),
-                    j["id"].as_str().unwrap()
-                )
-            })
-            .collect();
-        let live_done: BTreeSet<String> = env.run(&["--json", "queue", "jobs"]).json()["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|j| j["state"]["state"] == "completed")
-            .map(|j| {
-                format!(
-                    "{}/{}",
-                    j["workspace"].as_str().unwrap(),
-                    j["id"].as_str().unwrap()
-                )
-            })
-            .collect();
+        let exported_done = completed(&exported);
+        let live_done = completed(&env.run(&["--json", "queue", "jobs"]).json());
         assert_eq!(
             exported_done, live_done,
             "round {round}: export disagrees with queue jobs"
