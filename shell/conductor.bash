@@ -17,6 +17,8 @@ conductor() {
       ;;
     done)
       command conductor "$@" || return
+      # Remembered so a repeated `done` names the session it already finished.
+      [ -n "$CONDUCTOR_INSTANCE_ID" ] && export CONDUCTOR_FINISHED_ID="$CONDUCTOR_INSTANCE_ID"
       unset CONDUCTOR_INSTANCE_ID
       ;;
     *)

@@ -16,6 +16,8 @@ function conductor --description 'conductor, keeping CONDUCTOR_INSTANCE_ID in th
             return $rc
         case done
             command conductor $argv; or return
+            # Remembered so a repeated `done` names the session it already finished.
+            test -n "$CONDUCTOR_INSTANCE_ID"; and set -gx CONDUCTOR_FINISHED_ID $CONDUCTOR_INSTANCE_ID
             set -e CONDUCTOR_INSTANCE_ID
         case '*'
             command conductor $argv

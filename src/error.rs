@@ -151,6 +151,8 @@ reasons! {
     InvalidDirectory = "invalid_directory", exit 2;
     /// Releasing a file the instance does not hold (without `--force`).
     NotHeld = "not_held", exit 2;
+    /// `done` of an instance that already finished (nothing was changed).
+    AlreadyFinished = "already_finished", exit 2;
     /// `done --outcome` with a value the protocol does not know.
     InvalidOutcome = "invalid_outcome", exit 2;
     /// A claim on `/`, which would hold everything.

@@ -60,14 +60,18 @@ pub struct Claimed {
 impl Report for Claimed {
     fn to_json(&self) -> serde_json::Value {
         let o = &self.outcome;
-        if o.conflicts.is_empty() {
+        if o.conflicts.is_empty() && o.lost.is_empty() {
             let mut v = json!({"status": "ok", "claimed": o.claimed, "message": "Files claimed. Safe to edit."});
             if !o.forced.is_empty() {
                 v["forced"] = json!(o.forced);
             }
             v
         } else {
-            json!({"status": "conflict", "conflicts": o.conflicts, "claimed": o.claimed, "message": conflict_message(o)})
+            let mut v = json!({"status": "conflict", "conflicts": o.conflicts, "claimed": o.claimed, "message": conflict_message(o)});
+            if !o.lost.is_empty() {
+                v["lost"] = json!(o.lost);
+            }
+            v
         }
     }
     fn to_text(&self) -> String {
@@ -125,13 +129,20 @@ impl Report for Claimed {
                 c.holder_task
             ));
         }
+        for l in &o.lost {
+            lines.push(format!(
+                "NOT HELD: {} was {} while this claim waited. It is not claimed again: claim it anew if you still need it.",
+                show(&l.file),
+                l.describe()
+            ));
+        }
         if !o.conflicts.is_empty() {
             lines.push(next_steps(o));
         }
         lines.join("\n")
     }
     fn exit_code(&self) -> u8 {
-        if self.outcome.conflicts.is_empty() {
+        if self.outcome.conflicts.is_empty() && self.outcome.lost.is_empty() {
             0
         } else {
             3
@@ -140,6 +151,14 @@ impl Report for Claimed {
 }
 
 fn conflict_message(o: &ClaimOutcome) -> String {
+    if o.conflicts.is_empty() {
+        let lost: Vec<String> = o
+            .lost
+            .iter()
+            .map(|l| format!("{} was {}", l.file, l.describe()))
+            .collect();
+        return format!("Not held: {}.", lost.join("; "));
+    }
     let mut holders: Vec<&str> = Vec::new();
     for c in &o.conflicts {
         if !holders.contains(&c.held_by.as_str()) {

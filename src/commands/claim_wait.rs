@@ -29,6 +29,8 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     watcher.stop_on_signals_and_closed_stdout();
     let live = ProcessTable::new()
         .with_max_age(conductor::config::read(&ctx.store)?.default_max_age_minutes);
+    // What became of a grant taken away before this process saw it is told from here on.
+    let since = ctx.store.last_event_seq()?;
     let step = Step::Enqueue {
         pid: std::process::id(),
     };
@@ -66,9 +68,10 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
                 .unwrap_or_default()
         ));
     }
-    let outcome =
-        match sessions::wait_for_claim(&ctx.store, &id, &files, &live, &watcher, deadline)? {
-            Waited::Claimed(outcome) | Waited::GaveUp { outcome, .. } => outcome,
-        };
+    let outcome = match sessions::wait_for_claim(
+        &ctx.store, &id, &files, &live, &watcher, deadline, since,
+    )? {
+        Waited::Claimed(outcome) | Waited::GaveUp { outcome, .. } => outcome,
+    };
     print(ctx.out, &Claimed { outcome, cwd })
 }

@@ -48,6 +48,8 @@ conductor() {
       ;;
     done)
       command conductor "$@" || return
+      # Remembered so a repeated `done` names the session it already finished.
+      [ -n "$CONDUCTOR_INSTANCE_ID" ] && export CONDUCTOR_FINISHED_ID="$CONDUCTOR_INSTANCE_ID"
       unset CONDUCTOR_INSTANCE_ID
       ;;
     *)
@@ -79,6 +81,8 @@ function conductor --description 'conductor, keeping CONDUCTOR_INSTANCE_ID in th
             return $rc
         case done
             command conductor $argv; or return
+            # Remembered so a repeated `done` names the session it already finished.
+            test -n "$CONDUCTOR_INSTANCE_ID"; and set -gx CONDUCTOR_FINISHED_ID $CONDUCTOR_INSTANCE_ID
             set -e CONDUCTOR_INSTANCE_ID
         case '*'
             command conductor $argv

@@ -39,6 +39,41 @@ pub fn waiter_is_dead(inst: &Instance, pid: u32) -> bool {
     }
 }
 
+/// Who the calling process descends from, to tell whether an instance found only by its
+/// directory is the caller's own: started from the same terminal (POSIX session) or owned by
+/// one of the caller's ancestors (an agent whose tool runs the command, a shell's `$$`).
+#[derive(Clone, Debug, Default)]
+pub struct Lineage {
+    host: Option<String>,
+    session: Option<u32>,
+    ancestors: Vec<u32>,
+}
+
+impl Lineage {
+    /// The calling process's lineage.
+    pub fn this_process() -> Lineage {
+        let mut ancestors = crate::host::ancestors();
+        ancestors.push(std::process::id());
+        Lineage {
+            host: hostname(),
+            session: crate::host::session_id(),
+            ancestors,
+        }
+    }
+
+    /// True when `inst` was started on this host from the caller's terminal session, or is
+    /// owned by the caller or one of its ancestors.
+    pub fn owns(&self, inst: &Instance) -> bool {
+        if let (Some(theirs), Some(ours)) = (&inst.host, &self.host)
+            && theirs != ours
+        {
+            return false;
+        }
+        inst.pid.is_some_and(|p| self.ancestors.contains(&p))
+            || (inst.terminal_session.is_some() && inst.terminal_session == self.session)
+    }
+}
+
 /// Liveness by pid, for instances that recorded one on this host, and by heartbeat age.
 pub struct ProcessTable {
     host: Option<String>,

@@ -185,6 +185,7 @@ pub fn start(
         host: new.host,
         session_id: new.session_id,
         agent: None,
+        terminal_session: None,
         pending_conflicts: Vec::new(),
         waiting_for: Vec::new(),
         extra: Default::default(),
@@ -276,12 +277,41 @@ pub struct Forced {
     pub from: String,
 }
 
+/// A file a waiting claim was granted (or claimed at once) and then lost before the waiter
+/// saw it: taken over with `--force`, force-released, or released by the instance itself. The
+/// waiter's one request was granted once; it is never taken again behind the taker's back.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct LostGrant {
+    pub file: String,
+    /// Who took it away (`None`: not found in the journal, which may have been pruned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// How: `forced: REASON`, `force-released`, `released by the instance itself`, `taken away`.
+    pub how: String,
+}
+
+impl LostGrant {
+    /// What happened, as one clause: `granted, then taken over by C (forced: WHY)`.
+    pub fn describe(&self) -> String {
+        let by = self.by.as_deref().unwrap_or("another instance");
+        if self.how.starts_with("forced") {
+            format!("granted, then taken over by {by} ({})", self.how)
+        } else if self.how == "force-released" {
+            format!("granted, then force-released by {by}")
+        } else {
+            format!("granted, then {}", self.how)
+        }
+    }
+}
+
 /// The result of a claim: granted files and refused ones.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClaimOutcome {
     pub claimed: Vec<String>,
     pub conflicts: Vec<Conflict>,
     pub forced: Vec<Forced>,
+    /// Waiting claims only: files granted and since taken away ([`LostGrant`]).
+    pub lost: Vec<LostGrant>,
 }
 
 /// The claims of other registered instances that overlap `key` (see [`claims`]): the key
@@ -966,11 +996,15 @@ pub fn summary(st: &State, now: Timestamp) -> Summary {
 /// Decide which live instance a command acts on: the explicit id, else the one instance whose
 /// working directory contains `cwd` on this host (`host`: instances that recorded another host
 /// run on another machine, whose directories are not ours). Never guesses between several.
+/// An instance found only by its directory is acted on only when `owned` says it is the
+/// caller's (started from its terminal, or owned by one of its processes): otherwise the
+/// candidates are listed with the `--instance` to pass.
 pub fn resolve_instance(
     st: &State,
     explicit: Option<&str>,
     cwd: &Path,
     host: Option<&str>,
+    owned: &dyn Fn(&Instance) -> bool,
 ) -> Result<String> {
     if let Some(id) = explicit {
         if !is_valid_instance_id(id) {
@@ -1003,9 +1037,10 @@ pub fn resolve_instance(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    match matching.as_slice() {
-        [one] => Ok(one.id.clone()),
-        [] => {
+    let mine: Vec<&Instance> = matching.iter().copied().filter(|i| owned(i)).collect();
+    match (matching.as_slice(), mine.as_slice()) {
+        (_, [one]) => Ok(one.id.clone()),
+        ([], _) => {
             let all: Vec<&Instance> = st.instances.iter().collect();
             let live = if all.is_empty() {
                 "there are no live instances".to_string()
@@ -1019,7 +1054,21 @@ pub fn resolve_instance(
                 ),
             })
         }
-        many => Err(Error::AmbiguousInstance {
+        (others, []) => {
+            let hint = match others {
+                [one] => format!("pass --instance {} to act on it anyway", one.id),
+                _ => "pass --instance ID to act on one of them".to_string(),
+            };
+            Err(Error::AmbiguousInstance {
+                message: format!(
+                    "no instance of yours works in {}: {} {} started from another terminal or process; {hint}",
+                    cwd.display(),
+                    list(others),
+                    if others.len() == 1 { "was" } else { "were" },
+                ),
+            })
+        }
+        (_, many) => Err(Error::AmbiguousInstance {
             message: format!(
                 "{} live instances work in {}: {}; pass --instance ID or set CONDUCTOR_INSTANCE_ID",
                 many.len(),

@@ -107,14 +107,18 @@ pub fn start(store: &Store, now: Timestamp, req: StartRequest) -> Result<StartOu
             ops::retask(st, &id, new.clone(), recorded.clone(), now, fx)?;
             return Ok(id);
         }
-        Ok(ops::start(
+        let id = ops::start(
             st,
             new.clone(),
             recorded.clone(),
             crate::host::random_hex6,
             now,
             fx,
-        ))
+        );
+        if let Some(me) = st.instance_mut(&id) {
+            me.terminal_session = crate::host::session_id();
+        }
+        Ok(id)
     })?;
     Ok(StartOutcome::Started { instance_id, drift })
 }
@@ -414,12 +418,57 @@ pub fn done_as(
         ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
         let released = ops::done(st, &id, outcome, files_modified, req.notes.clone(), now, fx)?;
         Ok((id, released))
-    })?;
+    })
+    .map_err(|e| already_finished(store, req, e))?;
     Ok(DoneOutcome {
         instance_id,
         outcome,
         released,
     })
+}
+
+/// A `done` that found nothing to finish: when the instance it meant already finished (named
+/// by the request, or remembered by the shell integration in `CONDUCTOR_FINISHED_ID` after the
+/// previous `done`), say so by name instead of finishing someone else's.
+fn already_finished(store: &Store, req: &DoneRequest, err: Error) -> Error {
+    let meant = match &err {
+        Error::UnknownInstance(id) => Some(id.clone()),
+        Error::AmbiguousInstance { .. } if explicit_instance(&req.instance_id).is_none() => {
+            std::env::var("CONDUCTOR_FINISHED_ID")
+                .ok()
+                .filter(|s| super::is_valid_instance_id(s))
+        }
+        _ => None,
+    };
+    let Some(h) = meant.and_then(|id| finished_entry(store, &id)) else {
+        return err;
+    };
+    let mut message = format!(
+        "{} already finished ({}, at {}); nothing was changed",
+        h.id,
+        h.outcome.as_str(),
+        h.completed_at
+    );
+    if let Error::AmbiguousInstance { message: rest } = &err {
+        message.push_str(&format!(" ({rest})"));
+    }
+    Error::invalid(Reason::AlreadyFinished, message)
+}
+
+/// The newest history line of instance `id`, if it finished.
+fn finished_entry(store: &Store, id: &str) -> Option<super::HistoryEntry> {
+    let mut found = None;
+    let read = super::read_ledger(store, super::Ledger::History, |_, line| {
+        if let crate::store::ledger::Line::Complete(text) = line
+            && text.contains(id)
+            && let Ok(h) = serde_json::from_str::<super::HistoryEntry>(&text)
+            && h.id == id
+        {
+            found = Some(h);
+        }
+        Ok(true)
+    });
+    read.ok().and(found)
 }
 
 /// Record that the acting instance is alive; returns its id.
@@ -448,7 +497,13 @@ pub fn cleanup(store: &Store, now: Timestamp, req: &CleanupRequest) -> Result<Ve
     if let Some(id) = &req.instance_id
         && !super::is_valid_instance_id(id)
     {
-        ops::resolve_instance(&super::read(store, now)?, Some(id), Path::new("/"), None)?;
+        ops::resolve_instance(
+            &super::read(store, now)?,
+            Some(id),
+            Path::new("/"),
+            None,
+            &|_| true,
+        )?;
     }
     let live = ProcessTable::new();
     super::transact(store, now, |st, fx| {
@@ -484,11 +539,17 @@ pub fn resolve_with_paths(
         (None, None) => Some(crate::host::current_dir()?),
         (None, Some(_)) => None,
     };
+    // Only a choice by directory asks whose instance it is (reading /proc only then).
+    let lineage = match &explicit {
+        None => local::Lineage::this_process(),
+        Some(_) => local::Lineage::default(),
+    };
     let id = ops::resolve_instance(
         state,
         explicit.as_deref(),
         cwd.as_deref().unwrap_or(Path::new("/")),
         crate::host::hostname().as_deref(),
+        &|i| lineage.owns(i),
     )?;
     let inst = state.instance(&id).expect("just resolved");
     let wd = Path::new(&inst.working_directory);
@@ -660,7 +721,13 @@ pub fn claim_or_enqueue(
 /// Wait, never holding the lock, until `id` holds every one of `files` (the handover happens
 /// inside the releasing transaction, atomic and fair), or until `deadline` or a stop of
 /// `watcher`; then leave the queues and answer as a plain claim would. `watcher` must have been
-/// made before the first step, so a release right after it is not missed.
+/// made before the first step, so a release right after it is not missed; `since` is the
+/// journal's last seq before the first step (to tell what became of a lost grant).
+///
+/// A file the instance neither holds nor waits for any more was granted and then taken away
+/// (`--force`, a force-release, its own release) while this process was not looking: that
+/// grant is final. It is reported as lost, naming who took it, and never claimed again: one
+/// request is granted at most once.
 pub fn wait_for_claim(
     store: &Store,
     id: &str,
@@ -668,6 +735,7 @@ pub fn wait_for_claim(
     live: &ProcessTable,
     watcher: &crate::store::watch::HomeWatcher,
     deadline: Option<std::time::Instant>,
+    since: u64,
 ) -> Result<Waited> {
     use crate::store::watch::Wake;
     use std::time::{Duration, Instant};
@@ -678,11 +746,18 @@ pub fn wait_for_claim(
         let me = state
             .instance(id)
             .ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
-        if files.iter().all(|f| me.files_claimed.contains(f)) {
-            return Ok(Waited::Claimed(ClaimOutcome {
-                claimed: files.to_vec(),
-                ..ClaimOutcome::default()
-            }));
+        let waiting = files
+            .iter()
+            .any(|f| me.waiting_for.iter().any(|w| &w.file == f));
+        if !waiting {
+            if files.iter().all(|f| me.files_claimed.contains(f)) {
+                return Ok(Waited::Claimed(ClaimOutcome {
+                    claimed: files.to_vec(),
+                    ..ClaimOutcome::default()
+                }));
+            }
+            // Something granted was taken away: nothing is left to wait for.
+            break;
         }
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if left.is_some_and(|l| l.is_zero()) || watcher.stopped() {
@@ -693,16 +768,91 @@ pub fn wait_for_claim(
         }
     }
     let now = Timestamp::now();
-    let (outcome, state) = super::transact(store, now, |st, fx| {
-        ops::dequeue(st, id, files, now, fx)?;
-        let out = ops::claim(st, id, files, None, now, live, fx)?;
-        Ok((out, st.clone()))
+    let (mut outcome, lost, state) = super::transact(store, now, |st, fx| {
+        let me = st
+            .instance(id)
+            .ok_or_else(|| Error::UnknownInstance(id.to_string()))?;
+        let queued: Vec<String> = files
+            .iter()
+            .filter(|f| me.waiting_for.iter().any(|w| &w.file == *f))
+            .cloned()
+            .collect();
+        let held: Vec<String> = files
+            .iter()
+            .filter(|f| me.files_claimed.contains(f))
+            .cloned()
+            .collect();
+        let lost: Vec<String> = files
+            .iter()
+            .filter(|f| !queued.contains(f) && !held.contains(f))
+            .cloned()
+            .collect();
+        // Still queued: never granted, so this is still the one request; leave the queues and
+        // answer as a plain claim would now.
+        ops::dequeue(st, id, &queued, now, fx)?;
+        let mut out = ops::claim(st, id, &queued, None, now, live, fx)?;
+        out.claimed.extend(held);
+        Ok((out, lost, st.clone()))
     })?;
+    outcome.lost = explain_lost(store, id, &lost, since);
     Ok(Waited::GaveUp {
         outcome,
         state,
         now,
     })
+}
+
+/// What became of each of `files`, granted to `id` and since lost, from the journal after
+/// `since`: the last event that took it from `id`.
+fn explain_lost(store: &Store, id: &str, files: &[String], since: u64) -> Vec<ops::LostGrant> {
+    use super::events::{CLAIM_FORCED, CLAIM_RELEASED};
+    let mut found: Vec<ops::LostGrant> = files
+        .iter()
+        .map(|f| ops::LostGrant {
+            file: f.clone(),
+            by: None,
+            how: "taken away".into(),
+        })
+        .collect();
+    let Ok(mut tail) = store.tail(Some(since)) else {
+        return found;
+    };
+    let _ = tail.read(|e| {
+        if !e.involves(id) {
+            return true;
+        }
+        let p = &e.payload;
+        let named: Vec<&str> = match p.get("file").and_then(|v| v.as_str()) {
+            Some(f) => vec![f],
+            None => p
+                .get("files")
+                .and_then(|v| v.as_array())
+                .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+                .unwrap_or_default(),
+        };
+        let forced = p.get("forced").and_then(|v| v.as_bool()) == Some(true);
+        let taken_from_me = e.target.as_deref() == Some(id) && e.actor.as_deref() != Some(id);
+        let how = match e.event_type.as_str() {
+            CLAIM_FORCED if taken_from_me => {
+                let why = p.get("reason").and_then(|v| v.as_str()).unwrap_or("");
+                format!("forced: {why}")
+            }
+            CLAIM_RELEASED if forced && taken_from_me => "force-released".to_string(),
+            CLAIM_RELEASED if e.actor.as_deref() == Some(id) => {
+                "released by the instance itself".to_string()
+            }
+            _ => return true,
+        };
+        for l in found
+            .iter_mut()
+            .filter(|l| named.contains(&l.file.as_str()))
+        {
+            l.by = e.actor.clone().filter(|a| a != id);
+            l.how = how.clone();
+        }
+        true
+    });
+    found
 }
 
 /// The live picture `status` shows (the spec's status object, without its rendering).

@@ -192,6 +192,15 @@ pub struct Instance {
         skip_serializing_if = "Option::is_none"
     )]
     pub agent: Option<String>,
+    /// The POSIX session (the terminal's or login's session id) of the process that ran
+    /// `start`, on `host`. A command that finds this instance only by its directory acts on it
+    /// only from that session or from a descendant of `pid` (never from another terminal).
+    #[serde(
+        default,
+        deserialize_with = "de::some_pid",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub terminal_session: Option<u32>,
     /// Files this instance asked for and was refused, until it gets them or ends.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_conflicts: Vec<PendingConflict>,

@@ -27,6 +27,7 @@ mod layers;
 mod ledger_retention;
 mod live;
 mod mcp;
+mod ownership;
 mod props;
 mod protocol;
 mod queue;

@@ -985,10 +985,10 @@ fn done_writes_the_history_line_releases_and_removes_the_instance() {
         json!({ env.abs("src/keep.rs"): other })
     );
     assert_eq!(st["updated_at"], "2026-01-17T09:45:30Z");
-    // The id is gone now.
+    // The id is gone now: a second done names it as finished and changes nothing.
     let r = env.exec(&["--json", "done", "--instance", &id]);
     r.code(2);
-    assert_eq!(r.json()["reason"], "unknown_instance");
+    assert_eq!(r.json()["reason"], "already_finished");
 }
 
 #[test]

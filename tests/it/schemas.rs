@@ -374,6 +374,7 @@ fn instance(max: bool) -> Instance {
         host: max.then(|| "h".into()),
         session_id: max.then(|| "s".into()),
         agent: max.then(|| "codex".into()),
+        terminal_session: max.then_some(4242),
         pending_conflicts: if max {
             vec![PendingConflict {
                 file: "/p/b".into(),

@@ -63,3 +63,32 @@ mod tests {
         );
     }
 }
+
+/// The POSIX session id of this process: every process started from one terminal (or one
+/// login) shares it, unless it detached with `setsid`.
+pub fn session_id() -> Option<u32> {
+    let sid = unsafe { libc::getsid(0) };
+    (sid > 0).then_some(sid as u32)
+}
+
+/// This process's ancestors, parent first, as `/proc` tells them (empty where it is missing).
+pub fn ancestors() -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut pid = std::os::unix::process::parent_id();
+    while pid > 1 && out.len() < 64 {
+        out.push(pid);
+        match parent_of(pid) {
+            Some(p) => pid = p,
+            None => break,
+        }
+    }
+    out
+}
+
+/// The parent of `pid` from `/proc/PID/stat` (the field after the parenthesized name, which
+/// may itself hold spaces and parentheses).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}

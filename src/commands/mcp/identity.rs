@@ -59,7 +59,7 @@ impl Identity {
             return Ok(Some(i.id.clone()));
         }
         if let Some(id) = &self.named {
-            return ops::resolve_instance(st, Some(id), Path::new("/"), None).map(Some);
+            return ops::resolve_instance(st, Some(id), Path::new("/"), None, &|_| true).map(Some);
         }
         let own = self.own.lock().expect("not poisoned").clone();
         Ok(own.filter(|id| st.instance(id).is_some()))

@@ -483,6 +483,10 @@ impl Tools {
             files: a.files,
             force: a.force,
         };
+        let since = match wait {
+            Some(_) => ctx.store.last_event_seq()?,
+            None => 0,
+        };
         let step = match wait {
             Some(_) => Step::Enqueue {
                 pid: std::process::id(),
@@ -515,20 +519,27 @@ impl Tools {
         cancel.on_cancel(watcher.stopper());
         let deadline = Instant::now() + Duration::from_secs(secs);
         use conductor::protocol::sessions::{Waited, wait_for_claim};
-        let (outcome, st, now) =
-            match wait_for_claim(&ctx.store, &id, &files, &live, &watcher, Some(deadline))? {
-                Waited::Claimed(outcome) => return Ok(claimed(&outcome)),
-                Waited::GaveUp {
-                    outcome,
-                    state,
-                    now,
-                } => (outcome, state, now),
-            };
+        let (outcome, st, now) = match wait_for_claim(
+            &ctx.store,
+            &id,
+            &files,
+            &live,
+            &watcher,
+            Some(deadline),
+            since,
+        )? {
+            Waited::Claimed(outcome) => return Ok(claimed(&outcome)),
+            Waited::GaveUp {
+                outcome,
+                state,
+                now,
+            } => (outcome, state, now),
+        };
         // A cancelled call stopped the watcher: the wait gave up early; leave nothing behind.
         if cancel.cancelled() {
             return self.cancelled_wait(ctx, &id, &files);
         }
-        if outcome.conflicts.is_empty() {
+        if outcome.conflicts.is_empty() && outcome.lost.is_empty() {
             return Ok(claimed(&outcome));
         }
         Ok(conflict(&outcome, &st, now, Some(secs)))
@@ -956,6 +967,13 @@ fn conflict(o: &ClaimOutcome, st: &State, now: Timestamp, waited: Option<u64>) -
             conductor::text::printable(&c.holder_task)
         ));
     }
+    for l in &o.lost {
+        lines.push(format!(
+            "NOT HELD: {} was {}. Do not edit it; claim it again if you still need it.",
+            l.file,
+            l.describe()
+        ));
+    }
     if !o.claimed.is_empty() {
         lines.push(format!("Claimed the free ones: {}.", o.claimed.join(", ")));
     }
@@ -968,8 +986,12 @@ fn conflict(o: &ClaimOutcome, st: &State, now: Timestamp, waited: Option<u64>) -
                    "holder_last_seen_minutes": c.holder_last_heartbeat.minutes_until(now)})
         })
         .collect();
+    let mut json = json!({"status": "conflict", "conflicts": holders, "claimed": o.claimed});
+    if !o.lost.is_empty() {
+        json["lost"] = json!(o.lost);
+    }
     Answer {
-        json: json!({"status": "conflict", "conflicts": holders, "claimed": o.claimed}),
+        json,
         text: lines.join("\n"),
         error: true,
     }
