@@ -426,7 +426,7 @@ fn path_with(env: &TestEnv, name: &str, programs: &[&str]) -> String {
             .find(|f| f.is_file())
             .unwrap_or_else(|| {
                 let package = if *p == "bwrap" { "bubblewrap" } else { p };
-                panic!("{p} is not installed: apt-get install {package} (.ci/run does)")
+                panic!("{p} is not installed: apt-get install {package} (./test does)")
             });
         let _ = std::os::unix::fs::symlink(found, dir.join(p));
     }
@@ -439,7 +439,7 @@ fn doctor_names_each_external_tool_and_what_its_absence_disables() {
     // An integrated agent and a queued job (the default agent command runs opencode).
     env.run(&["integrate", "claude"]).code(0);
     env.run(&["queue", "add", "--", "x"]).code(0);
-    // Found: jq and bubblewrap (.ci/run installs both), each line saying where.
+    // Found: jq and bubblewrap (./test installs both), each line saying where.
     let all = path_with(&env, "bin", &["jq", "bwrap"]);
     let r = env.run_env(&["doctor"], &[("PATH", &all)]);
     r.code(0);

@@ -1,5 +1,5 @@
 //! `conductor mcp` driven by a real MCP client: the official Python SDK (`mcp` on PyPI, pinned
-//! in .ci/run) running tests/mcp/client.py, which spawns the server over stdio, lists the tools
+//! in ./test) running tests/mcp/client.py, which spawns the server over stdio, lists the tools
 //! and calls them. The home is checked with the CLI and status.json.
 //!
 //! Needs `python3` with the `mcp` package: `python3 -m pip install mcp==2.3.0`.
@@ -23,7 +23,7 @@ fn require_client() {
         .is_ok_and(|o| o.status.success());
     assert!(
         ok,
-        "the Python MCP client is missing: `python3 -m pip install mcp==2.3.0` (.ci/run does it)"
+        "the Python MCP client is missing: `python3 -m pip install mcp==2.3.0` (./test does it)"
     );
 }
 
@@ -1052,7 +1052,7 @@ fn require_claude() {
         .unwrap_or_default();
     assert!(
         v.starts_with("2.1.197 "),
-        "Claude Code 2.1.197 is missing (found `{}`): `bash tests/e2e/install.sh` (.ci/run does it)",
+        "Claude Code 2.1.197 is missing (found `{}`): `bash tests/e2e/install.sh` (./test does it)",
         v.trim()
     );
 }
