@@ -717,9 +717,10 @@ fn issue_14_plan_runs_the_planner_and_submits_with_yes() {
     assert_eq!(q.state("one"), "ready");
 }
 
-/// True when bubblewrap can create namespaces here; otherwise the sandbox tests say why.
+/// Whether bubblewrap can create namespaces here; if not, the test fails naming bwrap (or, with
+/// `CONDUCTOR_TEST_SKIP=bwrap`, is skipped and logged).
 fn bwrap_works() -> bool {
-    let ok = std::process::Command::new("bwrap")
+    let o = std::process::Command::new("bwrap")
         .args([
             "--ro-bind",
             "/",
@@ -728,14 +729,18 @@ fn bwrap_works() -> bool {
             "--die-with-parent",
             "true",
         ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("SKIPPED: bwrap is missing or cannot create namespaces on this machine");
-    }
-    ok
+        .stdin(Stdio::null())
+        .output();
+    let why = match o {
+        Ok(o) if o.status.success() => return true,
+        Ok(o) => format!(
+            "bwrap cannot create namespaces here: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => format!("bwrap cannot be run: {e}"),
+    };
+    crate::common::missing("bwrap", &why);
+    false
 }
 
 #[test]
@@ -875,8 +880,15 @@ fn issue_14_a_second_dispatcher_waits_for_the_lead_and_no_job_runs_twice() {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut second = second.spawn().unwrap();
-    // It waits: c stays ready although it has four free slots.
-    std::thread::sleep(Duration::from_millis(500));
+    // It waits for the lead (blocked on the lead lock: /proc/locks says so): c stays ready
+    // although it has four free slots.
+    assert!(
+        wait_until(20.0, || crate::common::lock_waiter(
+            &q.env.home.join("queue-lead.lock"),
+            second.id()
+        )),
+        "the second dispatcher waits for the lead"
+    );
     assert_eq!(q.state("c"), "ready");
     assert!(second.try_wait().unwrap().is_none());
     std::fs::remove_file(q.ctrl.join("a.block")).unwrap();

@@ -168,7 +168,16 @@ fn run_document(doc: &Path, runnable: &[Block]) {
         }
         for (k, line) in b.lines.iter().enumerate() {
             map.push((script.lines().count() + 1, b.first_line + k));
-            script.push_str(line);
+            match exit_annotation(&b.lines[k..]) {
+                None => script.push_str(line),
+                // The command's status is shown as the document shows it, and must be the one
+                // it annotates.
+                Some((cmd, expected)) => script.push_str(&format!(
+                    "__rc=0; {cmd} || __rc=$?; echo \"exit $__rc\"; [ \"$__rc\" = \"{}\" ] || {{ echo \"@@annotation exit $__rc where the document says {}\"; false; }}",
+                    expected.unwrap_or_default(),
+                    expected.map_or("no exit code".to_string(), |n| format!("exit {n}")),
+                )),
+            }
             script.push('\n');
         }
     }
@@ -220,6 +229,81 @@ fn run_document(doc: &Path, runnable: &[Block]) {
         "{}:{at}: this command failed ({}):\n  {command}\noutput of its block:\n{output}",
         doc.display(),
         out.status
+    );
+}
+
+/// `CMD || echo "exit $?"` on the first of `lines`: the command and the exit code the document
+/// annotates it with, in the line's comment (`# CONFLICT, exit 3`) or in a comment line right
+/// below it (`# exit 3`); `None` for the code when neither says one (which fails: a command shown
+/// failing must say how).
+fn exit_annotation(lines: &[String]) -> Option<(String, Option<u32>)> {
+    const SHOWN: &str = "|| echo \"exit $?\"";
+    let line = &lines[0];
+    let at = line.find(SHOWN)?;
+    let exit_in = |comment: &str| -> Option<u32> {
+        let words: Vec<&str> = comment
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        words
+            .windows(2)
+            .find(|w| w[0] == "exit")
+            .and_then(|w| w[1].parse().ok())
+    };
+    let own = line[at + SHOWN.len()..]
+        .trim_start()
+        .strip_prefix('#')
+        .and_then(exit_in);
+    let below = || {
+        lines[1..]
+            .iter()
+            .map(|l| l.trim_start())
+            .take_while(|l| l.starts_with('#'))
+            .find_map(|l| {
+                let words: Vec<&str> = l.trim_start_matches('#').split_whitespace().collect();
+                (words.len() == 2 && words[0] == "exit")
+                    .then(|| words[1].parse().ok())
+                    .flatten()
+            })
+    };
+    Some((line[..at].trim_end().to_string(), own.or_else(below)))
+}
+
+/// A wrong exit annotation fails the docs test, as does a failing command shown without one;
+/// a right one passes (the fixtures in fixtures/docs/).
+#[test]
+fn a_wrong_exit_annotation_in_a_document_fails_the_docs_test() {
+    let run = |name: &str| {
+        let doc = repo("fixtures/docs").join(name);
+        let text = std::fs::read_to_string(&doc).unwrap();
+        let runnable: Vec<Block> = blocks(&text)
+            .into_iter()
+            .filter(|b| b.info == "sh")
+            .collect();
+        assert!(!runnable.is_empty(), "{name} has a sh block");
+        std::panic::catch_unwind(|| run_document(&doc, &runnable)).map_err(|e| {
+            e.downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_else(|| "?".into())
+        })
+    };
+    run("exit-right.md").expect("the right annotations pass");
+    let wrong = run("exit-wrong.md").expect_err("a wrong annotation fails");
+    assert!(
+        wrong.contains("exit-wrong.md:7:")
+            && wrong.contains("@@annotation exit 3 where the document says exit 4"),
+        "{wrong}"
+    );
+    let below = run("exit-wrong-below.md").expect_err("a wrong annotation below fails");
+    assert!(
+        below.contains("exit-wrong-below.md:7:")
+            && below.contains("@@annotation exit 3 where the document says exit 0"),
+        "{below}"
+    );
+    let bare = run("exit-unannotated.md").expect_err("a failure shown without its code fails");
+    assert!(
+        bare.contains("@@annotation exit 3 where the document says no exit code"),
+        "{bare}"
     );
 }
 
