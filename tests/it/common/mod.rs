@@ -215,6 +215,11 @@ const COMPONENTS: &[(&str, &str)] = &[
     ),
     ("root", "run the tests as root (CI does)"),
     (
+        "userns",
+        "allow user namespaces (sysctl kernel.unprivileged_userns_clone=1; in a container, one \
+         that allows them) and install util-linux for `unshare` (./test does)",
+    ),
+    (
         "promtool",
         "apt-get install prometheus (it has promtool; ./test does)",
     ),
