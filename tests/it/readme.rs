@@ -1,10 +1,12 @@
 //! The README and the guides in docs/ cannot go stale: every ```sh block in them runs, in order
 //! per file, in one `bash -e` against a temp home and a temp project with the built binary first
 //! on PATH (blocks marked ```sh no-run, such as installs, servers and agents with a model, are
-//! not run); a command shown any other way is refused, so it cannot escape the test. A block
-//! whose info string says `file=PATH` (```json file=.conductor/workflows/feature.json) is
-//! written to PATH at that point, as the text tells the reader to. The CLI reference is
-//! generated from the command definitions and must match them.
+//! not run); a command shown any other way is refused, so it cannot escape the test. A command
+//! shown failing (`CMD || echo "exit $?"`) must exit with the code its comment gives
+//! (`# CONFLICT, exit 3`, or `# exit 3` on a comment line below it). A block whose info string
+//! says `file=PATH` (```json file=.conductor/workflows/feature.json) is written to PATH at that
+//! point, as the text tells the reader to. The CLI reference is generated from the command
+//! definitions and must match them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -225,10 +227,14 @@ fn run_document(doc: &Path, runnable: &[Block]) {
         .nth(at - 1)
         .unwrap_or_default()
         .to_string();
+    let what = if output.contains("@@annotation") {
+        "this command's exit code is not the one the document shows".to_string()
+    } else {
+        format!("this command failed ({})", out.status)
+    };
     panic!(
-        "{}:{at}: this command failed ({}):\n  {command}\noutput of its block:\n{output}",
+        "{}:{at}: {what}:\n  {command}\noutput of its block:\n{output}",
         doc.display(),
-        out.status
     );
 }
 
