@@ -760,7 +760,12 @@ fn issue_14_a_sandboxed_job_sees_only_its_workspace_docs_and_secret() {
 cd "$CONDUCTOR_QUEUE_WORKSPACE"
 o="$CONDUCTOR_QUEUE_OUTPUT"; mkdir -p "$o"
 cat > "$o/prompt.txt"
-{{ cat {outside} && echo LEAK-outside; cat {home}/queue.json && echo LEAK-home; ls {root} | grep -q outside.txt && echo LEAK-root
+# Both jobs look while both run (the other's secret is in a live process), through gate files
+# in the workspace they share (at most 30 s each).
+both() {{ i=0; until [ -e "shared/$1-a" ] && [ -e "shared/$1-b" ] || [ $i -ge 1500 ]; do sleep 0.02; i=$((i+1)); done; }}
+touch "shared/up-$CONDUCTOR_QUEUE_JOB"; both up
+{{ [ -e shared/up-a ] && [ -e shared/up-b ] && echo both-up
+   cat {outside} && echo LEAK-outside; cat {home}/queue.json && echo LEAK-home; ls {root} | grep -q outside.txt && echo LEAK-root
    cat /proc/*/environ 2>/dev/null | tr '\0' '\n' | grep -q other-secret-222 && echo LEAK-other
    env | grep -q SECRET_B && echo LEAK-env
    [ "$SECRET_A" = "mine-111" ] && echo own-secret-ok
@@ -768,6 +773,7 @@ cat > "$o/prompt.txt"
    touch docs/slack/x 2>/dev/null && echo LEAK-docs-writable
    echo hi > shared/from-$CONDUCTOR_QUEUE_JOB && echo shared-ok
    pwd; }} > "$o/report.txt" 2>/dev/null
+touch "shared/probed-$CONDUCTOR_QUEUE_JOB"; both probed
 echo done > "$o/RESULT.md"
 "#,
             outside = outside.display(),
@@ -787,6 +793,7 @@ echo done > "$o/RESULT.md"
     r.code(0);
     let rep =
         std::fs::read_to_string(q.env.home.join("workspaces/sb/output/a/report.txt")).unwrap();
+    assert!(rep.contains("both-up"), "a looked while b ran: {rep}");
     assert!(!rep.contains("LEAK"), "{rep}");
     assert!(
         rep.contains("own-secret-ok") && rep.contains("docs-ok") && rep.contains("shared-ok"),
