@@ -156,7 +156,8 @@ fn run_document(doc: &Path, runnable: &[Block]) {
         .unwrap();
     assert!(made.status.success(), "{made:?}");
     let mut script = String::from(
-        "set -eo pipefail\ntrap 'echo \"@@failed $LINENO\"' ERR\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\nexec 2>&1\n",
+        "set -eo pipefail\ntrap 'echo \"@@failed $LINENO\"' ERR\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\nexec 2>&1\n\
+         __expect() { local n; n=$(printf '%s\\n' \"$__out\" | grep -cF -- \"$1\" || true); [ \"$n\" = \"$2\" ] || { echo \"@@expectation $n line(s) with '$1' where the document says $2\"; return 1; }; }\n",
     );
     let mut map: Vec<(usize, usize)> = Vec::new();
     for (i, b) in runnable.iter().enumerate() {
@@ -170,12 +171,22 @@ fn run_document(doc: &Path, runnable: &[Block]) {
         }
         for (k, line) in b.lines.iter().enumerate() {
             map.push((script.lines().count() + 1, b.first_line + k));
+            // What the comment says the command shows: checked on its output.
+            let checks: String = expected_output(doc, line)
+                .unwrap_or_default()
+                .iter()
+                .map(|(text, n)| format!("; __expect '{}' {n}", text.replace('\'', r"'\''")))
+                .collect();
             match exit_annotation(&b.lines[k..]) {
-                None => script.push_str(line),
+                None if checks.is_empty() => script.push_str(line),
+                None => script.push_str(&format!(
+                    "__out=$( {{ {} ; }} 2>&1 ); printf '%s\\n' \"$__out\"{checks}",
+                    command_part(line)
+                )),
                 // The command's status is shown as the document shows it, and must be the one
                 // it annotates.
                 Some((cmd, expected)) => script.push_str(&format!(
-                    "__rc=0; {cmd} || __rc=$?; echo \"exit $__rc\"; [ \"$__rc\" = \"{}\" ] || {{ echo \"@@annotation exit $__rc where the document says {}\"; false; }}",
+                    "__rc=0; __out=$( {{ {cmd} ; }} 2>&1 ) || __rc=$?; printf '%s\\n' \"$__out\"; echo \"exit $__rc\"; [ \"$__rc\" = \"{}\" ] || {{ echo \"@@annotation exit $__rc where the document says {}\"; false; }}{checks}",
                     expected.unwrap_or_default(),
                     expected.map_or("no exit code".to_string(), |n| format!("exit {n}")),
                 )),
@@ -229,6 +240,8 @@ fn run_document(doc: &Path, runnable: &[Block]) {
         .to_string();
     let what = if output.contains("@@annotation") {
         "this command's exit code is not the one the document shows".to_string()
+    } else if output.contains("@@expectation") {
+        "this command's output is not what the document's comment says".to_string()
     } else {
         format!("this command failed ({})", out.status)
     };
@@ -236,6 +249,117 @@ fn run_document(doc: &Path, runnable: &[Block]) {
         "{}:{at}: {what}:\n  {command}\noutput of its block:\n{output}",
         doc.display(),
     );
+}
+
+/// What the comments of the documents say commands show, checked on their output: for a line
+/// of `doc` whose comment is the given text, each string must be on exactly that many lines of
+/// the command's output. Each entry must name a line that exists
+/// (`every_expected_output_names_a_commented_line`).
+const EXPECTED: &[(&str, &str, &[(&str, usize)])] = &[
+    ("README.md", "Safe to edit.", &[("Safe to edit.", 1)]),
+    (
+        "README.md",
+        "CONFLICT, exit 3",
+        &[("CONFLICT: src/api/users.rs is claimed by", 1)],
+    ),
+    (
+        "README.md",
+        "one pending item: a mention",
+        &[("pending", 1), ("  mention  ", 1), ("inb-", 1)],
+    ),
+    (
+        "README.md",
+        "ana's post and scout's reply",
+        &[(" ana: @scout", 1), (" scout: ", 1)],
+    ),
+    (
+        "README.md",
+        "completed (with --json, completion_ref names the reply)",
+        &[("completed", 1), ("inb-", 1)],
+    ),
+    (
+        "README.md",
+        "Work [✓], done",
+        &[("Work [✓]", 1), (" · Tiny · done", 1)],
+    ),
+    (
+        "README.md",
+        "both completed (and archived)",
+        &[("completed", 2), ("draft", 1), ("review", 1)],
+    ),
+    (
+        "docs/queue.md",
+        "failed, blocked (with the reason)",
+        &[
+            ("failed   flaky/build", 1),
+            ("blocked  flaky/ship", 1),
+            ("dependency `build` failed", 1),
+        ],
+    ),
+    (
+        "docs/queue.md",
+        "both completed",
+        &[
+            ("completed  flaky/build", 1),
+            ("completed  flaky/ship", 1),
+            ("failed", 0),
+            ("blocked", 0),
+        ],
+    ),
+    (
+        "docs/workflows.md",
+        "Planning [✓] -> Implementation [✓] -> Verification [✓]",
+        &[("Planning [✓] -> Implementation [✓] -> Verification [✓]", 1)],
+    ),
+    (
+        "docs/protocol.md",
+        "[web-3f9a1c · 2 claimed]",
+        &[(" · 2 claimed]", 1)],
+    ),
+    // The fixtures of `a_wrong_annotation_in_a_document_fails_the_docs_test`.
+    (
+        "fixtures/docs/exit-right.md",
+        "free: exit 0",
+        &[("Claimed: src/y.rs. Safe to edit.", 1)],
+    ),
+    (
+        "fixtures/docs/output-wrong.md",
+        "both files claimed",
+        &[("Claimed: src/x.rs, src/y.rs.", 1)],
+    ),
+];
+
+/// The command of a line, without its comment (`CMD   # comment`).
+fn command_part(line: &str) -> &str {
+    line.find("  # ").map_or(line, |at| &line[..at]).trim_end()
+}
+
+/// The comment of a line (`CMD   # comment`), if it has one.
+fn comment_part(line: &str) -> Option<&str> {
+    line.find("  # ").map(|at| line[at + 4..].trim())
+}
+
+/// What `doc`'s comment on `line` says the command shows ([`EXPECTED`]).
+fn expected_output(doc: &Path, line: &str) -> Option<&'static [(&'static str, usize)]> {
+    let comment = comment_part(line)?;
+    EXPECTED
+        .iter()
+        .find(|(d, c, _)| doc.ends_with(d) && *c == comment)
+        .map(|(_, _, e)| *e)
+}
+
+#[test]
+fn every_expected_output_names_a_commented_line() {
+    for (doc, comment, _) in EXPECTED {
+        let text = std::fs::read_to_string(repo(doc)).unwrap();
+        let found = blocks(&text)
+            .iter()
+            .filter(|b| b.info == "sh")
+            .flat_map(|b| b.lines.iter())
+            .filter(|l| comment_part(l) == Some(comment))
+            .count();
+        assert_eq!(found, 1, "{doc}: one sh line commented `# {comment}`");
+    }
 }
 
 /// `CMD || echo "exit $?"` on the first of `lines`: the command and the exit code the document
@@ -275,10 +399,11 @@ fn exit_annotation(lines: &[String]) -> Option<(String, Option<u32>)> {
     Some((line[..at].trim_end().to_string(), own.or_else(below)))
 }
 
-/// A wrong exit annotation fails the docs test, as does a failing command shown without one;
-/// a right one passes (the fixtures in fixtures/docs/).
+/// A wrong exit annotation fails the docs test, as does a failing command shown without one or a
+/// comment on what a command shows that its output contradicts; right ones pass (the fixtures in
+/// fixtures/docs/).
 #[test]
-fn a_wrong_exit_annotation_in_a_document_fails_the_docs_test() {
+fn a_wrong_annotation_in_a_document_fails_the_docs_test() {
     let run = |name: &str| {
         let doc = repo("fixtures/docs").join(name);
         let text = std::fs::read_to_string(&doc).unwrap();
@@ -310,6 +435,15 @@ fn a_wrong_exit_annotation_in_a_document_fails_the_docs_test() {
     assert!(
         bare.contains("@@annotation exit 3 where the document says no exit code"),
         "{bare}"
+    );
+    let output = run("output-wrong.md").expect_err("a comment the output contradicts fails");
+    assert!(
+        output.contains(
+            "output-wrong.md:5: this command's output is not what the document's comment says"
+        ) && output.contains(
+            "@@expectation 0 line(s) with 'Claimed: src/x.rs, src/y.rs.' where the document says 1"
+        ),
+        "{output}"
     );
 }
 
