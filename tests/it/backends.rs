@@ -6,7 +6,7 @@
 //! assertions hold whichever backend keeps it. What differs is said in one place,
 //! [`Env::key`]: with a shared store a path outside any repository is keyed by its host.
 //!
-//! Needs Debian's `etcd-server` for the etcd half (`.ci/run` installs it).
+//! Needs Debian's `etcd-server` for the etcd half (`./test` installs it).
 
 use std::process::{Command, Stdio};
 

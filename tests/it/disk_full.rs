@@ -3,7 +3,8 @@
 //! (a temp file, the commit record, a ledger, the journal, a new directory) until one succeeds.
 //! Every failure must be one line naming the path once, exit 1, and leave the home exactly as it
 //! was: every file byte-identical, no temp file, no new directory. Needs `mount` (tests run as
-//! root); skipped with a printed reason where it is not permitted.
+//! root); where it is not permitted the tests fail naming `mount`, unless
+//! `CONDUCTOR_TEST_SKIP=mount` makes them skip.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,13 +29,15 @@ impl Tmpfs {
                 "tmpfs",
             ])
             .arg(path)
-            .output()
-            .ok()?;
-        if !out.status.success() {
-            eprintln!(
-                "skipped: cannot mount a tmpfs here ({})",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
+            .output();
+        let why = match out {
+            Ok(o) if o.status.success() => None,
+            Ok(o) => Some(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+            Err(e) => Some(format!("mount cannot be run: {e}")),
+        };
+        if let Some(why) = why {
+            // Fails the test, unless CONDUCTOR_TEST_SKIP=mount (then the test returns).
+            missing("mount", &format!("cannot mount a tmpfs here ({why})"));
             return None;
         }
         Some(Tmpfs {

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use crate::common::TestEnv;
 use conductor::time::Timestamp;
 
-const INSTALL: &str = "run tests/e2e/install.sh (npm -g, the pinned agent CLIs)";
+const INSTALL: &str = "run ./test, or tests/e2e/install.sh (npm -g, the pinned agent CLIs)";
 /// The model server's port inside each run's private network namespace.
 const PORT: u16 = 18080;
 /// How long one agent run may take, all steps included.

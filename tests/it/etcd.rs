@@ -2,7 +2,7 @@
 //! loopback ports, started and stopped by the tests. Several "hosts" are processes with their
 //! own `CONDUCTOR_HOST`, their own home and their own clone of one git repository.
 //!
-//! Needs Debian's `etcd-server` (`etcd` on PATH or in /usr/bin); `.ci/run` installs it.
+//! Needs Debian's `etcd-server` (`etcd` on PATH or in /usr/bin); `./test` installs it.
 //! Long variants: `cargo test --test it etcd -- --ignored`.
 
 use std::io::{BufRead, BufReader};
@@ -26,7 +26,7 @@ pub fn etcd_binary() -> PathBuf {
             return p.join("etcd");
         }
     }
-    panic!("etcd is not installed: `apt-get install etcd-server` (.ci/run does it)");
+    panic!("etcd is not installed: `apt-get install etcd-server` (./test does it)");
 }
 
 pub fn free_port() -> u16 {

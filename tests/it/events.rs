@@ -663,6 +663,62 @@ fn issue_4_watch_falls_back_to_polling_and_says_so_once() {
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 2);
 }
 
+/// Issue 38: `CONDUCTOR_WATCH_POLL=never` forbids the polling fallback, so the tests that bound
+/// a wake-up with it can only pass through a notification. Where no watcher can be made (in a
+/// user namespace allowed no inotify instance), a waiting command polls and says so; with
+/// `never` it fails instead, one line naming the home, and changes nothing.
+#[test]
+fn issue_38_watch_poll_never_fails_where_the_watcher_is_unavailable_instead_of_polling() {
+    let env = TestEnv::new();
+    env.start("poll", "P1");
+    let before = env.snapshot();
+    let run = |poll: Option<&str>| {
+        let c = env.cmd();
+        let script = "echo 0 > /proc/sys/user/max_inotify_instances && exec \"$@\"";
+        let mut u = std::process::Command::new("unshare");
+        u.args(["-rU", "sh", "-c", script, "sh"])
+            .arg(bin())
+            .args(["wait", "--released", "src/a.rs", "--timeout", "10s"])
+            .env_clear()
+            .envs(c.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .current_dir(&env.project);
+        if let Some(p) = poll {
+            u.env("CONDUCTOR_WATCH_POLL", p);
+        }
+        env.run_cmd(&mut u)
+    };
+    let polled = run(None);
+    // unshare or the limit's write failed (the shell's message, not conductor's).
+    if polled.stderr.starts_with("unshare:") || polled.stderr.starts_with("sh:") {
+        return missing(
+            "userns",
+            &format!(
+                "cannot limit inotify in a user namespace: {}",
+                polled.stderr.trim()
+            ),
+        );
+    }
+    polled.code(0);
+    assert!(
+        polled
+            .stderr
+            .contains("the file system watcher is unavailable")
+            && polled.stderr.contains("polling"),
+        "without a watcher it polls, and says so: {polled:?}"
+    );
+    let never = run(Some("never"));
+    never.code(1);
+    let lines: Vec<&str> = never.stderr.lines().collect();
+    assert!(
+        lines[0].starts_with("error: could not watch")
+            && lines[0].contains(&env.home.display().to_string())
+            && lines[0].contains("CONDUCTOR_WATCH_POLL=never forbids polling")
+            && !never.stderr.contains("polling /"),
+        "{never:?}"
+    );
+    assert_eq!(env.snapshot(), before, "nothing changed");
+}
+
 #[test]
 fn issue_4_cleanup_drops_queue_places_of_dead_waiters() {
     let env = TestEnv::new();

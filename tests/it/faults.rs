@@ -71,9 +71,8 @@ fn a_holder_that_is_not_conductor_is_not_misnamed() {
     let (env, a, _) = busy_env();
     // flock(1) holds the lock and writes no holder note; a stale note from a finished
     // conductor must not be reported as the holder.
-    if Command::new("flock").arg("--version").output().is_err() {
-        eprintln!("skipped: flock(1) is not installed");
-        return;
+    if let Err(e) = Command::new("flock").arg("--version").output() {
+        return missing("flock", &format!("flock(1) cannot be run: {e}"));
     }
     let mut holder = Command::new("flock")
         .arg(env.home_file("status.lock"))
@@ -151,8 +150,10 @@ fn a_read_only_home_fails_writes_cleanly_and_still_serves_reads() {
     let (env, a, _) = busy_env();
     let before = env.snapshot();
     let Some(r) = run_read_only(&env, &["--json", "claim", "--instance", &a, "src/new.rs"]) else {
-        eprintln!("skipped: unprivileged user namespaces are not available for a read-only mount");
-        return;
+        return missing(
+            "mount",
+            "`unshare -rm` fails: no user namespace for a read-only bind mount of the home",
+        );
     };
     r.code(1);
     let j = r.json();
@@ -273,8 +274,7 @@ fn a_real_full_tmpfs_leaves_every_file_byte_identical() {
         .args(["-rm", "sh", "-c", "mount -t tmpfs -o size=64k none /mnt"])
         .output();
     if !probe.map(|o| o.status.success()).unwrap_or(false) {
-        eprintln!("skipped: cannot mount a tmpfs in a user namespace here");
-        return;
+        return missing("mount", "cannot mount a tmpfs in a user namespace here");
     }
     let (env, a, _) = busy_env();
     // Inside a private namespace: copy the home onto a small tmpfs, fill it, run a claim,

@@ -27,6 +27,15 @@ fn a_short_wait_for_a_lock_says_nothing() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // It waits for the lock (blocked in flock: /proc/locks says so), and goes on waiting for
+    // 0.3 s of the second after which a wait is announced.
+    assert!(
+        wait_until(20.0, || lock_waiter(
+            &env.home_file("status.lock"),
+            child.id()
+        )),
+        "the claim waits for the lock"
+    );
     std::thread::sleep(Duration::from_millis(300));
     drop(lock);
     let out = child.wait_with_output().unwrap();
@@ -53,21 +62,34 @@ fn a_long_wait_for_a_lock_is_announced_once_after_about_a_second() {
         .unwrap();
     // Read stderr as it comes: the line appears while the lock is still held.
     let mut stderr = child.stderr.take().unwrap();
+    let (first_tx, first_rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         use std::io::Read;
         let mut first = [0u8; 8];
         let n = stderr.read(&mut first).unwrap_or(0);
-        let at = Instant::now();
+        let _ = first_tx.send(Instant::now());
         let mut rest = Vec::new();
         let _ = stderr.read_to_end(&mut rest);
         let mut all = first[..n].to_vec();
         all.extend(rest);
-        (at, String::from_utf8_lossy(&all).to_string())
+        String::from_utf8_lossy(&all).to_string()
     });
-    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        wait_until(20.0, || lock_waiter(
+            &env.home_file("status.lock"),
+            child.id()
+        )),
+        "the claim waits for the lock"
+    );
+    // The lock stays held until the announcement came, and for a while after (it is said once,
+    // however long the wait).
+    let first_line_at = first_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the wait is announced while the lock is held");
+    std::thread::sleep(Duration::from_millis(1500));
     drop(lock);
     let status = child.wait().unwrap();
-    let (first_line_at, stderr) = reader.join().unwrap();
+    let stderr = reader.join().unwrap();
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert_eq!(
         stderr
@@ -78,24 +100,46 @@ fn a_long_wait_for_a_lock_is_announced_once_after_about_a_second() {
     );
     let after = first_line_at - started;
     assert!(
-        after >= Duration::from_millis(900) && after < Duration::from_millis(2500),
-        "announced after about a second, while still waiting (after {after:?})"
+        after >= Duration::from_millis(900),
+        "announced after about a second (after {after:?})"
     );
     assert!(stderr.contains("--lock-timeout"), "{stderr}");
-    // --quiet: nothing at all.
+    // --quiet: nothing at all. It waits first; a twin without --quiet that starts waiting after
+    // it is announced, so the quiet one has waited long enough to have announced too.
     let lock = hold_state_lock(&env);
-    let child = env
+    let waiting = |c: &std::process::Child| lock_waiter(&env.home_file("status.lock"), c.id());
+    let quiet = env
         .cmd()
         .args(["--quiet", "claim", "--instance", &a, "src/c.rs"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        wait_until(20.0, || waiting(&quiet)),
+        "the quiet claim waits"
+    );
+    let mut twin = env
+        .cmd()
+        .args(["claim", "--instance", &a, "src/d.rs"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(20.0, || waiting(&twin)), "the twin waits");
+    let mut twin_err = std::io::BufReader::new(twin.stderr.take().unwrap());
+    let mut line = String::new();
+    use std::io::BufRead;
+    twin_err.read_line(&mut line).unwrap();
+    assert!(
+        line.contains("Blocking: waiting for the state lock"),
+        "{line}"
+    );
     drop(lock);
-    let out = child.wait_with_output().unwrap();
+    let out = quiet.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert!(twin.wait().unwrap().success());
 }
 
 /// Every row of a table starts each column at the header's offset for it.
@@ -367,7 +411,11 @@ fn a_paused_queue_starts_nothing_until_resumed_and_a_paused_job_waits_alone() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    // It leads the queue, looked at it, and waits for a change: then nothing has started.
+    assert!(
+        wait_until(20.0, || parked(follower.id())),
+        "the follower waits"
+    );
     assert!(!trace.exists(), "nothing starts while paused");
     env.run(&["queue", "resume"]).code(0);
     let q: serde_json::Value =
@@ -378,8 +426,25 @@ fn a_paused_queue_starts_nothing_until_resumed_and_a_paused_job_waits_alone() {
         "the follower starts job-1 on resume: {:?}",
         read_lines(&trace)
     );
-    std::thread::sleep(Duration::from_millis(500));
+    // job-1 is recorded completed and the follower waits again: job-2 was not started.
+    let state = |id: &str| {
+        let r = env.run(&["--json", "queue", "jobs", "--all"]);
+        r.json()["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == id)
+            .map(|j| j["state"]["state"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    assert!(
+        wait_until(20.0, || state("job-1") == "completed"
+            && parked(follower.id())),
+        "job-1 completes and the follower waits: {}",
+        state("job-1")
+    );
     assert_eq!(read_lines(&trace), ["job-1"], "job-2 stays paused");
+    assert_eq!(state("job-2"), "ready");
     let jobs = env.run(&["queue", "jobs"]);
     assert!(
         jobs.stdout.contains("paused (conductor queue resume JOB)"),
@@ -426,7 +491,7 @@ fn path_with(env: &TestEnv, name: &str, programs: &[&str]) -> String {
             .find(|f| f.is_file())
             .unwrap_or_else(|| {
                 let package = if *p == "bwrap" { "bubblewrap" } else { p };
-                panic!("{p} is not installed: apt-get install {package} (.ci/run does)")
+                panic!("{p} is not installed: apt-get install {package} (./test does)")
             });
         let _ = std::os::unix::fs::symlink(found, dir.join(p));
     }
@@ -439,7 +504,7 @@ fn doctor_names_each_external_tool_and_what_its_absence_disables() {
     // An integrated agent and a queued job (the default agent command runs opencode).
     env.run(&["integrate", "claude"]).code(0);
     env.run(&["queue", "add", "--", "x"]).code(0);
-    // Found: jq and bubblewrap (.ci/run installs both), each line saying where.
+    // Found: jq and bubblewrap (./test installs both), each line saying where.
     let all = path_with(&env, "bin", &["jq", "bwrap"]);
     let r = env.run_env(&["doctor"], &[("PATH", &all)]);
     r.code(0);
@@ -587,7 +652,8 @@ fn wait_released_honours_directory_and_glob_claims() {
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        // It saw the claim and waits for a change (not yet done: it cannot be, the claim holds).
+        assert!(wait_until(20.0, || parked(child.id())), "{claim}: it waits");
         env.run(&["release", "--instance", &a, claim]).code(0);
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{claim} released frees {wait}");

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::common::TestEnv;
 
-const CODEX_INSTALL: &str = "npm install -g @openai/codex@0.169.0";
+const CODEX_INSTALL: &str = "./test installs it (or npm install -g @openai/codex@0.169.0)";
 
 /// The Codex CLI binary, or a failure that says how to install it.
 fn codex() -> PathBuf {

@@ -10,10 +10,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::common::TestEnv;
+use crate::common::{TestEnv, blocks_sigint, parked, wait_until};
 
 /// The bound within which a follower must show what was written.
 const BOUND: Duration = Duration::from_secs(5);
+/// The bound within which a change the test made must wake a follower: the followers run with
+/// `CONDUCTOR_WATCH_POLL=never`, so only a notification can wake them in time (a poller of a
+/// few seconds would fail).
+const WAKE: Duration = Duration::from_secs(2);
 
 /// A child whose stdout lines arrive on a channel.
 struct Follower {
@@ -111,7 +115,7 @@ fn submit(env: &TestEnv, manifest: &serde_json::Value) {
 
 fn spawn_args(env: &TestEnv, args: &[&str]) -> Command {
     let mut c = env.cmd();
-    c.args(args);
+    c.args(args).env("CONDUCTOR_WATCH_POLL", "never");
     c
 }
 
@@ -158,7 +162,7 @@ fn issue_25_queue_log_follow_streams_lines_as_written_and_ends_with_the_job() {
     assert!(f.child.try_wait().unwrap().is_none());
     assert!(!f.seen.iter().any(|l| l.contains("second-line")));
     std::fs::write(&gate, "").unwrap();
-    assert!(f.until("second-line-from-job", BOUND), "{:?}", f.seen);
+    assert!(f.until("second-line-from-job", WAKE), "{:?}", f.seen);
     let code = f.exit(BOUND);
     let err = f.stderr();
     assert_eq!(code, Some(0), "follower exit: {:?} {err}", f.seen);
@@ -230,7 +234,12 @@ fn issue_25_queue_log_follow_stops_on_sigint_with_0() {
     );
     // No dispatcher: the job stays queued and the follower waits.
     let mut f = Follower::spawn(spawn_args(&env, &["queue", "log", "j", "--follow"]));
-    std::thread::sleep(Duration::from_millis(300));
+    // It handles SIGINT itself, looked at the job and waits for a change.
+    let pid = f.child.id();
+    assert!(
+        wait_until(20.0, || blocks_sigint(pid) && parked(pid)),
+        "the follower waits"
+    );
     assert!(f.child.try_wait().unwrap().is_none(), "{}", f.stderr());
     unsafe { libc::kill(f.child.id() as i32, libc::SIGINT) };
     assert_eq!(f.exit(BOUND), Some(0));
@@ -423,6 +432,7 @@ fn issue_25_top_in_a_pseudo_terminal_shows_a_claim_as_it_happens_and_quits_on_q(
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", env.root.path())
         .env("CONDUCTOR_HOME", &env.home)
+        .env("CONDUCTOR_WATCH_POLL", "never")
         .current_dir(&env.project)
         .stdin(Stdio::piped())
         .arg(&driver)
@@ -470,7 +480,10 @@ fn issue_25_top_in_a_pseudo_terminal_shows_a_claim_as_it_happens_and_quits_on_q(
     );
     assert!(f.until("GONE agent      reviewer", BOUND), "{:?}", f.seen);
     assert!(f.until("EXIT 0", BOUND), "{:?}", f.seen);
-    assert!(seen_in < BOUND, "{seen_in:?}");
+    assert!(
+        seen_in < WAKE,
+        "woken by the claim's notification: {seen_in:?}"
+    );
 }
 
 #[test]
@@ -488,7 +501,7 @@ fn issue_25_status_watch_reprints_on_each_change_and_json_gives_one_document_per
     assert!(js.until("\"instances\"", BOUND), "{:?}", js.seen);
     let lexer = env.project.join("src/lexer.rs").display().to_string();
     env.run(&["claim", &lexer, "--instance", &id]).code(0);
-    assert!(text.until("watch me · 1 claim ", BOUND), "{:?}", text.seen);
+    assert!(text.until("watch me · 1 claim ", WAKE), "{:?}", text.seen);
     assert!(text.until("src/lexer.rs", BOUND), "{:?}", text.seen);
     assert!(js.until("lexer.rs", BOUND), "{:?}", js.seen);
     // One JSON document per line, each the whole overview.

@@ -42,6 +42,7 @@ mod schemas;
 mod security;
 mod serve;
 mod shell;
+mod skips;
 mod smoke;
 mod stale;
 mod startup;

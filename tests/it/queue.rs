@@ -717,9 +717,10 @@ fn issue_14_plan_runs_the_planner_and_submits_with_yes() {
     assert_eq!(q.state("one"), "ready");
 }
 
-/// True when bubblewrap can create namespaces here; otherwise the sandbox tests say why.
+/// Whether bubblewrap can create namespaces here; if not, the test fails naming bwrap (or, with
+/// `CONDUCTOR_TEST_SKIP=bwrap`, is skipped and logged).
 fn bwrap_works() -> bool {
-    let ok = std::process::Command::new("bwrap")
+    let o = std::process::Command::new("bwrap")
         .args([
             "--ro-bind",
             "/",
@@ -728,14 +729,18 @@ fn bwrap_works() -> bool {
             "--die-with-parent",
             "true",
         ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("SKIPPED: bwrap is missing or cannot create namespaces on this machine");
-    }
-    ok
+        .stdin(Stdio::null())
+        .output();
+    let why = match o {
+        Ok(o) if o.status.success() => return true,
+        Ok(o) => format!(
+            "bwrap cannot create namespaces here: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => format!("bwrap cannot be run: {e}"),
+    };
+    crate::common::missing("bwrap", &why);
+    false
 }
 
 #[test]
@@ -755,7 +760,12 @@ fn issue_14_a_sandboxed_job_sees_only_its_workspace_docs_and_secret() {
 cd "$CONDUCTOR_QUEUE_WORKSPACE"
 o="$CONDUCTOR_QUEUE_OUTPUT"; mkdir -p "$o"
 cat > "$o/prompt.txt"
-{{ cat {outside} && echo LEAK-outside; cat {home}/queue.json && echo LEAK-home; ls {root} | grep -q outside.txt && echo LEAK-root
+# Both jobs look while both run (the other's secret is in a live process), through gate files
+# in the workspace they share (at most 30 s each).
+both() {{ i=0; until [ -e "shared/$1-a" ] && [ -e "shared/$1-b" ] || [ $i -ge 1500 ]; do sleep 0.02; i=$((i+1)); done; }}
+touch "shared/up-$CONDUCTOR_QUEUE_JOB"; both up
+{{ [ -e shared/up-a ] && [ -e shared/up-b ] && echo both-up
+   cat {outside} && echo LEAK-outside; cat {home}/queue.json && echo LEAK-home; ls {root} | grep -q outside.txt && echo LEAK-root
    cat /proc/*/environ 2>/dev/null | tr '\0' '\n' | grep -q other-secret-222 && echo LEAK-other
    env | grep -q SECRET_B && echo LEAK-env
    [ "$SECRET_A" = "mine-111" ] && echo own-secret-ok
@@ -763,6 +773,7 @@ cat > "$o/prompt.txt"
    touch docs/slack/x 2>/dev/null && echo LEAK-docs-writable
    echo hi > shared/from-$CONDUCTOR_QUEUE_JOB && echo shared-ok
    pwd; }} > "$o/report.txt" 2>/dev/null
+touch "shared/probed-$CONDUCTOR_QUEUE_JOB"; both probed
 echo done > "$o/RESULT.md"
 "#,
             outside = outside.display(),
@@ -782,6 +793,7 @@ echo done > "$o/RESULT.md"
     r.code(0);
     let rep =
         std::fs::read_to_string(q.env.home.join("workspaces/sb/output/a/report.txt")).unwrap();
+    assert!(rep.contains("both-up"), "a looked while b ran: {rep}");
     assert!(!rep.contains("LEAK"), "{rep}");
     assert!(
         rep.contains("own-secret-ok") && rep.contains("docs-ok") && rep.contains("shared-ok"),
@@ -875,8 +887,15 @@ fn issue_14_a_second_dispatcher_waits_for_the_lead_and_no_job_runs_twice() {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut second = second.spawn().unwrap();
-    // It waits: c stays ready although it has four free slots.
-    std::thread::sleep(Duration::from_millis(500));
+    // It waits for the lead (blocked on the lead lock: /proc/locks says so): c stays ready
+    // although it has four free slots.
+    assert!(
+        wait_until(20.0, || crate::common::lock_waiter(
+            &q.env.home.join("queue-lead.lock"),
+            second.id()
+        )),
+        "the second dispatcher waits for the lead"
+    );
     assert_eq!(q.state("c"), "ready");
     assert!(second.try_wait().unwrap().is_none());
     std::fs::remove_file(q.ctrl.join("a.block")).unwrap();

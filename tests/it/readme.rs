@@ -1,10 +1,12 @@
 //! The README and the guides in docs/ cannot go stale: every ```sh block in them runs, in order
 //! per file, in one `bash -e` against a temp home and a temp project with the built binary first
 //! on PATH (blocks marked ```sh no-run, such as installs, servers and agents with a model, are
-//! not run); a command shown any other way is refused, so it cannot escape the test. A block
-//! whose info string says `file=PATH` (```json file=.conductor/workflows/feature.json) is
-//! written to PATH at that point, as the text tells the reader to. The CLI reference is
-//! generated from the command definitions and must match them.
+//! not run); a command shown any other way is refused, so it cannot escape the test. A command
+//! shown failing (`CMD || echo "exit $?"`) must exit with the code its comment gives
+//! (`# CONFLICT, exit 3`, or `# exit 3` on a comment line below it). A block whose info string
+//! says `file=PATH` (```json file=.conductor/workflows/feature.json) is written to PATH at that
+//! point, as the text tells the reader to. The CLI reference is generated from the command
+//! definitions and must match them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -154,7 +156,8 @@ fn run_document(doc: &Path, runnable: &[Block]) {
         .unwrap();
     assert!(made.status.success(), "{made:?}");
     let mut script = String::from(
-        "set -eo pipefail\ntrap 'echo \"@@failed $LINENO\"' ERR\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\nexec 2>&1\n",
+        "set -eo pipefail\ntrap 'echo \"@@failed $LINENO\"' ERR\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\nexec 2>&1\n\
+         __expect() { local n; n=$(printf '%s\\n' \"$__out\" | grep -cF -- \"$1\" || true); [ \"$n\" = \"$2\" ] || { echo \"@@expectation $n line(s) with '$1' where the document says $2\"; return 1; }; }\n",
     );
     let mut map: Vec<(usize, usize)> = Vec::new();
     for (i, b) in runnable.iter().enumerate() {
@@ -168,7 +171,26 @@ fn run_document(doc: &Path, runnable: &[Block]) {
         }
         for (k, line) in b.lines.iter().enumerate() {
             map.push((script.lines().count() + 1, b.first_line + k));
-            script.push_str(line);
+            // What the comment says the command shows: checked on its output.
+            let checks: String = expected_output(doc, line)
+                .unwrap_or_default()
+                .iter()
+                .map(|(text, n)| format!("; __expect '{}' {n}", text.replace('\'', r"'\''")))
+                .collect();
+            match exit_annotation(&b.lines[k..]) {
+                None if checks.is_empty() => script.push_str(line),
+                None => script.push_str(&format!(
+                    "__out=$( {{ {} ; }} 2>&1 ); printf '%s\\n' \"$__out\"{checks}",
+                    command_part(line)
+                )),
+                // The command's status is shown as the document shows it, and must be the one
+                // it annotates.
+                Some((cmd, expected)) => script.push_str(&format!(
+                    "__rc=0; __out=$( {{ {cmd} ; }} 2>&1 ) || __rc=$?; printf '%s\\n' \"$__out\"; echo \"exit $__rc\"; [ \"$__rc\" = \"{}\" ] || {{ echo \"@@annotation exit $__rc where the document says {}\"; false; }}{checks}",
+                    expected.unwrap_or_default(),
+                    expected.map_or("no exit code".to_string(), |n| format!("exit {n}")),
+                )),
+            }
             script.push('\n');
         }
     }
@@ -216,10 +238,212 @@ fn run_document(doc: &Path, runnable: &[Block]) {
         .nth(at - 1)
         .unwrap_or_default()
         .to_string();
+    let what = if output.contains("@@annotation") {
+        "this command's exit code is not the one the document shows".to_string()
+    } else if output.contains("@@expectation") {
+        "this command's output is not what the document's comment says".to_string()
+    } else {
+        format!("this command failed ({})", out.status)
+    };
     panic!(
-        "{}:{at}: this command failed ({}):\n  {command}\noutput of its block:\n{output}",
+        "{}:{at}: {what}:\n  {command}\noutput of its block:\n{output}",
         doc.display(),
-        out.status
+    );
+}
+
+/// What the comments of the documents say commands show, checked on their output: for a line
+/// of `doc` whose comment is the given text, each string must be on exactly that many lines of
+/// the command's output. Each entry must name a line that exists
+/// (`every_expected_output_names_a_commented_line`).
+const EXPECTED: &[(&str, &str, &[(&str, usize)])] = &[
+    ("README.md", "Safe to edit.", &[("Safe to edit.", 1)]),
+    (
+        "README.md",
+        "CONFLICT, exit 3",
+        &[("CONFLICT: src/api/users.rs is claimed by", 1)],
+    ),
+    (
+        "README.md",
+        "one pending item: a mention",
+        &[("pending", 1), ("  mention  ", 1), ("inb-", 1)],
+    ),
+    (
+        "README.md",
+        "ana's post and scout's reply",
+        &[(" ana: @scout", 1), (" scout: ", 1)],
+    ),
+    (
+        "README.md",
+        "completed (with --json, completion_ref names the reply)",
+        &[("completed", 1), ("inb-", 1)],
+    ),
+    (
+        "README.md",
+        "Work [✓], done",
+        &[("Work [✓]", 1), (" · Tiny · done", 1)],
+    ),
+    (
+        "README.md",
+        "both completed (and archived)",
+        &[("completed", 2), ("draft", 1), ("review", 1)],
+    ),
+    (
+        "docs/queue.md",
+        "failed, blocked (with the reason)",
+        &[
+            ("failed   flaky/build", 1),
+            ("blocked  flaky/ship", 1),
+            ("dependency `build` failed", 1),
+        ],
+    ),
+    (
+        "docs/queue.md",
+        "both completed",
+        &[
+            ("completed  flaky/build", 1),
+            ("completed  flaky/ship", 1),
+            ("failed", 0),
+            ("blocked", 0),
+        ],
+    ),
+    (
+        "docs/workflows.md",
+        "Planning [✓] -> Implementation [✓] -> Verification [✓]",
+        &[("Planning [✓] -> Implementation [✓] -> Verification [✓]", 1)],
+    ),
+    (
+        "docs/protocol.md",
+        "[web-3f9a1c · 2 claimed]",
+        &[(" · 2 claimed]", 1)],
+    ),
+    // The fixtures of `a_wrong_annotation_in_a_document_fails_the_docs_test`.
+    (
+        "fixtures/docs/exit-right.md",
+        "free: exit 0",
+        &[("Claimed: src/y.rs. Safe to edit.", 1)],
+    ),
+    (
+        "fixtures/docs/output-wrong.md",
+        "both files claimed",
+        &[("Claimed: src/x.rs, src/y.rs.", 1)],
+    ),
+];
+
+/// The command of a line, without its comment (`CMD   # comment`).
+fn command_part(line: &str) -> &str {
+    line.find("  # ").map_or(line, |at| &line[..at]).trim_end()
+}
+
+/// The comment of a line (`CMD   # comment`), if it has one.
+fn comment_part(line: &str) -> Option<&str> {
+    line.find("  # ").map(|at| line[at + 4..].trim())
+}
+
+/// What `doc`'s comment on `line` says the command shows ([`EXPECTED`]).
+fn expected_output(doc: &Path, line: &str) -> Option<&'static [(&'static str, usize)]> {
+    let comment = comment_part(line)?;
+    EXPECTED
+        .iter()
+        .find(|(d, c, _)| doc.ends_with(d) && *c == comment)
+        .map(|(_, _, e)| *e)
+}
+
+#[test]
+fn every_expected_output_names_a_commented_line() {
+    for (doc, comment, _) in EXPECTED {
+        let text = std::fs::read_to_string(repo(doc)).unwrap();
+        let found = blocks(&text)
+            .iter()
+            .filter(|b| b.info == "sh")
+            .flat_map(|b| b.lines.iter())
+            .filter(|l| comment_part(l) == Some(comment))
+            .count();
+        assert_eq!(found, 1, "{doc}: one sh line commented `# {comment}`");
+    }
+}
+
+/// `CMD || echo "exit $?"` on the first of `lines`: the command and the exit code the document
+/// annotates it with, in the line's comment (`# CONFLICT, exit 3`) or in a comment line right
+/// below it (`# exit 3`); `None` for the code when neither says one (which fails: a command shown
+/// failing must say how).
+fn exit_annotation(lines: &[String]) -> Option<(String, Option<u32>)> {
+    const SHOWN: &str = "|| echo \"exit $?\"";
+    let line = &lines[0];
+    let at = line.find(SHOWN)?;
+    let exit_in = |comment: &str| -> Option<u32> {
+        let words: Vec<&str> = comment
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        words
+            .windows(2)
+            .find(|w| w[0] == "exit")
+            .and_then(|w| w[1].parse().ok())
+    };
+    let own = line[at + SHOWN.len()..]
+        .trim_start()
+        .strip_prefix('#')
+        .and_then(exit_in);
+    let below = || {
+        lines[1..]
+            .iter()
+            .map(|l| l.trim_start())
+            .take_while(|l| l.starts_with('#'))
+            .find_map(|l| {
+                let words: Vec<&str> = l.trim_start_matches('#').split_whitespace().collect();
+                (words.len() == 2 && words[0] == "exit")
+                    .then(|| words[1].parse().ok())
+                    .flatten()
+            })
+    };
+    Some((line[..at].trim_end().to_string(), own.or_else(below)))
+}
+
+/// A wrong exit annotation fails the docs test, as does a failing command shown without one or a
+/// comment on what a command shows that its output contradicts; right ones pass (the fixtures in
+/// fixtures/docs/).
+#[test]
+fn a_wrong_annotation_in_a_document_fails_the_docs_test() {
+    let run = |name: &str| {
+        let doc = repo("fixtures/docs").join(name);
+        let text = std::fs::read_to_string(&doc).unwrap();
+        let runnable: Vec<Block> = blocks(&text)
+            .into_iter()
+            .filter(|b| b.info == "sh")
+            .collect();
+        assert!(!runnable.is_empty(), "{name} has a sh block");
+        std::panic::catch_unwind(|| run_document(&doc, &runnable)).map_err(|e| {
+            e.downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_else(|| "?".into())
+        })
+    };
+    run("exit-right.md").expect("the right annotations pass");
+    let wrong = run("exit-wrong.md").expect_err("a wrong annotation fails");
+    assert!(
+        wrong.contains("exit-wrong.md:7:")
+            && wrong.contains("@@annotation exit 3 where the document says exit 4"),
+        "{wrong}"
+    );
+    let below = run("exit-wrong-below.md").expect_err("a wrong annotation below fails");
+    assert!(
+        below.contains("exit-wrong-below.md:7:")
+            && below.contains("@@annotation exit 3 where the document says exit 0"),
+        "{below}"
+    );
+    let bare = run("exit-unannotated.md").expect_err("a failure shown without its code fails");
+    assert!(
+        bare.contains("@@annotation exit 3 where the document says no exit code"),
+        "{bare}"
+    );
+    let output = run("output-wrong.md").expect_err("a comment the output contradicts fails");
+    assert!(
+        output.contains(
+            "output-wrong.md:5: this command's output is not what the document's comment says"
+        ) && output.contains(
+            "@@expectation 0 line(s) with 'Claimed: src/x.rs, src/y.rs.' where the document says 1"
+        ),
+        "{output}"
     );
 }
 

@@ -10,9 +10,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-use crate::common::{Run, TestEnv, bin};
+use crate::common::{Run, TestEnv, bin, missing};
 
-/// True when bubblewrap can create namespaces here; otherwise say why the test is skipped.
+/// Ok when bubblewrap can create namespaces here; otherwise why not.
 fn bwrap_works(setpriv: &[String]) -> Result<(), String> {
     let o = Command::new(if setpriv.is_empty() {
         "bwrap"
@@ -87,6 +87,17 @@ impl Sb {
 
     fn run(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
         use std::io::Write;
+        let mut child = self.command(args, env).spawn().unwrap();
+        let input = child.stdin.take().unwrap();
+        if let Some(s) = stdin {
+            let mut input = input;
+            input.write_all(s.as_bytes()).unwrap();
+        }
+        to_run(child.wait_with_output().unwrap())
+    }
+
+    /// conductor with `args` (as this user or through setpriv), its stdio piped.
+    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
         let mut c = match self.setpriv.split_first() {
             None => Command::new(bin()),
             Some((p, rest)) => {
@@ -109,17 +120,26 @@ impl Sb {
         for (k, v) in env {
             c.env(k, v);
         }
-        let mut child = c.spawn().unwrap();
-        let input = child.stdin.take().unwrap();
-        if let Some(s) = stdin {
-            let mut input = input;
-            input.write_all(s.as_bytes()).unwrap();
-        }
-        let o = child.wait_with_output().unwrap();
-        Run {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        c
+    }
+}
+
+fn to_run(o: std::process::Output) -> Run {
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// A child killed (and reaped) if the test fails before it ends.
+struct Reaped(Option<std::process::Child>);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
         }
     }
 }
@@ -130,7 +150,10 @@ fn probe_script(home: &Path, ro: &Path, other_ws: &Path) -> String {
     format!(
         r#"#!/bin/sh
 o="$CONDUCTOR_QUEUE_OUTPUT"; mkdir -p "$o"; r="$o/report.txt"
+# The host says go once the other job's marker exists (and that job stays alive meanwhile).
+i=0; while [ ! -e "$CONDUCTOR_QUEUE_WORKSPACE/shared/go" ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done
 {{
+[ -e "$CONDUCTOR_QUEUE_WORKSPACE/shared/go" ] && echo gate-passed
 echo "id $(id -u) $(id -g)"
 grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status
 echo tried remount-ro-path; mount -o remount,bind,rw {ro} && echo ESCAPE remount-ro-path
@@ -170,26 +193,24 @@ fn host_target(dir: &str) -> PathBuf {
 }
 
 /// The other workspace's job: leaves a marker, stays alive (with its secret in its
-/// environment) while the probe looks for it.
+/// environment) while the probe looks for it: until the host, having seen the probe finish,
+/// writes the gate `shared/probe-done` (at most 60 s).
 const OTHER: &str = r#"#!/bin/sh
 o="$CONDUCTOR_QUEUE_OUTPUT"; mkdir -p "$o"
 echo other-marker > "$CONDUCTOR_QUEUE_WORKSPACE/shared/marker.txt"
-sleep 2
+i=0; while [ ! -e "$CONDUCTOR_QUEUE_WORKSPACE/shared/probe-done" ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done
 echo done > "$o/RESULT.md"
 "#;
 
 fn escapes_fail(as_nobody: bool) {
     let sb = Sb::new(as_nobody);
     if let Err(why) = bwrap_works(&sb.setpriv) {
-        eprintln!(
-            "SKIPPED ({}): {why}",
-            if as_nobody {
-                "as nobody"
-            } else {
-                "as this user"
-            }
-        );
-        return;
+        let who = if as_nobody {
+            "as nobody"
+        } else {
+            "as this user"
+        };
+        return missing("bwrap", &format!("{why} ({who})"));
     }
     let ro = sb.env.dir("agent-ro");
     std::fs::write(ro.join("target.txt"), "original\n").unwrap();
@@ -228,7 +249,7 @@ fn escapes_fail(as_nobody: bool) {
     }
     let cmd = format!("sh {}", dispatch.display());
     let prompt = sb.env.home.join("queue-prompts/w1/probe.md");
-    let r = sb.run(
+    let mut run = sb.command(
         &[
             "queue",
             "run",
@@ -243,8 +264,26 @@ fn escapes_fail(as_nobody: bool) {
             ("OWN_SECRET", "own-secret-8080"),
             ("OTHER_SECRET", "other-secret-5150"),
         ],
-        None,
     );
+    let mut run = Reaped(Some(run.stdin(Stdio::null()).spawn().unwrap()));
+    // The probe looks only once the other job's marker exists, and the other job stays alive
+    // (its secret in its environment) until the probe has finished looking.
+    let ws = |w: &str, rel: &str| sb.env.home.join("workspaces").join(w).join(rel);
+    assert!(
+        crate::common::wait_until(60.0, || ws("w2", "shared/marker.txt").is_file()),
+        "the other job wrote its marker"
+    );
+    std::fs::write(ws("w1", "shared/go"), "").unwrap();
+    assert!(
+        crate::common::wait_until(60.0, || ws("w1", "output/probe/RESULT.md").is_file()),
+        "the probe finished"
+    );
+    assert!(
+        !ws("w2", "output/other/RESULT.md").exists(),
+        "the other job was alive while the probe looked"
+    );
+    std::fs::write(ws("w2", "shared/probe-done"), "").unwrap();
+    let r = to_run(run.0.take().unwrap().wait_with_output().unwrap());
     // Before any assertion: a broken sandbox must not leave debris on the host.
     let wrote: Vec<&str> = ["/usr", "/etc"]
         .into_iter()
@@ -255,6 +294,10 @@ fn escapes_fail(as_nobody: bool) {
     let out = sb.env.home.join("workspaces/w1/output/probe");
     let rep = std::fs::read_to_string(out.join("report.txt")).unwrap();
     let tried = rep.lines().filter(|l| l.starts_with("tried ")).count();
+    assert!(
+        rep.contains("gate-passed"),
+        "the probe ran after the gate:\n{rep}"
+    );
     assert_eq!(tried, 15, "every attempt ran:\n{rep}");
     assert!(!rep.contains("ESCAPE"), "an escape worked:\n{rep}");
     assert!(rep.contains("own-secret-ok"), "{rep}");
@@ -300,8 +343,10 @@ fn issue_21_a_sandboxed_job_cannot_escape() {
 #[test]
 fn issue_21_a_sandboxed_job_cannot_escape_as_an_unprivileged_user() {
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: not root, so the other test already runs unprivileged");
-        return;
+        return missing(
+            "root",
+            "not root: setpriv cannot switch to nobody (the other test runs unprivileged)",
+        );
     }
     escapes_fail(true);
 }
@@ -313,9 +358,9 @@ fn issue_21_doctor_reports_the_sandbox_guarantees() {
     let r = env.run(&["--json", "doctor"]);
     let v = r.json();
     let g = v["sandbox"].as_array().unwrap_or_else(|| panic!("{r:?}"));
-    if bwrap_works(&[]).is_err() {
+    if let Err(why) = bwrap_works(&[]) {
         assert_eq!(g[0]["holds"], false, "{r:?}");
-        return;
+        return missing("bwrap", &why);
     }
     let names: Vec<&str> = g.iter().map(|x| x["guarantee"].as_str().unwrap()).collect();
     for n in [

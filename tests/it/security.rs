@@ -139,8 +139,10 @@ fn unused_uid() -> u32 {
 #[test]
 fn home_owned_by_another_user_is_refused() {
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to chown the temp home to another uid");
-        return;
+        return missing(
+            "root",
+            "not root: cannot chown the temp home to another uid",
+        );
     }
     let r = realistic();
     let env = &r.env;

@@ -906,7 +906,7 @@ fn browser_tools() -> std::result::Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "the browser test needs Debian's chromium and Selenium: {} (.ci/run does this)",
+            "the browser test needs Debian's chromium and Selenium: {} (./test does this)",
             missing.join("; ")
         ))
     }

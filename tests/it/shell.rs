@@ -85,11 +85,10 @@ conductor status >/dev/null; echo "status=$?""#,
 }
 
 #[test]
-fn zsh_wrappers_work_when_zsh_is_installed() {
+fn zsh_wrappers_work_in_zsh() {
     let env = TestEnv::new();
-    if Command::new("zsh").arg("-c").arg("true").output().is_err() {
-        eprintln!("zsh not installed; skipped");
-        return;
+    if let Err(e) = Command::new("zsh").arg("-c").arg("true").output() {
+        return missing("zsh", &format!("zsh cannot be run: {e}"));
     }
     let path = format!(
         "{}:{}",

@@ -8,7 +8,9 @@
 //!
 //! If the platform watcher cannot be used (no inotify instances left, a network file system) or
 //! `CONDUCTOR_WATCH_POLL=1` is set, it falls back to notify's poll watcher and says so once on
-//! stderr.
+//! stderr. `CONDUCTOR_WATCH_POLL=never` forbids the fallback (making a watcher fails instead):
+//! the tests set it where they bound how fast a change wakes a waiter, so that only a
+//! notification can pass.
 //!
 //! [`StopSignals`] turns SIGINT/SIGTERM and a closed stdout into a wakeup plus a flag, so a
 //! long-running command can finish cleanly with exit 0.
@@ -75,8 +77,9 @@ impl HomeWatcher {
             }
             Err(_) => nudge(&theirs),
         };
-        let force_poll =
-            std::env::var("CONDUCTOR_WATCH_POLL").is_ok_and(|v| !v.is_empty() && v != "0");
+        let poll = std::env::var("CONDUCTOR_WATCH_POLL").unwrap_or_default();
+        let never_poll = poll == "never";
+        let force_poll = !poll.is_empty() && poll != "0" && !never_poll;
         let native: std::result::Result<Box<dyn Watcher + Send>, String> = if force_poll {
             Err("CONDUCTOR_WATCH_POLL is set".into())
         } else {
@@ -91,6 +94,15 @@ impl HomeWatcher {
         };
         let (watcher, polling) = match native {
             Ok(w) => (w, false),
+            Err(why) if never_poll => {
+                return Err(Error::io(
+                    "watch",
+                    dir,
+                    std::io::Error::other(format!(
+                        "the file system watcher is unavailable ({why}) and CONDUCTOR_WATCH_POLL=never forbids polling"
+                    )),
+                ));
+            }
             Err(why) => {
                 eprintln!(
                     "conductor: the file system watcher is unavailable ({why}); polling {} every {} ms instead",

@@ -197,6 +197,83 @@ pub fn wait_until(secs: f64, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
+/// How to get each real component a test may find missing, by the name `CONDUCTOR_TEST_SKIP`
+/// knows it by.
+const COMPONENTS: &[(&str, &str)] = &[
+    (
+        "bwrap",
+        "install bubblewrap (apt-get install bubblewrap; ./test does) and let it create \
+         namespaces: run as root, and for an unprivileged user allow user namespaces \
+         (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu \
+         kernel.apparmor_restrict_unprivileged_userns=0); in a container, one that allows them",
+    ),
+    (
+        "mount",
+        "run the tests as root (CI does) where mounting a tmpfs is allowed, with `unshare` and \
+         `mount` installed (apt-get install util-linux mount; ./test does) and user namespaces \
+         allowed (sysctl kernel.unprivileged_userns_clone=1)",
+    ),
+    ("root", "run the tests as root (CI does)"),
+    (
+        "userns",
+        "allow user namespaces (sysctl kernel.unprivileged_userns_clone=1; in a container, one \
+         that allows them) and install util-linux for `unshare` (./test does)",
+    ),
+    (
+        "promtool",
+        "apt-get install prometheus (it has promtool; ./test does)",
+    ),
+    ("flock", "apt-get install util-linux (./test does)"),
+    ("zsh", "apt-get install zsh (./test does)"),
+];
+
+/// The components `CONDUCTOR_TEST_SKIP` (a comma list: `bwrap,mount`) lets tests skip.
+fn allowed_skips() -> Vec<String> {
+    std::env::var("CONDUCTOR_TEST_SKIP")
+        .unwrap_or_default()
+        .split(',')
+        .map(|c| c.trim().to_string())
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+/// This test needs `component`, which is missing or unusable here (`why`). Fails the test with a
+/// message naming the component and how to get it, unless `CONDUCTOR_TEST_SKIP` names it: then
+/// prints a SKIPPED line on stderr, appends the test's name to `$CONDUCTOR_TEST_SKIP_LOG` (when
+/// set; `./test` lists them at the end) and returns, and the caller returns (or skips that part).
+#[track_caller]
+pub fn missing(component: &str, why: &str) {
+    let install = COMPONENTS
+        .iter()
+        .find(|(c, _)| *c == component)
+        .map(|(_, i)| *i)
+        .unwrap_or_else(|| panic!("unknown test component `{component}` (see COMPONENTS)"));
+    let here = std::panic::Location::caller();
+    let test = std::thread::current()
+        .name()
+        .filter(|n| *n != "main")
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{}:{}", here.file(), here.line()));
+    if !allowed_skips().iter().any(|c| c == component) {
+        panic!(
+            "{why}.\nThis test needs {component}: {install}.\n\
+             (CONDUCTOR_TEST_SKIP={component} turns this failure into a skip.)"
+        );
+    }
+    eprintln!("SKIPPED {test}: {why} (CONDUCTOR_TEST_SKIP names {component})");
+    if let Some(log) = std::env::var_os("CONDUCTOR_TEST_SKIP_LOG") {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap_or_else(|e| panic!("CONDUCTOR_TEST_SKIP_LOG {log:?}: {e}"));
+        // One write per line: tests run in parallel threads and processes.
+        f.write_all(format!("{test} (no {component})\n").as_bytes())
+            .unwrap();
+    }
+}
+
 // ---- Helpers added for the protocol / schema suites (existing helpers above are unchanged). ----
 
 /// Check every state file in the home against its schema: status.json (Status, plus the claims
@@ -349,4 +426,87 @@ impl TestEnv {
             .find(|i| i["id"] == id)
             .cloned()
     }
+}
+
+// ---- Observable waiting (issue 38): what a test waits for before a negative check, instead
+// of sleeping and hoping the other process got there.
+
+/// True when process `pid` waits (blocked in flock) for the lock on `lock` held by someone
+/// else: /proc/locks lists it as a blocked waiter (`->`) on that file's inode.
+pub fn lock_waiter(lock: &Path, pid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(ino) = std::fs::metadata(lock).map(|m| m.ino()) else {
+        return false;
+    };
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    locks.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // "1: -> FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF"
+        f.get(1) == Some(&"->")
+            && f.get(5) == Some(&pid.to_string().as_str())
+            && f.get(6)
+                .and_then(|d| d.rsplit(':').next())
+                .is_some_and(|i| i == ino.to_string())
+    })
+}
+
+/// True when process `pid` is parked: it watches something with inotify, and every one of its
+/// threads sleeps (state S), in three looks 10 ms apart. A conductor command that waits for a
+/// change (`wait`, `queue run --follow`, `queue log --follow`, a waiting claim) gets there only
+/// after it looked at the state it waits on.
+pub fn parked(pid: u32) -> bool {
+    (0..3).all(|i| {
+        if i > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        watches_with_inotify(pid) && all_threads_sleep(pid)
+    })
+}
+
+fn watches_with_inotify(pid: u32) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|t| t.to_string_lossy() == "anon_inode:inotify")
+            && std::fs::read_to_string(format!(
+                "/proc/{pid}/fdinfo/{}",
+                fd.file_name().to_string_lossy()
+            ))
+            .is_ok_and(|i| i.contains("inotify wd:"))
+    })
+}
+
+fn all_threads_sleep(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let mut any = false;
+    for t in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+            return false;
+        };
+        // "tid (comm) S ...": the state follows the last ')'.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next());
+        if state != Some("S") {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
+/// True when process `pid` has SIGINT blocked (a conductor command that finishes cleanly on
+/// SIGINT blocks it once its handling is in place).
+pub fn blocks_sigint(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigBlk:"))
+                .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        })
+        .is_some_and(|m| m & (1 << (libc::SIGINT - 1)) != 0)
 }
