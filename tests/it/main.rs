@@ -17,6 +17,7 @@ mod faults;
 mod first_hour;
 mod foreign;
 mod friction;
+mod history;
 mod hooks;
 mod hostile;
 mod inbox_split;

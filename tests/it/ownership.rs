@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-use crate::common::{TestEnv, wait_until};
+use crate::common::TestEnv;
 
 /// `conductor start` run from another terminal: a new POSIX session (util-linux `setsid`),
 /// owned by a long-lived process of that session, as an agent's registration would be.

@@ -1,0 +1,650 @@
+//! Issue 34: a Jepsen-style history checker. Concurrent clients, each a separate OS process per
+//! operation, record every `start`, `claim`, `claim --force`, `claim --wait`, `release`, `done`
+//! and `status` with its invocation and completion times and its answer (or none, when the
+//! process was SIGKILLed mid-operation); the checker ([`wgl`]) then searches for an order, one
+//! operation at a time, that the sequential model of the claim table ([`model`]) accepts.
+//!
+//! Each client is pinned to one partition (its own directory of files, a directory and a
+//! glob), so the history splits into independent partitions, each checked on its own.
+//!
+//! The bounded run is in the default suite; the long one (more clients, longer, more kills) is
+//! `cargo test --locked --test it -- --ignored history::long`.
+
+mod model;
+mod wgl;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::TestEnv;
+use model::{Call, Ret, State};
+use wgl::{Op, Verdict, check};
+
+/// Keys a client claims, relative to its partition's directory.
+const KEYS: &[&str] = &["a.rs", "b.rs", "sub/", "*.rs", "sub/c.rs"];
+
+struct Shared {
+    env: TestEnv,
+    t0: Instant,
+    ops: Mutex<Vec<(usize, Op)>>,
+    next_req: Mutex<u32>,
+}
+
+impl Shared {
+    fn now(&self) -> u64 {
+        self.t0.elapsed().as_micros() as u64
+    }
+}
+
+/// A tiny deterministic generator (xorshift), seeded per client.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Run one conductor process; SIGKILL it after `kill_after` if it is still running (the answer
+/// is then unknown).
+fn run(
+    sh: &Shared,
+    dir: &std::path::Path,
+    args: &[&str],
+    kill_after: Option<Duration>,
+) -> Option<(i32, Value)> {
+    let mut child = sh
+        .env
+        .cmd()
+        .current_dir(dir)
+        .arg("--json")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    if let Some(d) = kill_after {
+        let deadline = Instant::now() + d;
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                child.kill().ok();
+                child.wait().ok();
+                return None;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    let code = out.status.code()?;
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    Some((code, v))
+}
+
+fn rel(root: &str, abs: &str) -> String {
+    abs.strip_prefix(root).unwrap_or(abs).to_string()
+}
+
+fn strings(v: &Value, root: &str) -> BTreeSet<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str())
+        .map(|s| rel(root, s))
+        .collect()
+}
+
+fn conflicts(v: &Value, root: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for c in v.as_array().into_iter().flatten() {
+        m.entry(rel(root, c["file"].as_str().unwrap_or("")))
+            .or_default()
+            .insert(c["held_by"].as_str().unwrap_or("").to_string());
+    }
+    m
+}
+
+/// The answer of a finished process, as the model reads it. Exit 2: refused, nothing changed;
+/// exit 1: failed outside the model (a lock timeout), nothing changed.
+fn answer(call: &Call, code: i32, v: &Value, root: &str) -> Ret {
+    match (call, code) {
+        (_, 2) => Ret::Refused,
+        (_, 1) => Ret::Fail,
+        (Call::Start, 0) => Ret::Started(v["instance_id"].as_str().unwrap().to_string()),
+        (Call::Claim { .. }, 0 | 3) => Ret::Claimed {
+            claimed: strings(&v["claimed"], root),
+            conflicts: conflicts(&v["conflicts"], root),
+        },
+        (Call::WaitEnd { .. }, 0 | 3) => Ret::Waited {
+            held: strings(&v["claimed"], root),
+            gave_up: conflicts(&v["conflicts"], root).into_keys().collect(),
+            lost: v["lost"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|l| rel(root, l["file"].as_str().unwrap_or("")))
+                .collect(),
+        },
+        (Call::Release { .. }, 0) => Ret::Released(strings(&v["released"], root)),
+        (Call::Done { .. }, 0) => Ret::Finished,
+        (Call::Status, 0) => {
+            let mut h = BTreeMap::new();
+            for i in v["instances"].as_array().into_iter().flatten() {
+                for f in i["files_claimed"].as_array().into_iter().flatten() {
+                    let f = f.as_str().unwrap();
+                    if let Some(r) = f.strip_prefix(root) {
+                        h.insert(r.to_string(), i["id"].as_str().unwrap().to_string());
+                    }
+                }
+            }
+            Ret::Holders(h)
+        }
+        _ => panic!("unexpected exit {code} for {call:?}: {v}"),
+    }
+}
+
+/// One client: its own instance in partition `part`, operations one at a time for `run_for`.
+fn client(sh: Arc<Shared>, n: usize, part: usize, run_for: Duration, kill_pct: u64) {
+    let dir = sh.env.project.join(format!("p{part}"));
+    let root = format!("{}/", dir.display());
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((n as u64 + 1) * 7919));
+    let record = |call: Call, invoke: u64, res: Option<(i32, Value)>| -> Option<Ret> {
+        let (ret, complete) = match res {
+            Some((code, v)) => (Some(answer(&call, code, &v, &root)), Some(sh.now())),
+            None => (None, None),
+        };
+        sh.ops.lock().unwrap().push((
+            part,
+            Op {
+                client: n,
+                call,
+                ret: ret.clone(),
+                invoke,
+                complete,
+            },
+        ));
+        ret
+    };
+    let start = |id: &mut Option<String>| {
+        let t = sh.now();
+        let res = run(&sh, &dir, &["start", &format!("client {n}")], None);
+        if let Some(Ret::Started(new)) = record(Call::Start, t, res) {
+            *id = Some(new);
+        }
+    };
+    let mut id: Option<String> = None;
+    start(&mut id);
+    let t_end = Instant::now() + run_for;
+    while Instant::now() < t_end {
+        let Some(me) = id.clone() else {
+            start(&mut id);
+            continue;
+        };
+        let pick = rng.below(100);
+        let kill = (rng.below(100) < kill_pct).then(|| Duration::from_micros(rng.below(12_000)));
+        let key = |rng: &mut Rng| KEYS[rng.below(KEYS.len() as u64) as usize].to_string();
+        let t = sh.now();
+        let mut retire = false;
+        if pick < 30 {
+            let mut keys = vec![key(&mut rng)];
+            if rng.below(3) == 0 {
+                let k = key(&mut rng);
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+            let mut args = vec!["claim", "--instance", &me];
+            args.extend(keys.iter().map(String::as_str));
+            let res = run(&sh, &dir, &args, kill);
+            retire = res.is_none();
+            record(
+                Call::Claim {
+                    id: me.clone(),
+                    keys,
+                    force: false,
+                },
+                t,
+                res,
+            );
+        } else if pick < 38 {
+            let keys = vec![key(&mut rng)];
+            let res = run(
+                &sh,
+                &dir,
+                &["claim", "--instance", &me, "--force", "take it", &keys[0]],
+                kill,
+            );
+            retire = res.is_none();
+            record(
+                Call::Claim {
+                    id: me.clone(),
+                    keys,
+                    force: true,
+                },
+                t,
+                res,
+            );
+        } else if pick < 52 {
+            let keys = vec![key(&mut rng)];
+            let req = {
+                let mut r = sh.next_req.lock().unwrap();
+                *r += 1;
+                *r
+            };
+            let res = run(
+                &sh,
+                &dir,
+                &["claim", "--instance", &me, "--wait=1s", &keys[0]],
+                None,
+            );
+            let complete = res.as_ref().map(|_| sh.now());
+            sh.ops.lock().unwrap().push((
+                part,
+                Op {
+                    client: n,
+                    call: Call::WaitStart {
+                        id: me.clone(),
+                        keys: keys.clone(),
+                        req,
+                    },
+                    ret: None,
+                    invoke: t,
+                    complete,
+                },
+            ));
+            record(
+                Call::WaitEnd {
+                    id: me.clone(),
+                    keys,
+                    req,
+                },
+                t,
+                res,
+            );
+        } else if pick < 80 {
+            let keys = vec![key(&mut rng)];
+            let mut args = vec!["release", "--instance", &me];
+            args.extend(keys.iter().map(String::as_str));
+            let res = run(&sh, &dir, &args, kill);
+            retire = res.is_none();
+            record(
+                Call::Release {
+                    id: me.clone(),
+                    keys,
+                },
+                t,
+                res,
+            );
+        } else if pick < 86 {
+            let res = run(&sh, &dir, &["done", "--instance", &me], kill);
+            retire = res.is_none();
+            record(Call::Done { id: me.clone() }, t, res);
+            id = None;
+            if retire {
+                // Finish what the killed `done` may have left.
+                let t = sh.now();
+                let res = run(&sh, &dir, &["done", "--instance", &me], None);
+                record(Call::Done { id: me.clone() }, t, res);
+                retire = false;
+            }
+        } else {
+            let res = run(&sh, &dir, &["status"], None);
+            record(Call::Status, t, res);
+        }
+        if retire {
+            // After an unknown answer this process is retired: its instance is finished by a
+            // new one, which then starts afresh.
+            let t = sh.now();
+            let res = run(&sh, &dir, &["done", "--instance", &me], None);
+            record(Call::Done { id: me.clone() }, t, res);
+            id = None;
+        }
+    }
+}
+
+/// Run `clients` clients over `parts` partitions for `run_for`, then check every partition.
+fn run_and_check(clients: usize, parts: usize, run_for: Duration, kill_pct: u64) -> usize {
+    let env = TestEnv::new();
+    for p in 0..parts {
+        std::fs::create_dir_all(env.project.join(format!("p{p}/sub"))).unwrap();
+    }
+    let sh = Arc::new(Shared {
+        env,
+        t0: Instant::now(),
+        ops: Mutex::new(Vec::new()),
+        next_req: Mutex::new(0),
+    });
+    let threads: Vec<_> = (0..clients)
+        .map(|n| {
+            let sh = sh.clone();
+            std::thread::spawn(move || client(sh, n, n % parts, run_for, kill_pct))
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let all = std::mem::take(&mut *sh.ops.lock().unwrap());
+    let mut total = 0;
+    for p in 0..parts {
+        let ops: Vec<Op> = all
+            .iter()
+            .filter(|(q, _)| *q == p)
+            .map(|(_, o)| o.clone())
+            .collect();
+        total += ops.len();
+        let verdict = check(&ops, &State::default(), 20_000_000);
+        if !matches!(verdict, Verdict::Linearizable) {
+            let report = sh.env.root.path().join(format!("history-p{p}.html"));
+            std::fs::write(&report, wgl::html_report(&ops, &verdict)).unwrap();
+            let keep = std::env::temp_dir().join(format!("conductor-history-p{p}.html"));
+            std::fs::copy(&report, &keep).ok();
+            let detail = match &verdict {
+                Verdict::Violation { stuck, state, .. } => format!(
+                    "no operation can come next among {:?}\nmodel state before them: {state:?}",
+                    stuck.iter().map(|&i| &ops[i]).collect::<Vec<_>>()
+                ),
+                _ => "the search ran out of its budget".into(),
+            };
+            panic!(
+                "partition {p}: {} ops are not linearizable (timeline: {}):\n{detail}",
+                ops.len(),
+                keep.display()
+            );
+        }
+    }
+    total
+}
+
+#[test]
+fn bounded_history_of_concurrent_claims_waits_forces_and_kills_is_linearizable() {
+    let n = run_and_check(8, 2, Duration::from_secs(20), 10);
+    eprintln!("history: {n} operations checked");
+    assert!(n > 100, "too few operations to mean anything: {n}");
+}
+
+#[test]
+#[ignore = "long: minutes; cargo test --locked --test it -- --ignored history::long"]
+fn long_history_of_concurrent_claims_waits_forces_and_kills_is_linearizable() {
+    let n = run_and_check(12, 3, Duration::from_secs(180), 15);
+    eprintln!("history: {n} operations checked");
+}
+
+// The checker's known verdicts, on hand-made histories.
+
+fn op(client: usize, call: Call, ret: Ret, invoke: u64, complete: u64) -> Op {
+    Op {
+        client,
+        call,
+        ret: Some(ret),
+        invoke,
+        complete: Some(complete),
+    }
+}
+
+fn set(v: &[&str]) -> BTreeSet<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn claimed(v: &[&str]) -> Ret {
+    Ret::Claimed {
+        claimed: set(v),
+        conflicts: BTreeMap::new(),
+    }
+}
+
+fn claim(id: &str, k: &str) -> Call {
+    Call::Claim {
+        id: id.into(),
+        keys: vec![k.into()],
+        force: false,
+    }
+}
+
+fn holders(v: &[(&str, &str)]) -> Ret {
+    Ret::Holders(
+        v.iter()
+            .map(|(k, h)| (k.to_string(), h.to_string()))
+            .collect(),
+    )
+}
+
+fn started(a: &str, b: &str, c: &str) -> Vec<Op> {
+    vec![
+        op(0, Call::Start, Ret::Started(a.into()), 0, 1),
+        op(1, Call::Start, Ret::Started(b.into()), 0, 1),
+        op(2, Call::Start, Ret::Started(c.into()), 0, 1),
+    ]
+}
+
+fn verdict(ops: &[Op]) -> bool {
+    matches!(
+        check(ops, &State::default(), 1_000_000),
+        Verdict::Linearizable
+    )
+}
+
+#[test]
+fn checker_accepts_a_handover_and_concurrent_overlap() {
+    let mut h = started("A", "B", "C");
+    h.push(op(0, claim("A", "a.rs"), claimed(&["a.rs"]), 2, 3));
+    // Two concurrent claims of one file: one wins, the other is refused naming it.
+    h.push(op(1, claim("B", "b.rs"), claimed(&["b.rs"]), 4, 8));
+    let refused = Ret::Claimed {
+        claimed: set(&[]),
+        conflicts: [("*.rs".to_string(), set(&["A", "B"]))].into(),
+    };
+    h.push(op(2, claim("C", "*.rs"), refused, 5, 9));
+    assert!(verdict(&h));
+}
+
+#[test]
+fn checker_rejects_a_double_grant() {
+    let mut h = started("A", "B", "C");
+    h.push(op(0, claim("A", "a.rs"), claimed(&["a.rs"]), 2, 3));
+    h.push(op(1, claim("B", "a.rs"), claimed(&["a.rs"]), 4, 5));
+    assert!(!verdict(&h));
+    // A directory over a held file is a double grant too.
+    let mut h = started("A", "B", "C");
+    h.push(op(0, claim("A", "sub/c.rs"), claimed(&["sub/c.rs"]), 2, 3));
+    h.push(op(1, claim("B", "sub/"), claimed(&["sub/"]), 4, 5));
+    assert!(!verdict(&h));
+}
+
+#[test]
+fn checker_rejects_a_lost_release_and_a_stale_status() {
+    let mut h = started("A", "B", "C");
+    h.push(op(0, claim("A", "a.rs"), claimed(&["a.rs"]), 2, 3));
+    h.push(op(
+        0,
+        Call::Release {
+            id: "A".into(),
+            keys: vec!["a.rs".into()],
+        },
+        Ret::Released(set(&["a.rs"])),
+        4,
+        5,
+    ));
+    // A release acknowledged, then a claim refused naming A: the release was lost.
+    let refused = Ret::Claimed {
+        claimed: set(&[]),
+        conflicts: [("a.rs".to_string(), set(&["A"]))].into(),
+    };
+    let mut lost = h.clone();
+    lost.push(op(1, claim("B", "a.rs"), refused, 6, 7));
+    assert!(!verdict(&lost));
+    // A status after the release that still shows A.
+    let mut stale = h.clone();
+    stale.push(op(2, Call::Status, holders(&[("a.rs", "A")]), 6, 7));
+    assert!(!verdict(&stale));
+    // The same status overlapping the release is fine.
+    let mut fine = h;
+    fine.pop();
+    fine.push(op(
+        0,
+        Call::Release {
+            id: "A".into(),
+            keys: vec!["a.rs".into()],
+        },
+        Ret::Released(set(&["a.rs"])),
+        4,
+        8,
+    ));
+    fine.push(op(2, Call::Status, holders(&[("a.rs", "A")]), 6, 7));
+    assert!(verdict(&fine));
+}
+
+#[test]
+fn checker_rejects_a_refusal_naming_a_non_holder_and_the_effect_of_a_refused_operation() {
+    let mut h = started("A", "B", "C");
+    h.push(op(0, claim("A", "a.rs"), claimed(&["a.rs"]), 2, 3));
+    let wrong = Ret::Claimed {
+        claimed: set(&[]),
+        conflicts: [("a.rs".to_string(), set(&["C"]))].into(),
+    };
+    let mut bad = h.clone();
+    bad.push(op(1, claim("B", "a.rs"), wrong, 4, 5));
+    assert!(!verdict(&bad));
+    // A refused release (exit 2) that released anyway.
+    let mut eff = h;
+    eff.push(op(
+        0,
+        Call::Release {
+            id: "A".into(),
+            keys: vec!["a.rs".into()],
+        },
+        Ret::Refused,
+        4,
+        5,
+    ));
+    eff.push(op(1, claim("B", "a.rs"), claimed(&["a.rs"]), 6, 7));
+    assert!(!verdict(&eff));
+}
+
+#[test]
+fn checker_allows_a_killed_operation_to_have_happened_or_not() {
+    let mut h = started("A", "B", "C");
+    h.push(Op {
+        client: 0,
+        call: claim("A", "a.rs"),
+        ret: None,
+        invoke: 2,
+        complete: None,
+    });
+    let mut took = h.clone();
+    took.push(op(
+        1,
+        claim("B", "a.rs"),
+        Ret::Claimed {
+            claimed: set(&[]),
+            conflicts: [("a.rs".to_string(), set(&["A"]))].into(),
+        },
+        4,
+        5,
+    ));
+    assert!(verdict(&took));
+    let mut not = h;
+    not.push(op(1, claim("B", "a.rs"), claimed(&["a.rs"]), 4, 5));
+    assert!(verdict(&not));
+}
+
+/// Issue 34's first finding as a history: B's one `claim --wait` granted twice, the second
+/// time after C's `--force` and release. The status after it shows B holding the file again.
+#[test]
+fn checker_rejects_the_wait_regrab_that_undid_a_force() {
+    let mut h = started("A", "B", "C");
+    h.push(op(0, claim("A", "f.rs"), claimed(&["f.rs"]), 2, 3));
+    h.push(op(
+        1,
+        Call::WaitStart {
+            id: "B".into(),
+            keys: vec!["f.rs".into()],
+            req: 1,
+        },
+        Ret::Fail,
+        4,
+        30,
+    ));
+    h.last_mut().unwrap().ret = None;
+    h.push(op(
+        0,
+        Call::Release {
+            id: "A".into(),
+            keys: vec!["f.rs".into()],
+        },
+        Ret::Released(set(&["f.rs"])),
+        6,
+        7,
+    ));
+    // `status` shows B holding it: the handover happened (so B's wait had started).
+    h.push(op(2, Call::Status, holders(&[("f.rs", "B")]), 7, 8));
+    h.push(op(
+        2,
+        Call::Claim {
+            id: "C".into(),
+            keys: vec!["f.rs".into()],
+            force: true,
+        },
+        claimed(&["f.rs"]),
+        8,
+        9,
+    ));
+    h.push(op(
+        2,
+        Call::Release {
+            id: "C".into(),
+            keys: vec!["f.rs".into()],
+        },
+        Ret::Released(set(&["f.rs"])),
+        10,
+        11,
+    ));
+    let regrab = Ret::Waited {
+        held: set(&["f.rs"]),
+        gave_up: set(&[]),
+        lost: set(&[]),
+    };
+    let mut bad = h.clone();
+    bad.push(op(
+        1,
+        Call::WaitEnd {
+            id: "B".into(),
+            keys: vec!["f.rs".into()],
+            req: 1,
+        },
+        regrab,
+        4,
+        30,
+    ));
+    bad.push(op(2, Call::Status, holders(&[("f.rs", "B")]), 31, 32));
+    assert!(!verdict(&bad), "the regrab is a violation");
+    let honest = Ret::Waited {
+        held: set(&[]),
+        gave_up: set(&[]),
+        lost: set(&["f.rs"]),
+    };
+    let mut good = h;
+    good.push(op(
+        1,
+        Call::WaitEnd {
+            id: "B".into(),
+            keys: vec!["f.rs".into()],
+            req: 1,
+        },
+        honest,
+        4,
+        30,
+    ));
+    good.push(op(2, Call::Status, holders(&[]), 31, 32));
+    assert!(verdict(&good), "the fixed answer is linearizable");
+}
