@@ -29,6 +29,8 @@ const KEYS: &[&str] = &["a.rs", "b.rs", "sub/", "*.rs", "sub/c.rs"];
 
 struct Shared {
     env: TestEnv,
+    /// The shared store, when the run is on etcd.
+    etcd: Option<crate::etcd::Cluster>,
     t0: Instant,
     ops: Mutex<Vec<(usize, Op)>>,
     next_req: Mutex<u32>,
@@ -62,9 +64,12 @@ fn run(
     args: &[&str],
     kill_after: Option<Duration>,
 ) -> Option<(i32, Value)> {
-    let mut child = sh
-        .env
-        .cmd()
+    let mut cmd = sh.env.cmd();
+    if let Some(e) = &sh.etcd {
+        cmd.env("CONDUCTOR_STORE", e.url())
+            .env("CONDUCTOR_HOST", "history");
+    }
+    let mut child = cmd
         .current_dir(dir)
         .arg("--json")
         .args(args)
@@ -92,8 +97,12 @@ fn run(
     Some((code, v))
 }
 
-fn rel(root: &str, abs: &str) -> String {
-    abs.strip_prefix(root).unwrap_or(abs).to_string()
+/// A key relative to the partition's root (on etcd keys read `/@host=NAME:/abs/...`).
+fn rel(root: &str, key: &str) -> String {
+    match key.find(root) {
+        Some(i) => key[i + root.len()..].to_string(),
+        None => key.to_string(),
+    }
 }
 
 fn strings(v: &Value, root: &str) -> BTreeSet<String> {
@@ -143,8 +152,8 @@ fn answer(call: &Call, code: i32, v: &Value, root: &str) -> Ret {
             for i in v["instances"].as_array().into_iter().flatten() {
                 for f in i["files_claimed"].as_array().into_iter().flatten() {
                     let f = f.as_str().unwrap();
-                    if let Some(r) = f.strip_prefix(root) {
-                        h.insert(r.to_string(), i["id"].as_str().unwrap().to_string());
+                    if f.contains(root) {
+                        h.insert(rel(root, f), i["id"].as_str().unwrap().to_string());
                     }
                 }
             }
@@ -314,13 +323,21 @@ fn client(sh: Arc<Shared>, n: usize, part: usize, run_for: Duration, kill_pct: u
 }
 
 /// Run `clients` clients over `parts` partitions for `run_for`, then check every partition.
-fn run_and_check(clients: usize, parts: usize, run_for: Duration, kill_pct: u64) -> usize {
+fn run_and_check(
+    etcd: bool,
+    clients: usize,
+    parts: usize,
+    run_for: Duration,
+    kill_pct: u64,
+) -> usize {
     let env = TestEnv::new();
+    let etcd = etcd.then(|| crate::etcd::Cluster::with_members(1));
     for p in 0..parts {
         std::fs::create_dir_all(env.project.join(format!("p{p}/sub"))).unwrap();
     }
     let sh = Arc::new(Shared {
         env,
+        etcd,
         t0: Instant::now(),
         ops: Mutex::new(Vec::new()),
         next_req: Mutex::new(0),
@@ -367,17 +384,31 @@ fn run_and_check(clients: usize, parts: usize, run_for: Duration, kill_pct: u64)
 }
 
 #[test]
-fn bounded_history_of_concurrent_claims_waits_forces_and_kills_is_linearizable() {
-    let n = run_and_check(8, 2, Duration::from_secs(20), 10);
-    eprintln!("history: {n} operations checked");
+fn bounded_history_on_the_file_home_is_linearizable() {
+    let n = run_and_check(false, 8, 2, Duration::from_secs(20), 10);
+    eprintln!("history (file home): {n} operations checked");
+    assert!(n > 100, "too few operations to mean anything: {n}");
+}
+
+#[test]
+fn bounded_history_on_etcd_is_linearizable() {
+    let n = run_and_check(true, 8, 2, Duration::from_secs(20), 10);
+    eprintln!("history (etcd): {n} operations checked");
     assert!(n > 100, "too few operations to mean anything: {n}");
 }
 
 #[test]
 #[ignore = "long: minutes; cargo test --locked --test it -- --ignored history::long"]
-fn long_history_of_concurrent_claims_waits_forces_and_kills_is_linearizable() {
-    let n = run_and_check(12, 3, Duration::from_secs(180), 15);
-    eprintln!("history: {n} operations checked");
+fn long_history_on_the_file_home_is_linearizable() {
+    let n = run_and_check(false, 12, 3, Duration::from_secs(180), 15);
+    eprintln!("history (file home): {n} operations checked");
+}
+
+#[test]
+#[ignore = "long: minutes; cargo test --locked --test it -- --ignored history::long"]
+fn long_history_on_etcd_is_linearizable() {
+    let n = run_and_check(true, 12, 3, Duration::from_secs(180), 15);
+    eprintln!("history (etcd): {n} operations checked");
 }
 
 // The checker's known verdicts, on hand-made histories.
