@@ -161,8 +161,7 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
         return run_remote(ctx, r);
     }
     let findings = doctor::run(&ctx.store, ctx.now, args.repair)?;
-    let mut integrated = Vec::new();
-    let integrations = integrations(&mut integrated);
+    let (integrations, integrated) = conductor::integrations::checks();
     print(
         ctx.out,
         &DoctorReport {
@@ -259,8 +258,7 @@ fn run_remote(ctx: &Ctx, r: &conductor::store::etcd::Etcd) -> Result<u8> {
         );
         d
     };
-    let mut integrated = Vec::new();
-    let integrations = integrations(&mut integrated);
+    let (integrations, integrated) = conductor::integrations::checks();
     print(
         ctx.out,
         &DoctorReport {
@@ -433,119 +431,4 @@ fn finding(file: String, r: std::result::Result<(), String>, ok: &str, fix: &str
             repair: Some(fix.to_string()),
         },
     }
-}
-
-/// The agent integrations installed in this directory and in ~, and whether the binary each
-/// hook runs still exists.
-fn integrations(integrated: &mut Vec<conductor::hooks::Agent>) -> Vec<Finding> {
-    use crate::commands::integrate::{installed_commands, our_program, target};
-    use conductor::hooks::Agent;
-    let mut roots = Vec::new();
-    if let Ok(d) = conductor::host::current_dir() {
-        roots.push(d);
-    }
-    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        roots.push(std::path::PathBuf::from(h));
-    }
-    roots.dedup();
-    let mut out = Vec::new();
-    for root in &roots {
-        // OpenCode: its plugin is conductor's, so its MCP server should be registered too.
-        let user = Some(root) == roots.last() && roots.len() > 1;
-        let plugin = crate::commands::integrate_plugin::location(Agent::Opencode, root, user);
-        if std::fs::read(&plugin).is_ok_and(|b| {
-            crate::commands::integrate_plugin::installed_program(&String::from_utf8_lossy(&b))
-                .is_some()
-        }) {
-            out.push(crate::commands::integrate_mcp::finding(
-                Agent::Opencode,
-                root,
-                user,
-            ));
-        }
-        for agent in [Agent::Claude, Agent::Cursor, Agent::Codex, Agent::Gemini] {
-            let t = target(agent);
-            let user = Some(root) == roots.last() && roots.len() > 1;
-            let path = match agent {
-                // Codex's user hooks live in $CODEX_HOME (default ~/.codex).
-                Agent::Codex if user || std::env::var_os("HOME").is_some_and(|h| *root == *h) => {
-                    match crate::commands::codex_trust::codex_home() {
-                        Ok(h) => h.join(t.file),
-                        Err(_) => continue,
-                    }
-                }
-                _ => root.join(t.dir).join(t.file),
-            };
-            let Some(v) = std::fs::read(&path)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            else {
-                continue;
-            };
-            let mut programs: Vec<String> = installed_commands(&t, &v)
-                .iter()
-                .filter_map(|(_, c)| our_program(c, agent))
-                .collect();
-            programs.sort();
-            programs.dedup();
-            if agent == Agent::Codex && !programs.is_empty() {
-                let project = (!(user || std::env::var_os("HOME").is_some_and(|h| *root == *h)))
-                    .then_some(root.as_path());
-                for (problem, fix) in crate::commands::codex_trust::problems(&path, &v, project) {
-                    out.push(Finding {
-                        file: path.display().to_string(),
-                        ok: false,
-                        detail: format!("{problem}: coordination is off for Codex CLI"),
-                        repair: Some(format!("run `{fix}`")),
-                    });
-                }
-            }
-            if !programs.is_empty() {
-                if !integrated.contains(&agent) {
-                    integrated.push(agent);
-                }
-                out.push(crate::commands::integrate_mcp::finding(agent, root, user));
-            }
-            for prog in programs {
-                let file = path.display().to_string();
-                let p = std::path::Path::new(&prog);
-                out.push(if p.is_absolute() && !p.is_file() {
-                    Finding {
-                        file,
-                        ok: false,
-                        detail: format!(
-                            "the {} hooks run {prog}, which does not exist: coordination is off for {}",
-                            agent.product(),
-                            agent.product()
-                        ),
-                        repair: Some(format!(
-                            "run `conductor integrate {}{}` with the conductor you use now",
-                            agent.name(),
-                            if Some(root) == roots.last() && roots.len() > 1 { " --user" } else { "" }
-                        )),
-                    }
-                } else if !p.is_absolute() {
-                    Finding {
-                        file,
-                        ok: true,
-                        detail: format!(
-                            "the {} hooks run `{prog}` from the PATH the agent runs hooks with; \
-                             `conductor integrate {}` again names the binary by its absolute path",
-                            agent.product(),
-                            agent.name()
-                        ),
-                        repair: None,
-                    }
-                } else {
-                    Finding {
-                        file,
-                        ok: true,
-                        detail: format!("{} hooks run {prog}", agent.product()),
-                        repair: None,
-                    }
-                });
-            }
-        }
-    }
-    out
 }

@@ -48,18 +48,6 @@ pub fn program_of(cmd: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The agent CLI each integrated agent's hooks serve.
-fn agent_cli(agent: Agent) -> &'static str {
-    match agent {
-        Agent::Claude => "claude",
-        Agent::Cursor => "cursor-agent",
-        Agent::Codex => "codex",
-        Agent::Gemini => "gemini",
-        Agent::Opencode => "opencode",
-        Agent::Pi => "pi",
-    }
-}
-
 fn tool(name: &str, needed_for: String, missing_disables: String) -> Tool {
     Tool {
         tool: name.to_string(),
@@ -89,7 +77,7 @@ pub fn check(ctx: &Ctx, integrated: &[Agent]) -> Vec<Tool> {
         ),
     ];
     for agent in integrated {
-        let cli = agent_cli(*agent);
+        let cli = conductor::integrations::cli(*agent);
         if out.iter().any(|t| t.tool == cli) {
             continue;
         }

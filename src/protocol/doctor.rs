@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::Config;
@@ -16,17 +15,7 @@ use crate::schema::{self, Schema};
 use crate::store::{Store, atomic, ledger, read_bytes};
 use crate::time::Timestamp;
 
-/// What doctor found about one file.
-#[derive(Clone, Debug, Serialize)]
-pub struct Finding {
-    pub file: String,
-    pub ok: bool,
-    /// What is wrong, or a short health note when `ok`.
-    pub detail: String,
-    /// What `--repair` did (or would do).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repair: Option<String>,
-}
+pub use crate::health::Finding;
 
 fn good(file: &str, detail: impl Into<String>) -> Finding {
     Finding {
