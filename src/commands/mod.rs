@@ -14,7 +14,6 @@ pub mod cleanup;
 pub mod completions;
 pub mod conflicts;
 pub mod doctor;
-pub mod doctor_tools;
 pub mod done;
 pub mod events;
 pub mod export;

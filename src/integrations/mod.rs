@@ -180,6 +180,21 @@ pub fn cli(agent: Agent) -> &'static str {
     }
 }
 
+/// The CLI of each agent whose hooks are installed (`hooked`, from [`checks`]): a tool `doctor`
+/// looks for on PATH.
+pub fn tools(hooked: &[Agent], t: &mut crate::health::Tools) {
+    for agent in hooked {
+        t.need(
+            cli(*agent),
+            format!("{} (its conductor hooks are installed)", agent.product()),
+            format!(
+                "{} itself: its hooks are installed but the agent cannot be run from this PATH",
+                agent.product()
+            ),
+        );
+    }
+}
+
 /// The absolute path of this binary, symlinks resolved: what hooks and configurations run.
 pub fn program() -> Result<String> {
     let exe = std::env::current_exe().map_err(|e| Error::io("find", Path::new("conductor"), e))?;
