@@ -27,7 +27,6 @@ pub mod integrate;
 pub mod lock_wait;
 pub mod man;
 pub mod man_markdown;
-pub mod mcp;
 pub mod metrics;
 pub mod mirror;
 pub mod op;
@@ -209,7 +208,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Queue(c)) => return queue::run(&ctx, c),
         Some(Command::Workflow(a)) => return workflow::run(&ctx, a),
         Some(Command::Serve(a)) => return crate::serve::run(&ctx, a),
-        Some(Command::Mcp(a)) => return mcp::run(&ctx, a),
+        Some(Command::Mcp(a)) => return crate::mcp::run(&ctx, a),
     };
     conductor::protocol::request::validate(&request)?;
     // One request, then the process exits.
