@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod face;
 mod mcp;
 mod output;
 mod serve;
