@@ -228,7 +228,7 @@ pub enum Command {
     /// Serve Canopy's agent API (X-API-Key) and a live dashboard over HTTP, on loopback.
     Serve(crate::serve::ServeArgs),
     /// Serve conductor's tools to an agent over MCP (stdio): claim, check, release, inbox, ...
-    Mcp(crate::commands::mcp::McpArgs),
+    Mcp(crate::mcp::McpArgs),
 }
 
 impl Cli {

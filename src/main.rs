@@ -2,6 +2,8 @@
 
 mod cli;
 mod commands;
+mod face;
+mod mcp;
 mod output;
 mod serve;
 mod top;

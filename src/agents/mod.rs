@@ -29,6 +29,7 @@
 //! never wake the loops. Operations here are pure: the clock is passed in.
 
 pub mod artifact;
+pub mod checks;
 pub mod health;
 pub mod inbox_files;
 pub mod keys;

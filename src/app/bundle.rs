@@ -29,10 +29,7 @@ pub fn export(store: &Store) -> Result<Bundle> {
 
 /// The agents' per-agent run files that exist (`runtime/agents/<name>/<file>`).
 pub fn agent_run_files(store: &Store) -> Result<Vec<String>> {
-    use crate::agents::{ACTIONS_FILE, AGENT_DIR, RUN_STATUS_FILE, inbox_files::INBOX_FILE};
-    store
-        .files_below(AGENT_DIR, &[RUN_STATUS_FILE, ACTIONS_FILE, INBOX_FILE])
-        .map_err(Into::into)
+    crate::agents::checks::run_file_names(store)
 }
 
 /// Write a bundle into this home or store, which must be empty (nothing is ever replaced),

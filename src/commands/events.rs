@@ -32,16 +32,7 @@ pub struct EventsArgs {
 
 pub use conductor::app::events::Filter;
 
-/// One page of events, as JSON (`app::events::page`).
-pub fn page(
-    ctx: &Ctx,
-    after: Option<u64>,
-    limit: u64,
-    filter: &Filter,
-) -> Result<serde_json::Value> {
-    let page = conductor::app::events::page(&ctx.store, after, limit, filter)?;
-    Ok(serde_json::to_value(page).expect("events serialize"))
-}
+pub use crate::face::events_page as page;
 
 /// Run `events`.
 pub fn run(ctx: &Ctx, args: EventsArgs) -> Result<u8> {

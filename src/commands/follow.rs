@@ -162,13 +162,7 @@ impl FileTail {
     }
 }
 
-/// Write to stdout and flush; a closed stdout surfaces as the store's broken-pipe error (which
-/// `main` turns into exit 0).
-pub fn write_out(out: &mut impl Write, bytes: &[u8]) -> Result<()> {
-    out.write_all(bytes)
-        .and_then(|()| out.flush())
-        .map_err(|e| Error::io("write to", Path::new("stdout"), e))
-}
+pub use crate::face::write_out;
 
 /// A safety net for lost notifications: look again this often even when nothing woke us.
 pub const SAFETY_RESCAN: Duration = Duration::from_secs(60);

@@ -11,11 +11,9 @@ pub mod artifact;
 pub mod claim;
 pub mod claim_wait;
 pub mod cleanup;
-pub mod codex_trust;
 pub mod completions;
 pub mod conflicts;
 pub mod doctor;
-pub mod doctor_tools;
 pub mod done;
 pub mod events;
 pub mod export;
@@ -26,12 +24,9 @@ pub mod hook;
 pub mod import;
 pub mod inbox;
 pub mod integrate;
-pub mod integrate_mcp;
-pub mod integrate_plugin;
 pub mod lock_wait;
 pub mod man;
 pub mod man_markdown;
-pub mod mcp;
 pub mod metrics;
 pub mod mirror;
 pub mod op;
@@ -45,93 +40,20 @@ pub mod run;
 pub mod shell_init;
 pub mod start;
 pub mod status;
-pub mod table;
+pub use crate::face::table;
 pub mod wait;
 pub mod watch;
 pub mod workflow;
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cli::{Cli, Command};
+pub use crate::face::{Ctx, Out, Report, display_path, print};
 use crate::output::Output;
 use conductor::error::Result;
 use conductor::protocol::request::{Request, StatusRequest};
 use conductor::store::{Home, Store};
 use conductor::time::Timestamp;
-
-/// Everything a command needs besides its arguments.
-pub struct Ctx<'a> {
-    pub store: Store,
-    pub now: Timestamp,
-    pub out: &'a Output,
-}
-
-impl Ctx<'_> {
-    /// Who is asking, for the protocol's services.
-    pub fn caller(&self) -> conductor::protocol::sessions::Caller {
-        conductor::protocol::sessions::Caller {
-            cwd: self.cwd().ok(),
-        }
-    }
-
-    /// The current directory (symlinks resolved).
-    pub fn cwd(&self) -> Result<PathBuf> {
-        Ok(conductor::host::current_dir()?)
-    }
-}
-
-/// What a command produced: printed by [`Report::print`], exit code by [`Report::exit_code`].
-pub trait Report {
-    /// The output object for `--json`.
-    fn to_json(&self) -> serde_json::Value;
-    /// The text for people.
-    fn to_text(&self) -> String;
-    /// 0, or 3 for a conflict, 4 for a blocked gate.
-    fn exit_code(&self) -> u8 {
-        0
-    }
-}
-
-/// A report made of a JSON object, its text form and an exit code (commands whose output is
-/// built in place rather than from a typed report).
-pub struct Out {
-    pub json: serde_json::Value,
-    pub text: String,
-    pub code: u8,
-}
-
-impl Out {
-    pub fn ok(json: serde_json::Value, text: impl Into<String>) -> Out {
-        Out {
-            json,
-            text: text.into(),
-            code: 0,
-        }
-    }
-}
-
-impl Report for Out {
-    fn to_json(&self) -> serde_json::Value {
-        self.json.clone()
-    }
-    fn to_text(&self) -> String {
-        self.text.clone()
-    }
-    fn exit_code(&self) -> u8 {
-        self.code
-    }
-}
-
-/// Print a report in the chosen mode.
-pub fn print(out: &Output, report: &dyn Report) -> Result<u8> {
-    if out.json {
-        out.json_line(&report.to_json())?;
-    } else {
-        out.text(&report.to_text())?;
-    }
-    Ok(report.exit_code())
-}
 
 /// Run the command line.
 pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
@@ -213,7 +135,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Queue(c)) => return queue::run(&ctx, c),
         Some(Command::Workflow(a)) => return workflow::run(&ctx, a),
         Some(Command::Serve(a)) => return crate::serve::run(&ctx, a),
-        Some(Command::Mcp(a)) => return mcp::run(&ctx, a),
+        Some(Command::Mcp(a)) => return crate::mcp::run(&ctx, a),
     };
     conductor::protocol::request::validate(&request)?;
     // One request, then the process exits.
@@ -233,13 +155,5 @@ pub fn execute(ctx: &Ctx, request: Request) -> Result<Box<dyn Report>> {
         Request::Cleanup(r) => cleanup::execute(ctx, r),
         Request::Status(_) => status::execute(ctx),
         Request::Align(r) => align::execute(ctx, r),
-    }
-}
-
-/// Show a path relative to `cwd` when it is inside it.
-pub fn display_path(path: &str, cwd: Option<&Path>) -> String {
-    match cwd.and_then(|c| Path::new(path).strip_prefix(c).ok()) {
-        Some(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
-        _ => path.to_string(),
     }
 }

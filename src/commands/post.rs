@@ -80,17 +80,7 @@ pub struct MessagesArgs {
     pub limit: u64,
 }
 
-/// The author: `--as`, else CONDUCTOR_AS, else USER, else `user`.
-pub fn author(given: Option<String>) -> String {
-    given
-        .or_else(|| std::env::var("CONDUCTOR_AS").ok().filter(|s| !s.is_empty()))
-        .or_else(|| {
-            std::env::var("USER")
-                .ok()
-                .filter(|u| conductor::agents::text::check_name("n", u).is_ok())
-        })
-        .unwrap_or_else(|| "user".into())
-}
+pub use crate::face::author;
 
 /// The text, from stdin when `-`.
 pub fn text(t: String) -> Result<String> {

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::Config;
@@ -16,16 +15,38 @@ use crate::schema::{self, Schema};
 use crate::store::{Store, atomic, ledger, read_bytes};
 use crate::time::Timestamp;
 
-/// What doctor found about one file.
-#[derive(Clone, Debug, Serialize)]
-pub struct Finding {
-    pub file: String,
-    pub ok: bool,
-    /// What is wrong, or a short health note when `ok`.
-    pub detail: String,
-    /// What `--repair` did (or would do).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repair: Option<String>,
+pub use crate::health::Finding;
+
+/// status.json in a shared store (`doctor` there only reads): its instances and claims, or why
+/// it cannot be read.
+pub fn remote(store: &Store, now: Timestamp) -> Finding {
+    match crate::protocol::read(store, now) {
+        Ok(st) => Finding::good(
+            "status.json",
+            format!(
+                "{} instance(s), {} claim(s)",
+                st.instances.len(),
+                st.global_claims.len()
+            ),
+        ),
+        Err(e) => Finding {
+            file: "status.json".into(),
+            ok: false,
+            detail: e.to_string(),
+            repair: None,
+        },
+    }
+}
+
+/// The programs the protocol's own recipes run (informational in `doctor`).
+pub fn tools(t: &mut crate::health::Tools) {
+    t.need(
+        "jq",
+        "the protocol's jq recipes, which the original plugin's hooks run".into(),
+        "the jq recipes of conductor-protocol.md, so the original plugin's hooks cannot \
+         claim or read status.json; conductor itself does not need jq"
+            .into(),
+    );
 }
 
 fn good(file: &str, detail: impl Into<String>) -> Finding {
@@ -44,6 +65,17 @@ fn bad(file: &str, detail: impl Into<String>, repair: impl Into<String>) -> Find
         detail: detail.into(),
         repair: Some(repair.into()),
     }
+}
+
+/// The protocol's files (status.json, the ledgers, sprint.json, config.json, the journal, an
+/// unfinished commit, temp files): one finding per file looked at.
+pub fn checks(store: &Store, now: Timestamp) -> Result<Vec<Finding>> {
+    run(store, now, false)
+}
+
+/// [`checks`], fixing what was found (under the state lock; a bad file is kept aside).
+pub fn repair(store: &Store, now: Timestamp) -> Result<Vec<Finding>> {
+    run(store, now, true)
 }
 
 /// Check the home; with `repair`, fix what was found. Returns one finding per file looked at.

@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use super::doctor::Finding;
 use crate::error::Result;
+use crate::health::Finding;
 use crate::store::event::Event;
 use crate::store::journal_mark::{self, Mark};
 

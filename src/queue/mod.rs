@@ -35,6 +35,7 @@ pub mod agent_check;
 pub mod agent_path;
 pub mod archive;
 pub mod changes;
+pub mod checks;
 mod commit;
 pub mod dispatch;
 pub mod docs;

@@ -9,7 +9,7 @@
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::commands::{Ctx, Out, print};
+use crate::face::{Ctx, Out, print};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
 

@@ -24,7 +24,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use tiny_http::{Header, Method, Request, Response, Server};
 
-use crate::commands::Ctx;
+use crate::face::Ctx;
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::store::Store;

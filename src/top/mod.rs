@@ -18,7 +18,7 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::crossterm::{cursor, execute, terminal};
 
-use crate::commands::Ctx;
+use crate::face::Ctx;
 use app::{App, Key};
 use conductor::error::{Error, Reason, Result};
 use conductor::store::watch;
@@ -149,7 +149,7 @@ pub fn run(ctx: &Ctx, args: TopArgs) -> Result<u8> {
         let app = App::new(model::read(&ctx.store)?, args.ascii || plain_terminal());
         let (w, h) = args.size;
         let text = view::frame(&app, w, h, Timestamp::now());
-        crate::commands::follow::write_out(&mut std::io::stdout().lock(), text.as_bytes())?;
+        crate::face::write_out(&mut std::io::stdout().lock(), text.as_bytes())?;
         return Ok(0);
     }
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {

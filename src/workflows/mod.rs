@@ -24,6 +24,7 @@
 //! any point from what the ledger says.
 
 pub mod baseline;
+pub mod checks;
 pub mod persona;
 pub mod rules;
 pub mod service;

@@ -86,15 +86,4 @@ pub fn run(ctx: &Ctx, cmd: QueueCommand) -> Result<u8> {
     }
 }
 
-/// Every job of the queue: the live ones, then (when `finished`) the archived ones. Live jobs
-/// come first so a lookup finds the current run of an id.
-pub fn all_jobs(ctx: &Ctx, finished: bool) -> Result<Vec<conductor::queue::Job>> {
-    let doc: conductor::queue::QueueDoc = ctx.store.read_doc(ctx.now)?;
-    let mut jobs = doc.jobs;
-    if finished {
-        let mut old = conductor::queue::archived(&ctx.store)?;
-        old.reverse();
-        jobs.extend(old);
-    }
-    Ok(jobs)
-}
+pub use crate::face::queue::all_jobs;

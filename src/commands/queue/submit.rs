@@ -5,14 +5,11 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use clap::Args;
-use serde_json::json;
 
-use crate::commands::Out;
 use crate::commands::{Ctx, print};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
-use conductor::queue::manifest::{self, Manifest};
-use conductor::queue::service;
+use conductor::queue::manifest;
 
 /// The long help of `queue submit`.
 pub const ABOUT: &str = "Submit a manifest: `{\"workspace\": ID, \"jobs\": [{\"id\", \"prompt\", \"docs\", \"secrets\", \"depends_on\",\n\
@@ -61,30 +58,4 @@ pub fn run(ctx: &Ctx, args: SubmitArgs) -> Result<u8> {
     print(ctx.out, &report)
 }
 
-/// Submit a parsed manifest (also used by `queue plan --yes` and the MCP server's
-/// `queue_submit`): `queue::service::submit`, rendered.
-pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Result<Out> {
-    let done = service::submit(&ctx.store, ctx.now, m, docs_dir)?;
-    let n = done.jobs.len();
-    let message = format!(
-        "Submitted {n} job{} to workspace {}. Start them with `conductor queue run`.",
-        if n == 1 { "" } else { "s" },
-        done.workspace
-    );
-    let mut text = String::new();
-    for (id, s) in &done.jobs {
-        text.push_str(&format!("{:<10} {}/{id}\n", s.as_str(), done.workspace));
-    }
-    text.push_str(&message);
-    Ok(Out {
-        json: json!({
-            "status": "ok",
-            "workspace": done.workspace,
-            "workspace_dir": done.workspace_dir,
-            "jobs": done.jobs.iter().map(|(id, s)| json!({"id": id, "state": s.as_str()})).collect::<Vec<_>>(),
-            "message": message,
-        }),
-        text,
-        code: 0,
-    })
-}
+pub use crate::face::queue::submit;

@@ -7,7 +7,6 @@ use serde_json::json;
 
 use super::{Ctx, emit};
 use conductor::error::{Error, Reason, Result};
-use conductor::hooks::Agent;
 use conductor::progress::Note;
 use conductor::workflows::supervisor::{self, Ending, Options};
 use conductor::workflows::{Session, Status};
@@ -135,14 +134,7 @@ fn check_default_worker(ctx: &Ctx, args: &RunArgs) -> Result<()> {
     if s.agent_cmd.is_some() || s.status.is_finished() {
         return Ok(());
     }
-    use crate::commands::integrate_plugin::{is_installed, location};
-    let project = std::path::PathBuf::from(&s.project_dir);
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(std::path::PathBuf::from);
-    let candidates = std::iter::once(location(Agent::Pi, &project, false))
-        .chain(home.map(|h| location(Agent::Pi, &h, true)));
-    if candidates.into_iter().any(|p| is_installed(&p)) {
+    if conductor::integrations::pi::installed_for(std::path::Path::new(&s.project_dir)) {
         return Ok(());
     }
     Err(Error::invalid(

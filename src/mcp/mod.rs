@@ -23,7 +23,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 
-use super::Ctx;
+use crate::face::Ctx;
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use resources::Subscriptions;

@@ -24,9 +24,11 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use conductor::error::Reason;
-use conductor::error::{Error, IoContext, Result};
-use conductor::hooks::Agent;
+use super::encode;
+use crate::error::Reason;
+use crate::error::{Error, IoContext, Result};
+use crate::health::Finding;
+use crate::hooks::Agent;
 
 /// The server's name in every agent's configuration.
 pub const NAME: &str = "conductor";
@@ -34,49 +36,68 @@ pub const NAME: &str = "conductor";
 const TOML_MARK: &str =
     "# conductor mcp (added by `conductor integrate codex`; `--uninstall` removes it)";
 
-/// Where an agent keeps its MCP servers.
+/// How a configuration holds its servers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    /// JSON, `mcpServers.conductor = {"command": ABS_PATH, "args": ["mcp"]}`.
+    Servers,
+    /// OpenCode's JSON, `mcp.conductor = {"type": "local", "command": [ABS_PATH, "mcp"], ...}`.
+    OpenCode,
+    /// Codex's TOML, one marked `[mcp_servers.conductor]` table.
+    CodexToml,
+}
+
+/// Where an agent keeps its MCP servers (each agent's module says which file).
 pub struct McpTarget {
     pub agent: Agent,
     pub path: PathBuf,
-    toml: bool,
-    /// The JSON object holding the servers: `mcpServers`, OpenCode's `mcp`.
-    key: &'static str,
+    format: Format,
+    /// The mode of a file conductor creates.
+    mode: u32,
 }
 
-/// The MCP configuration of `agent` under `root` (the project, or ~ with `user`).
-pub fn target(agent: Agent, root: &Path, user: bool) -> McpTarget {
-    let rel = match (agent, user) {
-        (Agent::Claude, false) => ".mcp.json",
-        (Agent::Claude, true) => ".claude.json",
-        (Agent::Cursor, _) => ".cursor/mcp.json",
-        (Agent::Codex, _) => ".codex/config.toml",
-        (Agent::Gemini, _) => ".gemini/settings.json",
-        (Agent::Opencode, false) => "opencode.json",
-        (Agent::Opencode, true) => {
-            let config = std::env::var_os("XDG_CONFIG_HOME")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .unwrap_or_else(|| root.join(".config"));
-            return McpTarget {
-                agent,
-                path: config.join("opencode/opencode.json"),
-                toml: false,
-                key: "mcp",
-            };
+impl McpTarget {
+    /// A JSON file with `mcpServers`, created with `mode`.
+    pub fn servers(agent: Agent, path: PathBuf, mode: u32) -> McpTarget {
+        McpTarget {
+            agent,
+            path,
+            format: Format::Servers,
+            mode,
         }
-        // Pi speaks no MCP: its extension is its whole integration (`integrate` and `doctor`
-        // never ask for it).
-        (Agent::Pi, _) => unreachable!("no MCP registration for {agent:?}"),
-    };
-    McpTarget {
-        agent,
-        path: root.join(rel),
-        toml: agent == Agent::Codex,
-        key: if agent == Agent::Opencode {
+    }
+
+    /// OpenCode's opencode.json (`mcp`).
+    pub fn opencode(path: PathBuf) -> McpTarget {
+        McpTarget {
+            agent: Agent::Opencode,
+            path,
+            format: Format::OpenCode,
+            mode: 0o644,
+        }
+    }
+
+    /// Codex's config.toml.
+    pub fn codex_toml(path: PathBuf) -> McpTarget {
+        McpTarget {
+            agent: Agent::Codex,
+            path,
+            format: Format::CodexToml,
+            mode: 0o600,
+        }
+    }
+
+    fn toml(&self) -> bool {
+        self.format == Format::CodexToml
+    }
+
+    /// The JSON object holding the servers.
+    fn key(&self) -> &'static str {
+        if self.format == Format::OpenCode {
             "mcp"
         } else {
             "mcpServers"
-        },
+        }
     }
 }
 
@@ -91,7 +112,7 @@ fn unparseable(path: &Path, detail: impl std::fmt::Display) -> Error {
 }
 
 fn read_json(path: &Path) -> Result<Option<(Vec<u8>, Map<String, Value>)>> {
-    let Some(bytes) = conductor::store::read_bytes(path)? else {
+    let Some(bytes) = crate::store::read_bytes(path)? else {
         return Ok(None);
     };
     match serde_json::from_slice::<Value>(&bytes) {
@@ -99,12 +120,6 @@ fn read_json(path: &Path) -> Result<Option<(Vec<u8>, Map<String, Value>)>> {
         Ok(_) => Err(unparseable(path, "the top level is not an object")),
         Err(e) => Err(unparseable(path, e)),
     }
-}
-
-fn encode(v: &Value) -> Vec<u8> {
-    let mut b = serde_json::to_vec_pretty(v).expect("JSON values serialize");
-    b.push(b'\n');
-    b
 }
 
 /// The program and first argument of a server entry (`command` + `args`, or OpenCode's
@@ -128,7 +143,7 @@ fn ours(entry: &Value) -> bool {
 
 /// The entry that registers `exe mcp` in `t`.
 fn entry(t: &McpTarget, exe: &str) -> Value {
-    if t.agent == Agent::Opencode {
+    if t.format == Format::OpenCode {
         json!({"type": "local", "command": [exe, "mcp"], "enabled": true})
     } else {
         json!({"command": exe, "args": ["mcp"]})
@@ -158,23 +173,11 @@ fn find_toml_block(text: &str) -> Option<(usize, usize, String)> {
     Some((start, end, command))
 }
 
-/// The absolute path of this binary, as configurations name it.
-pub fn exe() -> Result<String> {
-    let exe = std::env::current_exe().map_err(|e| Error::io("find", Path::new("conductor"), e))?;
-    let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
-    exe.into_os_string().into_string().map_err(|_| {
-        Error::invalid(
-            Reason::InvalidDirectory,
-            "the path of the conductor binary is not UTF-8",
-        )
-    })
-}
-
 /// Refuse, before anything is changed, what install could not do cleanly: a file that does not
 /// parse, or a `conductor` server someone else registered.
 pub fn check(t: &McpTarget) -> Result<()> {
-    if t.toml {
-        let Some(bytes) = conductor::store::read_bytes(&t.path)? else {
+    if t.toml() {
+        let Some(bytes) = crate::store::read_bytes(&t.path)? else {
             return Ok(());
         };
         let text = String::from_utf8(bytes).map_err(|_| {
@@ -199,7 +202,7 @@ pub fn check(t: &McpTarget) -> Result<()> {
         return Ok(());
     }
     if let Some((_, m)) = read_json(&t.path)? {
-        match m.get(t.key) {
+        match m.get(t.key()) {
             None => {}
             Some(Value::Object(s)) => {
                 if let Some(e) = s.get(NAME)
@@ -217,7 +220,7 @@ pub fn check(t: &McpTarget) -> Result<()> {
             Some(_) => {
                 return Err(unparseable(
                     &t.path,
-                    format!("`{}` is not an object", t.key),
+                    format!("`{}` is not an object", t.key()),
                 ));
             }
         }
@@ -229,8 +232,8 @@ pub fn check(t: &McpTarget) -> Result<()> {
 /// original bytes are kept.
 pub fn install(t: &McpTarget, exe: &str, manifest: &Path) -> Result<Vec<String>> {
     let mut changes = Vec::new();
-    if t.toml {
-        let text = conductor::store::read_bytes(&t.path)?
+    if t.toml() {
+        let text = crate::store::read_bytes(&t.path)?
             .map(|b| String::from_utf8(b).expect("checked"))
             .unwrap_or_default();
         let block = toml_block(exe);
@@ -263,7 +266,7 @@ pub fn install(t: &McpTarget, exe: &str, manifest: &Path) -> Result<Vec<String>>
         None => (None, Map::new()),
     };
     let servers = doc
-        .entry(t.key)
+        .entry(t.key())
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
         .expect("checked");
@@ -275,12 +278,7 @@ pub fn install(t: &McpTarget, exe: &str, manifest: &Path) -> Result<Vec<String>>
     if fresh {
         remember(manifest, t, original.as_deref(), "")?;
     }
-    let mode = if t.agent == Agent::Claude {
-        0o600
-    } else {
-        0o644
-    };
-    write_file(&t.path, &encode(&Value::Object(doc)), mode)?;
+    write_file(&t.path, &encode(&Value::Object(doc)), t.mode)?;
     changes.push(format!(
         "{}: registered the MCP server `{exe} mcp`",
         t.path.display()
@@ -295,16 +293,16 @@ fn remember(
     original: Option<&[u8]>,
     separator: &str,
 ) -> Result<()> {
-    let mut m: Map<String, Value> = conductor::store::read_bytes(manifest)?
+    let mut m: Map<String, Value> = crate::store::read_bytes(manifest)?
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
     let kept = match original {
-        None if t.toml => json!({"file": t.path, "separator": separator}),
+        None if t.toml() => json!({"file": t.path, "separator": separator}),
         None => json!({"file": t.path, "existed": false}),
         Some(b) => {
             let v: Value = serde_json::from_slice(b).expect("parsed");
             let mut k =
-                json!({"file": t.path, "existed": true, "had_servers": v.get(t.key).is_some()});
+                json!({"file": t.path, "existed": true, "had_servers": v.get(t.key()).is_some()});
             if encode(&v) != b {
                 k["original"] = json!(String::from_utf8_lossy(b));
             }
@@ -318,8 +316,8 @@ fn remember(
 /// Remove the server entry conductor added.
 pub fn uninstall(t: &McpTarget, manifest: &Path) -> Result<Vec<String>> {
     let mut changes = Vec::new();
-    if t.toml {
-        let Some(bytes) = conductor::store::read_bytes(&t.path)? else {
+    if t.toml() {
+        let Some(bytes) = crate::store::read_bytes(&t.path)? else {
             return Ok(changes);
         };
         let Ok(text) = String::from_utf8(bytes) else {
@@ -350,7 +348,7 @@ pub fn uninstall(t: &McpTarget, manifest: &Path) -> Result<Vec<String>> {
     let Some((_, mut doc)) = read_json(&t.path)? else {
         return Ok(changes);
     };
-    let Some(servers) = doc.get_mut(t.key).and_then(Value::as_object_mut) else {
+    let Some(servers) = doc.get_mut(t.key()).and_then(Value::as_object_mut) else {
         return Ok(changes);
     };
     if !servers.get(NAME).is_some_and(ours) {
@@ -359,7 +357,7 @@ pub fn uninstall(t: &McpTarget, manifest: &Path) -> Result<Vec<String>> {
     servers.remove(NAME);
     let kept = kept(manifest)?;
     if servers.is_empty() && kept["had_servers"] != true {
-        doc.remove(t.key);
+        doc.remove(t.key());
     }
     let now = Value::Object(doc);
     if kept["existed"] == false && now.as_object().is_some_and(Map::is_empty) {
@@ -380,33 +378,9 @@ pub fn uninstall(t: &McpTarget, manifest: &Path) -> Result<Vec<String>> {
     Ok(changes)
 }
 
-/// OpenCode: its plugin file and its MCP server together. The manifest that gives
-/// opencode.json back byte for byte sits beside the plugin directory and goes on uninstall.
-pub fn opencode(plugin: &Path, root: &Path, user: bool, uninstall: bool) -> Result<Vec<String>> {
-    use super::integrate_plugin as p;
-    let t = target(Agent::Opencode, root, user);
-    let dir = plugin
-        .parent()
-        .and_then(Path::parent)
-        .expect("the plugin is in DIR/plugins/");
-    let manifest = dir.join(super::integrate::MANIFEST);
-    if uninstall {
-        let mut c = self::uninstall(&t, &manifest)?;
-        if conductor::store::read_bytes(&manifest)?.is_some() {
-            std::fs::remove_file(&manifest).ctx("remove", &manifest)?;
-        }
-        c.extend(p::uninstall(plugin, root)?);
-        return Ok(c);
-    }
-    check(&t)?;
-    let mut c = p::install(Agent::Opencode, plugin, &super::integrate::hook_program()?)?;
-    c.extend(install(&t, &exe()?, &manifest)?);
-    Ok(c)
-}
-
 /// What [`remember`] kept.
 fn kept(manifest: &Path) -> Result<Value> {
-    Ok(conductor::store::read_bytes(manifest)?
+    Ok(crate::store::read_bytes(manifest)?
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
         .map(|m| m["mcp"].clone())
         .unwrap_or(Value::Null))
@@ -414,17 +388,17 @@ fn kept(manifest: &Path) -> Result<Value> {
 
 /// Write a configuration file atomically, keeping its permissions when it exists.
 fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    super::integrate::write_atomic(path, bytes, mode, Some(path))
+    super::write_atomic(path, bytes, mode, Some(path))
 }
 
 /// The command of the conductor MCP server registered in `t`, if any.
 pub fn registered(t: &McpTarget) -> Option<String> {
     let bytes = std::fs::read(&t.path).ok()?;
-    if t.toml {
+    if t.toml() {
         return find_toml_block(std::str::from_utf8(&bytes).ok()?).map(|(_, _, c)| c);
     }
     let v: Value = serde_json::from_slice(&bytes).ok()?;
-    let e = &v[t.key][NAME];
+    let e = &v[t.key()][NAME];
     ours(e).then(|| program(e).0.unwrap_or_default().to_string())
 }
 
@@ -462,17 +436,17 @@ pub fn starts(command: &str) -> std::result::Result<(), String> {
     }
 }
 
-/// `doctor`'s check of an agent whose hooks are installed under `root`: is the MCP server
-/// registered, and does it start and answer the MCP handshake?
-pub fn finding(agent: Agent, root: &Path, user: bool) -> conductor::protocol::doctor::Finding {
-    let t = target(agent, root, user);
+/// `doctor`'s check of an agent whose hooks are installed: is the MCP server registered in `t`,
+/// and does it start and answer the MCP handshake? (`user`: the integration is `--user`.)
+pub fn finding(t: &McpTarget, user: bool) -> Finding {
+    let agent = t.agent;
     let file = t.path.display().to_string();
     let again = format!(
         "run `conductor integrate {}{}`",
         agent.name(),
         if user { " --user" } else { "" }
     );
-    let (ok, detail, repair) = match registered(&t) {
+    let (ok, detail, repair) = match registered(t) {
         None => (
             false,
             format!(
@@ -490,7 +464,7 @@ pub fn finding(agent: Agent, root: &Path, user: bool) -> conductor::protocol::do
             Err(why) => (false, why, Some(again)),
         },
     };
-    conductor::protocol::doctor::Finding {
+    Finding {
         file,
         ok,
         detail,

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::identity::Identity;
-use crate::commands::{Ctx, Report};
+use crate::face::{Ctx, Report};
 use crate::output::Output;
 use conductor::agents::{self, Agents, Inbox, ops as aops};
 use conductor::error::Reason;
@@ -411,7 +411,7 @@ impl Tools {
     fn status(&self, ctx: &Ctx, _: Empty) -> Result<Answer> {
         let state = conductor::protocol::read(&ctx.store, ctx.now)?;
         let you = self.identity.current(&state)?;
-        let mut v = super::super::status::report(state, ctx.now, ctx.cwd().ok()).to_json();
+        let mut v = crate::face::status::report(state, ctx.now, ctx.cwd().ok()).to_json();
         v["you"] = json!(you);
         Ok(Answer::ok(v))
     }
@@ -703,8 +703,8 @@ impl Tools {
         if !(1..=1000).contains(&limit) {
             return Err(Error::invalid(Reason::InvalidInput, "limit is 1 to 1000"));
         }
-        let filter = super::super::events::Filter::new(a.types, None)?;
-        Ok(Answer::ok(super::super::events::page(
+        let filter = conductor::app::events::Filter::new(a.types, None)?;
+        Ok(Answer::ok(crate::face::events_page(
             ctx, a.after, limit, &filter,
         )?))
     }
@@ -812,7 +812,7 @@ impl Tools {
     }
 
     fn author(&self) -> String {
-        super::super::post::author(self.agent.clone())
+        crate::face::author(self.agent.clone())
     }
 
     fn post(&self, ctx: &Ctx, a: PostArgs) -> Result<Answer> {
@@ -918,12 +918,12 @@ impl Tools {
     fn queue_submit(&self, ctx: &Ctx, a: SubmitArgs) -> Result<Answer> {
         let text = a.manifest.to_string();
         let m = conductor::queue::manifest::parse_with(&text, "the manifest argument", &|_| true)?;
-        let out = super::super::queue::submit::submit(ctx, &m, None)?;
+        let out = crate::face::queue::submit(ctx, &m, None)?;
         Ok(Answer::ok(out.to_json()))
     }
 
     fn queue_status(&self, ctx: &Ctx, a: QueueStatusArgs) -> Result<Answer> {
-        let mut jobs = super::super::queue::all_jobs(ctx, a.all || a.workspace.is_some())?;
+        let mut jobs = crate::face::queue::all_jobs(ctx, a.all || a.workspace.is_some())?;
         if let Some(ws) = &a.workspace {
             jobs.retain(|j| &j.workspace == ws);
         }

@@ -21,10 +21,11 @@ use serde_json::{Map, Value, json};
 use sha2::Digest;
 use toml_edit::{DocumentMut, Item, Table};
 
-use super::integrate::{our_program, write_atomic};
-use conductor::error::Reason;
-use conductor::error::{Error, Result};
-use conductor::hooks::Agent;
+use crate::error::Reason;
+use crate::error::{Error, Result};
+use crate::hooks::Agent;
+use crate::integrations::settings::our_program;
+use crate::integrations::write_atomic;
 
 /// Codex's home: `$CODEX_HOME`, else `~/.codex`.
 pub fn codex_home() -> Result<PathBuf> {
@@ -144,7 +145,7 @@ pub fn our_entries(hooks_path: &Path, settings: &Value) -> Vec<Entry> {
 }
 
 fn read_config(path: &Path) -> Result<(Option<Vec<u8>>, DocumentMut)> {
-    let bytes = conductor::store::read_bytes(path)?;
+    let bytes = crate::store::read_bytes(path)?;
     let text = match &bytes {
         None => String::new(),
         Some(b) => String::from_utf8(b.clone()).map_err(|_| {

@@ -1,0 +1,128 @@
+//! What the faces share: the floor under the CLI (`commands`), the MCP server (`mcp`), the HTTP
+//! server (`serve`) and `top`, above the domains. A face imports this, never another face: the
+//! context a request runs in ([`Ctx`]), a rendered answer ([`Report`], [`Out`]) and the
+//! renderings more than one face prints (`status`, `queue`).
+
+pub mod queue;
+pub mod status;
+pub mod table;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::output::Output;
+use conductor::error::{Error, Result};
+use conductor::store::Store;
+use conductor::time::Timestamp;
+
+/// Everything a command needs besides its arguments.
+pub struct Ctx<'a> {
+    pub store: Store,
+    pub now: Timestamp,
+    pub out: &'a Output,
+}
+
+impl Ctx<'_> {
+    /// Who is asking, for the protocol's services.
+    pub fn caller(&self) -> conductor::protocol::sessions::Caller {
+        conductor::protocol::sessions::Caller {
+            cwd: self.cwd().ok(),
+        }
+    }
+
+    /// The current directory (symlinks resolved).
+    pub fn cwd(&self) -> Result<PathBuf> {
+        Ok(conductor::host::current_dir()?)
+    }
+}
+
+/// What a command produced: printed by [`Report::print`], exit code by [`Report::exit_code`].
+pub trait Report {
+    /// The output object for `--json`.
+    fn to_json(&self) -> serde_json::Value;
+    /// The text for people.
+    fn to_text(&self) -> String;
+    /// 0, or 3 for a conflict, 4 for a blocked gate.
+    fn exit_code(&self) -> u8 {
+        0
+    }
+}
+
+/// A report made of a JSON object, its text form and an exit code (commands whose output is
+/// built in place rather than from a typed report).
+pub struct Out {
+    pub json: serde_json::Value,
+    pub text: String,
+    pub code: u8,
+}
+
+impl Out {
+    pub fn ok(json: serde_json::Value, text: impl Into<String>) -> Out {
+        Out {
+            json,
+            text: text.into(),
+            code: 0,
+        }
+    }
+}
+
+impl Report for Out {
+    fn to_json(&self) -> serde_json::Value {
+        self.json.clone()
+    }
+    fn to_text(&self) -> String {
+        self.text.clone()
+    }
+    fn exit_code(&self) -> u8 {
+        self.code
+    }
+}
+
+/// Print a report in the chosen mode.
+pub fn print(out: &Output, report: &dyn Report) -> Result<u8> {
+    if out.json {
+        out.json_line(&report.to_json())?;
+    } else {
+        out.text(&report.to_text())?;
+    }
+    Ok(report.exit_code())
+}
+
+/// Show a path relative to `cwd` when it is inside it.
+pub fn display_path(path: &str, cwd: Option<&Path>) -> String {
+    match cwd.and_then(|c| Path::new(path).strip_prefix(c).ok()) {
+        Some(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
+        _ => path.to_string(),
+    }
+}
+
+/// Write to stdout and flush; a closed stdout surfaces as the store's broken-pipe error (which
+/// `main` turns into exit 0).
+pub fn write_out(out: &mut impl Write, bytes: &[u8]) -> Result<()> {
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::io("write to", Path::new("stdout"), e))
+}
+
+/// One page of events, as JSON (`app::events::page`).
+pub fn events_page(
+    ctx: &Ctx,
+    after: Option<u64>,
+    limit: u64,
+    filter: &conductor::app::events::Filter,
+) -> Result<serde_json::Value> {
+    let page = conductor::app::events::page(&ctx.store, after, limit, filter)?;
+    Ok(serde_json::to_value(page).expect("events serialize"))
+}
+
+/// The author: `--as`, else CONDUCTOR_AS, else USER, else `user`.
+pub fn author(given: Option<String>) -> String {
+    given
+        .or_else(|| std::env::var("CONDUCTOR_AS").ok().filter(|s| !s.is_empty()))
+        .or_else(|| {
+            std::env::var("USER")
+                .ok()
+                .filter(|u| conductor::agents::text::check_name("n", u).is_ok())
+        })
+        .unwrap_or_else(|| "user".into())
+}

@@ -1,0 +1,184 @@
+//! The spec's status object and its text form: `conductor status`, the MCP `status` tool.
+
+use serde_json::json;
+
+use super::{Report, display_path};
+use conductor::protocol::State;
+use conductor::protocol::ops::{self, LiveConflict, Summary};
+use conductor::protocol::sessions;
+use conductor::time::Timestamp;
+
+/// The spec's status object.
+pub struct StatusReport {
+    pub state: State,
+    pub conflicts: Vec<LiveConflict>,
+    pub summary: Summary,
+    pub now: Timestamp,
+    pub cwd: Option<std::path::PathBuf>,
+    /// What another program left inconsistent ([`conductor::protocol::foreign::inspect`]).
+    pub warnings: Vec<String>,
+}
+
+const WIDTH: usize = 80;
+
+fn fit(s: &str, width: usize) -> String {
+    // Control characters (a newline or an escape sequence in a task) must not break the
+    // dashboard's lines or reach the terminal raw.
+    let escaped: String;
+    let s = if s.chars().any(char::is_control) {
+        escaped = s
+            .chars()
+            .flat_map(|c| {
+                if c.is_control() {
+                    c.escape_default().collect::<Vec<_>>()
+                } else {
+                    vec![c]
+                }
+            })
+            .collect();
+        escaped.as_str()
+    } else {
+        s
+    };
+    if s.chars().count() <= width {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+impl Report for StatusReport {
+    fn to_json(&self) -> serde_json::Value {
+        let mut v = json!({"status": "ok", "instances": self.state.instances, "conflicts": self.conflicts,
+               "drift_warnings": self.state.drift_warnings, "summary": self.summary});
+        if !self.warnings.is_empty() {
+            v["state_warnings"] = json!(self.warnings);
+        }
+        v
+    }
+    fn to_text(&self) -> String {
+        let s = &self.summary;
+        let mut out = vec![format!(
+            "conductor · {} active · {} file{} claimed{}",
+            s.active_count,
+            s.total_files_claimed,
+            if s.total_files_claimed == 1 { "" } else { "s" },
+            if s.active_count > 0 {
+                format!(" · oldest {}m", s.oldest_instance_age_minutes)
+            } else {
+                String::new()
+            }
+        )];
+        if self.state.instances.is_empty() {
+            out.push(
+                "No active instances. Start one with: conductor start \"TASK\" --priority P1"
+                    .into(),
+            );
+        }
+        // Across machines (a shared store), say where each instance runs.
+        let hosts: std::collections::BTreeSet<Option<&str>> = self
+            .state
+            .instances
+            .iter()
+            .map(|i| i.host.as_deref())
+            .collect();
+        let several_hosts = hosts.len() > 1;
+        // A table of the instances (header, one row each), each row followed by its working
+        // directory, its claims and its waits, indented.
+        let mut table =
+            super::table::Table::new(&["INSTANCE", "PRI", "STARTED", "BEAT", "PROJECT", "TASK"]);
+        for i in &self.state.instances {
+            table.row(vec![
+                i.id.clone(),
+                i.priority.to_string(),
+                format!("{}m ago", i.started_at.minutes_until(self.now)),
+                format!("{}m ago", i.last_heartbeat.minutes_until(self.now)),
+                i.project.clone(),
+                i.task.clone(),
+            ]);
+        }
+        let rendered = table.render();
+        let mut rows = rendered.lines();
+        if !self.state.instances.is_empty() {
+            out.push(fit(rows.next().unwrap_or_default(), WIDTH));
+        }
+        for (i, row) in self.state.instances.iter().zip(rows) {
+            let wd = match (&i.host, several_hosts) {
+                (Some(h), true) => format!("{h}:{}", i.working_directory),
+                _ => i.working_directory.clone(),
+            };
+            out.push(fit(row, WIDTH));
+            out.push(fit(&format!("    in {wd}"), WIDTH));
+            for f in &i.files_claimed {
+                out.push(fit(
+                    &format!("    {}", display_path(f, self.cwd.as_deref())),
+                    WIDTH,
+                ));
+            }
+            for w in &i.waiting_for {
+                let pos = ops::queue_position(&self.state, &i.id, &w.file).unwrap_or(0);
+                let file = display_path(&w.file, self.cwd.as_deref());
+                out.push(fit(
+                    &format!("    waiting for {file} (#{pos} in queue)"),
+                    WIDTH,
+                ));
+            }
+        }
+        if !self.conflicts.is_empty() {
+            out.push("Conflicts:".into());
+            for c in &self.conflicts {
+                out.push(fit(
+                    &format!(
+                        "  {} wants {} (held by {})",
+                        c.requested_by,
+                        display_path(&c.file, self.cwd.as_deref()),
+                        c.held_by
+                    ),
+                    WIDTH,
+                ));
+            }
+        }
+        let open: Vec<_> = self
+            .state
+            .drift_warnings
+            .iter()
+            .filter(|w| !w.acknowledged)
+            .collect();
+        if !open.is_empty() {
+            out.push("Drift warnings:".into());
+            for w in open {
+                out.push(fit(&format!("  {}: {}", w.instance_id, w.reason), WIDTH));
+            }
+        }
+        if !self.warnings.is_empty() {
+            out.push(
+                "Warning: status.json was written by another program and is not in conductor's form; \
+                 it is served as it is (global_claims is the truth) and the next conductor command \
+                 will repair it:"
+                    .into(),
+            );
+            for w in &self.warnings {
+                out.push(format!("  {}", fit(w, 400)));
+            }
+        }
+        out.join("\n")
+    }
+}
+
+/// Build the status report from a state (`protocol::sessions::status_of`).
+pub fn report(state: State, now: Timestamp, cwd: Option<std::path::PathBuf>) -> StatusReport {
+    from(sessions::status_of(state, now), now, cwd)
+}
+
+pub fn from(st: sessions::Status, now: Timestamp, cwd: Option<std::path::PathBuf>) -> StatusReport {
+    StatusReport {
+        state: st.state,
+        conflicts: st.conflicts,
+        summary: st.summary,
+        warnings: st.warnings,
+        now,
+        cwd,
+    }
+}
