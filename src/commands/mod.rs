@@ -176,7 +176,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         None => Request::Status(StatusRequest {}),
         Some(Command::Start(a)) => Request::Start(a.into_request()?),
         Some(Command::Claim(a)) if a.wait.is_some() => return claim_wait::run(&ctx, a),
-        Some(Command::Claim(a)) => Request::Claim(a.into_request()),
+        Some(Command::Claim(a)) => return claim::run(&ctx, a),
         Some(Command::Release(a)) => Request::Release(a.into_request()),
         Some(Command::Done(a)) => Request::Done(a.into_request()),
         Some(Command::Heartbeat(a)) => Request::Heartbeat(a.into_request()),
