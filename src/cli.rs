@@ -277,13 +277,15 @@ pub enum Command {
 }
 
 impl Cli {
-    /// True when the result is printed as JSON: `--json`, and always for `op`.
+    /// True when the result is printed as JSON: `--json`, always for `op`, and for `events`
+    /// unless stdout is a terminal.
     pub fn json_output(&self) -> bool {
+        use std::io::IsTerminal;
         self.global.json
-            || matches!(
-                self.command,
-                Some(Command::Op(_)) | Some(Command::Events(_))
-            )
+            || matches!(self.command, Some(Command::Op(_)))
+            // `events` is for scripts unless a person reads it on a terminal.
+            || matches!(self.command, Some(Command::Events(_)))
+                && !std::io::stdout().is_terminal()
     }
 }
 
