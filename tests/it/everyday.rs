@@ -275,3 +275,138 @@ fn usage_errors_are_one_line_and_one_hint() {
     assert!(r.stderr.contains("<TASK>"), "{r:#?}");
     assert!(r.stderr.contains("conductor start --help"), "{r:#?}");
 }
+
+#[test]
+fn waiting_for_an_instance_that_never_existed_is_an_error() {
+    let env = TestEnv::new();
+    let r = env.run(&["wait", "--done", "web-abcdef"]);
+    r.code(2);
+    let (error, hint) = one_error_one_hint(&r);
+    assert!(error.contains("web-abcdef"), "{error}");
+    assert!(hint.contains("conductor history"), "{hint}");
+    // One that finished is not: the wait is over at once.
+    let a = env.start("short", "P2");
+    env.run(&["done", "--instance", &a]).code(0);
+    env.run(&["wait", "--done", &a]).code(0);
+}
+
+/// Run the binary in a pseudo-terminal (stdout is a terminal), as a person would.
+fn on_a_terminal(env: &TestEnv, args: &[&str]) -> Run {
+    let c = env.cmd();
+    let mut py = std::process::Command::new("python3");
+    py.env_clear()
+        .envs(c.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))))
+        .current_dir(&env.project)
+        .stdin(Stdio::null())
+        .args([
+            "-c",
+            "import os, pty, sys; st = pty.spawn(sys.argv[1:]); sys.exit(os.waitstatus_to_exitcode(st))",
+        ])
+        .arg(bin())
+        .args(args);
+    env.run_cmd(&mut py)
+}
+
+#[test]
+fn events_on_a_terminal_shows_the_newest_readably() {
+    let env = TestEnv::new();
+    let a = env.start("first", "P2");
+    for f in ["src/a.rs", "src/b.rs", "src/c.rs"] {
+        env.run(&["claim", "--instance", &a, f]).code(0);
+    }
+    let r = on_a_terminal(&env, &["events", "--limit", "2"]);
+    r.code(0);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{r:#?}");
+    assert!(
+        lines[0].starts_with("#3 ") && lines[0].contains("src/b.rs"),
+        "{r:#?}"
+    );
+    assert!(
+        lines[1].starts_with("#4 ") && lines[1].contains("src/c.rs"),
+        "{r:#?}"
+    );
+    let r = on_a_terminal(&env, &["events", "--limit", "1", "--oldest"]);
+    assert!(
+        r.stdout.starts_with("#1 ") && r.stdout.contains("instance.started"),
+        "{r:#?}"
+    );
+    // For scripts (stdout not a terminal) the JSON page is unchanged: from the oldest.
+    let page = env.run(&["events", "--limit", "1"]).json();
+    assert_eq!(page["items"][0]["seq"], 1);
+}
+
+#[test]
+fn read_only_commands_never_create_the_default_home() {
+    let env = TestEnv::new();
+    let default_home = env.root.path().join(".conductor");
+    for args in [
+        &["status"][..],
+        &["doctor"],
+        &["history"],
+        &["top", "--once"],
+        &["events"],
+        &["conflicts"],
+    ] {
+        let mut c = env.cmd();
+        c.env_remove("CONDUCTOR_HOME").args(args);
+        let r = env.run_cmd(&mut c);
+        r.code(0);
+        assert!(!default_home.exists(), "{args:?} created {default_home:?}");
+        if args[0] == "doctor" {
+            assert!(r.stdout.contains("does not exist yet"), "{r:#?}");
+        }
+        if args[0] == "top" {
+            assert!(r.stdout.contains("(not created yet)"), "{r:#?}");
+        }
+    }
+    // A command that changes something creates it.
+    let mut c = env.cmd();
+    c.env_remove("CONDUCTOR_HOME")
+        .args(["start", "t", "--project", "p"]);
+    env.run_cmd(&mut c).code(0);
+    assert!(default_home.is_dir());
+}
+
+#[test]
+fn doctor_finds_a_home_that_cannot_be_written() {
+    let env = TestEnv::new();
+    env.start("something", "P2");
+    let r = env.run(&["doctor"]);
+    assert!(r.stdout.contains("is writable and lockable"), "{r:#?}");
+    // The home on a read-only file system (a read-only bind mount in a user namespace).
+    let script = format!(
+        "mount --bind '{h}' '{h}' && mount -o remount,bind,ro '{h}' && exec '{b}' doctor",
+        h = env.home.display(),
+        b = bin().display()
+    );
+    let mut c = std::process::Command::new("unshare");
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("CONDUCTOR_HOME", &env.home)
+        .env("NO_COLOR", "1")
+        .current_dir(&env.project)
+        .args(["-Urm", "sh", "-c", &script]);
+    let r = env.run_cmd(&mut c);
+    assert_ne!(r.code, 0, "{r:#?}");
+    assert!(r.stdout.contains("cannot be written or locked"), "{r:#?}");
+    assert!(!r.stdout.contains("Everything is in order"), "{r:#?}");
+}
+
+#[test]
+fn bad_ids_and_empty_paths_are_explained() {
+    let env = TestEnv::new();
+    let a = env.start("x", "P2");
+    let r = env.run(&["claim", "--instance", "nonsense", "src/a.rs"]);
+    r.code(2);
+    let (error, hint) = one_error_one_hint(&r);
+    assert!(!error.contains("^[a-z]"), "a raw regex: {error}");
+    assert!(error.contains("is not an instance id"), "{error}");
+    assert!(hint.contains("conductor status"), "{hint}");
+    let r = env.run(&["claim", "--instance", &a, ""]);
+    r.code(2);
+    let (error, hint) = one_error_one_hint(&r);
+    assert!(error.contains("a path is empty"), "{error}");
+    assert!(!error.contains("shorter than"), "{error}");
+    assert!(hint.contains("src/"), "{hint}");
+}
