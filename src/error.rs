@@ -16,7 +16,12 @@ pub enum Error {
     /// Refused before anything was changed (exit 2), or an operation that could not run
     /// (exit 1): the [`Reason`] says which.
     #[error("{message}")]
-    Invalid { reason: Reason, message: String },
+    Invalid {
+        reason: Reason,
+        message: String,
+        /// What to do about it, when the message alone does not say.
+        hint: Option<String>,
+    },
 
     /// No live instance has this id.
     #[error("no instance `{0}` (it may have finished or been cleaned up after missing heartbeats)")]
@@ -37,6 +42,21 @@ impl Error {
         Error::Invalid {
             reason,
             message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// The same error with a hint (shown as `hint: ...` under the message).
+    pub fn with_hint(self, h: impl Into<String>) -> Self {
+        match self {
+            Error::Invalid {
+                reason, message, ..
+            } => Error::Invalid {
+                reason,
+                message,
+                hint: Some(h.into()),
+            },
+            other => other,
         }
     }
 
@@ -69,6 +89,7 @@ impl Error {
                 Some("run `conductor status` to list live instances".into())
             }
             Error::Internal(_) => Some(INTERNAL_HINT.into()),
+            Error::Invalid { hint, .. } => hint.clone(),
             _ => None,
         }
     }

@@ -144,3 +144,32 @@ pub fn page_with<T>(
         has_more,
     })
 }
+
+/// The newest `limit` events that pass `filter`, oldest first (what a person looking at the
+/// journal wants): windows back from the last seq, doubled until they hold `limit` matches or
+/// reach the oldest kept event.
+pub fn newest(store: &Store, limit: u64, filter: &Filter) -> Result<Vec<Event>> {
+    let Some(oldest) = store.oldest_event()? else {
+        return Ok(Vec::new());
+    };
+    let floor = oldest.saturating_sub(1);
+    let last = store.last_event_seq()?;
+    let mut window = limit.max(1);
+    loop {
+        let start = last.saturating_sub(window).max(floor);
+        let mut found: std::collections::VecDeque<Event> = std::collections::VecDeque::new();
+        store.tail(Some(start))?.read(|e| {
+            if filter.matches(&e) {
+                if found.len() as u64 == limit {
+                    found.pop_front();
+                }
+                found.push_back(e);
+            }
+            true
+        })?;
+        if found.len() as u64 >= limit || start == floor {
+            return Ok(found.into());
+        }
+        window = window.saturating_mul(2);
+    }
+}

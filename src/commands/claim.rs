@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{Ctx, Report, display_path};
+use super::{Ctx, Report, display_path, print};
 use crate::cli::InstanceArg;
 use conductor::error::Result;
 use conductor::protocol::ops::ClaimOutcome;
@@ -30,9 +30,9 @@ pub struct ClaimArgs {
     #[arg(long, value_name = "WHY")]
     pub force: Option<String>,
     /// Wait for files held by others and take each the moment it is released (first come,
-    /// first served), for at most DURATION (500ms, 30s, 5m, 2h; without a value, forever).
-    /// On timeout (or SIGINT/SIGTERM): leaves the queues, prints the usual conflict result,
-    /// exit 3.
+    /// first served), for at most DURATION: `--wait=30s` or `--wait 30s` (500ms, 30s, 5m, 2h).
+    /// `--wait` alone or `--wait=forever` waits with no time limit. On timeout (or
+    /// SIGINT/SIGTERM): leaves the queues, says so, exit 3.
     #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "forever", require_equals = true,
           conflicts_with = "force", value_parser = conductor::time::parse_limit)]
     pub wait: Option<conductor::time::Limit>,
@@ -41,13 +41,65 @@ pub struct ClaimArgs {
 }
 
 impl ClaimArgs {
-    /// The request these arguments make.
-    pub fn into_request(self) -> ClaimRequest {
-        ClaimRequest {
+    /// The request these arguments make. A `--force` reason that looks like a path or glob
+    /// (`--force 'src/**/*.rs' src/a.rs`: the reason was forgotten, and the first file taken
+    /// for it) is refused before anything is claimed.
+    pub fn into_request(self) -> Result<ClaimRequest> {
+        if let Some(why) = &self.force
+            && looks_like_path(why)
+        {
+            return Err(forgot_reason(why, &self.files));
+        }
+        Ok(ClaimRequest {
             instance_id: self.instance.id(),
             files: self.files,
             force: self.force,
-        }
+        })
+    }
+}
+
+/// True for a word that is more likely a duration than a file name: `30s`, `500ms`, `5m`, `2h`,
+/// `1d`, `forever` (what `--wait` takes; a plain number counts too).
+pub fn looks_like_duration(s: &str) -> bool {
+    !s.is_empty()
+        && (s.starts_with(|c: char| c.is_ascii_digit()) || s == "forever" || s == "inf")
+        && conductor::time::parse_duration(s).is_ok()
+}
+
+/// True for a `--force` reason that is really a path: a glob, a directory (`src/`), a name
+/// with a directory and an extension (`src/a.rs`), or a file that exists. A reason with spaces
+/// is a sentence, never a path.
+pub fn looks_like_path(why: &str) -> bool {
+    if why.is_empty() || why.contains(char::is_whitespace) {
+        return false;
+    }
+    let last = why.rsplit('/').next().unwrap_or(why);
+    why.contains(['*', '?'])
+        || why.ends_with('/')
+        || (why.contains('/') && last.contains('.'))
+        || std::path::Path::new(why).exists()
+}
+
+/// The error for `--force FILE`: the reason was forgotten.
+pub fn forgot_reason(why: &str, files: &[String]) -> conductor::error::Error {
+    let mut all = vec![quote(why)];
+    all.extend(files.iter().map(|f| quote(f)));
+    conductor::error::Error::invalid(
+        conductor::error::Reason::InvalidInput,
+        format!("`--force {why}` reads `{why}` as the reason, but it looks like a path: nothing was claimed"),
+    )
+    .with_hint(format!(
+        "give the reason first: conductor claim --force \"WHY\" {}",
+        all.join(" ")
+    ))
+}
+
+/// `f` as one shell word.
+pub fn quote(f: &str) -> String {
+    if f.is_empty() || f.contains(|c: char| !(c.is_alphanumeric() || "/._-@:=+,".contains(c))) {
+        format!("'{}'", f.replace('\'', "'\\''"))
+    } else {
+        f.to_string()
     }
 }
 
@@ -55,6 +107,52 @@ impl ClaimArgs {
 pub struct Claimed {
     pub outcome: ClaimOutcome,
     pub cwd: Option<std::path::PathBuf>,
+    /// The acting instance, when the next step must name it (`--instance ID`) to act on the
+    /// same one: the command was given `--instance`, or found it by directory.
+    pub instance: Option<String>,
+    /// How a `claim --wait` ended without every file, if it did.
+    pub gave_up: Option<GaveUp>,
+}
+
+/// Why a `claim --wait` stopped before it had every file.
+#[derive(Clone, Copy, Debug)]
+pub enum GaveUp {
+    /// Its time limit passed.
+    TimedOut(std::time::Duration),
+    /// SIGINT, SIGTERM or a closed stdout stopped it.
+    Stopped,
+}
+
+impl Claimed {
+    /// A claim's result as the command line shows it: `instance` is the acting instance, named
+    /// in the next steps unless it came from CONDUCTOR_INSTANCE_ID (which the next command
+    /// reads too).
+    pub fn new(outcome: ClaimOutcome, ctx: &Ctx, args: &InstanceArg, instance: &str) -> Claimed {
+        let from_env = args.instance.is_none()
+            && std::env::var("CONDUCTOR_INSTANCE_ID").is_ok_and(|v| !v.is_empty());
+        Claimed {
+            outcome,
+            cwd: ctx.cwd().ok(),
+            instance: (!from_env).then(|| instance.to_string()),
+            gave_up: None,
+        }
+    }
+}
+
+/// A duration as a person writes it: `500ms`, `2s`, `1.5s`, `5m`, `2h`.
+pub fn human_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms % 3_600_000 == 0 {
+        format!("{}h", ms / 3_600_000)
+    } else if ms % 60_000 == 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
 }
 
 impl Report for Claimed {
@@ -70,6 +168,21 @@ impl Report for Claimed {
             let mut v = json!({"status": "conflict", "conflicts": o.conflicts, "claimed": o.claimed, "message": conflict_message(o)});
             if !o.lost.is_empty() {
                 v["lost"] = json!(o.lost);
+            }
+            match self.gave_up {
+                Some(GaveUp::TimedOut(d)) => {
+                    v["waited"] = json!("timed_out");
+                    v["message"] = json!(format!(
+                        "Timed out after {}. {}",
+                        human_duration(d),
+                        conflict_message(o)
+                    ));
+                }
+                Some(GaveUp::Stopped) => {
+                    v["waited"] = json!("stopped");
+                    v["message"] = json!(format!("Stopped waiting. {}", conflict_message(o)));
+                }
+                None => {}
             }
             v
         }
@@ -105,6 +218,13 @@ impl Report for Claimed {
                 f.from
             ));
         }
+        let (head, tail) = match self.gave_up {
+            Some(GaveUp::TimedOut(d)) => {
+                (format!("TIMED OUT after {}: ", human_duration(d)), "still")
+            }
+            Some(GaveUp::Stopped) => ("STOPPED waiting: ".to_string(), "still"),
+            None => ("CONFLICT: ".to_string(), ""),
+        };
         for c in &o.conflicts {
             let stale = if c.holder_alive {
                 String::new()
@@ -114,20 +234,37 @@ impl Report for Claimed {
                     c.holder_last_heartbeat
                 )
             };
-            let through = match &c.held_claim {
-                Some(k) if c.overlap_undecided => format!(
-                    " through {} (the two globs are too large to compare, so they are treated as overlapping)",
-                    show(k)
-                ),
-                Some(k) => format!(" through {}", show(k)),
-                None => String::new(),
+            let who = format!("{} ({})", c.held_by, c.holder_task);
+            let file = show(&c.file);
+            let what = match &c.held_claim {
+                Some(k) if *k != c.file => {
+                    let relation = if k.ends_with('/') && c.file.starts_with(k.as_str()) {
+                        "is inside"
+                    } else if k.contains(['*', '?']) && !c.file.contains(['*', '?']) {
+                        "matches"
+                    } else {
+                        "overlaps"
+                    };
+                    let undecided = if c.overlap_undecided {
+                        " (the two globs are too large to compare, so they are treated as overlapping)"
+                    } else {
+                        ""
+                    };
+                    let tail = if tail.is_empty() { "" } else { " still" };
+                    format!(
+                        "{file} {relation} {}, which {who}{tail} holds{undecided}",
+                        show(k)
+                    )
+                }
+                _ if tail.is_empty() => format!("{file} is claimed by {who}"),
+                _ => format!("{file} is still claimed by {who}"),
             };
-            lines.push(format!(
-                "CONFLICT: {} is claimed by {}{through} ({}). Coordinate or wait.{stale}",
-                show(&c.file),
-                c.held_by,
-                c.holder_task
-            ));
+            let advice = if self.gave_up.is_some() {
+                ""
+            } else {
+                " Coordinate or wait."
+            };
+            lines.push(format!("{head}{what}.{advice}{stale}"));
         }
         for l in &o.lost {
             lines.push(format!(
@@ -137,7 +274,7 @@ impl Report for Claimed {
             ));
         }
         if !o.conflicts.is_empty() {
-            lines.push(next_steps(o));
+            lines.push(next_steps(o, self.instance.as_deref(), self.gave_up));
         }
         lines.join("\n")
     }
@@ -174,36 +311,56 @@ fn conflict_message(o: &ClaimOutcome) -> String {
     )
 }
 
-/// What the user can do next about a conflict: wait for the files, or take them over.
-fn next_steps(o: &ClaimOutcome) -> String {
+/// What the user can do next about a conflict: wait for the files, or take them over, as
+/// commands that can be pasted as they are.
+fn next_steps(o: &ClaimOutcome, instance: Option<&str>, gave_up: Option<GaveUp>) -> String {
     let mut files: Vec<&str> = Vec::new();
     for c in &o.conflicts {
         if !files.contains(&c.file.as_str()) {
             files.push(&c.file);
         }
     }
-    let quote = |f: &str| {
-        if f.contains(|c: char| !(c.is_alphanumeric() || "/._-@:=+,".contains(c))) {
-            format!("'{}'", f.replace('\'', "'\\''"))
-        } else {
-            f.to_string()
-        }
-    };
     let files: Vec<String> = files.into_iter().map(quote).collect();
     let files = files.join(" ");
+    let who = instance
+        .map(|id| format!("--instance {id} "))
+        .unwrap_or_default();
+    let wait = match gave_up {
+        Some(GaveUp::TimedOut(d)) => format!(
+            "`conductor claim {who}--wait={} {files}` waits longer",
+            human_duration(d * 5)
+        ),
+        _ => format!(
+            "`conductor claim {who}--wait=5m {files}` waits up to 5 minutes and takes them the moment \
+             they are released (first come, first served; --wait=forever has no time limit)"
+        ),
+    };
     format!(
-        "Next: `conductor claim --wait {files}` waits and takes them the moment they are released \
-         (first come, first served; --wait=5m to give up after 5 minutes); \
-         `conductor claim --force \"WHY\" {files}` takes them over now: each holder loses its overlapping \
-         claim (a directory or glob whole) without being asked, and WHY is logged in conflicts.log."
+        "Next: {wait}; `conductor claim {who}--force \"WHY\" {files}` takes them over now: each holder \
+         loses its overlapping claim (a directory or glob whole) without being asked, and WHY is \
+         logged in conflicts.log."
     )
 }
 
-/// Run `claim`.
+/// Run `claim` (without `--wait`).
+pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
+    let arg = args.instance.clone();
+    let req = args.into_request()?;
+    conductor::protocol::request::validate(&conductor::protocol::request::Request::Claim(
+        req.clone(),
+    ))?;
+    ctx.store.short_lived();
+    let (id, outcome) = sessions::claim_as(&ctx.store, ctx.now, &ctx.caller(), &req)?;
+    print(ctx.out, &Claimed::new(outcome, ctx, &arg, &id))
+}
+
+/// Run a claim request (`op`: its answer is JSON, which names no next step).
 pub fn execute(ctx: &Ctx, req: ClaimRequest) -> Result<Box<dyn Report>> {
     let outcome = sessions::claim(&ctx.store, ctx.now, &ctx.caller(), &req)?;
     Ok(Box::new(Claimed {
         outcome,
         cwd: ctx.cwd().ok(),
+        instance: None,
+        gave_up: None,
     }))
 }

@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use super::claim::{ClaimArgs, Claimed};
+use super::claim::{ClaimArgs, Claimed, GaveUp};
 use super::{Ctx, print};
 use conductor::error::Result;
 use conductor::protocol::local::ProcessTable;
@@ -23,7 +23,8 @@ use conductor::time::Timestamp;
 pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     watch::block_stop_signals();
     let limit = args.wait.and_then(|l| l.0);
-    let req = args.into_request();
+    let arg = args.instance.clone();
+    let req = args.into_request()?;
     let deadline = limit.map(|d| Instant::now() + d);
     let watcher = ctx.store.watcher(|name| name == "status.json")?;
     watcher.stop_on_signals_and_closed_stdout();
@@ -50,7 +51,7 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     )?;
     let cwd = ctx.cwd().ok();
     if outcome.conflicts.is_empty() {
-        return print(ctx.out, &Claimed { outcome, cwd });
+        return print(ctx.out, &Claimed::new(outcome, ctx, &arg, &id));
     }
     let positions = outcome.conflicts.iter().map(|c| {
         (
@@ -65,13 +66,25 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
             super::display_path(file, cwd.as_deref()),
             limit
                 .map(|d| format!(" for up to {:.1}s", d.as_secs_f64()))
-                .unwrap_or_default()
+                .unwrap_or_else(|| {
+                    " with no time limit (--wait=5m gives up after 5 minutes; Ctrl-C stops waiting)"
+                        .into()
+                })
         ));
     }
-    let outcome = match sessions::wait_for_claim(
-        &ctx.store, &id, &files, &live, &watcher, deadline, since,
-    )? {
-        Waited::Claimed(outcome) | Waited::GaveUp { outcome, .. } => outcome,
+    let waited =
+        sessions::wait_for_claim(&ctx.store, &id, &files, &live, &watcher, deadline, since)?;
+    let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
+    let (outcome, gave_up) = match waited {
+        Waited::Claimed(outcome) => (outcome, None),
+        Waited::GaveUp { outcome, .. } => match limit {
+            Some(d) if timed_out => (outcome, Some(GaveUp::TimedOut(d))),
+            _ => (outcome, Some(GaveUp::Stopped)),
+        },
     };
-    print(ctx.out, &Claimed { outcome, cwd })
+    let mut claimed = Claimed::new(outcome, ctx, &arg, &id);
+    if !claimed.outcome.conflicts.is_empty() {
+        claimed.gave_up = gave_up;
+    }
+    print(ctx.out, &claimed)
 }

@@ -150,7 +150,8 @@ impl Report for DoctorReport {
 }
 
 /// Run `doctor`.
-pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
+/// `missing_home`: the home does not exist yet (`ctx` holds an empty scratch one instead).
+pub fn run(ctx: &Ctx, args: DoctorArgs, missing_home: Option<&std::path::Path>) -> Result<u8> {
     if let Some(r) = ctx.store.backend().cluster() {
         if args.repair {
             return Err(conductor::error::Error::invalid(
@@ -160,11 +161,38 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
         }
         return run_remote(ctx, r);
     }
-    let findings = if args.repair {
+    let mut findings = if args.repair {
         doctor::repair(&ctx.store, ctx.now)?
     } else {
         doctor::checks(&ctx.store, ctx.now)?
     };
+    let home = missing_home.unwrap_or(ctx.store.home().dir()).to_path_buf();
+    if let Some(dir) = missing_home {
+        // The scratch home's own findings say nothing about the real one: only that it is
+        // missing, which is fine, and whether it can be created.
+        let parent = dir.ancestors().skip(1).find(|a| a.exists());
+        let writable = parent.is_some_and(|p| {
+            tempfile::Builder::new()
+                .prefix(".conductor-probe-")
+                .tempfile_in(p)
+                .is_ok()
+        });
+        findings = vec![Finding {
+            file: "home".into(),
+            ok: writable,
+            detail: if writable {
+                format!(
+                    "{} does not exist yet: the first command that changes something (`conductor start`) creates it",
+                    dir.display()
+                )
+            } else {
+                format!("{} does not exist and cannot be created", dir.display())
+            },
+            repair: (!writable).then(|| {
+                "point CONDUCTOR_HOME at a directory on a local, writable disk".to_string()
+            }),
+        }];
+    }
     let (integrations, integrated) = conductor::integrations::checks();
     print(
         ctx.out,
@@ -174,9 +202,9 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<u8> {
             tools: tools(ctx, &integrated),
             integrations,
             repaired: args.repair,
-            backend: json!({"kind": "files", "home": ctx.store.home().dir()}),
+            backend: json!({"kind": "files", "home": home}),
             unavailable: false,
-            sandbox: conductor::queue::sandbox::guarantees(ctx.store.home().dir()),
+            sandbox: conductor::queue::sandbox::guarantees(&home),
         },
     )
 }

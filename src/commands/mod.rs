@@ -84,6 +84,12 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         .is_some_and(|d| !d.as_os_str().is_empty())
         && cli.global.store.as_deref().unwrap_or("").is_empty();
     read_only::check(&command, &dir, named)?;
+    // A read-only command on a default home that does not exist yet answers as an empty home
+    // would, from a scratch one removed on exit: it never creates ~/.conductor (the README).
+    let shared = !cli.global.store.as_deref().unwrap_or("").is_empty();
+    let scratch = read_only::scratch_home(&command, &dir, named || shared)?;
+    let missing_home = scratch.as_ref().map(|_| dir.clone());
+    let dir = scratch.as_ref().map_or(dir, |t| t.path().to_path_buf());
     let timeout = Duration::from_secs_f64(cli.global.lock_timeout);
     let mut store = Store::open(dir, timeout)?;
     if !cli.global.quiet {
@@ -98,7 +104,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         None => Request::Status(StatusRequest {}),
         Some(Command::Start(a)) => Request::Start(a.into_request()?),
         Some(Command::Claim(a)) if a.wait.is_some() => return claim_wait::run(&ctx, a),
-        Some(Command::Claim(a)) => Request::Claim(a.into_request()),
+        Some(Command::Claim(a)) => return claim::run(&ctx, a),
         Some(Command::Release(a)) => Request::Release(a.into_request()),
         Some(Command::Done(a)) => Request::Done(a.into_request()),
         Some(Command::Heartbeat(a)) => Request::Heartbeat(a.into_request()),
@@ -110,7 +116,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Reset(a)) => return reset::run(&ctx, a),
         Some(Command::History(a)) => return history::run(&ctx, a),
         Some(Command::Op(a)) => return op::run(&ctx, a),
-        Some(Command::Doctor(a)) => return doctor::run(&ctx, a),
+        Some(Command::Doctor(a)) => return doctor::run(&ctx, a, missing_home.as_deref()),
         Some(Command::Export(a)) => return export::run(&ctx, a),
         Some(Command::Import(a)) => return import::run(&ctx, a),
         Some(Command::Mirror(a)) => return mirror::run(&ctx, a),

@@ -43,6 +43,42 @@ fn reads_only(command: &Option<Command>) -> bool {
     }
 }
 
+/// A read-only command (or `doctor` without `--repair`) on the default home when it does not
+/// exist: a scratch home to answer from (empty, removed when dropped), so the command does not
+/// create the real one. `named`: the home was named, or the documents live in a shared store.
+pub fn scratch_home(
+    command: &Option<Command>,
+    dir: &Path,
+    named: bool,
+) -> Result<Option<tempfile::TempDir>> {
+    let doctor = matches!(command, Some(Command::Doctor(a)) if !a.repair);
+    if named || !(reads_only(command) || doctor) || std::fs::symlink_metadata(dir).is_ok() {
+        return Ok(None);
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("conductor-empty-home-")
+        .tempdir()
+        .map_err(|e| Error::io("create a scratch home in", &std::env::temp_dir(), e))?;
+    let _ = STAND_IN.set((
+        scratch.path().display().to_string(),
+        format!("{} (not created yet)", dir.display()),
+    ));
+    Ok(Some(scratch))
+}
+
+/// The scratch home's location, and what to show for it.
+static STAND_IN: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+
+/// Where the store is, as a person should read it: the home that does not exist yet rather
+/// than the scratch one standing in for it.
+pub fn shown_location(store: &conductor::store::Store) -> String {
+    let location = store.location();
+    match STAND_IN.get() {
+        Some((scratch, shown)) if location.contains(scratch.as_str()) => shown.clone(),
+        _ => location,
+    }
+}
+
 /// Refuse a read-only command on a home that was named (`--home`, `CONDUCTOR_HOME`) but does
 /// not exist (and no shared store holds its documents). The default home is created as before.
 pub fn check(command: &Option<Command>, dir: &Path, named: bool) -> Result<()> {

@@ -88,6 +88,8 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         let claimed = claim::Claimed {
             outcome: sessions::claim(&ctx.store, ctx.now, &ctx.caller(), &req)?,
             cwd: ctx.cwd().ok(),
+            instance: None,
+            gave_up: None,
         };
         if claimed.exit_code() != 0 {
             let code = print(ctx.out, &claimed)?;

@@ -103,6 +103,40 @@ fn check(ctx: &Ctx, files: &[String], ids: &[String]) -> Result<Waited> {
     })
 }
 
+/// Refuse ids that no instance ever had: not live, and not in history.jsonl (an instance that
+/// finished, or was cleaned up, is in it, and waiting for it is done at once). A typo would
+/// otherwise "finish" at once and let a script go on as if the instance were done.
+fn never_registered(ctx: &Ctx, ids: &[String]) -> Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let state = conductor::protocol::read(&ctx.store, Timestamp::now())?;
+    let mut unknown: Vec<&String> = ids.iter().filter(|i| state.instance(i).is_none()).collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    conductor::protocol::read_ledger(
+        &ctx.store,
+        conductor::protocol::Ledger::History,
+        |_, line| {
+            if let conductor::store::ledger::Line::Complete(text) = line {
+                unknown.retain(|i| !text.contains(&format!("\"{i}\"")));
+            }
+            Ok(!unknown.is_empty())
+        },
+    )?;
+    match unknown.first() {
+        None => Ok(()),
+        Some(id) => Err(conductor::error::Error::invalid(
+            conductor::error::Reason::InvalidInput,
+            format!("no instance `{id}` is running or has finished: there is nothing to wait for"),
+        )
+        .with_hint(
+            "`conductor status` lists the live instances, `conductor history` the finished ones",
+        )),
+    }
+}
+
 /// Run `wait`.
 pub fn run(ctx: &Ctx, args: WaitArgs) -> Result<u8> {
     watch::block_stop_signals();
@@ -113,6 +147,7 @@ pub fn run(ctx: &Ctx, args: WaitArgs) -> Result<u8> {
         .map(|f| norm.normalize(f))
         .collect::<Result<Vec<_>>>()?;
     let ids = args.done;
+    never_registered(ctx, &ids)?;
     let deadline = args.timeout.and_then(|l| l.0).map(|d| Instant::now() + d);
     let watcher = ctx.store.watcher(|name| name == "status.json")?;
     watcher.stop_on_signals_and_closed_stdout();

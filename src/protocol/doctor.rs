@@ -78,6 +78,30 @@ pub fn repair(store: &Store, now: Timestamp) -> Result<Vec<Finding>> {
     run(store, now, true)
 }
 
+/// Can a command write and lock in the home? Create a probe lock file in it (the way every
+/// command opens `status.lock`), take its lock, remove it. A home on a read-only file system,
+/// or one whose file system refuses locks, fails here instead of at the next `start`.
+fn probe(dir: &Path) -> Finding {
+    let path = dir.join(format!(".doctor-probe-{}.lock", std::process::id()));
+    let taken = crate::store::lock::acquire(&path, std::time::Duration::ZERO, &|| {});
+    let _ = std::fs::remove_file(&path);
+    match taken {
+        Ok(lock) => {
+            drop(lock);
+            good(
+                "home",
+                format!("{} is writable and lockable", dir.display()),
+            )
+        }
+        Err(e) => bad(
+            "home",
+            format!("{} cannot be written or locked: {e}", dir.display()),
+            "every command that changes something will fail here: make the home writable, or \
+             point CONDUCTOR_HOME at a directory on a local, writable disk",
+        ),
+    }
+}
+
 /// Check the home; with `repair`, fix what was found. Returns one finding per file looked at.
 pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> {
     // Repairs hold every lock of the home, so nothing is in flight and no commit is pending.
@@ -248,6 +272,8 @@ pub fn run(store: &Store, now: Timestamp, repair: bool) -> Result<Vec<Finding>> 
             "removed by the next write or `doctor --repair`",
         ));
     }
+    // Last: the files above keep their places in the report.
+    out.push(probe(home.dir()));
     Ok(out)
 }
 

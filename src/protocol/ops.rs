@@ -552,16 +552,60 @@ pub fn release(
                 ));
             }
             None if force => {}
-            None => {
-                return Err(Error::invalid(
-                    Reason::NotHeld,
-                    format!("{id} does not hold {file} (nobody does)"),
-                ));
-            }
+            None => return Err(not_held_as_such(st, id, &file)),
         }
     }
     st.updated_at = now;
     Ok(released)
+}
+
+/// The error for releasing `file`, which no claim names as such: a claim that covers it (a
+/// directory, a glob) is named, with how to release or narrow it.
+fn not_held_as_such(st: &State, id: &str, file: &str) -> Error {
+    let globs: Vec<String> = claims::glob_keys(&st.global_claims)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let covering: Vec<(String, String)> = claims::overlapping(&st.global_claims, &globs, file)
+        .into_iter()
+        // Only the claims above it: a directory holding it, a glob matching it.
+        .filter(|(k, _, _)| {
+            *k != file && (file.starts_with(*k) || claims::kind(k) == claims::Kind::Glob)
+        })
+        .map(|(k, h, _)| (k.to_string(), h.to_string()))
+        .collect();
+    let quote = |k: &str| {
+        if k.contains(|c: char| !(c.is_alphanumeric() || "/._-@:=+,".contains(c))) {
+            format!("'{}'", k.replace('\'', "'\\''"))
+        } else {
+            k.to_string()
+        }
+    };
+    let own = covering.iter().find(|(_, h)| h == id);
+    let other = covering.iter().find(|(_, h)| h != id);
+    match (own, other) {
+        (Some((k, _)), _) => Error::invalid(
+            Reason::NotHeld,
+            format!("{id} holds {file} through its claim {k}, not on its own: release that claim, or narrow it"),
+        )
+        .with_hint(format!(
+            "`conductor release --instance {id} {}` releases all of {k}; to narrow it, release it and then `conductor claim --instance {id}` only the files you keep",
+            quote(k)
+        )),
+        (None, Some((k, h))) => Error::invalid(
+            Reason::NotHeld,
+            format!("{id} does not hold {file}: {h} holds it through {k}"),
+        )
+        .with_hint(format!(
+            "`conductor release --instance {id} --force {}` takes {h}'s claim away (logged)",
+            quote(k)
+        )),
+        (None, None) => Error::invalid(
+            Reason::NotHeld,
+            format!("{id} does not hold {file} (nobody does)"),
+        )
+        .with_hint("`conductor status` lists what each instance holds"),
+    }
 }
 
 fn drop_claim(st: &mut State, holder: &str, file: &str) {

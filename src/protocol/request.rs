@@ -27,8 +27,39 @@ pub enum Request {
 pub fn validate(request: &Request) -> Result<()> {
     let value = serde_json::to_value(request).expect("requests serialize");
     let op = value["operation"].as_str().unwrap_or_default().to_string();
-    crate::schema::validate_op(&op, &value)
-        .map_err(|e| Error::invalid(Reason::InvalidInput, format!("invalid {op} input {e}")))
+    crate::schema::validate_op(&op, &value).map_err(|e| readable(&op, &e.to_string()))
+}
+
+/// A schema violation as a person reads it: the JSON pointer stays (scripts and tests look for
+/// it), a regular expression or a length in characters becomes what it means, with a hint.
+fn readable(op: &str, e: &str) -> Error {
+    const ID: &str = r#"does not match "^[a-z]{3}-[0-9a-f]{6}$""#;
+    let (message, hint) = if e.contains(ID) {
+        (
+            e.replace(
+                ID,
+                "is not an instance id (three letters, a dash and six hex digits, like web-3f9a1c)",
+            ),
+            Some("`conductor status` lists the live instances and their ids"),
+        )
+    } else if e.contains("/files/") && e.contains(r#""" is shorter than 1 character"#) {
+        (
+            e.replace(r#""" is shorter than 1 character"#, "a path is empty"),
+            Some("name a file (src/a.rs), a directory (src/) or a quoted glob ('src/**/*.rs')"),
+        )
+    } else if let Some(at) = e.find(" does not match \"") {
+        (format!("{} is not in the expected form", &e[..at]), None)
+    } else {
+        (e.to_string(), None)
+    };
+    let err = Error::invalid(
+        Reason::InvalidInput,
+        format!("invalid {op} input {message}"),
+    );
+    match hint {
+        Some(h) => err.with_hint(h),
+        None => err,
+    }
 }
 
 /// The most `op` reads from stdin.

@@ -233,6 +233,16 @@ pub fn claim(
     caller: &Caller,
     req: &ClaimRequest,
 ) -> Result<ClaimOutcome> {
+    claim_as(store, now, caller, req).map(|(_, outcome)| outcome)
+}
+
+/// [`claim`], also returning the acting instance (for a next step that names it).
+pub fn claim_as(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    req: &ClaimRequest,
+) -> Result<(String, ClaimOutcome)> {
     let live =
         ProcessTable::new().with_max_age(crate::config::read(store)?.default_max_age_minutes);
     super::transact(store, now, |st, fx| {
@@ -241,7 +251,8 @@ pub fn claim(
         let files = paths.remove(0);
         // A waiter whose process is gone takes its pending conflict with it.
         ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
-        ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)
+        let outcome = ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)?;
+        Ok((id, outcome))
     })
 }
 

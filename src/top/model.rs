@@ -503,7 +503,7 @@ pub fn read(store: &Store) -> Result<Overview> {
     let sessions: Sessions = store.read_doc(now)?;
     let queue: QueueDoc = store.read_doc(now)?;
     Ok(Overview::build(
-        store.location(),
+        crate::commands::read_only::shown_location(store),
         seq,
         &state,
         &agents,

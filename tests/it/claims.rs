@@ -95,8 +95,12 @@ fn a_conflict_offers_wait_and_force_with_what_force_does() {
     claim(&env, &a, &["src/"]).code(0);
     let r = env.run(&["claim", "--instance", &b, "src/a.rs"]);
     assert_eq!(r.code, 3);
-    assert!(r.stdout.contains("through src/"), "{r:?}");
-    assert!(r.stdout.contains("conductor claim --wait"), "{r:?}");
+    assert!(r.stdout.contains("is inside src/, which"), "{r:?}");
+    assert!(
+        r.stdout
+            .contains(&format!("conductor claim --instance {b} --wait=5m")),
+        "{r:?}"
+    );
     assert!(r.stdout.contains("--force \"WHY\""), "{r:?}");
     assert!(r.stdout.contains("without being asked"), "{r:?}");
     // --json keeps the protocol's exact message.

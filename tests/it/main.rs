@@ -13,6 +13,7 @@ mod e2e_agents;
 mod e2e_queue_workflow;
 mod etcd;
 mod events;
+mod everyday;
 mod faults;
 mod first_hour;
 mod foreign;
