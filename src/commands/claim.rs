@@ -118,8 +118,13 @@ impl Report for Claimed {
                 Some(k) => format!(" through {}", show(k)),
                 None => String::new(),
             };
+            let tree = match (&c.holder_worktree, &c.holder_branch) {
+                (Some(w), Some(b)) => format!(" in the worktree {w} (branch {b})"),
+                (Some(w), None) => format!(" in the worktree {w}"),
+                _ => String::new(),
+            };
             lines.push(format!(
-                "CONFLICT: {} is claimed by {}{through} ({}). Coordinate or wait.{stale}",
+                "CONFLICT: {} is claimed by {}{through} ({}){tree}. Coordinate or wait.{stale}",
                 show(&c.file),
                 c.held_by,
                 c.holder_task
@@ -183,6 +188,9 @@ fn next_steps(o: &ClaimOutcome) -> String {
 /// Run `claim`.
 pub fn execute(ctx: &Ctx, req: ClaimRequest) -> Result<Box<dyn Report>> {
     let outcome = sessions::claim(&ctx.store, ctx.now, &ctx.caller(), &req)?;
+    for w in &outcome.warnings {
+        eprintln!("warning: {w}");
+    }
     Ok(Box::new(Claimed {
         outcome,
         cwd: ctx.cwd().ok(),

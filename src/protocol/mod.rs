@@ -24,6 +24,7 @@ pub mod request;
 pub mod service;
 pub mod sessions;
 pub mod types;
+pub mod worktrees;
 
 pub use service::{
     CONFLICTS, HISTORY, Ledger, read, read_ledger, read_unvalidated, reset, sprint, transact,

@@ -46,3 +46,4 @@ mod stale;
 mod startup;
 mod txn_crash;
 mod workflow;
+mod worktrees;

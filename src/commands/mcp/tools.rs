@@ -624,7 +624,7 @@ impl Tools {
                 "give at least one file",
             ));
         }
-        let st = conductor::protocol::read(&ctx.store, ctx.now)?;
+        let mut st = conductor::protocol::read(&ctx.store, ctx.now)?;
         let live = self.liveness(ctx)?;
         let enforce = conductor::config::read(&ctx.store)?
             .enforce
@@ -634,7 +634,7 @@ impl Tools {
             Some(id) => conductor::protocol::sessions::resolve_with_paths(
                 &ctx.store,
                 &ctx.caller(),
-                &st,
+                &mut st,
                 &Some(id.clone()),
                 &[&a.files],
             )?
@@ -643,10 +643,13 @@ impl Tools {
             None => {
                 let cwd = ctx.cwd()?;
                 let mut norm = PathNormalizer::new(cwd).with_repo_keys(ctx.store.shared_by_hosts());
-                a.files
+                let files = a
+                    .files
                     .iter()
                     .map(|p| norm.normalize(p))
-                    .collect::<Result<Vec<_>>>()?
+                    .collect::<Result<Vec<_>>>()?;
+                st.repos.merge(norm.worktrees());
+                files
             }
         };
         let me = me_id.as_deref().and_then(|id| st.instance(id));
