@@ -14,7 +14,7 @@ use crate::common::*;
 
 /// Run git in `dir` with a private configuration; panics unless it succeeds.
 #[track_caller]
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
         .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
         .args(args)
@@ -33,7 +33,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 /// A repository `name` on branch `main` with one commit (src/x.rs, src/y.rs, lib/z.rs).
-fn repo(env: &TestEnv, name: &str) -> PathBuf {
+pub(crate) fn repo(env: &TestEnv, name: &str) -> PathBuf {
     let dir = env.dir(name);
     git(&dir, &["init", "-q", "-b", "main"]);
     for f in ["src/x.rs", "src/y.rs", "lib/z.rs"] {
@@ -47,7 +47,7 @@ fn repo(env: &TestEnv, name: &str) -> PathBuf {
 }
 
 /// A linked worktree of `repo` at `../name` on a new branch `branch`.
-fn worktree(repo: &Path, name: &str, branch: &str) -> PathBuf {
+pub(crate) fn worktree(repo: &Path, name: &str, branch: &str) -> PathBuf {
     let path = repo.parent().unwrap().join(name);
     git(
         repo,
