@@ -20,6 +20,7 @@ pub mod gate;
 pub mod journal_check;
 pub mod local;
 pub mod ops;
+pub mod overlaps;
 pub mod request;
 pub mod service;
 pub mod sessions;

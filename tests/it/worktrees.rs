@@ -485,3 +485,72 @@ fn a_repository_with_no_commits_shares_claims_on_its_unborn_branch() {
         .json();
     assert_eq!(v["conflicts"][0]["holder_branch"], "trunk", "{v}");
 }
+
+/// `overlaps` finds a collision nobody claimed: files changed in two worktrees (committed on
+/// their branches, uncommitted, or new), and which pairs git predicts to conflict when merged.
+#[test]
+fn overlaps_lists_files_changed_in_several_worktrees_and_predicts_conflicts() {
+    let env = TestEnv::new();
+    let main = repo(&env, "app");
+    std::fs::write(main.join("src/f.rs"), "a\nb\nc\nd\ne\nf\ng\n").unwrap();
+    git(&main, &["add", "."]);
+    git(&main, &["commit", "-q", "-m", "f"]);
+    let one = worktree(&main, "one", "one");
+    let two = worktree(&main, "two", "two");
+    let three = worktree(&main, "three", "three");
+    // one: line 1, committed; two: line 1, uncommitted; three: line 7, committed.
+    std::fs::write(one.join("src/f.rs"), "A\nb\nc\nd\ne\nf\ng\n").unwrap();
+    git(&one, &["commit", "-q", "-am", "one"]);
+    std::fs::write(two.join("src/f.rs"), "Z\nb\nc\nd\ne\nf\ng\n").unwrap();
+    std::fs::write(three.join("src/f.rs"), "a\nb\nc\nd\ne\nf\nG\n").unwrap();
+    git(&three, &["commit", "-q", "-am", "three"]);
+    // A new file in two worktrees, and a file only one worktree changed.
+    std::fs::write(two.join("src/new.rs"), "two\n").unwrap();
+    std::fs::write(three.join("src/new.rs"), "three\n").unwrap();
+    std::fs::write(one.join("lib/z.rs"), "one\n").unwrap();
+    let a = start(&env, &one, "A");
+    let v = env.exec_in(&two, &["--json", "overlaps"]).code(0).json();
+    assert_eq!(v["base"], "main", "{v}");
+    assert_eq!(v["worktrees"].as_array().unwrap().len(), 4, "{v}");
+    let sessions: Vec<&Value> = v["worktrees"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["path"] == one.to_str().unwrap())
+        .map(|t| &t["sessions"])
+        .collect();
+    assert_eq!(sessions, [&json!([a])], "{v}");
+    let s = |p: &PathBuf| p.to_str().unwrap().to_string();
+    assert_eq!(
+        v["overlaps"],
+        json!([
+            // In the order git lists the worktrees: the main one, then by name.
+            {"file": "src/f.rs", "worktrees": [s(&one), s(&three), s(&two)],
+             "conflicts": [[s(&one), s(&two)]]},
+            {"file": "src/new.rs", "worktrees": [s(&three), s(&two)], "conflicts": []},
+        ]),
+        "{v}"
+    );
+    // Nothing in the worktrees changed: two's edit is still uncommitted, and no ref was made.
+    assert_eq!(
+        git(&two, &["status", "--porcelain"]),
+        " M src/f.rs\n?? src/new.rs\n"
+    );
+    assert_eq!(git(&main, &["stash", "list"]), "");
+    let r = env.exec_in(&one, &["overlaps"]);
+    r.code(0);
+    assert!(
+        r.stdout.contains(&format!(
+            "CONFLICT when {} and {} are merged",
+            s(&one),
+            s(&two)
+        )) && r.stdout.contains(&format!("{} (one; {a})", s(&one))),
+        "{r:?}"
+    );
+    // Outside a repository, and with a base that does not exist: one line, exit 2.
+    let plain = env.dir("plain");
+    let r = env.exec_in(&plain, &["--json", "overlaps"]);
+    r.code(2);
+    assert_eq!(r.json()["reason"], "invalid_directory");
+    env.exec_in(&one, &["overlaps", "--base", "nope"]).code(2);
+}
