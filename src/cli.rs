@@ -218,6 +218,8 @@ pub enum Command {
     Top(crate::top::TopArgs),
     /// Wait until files are released or instances are done (for scripts).
     Wait(crate::commands::wait::WaitArgs),
+    /// Files changed in two or more git worktrees of a repository, and which would conflict.
+    Overlaps(crate::commands::overlaps::OverlapsArgs),
     /// Run a command as a registered instance: heartbeats while it runs, done when it exits.
     Run(crate::commands::run::RunArgs),
     /// Agent runtime: register agents, run their loops, show their status and feed.

@@ -270,4 +270,6 @@ reasons! {
     McpFailed = "mcp_failed", exit 1;
     /// A program could not be started (the message names it and why).
     SpawnFailed = "spawn_failed", exit 1;
+    /// `overlaps`: git could not be run, or failed.
+    GitFailed = "git_failed", exit 1;
 }

@@ -234,7 +234,12 @@ impl Report for Claimed {
                     c.holder_last_heartbeat
                 )
             };
-            let who = format!("{} ({})", c.held_by, c.holder_task);
+            let tree = match (&c.holder_worktree, &c.holder_branch) {
+                (Some(w), Some(b)) => format!(" in the worktree {w} (branch {b})"),
+                (Some(w), None) => format!(" in the worktree {w}"),
+                _ => String::new(),
+            };
+            let who = format!("{} ({}){tree}", c.held_by, c.holder_task);
             let file = show(&c.file);
             let what = match &c.held_claim {
                 Some(k) if *k != c.file => {
@@ -357,6 +362,9 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
 /// Run a claim request (`op`: its answer is JSON, which names no next step).
 pub fn execute(ctx: &Ctx, req: ClaimRequest) -> Result<Box<dyn Report>> {
     let outcome = sessions::claim(&ctx.store, ctx.now, &ctx.caller(), &req)?;
+    for w in &outcome.warnings {
+        eprintln!("warning: {w}");
+    }
     Ok(Box::new(Claimed {
         outcome,
         cwd: ctx.cwd().ok(),

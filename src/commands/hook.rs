@@ -437,6 +437,7 @@ fn edit(
         files,
         enforce,
         after,
+        repos: norm.worktrees().clone(),
     };
     hooks::service::edit(&store, now, &live, &req)
 }

@@ -30,6 +30,7 @@ pub mod man_markdown;
 pub mod metrics;
 pub mod mirror;
 pub mod op;
+pub mod overlaps;
 pub mod post;
 pub mod prompt;
 pub mod queue;
@@ -128,6 +129,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Watch(a)) => return watch::run(&ctx, a),
         Some(Command::Top(a)) => return crate::top::run(&ctx, a),
         Some(Command::Wait(a)) => return wait::run(&ctx, a),
+        Some(Command::Overlaps(a)) => return overlaps::run(&ctx, a),
         Some(Command::Run(a)) => return run::run(&ctx, a),
         Some(Command::Agent(c)) => return agent::run(&ctx, c),
         Some(Command::Post(a)) => return post::run_post(&ctx, a),

@@ -20,6 +20,7 @@ fn reads_only(command: &Option<Command>) -> bool {
                 | Command::Top(_)
                 | Command::History(_)
                 | Command::Conflicts(_)
+                | Command::Overlaps(_)
                 | Command::Events(_)
                 | Command::Messages(_)
                 | Command::Metrics(_)

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::{Ctx, Report, print};
 use conductor::error::Result;
 use conductor::protocol::local::PathNormalizer;
+use conductor::protocol::worktrees::Worktrees;
 use conductor::store::watch::{self, Wake};
 use conductor::time::Timestamp;
 
@@ -78,8 +79,9 @@ impl Report for Waited {
 }
 
 /// Read the state (lock-free) and see what is still pending.
-fn check(ctx: &Ctx, files: &[String], ids: &[String]) -> Result<Waited> {
-    let state = conductor::protocol::read(&ctx.store, Timestamp::now())?;
+fn check(ctx: &Ctx, files: &[String], ids: &[String], repos: &Worktrees) -> Result<Waited> {
+    let mut state = conductor::protocol::read(&ctx.store, Timestamp::now())?;
+    state.repos.merge(repos);
     // A file, directory or glob is free once no claim overlaps it: a file inside a claimed
     // directory, a directory holding a claimed file, two overlapping globs (as `claim` decides).
     let claims = &state.global_claims;
@@ -90,7 +92,7 @@ fn check(ctx: &Ctx, files: &[String], ids: &[String]) -> Result<Waited> {
     Ok(Waited {
         held: files
             .iter()
-            .filter(|f| !conductor::protocol::claims::overlapping(claims, &globs, f).is_empty())
+            .filter(|f| !conductor::protocol::ops::overlapping_claims(&state, &globs, f).is_empty())
             .cloned()
             .collect(),
         alive: ids
@@ -146,13 +148,14 @@ pub fn run(ctx: &Ctx, args: WaitArgs) -> Result<u8> {
         .iter()
         .map(|f| norm.normalize(f))
         .collect::<Result<Vec<_>>>()?;
+    let repos = norm.worktrees().clone();
     let ids = args.done;
     never_registered(ctx, &ids)?;
     let deadline = args.timeout.and_then(|l| l.0).map(|d| Instant::now() + d);
     let watcher = ctx.store.watcher(|name| name == "status.json")?;
     watcher.stop_on_signals_and_closed_stdout();
     loop {
-        let now = check(ctx, &files, &ids)?;
+        let now = check(ctx, &files, &ids, &repos)?;
         if now.finished() {
             return print(ctx.out, &now);
         }
@@ -163,7 +166,7 @@ pub fn run(ctx: &Ctx, args: WaitArgs) -> Result<u8> {
             .min(Duration::from_secs(30));
         if give_up || watcher.wait(Some(slice)) == Wake::Stop {
             // One last look: the change that woke us may be the one we waited for.
-            return print(ctx.out, &check(ctx, &files, &ids)?);
+            return print(ctx.out, &check(ctx, &files, &ids, &repos)?);
         }
     }
 }

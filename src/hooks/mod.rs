@@ -317,25 +317,32 @@ pub fn decide(
         .into_iter()
         .map(str::to_string)
         .collect();
-    let holders: Vec<&Instance> =
-        crate::protocol::claims::overlapping(&st.global_claims, &globs, file)
-            .into_iter()
-            .filter_map(|(_, h, _)| st.instance(h))
-            .collect();
+    // In every worktree of the file's repository (`st.repos`).
+    let overlapping = crate::protocol::ops::overlapping_claims(st, &globs, file);
+    let holders: Vec<(&str, &Instance)> = overlapping
+        .iter()
+        .filter_map(|(k, h, _)| Some((k.as_str(), st.instance(h)?)))
+        .collect();
     let holder = holders
         .iter()
-        .find(|h| Some(h.id.as_str()) != my_id && is_alive(h, now, live))
-        .or_else(|| holders.iter().find(|h| Some(h.id.as_str()) != my_id))
+        .find(|(_, h)| Some(h.id.as_str()) != my_id && is_alive(h, now, live))
+        .or_else(|| holders.iter().find(|(_, h)| Some(h.id.as_str()) != my_id))
         .or(holders.first());
-    if let Some(h) = holder.copied() {
+    if let Some(&(key, h)) = holder {
         if Some(h.id.as_str()) == my_id {
             return Decision::Allow;
         }
+        let tree = crate::protocol::ops::holder_worktree(st, key, file, h);
+        let file_there = in_worktree(
+            file,
+            key,
+            tree.map(|w| (w.root.trim_end_matches('/'), w.branch.as_deref())),
+        );
         if is_alive(h, now, live) {
-            return Decision::Deny(held_message(file, h, my_id, now));
+            return Decision::Deny(held_message_as(file, &file_there, h, my_id, now));
         }
         return Decision::Ask(format!(
-            "{file} is claimed by {} ({}, task \"{}\") but that session looks gone (last seen {} min ago). \
+            "{file_there} is claimed by {} ({}, task \"{}\") but that session looks gone (last seen {} min ago). \
              Allow the edit only if you know it stopped; to take the file over: conductor claim{} --force \"holder is gone\" {file}",
             h.id,
             agent_of(h),
@@ -382,11 +389,37 @@ fn agent_of(inst: &Instance) -> String {
     }
 }
 
+/// `file` as a refusal names it: with the holder's worktree and branch when it works in another
+/// worktree of the repository (`held`: the key it holds there).
+pub fn in_worktree(file: &str, held: &str, tree: Option<(&str, Option<&str>)>) -> String {
+    use crate::protocol::claims::{Kind, kind};
+    let Some((root, branch)) = tree else {
+        return file.to_string();
+    };
+    let branch = branch.map(|b| format!(", branch {b}")).unwrap_or_default();
+    if kind(held) == Kind::File && held != file {
+        format!("{file} (as {held} in the worktree {root}{branch})")
+    } else {
+        format!("{file} (in the worktree {root}{branch})")
+    }
+}
+
 /// The one-line reason a write of a file held by a live instance is refused: the holder, its
 /// task, when it was last seen, and what to do.
 pub fn held_message(file: &str, holder: &Instance, my_id: Option<&str>, now: Timestamp) -> String {
+    held_message_as(file, file, holder, my_id, now)
+}
+
+/// [`held_message`], naming the file as `shown` (with the holder's worktree: [`in_worktree`]).
+pub fn held_message_as(
+    file: &str,
+    shown: &str,
+    holder: &Instance,
+    my_id: Option<&str>,
+    now: Timestamp,
+) -> String {
     format!(
-        "{file} is claimed by {} ({}, task \"{}\", last seen {} min ago). Do not edit it: work on other files, \
+        "{shown} is claimed by {} ({}, task \"{}\", last seen {} min ago). Do not edit it: work on other files, \
          coordinate with that session (`conductor status`) or wait until it releases the file; a person can take \
          it over with: conductor claim{} --force \"WHY\" {file}",
         holder.id,

@@ -99,6 +99,8 @@ pub struct Edit<'a> {
     pub files: Vec<String>,
     pub enforce: Enforce,
     pub after: bool,
+    /// The git worktrees of `files` (see [`crate::protocol::worktrees`]).
+    pub repos: crate::protocol::worktrees::Worktrees,
 }
 
 /// Decide an edit for every file and claim the free ones (registering the session's instance
@@ -119,7 +121,8 @@ pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> R
             .collect::<Vec<_>>()
     };
     // Lock-free first: most edits are of files the session already holds, or are refused.
-    let state = crate::protocol::read_unvalidated(store, now)?;
+    let mut state = crate::protocol::read_unvalidated(store, now)?;
+    state.repos.merge(&req.repos);
     let (verdict, to_claim) = super::combine(&decide_all(&state));
     if let Some(v) = verdict {
         return Ok(if after { after_the_fact(v) } else { v });
@@ -146,6 +149,7 @@ pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> R
     }
     let new = new_instance(&req.session, req.dir)?;
     crate::protocol::transact(store, now, |st, fx| {
+        st.repos.merge(&req.repos);
         // Decide again under the lock: another session may have claimed a file meanwhile.
         let (verdict, to_claim) = super::combine(&decide_all(st));
         if let Some(v) = verdict {
@@ -161,8 +165,15 @@ pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> R
         let out = ops::claim(st, &id, &to_claim, None, now, live, fx)?;
         if let Some(c) = out.conflicts.first() {
             let held = st.instance(&c.held_by).cloned();
+            let shown = super::in_worktree(
+                &c.file,
+                c.held_claim.as_deref().unwrap_or(&c.file),
+                c.holder_worktree
+                    .as_deref()
+                    .map(|w| (w, c.holder_branch.as_deref())),
+            );
             let msg = match held {
-                Some(h) => super::held_message(&c.file, &h, Some(&id), now),
+                Some(h) => super::held_message_as(&c.file, &shown, &h, Some(&id), now),
                 None => format!("{} is claimed by {}", c.file, c.held_by),
             };
             let v = Verdict::deny(format!("BLOCKED: {msg}"));

@@ -635,7 +635,7 @@ impl Tools {
                 "give at least one file",
             ));
         }
-        let st = conductor::protocol::read(&ctx.store, ctx.now)?;
+        let mut st = conductor::protocol::read(&ctx.store, ctx.now)?;
         let live = self.liveness(ctx)?;
         let enforce = conductor::config::read(&ctx.store)?
             .enforce
@@ -645,7 +645,7 @@ impl Tools {
             Some(id) => conductor::protocol::sessions::resolve_with_paths(
                 &ctx.store,
                 &ctx.caller(),
-                &st,
+                &mut st,
                 &Some(id.clone()),
                 &[&a.files],
             )?
@@ -654,10 +654,13 @@ impl Tools {
             None => {
                 let cwd = ctx.cwd()?;
                 let mut norm = PathNormalizer::new(cwd).with_repo_keys(ctx.store.shared_by_hosts());
-                a.files
+                let files = a
+                    .files
                     .iter()
                     .map(|p| norm.normalize(p))
-                    .collect::<Result<Vec<_>>>()?
+                    .collect::<Result<Vec<_>>>()?;
+                st.repos.merge(norm.worktrees());
+                files
             }
         };
         let me = me_id.as_deref().and_then(|id| st.instance(id));
@@ -665,11 +668,20 @@ impl Tools {
             Some(m) => m.working_directory.clone(),
             None => ctx.cwd()?.to_string_lossy().into_owned(),
         };
+        let globs: Vec<String> = conductor::protocol::claims::glob_keys(&st.global_claims)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         let mut out = Vec::new();
         for f in &files {
             let in_project = conductor::hooks::inside(f, &home);
             let d = conductor::hooks::decide(&st, me, f, in_project, enforce, ctx.now, &live);
-            let holder = st.global_claims.get(f).and_then(|h| st.instance(h));
+            // Another session's claim over it (in any worktree of its repository), else its own.
+            let holder = conductor::protocol::ops::overlapping_claims(&st, &globs, f)
+                .iter()
+                .filter_map(|(_, h, _)| st.instance(h))
+                .find(|h| Some(h.id.as_str()) != me_id.as_deref())
+                .or_else(|| st.global_claims.get(f).and_then(|h| st.instance(h)));
             let (may_edit, note) = match d {
                 conductor::hooks::Decision::Allow => (true, None),
                 conductor::hooks::Decision::Claim => (
@@ -960,9 +972,15 @@ fn conflict(o: &ClaimOutcome, st: &State, now: Timestamp, waited: Option<u64>) -
         } else {
             "That session looks gone: a person may let you take it over with claim and force \"WHY\"."
         };
+        let shown = conductor::hooks::in_worktree(
+            &c.file,
+            c.held_claim.as_deref().unwrap_or(&c.file),
+            c.holder_worktree
+                .as_deref()
+                .map(|w| (w, c.holder_branch.as_deref())),
+        );
         lines.push(format!(
-            "CONFLICT: {} is claimed by {} ({agent}task \"{}\", last seen {seen} min ago). {next}",
-            c.file,
+            "CONFLICT: {shown} is claimed by {} ({agent}task \"{}\", last seen {seen} min ago). {next}",
             c.held_by,
             conductor::text::printable(&c.holder_task)
         ));
@@ -981,9 +999,16 @@ fn conflict(o: &ClaimOutcome, st: &State, now: Timestamp, waited: Option<u64>) -
         .conflicts
         .iter()
         .map(|c| {
-            json!({"file": c.file, "held_by": c.held_by, "holder_task": c.holder_task,
+            let mut v = json!({"file": c.file, "held_by": c.held_by, "holder_task": c.holder_task,
                    "holder_alive": c.holder_alive,
-                   "holder_last_seen_minutes": c.holder_last_heartbeat.minutes_until(now)})
+                   "holder_last_seen_minutes": c.holder_last_heartbeat.minutes_until(now)});
+            if let Some(w) = &c.holder_worktree {
+                v["holder_worktree"] = json!(w);
+            }
+            if let Some(b) = &c.holder_branch {
+                v["holder_branch"] = json!(b);
+            }
+            v
         })
         .collect();
     let mut json = json!({"status": "conflict", "conflicts": holders, "claimed": o.claimed});

@@ -7,7 +7,8 @@ use std::path::{Component, Path, PathBuf};
 
 use super::claims;
 use super::ops::Liveness;
-use super::types::{Instance, Source};
+use super::types::{Instance, Source, State};
+use super::worktrees::{Worktree, Worktrees, branch_of_head};
 use crate::error::Reason;
 use crate::error::{Error, Result};
 use crate::host::{hostname, pid_is_dead};
@@ -131,6 +132,8 @@ pub struct PathNormalizer {
     /// Key claims by repository instead of by absolute path (a shared store: see
     /// [`PathNormalizer::with_repo_keys`]), with each directory's repository found so far.
     repos: Option<HashMap<PathBuf, Option<(PathBuf, String)>>>,
+    /// The git worktrees of the paths normalized so far.
+    worktrees: WorktreeFinder,
 }
 
 impl PathNormalizer {
@@ -141,6 +144,7 @@ impl PathNormalizer {
             base,
             cache: HashMap::new(),
             repos: None,
+            worktrees: WorktreeFinder::default(),
         }
     }
 
@@ -169,7 +173,21 @@ impl PathNormalizer {
             chain.push(d.to_path_buf());
             let git = d.join(".git");
             if std::fs::symlink_metadata(&git).is_ok() {
-                found = repo_remote(&git).map(|id| (d.to_path_buf(), id));
+                // A repository without a remote is one repository on this host: its worktrees
+                // share its common git directory.
+                found = repo_remote(&git)
+                    .or_else(|| {
+                        let (_, common, broken) = git_dirs(d)?;
+                        if broken.is_some() {
+                            return None;
+                        }
+                        Some(format!(
+                            "host={}:{}",
+                            hostname().unwrap_or_else(|| "unknown".into()),
+                            common.display()
+                        ))
+                    })
+                    .map(|id| (d.to_path_buf(), id));
                 break;
             }
         }
@@ -196,6 +214,12 @@ impl PathNormalizer {
                 abs.display()
             )),
         }
+    }
+
+    /// The git worktrees of the paths normalized so far, of every repository they lie in, and
+    /// a warning for each path whose repository could not be followed.
+    pub fn worktrees(&self) -> &Worktrees {
+        &self.worktrees.found
     }
 
     /// Let relative `..` climb from `base` up to `floor` (an ancestor of `base`, like the
@@ -273,6 +297,9 @@ impl PathNormalizer {
         if input.ends_with('/') || resolved.is_dir() {
             return self.dir_prefix(input, &bad);
         }
+        if let Some(dir) = resolved.parent() {
+            self.worktrees.note(dir);
+        }
         let resolved = self.key(resolved);
         resolved
             .into_os_string()
@@ -301,6 +328,7 @@ impl PathNormalizer {
             self.base.join(p)
         };
         let abs = self.resolve_physical(&raw);
+        self.worktrees.note(&abs);
         if abs == Path::new("/") {
             return Err(Error::invalid(
                 Reason::ClaimTooWide,
@@ -369,6 +397,178 @@ impl crate::protocol::foreign::Resolve for PathNormalizer {
             .into_os_string()
             .into_string()
             .unwrap_or_else(|_| crate::protocol::foreign::lexical(path))
+    }
+}
+
+/// Finds the git worktrees of paths by reading `.git` entries, never by running git: a `.git`
+/// directory (a main worktree), or a `.git` file (`gitdir: ...`, a linked worktree) whose git
+/// directory names the repository's common directory in its `commondir` file. The repository's
+/// other worktrees are listed from `COMMON/worktrees/*/gitdir`, each one's branch from its
+/// `HEAD`. Every directory is looked at once.
+#[derive(Debug, Default)]
+pub struct WorktreeFinder {
+    /// Directory → the root of the worktree holding it (`None`: none).
+    dirs: HashMap<PathBuf, Option<PathBuf>>,
+    /// Common git directories whose worktrees are listed.
+    listed: Vec<PathBuf>,
+    pub found: Worktrees,
+}
+
+impl WorktreeFinder {
+    /// Find the worktree holding directory `dir` (absolute, symlinks resolved) and every other
+    /// worktree of its repository.
+    pub fn note(&mut self, dir: &Path) {
+        let mut chain = Vec::new();
+        for d in dir.ancestors() {
+            if self.dirs.contains_key(d) {
+                break;
+            }
+            chain.push(d.to_path_buf());
+            if std::fs::symlink_metadata(d.join(".git")).is_err() {
+                continue;
+            }
+            let root = self.repository_at(d).then(|| d.to_path_buf());
+            for c in chain.drain(..) {
+                self.dirs.insert(c, root.clone());
+            }
+            return;
+        }
+        for c in chain {
+            self.dirs.insert(c, None);
+        }
+    }
+
+    /// Record the worktree whose root `d` has a `.git` entry, and its siblings. False (with a
+    /// warning) when its git directory or repository cannot be followed.
+    fn repository_at(&mut self, d: &Path) -> bool {
+        let Some((gitdir, common, warning)) = git_dirs(d) else {
+            return false;
+        };
+        if let Some(w) = warning {
+            self.found.warnings.push(w);
+            return false;
+        }
+        let repo = common.to_string_lossy().into_owned();
+        self.found.add(Worktree {
+            root: dir_key(d),
+            repo: repo.clone(),
+            branch: read_branch(&gitdir),
+        });
+        if self.listed.contains(&common) {
+            return true;
+        }
+        self.listed.push(common.clone());
+        // The main worktree, unless the repository is bare (its common directory is not a
+        // `.git` directory in a worktree).
+        if common.file_name().is_some_and(|n| n == ".git")
+            && let Some(main) = common.parent()
+        {
+            self.found.add(Worktree {
+                root: dir_key(main),
+                repo: repo.clone(),
+                branch: read_branch(&common),
+            });
+        }
+        let Ok(entries) = std::fs::read_dir(common.join("worktrees")) else {
+            return true;
+        };
+        for e in entries.flatten() {
+            let Ok(text) = std::fs::read_to_string(e.path().join("gitdir")) else {
+                continue;
+            };
+            // The worktree's `.git` file; a worktree whose directory is gone is left out.
+            let Some(root) = Path::new(text.trim())
+                .parent()
+                .and_then(|r| std::fs::canonicalize(r).ok())
+            else {
+                continue;
+            };
+            self.found.add(Worktree {
+                root: dir_key(&root),
+                repo: repo.clone(),
+                branch: read_branch(&e.path()),
+            });
+        }
+        true
+    }
+}
+
+/// Find the worktrees of the keys instances wait for or were refused (few): a release hands a
+/// file over to a waiter in another worktree, and `status` names a conflict there.
+pub fn note_waits(st: &mut State) {
+    let mut finder = WorktreeFinder::default();
+    let mut any = false;
+    for inst in &st.instances {
+        let keys = inst
+            .waiting_for
+            .iter()
+            .map(|w| &w.file)
+            .chain(inst.pending_conflicts.iter().map(|p| &p.file));
+        for k in keys {
+            if !k.starts_with('/') || k.starts_with("/@") {
+                continue;
+            }
+            let dir = match claims::kind(k) {
+                claims::Kind::Glob => claims::split_glob(k).0,
+                claims::Kind::Dir => k.as_str(),
+                claims::Kind::File => k.rsplit_once('/').map_or("/", |(d, _)| d),
+            };
+            finder.note(Path::new(if dir.is_empty() { "/" } else { dir }));
+            any = true;
+        }
+    }
+    if any {
+        st.repos.merge(&finder.found);
+    }
+}
+
+/// `dir` with a final `/`.
+fn dir_key(dir: &Path) -> String {
+    let s = dir.to_string_lossy();
+    if s.ends_with('/') {
+        s.into_owned()
+    } else {
+        format!("{s}/")
+    }
+}
+
+/// The branch in `gitdir/HEAD`.
+fn read_branch(gitdir: &Path) -> Option<String> {
+    branch_of_head(&std::fs::read_to_string(gitdir.join("HEAD")).ok()?)
+}
+
+/// The git directory and the common directory of the worktree whose root `d` holds a `.git`
+/// entry (`None`: not a git entry at all), or a warning when the `.git` file points at a git
+/// directory that is gone (the main repository was moved or deleted).
+fn git_dirs(d: &Path) -> Option<(PathBuf, PathBuf, Option<String>)> {
+    let git = d.join(".git");
+    let meta = std::fs::symlink_metadata(&git).ok()?;
+    let gitdir = if meta.is_dir() {
+        git
+    } else {
+        let text = std::fs::read_to_string(&git).ok()?;
+        let target = text.trim().strip_prefix("gitdir:")?.trim();
+        d.join(target)
+    };
+    let broken = |what: &Path| {
+        format!(
+            "the git worktree {} points at {}, which does not exist (was its main repository moved or deleted?): \
+             its paths are claimed by their absolute path, not shared with the repository's other worktrees; \
+             run `git worktree repair` in the repository to fix it",
+            d.display(),
+            what.display()
+        )
+    };
+    let Ok(gitdir) = std::fs::canonicalize(&gitdir) else {
+        return Some((gitdir.clone(), gitdir.clone(), Some(broken(&gitdir))));
+    };
+    let common = match std::fs::read_to_string(gitdir.join("commondir")) {
+        Ok(c) => gitdir.join(c.trim()),
+        Err(_) => gitdir.clone(),
+    };
+    match std::fs::canonicalize(&common) {
+        Ok(common) => Some((gitdir, common, None)),
+        Err(_) => Some((gitdir, common.clone(), Some(broken(&common)))),
     }
 }
 

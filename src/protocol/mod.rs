@@ -20,10 +20,12 @@ pub mod gate;
 pub mod journal_check;
 pub mod local;
 pub mod ops;
+pub mod overlaps;
 pub mod request;
 pub mod service;
 pub mod sessions;
 pub mod types;
+pub mod worktrees;
 
 pub use service::{
     CONFLICTS, HISTORY, Ledger, read, read_ledger, read_unvalidated, reset, sprint, transact,

@@ -268,6 +268,13 @@ pub struct Conflict {
     /// True when the two globs were too large to compare and are taken as overlapping.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub overlap_undecided: bool,
+    /// The root of the git worktree the holder works in, when it is another worktree of the
+    /// same repository (docs/protocol.md, "Agents in worktrees").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder_worktree: Option<String>,
+    /// That worktree's branch (a detached HEAD: its short commit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder_branch: Option<String>,
 }
 
 /// A file taken over with `--force`.
@@ -312,6 +319,9 @@ pub struct ClaimOutcome {
     pub forced: Vec<Forced>,
     /// Waiting claims only: files granted and since taken away ([`LostGrant`]).
     pub lost: Vec<LostGrant>,
+    /// Paths whose git worktree could not be followed (its main repository moved or deleted),
+    /// claimed by their absolute path alone: one line each, for the person.
+    pub warnings: Vec<String>,
 }
 
 /// The claims of other registered instances that overlap `key` (see [`claims`]): the key
@@ -322,11 +332,49 @@ fn others_overlapping(
     id: &str,
     key: &str,
 ) -> Vec<(String, String, claims::Overlap)> {
-    claims::overlapping(&st.global_claims, globs, key)
+    overlapping_claims(st, globs, key)
         .into_iter()
         .filter(|(_, h, _)| *h != id && st.instance(h).is_some())
-        .map(|(k, h, o)| (k.to_string(), h.to_string(), o))
         .collect()
+}
+
+/// The claims of `st` that overlap `key` ([`claims::overlapping`]), in `key`'s own worktree
+/// and in every other worktree of its repository that `st.repos` knows: the key held, its
+/// holder, and whether the overlap was decided.
+pub fn overlapping_claims(
+    st: &State,
+    globs: &[String],
+    key: &str,
+) -> Vec<(String, String, claims::Overlap)> {
+    let mut out: Vec<(String, String, claims::Overlap)> = Vec::new();
+    for spelling in st.repos.spellings(key) {
+        for (k, h, o) in claims::overlapping(&st.global_claims, globs, &spelling) {
+            if !out.iter().any(|(seen, _, _)| seen == k) {
+                out.push((k.to_string(), h.to_string(), o));
+            }
+        }
+    }
+    out
+}
+
+/// The worktree and branch to name for a conflict over `file` with `holder`'s key `held`, when
+/// the holder works in another worktree of the repository: the worktree `held` lies in, or
+/// (a shared store's repository key) the one the holder works in.
+pub fn holder_worktree<'a>(
+    st: &'a State,
+    held: &str,
+    file: &str,
+    holder: &Instance,
+) -> Option<&'a super::worktrees::Worktree> {
+    if let Some(w) = st.repos.other_worktree(held, file) {
+        return Some(w);
+    }
+    if !held.starts_with("/@") {
+        return None;
+    }
+    let wd = format!("{}/", holder.working_directory.trim_end_matches('/'));
+    let (w, _) = st.repos.of(&wd)?;
+    (!st.repos.siblings(&wd).is_empty()).then_some(w)
 }
 
 /// Claim normalized paths for `id`. A key is a file, a directory (ending in `/`) or a glob
@@ -344,7 +392,10 @@ pub fn claim(
     fx: &mut Vec<Effect>,
 ) -> Result<ClaimOutcome> {
     require(st, id)?.last_heartbeat = now;
-    let mut out = ClaimOutcome::default();
+    let mut out = ClaimOutcome {
+        warnings: st.repos.warnings.clone(),
+        ..ClaimOutcome::default()
+    };
     let mut newly = Vec::new();
     let mut seen = BTreeSet::new();
     let mut globs: Vec<String> = claims::glob_keys(&st.global_claims)
@@ -404,7 +455,10 @@ pub fn claim(
         }
         for (k, h, o) in &others {
             let holder = st.instance(h).expect("holder is registered");
+            let tree = holder_worktree(st, k, file, holder);
             out.conflicts.push(Conflict {
+                holder_worktree: tree.map(|w| w.root.trim_end_matches('/').to_string()),
+                holder_branch: tree.and_then(|w| w.branch.clone()),
                 file: file.clone(),
                 held_by: h.clone(),
                 holder_task: holder.task.clone(),
@@ -625,7 +679,7 @@ fn handoff(st: &mut State, freed: &str, now: Timestamp, fx: &mut Vec<Effect>) {
         .flat_map(|i| {
             i.waiting_for
                 .iter()
-                .filter(|w| claims::overlap(&w.file, freed).conflicts())
+                .filter(|w| st.repos.overlap(&w.file, freed).conflicts())
                 .map(|w| (w.ticket, i.id.clone(), w.file.clone()))
         })
         .collect();

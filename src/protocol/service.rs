@@ -125,6 +125,7 @@ pub fn transact<T>(
         if matches!(seen, Seen::Changed(_)) {
             applied = aliases::applied_in(&state, &rec.aliases);
         }
+        crate::protocol::local::note_waits(&mut state);
         let value = op(&mut state, &mut effects)?;
         let kept = aliases::restore(&mut state, &applied);
         if kept != known.aliases || known.damaged {

@@ -534,11 +534,12 @@ fn explicit_instance(id: &Option<String>) -> Option<String> {
 
 /// Resolve the acting instance in `state` and normalize the given paths against it. Called
 /// inside the transaction, on the state it read under the lock, so a write reads status.json
-/// once.
+/// once. The git worktrees of the paths are recorded in [`State::repos`], so the operation
+/// compares each path with the same path in the repository's other worktrees.
 pub fn resolve_with_paths(
     store: &Store,
     caller: &Caller,
-    state: &State,
+    state: &mut State,
     explicit: &Option<String>,
     paths: &[&[String]],
 ) -> Result<(String, Vec<Vec<String>>)> {
@@ -563,13 +564,13 @@ pub fn resolve_with_paths(
         &|i| lineage.owns(i),
     )?;
     let inst = state.instance(&id).expect("just resolved");
-    let wd = Path::new(&inst.working_directory);
+    let wd = PathBuf::from(&inst.working_directory);
     let base = match &cwd {
-        Some(c) => local::claim_base(c, wd),
-        None => wd.to_path_buf(),
+        Some(c) => local::claim_base(c, &wd),
+        None => wd.clone(),
     };
     let mut norm = PathNormalizer::new(base)
-        .with_floor(wd)
+        .with_floor(&wd)
         .with_repo_keys(store.shared_by_hosts());
     let mut out = Vec::new();
     for list in paths {
@@ -579,6 +580,7 @@ pub fn resolve_with_paths(
                 .collect::<Result<Vec<_>>>()?,
         );
     }
+    state.repos.merge(norm.worktrees());
     Ok((id, out))
 }
 
@@ -881,6 +883,7 @@ pub struct Status {
 /// more (the next transaction records that; a view need not wait for it).
 pub fn status_of(mut state: State, now: Timestamp) -> Status {
     ops::drop_dead_waiters(&mut state, &waiter_is_dead, now, &mut Vec::new());
+    local::note_waits(&mut state);
     Status {
         conflicts: ops::live_conflicts(&state),
         summary: ops::summary(&state, now),

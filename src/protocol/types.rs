@@ -114,6 +114,11 @@ pub struct State {
     /// Top-level fields conductor does not know, kept as they are when it rewrites the file.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+    /// The git worktrees of the paths the current operation is about, found on this machine
+    /// before it runs ([`super::local`]); never written. Claims compare a path with the same
+    /// path in every other worktree of its repository ([`super::worktrees`]).
+    #[serde(skip)]
+    pub repos: super::worktrees::Worktrees,
 }
 
 impl State {
@@ -126,6 +131,7 @@ impl State {
             global_claims: BTreeMap::new(),
             drift_warnings: Vec::new(),
             extra: Map::new(),
+            repos: Default::default(),
         }
     }
 

@@ -156,7 +156,45 @@ both!(
     directory_and_glob_claims_protect_what_they_name,
     events_number_every_step_in_order,
     claim_wait_gets_the_file_on_release_or_gives_up,
+    worktrees_of_one_repository_share_claims,
 );
+
+/// Two git worktrees of one repository (without a remote: on a shared store it is keyed by
+/// this host and its common git directory): the same path in both is one claim.
+fn worktrees_of_one_repository_share_claims(env: Env) {
+    use crate::worktrees::{repo, worktree};
+    let main = repo(&env.t, "app");
+    let b = worktree(&main, "app-b", "feature/b");
+    let start_in = |dir: &std::path::Path, task: &str| {
+        env.json(
+            0,
+            &[
+                "start",
+                task,
+                "--priority",
+                "P1",
+                "--dir",
+                dir.to_str().unwrap(),
+            ],
+        )["instance_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let a = start_in(&main, "A");
+    let bb = start_in(&b, "B");
+    env.json(0, &["claim", "--instance", &a, "src/x.rs"]);
+    let v = env.json(3, &["claim", "--instance", &bb, "src/x.rs"]);
+    let c = &v["conflicts"][0];
+    assert_eq!(c["held_by"], a.as_str(), "{v}");
+    assert_eq!(c["holder_worktree"], main.to_str().unwrap(), "{v}");
+    assert_eq!(c["holder_branch"], "main", "{v}");
+    env.json(3, &["claim", "--instance", &bb, "src/"]);
+    env.json(0, &["claim", "--instance", &bb, "lib/z.rs"]);
+    env.json(3, &["claim", "--instance", &a, "lib/"]);
+    env.json(0, &["release", "--instance", &a, "src/x.rs"]);
+    env.json(0, &["claim", "--instance", &bb, "src/x.rs"]);
+}
 
 fn start_registers_and_status_lists_it(env: Env) {
     let empty = env.status();

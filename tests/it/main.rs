@@ -50,3 +50,4 @@ mod stale;
 mod startup;
 mod txn_crash;
 mod workflow;
+mod worktrees;

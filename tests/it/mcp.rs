@@ -1267,3 +1267,45 @@ fn real_claude_code_claims_over_mcp_is_refused_a_held_file_and_finishes() {
     assert_eq!(last["outcome"], "success");
     assert_eq!(last["notes"], "mine.rs is done; held.rs is not mine");
 }
+
+/// MCP's `check` and `claim` compare paths across the git worktrees of a repository, like the
+/// CLI and the hooks (docs/protocol.md, "Agents in worktrees").
+#[test]
+fn check_and_claim_see_a_file_held_in_another_worktree_of_the_repository() {
+    use crate::worktrees::{git, worktree};
+    let env = TestEnv::new();
+    git(&env.project, &["init", "-q", "-b", "main"]);
+    std::fs::write(env.project.join("src/a.rs"), "fn a() {}\n").unwrap();
+    git(&env.project, &["add", "."]);
+    git(&env.project, &["commit", "-q", "-m", "init"]);
+    let b = worktree(&env.project, "proj-b", "feature/b");
+    let holder = env.start_in(&b, "proj", "work in b", "P1");
+    env.run_in(&b, &["claim", "--instance", &holder, "src/a.rs"])
+        .code(0);
+    let out = run_plan(
+        &env,
+        &[],
+        &[],
+        json!([
+            {"tool": "check", "args": {"files": ["src/a.rs"]}},
+            {"tool": "claim", "args": {"files": ["src/a.rs"]}},
+        ]),
+    );
+    let f = &out[0]["structured"]["files"][0];
+    assert_eq!(f["may_edit"], false, "{}", out[0]);
+    assert_eq!(f["held_by"], holder.as_str(), "{}", out[0]);
+    let note = f["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains(&format!(
+            "in the worktree {}, branch feature/b",
+            b.display()
+        )),
+        "{}",
+        out[0]
+    );
+    assert_eq!(out[1]["is_error"], true, "{}", out[1]);
+    let c = &out[1]["structured"]["conflicts"][0];
+    assert_eq!(c["held_by"], holder.as_str(), "{}", out[1]);
+    assert_eq!(c["holder_worktree"], b.to_str().unwrap(), "{}", out[1]);
+    assert_eq!(c["holder_branch"], "feature/b", "{}", out[1]);
+}

@@ -410,6 +410,7 @@ fn rust_types_and_schemas_have_the_same_fields() {
         global_claims: BTreeMap::from([("/p/a".to_string(), "itm-a1b2c3".to_string())]),
         drift_warnings: vec![],
         extra: Default::default(),
+        repos: Default::default(),
     };
     // drift_warnings and files_claimed are optional in the protocol; conductor always writes them.
     in_step(
@@ -528,6 +529,8 @@ fn rust_types_and_schemas_have_the_same_fields() {
         holder_last_heartbeat: t,
         held_claim: Some("/p/".into()),
         overlap_undecided: true,
+        holder_worktree: Some("/p-b".into()),
+        holder_branch: Some("feature/x".into()),
     };
     let (props, _) = shape(&defs["conflict"]);
     assert_eq!(keys(&c), props, "ops::Conflict vs $defs/conflict");

@@ -1,0 +1,308 @@
+//! `conductor overlaps`: the files changed in two or more live worktrees of one repository,
+//! claimed or not, and which pairs of worktrees git predicts would conflict when merged
+//! (docs/protocol.md, "Agents in worktrees").
+//!
+//! What a worktree changed is what differs between the merge base of its `HEAD` with the
+//! integration branch and its working tree: its branch's commits, its staged and unstaged
+//! changes, and its untracked files (not ignored). A textual conflict is predicted by git itself,
+//! `git merge-tree --write-tree` (git 2.38 or newer), on a snapshot of each worktree: its
+//! uncommitted changes to tracked files as `git stash create` records them (an object in the
+//! repository, no ref, nothing in the worktree changed), else its `HEAD`.
+//!
+//! Not a hot path: this runs git, a few times per worktree.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+
+use super::State;
+use crate::error::{Error, Reason, Result};
+
+/// One live worktree, as the report names it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Tree {
+    pub path: String,
+    /// Its branch; a detached HEAD is its short commit.
+    pub branch: String,
+    /// The instances working in it.
+    pub sessions: Vec<String>,
+    /// How many files it changed against the merge base.
+    pub changed: usize,
+    /// Why its changes could not be found (no commit in common with the base, no commit at all).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// One file changed in two or more worktrees.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Overlap {
+    /// The path relative to the worktrees' roots.
+    pub file: String,
+    /// The worktrees that changed it.
+    pub worktrees: Vec<String>,
+    /// The pairs of those worktrees whose merge git predicts to conflict in this file.
+    pub conflicts: Vec<[String; 2]>,
+}
+
+/// What `overlaps` found.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    /// The repository's common git directory.
+    pub repository: String,
+    /// The integration branch changes are measured against.
+    pub base: String,
+    pub worktrees: Vec<Tree>,
+    pub overlaps: Vec<Overlap>,
+}
+
+/// Run git in `dir`; its stdout, or `None` when it exits non-zero.
+fn git(dir: &Path, args: &[&str]) -> Result<Option<Vec<u8>>> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .output()
+        .map_err(|e| {
+            Error::invalid(
+                Reason::GitFailed,
+                format!("could not run git: {e}; overlaps needs git 2.38 or newer on PATH"),
+            )
+        })?;
+    Ok(out.status.success().then_some(out.stdout))
+}
+
+fn text(b: Vec<u8>) -> String {
+    String::from_utf8_lossy(&b)
+        .trim_end_matches('\n')
+        .to_string()
+}
+
+/// NUL-separated names.
+fn names(b: &[u8]) -> impl Iterator<Item = String> + '_ {
+    b.split(|c| *c == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+}
+
+/// A worktree as `git worktree list --porcelain` lists it.
+struct Listed {
+    path: PathBuf,
+    head: Option<String>,
+    branch: Option<String>,
+}
+
+/// The repository's live worktrees: bare entries and worktrees whose directory is gone
+/// (`prunable`) are left out.
+fn list(dir: &Path) -> Result<Vec<Listed>> {
+    let out = git(dir, &["worktree", "list", "--porcelain"])?.ok_or_else(|| {
+        Error::invalid(
+            Reason::GitFailed,
+            format!("`git worktree list` failed in {}", dir.display()),
+        )
+    })?;
+    let mut trees = Vec::new();
+    for block in text(out).split("\n\n") {
+        let mut t = Listed {
+            path: PathBuf::new(),
+            head: None,
+            branch: None,
+        };
+        let mut skip = false;
+        for line in block.lines() {
+            let (k, v) = line.split_once(' ').unwrap_or((line, ""));
+            match k {
+                "worktree" => t.path = PathBuf::from(v),
+                "HEAD" => t.head = Some(v.to_string()),
+                "branch" => t.branch = Some(v.strip_prefix("refs/heads/").unwrap_or(v).into()),
+                "bare" | "prunable" => skip = true,
+                _ => {}
+            }
+        }
+        if !skip && !t.path.as_os_str().is_empty() && t.path.is_dir() {
+            trees.push(t);
+        }
+    }
+    Ok(trees)
+}
+
+/// The integration branch: `base` when given, else the remote's HEAD (`origin/HEAD`), else
+/// `main`, else `master`.
+fn integration_branch(dir: &Path, base: Option<&str>) -> Result<String> {
+    if let Some(b) = base {
+        return match git(
+            dir,
+            &["rev-parse", "-q", "--verify", &format!("{b}^{{commit}}")],
+        )? {
+            Some(_) => Ok(b.to_string()),
+            None => Err(Error::invalid(
+                Reason::InvalidInput,
+                format!(
+                    "`{b}` names no commit in this repository; give --base a branch that exists"
+                ),
+            )),
+        };
+    }
+    if let Some(r) = git(
+        dir,
+        &["symbolic-ref", "-q", "--short", "refs/remotes/origin/HEAD"],
+    )? {
+        return Ok(text(r));
+    }
+    for b in ["main", "master"] {
+        if git(
+            dir,
+            &["rev-parse", "-q", "--verify", &format!("refs/heads/{b}")],
+        )?
+        .is_some()
+        {
+            return Ok(b.to_string());
+        }
+    }
+    Err(Error::invalid(
+        Reason::InvalidInput,
+        "this repository has no origin/HEAD, main or master to measure changes against; name the integration branch with --base",
+    ))
+}
+
+/// Find the overlaps of the repository that holds `dir`; `state` names the sessions in each
+/// worktree.
+pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
+    let common = git(dir, &["rev-parse", "--path-format=absolute", "--git-common-dir"])?
+        .map(text)
+        .ok_or_else(|| {
+            Error::invalid(
+                Reason::InvalidDirectory,
+                format!(
+                    "{} is not in a git repository; run overlaps in a worktree of the repository (or pass --dir)",
+                    dir.display()
+                ),
+            )
+        })?;
+    let base = integration_branch(dir, base)?;
+    let mut trees = Vec::new();
+    // Per worktree: its changed files and the commit that stands for its state.
+    let mut changed: Vec<(BTreeSet<String>, Option<String>)> = Vec::new();
+    for t in list(dir)? {
+        let path = std::fs::canonicalize(&t.path).unwrap_or(t.path.clone());
+        let shown = path.to_string_lossy().into_owned();
+        let branch = t.branch.clone().unwrap_or_else(|| {
+            t.head
+                .as_deref()
+                .map(|h| h.chars().take(7).collect())
+                .unwrap_or_default()
+        });
+        let sessions = state
+            .instances
+            .iter()
+            .filter(|i| Path::new(&i.working_directory).starts_with(&path))
+            .map(|i| i.id.clone())
+            .collect();
+        let mut tree = Tree {
+            path: shown,
+            branch,
+            sessions,
+            changed: 0,
+            skipped: None,
+        };
+        let Some(mb) = git(&path, &["merge-base", &base, "HEAD"])?.map(text) else {
+            tree.skipped = Some(format!(
+                "no commit in common with {base} (or no commit yet): its changes cannot be measured"
+            ));
+            trees.push(tree);
+            changed.push((BTreeSet::new(), None));
+            continue;
+        };
+        let mut files: BTreeSet<String> = BTreeSet::new();
+        if let Some(d) = git(&path, &["diff", "--name-only", "-z", "--no-renames", &mb])? {
+            files.extend(names(&d));
+        }
+        if let Some(u) = git(&path, &["ls-files", "-z", "--others", "--exclude-standard"])? {
+            files.extend(names(&u));
+        }
+        let snapshot = match git(&path, &["stash", "create"])?.map(text) {
+            Some(s) if !s.is_empty() => s,
+            _ => git(&path, &["rev-parse", "HEAD"])?
+                .map(text)
+                .unwrap_or_default(),
+        };
+        tree.changed = files.len();
+        trees.push(tree);
+        changed.push((files, Some(snapshot)));
+    }
+    // Files changed in two or more worktrees.
+    let mut by_file: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, (files, _)) in changed.iter().enumerate() {
+        for f in files {
+            by_file.entry(f).or_default().push(i);
+        }
+    }
+    by_file.retain(|_, v| v.len() > 1);
+    // Which pairs git predicts to conflict, and in which files.
+    let mut pairs: BTreeSet<(usize, usize)> = BTreeSet::new();
+    for v in by_file.values() {
+        for (n, &a) in v.iter().enumerate() {
+            for &b in &v[n + 1..] {
+                pairs.insert((a, b));
+            }
+        }
+    }
+    let mut conflicted: BTreeMap<(usize, usize), BTreeSet<String>> = BTreeMap::new();
+    for &(a, b) in &pairs {
+        let (Some(sa), Some(sb)) = (&changed[a].1, &changed[b].1) else {
+            continue;
+        };
+        conflicted.insert((a, b), merge_conflicts(dir, sa, sb)?);
+    }
+    let overlaps = by_file
+        .into_iter()
+        .map(|(file, v)| Overlap {
+            file: file.to_string(),
+            worktrees: v.iter().map(|&i| trees[i].path.clone()).collect(),
+            conflicts: conflicted
+                .iter()
+                .filter(|(_, files)| files.contains(file))
+                .map(|(&(a, b), _)| [trees[a].path.clone(), trees[b].path.clone()])
+                .collect(),
+        })
+        .collect();
+    Ok(Report {
+        repository: common,
+        base,
+        worktrees: trees,
+        overlaps,
+    })
+}
+
+/// The files `git merge-tree --write-tree` finds conflicting when merging commits `a` and `b`.
+fn merge_conflicts(dir: &Path, a: &str, b: &str) -> Result<BTreeSet<String>> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "--no-messages",
+            "-z",
+            a,
+            b,
+        ])
+        .output()
+        .map_err(|e| Error::invalid(Reason::GitFailed, format!("could not run git: {e}")))?;
+    match out.status.code() {
+        // Clean.
+        Some(0) => Ok(BTreeSet::new()),
+        // Conflicts: the tree's id, then the conflicted files.
+        Some(1) => Ok(names(&out.stdout).skip(1).collect()),
+        _ => Err(Error::invalid(
+            Reason::GitFailed,
+            format!(
+                "`git merge-tree --write-tree` failed ({}); overlaps needs git 2.38 or newer",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        )),
+    }
+}
