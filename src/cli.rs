@@ -199,6 +199,8 @@ pub enum Command {
     Done(done::DoneArgs),
     /// Record that an instance is still alive.
     Heartbeat(heartbeat::HeartbeatArgs),
+    /// Is a claim's fencing token still the current grant? (for scripts that write files)
+    Check(crate::commands::check::CheckArgs),
     /// Show live instances, their claims, unresolved conflicts and drift warnings.
     Status(status::StatusArgs),
     /// Remove orphaned instances (no heartbeat for an hour, or their process is gone).

@@ -8,6 +8,7 @@ pub mod agent_run;
 pub mod agent_selftest;
 pub mod align;
 pub mod artifact;
+pub mod check;
 pub mod claim;
 pub mod claim_wait;
 pub mod cleanup;
@@ -109,6 +110,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Release(a)) => Request::Release(a.into_request()),
         Some(Command::Done(a)) => Request::Done(a.into_request()),
         Some(Command::Heartbeat(a)) => Request::Heartbeat(a.into_request()),
+        Some(Command::Check(a)) => return check::run(&ctx, a),
         Some(Command::Cleanup(a)) => Request::Cleanup(a.into_request()),
         Some(Command::Status(a)) if a.watch => return crate::top::watch_status(&ctx),
         Some(Command::Status(_)) => Request::Status(StatusRequest {}),

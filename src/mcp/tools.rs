@@ -948,6 +948,9 @@ impl Tools {
 fn claimed(o: &ClaimOutcome) -> Answer {
     let mut v =
         json!({"status": "ok", "claimed": o.claimed, "message": "Files claimed. Safe to edit."});
+    if !o.tokens.is_empty() {
+        v["tokens"] = json!(o.tokens);
+    }
     if !o.forced.is_empty() {
         v["forced"] = json!(o.forced);
     }

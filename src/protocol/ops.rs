@@ -186,6 +186,7 @@ pub fn start(
         session_id: new.session_id,
         agent: None,
         terminal_session: None,
+        claim_tokens: Default::default(),
         pending_conflicts: Vec::new(),
         waiting_for: Vec::new(),
         extra: Default::default(),
@@ -319,6 +320,8 @@ pub struct ClaimOutcome {
     pub forced: Vec<Forced>,
     /// Waiting claims only: files granted and since taken away ([`LostGrant`]).
     pub lost: Vec<LostGrant>,
+    /// The fencing token of each claimed key ([`Instance::claim_tokens`]).
+    pub tokens: std::collections::BTreeMap<String, u64>,
     /// Paths whose git worktree could not be followed (its main repository moved or deleted),
     /// claimed by their absolute path alone: one line each, for the person.
     pub warnings: Vec<String>,
@@ -508,13 +511,27 @@ pub fn claim(
         );
     }
     st.updated_at = now;
+    out.tokens = tokens_of(st, id, &out.claimed);
     Ok(out)
+}
+
+/// The fencing tokens `id` holds for `keys`.
+pub fn tokens_of(st: &State, id: &str, keys: &[String]) -> std::collections::BTreeMap<String, u64> {
+    let Some(me) = st.instance(id) else {
+        return Default::default();
+    };
+    keys.iter()
+        .filter_map(|k| me.claim_tokens.get(k).map(|t| (k.clone(), *t)))
+        .collect()
 }
 
 /// Give `file` to `id`; when `log_resolution` is set and `id` had been refused it, log RESOLVED.
 fn grant(st: &mut State, id: &str, file: &str, log_resolution: Option<()>, fx: &mut Vec<Effect>) {
     st.global_claims.insert(file.to_string(), id.to_string());
+    st.last_token += 1;
+    let token = st.last_token;
     let me = st.instance_mut(id).expect("caller checked");
+    me.claim_tokens.insert(file.to_string(), token);
     if !me.files_claimed.iter().any(|f| f == file) {
         me.files_claimed.push(file.to_string());
     }
@@ -666,6 +683,37 @@ fn drop_claim(st: &mut State, holder: &str, file: &str) {
     st.global_claims.remove(file);
     if let Some(h) = st.instance_mut(holder) {
         h.files_claimed.retain(|f| f != file);
+        h.claim_tokens.remove(file);
+    }
+}
+
+/// What `conductor check --token N PATH` found: whether `token` is the current grant of a
+/// claim covering `key`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TokenCheck {
+    pub current: bool,
+    /// The claims covering the path now: (key, holder, token).
+    pub holders: Vec<(String, String, Option<u64>)>,
+}
+
+/// Is `token` the current grant of a claim that covers `key` (the key itself, a directory
+/// above it, a glob that matches it)?
+pub fn check_token(st: &State, key: &str, token: u64) -> TokenCheck {
+    let globs: Vec<String> = claims::glob_keys(&st.global_claims)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let holders: Vec<(String, String, Option<u64>)> =
+        claims::overlapping(&st.global_claims, &globs, key)
+            .into_iter()
+            .map(|(k, h, _)| {
+                let t = st.instance(h).and_then(|i| i.claim_tokens.get(k).copied());
+                (k.to_string(), h.to_string(), t)
+            })
+            .collect();
+    TokenCheck {
+        current: holders.iter().any(|(_, _, t)| *t == Some(token)),
+        holders,
     }
 }
 

@@ -482,6 +482,27 @@ fn finished_entry(store: &Store, id: &str) -> Option<super::HistoryEntry> {
     read.ok().and(found)
 }
 
+/// `check --token N PATH`: is `token` the current grant of a claim covering `path` (resolved
+/// against the caller's directory, no instance needed)? Read without the lock: the answer is
+/// as of one committed state.
+pub fn check_token(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    path: &str,
+    token: u64,
+) -> Result<(String, ops::TokenCheck)> {
+    let cwd = match &caller.cwd {
+        Some(c) => c.clone(),
+        None => crate::host::current_dir()?,
+    };
+    let mut norm = PathNormalizer::new(cwd).with_repo_keys(store.shared_by_hosts());
+    let key = norm.normalize(path)?;
+    let st = super::read(store, now)?;
+    let found = ops::check_token(&st, &key, token);
+    Ok((key, found))
+}
+
 /// Record that the acting instance is alive; returns its id.
 pub fn heartbeat(
     store: &Store,
@@ -766,6 +787,7 @@ pub fn wait_for_claim(
             if files.iter().all(|f| me.files_claimed.contains(f)) {
                 return Ok(Waited::Claimed(ClaimOutcome {
                     claimed: files.to_vec(),
+                    tokens: ops::tokens_of(&state, id, files),
                     ..ClaimOutcome::default()
                 }));
             }
@@ -805,6 +827,7 @@ pub fn wait_for_claim(
         ops::dequeue(st, id, &queued, now, fx)?;
         let mut out = ops::claim(st, id, &queued, None, now, live, fx)?;
         out.claimed.extend(held);
+        out.tokens = ops::tokens_of(st, id, &out.claimed);
         Ok((out, lost, st.clone()))
     })?;
     outcome.lost = explain_lost(store, id, &lost, since);

@@ -108,6 +108,10 @@ pub struct State {
     /// against the holder's working directory by [`super::foreign::reconcile`]).
     #[serde(deserialize_with = "de::claims")]
     pub global_claims: BTreeMap<String, String>,
+    /// The last fencing token given out: every grant of a claim takes the next one, so a
+    /// path's tokens only grow ([`Instance::claim_tokens`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub last_token: u64,
     /// Optional in the protocol's schema; conductor always writes it.
     #[serde(default)]
     pub drift_warnings: Vec<DriftWarning>,
@@ -129,6 +133,7 @@ impl State {
             updated_at: now,
             instances: Vec::new(),
             global_claims: BTreeMap::new(),
+            last_token: 0,
             drift_warnings: Vec::new(),
             extra: Map::new(),
             repos: Default::default(),
@@ -207,6 +212,10 @@ pub struct Instance {
         skip_serializing_if = "Option::is_none"
     )]
     pub terminal_session: Option<u32>,
+    /// The fencing token of each claim this instance holds: the number its grant took. A
+    /// script that writes outside an agent checks it with `conductor check --token N PATH`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub claim_tokens: BTreeMap<String, u64>,
     /// Files this instance asked for and was refused, until it gets them or ends.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_conflicts: Vec<PendingConflict>,
@@ -324,4 +333,8 @@ pub fn is_valid_instance_id(id: &str) -> bool {
         && b[4..]
             .iter()
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -273,3 +273,51 @@ fn a_waiter_whose_grant_the_forcer_still_holds_says_it_was_taken_over() {
 fn an_unbounded_waiter_returns_at_once_when_its_grant_was_taken_away() {
     regrab_scenario("--wait", true);
 }
+
+/// Issue 34 section 3: every grant takes a fencing token that only grows; `check --token N
+/// PATH` tells a writer outside an agent whether N is still the current grant.
+#[test]
+fn fencing_tokens_grow_per_grant_and_check_refuses_a_stale_holder() {
+    let env = TestEnv::new();
+    let a = env.start("first holder", "P1");
+    let b = env.start("second holder", "P1");
+    let r = env.run(&["--json", "claim", "--instance", &a, "src/"]);
+    r.code(0);
+    let v = r.json();
+    crate::common::assert_schema(conductor::schema::Schema::Output, &v);
+    let dir = format!("{}/", env.abs("src"));
+    let t1 = v["tokens"][&dir]
+        .as_u64()
+        .expect("claim --json names the token");
+    assert_eq!(
+        env.instance(&a).unwrap()["claim_tokens"][&dir].as_u64(),
+        Some(t1),
+        "status.json keeps it"
+    );
+    // Current: the file is inside the directory claim.
+    let ok = env.run(&["--json", "check", "--token", &t1.to_string(), "src/auth.rs"]);
+    ok.code(0);
+    crate::common::assert_schema(conductor::schema::Schema::Output, &ok.json());
+    assert_eq!(ok.json()["current"], true);
+
+    // A cleans up after missing heartbeats (reaped by name here), B takes the file.
+    env.run(&["cleanup", "--instance", &a]).code(0);
+    let r = env.run(&["--json", "claim", "--instance", &b, "src/auth.rs"]);
+    r.code(0);
+    let t2 = r.json()["tokens"][env.abs("src/auth.rs")].as_u64().unwrap();
+    assert!(t2 > t1, "tokens only grow: {t1} then {t2}");
+    let stale = env.run(&["check", "--token", &t1.to_string(), "src/auth.rs"]);
+    stale.code(3);
+    assert!(
+        stale.stdout.contains(&format!("STALE: token {t1}")) && stale.stdout.contains(&b),
+        "{stale:#?}"
+    );
+    env.run(&["check", "--token", &t2.to_string(), "src/auth.rs"])
+        .code(0);
+    // Released: nobody holds it.
+    env.run(&["release", "--instance", &b, "src/auth.rs"])
+        .code(0);
+    let gone = env.run(&["check", "--token", &t2.to_string(), "src/auth.rs"]);
+    gone.code(3);
+    assert!(gone.stdout.contains("nobody holds it now"), "{gone:#?}");
+}

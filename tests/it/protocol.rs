@@ -503,8 +503,12 @@ fn claim_success_is_the_spec_object_with_absolute_paths() {
     ]);
     r.code(0);
     let (u, a) = (env.abs("src/api/users.ts"), env.abs("src/lib/auth.ts"));
+    // The spec's object, plus each claim's fencing token (issue 34).
+    let mut v = r.json();
+    assert_eq!(v["tokens"], json!({ u.clone(): 1, a.clone(): 2 }));
+    v.as_object_mut().unwrap().remove("tokens");
     assert_eq!(
-        r.json(),
+        v,
         json!({"status": "ok", "claimed": [u, a], "message": "Files claimed. Safe to edit."})
     );
     let st = env.state();
@@ -653,8 +657,11 @@ fn force_takes_the_file_over_and_logs_a_force_line() {
     ]);
     r.code(0);
     let f = env.abs("src/a.rs");
+    let mut v = r.json();
+    assert!(v["tokens"][&f].as_u64().is_some(), "{v}");
+    v.as_object_mut().unwrap().remove("tokens");
     assert_eq!(
-        r.json(),
+        v,
         json!({"status": "ok", "claimed": [f], "message": "Files claimed. Safe to edit.", "forced": [{"file": f, "from": a}]})
     );
     assert_eq!(env.state()["global_claims"][&f], b.as_str());

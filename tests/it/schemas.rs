@@ -375,6 +375,11 @@ fn instance(max: bool) -> Instance {
         session_id: max.then(|| "s".into()),
         agent: max.then(|| "codex".into()),
         terminal_session: max.then_some(4242),
+        claim_tokens: if max {
+            BTreeMap::from([("/p/a".to_string(), 7)])
+        } else {
+            BTreeMap::new()
+        },
         pending_conflicts: if max {
             vec![PendingConflict {
                 file: "/p/b".into(),
@@ -408,6 +413,7 @@ fn rust_types_and_schemas_have_the_same_fields() {
         updated_at: t,
         instances: vec![instance(true)],
         global_claims: BTreeMap::from([("/p/a".to_string(), "itm-a1b2c3".to_string())]),
+        last_token: 7,
         drift_warnings: vec![],
         extra: Default::default(),
         repos: Default::default(),
