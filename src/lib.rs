@@ -1,11 +1,12 @@
 //! conductor: a file-based coordinator for AI coding agents, faithful to the Conductor protocol.
 //!
 //! The library holds everything but the faces: the domains (`protocol`, `agents` (the Canopy
-//! agent runtime), `queue`, `workflows`, `hooks`), each pure logic plus the services every face
-//! calls, over the store (`crates/conductor-store`: every file of the home and every key of the
-//! shared store, with the base utilities `time`, `text` and `host`; it knows no domain). `app`
-//! is the one place that lists every domain. The faces (the CLI's `cli`, `commands` and
-//! `output`) live in the binary crate, so no domain can reach them.
+//! agent runtime), `queue`, `workflows`, `hooks`, `integrations`), each pure logic plus the
+//! services every face calls and the checks `doctor` renders (`health`), over the store
+//! (`crates/conductor-store`: every file of the home and every key of the shared store, with the
+//! base utilities `time`, `text` and `host`; it knows no domain). `app` is the one place that lists every domain. The faces (the CLI's `cli` and `commands`, `mcp`,
+//! `serve`, `top`, over their shared `face` and `output`) live in the binary crate, so no domain
+//! can reach them.
 
 pub mod agents;
 pub mod app;

@@ -1,4 +1,5 @@
 //! The `conductor` command line: parse (`cli`), run one command (`commands`), print (`output`).
+//! The other faces (`mcp`, `serve`, `top`) and their shared floor (`face`) live here too.
 
 mod cli;
 mod commands;

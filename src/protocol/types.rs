@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::codec::de;
 use crate::time::Timestamp;
 
 /// The only `status.json` version this build reads and writes.
@@ -337,4 +336,163 @@ pub fn is_valid_instance_id(id: &str) -> bool {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// Field deserializers that refuse what the schema refuses (`deserialize_with` targets for the
+/// types above). Each names the `$defs` entry of `schemas/defs.schema.json` it
+/// mirrors.
+pub mod de {
+    use std::collections::BTreeMap;
+    use std::fmt;
+
+    use serde::Deserialize;
+    use serde::de::{self, Deserializer, MapAccess, Visitor};
+
+    use super::{STATE_VERSION, is_valid_instance_id};
+    use crate::text::printable;
+    use crate::time::Timestamp;
+
+    /// The error for a `version` other than "1.0".
+    pub fn version_message(v: &str) -> String {
+        format!(
+            "it has version \"{}\" and this conductor reads \"{STATE_VERSION}\" only; upgrade conductor",
+            printable(v)
+        )
+    }
+
+    fn string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        String::deserialize(d)
+    }
+
+    /// `"version": {"const": "1.0"}`.
+    pub fn version<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        let v = string(d)?;
+        if v == STATE_VERSION {
+            Ok(v)
+        } else {
+            Err(de::Error::custom(version_message(&v)))
+        }
+    }
+
+    fn check_id<E: de::Error>(v: String) -> Result<String, E> {
+        if is_valid_instance_id(&v) {
+            Ok(v)
+        } else {
+            Err(E::custom(format!(
+                "`{}` is not an instance id (three lowercase letters, `-`, six lowercase hex digits)",
+                printable(&v)
+            )))
+        }
+    }
+
+    /// `$defs/instance_id`: `^[a-z]{3}-[0-9a-f]{6}$`.
+    pub fn instance_id<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        check_id(string(d)?)
+    }
+
+    /// `$defs/abs_path`: starts with `/`, no NUL byte.
+    pub fn abs_path<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        let v = string(d)?;
+        if v.starts_with('/') && !v.contains('\0') {
+            Ok(v)
+        } else {
+            Err(de::Error::custom(format!(
+                "`{}` is not an absolute path without NUL bytes",
+                printable(&v)
+            )))
+        }
+    }
+
+    /// An optional string that may be absent but not `null`.
+    pub fn some_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        string(d).map(Some)
+    }
+
+    /// `$defs/text` when present: a non-empty string, not `null`.
+    pub fn some_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        let v = string(d)?;
+        if v.is_empty() {
+            Err(de::Error::custom("empty text"))
+        } else {
+            Ok(Some(v))
+        }
+    }
+
+    /// `$defs/date_time` when present, not `null`.
+    pub fn some_timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
+        Timestamp::deserialize(d).map(Some)
+    }
+
+    /// A JSON integer in `min..=max`: what JSON Schema calls an integer, so `5.0` counts.
+    struct Integer {
+        min: u64,
+        max: u64,
+    }
+
+    impl Visitor<'_> for Integer {
+        type Value = u64;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "an integer from {} to {}", self.min, self.max)
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+            if (self.min..=self.max).contains(&v) {
+                Ok(v)
+            } else {
+                Err(E::invalid_value(de::Unexpected::Unsigned(v), &self))
+            }
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+            match u64::try_from(v) {
+                Ok(u) => self.visit_u64(u),
+                Err(_) => Err(E::invalid_value(de::Unexpected::Signed(v), &self)),
+            }
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<u64, E> {
+            // Both bounds are exact in f64 (at most 2^53 - 1), so the comparison is exact.
+            if v.fract() == 0.0 && v >= self.min as f64 && v <= self.max as f64 {
+                Ok(v as u64)
+            } else {
+                Err(E::invalid_value(de::Unexpected::Float(v), &self))
+            }
+        }
+    }
+
+    /// `pid`: an integer from 1 to 2^32 - 1, not `null`.
+    pub fn some_pid<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        let v = d.deserialize_any(Integer {
+            min: 1,
+            max: u64::from(u32::MAX),
+        })?;
+        Ok(Some(v as u32))
+    }
+
+    /// `ticket`: an integer from 1 to 2^53 - 1.
+    pub fn ticket<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        d.deserialize_any(Integer {
+            min: 1,
+            max: (1 << 53) - 1,
+        })
+    }
+
+    /// `global_claims`: any string key (a path as its writer spelled it) → an instance id.
+    pub fn claims<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+        struct Claims;
+        impl<'de> Visitor<'de> for Claims {
+            type Value = BTreeMap<String, String>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object mapping paths to instance ids")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                // Collected first, then built in one pass: conductor writes the keys sorted, and
+                // a bulk build of sorted input is much cheaper than one insert per key. A repeated
+                // key keeps its last value, as in a generic JSON value.
+                let mut out = Vec::with_capacity(m.size_hint().unwrap_or(0));
+                while let Some((k, v)) = m.next_entry::<String, String>()? {
+                    out.push((k, check_id(v)?));
+                }
+                Ok(BTreeMap::from_iter(out))
+            }
+        }
+        d.deserialize_map(Claims)
+    }
 }

@@ -93,7 +93,7 @@ fn run_list(mut c: Command) -> Result<Vec<String>, String> {
             Ok(Some(s)) => break s,
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
             _ => {
-                super::exec::kill_group(child.id());
+                crate::spawn::kill_group(child.id());
                 let _ = child.wait();
                 return Err(format!(
                     "`opencode agent list` took over {}s",

@@ -9,6 +9,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
+/// Where a sandboxed job's private HOME appears (bound read-write from [`super::Layout::job_home`]).
+pub const SANDBOX_HOME: &str = "/run/conductor/home";
+
 /// The sandbox directory (first on its `PATH`) holding a link for each resolved program.
 pub const SANDBOX_BIN: &str = "/run/conductor/bin";
 

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::dispatch::{Msg, Options};
 use super::launch::{ToLaunch, prepare};
 use super::ops::{self, Finish};
+use super::options::Options;
 use super::{Job, Layout, QueueDoc, State, changes};
 use crate::store::{Document, Lock, Store, Tx};
 use crate::time::Timestamp;
@@ -225,7 +225,8 @@ pub(super) fn start_ready(
     (intents, launches)
 }
 
-/// The committer thread: one store transaction per round of batches.
+/// The committer thread: one store transaction per round of batches, each told to `out`
+/// (false: nobody listens any more).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn committer(
     store: &Store,
@@ -235,7 +236,7 @@ pub(super) fn committer(
     file_secrets: &BTreeMap<String, String>,
     wanted: &(dyn Fn(&Job) -> bool + Sync),
     batches: mpsc::Receiver<Batch>,
-    out: mpsc::Sender<Msg>,
+    out: &dyn Fn(crate::error::Result<Committed>) -> bool,
     mut base: Option<BaseFiles>,
 ) {
     let runner_name = &super::ran_with::RanWith::new(&opts.runner, &opts.agent_cmd);
@@ -436,7 +437,7 @@ pub(super) fn committer(
         };
         last_commit = Some(Instant::now());
         let failed = msg.is_err();
-        if out.send(Msg::Committed(Box::new(msg))).is_err() || failed {
+        if !out(msg) || failed {
             return;
         }
     }

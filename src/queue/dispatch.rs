@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use super::commit::{
     BaseFiles, Batch, Committed, Intent, apply, committer, count_states, start_ready,
 };
-use super::exec::{self, Runner};
+use super::exec;
 use super::launch::{ToLaunch, ahead_maker, launch, prepare, reaper, result_path};
 use super::ops::{self, Finish};
 use super::{Job, Layout, QueueDoc, State};
@@ -46,20 +46,7 @@ use crate::store::watch::{self, Wake};
 use crate::store::{Lock, Store};
 use crate::time::Timestamp;
 
-/// How to dispatch.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub parallel: usize,
-    pub runner: Runner,
-    pub agent_cmd: String,
-    pub follow: bool,
-    pub secrets_file: Option<PathBuf>,
-    /// Redraw once a second (a terminal is watching).
-    pub tick: bool,
-    /// Start only these jobs (`WORKSPACE/JOB` keys; `queue retry`): the rest are left for
-    /// another dispatcher.
-    pub only: Option<BTreeSet<String>>,
-}
+pub use super::options::Options;
 
 /// The lock every dispatcher holds shared while it runs, so `queue retry` can tell whether one
 /// will pick its job up (see [`crate::store::lock::Presence`]).
@@ -335,7 +322,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                         file_secrets,
                         wanted,
                         batch_rx,
-                        tx,
+                        &|c| tx.send(Msg::Committed(Box::new(c))).is_ok(),
                         base_files,
                     )
                 });
@@ -371,7 +358,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             tx: tx.clone(),
             watching: false,
             stale_until: None,
-            reaper: reaper(tx.clone()),
+            reaper: reaper(tx.clone(), |pid, status| Msg::Exited { pid, status }),
             view: base0,
             made_dirs: BTreeSet::new(),
             ahead: BTreeSet::new(),

@@ -114,7 +114,7 @@ pub fn spawn(
             if matches!(runner, Runner::Local) && super::agent_check::is_opencode(l.agent_cmd) {
                 let key = (l.workspace_dir.to_path_buf(), runner.name());
                 let known = super::agent_check::known(key, || {
-                    let mut c = Command::new(resolve("opencode"));
+                    let mut c = Command::new(crate::spawn::resolve("opencode"));
                     c.args(["agent", "list"]).current_dir(l.workspace_dir);
                     for name in l.scrub {
                         c.env_remove(name);
@@ -147,7 +147,7 @@ pub fn spawn(
             let mut ro = read_only.clone();
             ro.extend(exposed.trees.iter().cloned());
             let sandbox = |script: &str| {
-                let mut c = sandbox_command(
+                let mut c = super::sandbox::sandbox_command(
                     l.workspace_dir,
                     &root,
                     &ro,
@@ -251,11 +251,11 @@ fn shell_or_direct(script: &str) -> Command {
         "trap", "unset", "shift", "return", "alias", "command", "type", "hash",
     ];
     if plain && !words.is_empty() && !BUILTINS.contains(&words[0]) {
-        let mut c = Command::new(resolve(words[0]));
+        let mut c = Command::new(crate::spawn::resolve(words[0]));
         c.args(&words[1..]);
         return c;
     }
-    let mut c = Command::new(resolve("sh"));
+    let mut c = Command::new(crate::spawn::resolve("sh"));
     c.arg("-c").arg(script);
     c
 }
@@ -272,170 +272,14 @@ fn missing_program(script: &str) -> Option<String> {
     let plain = first
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    if !plain || SHELL.contains(&first) || resolve(first).is_absolute() {
+    if !plain || SHELL.contains(&first) || crate::spawn::resolve(first).is_absolute() {
         return None;
     }
     Some(first.to_string())
 }
 
-/// A program name as the path `PATH` finds it at (looked up once per dispatcher), so each
-/// spawn is one `execve` rather than one per `PATH` entry. Names with a `/`, and names not
-/// found (the spawn then reports them), are left as they are.
-fn resolve(program: &str) -> PathBuf {
-    use std::collections::HashMap;
-    use std::os::unix::fs::PermissionsExt;
-    use std::sync::Mutex;
-    static FOUND: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
-    if program.contains('/') {
-        return PathBuf::from(program);
-    }
-    let mut found = FOUND.lock().unwrap_or_else(|e| e.into_inner());
-    let found = found.get_or_insert_with(HashMap::new);
-    if let Some(p) = found.get(program) {
-        return p.clone();
-    }
-    let hit = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .filter(|d| d.is_absolute())
-            .map(|d| d.join(program))
-            .find(|p| {
-                std::fs::metadata(p)
-                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            })
-    });
-    match hit {
-        Some(p) => {
-            found.insert(program.to_string(), p.clone());
-            p
-        }
-        None => PathBuf::from(program),
-    }
-}
-
 fn fill_cmd(template: &str, agent: &str) -> String {
     crate::template::fill(template, &[("cmd", Some(agent))], false)
-}
-
-/// The sandbox's `PATH` (after [`super::agent_path::SANDBOX_BIN`] when the agent needed links).
-const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// bubblewrap running `sh -c SCRIPT` in a job's sandbox, with `links` (name, host path) in
-/// [`super::agent_path::SANDBOX_BIN`] first on its PATH: `ws` read-write at `root`, `prompt`
-/// read-only at [`super::SANDBOX_PROMPT`], `job_home` read-write at
-/// [`super::sandbox::SANDBOX_HOME`] (its HOME), as an unprivileged user with no capabilities
-/// where the kernel allows (see [`super::sandbox`]). The environment is set on bwrap itself
-/// (never on its command line, which other processes can read): nothing is inherited but
-/// PATH and HOME; the caller adds the rest.
-pub fn sandbox_command(
-    ws: &Path,
-    root: &str,
-    read_only: &[PathBuf],
-    prompt: &Path,
-    job_home: &Path,
-    links: &[(String, PathBuf)],
-    script: &str,
-) -> Command {
-    let mut c = Command::new(resolve("bwrap"));
-    let mut args = sandbox_args(ws, root, read_only, prompt, job_home);
-    // Links to the agent's programs, before the command (bwrap's options end at `--`).
-    let at = args.len() - 1;
-    let bin = super::agent_path::SANDBOX_BIN;
-    let linked = links.iter().flat_map(|(name, target)| {
-        [
-            "--symlink".to_string(),
-            target.to_string_lossy().into_owned(),
-            format!("{bin}/{name}"),
-        ]
-    });
-    args.splice(at..at, linked);
-    c.args(args);
-    c.arg("sh").arg("-c").arg(script);
-    c.env_clear();
-    if links.is_empty() {
-        c.env("PATH", SANDBOX_PATH);
-    } else {
-        c.env("PATH", format!("{bin}:{SANDBOX_PATH}"));
-    }
-    c.env("HOME", super::sandbox::SANDBOX_HOME);
-    c
-}
-
-/// bubblewrap's arguments up to the command.
-fn sandbox_args(
-    ws: &Path,
-    root: &str,
-    read_only: &[PathBuf],
-    prompt: &Path,
-    job_home: &Path,
-) -> Vec<String> {
-    let iso = super::sandbox::isolation();
-    let mut a: Vec<String> = [
-        "--unshare-all",
-        "--share-net",
-        "--die-with-parent",
-        "--new-session",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-        "--ro-bind",
-        "/etc",
-        "/etc",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        "/tmp",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    a.splice(0..0, super::sandbox::identity_args(iso));
-    a.extend(super::sandbox::mask_args(iso));
-    for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
-        let p = Path::new(top);
-        match std::fs::symlink_metadata(p) {
-            Ok(m) if m.file_type().is_symlink() => {
-                if let Ok(t) = std::fs::read_link(p) {
-                    a.extend([
-                        "--symlink".into(),
-                        t.to_string_lossy().into_owned(),
-                        top.into(),
-                    ]);
-                }
-            }
-            Ok(m) if m.is_dir() => a.extend(["--ro-bind".into(), top.into(), top.into()]),
-            _ => {}
-        }
-    }
-    for p in read_only {
-        let s = p.to_string_lossy().into_owned();
-        a.extend(["--ro-bind".into(), s.clone(), s]);
-    }
-    let ws_s = ws.to_string_lossy().into_owned();
-    a.extend(["--bind".into(), ws_s.clone(), root.to_string()]);
-    // Only a real directory: a job could have replaced `docs` with a link to any host path.
-    if std::fs::symlink_metadata(ws.join("docs")).is_ok_and(|m| m.is_dir()) {
-        a.extend([
-            "--ro-bind".into(),
-            format!("{ws_s}/docs"),
-            format!("{root}/docs"),
-        ]);
-    }
-    // Its prompt, read-only, from outside the workspace.
-    a.extend([
-        "--ro-bind".into(),
-        prompt.to_string_lossy().into_owned(),
-        super::SANDBOX_PROMPT.into(),
-    ]);
-    // Its own HOME, private and outside the shared workspace.
-    a.extend([
-        "--bind".into(),
-        job_home.to_string_lossy().into_owned(),
-        super::sandbox::SANDBOX_HOME.into(),
-    ]);
-    a.extend(["--chdir".into(), root.to_string(), "--".into()]);
-    a
 }
 
 trait PrivateOpen {
@@ -449,14 +293,7 @@ impl PrivateOpen for std::fs::OpenOptions {
     }
 }
 
-/// SIGKILL a process group.
-pub fn kill_group(pgid: u32) {
-    if pgid > 1 && pgid <= i32::MAX as u32 {
-        unsafe {
-            libc::kill(-(pgid as i32), libc::SIGKILL);
-        }
-    }
-}
+pub use crate::spawn::kill_group;
 
 /// This process's identity as a dispatcher: `<pid>:<start time in clock ticks since boot>`,
 /// which no later process can share even if it reuses the pid.

@@ -3,7 +3,6 @@
 //! as an option. Checked at submit time (and by `plan`), so nothing is written; the launch
 //! skips a reserved name all the same (a job could have been written by an older version).
 
-use super::manifest::Manifest;
 use crate::error::Reason;
 use crate::error::{Error, Result};
 
@@ -47,10 +46,19 @@ fn listed() -> String {
     v.join(", ")
 }
 
-/// Refuse a manifest with a reserved secret name (`reserved_secret_name`), or an agent or
+/// What the guard looks at in one job of a manifest.
+pub struct JobAsks<'a> {
+    pub id: &'a str,
+    pub secrets: &'a [String],
+    pub agent: &'a String,
+    pub model: Option<&'a String>,
+    pub workdir: &'a str,
+}
+
+/// Refuse a manifest's jobs with a reserved secret name (`reserved_secret_name`), or an agent or
 /// model that starts with `-` (`invalid_manifest`).
-pub fn check(m: &Manifest) -> Result<()> {
-    for j in &m.jobs {
+pub fn check<'a>(jobs: impl IntoIterator<Item = JobAsks<'a>>) -> Result<()> {
+    for j in jobs {
         if let Some(name) = j.secrets.iter().find(|n| reserved(n)) {
             return Err(Error::invalid(
                 Reason::ReservedSecretName,
@@ -61,7 +69,7 @@ pub fn check(m: &Manifest) -> Result<()> {
                 ),
             ));
         }
-        for (what, v) in [("agent", Some(&j.agent)), ("model", j.model.as_ref())] {
+        for (what, v) in [("agent", Some(j.agent)), ("model", j.model)] {
             if let Some(v) = v
                 && v.starts_with('-')
             {
@@ -75,13 +83,13 @@ pub fn check(m: &Manifest) -> Result<()> {
                 ));
             }
         }
-        if let Some(why) = bad_workdir(&j.workdir) {
+        if let Some(why) = bad_workdir(j.workdir) {
             return Err(Error::invalid(
                 Reason::InvalidManifest,
                 format!(
                     "job `{}`: workdir `{}` {why}",
                     j.id,
-                    crate::text::printable_max(&j.workdir, 60)
+                    crate::text::printable_max(j.workdir, 60)
                 ),
             ));
         }

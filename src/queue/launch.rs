@@ -6,7 +6,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
-use super::dispatch::Msg;
 use super::exec::{self, Launch, Runner};
 use super::{Job, Layout, prompt};
 
@@ -21,8 +20,12 @@ pub(super) struct ToLaunch {
 
 /// Start the thread that reaps every child of the dispatcher (its jobs; the dispatcher starts
 /// no other processes) and reports each exit. It sleeps in `waitpid` while children exist and
-/// on the returned channel, told after each spawn, while none do.
-pub(super) fn reaper(out: mpsc::Sender<Msg>) -> mpsc::Sender<()> {
+/// on the returned channel, told after each spawn, while none do. Each exit goes to `out` as
+/// `exited(pid, status)`.
+pub(super) fn reaper<M: Send + 'static>(
+    out: mpsc::Sender<M>,
+    exited: fn(u32, std::process::ExitStatus) -> M,
+) -> mpsc::Sender<()> {
     use std::os::unix::process::ExitStatusExt;
     let (spawned, told) = mpsc::channel::<()>();
     std::thread::spawn(move || {
@@ -31,13 +34,7 @@ pub(super) fn reaper(out: mpsc::Sender<Msg>) -> mpsc::Sender<()> {
             let pid = unsafe { libc::waitpid(-1, &mut raw, 0) };
             if pid > 0 {
                 let status = std::process::ExitStatus::from_raw(raw);
-                if out
-                    .send(Msg::Exited {
-                        pid: pid as u32,
-                        status,
-                    })
-                    .is_err()
-                {
+                if out.send(exited(pid as u32, status)).is_err() {
                     return;
                 }
                 continue;

@@ -97,7 +97,13 @@ pub fn parse_with(text: &str, source: &str, known: &dyn Fn(&str) -> bool) -> Res
     }
     let m: Manifest = serde_json::from_value(value).map_err(|e| bad(format!("{source}: {e}")))?;
     check_graph(&m, known)?;
-    super::guard::check(&m)?;
+    super::guard::check(m.jobs.iter().map(|j| super::guard::JobAsks {
+        id: &j.id,
+        secrets: &j.secrets,
+        agent: &j.agent,
+        model: j.model.as_ref(),
+        workdir: &j.workdir,
+    }))?;
     Ok(m)
 }
 

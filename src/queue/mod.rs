@@ -45,6 +45,7 @@ pub mod index;
 mod launch;
 pub mod manifest;
 pub mod ops;
+pub mod options;
 pub mod plain;
 pub mod prompt;
 pub mod ran_with;

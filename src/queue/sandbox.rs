@@ -16,8 +16,7 @@ use std::sync::OnceLock;
 /// The uid and gid a sandboxed job runs as inside its user namespace (`nobody`).
 pub const JOB_UID: u32 = 65534;
 
-/// Where a sandboxed job's private HOME appears (bound read-write from [`super::Layout::job_home`]).
-pub const SANDBOX_HOME: &str = "/run/conductor/home";
+pub use super::agent_path::SANDBOX_HOME;
 
 /// What this machine allows, found once.
 #[derive(Clone, Debug)]
@@ -302,7 +301,7 @@ true"#,
         prompt = super::SANDBOX_PROMPT,
         home = crate::template::shell_quote(&home.to_string_lossy()),
     );
-    let mut c = super::exec::sandbox_command(
+    let mut c = sandbox_command(
         &ws,
         "/workspace",
         std::slice::from_ref(&ro),
@@ -319,4 +318,126 @@ true"#,
         ));
     }
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// The sandbox's `PATH` (after [`super::agent_path::SANDBOX_BIN`] when the agent needed links).
+const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// bubblewrap running `sh -c SCRIPT` in a job's sandbox, with `links` (name, host path) in
+/// [`super::agent_path::SANDBOX_BIN`] first on its PATH: `ws` read-write at `root`, `prompt`
+/// read-only at [`super::SANDBOX_PROMPT`], `job_home` read-write at
+/// [`super::agent_path::SANDBOX_HOME`] (its HOME), as an unprivileged user with no capabilities
+/// where the kernel allows (see this module). The environment is set on bwrap itself
+/// (never on its command line, which other processes can read): nothing is inherited but
+/// PATH and HOME; the caller adds the rest.
+pub fn sandbox_command(
+    ws: &Path,
+    root: &str,
+    read_only: &[PathBuf],
+    prompt: &Path,
+    job_home: &Path,
+    links: &[(String, PathBuf)],
+    script: &str,
+) -> Command {
+    let mut c = Command::new(crate::spawn::resolve("bwrap"));
+    let mut args = sandbox_args(ws, root, read_only, prompt, job_home);
+    // Links to the agent's programs, before the command (bwrap's options end at `--`).
+    let at = args.len() - 1;
+    let bin = super::agent_path::SANDBOX_BIN;
+    let linked = links.iter().flat_map(|(name, target)| {
+        [
+            "--symlink".to_string(),
+            target.to_string_lossy().into_owned(),
+            format!("{bin}/{name}"),
+        ]
+    });
+    args.splice(at..at, linked);
+    c.args(args);
+    c.arg("sh").arg("-c").arg(script);
+    c.env_clear();
+    if links.is_empty() {
+        c.env("PATH", SANDBOX_PATH);
+    } else {
+        c.env("PATH", format!("{bin}:{SANDBOX_PATH}"));
+    }
+    c.env("HOME", super::agent_path::SANDBOX_HOME);
+    c
+}
+
+/// bubblewrap's arguments up to the command.
+fn sandbox_args(
+    ws: &Path,
+    root: &str,
+    read_only: &[PathBuf],
+    prompt: &Path,
+    job_home: &Path,
+) -> Vec<String> {
+    let iso = isolation();
+    let mut a: Vec<String> = [
+        "--unshare-all",
+        "--share-net",
+        "--die-with-parent",
+        "--new-session",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--ro-bind",
+        "/etc",
+        "/etc",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.splice(0..0, identity_args(iso));
+    a.extend(mask_args(iso));
+    for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+        let p = Path::new(top);
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(t) = std::fs::read_link(p) {
+                    a.extend([
+                        "--symlink".into(),
+                        t.to_string_lossy().into_owned(),
+                        top.into(),
+                    ]);
+                }
+            }
+            Ok(m) if m.is_dir() => a.extend(["--ro-bind".into(), top.into(), top.into()]),
+            _ => {}
+        }
+    }
+    for p in read_only {
+        let s = p.to_string_lossy().into_owned();
+        a.extend(["--ro-bind".into(), s.clone(), s]);
+    }
+    let ws_s = ws.to_string_lossy().into_owned();
+    a.extend(["--bind".into(), ws_s.clone(), root.to_string()]);
+    // Only a real directory: a job could have replaced `docs` with a link to any host path.
+    if std::fs::symlink_metadata(ws.join("docs")).is_ok_and(|m| m.is_dir()) {
+        a.extend([
+            "--ro-bind".into(),
+            format!("{ws_s}/docs"),
+            format!("{root}/docs"),
+        ]);
+    }
+    // Its prompt, read-only, from outside the workspace.
+    a.extend([
+        "--ro-bind".into(),
+        prompt.to_string_lossy().into_owned(),
+        super::SANDBOX_PROMPT.into(),
+    ]);
+    // Its own HOME, private and outside the shared workspace.
+    a.extend([
+        "--bind".into(),
+        job_home.to_string_lossy().into_owned(),
+        super::agent_path::SANDBOX_HOME.into(),
+    ]);
+    a.extend(["--chdir".into(), root.to_string(), "--".into()]);
+    a
 }

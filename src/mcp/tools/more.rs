@@ -1,0 +1,229 @@
+//! The agent runtime's tools (inbox, post, dm), the workflows' (transition, snapshot) and the
+//! queue's (submit, status).
+
+use super::*;
+
+impl Tools {
+    pub(super) fn agent_name(&self, given: Option<String>) -> Result<String> {
+        given.or_else(|| self.agent.clone()).ok_or_else(|| {
+            Error::invalid(
+                Reason::InvalidInput,
+                "which agent? pass `agent`, or start the server with --agent NAME (or CONDUCTOR_AGENT)",
+            )
+        })
+    }
+
+    pub(super) fn inbox(&self, ctx: &Ctx, a: InboxArgs) -> Result<Answer> {
+        let name = self.agent_name(a.agent)?;
+        let mut agents: Agents = ctx.store.read_doc(ctx.now)?;
+        let name = aops::agent(&agents, &name)?.name.clone();
+        let mut inbox: Inbox = agents::inbox_files::snapshot(
+            &ctx.store,
+            ctx.now,
+            &agents::inbox_files::Scope::one(&name),
+        )?;
+        // What the next write will expire is not shown (the same rule and clock as `inbox`).
+        aops::expire(
+            &mut agents,
+            &mut inbox,
+            ctx.now,
+            agents::now_ms(),
+            &mut aops::Fx::default(),
+        );
+        let mut items: Vec<&agents::Item> =
+            inbox.items.values().filter(|i| i.agent == name).collect();
+        items.sort_by(|a, b| aops::pick_order(a, b));
+        Ok(Answer::ok(
+            json!({"status": "ok", "agent": name, "items": items}),
+        ))
+    }
+
+    pub(super) fn update_item(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        status: agents::Status,
+        completion_ref: Option<serde_json::Map<String, Value>>,
+        by: Option<&str>,
+    ) -> Result<agents::Item> {
+        let u = agents::service::ItemUpdate {
+            id: id.to_string(),
+            status,
+            completion_ref,
+        };
+        let mut items = agents::service::update_items(&ctx.store, ctx.now, &[u], by, false)?;
+        Ok(items.remove(0))
+    }
+
+    pub(super) fn inbox_act(&self, ctx: &Ctx, a: InboxActArgs) -> Result<Answer> {
+        let by = a
+            .agent
+            .clone()
+            .or_else(|| self.agent.clone())
+            .map(|s| s.to_ascii_lowercase());
+        let status = match a.action.as_str() {
+            "seen" => {
+                if !a.completion_ref.is_empty() {
+                    return Err(Error::invalid(
+                        Reason::InvalidInput,
+                        "completion_ref is for complete",
+                    ));
+                }
+                let item = self.update_item(ctx, &a.id, agents::Status::Seen, None, None)?;
+                return Ok(Answer::ok(json!({"status": "ok", "item": item})));
+            }
+            "complete" => agents::Status::Completed,
+            "skip" => agents::Status::Skipped,
+            s => {
+                return Err(Error::invalid(
+                    Reason::InvalidInput,
+                    format!(
+                        "`{}` is not one of seen, complete, skip",
+                        conductor::text::printable(s)
+                    ),
+                ));
+            }
+        };
+        let refs: Vec<String> = a
+            .completion_ref
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{k}={}",
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string())
+                )
+            })
+            .collect();
+        let refs = aops::parse_refs(&refs)?;
+        let refs = if status == agents::Status::Skipped && refs.is_empty() {
+            None
+        } else {
+            Some(refs)
+        };
+        let item = self.update_item(ctx, &a.id, status, refs, by.as_deref())?;
+        Ok(Answer::ok(json!({"status": "ok", "item": item})))
+    }
+
+    pub(super) fn author(&self) -> String {
+        crate::face::author(self.agent.clone())
+    }
+
+    pub(super) fn post(&self, ctx: &Ctx, a: PostArgs) -> Result<Answer> {
+        let m = agents::service::post(
+            &ctx.store,
+            ctx.now,
+            aops::NewPost {
+                channel: a.channel,
+                author: self.author(),
+                content: a.text,
+                reply_to: a.reply_to,
+                priority: a.priority.unwrap_or(agents::Priority::Normal),
+                dm: false,
+            },
+        )?;
+        Ok(Answer::ok(json!({"status": "ok", "message": m})))
+    }
+
+    pub(super) fn dm(&self, ctx: &Ctx, a: DmArgs) -> Result<Answer> {
+        let m = agents::service::post(
+            &ctx.store,
+            ctx.now,
+            aops::NewPost {
+                channel: a.agent,
+                author: self.author(),
+                content: a.text,
+                reply_to: None,
+                priority: a.priority.unwrap_or(agents::Priority::High),
+                dm: true,
+            },
+        )?;
+        Ok(Answer::ok(json!({"status": "ok", "message": m})))
+    }
+
+    pub(super) fn workflow_session(&self, ctx: &Ctx, given: Option<String>) -> Result<String> {
+        let env = std::env::var("CONDUCTOR_WORKFLOW_SESSION").ok();
+        match given.or(env).filter(|s| !s.is_empty()) {
+            Some(s) => Ok(conductor::workflows::find_session(&ctx.store, ctx.now, &s)?.id),
+            None => Err(Error::invalid(
+                Reason::UnknownSession,
+                "no workflow session: pass `session`, or run under `conductor workflow run` (it sets CONDUCTOR_WORKFLOW_SESSION)",
+            )),
+        }
+    }
+
+    pub(super) fn transition(&self, ctx: &Ctx, a: TransitionArgs) -> Result<Answer> {
+        use conductor::workflows::service;
+        let id = self.workflow_session(ctx, a.session)?;
+        let state = std::env::var("CONDUCTOR_WORKFLOW_STATE")
+            .ok()
+            .filter(|s| !s.is_empty());
+        let now = ctx.now;
+        let from = service::transition(
+            &ctx.store,
+            now,
+            &id,
+            state.as_deref(),
+            &a.target,
+            &a.summary,
+        )?;
+        Ok(Answer::ok(
+            json!({"status": "ok", "session": id, "from": from, "to": a.target,
+            "message": "Recorded. Exit now; the supervisor moves the workflow on."}),
+        ))
+    }
+
+    pub(super) fn snapshot(&self, ctx: &Ctx, a: SnapshotArgs) -> Result<Answer> {
+        if a.findings.is_empty() && a.files.is_empty() && a.pending.is_empty() && a.set.is_empty() {
+            return Err(Error::invalid(
+                Reason::InvalidInput,
+                "nothing to record: give findings, files, pending or set",
+            ));
+        }
+        let id = self.workflow_session(ctx, a.session)?;
+        let state = std::env::var("CONDUCTOR_WORKFLOW_STATE")
+            .ok()
+            .filter(|s| !s.is_empty());
+        let set: Vec<(String, String)> = a
+            .set
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string()),
+                )
+            })
+            .collect();
+        use conductor::workflows::service::{self, SnapshotUpdate};
+        let add = SnapshotUpdate {
+            findings: a.findings,
+            files: a.files,
+            pending: a.pending,
+            set,
+        };
+        let snap = service::update_snapshot(&ctx.store, ctx.now, &id, state.as_deref(), &add)?;
+        Ok(Answer::ok(
+            json!({"status": "ok", "session": id, "snapshot": snap}),
+        ))
+    }
+
+    pub(super) fn queue_submit(&self, ctx: &Ctx, a: SubmitArgs) -> Result<Answer> {
+        let text = a.manifest.to_string();
+        let m = conductor::queue::manifest::parse_with(&text, "the manifest argument", &|_| true)?;
+        let out = crate::face::queue::submit(ctx, &m, None)?;
+        Ok(Answer::ok(out.to_json()))
+    }
+
+    pub(super) fn queue_status(&self, ctx: &Ctx, a: QueueStatusArgs) -> Result<Answer> {
+        let mut jobs = crate::face::queue::all_jobs(ctx, a.all || a.workspace.is_some())?;
+        if let Some(ws) = &a.workspace {
+            jobs.retain(|j| &j.workspace == ws);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        jobs.retain(|j| seen.insert(j.key()));
+        Ok(Answer::ok(json!({"status": "ok", "jobs": jobs})))
+    }
+}

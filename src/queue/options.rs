@@ -1,0 +1,22 @@
+//! How a dispatcher runs ([`Options`]): what `queue run` and `queue retry` ask of it, read by the
+//! main loop, the committer and the launcher alike.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use super::exec::Runner;
+
+/// How to dispatch.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub parallel: usize,
+    pub runner: Runner,
+    pub agent_cmd: String,
+    pub follow: bool,
+    pub secrets_file: Option<PathBuf>,
+    /// Redraw once a second (a terminal is watching).
+    pub tick: bool,
+    /// Start only these jobs (`WORKSPACE/JOB` keys; `queue retry`): the rest are left for
+    /// another dispatcher.
+    pub only: Option<BTreeSet<String>>,
+}
