@@ -245,6 +245,18 @@ impl Report for Claimed {
             let who = format!("{} ({}){tree}", c.held_by, c.holder_task);
             let file = show(&c.file);
             let what = match &c.held_claim {
+                // The same file in another worktree of the repository: `who` names the worktree.
+                Some(k)
+                    if c.holder_worktree.is_some()
+                        && !k.ends_with('/')
+                        && !k.contains(['*', '?']) =>
+                {
+                    if tail.is_empty() {
+                        format!("{file} is claimed by {who}")
+                    } else {
+                        format!("{file} is still claimed by {who}")
+                    }
+                }
                 Some(k) if *k != c.file => {
                     let relation = if k.ends_with('/') && c.file.starts_with(k.as_str()) {
                         "is inside"
@@ -359,6 +371,9 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     ))?;
     ctx.store.short_lived();
     let (id, outcome) = sessions::claim_as(&ctx.store, ctx.now, &ctx.caller(), &req)?;
+    for w in &outcome.warnings {
+        ctx.out.warn(w);
+    }
     print(ctx.out, &Claimed::new(outcome, ctx, &arg, &id))
 }
 

@@ -60,24 +60,11 @@ pub fn scratch_home(
         .prefix("conductor-empty-home-")
         .tempdir()
         .map_err(|e| Error::io("create a scratch home in", &std::env::temp_dir(), e))?;
-    let _ = STAND_IN.set((
+    crate::face::stand_in(
         scratch.path().display().to_string(),
         format!("{} (not created yet)", dir.display()),
-    ));
+    );
     Ok(Some(scratch))
-}
-
-/// The scratch home's location, and what to show for it.
-static STAND_IN: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
-
-/// Where the store is, as a person should read it: the home that does not exist yet rather
-/// than the scratch one standing in for it.
-pub fn shown_location(store: &conductor::store::Store) -> String {
-    let location = store.location();
-    match STAND_IN.get() {
-        Some((scratch, shown)) if location.contains(scratch.as_str()) => shown.clone(),
-        _ => location,
-    }
 }
 
 /// Refuse a read-only command on a home that was named (`--home`, `CONDUCTOR_HOME`) but does

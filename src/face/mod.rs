@@ -126,3 +126,22 @@ pub fn author(given: Option<String>) -> String {
         })
         .unwrap_or_else(|| "user".into())
 }
+
+/// The scratch home standing in for a default home that does not exist yet (a read-only
+/// command never creates it), and what to show for it.
+static STAND_IN: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+
+/// Record that the scratch home at `scratch` stands in for `shown`.
+pub fn stand_in(scratch: String, shown: String) {
+    let _ = STAND_IN.set((scratch, shown));
+}
+
+/// Where the store is, as a person should read it: the home that does not exist yet rather
+/// than the scratch one standing in for it.
+pub fn shown_location(store: &Store) -> String {
+    let location = store.location();
+    match STAND_IN.get() {
+        Some((scratch, shown)) if location.contains(scratch.as_str()) => shown.clone(),
+        _ => location,
+    }
+}

@@ -91,8 +91,7 @@ fn a_claim_in_one_worktree_refuses_the_same_file_in_another_naming_worktree_and_
     r.code(3);
     assert!(
         r.stdout.contains(&format!(
-            "is claimed by {a} through {} (A) in the worktree {} (branch main)",
-            p(&main, "src/x.rs"),
+            "CONFLICT: src/x.rs is claimed by {a} (A) in the worktree {} (branch main)",
             main.display()
         )),
         "{r:?}"

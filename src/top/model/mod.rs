@@ -368,7 +368,7 @@ pub fn read(store: &Store) -> Result<Overview> {
     let sessions: Sessions = store.read_doc(now)?;
     let queue: QueueDoc = store.read_doc(now)?;
     Ok(Overview::build(
-        crate::commands::read_only::shown_location(store),
+        crate::face::shown_location(store),
         seq,
         &state,
         &agents,
