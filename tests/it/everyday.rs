@@ -410,3 +410,54 @@ fn bad_ids_and_empty_paths_are_explained() {
     assert!(!error.contains("shorter than"), "{error}");
     assert!(hint.contains("src/"), "{hint}");
 }
+
+#[test]
+fn a_claim_of_a_missing_file_with_a_close_neighbour_adds_a_note() {
+    let env = TestEnv::new();
+    std::fs::write(env.project.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let a = env.start("typo", "P2");
+    let r = env.run(&["claim", "--instance", &a, "src/mian.rs", "src/brand_new.rs"]);
+    r.code(0);
+    assert!(
+        r.stderr
+            .contains("note: src/mian.rs does not exist; did you mean src/main.rs?"),
+        "{r:#?}"
+    );
+    assert!(
+        !r.stderr.contains("brand_new"),
+        "no note without a close name: {r:#?}"
+    );
+    // Still claimed: a file may be claimed before it is created.
+    assert_eq!(
+        env.state()["global_claims"][env.abs("src/mian.rs")],
+        a.as_str()
+    );
+    let r = env.run(&["claim", "--instance", &a, "src/main.rs"]);
+    assert!(!r.stderr.contains("note:"), "{r:#?}");
+}
+
+#[test]
+fn queue_add_takes_the_prompt_as_an_argument() {
+    let env = TestEnv::new();
+    let r = env.run(&["--json", "queue", "add", "Write a haiku"]);
+    r.code(0);
+    let r = env.run(&[
+        "--json",
+        "queue",
+        "add",
+        "--priority",
+        "P1",
+        "--",
+        "-v",
+        "flag-like",
+    ]);
+    r.code(0);
+    let show = env
+        .run(&["--json", "queue", "show", "default/job-1"])
+        .json();
+    assert_eq!(show["job"]["prompt"], "Write a haiku");
+    let show = env
+        .run(&["--json", "queue", "show", "default/job-2"])
+        .json();
+    assert_eq!(show["job"]["prompt"], "-v flag-like");
+}
