@@ -243,7 +243,11 @@ impl Report for Claimed {
             let file = show(&c.file);
             let what = match &c.held_claim {
                 Some(k) if *k != c.file => {
-                    let relation = if k.ends_with('/') && c.file.starts_with(k.as_str()) {
+                    let plain = |p: &str| !p.ends_with('/') && !p.contains(['*', '?']);
+                    let relation = if plain(k) && plain(&c.file) {
+                        // The same file seen from another git worktree of the repository.
+                        "is the same file as"
+                    } else if k.ends_with('/') && c.file.starts_with(k.as_str()) {
                         "is inside"
                     } else if k.contains(['*', '?']) && !c.file.contains(['*', '?']) {
                         "matches"
@@ -356,6 +360,9 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     ))?;
     ctx.store.short_lived();
     let (id, outcome) = sessions::claim_as(&ctx.store, ctx.now, &ctx.caller(), &req)?;
+    for w in &outcome.warnings {
+        ctx.out.warn(w);
+    }
     let cwd = ctx.cwd().ok();
     for f in &outcome.claimed {
         if let Some(close) = close_sibling(std::path::Path::new(f)) {
