@@ -461,3 +461,71 @@ fn queue_add_takes_the_prompt_as_an_argument() {
         .json();
     assert_eq!(show["job"]["prompt"], "-v flag-like");
 }
+
+/// A git repository (a `.git` directory is all conductor looks for) in the project, and a
+/// directory holding a `conductor` that PATH finds.
+fn repo_with_conductor_on_path(env: &TestEnv) -> (std::path::PathBuf, String) {
+    std::fs::create_dir_all(env.project.join(".git")).unwrap();
+    let bin_dir = env.root.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::os::unix::fs::symlink(bin(), bin_dir.join("conductor")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (env.project.join("src"), path)
+}
+
+#[test]
+fn integrate_from_a_subdirectory_installs_at_the_repository_root_with_a_portable_command() {
+    let env = TestEnv::new();
+    let (src, path) = repo_with_conductor_on_path(&env);
+    let mut c = env.cmd();
+    c.current_dir(&src)
+        .env("PATH", &path)
+        .args(["integrate", "claude"]);
+    let r = env.run_cmd(&mut c);
+    r.code(0);
+    assert!(
+        r.stdout.contains(&format!(
+            "Installed at the repository root {}",
+            env.project.display()
+        )),
+        "{r:#?}"
+    );
+    assert!(!src.join(".claude").exists(), "not in src/");
+    let settings = std::fs::read_to_string(env.project.join(".claude/settings.json")).unwrap();
+    assert!(settings.contains("\"conductor hook claude\""), "{settings}");
+    assert!(
+        !settings.contains(&bin().display().to_string()),
+        "{settings}"
+    );
+    // doctor, from the same subdirectory, says which form the hooks use.
+    let mut c = env.cmd();
+    c.current_dir(&src).env("PATH", &path).args(["doctor"]);
+    let r = env.run_cmd(&mut c);
+    assert!(
+        r.stdout.contains("hooks run `conductor` from the PATH"),
+        "{r:#?}"
+    );
+    // A user-level install names this binary by its absolute path.
+    let mut c = env.cmd();
+    c.current_dir(&src)
+        .env("PATH", &path)
+        .args(["integrate", "claude", "--user"]);
+    env.run_cmd(&mut c).code(0);
+    let user = std::fs::read_to_string(env.root.path().join(".claude/settings.json")).unwrap();
+    assert!(!user.contains("\"conductor hook claude\""), "{user}");
+    assert!(user.contains("/conductor hook claude"), "{user}");
+}
+
+#[test]
+fn a_session_started_in_a_subdirectory_belongs_to_the_repository() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.project.join(".git")).unwrap();
+    let r = env.run_in(&env.project.join("src"), &["--json", "start", "work"]);
+    r.code(0);
+    let id = r.json()["instance_id"].as_str().unwrap().to_string();
+    assert_eq!(env.instance(&id).unwrap()["project"], "proj");
+}

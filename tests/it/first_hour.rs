@@ -175,17 +175,21 @@ fn the_usage_line_does_not_show_options_set_from_the_environment() {
         &[("CONDUCTOR_STORE", ""), ("CONDUCTOR_LOCK_TIMEOUT", "2")],
     );
     r.code(2);
+    // One line of error, one of hint: the hint carries the usage line.
     let usage = r
         .stderr
         .lines()
-        .find(|l| l.starts_with("Usage:"))
+        .find(|l| l.starts_with("hint: usage:"))
         .unwrap_or_default();
-    assert_eq!(usage, "Usage: conductor claim <FILE>...", "{r:?}");
+    assert_eq!(
+        usage, "hint: usage: conductor claim <FILE>... (more in `conductor claim --help`)",
+        "{r:?}"
+    );
     // The same for a command's own options (the shell integration sets CONDUCTOR_OWNER_PID).
     let r = env.run_env(&["start"], &[("CONDUCTOR_OWNER_PID", "1")]);
     r.code(2);
     assert!(
-        r.stderr.contains("Usage: conductor start <TASK>\n"),
+        r.stderr.contains("usage: conductor start <TASK> ("),
         "{r:?}"
     );
     // The variables are still read: a bad timeout is a usage error naming the variable, and
