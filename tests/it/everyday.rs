@@ -529,3 +529,24 @@ fn a_session_started_in_a_subdirectory_belongs_to_the_repository() {
     let id = r.json()["instance_id"].as_str().unwrap().to_string();
     assert_eq!(env.instance(&id).unwrap()["project"], "proj");
 }
+
+#[test]
+fn a_handoff_may_name_its_recipient_with_next() {
+    let env = TestEnv::new();
+    let ok = env.run_stdin(
+        &["artifact", "validate", "-"],
+        "[handoff]\nnext: @reviewer\ncontext: the parser is done\n[/handoff]\n",
+    );
+    ok.code(0);
+    let ok = env.run_stdin(
+        &["artifact", "validate", "-"],
+        "[handoff]\nto: @reviewer\n[/handoff]\n",
+    );
+    ok.code(0);
+    let bad = env.run_stdin(
+        &["artifact", "validate", "-"],
+        "[handoff]\ncontext: x\n[/handoff]\n",
+    );
+    bad.code(2);
+    assert!(bad.stdout.contains("`to:` field (or `next:`)"), "{bad:#?}");
+}
