@@ -6,7 +6,8 @@
 //! one. `input`, `input_card`, `telemetry` and `telemetry_card` are aliases of `input-card` and
 //! `telemetry-card`. A bracketed word that is not a known block and is never closed (`[WIP]`)
 //! is text; an unknown name that is closed (`[foo] ... [/foo]`) is an unknown block.
-//! Text inside code fences is not read; markdown links (`[text](url)`), reference definitions
+//! `[handoff]` names its recipient as `to:` (Canopy's grammar) or `next:` (CanopyKit's composer,
+//! `next: @agent`): either is accepted. Text inside code fences is not read; markdown links (`[text](url)`), reference definitions
 //! (`[x]: url`) and list checkboxes (`- [ ]`, `- [x]`) are not blocks.
 
 use serde::Serialize;
@@ -317,12 +318,22 @@ fn field<'a>(content: &'a [String], key: &str) -> Option<&'a str> {
 }
 
 fn check_block(open: &Open, v: &mut Verdict) {
+    // `[handoff]` names its recipient as `to:` (Canopy) or `next:` (CanopyKit's composer).
+    let handoff_next =
+        open.name == "handoff" && field(&open.content, "next").is_some_and(|n| !n.is_empty());
     if let Some((_, Some(req))) = CANOPY_BLOCKS.iter().find(|(b, _)| *b == open.name)
         && field(&open.content, req).is_none_or(str::is_empty)
+        && !handoff_next
     {
         v.errors.push(format!(
-            "line {}: `[{}]` needs a non-empty `{req}:` field",
-            open.line, open.name
+            "line {}: `[{}]` needs a non-empty `{req}:` field{}",
+            open.line,
+            open.name,
+            if open.name == "handoff" {
+                " (or `next:`)"
+            } else {
+                ""
+            }
         ));
     }
     if open.name == "signal"

@@ -160,9 +160,6 @@ impl Report for Claimed {
         let o = &self.outcome;
         if o.conflicts.is_empty() && o.lost.is_empty() {
             let mut v = json!({"status": "ok", "claimed": o.claimed, "message": "Files claimed. Safe to edit."});
-            if !o.tokens.is_empty() {
-                v["tokens"] = json!(o.tokens);
-            }
             if !o.forced.is_empty() {
                 v["forced"] = json!(o.forced);
             }
@@ -245,20 +242,12 @@ impl Report for Claimed {
             let who = format!("{} ({}){tree}", c.held_by, c.holder_task);
             let file = show(&c.file);
             let what = match &c.held_claim {
-                // The same file in another worktree of the repository: `who` names the worktree.
-                Some(k)
-                    if c.holder_worktree.is_some()
-                        && !k.ends_with('/')
-                        && !k.contains(['*', '?']) =>
-                {
-                    if tail.is_empty() {
-                        format!("{file} is claimed by {who}")
-                    } else {
-                        format!("{file} is still claimed by {who}")
-                    }
-                }
                 Some(k) if *k != c.file => {
-                    let relation = if k.ends_with('/') && c.file.starts_with(k.as_str()) {
+                    let plain = |p: &str| !p.ends_with('/') && !p.contains(['*', '?']);
+                    let relation = if plain(k) && plain(&c.file) {
+                        // The same file seen from another git worktree of the repository.
+                        "is the same file as"
+                    } else if k.ends_with('/') && c.file.starts_with(k.as_str()) {
                         "is inside"
                     } else if k.contains(['*', '?']) && !c.file.contains(['*', '?']) {
                         "matches"
@@ -374,7 +363,68 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     for w in &outcome.warnings {
         ctx.out.warn(w);
     }
+    let cwd = ctx.cwd().ok();
+    for f in &outcome.claimed {
+        if let Some(close) = close_sibling(std::path::Path::new(f)) {
+            ctx.out.status(&format!(
+                "note: {} does not exist; did you mean {}? (claimed anyway: a file may be claimed before it is created)",
+                display_path(f, cwd.as_deref()),
+                display_path(&close.to_string_lossy(), cwd.as_deref())
+            ));
+        }
+    }
     print(ctx.out, &Claimed::new(outcome, ctx, &arg, &id))
+}
+
+/// For a claimed file that does not exist: an existing entry beside it whose name is one or
+/// two edits away (`src/mian.rs` -> `src/main.rs`), the likely typo.
+fn close_sibling(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    if name.contains(['*', '?']) || path.to_string_lossy().ends_with('/') || path.exists() {
+        return None;
+    }
+    let parent = path.parent()?;
+    let mut best: Option<(usize, std::path::PathBuf)> = None;
+    for entry in std::fs::read_dir(parent).ok()?.flatten().take(10_000) {
+        let other = entry.file_name();
+        let Some(other) = other.to_str() else {
+            continue;
+        };
+        let d = edit_distance(name, other);
+        let limit = if name.chars().count() <= 4 { 1 } else { 2 };
+        if d > 0 && d <= limit && best.as_ref().is_none_or(|(b, _)| d < *b) {
+            best = Some((d, entry.path()));
+        }
+    }
+    best.map(|(_, p)| p)
+}
+
+/// Damerau-Levenshtein distance (optimal string alignment): a swap of two neighbours is one edit.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    if a.len().abs_diff(b.len()) > 2 {
+        return usize::MAX;
+    }
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 /// Run a claim request (`op`: its answer is JSON, which names no next step).

@@ -28,13 +28,16 @@ registered beside them: claude .mcp.json (--user: ~/.claude.json), cursor .curso
 conductor integrate claude                 # this project: ./.claude/\n  \
 conductor integrate codex --user           # every project: ~/.codex/hooks.json\n  \
 conductor integrate cursor --uninstall     # remove exactly what was added\n\n\
-Hook commands name this binary by its absolute path; run `integrate` again after moving it \
-(`conductor doctor` reports an integration whose binary is gone).")]
+In a project, hook commands run `conductor` from PATH when there is one there (the files are \
+committed and must work on every teammate's machine), else this binary by its absolute path; \
+with --user always by its absolute path. Run `integrate` again after moving it (`conductor \
+doctor` reports which form is used, and an integration whose binary is gone).")]
 pub struct IntegrateArgs {
     /// Which agent to integrate with.
     #[arg(value_enum)]
     pub agent: Agent,
-    /// Install into DIR/.AGENT/ [default: the current directory, also for `--project` alone].
+    /// Install into DIR/.AGENT/ [default: the root of the git repository holding the current
+    /// directory, else the current directory; `--project` alone: the current directory].
     #[arg(long, value_name = "DIR", conflicts_with = "user", num_args = 0..=1, default_missing_value = ".")]
     pub project: Option<PathBuf>,
     /// Install into ~/.AGENT/ (every project of this user).
@@ -77,18 +80,38 @@ impl Report for Integrated {
 
 /// Run `integrate`.
 pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
+    let from = conductor::host::current_dir().ok();
     let scope = integrations::Scope::new(args.project, args.user, args.trust_project)?;
+    // Project files are committed: they name `conductor` (on PATH), not this machine's path.
+    integrations::set_portable(!args.user);
     let done = if args.uninstall {
         integrations::uninstall(args.agent, &scope)?
     } else {
         integrations::install(args.agent, &scope)?
     };
+    let mut changes = done.changes;
+    if let Some(cwd) = from.filter(|c| !args.user && *c != scope.root && !changes.is_empty()) {
+        changes.insert(
+            0,
+            format!(
+                "Installed at the repository root {} (run from {}; --project . installs here instead)",
+                scope.root.display(),
+                cwd.display()
+            ),
+        );
+    }
+    if !args.uninstall && !changes.is_empty() {
+        changes.push(match integrations::program()? {
+            p if p == "conductor" => "The hooks run `conductor` from PATH: the files can be committed for the whole team.".to_string(),
+            p => format!("The hooks run {p}{}", if args.user { "" } else { " (no `conductor` on PATH: this machine's path; install conductor on PATH and run integrate again before committing these files)" }),
+        });
+    }
     super::print(
         out,
         &Integrated {
             agent: args.agent,
             dir: done.dir,
-            changes: done.changes,
+            changes,
         },
     )
 }

@@ -18,7 +18,8 @@ use conductor::protocol::{Priority, Source};
 pub struct StartArgs {
     /// What this session is going to do.
     pub task: String,
-    /// Project name [default: the working directory's name].
+    /// Project name [default: the name of the git repository holding the working directory,
+    /// else the working directory's name].
     #[arg(long)]
     pub project: Option<String>,
     /// Task priority; non-P1 work may be blocked by the sprint focus or north stars.
@@ -46,7 +47,9 @@ impl StartArgs {
         let dir = working_directory(self.dir.as_deref())?;
         let project = match self.project {
             Some(p) => p,
-            None => Path::new(&dir)
+            // The repository's name, from any directory inside it (`src/` is not a project).
+            None => conductor::host::repository_root(Path::new(&dir))
+                .unwrap_or_else(|| Path::new(&dir).to_path_buf())
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "root".into()),

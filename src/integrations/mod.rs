@@ -63,7 +63,12 @@ impl Scope {
                 Some(p) if p.is_absolute() => p,
                 Some(p) if p.as_os_str() == "." => crate::host::current_dir()?,
                 Some(p) => crate::host::current_dir()?.join(p),
-                None => crate::host::current_dir()?,
+                // The repository's root, from any directory inside it (teams commit the
+                // settings there; `src/.claude/` would be found by nobody).
+                None => {
+                    let cwd = crate::host::current_dir()?;
+                    crate::host::repository_root(&cwd).unwrap_or(cwd)
+                }
             }
         };
         if !root.is_dir() {
@@ -141,7 +146,8 @@ pub fn check(agent: Agent, root: &Path, user: bool) -> Check {
 pub fn checks() -> (Vec<Finding>, Vec<Agent>) {
     let mut roots = Vec::new();
     if let Ok(d) = crate::host::current_dir() {
-        roots.push(d);
+        // Where `integrate` installs from here: the repository's root.
+        roots.push(crate::host::repository_root(&d).unwrap_or(d));
     }
     if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
         roots.push(PathBuf::from(h));
@@ -195,8 +201,34 @@ pub fn tools(hooked: &[Agent], t: &mut crate::health::Tools) {
     }
 }
 
-/// The absolute path of this binary, symlinks resolved: what hooks and configurations run.
+/// Whether hooks and configurations name conductor as `conductor` (found on PATH) rather than
+/// by this machine's absolute path: for project files, which teams commit ([`set_portable`]).
+static PORTABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Name conductor as `conductor` in what is installed next, when a `conductor` is on PATH
+/// (a project install); else, and for user installs, by its absolute path.
+pub fn set_portable(on: bool) {
+    PORTABLE.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// A `conductor` executable on PATH, if there is one.
+pub fn on_path() -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join("conductor"))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// What hooks and configurations run: `conductor` (see [`set_portable`]), else the absolute
+/// path of this binary, symlinks resolved.
 pub fn program() -> Result<String> {
+    if PORTABLE.load(std::sync::atomic::Ordering::Relaxed) && on_path().is_some() {
+        return Ok("conductor".into());
+    }
     let exe = std::env::current_exe().map_err(|e| Error::io("find", Path::new("conductor"), e))?;
     let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
     exe.into_os_string().into_string().map_err(|_| {

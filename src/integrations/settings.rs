@@ -475,14 +475,24 @@ pub fn check(
             Finding::good(
                 file,
                 format!(
-                    "the {} hooks run `{prog}` from the PATH the agent runs hooks with; \
-                     `conductor integrate {}` again names the binary by its absolute path",
-                    agent.product(),
-                    agent.name()
+                    "the {} hooks run `{prog}` from the PATH the agent runs hooks with \
+                     (portable: the file works on every machine with conductor on PATH)",
+                    agent.product()
                 ),
             )
         } else {
-            Finding::good(file, format!("{} hooks run {prog}", agent.product()))
+            Finding::good(
+                file,
+                format!(
+                    "{} hooks run {prog} (this machine's absolute path{})",
+                    agent.product(),
+                    if user {
+                        ""
+                    } else {
+                        "; with conductor on PATH, `conductor integrate` again writes `conductor`, which teammates can use"
+                    }
+                ),
+            )
         });
     }
     super::Check {

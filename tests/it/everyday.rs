@@ -410,3 +410,143 @@ fn bad_ids_and_empty_paths_are_explained() {
     assert!(!error.contains("shorter than"), "{error}");
     assert!(hint.contains("src/"), "{hint}");
 }
+
+#[test]
+fn a_claim_of_a_missing_file_with_a_close_neighbour_adds_a_note() {
+    let env = TestEnv::new();
+    std::fs::write(env.project.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let a = env.start("typo", "P2");
+    let r = env.run(&["claim", "--instance", &a, "src/mian.rs", "src/brand_new.rs"]);
+    r.code(0);
+    assert!(
+        r.stderr
+            .contains("note: src/mian.rs does not exist; did you mean src/main.rs?"),
+        "{r:#?}"
+    );
+    assert!(
+        !r.stderr.contains("brand_new"),
+        "no note without a close name: {r:#?}"
+    );
+    // Still claimed: a file may be claimed before it is created.
+    assert_eq!(
+        env.state()["global_claims"][env.abs("src/mian.rs")],
+        a.as_str()
+    );
+    let r = env.run(&["claim", "--instance", &a, "src/main.rs"]);
+    assert!(!r.stderr.contains("note:"), "{r:#?}");
+}
+
+#[test]
+fn queue_add_takes_the_prompt_as_an_argument() {
+    let env = TestEnv::new();
+    let r = env.run(&["--json", "queue", "add", "Write a haiku"]);
+    r.code(0);
+    let r = env.run(&[
+        "--json",
+        "queue",
+        "add",
+        "--priority",
+        "P1",
+        "--",
+        "-v",
+        "flag-like",
+    ]);
+    r.code(0);
+    let show = env
+        .run(&["--json", "queue", "show", "default/job-1"])
+        .json();
+    assert_eq!(show["job"]["prompt"], "Write a haiku");
+    let show = env
+        .run(&["--json", "queue", "show", "default/job-2"])
+        .json();
+    assert_eq!(show["job"]["prompt"], "-v flag-like");
+}
+
+/// A git repository (a `.git` directory is all conductor looks for) in the project, and a
+/// directory holding a `conductor` that PATH finds.
+fn repo_with_conductor_on_path(env: &TestEnv) -> (std::path::PathBuf, String) {
+    std::fs::create_dir_all(env.project.join(".git")).unwrap();
+    let bin_dir = env.root.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::os::unix::fs::symlink(bin(), bin_dir.join("conductor")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (env.project.join("src"), path)
+}
+
+#[test]
+fn integrate_from_a_subdirectory_installs_at_the_repository_root_with_a_portable_command() {
+    let env = TestEnv::new();
+    let (src, path) = repo_with_conductor_on_path(&env);
+    let mut c = env.cmd();
+    c.current_dir(&src)
+        .env("PATH", &path)
+        .args(["integrate", "claude"]);
+    let r = env.run_cmd(&mut c);
+    r.code(0);
+    assert!(
+        r.stdout.contains(&format!(
+            "Installed at the repository root {}",
+            env.project.display()
+        )),
+        "{r:#?}"
+    );
+    assert!(!src.join(".claude").exists(), "not in src/");
+    let settings = std::fs::read_to_string(env.project.join(".claude/settings.json")).unwrap();
+    assert!(settings.contains("\"conductor hook claude\""), "{settings}");
+    assert!(
+        !settings.contains(&bin().display().to_string()),
+        "{settings}"
+    );
+    // doctor, from the same subdirectory, says which form the hooks use.
+    let mut c = env.cmd();
+    c.current_dir(&src).env("PATH", &path).args(["doctor"]);
+    let r = env.run_cmd(&mut c);
+    assert!(
+        r.stdout.contains("hooks run `conductor` from the PATH"),
+        "{r:#?}"
+    );
+    // A user-level install names this binary by its absolute path.
+    let mut c = env.cmd();
+    c.current_dir(&src)
+        .env("PATH", &path)
+        .args(["integrate", "claude", "--user"]);
+    env.run_cmd(&mut c).code(0);
+    let user = std::fs::read_to_string(env.root.path().join(".claude/settings.json")).unwrap();
+    assert!(!user.contains("\"conductor hook claude\""), "{user}");
+    assert!(user.contains("/conductor hook claude"), "{user}");
+}
+
+#[test]
+fn a_session_started_in_a_subdirectory_belongs_to_the_repository() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.project.join(".git")).unwrap();
+    let r = env.run_in(&env.project.join("src"), &["--json", "start", "work"]);
+    r.code(0);
+    let id = r.json()["instance_id"].as_str().unwrap().to_string();
+    assert_eq!(env.instance(&id).unwrap()["project"], "proj");
+}
+
+#[test]
+fn a_handoff_may_name_its_recipient_with_next() {
+    let env = TestEnv::new();
+    let ok = env.run_stdin(
+        &["artifact", "validate", "-"],
+        "[handoff]\nnext: @reviewer\ncontext: the parser is done\n[/handoff]\n",
+    );
+    ok.code(0);
+    let ok = env.run_stdin(
+        &["artifact", "validate", "-"],
+        "[handoff]\nto: @reviewer\n[/handoff]\n",
+    );
+    ok.code(0);
+    let bad = env.run_stdin(
+        &["artifact", "validate", "-"],
+        "[handoff]\ncontext: x\n[/handoff]\n",
+    );
+    bad.code(2);
+    assert!(bad.stdout.contains("`to:` field (or `next:`)"), "{bad:#?}");
+}

@@ -260,7 +260,7 @@ const EXPECTED: &[(&str, &str, &[(&str, usize)])] = &[
     (
         "README.md",
         "CONFLICT, exit 3",
-        &[("CONFLICT: src/api/users.rs is claimed by", 1)],
+        &[("CONFLICT: src/api/users.rs is inside src/api/, which", 1)],
     ),
     (
         "README.md",

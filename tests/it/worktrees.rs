@@ -91,7 +91,8 @@ fn a_claim_in_one_worktree_refuses_the_same_file_in_another_naming_worktree_and_
     r.code(3);
     assert!(
         r.stdout.contains(&format!(
-            "CONFLICT: src/x.rs is claimed by {a} (A) in the worktree {} (branch main)",
+            "src/x.rs is the same file as {}, which {a} (A) in the worktree {} (branch main) holds",
+            p(&main, "src/x.rs"),
             main.display()
         )),
         "{r:?}"

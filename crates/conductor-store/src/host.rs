@@ -92,3 +92,11 @@ fn parent_of(pid: u32) -> Option<u32> {
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
 }
+
+/// The root of the git repository (or worktree) holding `dir`: the nearest directory, `dir`
+/// included, with a `.git` entry (a directory, or a worktree's `.git` file). `None` outside one.
+pub fn repository_root(dir: &std::path::Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").symlink_metadata().is_ok())
+        .map(|d| d.to_path_buf())
+}

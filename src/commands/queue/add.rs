@@ -1,4 +1,4 @@
-//! `conductor queue add [OPTIONS] [-- PROMPT...]`: submit one job without writing a manifest
+//! `conductor queue add [OPTIONS] [PROMPT...]`: submit one job without writing a manifest
 //! (as `pueue add` and `tsp` do). The job goes through the same checks as a manifest's.
 
 use std::io::{IsTerminal, Read};
@@ -12,12 +12,14 @@ use conductor::error::{Error, Result};
 use conductor::queue::{JobPriority, QueueDoc, manifest};
 
 /// The long help of `queue add`.
-pub const ABOUT: &str = "Submit one job: its prompt is the words after `--`, or stdin when there are none.\n\
+pub const ABOUT: &str = "Submit one job: its prompt is the words after the options (quoted, or after `--` when\n\
+they start with a dash), or stdin when there are none.\n\
 Prints the job as WORKSPACE/JOB (with --json, the submit object). The job goes to workspace\n\
 `default` unless --workspace (or --after WORKSPACE/JOB) names another, and is called job-N\n\
 (the next free number among the workspace's live jobs) unless --id names it.\n\
 \n\
 Examples:\n\
+  conductor queue add 'Write a haiku'\n\
   conductor queue add -- Write the release notes for 1.2\n\
   conductor queue add --after job-1 --priority P1 -- Translate the release notes\n\
   conductor queue add --id fix-lint < prompt.md";
@@ -49,8 +51,8 @@ pub struct AddArgs {
     /// A success criterion (the prompt asks the agent to mark it in RESULT.md). Repeatable.
     #[arg(long, value_name = "TEXT")]
     pub outcome: Vec<String>,
-    /// The prompt (the words after `--`); read from stdin when absent.
-    #[arg(last = true, value_name = "PROMPT")]
+    /// The prompt: the words after the options (or after `--`); read from stdin when absent.
+    #[arg(value_name = "PROMPT", trailing_var_arg = true)]
     pub prompt: Vec<String>,
 }
 
@@ -60,7 +62,7 @@ pub fn run(ctx: &Ctx, a: AddArgs) -> Result<u8> {
     let prompt = if a.prompt.is_empty() {
         if std::io::stdin().is_terminal() {
             return Err(bad(
-                "no prompt: give it after `--` (conductor queue add -- TEXT) or on stdin".into(),
+                "no prompt: give it as an argument (conductor queue add 'TEXT') or on stdin".into(),
             ));
         }
         let mut s = String::new();

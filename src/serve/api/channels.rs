@@ -100,29 +100,88 @@ pub(super) fn post(store: &Store, now: Timestamp, req: &Req, me: &str, raw: &str
     ))
 }
 
+/// What a mention claim names, as Canopy's server takes it: exactly one of `mention_id`,
+/// `inbox_id` (`inbox_item_id`, `item_id` and `id` are older spellings of it), or
+/// `source_type` + `source_id` (the message: the caller's mention of it, else its inbox item).
+/// In the query string (GET, DELETE) or the JSON body.
 pub(super) fn claim_target(
+    store: &Store,
+    now: Timestamp,
     req: &Req,
     body: &Map<String, Value>,
+    me: &str,
 ) -> std::result::Result<String, Reply> {
-    for k in ["mention_id", "inbox_item_id", "item_id", "id"] {
+    let get = |k: &str| -> std::result::Result<Option<String>, Reply> {
         if let Some(v) = req.param(k) {
-            return Ok(v.to_string());
+            return Ok(Some(v.to_string()));
         }
         match body.get(k) {
-            Some(Value::String(s)) => return Ok(s.clone()),
-            Some(_) => return Err(bad(k, format!("`{k}` must be a string"))),
-            None => {}
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            None | Some(Value::Null) => Ok(None),
+            Some(_) => Err(bad(k, format!("`{k}` must be a string"))),
+        }
+    };
+    let mention = get("mention_id")?;
+    let mut inbox = None;
+    for k in ["inbox_id", "inbox_item_id", "item_id", "id"] {
+        if let Some(v) = get(k)? {
+            inbox = Some(v);
+            break;
         }
     }
-    Err(bad(
-        "mention_id",
-        "`mention_id` (or `inbox_item_id`) is required",
-    ))
+    let source = (get("source_type")?, get("source_id")?);
+    let by_source = source.0.is_some() || source.1.is_some();
+    let given =
+        usize::from(mention.is_some()) + usize::from(inbox.is_some()) + usize::from(by_source);
+    if given != 1 {
+        return Err(bad(
+            "mention_id",
+            "give exactly one of `mention_id`, `inbox_id`, or `source_type` + `source_id`",
+        ));
+    }
+    if let Some(id) = mention.or(inbox) {
+        return Ok(id);
+    }
+    let (Some(st), Some(sid)) = source else {
+        return Err(bad(
+            "source_id",
+            "`source_type` and `source_id` go together",
+        ));
+    };
+    let snapshot: Inbox = lib(agents::inbox_files::snapshot(
+        store,
+        now,
+        &agents::inbox_files::Scope::All,
+    ))?;
+    let mine = |agent: &str| agent == me;
+    snapshot
+        .mentions
+        .values()
+        .find(|m| mine(&m.agent) && m.source_type == st && m.source_id == sid)
+        .map(|m| m.id.clone())
+        .or_else(|| {
+            snapshot
+                .items
+                .values()
+                .find(|i| mine(&i.agent) && i.source_type == st && i.source_id == sid)
+                .map(|i| i.id.clone())
+        })
+        .ok_or_else(|| {
+            Reply::error(
+                404,
+                "unknown_item",
+                format!(
+                    "no mention or inbox item of yours for {} `{}`",
+                    conductor::text::printable(&st),
+                    conductor::text::printable(&sid)
+                ),
+            )
+        })
 }
 
 pub(super) fn mention_claim(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
     let body = req.json()?;
-    let id = claim_target(req, &body)?;
+    let id = claim_target(store, now, req, &body, me)?;
     let now_ms = agents::now_ms();
     match req.method {
         Method::Get => {
@@ -156,16 +215,8 @@ pub(super) fn mention_claim(store: &Store, now: Timestamp, req: &Req, me: &str) 
                     )
                 })?,
             };
-            if ops::check_ttl(ttl).is_err() {
-                return Err(bad(
-                    "ttl_seconds",
-                    format!(
-                        "`ttl_seconds` is {} to {} seconds, not {ttl}",
-                        agents::TTL_MIN,
-                        agents::TTL_MAX
-                    ),
-                ));
-            }
+            // Clamped into range, as Canopy's server does (the CLI refuses instead).
+            let ttl = ttl.clamp(agents::TTL_MIN, agents::TTL_MAX);
             let takeover = body
                 .get("takeover")
                 .and_then(Value::as_bool)
