@@ -349,10 +349,13 @@ pub fn overlapping_claims(
     globs: &[String],
     key: &str,
 ) -> Vec<(String, String, claims::Overlap)> {
+    let spellings = st.repos.spellings(key);
     let mut out: Vec<(String, String, claims::Overlap)> = Vec::new();
-    for spelling in st.repos.spellings(key) {
-        for (k, h, o) in claims::overlapping(&st.global_claims, globs, &spelling) {
-            if !out.iter().any(|(seen, _, _)| seen == k) {
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for spelling in &spellings {
+        for (k, h, o) in claims::overlapping(&st.global_claims, globs, spelling) {
+            // One spelling (no other worktree): `overlapping` lists each key once already.
+            if spellings.len() == 1 || seen.insert(k) {
                 out.push((k.to_string(), h.to_string(), o));
             }
         }
