@@ -505,6 +505,12 @@ fn integrations(integrated: &mut Vec<conductor::hooks::Agent>) -> Vec<Finding> {
                     integrated.push(agent);
                 }
                 out.push(crate::commands::integrate_mcp::finding(agent, root, user));
+                // The live check: the hook command, driven with the agent's payload.
+                let here = conductor::host::current_dir().unwrap_or_else(|_| root.clone());
+                out.push(live_check(
+                    &path,
+                    crate::commands::integrate_check::run(agent, &here, user),
+                ));
             }
             for prog in programs {
                 let file = path.display().to_string();
@@ -546,6 +552,72 @@ fn integrations(integrated: &mut Vec<conductor::hooks::Agent>) -> Vec<Finding> {
                 });
             }
         }
+    }
+    out.extend(pi(integrated));
+    out
+}
+
+/// A live check as a finding about `file`.
+fn live_check(file: &std::path::Path, c: crate::commands::integrate_check::Check) -> Finding {
+    Finding {
+        file: file.display().to_string(),
+        ok: c.enforced,
+        detail: c.line(),
+        repair: (!c.enforced).then(|| {
+            format!(
+                "fix what the live check names, then run `conductor integrate {}` again",
+                c.agent
+            )
+        }),
+    }
+}
+
+/// Pi: whether Pi loads conductor's extension in this directory (user-level, or a project
+/// extension an earlier conductor installed, which Pi 1.x loads only in a trusted project), and
+/// the live check.
+fn pi(integrated: &mut Vec<conductor::hooks::Agent>) -> Vec<Finding> {
+    use crate::commands::{integrate_pi as p, integrate_plugin as plugin};
+    let (Ok(here), Ok(home)) = (conductor::host::current_dir(), p::home()) else {
+        return Vec::new();
+    };
+    let user_ext = p::extension_path(&home);
+    let project_ext = p::project_extension_path(&here);
+    let file = if plugin::is_installed(&user_ext) {
+        user_ext
+    } else if plugin::is_installed(&project_ext) {
+        project_ext
+    } else {
+        return Vec::new();
+    };
+    integrated.push(conductor::hooks::Agent::Pi);
+    let cli = p::pi_cli();
+    let l = p::loads_in(&here, &home, cli.as_ref());
+    let version = cli
+        .as_ref()
+        .and_then(|c| c.version.clone())
+        .map_or("Pi (not on PATH)".to_string(), |v| format!("Pi {v}"));
+    // Not acting in a directory that was never integrated is by design, not a problem.
+    let by_design = l.detail.starts_with("extension not active here");
+    let mut out = vec![Finding {
+        file: file.display().to_string(),
+        ok: l.loads || by_design,
+        detail: format!(
+            "{version} {} here: {}",
+            if l.loads {
+                "loads the extension"
+            } else {
+                "does NOT load the extension"
+            },
+            l.detail
+        ),
+        repair: (!l.loads && !by_design)
+            .then(|| "run `conductor integrate pi` in this project".to_string()),
+    }];
+    if l.loads {
+        out.push(live_check(
+            &file,
+            crate::commands::integrate_check::run(conductor::hooks::Agent::Pi, &here, false),
+        ));
     }
     out
 }

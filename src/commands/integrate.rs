@@ -113,6 +113,10 @@ pub struct Integrated {
     pub agent: Agent,
     pub dir: PathBuf,
     pub changes: Vec<String>,
+    /// Whether the agent will load the integration here (Pi), said after the changes.
+    pub notes: Vec<String>,
+    /// The live check (`integrate_check`), after an install.
+    pub check: Option<super::integrate_check::Check>,
 }
 
 impl Report for Integrated {
@@ -122,14 +126,25 @@ impl Report for Integrated {
         } else {
             format!("{} integration updated.", self.agent.product())
         };
-        json!({"status": "ok", "agent": self.agent.name(), "directory": self.dir.display().to_string(),
-               "changes": self.changes, "message": message})
+        let mut v = json!({"status": "ok", "agent": self.agent.name(), "directory": self.dir.display().to_string(),
+               "changes": self.changes, "message": message});
+        if !self.notes.is_empty() {
+            v["notes"] = json!(self.notes);
+        }
+        if let Some(c) = &self.check {
+            v["live_check"] = json!(c);
+        }
+        v
     }
     fn to_text(&self) -> String {
-        if self.changes.is_empty() {
-            return format!("Nothing to change in {}.", self.dir.display());
-        }
-        self.changes.join("\n")
+        let mut lines = if self.changes.is_empty() {
+            vec![format!("Nothing to change in {}.", self.dir.display())]
+        } else {
+            self.changes.clone()
+        };
+        lines.extend(self.notes.iter().cloned());
+        lines.extend(self.check.as_ref().map(|c| c.line()));
+        lines.join("\n")
     }
 }
 
@@ -159,6 +174,48 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
             format!("{} is not a directory", root.display()),
         ));
     }
+    if args.agent == Agent::Pi {
+        let home = super::integrate_pi::home()?;
+        let (mut notes, mut check) = (Vec::new(), None);
+        let changes = if args.uninstall {
+            super::integrate_pi::uninstall(&root, args.user, &home)?
+        } else {
+            super::integrate_pi::install(&root, args.user, &home, &hook_program()?)?
+        };
+        if !args.uninstall {
+            let project = if args.user {
+                conductor::host::current_dir()?
+            } else {
+                root.clone()
+            };
+            let cli = super::integrate_pi::pi_cli();
+            let l = super::integrate_pi::loads_in(&project, &home, cli.as_ref());
+            notes.push(format!(
+                "Pi {}: {}",
+                if l.loads {
+                    "loads it here"
+                } else {
+                    "does NOT load it here"
+                },
+                l.detail
+            ));
+            check = Some(super::integrate_check::run(Agent::Pi, &project, args.user));
+        }
+        let dir = super::integrate_pi::extension_path(&home)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or(home);
+        return super::print(
+            out,
+            &Integrated {
+                agent: Agent::Pi,
+                dir,
+                changes,
+                notes,
+                check,
+            },
+        );
+    }
     if super::integrate_plugin::is_plugin_agent(args.agent) {
         use super::integrate_plugin as plugin;
         let path = plugin::location(args.agent, &root, args.user);
@@ -177,6 +234,8 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
                 agent,
                 dir,
                 changes,
+                notes: Vec::new(),
+                check: None,
             },
         );
     }
@@ -190,6 +249,7 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
     // file then gets its original bytes back from the hooks' manifest).
     let mcp = super::integrate_mcp::target(args.agent, &root, args.user);
     let project = (!args.user).then_some(root.as_path());
+    let check: Option<super::integrate_check::Check> = None;
     let changes = if args.uninstall {
         let mut c = super::integrate_mcp::uninstall(&mcp, &dir.join(MANIFEST))?;
         if args.agent == Agent::Codex {
@@ -212,12 +272,25 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
         )?);
         c
     };
+    let check = match check {
+        Some(c) => Some(c),
+        None if args.uninstall => None,
+        None => {
+            let here = match project {
+                Some(p) => p.to_path_buf(),
+                None => conductor::host::current_dir()?,
+            };
+            Some(super::integrate_check::run(args.agent, &here, args.user))
+        }
+    };
     super::print(
         out,
         &Integrated {
             agent: args.agent,
             dir,
             changes,
+            notes: Vec::new(),
+            check,
         },
     )
 }

@@ -12,6 +12,10 @@
 //!      back before step 2 and must be fresh again after it) and releases its claims at its end.
 //!
 //! Steps 2 and 3 wait on gate files (`wait_for`), so the test looks at the home at known points.
+//!
+//! Two agent sets (tests/e2e/agents.txt): `pinned`, what CI runs, and `newest`, each agent's
+//! newest release (Pi 1.6 from `@earendil-works/pi-coding-agent`, on Node 22), selected with
+//! CONDUCTOR_AGENTS=newest (`CONDUCTOR_AGENTS=newest ./test --test it e2e_agents::`).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -23,7 +27,7 @@ use serde_json::{Value, json};
 use crate::common::TestEnv;
 use conductor::time::Timestamp;
 
-const INSTALL: &str = "run ./test, or tests/e2e/install.sh (npm -g, the pinned agent CLIs)";
+const INSTALL: &str = "run ./test, or tests/e2e/install.sh (npm -g, the agent CLIs of tests/e2e/agents.txt; CONDUCTOR_AGENTS=newest for the newest set)";
 /// The model server's port inside each run's private network namespace.
 const PORT: u16 = 18080;
 /// How long one agent run may take, all steps included.
@@ -33,8 +37,31 @@ fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
+/// The agent set the suite runs: CONDUCTOR_AGENTS (`pinned`, the default, or `newest`).
+pub fn agent_set() -> String {
+    let set = std::env::var("CONDUCTOR_AGENTS").unwrap_or_default();
+    let set = if set.is_empty() { "pinned".into() } else { set };
+    assert!(
+        set == "pinned" || set == "newest",
+        "CONDUCTOR_AGENTS={set}: the sets are pinned and newest"
+    );
+    set
+}
+
+/// The version of `program` in the selected set of tests/e2e/agents.txt.
+pub fn set_version(program: &str) -> &'static str {
+    let set = agent_set();
+    include_str!("../e2e/agents.txt")
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.len() == 3 && w[0] == set && w[2] == program)
+        .and_then(|w| w[1].rsplit('@').next())
+        .unwrap_or_else(|| panic!("tests/e2e/agents.txt names no {program} in the {set} set"))
+}
+
 /// The agent CLI `name` on PATH at exactly `version`, or a failure that says how to install it.
-fn pinned(name: &str, version: &str) -> PathBuf {
+pub fn pinned(name: &str, version: &str) -> PathBuf {
     let found = std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p)
             .map(|d| d.join(name))
@@ -102,7 +129,7 @@ fn agent(name: &str, e: &Run) -> Agent {
         "claude" => Agent {
             name: "claude",
             cli: "claude",
-            version: "2.1.197",
+            version: set_version("claude"),
             before: vec![call("Read", json!({"file_path": held}))],
             held_edit: call(
                 "Edit",
@@ -148,7 +175,7 @@ fn agent(name: &str, e: &Run) -> Agent {
             Agent {
                 name: "codex",
                 cli: "codex",
-                version: "0.169.0",
+                version: set_version("codex"),
                 before: vec![],
                 held_edit: call(
                     "apply_patch",
@@ -191,7 +218,7 @@ fn agent(name: &str, e: &Run) -> Agent {
             Agent {
                 name: "gemini",
                 cli: "gemini",
-                version: "0.61.0",
+                version: set_version("gemini"),
                 before: vec![],
                 held_edit: call(
                     "replace",
@@ -222,7 +249,7 @@ fn agent(name: &str, e: &Run) -> Agent {
                     PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
                         .join(".cache/conductor-e2e")
                 })
-                .join("opencode-plugin-1.18.33");
+                .join(format!("opencode-plugin-{}", set_version("opencode")));
             assert!(
                 seed.join("node_modules/@opencode-ai/plugin/package.json")
                     .is_file(),
@@ -257,7 +284,7 @@ fn agent(name: &str, e: &Run) -> Agent {
             Agent {
                 name: "opencode",
                 cli: "opencode",
-                version: "1.18.33",
+                version: set_version("opencode"),
                 before: vec![call("read", json!({"filePath": held}))],
                 held_edit: call(
                     "edit",
@@ -290,7 +317,7 @@ fn agent(name: &str, e: &Run) -> Agent {
             Agent {
                 name: "pi",
                 cli: "pi",
-                version: "0.73.1",
+                version: set_version("pi"),
                 before: vec![],
                 held_edit: call(
                     "edit",
