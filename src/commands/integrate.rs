@@ -41,7 +41,9 @@ cursor   .cursor/hooks.json\n  \
 codex    .codex/hooks.json (+ trust in $CODEX_HOME/config.toml)\n  \
 gemini   .gemini/settings.json\n  \
 opencode .opencode/plugins/conductor.js (--user: ~/.config/opencode/plugins/)\n  \
-pi       .pi/extensions/conductor.ts (--user: ~/.pi/agent/extensions/)\n\
+pi       ~/.pi/agent/extensions/conductor.ts, acting in the projects of \
+~/.pi/agent/conductor-projects.json (--user: in every project; Pi 1.x loads a project's \
+.pi/extensions/ only once the project is trusted)\n\
 under the project directory, or under ~ with --user. The MCP server (`conductor mcp`) is \
 registered beside them: claude .mcp.json (--user: ~/.claude.json), cursor .cursor/mcp.json, codex \
 .codex/config.toml, gemini .gemini/settings.json, opencode opencode.json (--user: \
@@ -50,7 +52,13 @@ conductor integrate claude                 # this project: ./.claude/\n  \
 conductor integrate codex --user           # every project: ~/.codex/hooks.json\n  \
 conductor integrate cursor --uninstall     # remove exactly what was added\n\n\
 Hook commands name this binary by its absolute path; run `integrate` again after moving it \
-(`conductor doctor` reports an integration whose binary is gone).")]
+(`conductor doctor` reports an integration whose binary is gone).\n\n\
+Last, a live check: in a throwaway conductor home (never yours), a throwaway session holds a \
+canary file of the project, and the agent's own hook (the command its settings file names, or \
+Pi's extension under the node Pi runs with) is driven with the agent's payload for an edit of \
+it. It prints `live check: enforced`, or exactly why not (untrusted project, extension not \
+loaded, wrong Node, binary moved, hook timed out). `conductor doctor` runs it for every \
+integrated agent.")]
 pub struct IntegrateArgs {
     /// Which agent to integrate with.
     #[arg(value_enum)]
