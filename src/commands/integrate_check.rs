@@ -299,7 +299,8 @@ fn command_agent(agent: Agent, project: &Path, user: bool) -> Check {
         Err(e) => return Check::no(agent, e),
     };
     let (_, body) = payload(agent, project, &w.canary, &session).expect("a command agent");
-    let mut cmd = Command::new("sh");
+    // The agents run hook commands with the system shell, whatever their PATH.
+    let mut cmd = Command::new("/bin/sh");
     cmd.args(["-c", &command])
         .current_dir(project)
         .env("CONDUCTOR_HOME", w.home())
