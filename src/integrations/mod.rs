@@ -178,14 +178,22 @@ pub fn checks() -> (Vec<Finding>, Vec<Agent>) {
             Agent::Gemini,
             Agent::Pi,
         ] {
-            let c = check(agent, root, user);
+            let (c, pi_loads) = match agent {
+                Agent::Pi => pi::loads_check(root, user),
+                _ => (check(agent, root, user), None),
+            };
             if c.hooks && !hooked.contains(&agent) {
                 hooked.push(agent);
             }
             findings.extend(c.findings);
-            // The live check: the hook command, driven with the agent's payload (Pi's is in
-            // `pi::check`; OpenCode's plugin is checked by the e2e suite only).
-            if c.hooks && !matches!(agent, Agent::Opencode | Agent::Pi) {
+            // The live check: the hook command (Pi: the extension, where Pi loads it), driven
+            // with the agent's payload; OpenCode's plugin is checked by the e2e suite only.
+            if let Some(file) = pi_loads {
+                findings.push(live_check::finding(
+                    &file,
+                    live_check::run(Agent::Pi, root, false),
+                ));
+            } else if c.hooks && !matches!(agent, Agent::Opencode | Agent::Pi) {
                 findings.push(live_check::doctor(agent, root, user));
             }
         }

@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use super::{Changes, Check, plugin, write_atomic};
 use crate::error::{Error, Reason, Result};
 use crate::health::Finding;
-use crate::hooks::Agent;
 
 /// The line of the extension that names the project list.
 const PROJECTS_LINE: &str = "const PROJECTS = ";
@@ -294,14 +293,19 @@ pub fn note(project: &Path) -> Result<String> {
 }
 
 /// `doctor`: whether Pi loads conductor's extension in `root` (user-level, or a project extension
-/// an earlier conductor installed, which Pi 1.x loads only in a trusted project), and the live
-/// check. Seen once, from the current directory (`user`: the home seen as `--user`, nothing).
+/// an earlier conductor installed, which Pi 1.x loads only in a trusted project). Seen once, from
+/// the current directory (`user`: the home seen as `--user`, nothing).
 pub fn check(root: &Path, user: bool) -> Check {
+    loads_check(root, user).0
+}
+
+/// [`check`], and the extension file when Pi loads it here (what the live check then drives).
+pub fn loads_check(root: &Path, user: bool) -> (Check, Option<PathBuf>) {
     let Ok(home) = home() else {
-        return Check::default();
+        return (Check::default(), None);
     };
     if user {
-        return Check::default();
+        return (Check::default(), None);
     }
     let here = root;
     let user_ext = extension_path(&home);
@@ -311,7 +315,7 @@ pub fn check(root: &Path, user: bool) -> Check {
     } else if plugin::is_installed(&project_ext) {
         project_ext
     } else {
-        return Check::default();
+        return (Check::default(), None);
     };
     let cli = pi_cli();
     let l = loads_in(here, &home, cli.as_ref());
@@ -321,7 +325,7 @@ pub fn check(root: &Path, user: bool) -> Check {
         .map_or("Pi (not on PATH)".to_string(), |v| format!("Pi {v}"));
     // Not acting in a directory that was never integrated is by design, not a problem.
     let by_design = l.detail.starts_with("extension not active here");
-    let mut findings = vec![Finding {
+    let findings = vec![Finding {
         file: file.display().to_string(),
         ok: l.loads || by_design,
         detail: format!(
@@ -336,16 +340,13 @@ pub fn check(root: &Path, user: bool) -> Check {
         repair: (!l.loads && !by_design)
             .then(|| "run `conductor integrate pi` in this project".to_string()),
     }];
-    if l.loads {
-        findings.push(super::live_check::finding(
-            &file,
-            super::live_check::run(Agent::Pi, here, false),
-        ));
-    }
-    Check {
-        hooks: true,
-        findings,
-    }
+    (
+        Check {
+            hooks: true,
+            findings,
+        },
+        l.loads.then_some(file),
+    )
 }
 
 /// The Pi on PATH: its version (`pi --version`, printed on stderr) and the Node it runs with.
