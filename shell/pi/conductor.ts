@@ -5,25 +5,89 @@
 // result. The session registers on session_start and releases its files on session_shutdown. Inside
 // a workflow worker (CONDUCTOR_WORKFLOW_SESSION set by `conductor workflow run`) it adds the tools
 // workflow_transition and workflow_update_snapshot. Plain JavaScript, so it needs no imports from Pi.
+//
+// Installed in Pi's user-level extensions directory (~/.pi/agent/extensions/), which Pi loads
+// without a project trust prompt, it acts only where conductor was integrated: in the projects
+// listed in PROJECTS (`conductor integrate pi` adds the current one), everywhere when that file
+// says so (`--user`), and in every workflow worker. When conductor itself cannot run, it lets the
+// call through with a visible warning; with CONDUCTOR_FAIL_CLOSED=1, or `enforce` set to
+// block-foreign or require-claim in conductor's config.json, it refuses the call and tells the
+// model why.
 import { spawnSync } from "node:child_process";
+import { readFileSync, realpathSync } from "node:fs";
+import { join } from "node:path";
 
 const CONDUCTOR = "conductor";
+const PROJECTS = "";
 
 function run(args, input) {
   return spawnSync(CONDUCTOR, args, { input, encoding: "utf8", timeout: 15000 });
 }
 
-function hook(payload) {
-  const r = run(["hook", "pi"], JSON.stringify(payload));
-  if (r.error || r.status !== 0) {
-    const why = r.error ? r.error.message : `exit ${r.status}: ${(r.stderr || "").trim()}`;
-    return { decision: "allow", notice: `conductor: the hook failed (${why}); edits are not checked` };
-  }
+function readJson(path) {
   try {
-    return JSON.parse((r.stdout || "").trim() || "{}");
+    return JSON.parse(readFileSync(path, "utf8"));
   } catch (e) {
-    return { decision: "allow" };
+    return null;
   }
+}
+
+// Whether conductor was integrated for `dir`: listed in PROJECTS (or everywhere), or a worker.
+function inScope(dir) {
+  if (process.env.CONDUCTOR_WORKFLOW_SESSION) return true;
+  if (!PROJECTS) return true;
+  const list = readJson(PROJECTS) || {};
+  if (list.everywhere === true) return true;
+  let real = dir;
+  try {
+    real = realpathSync(dir);
+  } catch (e) {}
+  return (list.projects || []).some((p) => real === p || real.startsWith(p.endsWith("/") ? p : p + "/"));
+}
+
+// Fail closed when asked to: CONDUCTOR_FAIL_CLOSED=1, or a blocking `enforce` in config.json.
+function failClosed() {
+  if (process.env.CONDUCTOR_FAIL_CLOSED === "1") return "CONDUCTOR_FAIL_CLOSED=1";
+  const home = process.env.CONDUCTOR_HOME || join(process.env.HOME || "", ".conductor");
+  const enforce = (readJson(join(home, "config.json")) || {}).enforce;
+  if (enforce === "block-foreign" || enforce === "require-claim") return `enforce = "${enforce}"`;
+  return "";
+}
+
+const warned = new Set();
+// A warning the user sees (stderr, and Pi's UI when there is one), not only the model.
+function warn(ctx, text) {
+  if (warned.has(text)) return;
+  warned.add(text);
+  process.stderr.write(`${text}\n`);
+  try {
+    if (ctx && ctx.hasUI && ctx.ui && ctx.ui.notify) ctx.ui.notify(text, "warning");
+  } catch (e) {}
+}
+
+function hook(payload, ctx) {
+  const r = run(["hook", "pi"], JSON.stringify(payload));
+  let why = "";
+  let answer = null;
+  if (r.error) why = r.error.code === "ETIMEDOUT" ? "it timed out after 15 s" : r.error.message;
+  else if (r.status !== 0) why = `exit ${r.status}: ${(r.stderr || "").trim()}`;
+  else {
+    try {
+      answer = JSON.parse((r.stdout || "").trim() || "{}");
+    } catch (e) {
+      why = `its answer is not JSON: ${(r.stdout || "").trim().slice(0, 200)}`;
+    }
+  }
+  if (answer) return answer;
+  const closed = failClosed();
+  if (closed) {
+    const reason = `conductor could not run (${CONDUCTOR}: ${why}); with ${closed} every tool call is refused until it runs again`;
+    warn(ctx, `conductor: ${reason}`);
+    return { decision: "deny", reason };
+  }
+  const notice = `conductor: the hook could not run (${CONDUCTOR}: ${why}); edits are NOT checked against other sessions' claims`;
+  warn(ctx, notice);
+  return { decision: "allow", context: notice };
 }
 
 function worker(args) {
@@ -39,23 +103,28 @@ export default function conductor(pi) {
   let sessionId = "";
   let cwd = process.cwd();
   const notes = new Map();
+  // Whether this session's directory uses conductor; outside one every handler does nothing.
+  const active = () => inScope(cwd);
   const know = (ctx) => {
     try {
       sessionId = (ctx && ctx.sessionManager && ctx.sessionManager.getSessionId()) || sessionId;
     } catch (e) {}
     if (ctx && ctx.cwd) cwd = ctx.cwd;
   };
-  const send = (event, extra = {}) => hook({ hook_event_name: event, session_id: sessionId, cwd, ...extra });
+  const send = (event, ctx, extra = {}) =>
+    hook({ hook_event_name: event, session_id: sessionId, cwd, ...extra }, ctx);
 
   pi.on("session_start", async (_event, ctx) => {
     know(ctx);
-    const a = send("session_start");
+    if (!active()) return undefined;
+    const a = send("session_start", ctx);
     if (a.context) return { systemPromptAppend: a.context };
   });
 
   pi.on("tool_call", async (event, ctx) => {
     know(ctx);
-    const a = send("tool_call", { tool_name: event.toolName, tool_input: event.input || {} });
+    if (!active()) return undefined;
+    const a = send("tool_call", ctx, { tool_name: event.toolName, tool_input: event.input || {} });
     if (a.decision === "ask" && ctx && ctx.hasUI && ctx.ui && (await ctx.ui.confirm("conductor", a.reason || ""))) {
       return undefined;
     }
@@ -68,8 +137,9 @@ export default function conductor(pi) {
 
   pi.on("tool_result", async (event, ctx) => {
     know(ctx);
-    const a = send("tool_result", { tool_name: event.toolName });
-    const note = [notes.get(event.toolCallId), a.context].filter(Boolean).join("\n");
+    if (!active()) return undefined;
+    const a = send("tool_result", ctx, { tool_name: event.toolName });
+    const note = [...new Set([notes.get(event.toolCallId), a.context].filter(Boolean))].join("\n");
     notes.delete(event.toolCallId);
     if (note) return { content: [...(event.content || []), { type: "text", text: note }] };
     return undefined;
@@ -78,7 +148,8 @@ export default function conductor(pi) {
   pi.on("session_shutdown", async (event, ctx) => {
     know(ctx);
     if (event && event.reason === "reload") return; // the same session goes on
-    send("session_shutdown", { reason: (event && event.reason) || "" });
+    if (!active()) return;
+    send("session_shutdown", ctx, { reason: (event && event.reason) || "" });
   });
 
   if (process.env.CONDUCTOR_WORKFLOW_SESSION) {

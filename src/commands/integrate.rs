@@ -20,7 +20,9 @@ cursor   .cursor/hooks.json\n  \
 codex    .codex/hooks.json (+ trust in $CODEX_HOME/config.toml)\n  \
 gemini   .gemini/settings.json\n  \
 opencode .opencode/plugins/conductor.js (--user: ~/.config/opencode/plugins/)\n  \
-pi       .pi/extensions/conductor.ts (--user: ~/.pi/agent/extensions/)\n\
+pi       ~/.pi/agent/extensions/conductor.ts, acting in the projects of \
+~/.pi/agent/conductor-projects.json (--user: in every project; Pi 1.x loads a project's \
+.pi/extensions/ only once the project is trusted)\n\
 under the project directory, or under ~ with --user. The MCP server (`conductor mcp`) is \
 registered beside them: claude .mcp.json (--user: ~/.claude.json), cursor .cursor/mcp.json, codex \
 .codex/config.toml, gemini .gemini/settings.json, opencode opencode.json (--user: \
@@ -31,7 +33,13 @@ conductor integrate cursor --uninstall     # remove exactly what was added\n\n\
 In a project, hook commands run `conductor` from PATH when there is one there (the files are \
 committed and must work on every teammate's machine), else this binary by its absolute path; \
 with --user always by its absolute path. Run `integrate` again after moving it (`conductor \
-doctor` reports which form is used, and an integration whose binary is gone).")]
+doctor` reports which form is used, and an integration whose binary is gone).\n\n\
+Last, a live check: in a throwaway conductor home (never yours), a throwaway session holds a \
+canary file of the project, and the agent's own hook (the command its settings file names, or \
+Pi's extension under the node Pi runs with) is driven with the agent's payload for an edit of \
+it. It prints `live check: enforced`, or exactly why not (untrusted project, extension not \
+loaded, wrong Node, binary moved, hook timed out). `conductor doctor` runs it for every \
+integrated agent.")]
 pub struct IntegrateArgs {
     /// Which agent to integrate with.
     #[arg(value_enum)]
@@ -58,6 +66,10 @@ pub struct Integrated {
     pub agent: Agent,
     pub dir: PathBuf,
     pub changes: Vec<String>,
+    /// Whether the agent will load the integration here (Pi), said after the changes.
+    pub notes: Vec<String>,
+    /// The live check (`integrations::live_check`), after an install.
+    pub check: Option<integrations::live_check::Check>,
 }
 
 impl Report for Integrated {
@@ -67,14 +79,25 @@ impl Report for Integrated {
         } else {
             format!("{} integration updated.", self.agent.product())
         };
-        json!({"status": "ok", "agent": self.agent.name(), "directory": self.dir.display().to_string(),
-               "changes": self.changes, "message": message})
+        let mut v = json!({"status": "ok", "agent": self.agent.name(), "directory": self.dir.display().to_string(),
+               "changes": self.changes, "message": message});
+        if !self.notes.is_empty() {
+            v["notes"] = json!(self.notes);
+        }
+        if let Some(c) = &self.check {
+            v["live_check"] = json!(c);
+        }
+        v
     }
     fn to_text(&self) -> String {
-        if self.changes.is_empty() {
-            return format!("Nothing to change in {}.", self.dir.display());
-        }
-        self.changes.join("\n")
+        let mut lines = if self.changes.is_empty() {
+            vec![format!("Nothing to change in {}.", self.dir.display())]
+        } else {
+            self.changes.clone()
+        };
+        lines.extend(self.notes.iter().cloned());
+        lines.extend(self.check.as_ref().map(|c| c.line()));
+        lines.join("\n")
     }
 }
 
@@ -106,12 +129,19 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
             p => format!("The hooks run {p}{}", if args.user { "" } else { " (no `conductor` on PATH: this machine's path; install conductor on PATH and run integrate again before committing these files)" }),
         });
     }
+    let (notes, check) = if args.uninstall {
+        (Vec::new(), None)
+    } else {
+        integrations::verify(args.agent, &scope)?
+    };
     super::print(
         out,
         &Integrated {
             agent: args.agent,
             dir: done.dir,
             changes,
+            notes,
+            check,
         },
     )
 }

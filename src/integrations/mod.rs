@@ -16,6 +16,7 @@ pub mod claude;
 pub mod codex;
 pub mod cursor;
 pub mod gemini;
+pub mod live_check;
 pub mod mcp;
 pub mod opencode;
 pub mod pi;
@@ -141,6 +142,25 @@ pub fn check(agent: Agent, root: &Path, user: bool) -> Check {
     }
 }
 
+/// After an install of `agent`'s integration: what the agent says about loading it here (Pi),
+/// and the live check (`live_check`; none for OpenCode), run in the project (the current
+/// directory with `--user`).
+pub fn verify(agent: Agent, scope: &Scope) -> Result<(Vec<String>, Option<live_check::Check>)> {
+    if agent == Agent::Opencode {
+        return Ok((Vec::new(), None));
+    }
+    let here = match scope.project() {
+        Some(p) => p.to_path_buf(),
+        None => crate::host::current_dir()?,
+    };
+    let notes = if agent == Agent::Pi {
+        vec![pi::note(&here)?]
+    } else {
+        Vec::new()
+    };
+    Ok((notes, Some(live_check::run(agent, &here, scope.user))))
+}
+
 /// Every integration installed in the current directory and in ~ (`doctor`): the findings, and
 /// the agents whose hooks are installed.
 pub fn checks() -> (Vec<Finding>, Vec<Agent>) {
@@ -164,11 +184,24 @@ pub fn checks() -> (Vec<Finding>, Vec<Agent>) {
             Agent::Gemini,
             Agent::Pi,
         ] {
-            let c = check(agent, root, user);
+            let (c, pi_loads) = match agent {
+                Agent::Pi => pi::loads_check(root, user),
+                _ => (check(agent, root, user), None),
+            };
             if c.hooks && !hooked.contains(&agent) {
                 hooked.push(agent);
             }
             findings.extend(c.findings);
+            // The live check: the hook command (Pi: the extension, where Pi loads it), driven
+            // with the agent's payload; OpenCode's plugin is checked by the e2e suite only.
+            if let Some(file) = pi_loads {
+                findings.push(live_check::finding(
+                    &file,
+                    live_check::run(Agent::Pi, root, false),
+                ));
+            } else if c.hooks && !matches!(agent, Agent::Opencode | Agent::Pi) {
+                findings.push(live_check::doctor(agent, root, user));
+            }
         }
     }
     (findings, hooked)

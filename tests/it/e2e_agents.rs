@@ -12,6 +12,10 @@
 //!      back before step 2 and must be fresh again after it) and releases its claims at its end.
 //!
 //! Steps 2 and 3 wait on gate files (`wait_for`), so the test looks at the home at known points.
+//!
+//! Two agent sets (tests/e2e/agents.txt): `pinned`, what CI runs, and `newest`, each agent's
+//! newest release (Pi 1.6 from `@earendil-works/pi-coding-agent`, on Node 22), selected with
+//! CONDUCTOR_AGENTS=newest (`CONDUCTOR_AGENTS=newest ./test --test it e2e_agents::`).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -23,7 +27,7 @@ use serde_json::{Value, json};
 use crate::common::TestEnv;
 use conductor::time::Timestamp;
 
-const INSTALL: &str = "run ./test, or tests/e2e/install.sh (npm -g, the pinned agent CLIs)";
+const INSTALL: &str = "run ./test, or tests/e2e/install.sh (npm -g, the agent CLIs of tests/e2e/agents.txt; CONDUCTOR_AGENTS=newest for the newest set)";
 /// The model server's port inside each run's private network namespace.
 const PORT: u16 = 18080;
 /// How long one agent run may take, all steps included.
@@ -33,8 +37,31 @@ fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
+/// The agent set the suite runs: CONDUCTOR_AGENTS (`pinned`, the default, or `newest`).
+pub fn agent_set() -> String {
+    let set = std::env::var("CONDUCTOR_AGENTS").unwrap_or_default();
+    let set = if set.is_empty() { "pinned".into() } else { set };
+    assert!(
+        set == "pinned" || set == "newest",
+        "CONDUCTOR_AGENTS={set}: the sets are pinned and newest"
+    );
+    set
+}
+
+/// The version of `program` in the selected set of tests/e2e/agents.txt.
+pub fn set_version(program: &str) -> &'static str {
+    let set = agent_set();
+    include_str!("../e2e/agents.txt")
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.len() == 3 && w[0] == set && w[2] == program)
+        .and_then(|w| w[1].rsplit('@').next())
+        .unwrap_or_else(|| panic!("tests/e2e/agents.txt names no {program} in the {set} set"))
+}
+
 /// The agent CLI `name` on PATH at exactly `version`, or a failure that says how to install it.
-fn pinned(name: &str, version: &str) -> PathBuf {
+pub fn pinned(name: &str, version: &str) -> PathBuf {
     let found = std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p)
             .map(|d| d.join(name))
@@ -102,7 +129,7 @@ fn agent(name: &str, e: &Run) -> Agent {
         "claude" => Agent {
             name: "claude",
             cli: "claude",
-            version: "2.1.197",
+            version: set_version("claude"),
             before: vec![call("Read", json!({"file_path": held}))],
             held_edit: call(
                 "Edit",
@@ -148,7 +175,7 @@ fn agent(name: &str, e: &Run) -> Agent {
             Agent {
                 name: "codex",
                 cli: "codex",
-                version: "0.169.0",
+                version: set_version("codex"),
                 before: vec![],
                 held_edit: call(
                     "apply_patch",
@@ -191,7 +218,7 @@ fn agent(name: &str, e: &Run) -> Agent {
             Agent {
                 name: "gemini",
                 cli: "gemini",
-                version: "0.61.0",
+                version: set_version("gemini"),
                 before: vec![],
                 held_edit: call(
                     "replace",
@@ -222,7 +249,7 @@ fn agent(name: &str, e: &Run) -> Agent {
                     PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
                         .join(".cache/conductor-e2e")
                 })
-                .join("opencode-plugin-1.18.33");
+                .join(format!("opencode-plugin-{}", set_version("opencode")));
             assert!(
                 seed.join("node_modules/@opencode-ai/plugin/package.json")
                     .is_file(),
@@ -257,7 +284,7 @@ fn agent(name: &str, e: &Run) -> Agent {
             Agent {
                 name: "opencode",
                 cli: "opencode",
-                version: "1.18.33",
+                version: set_version("opencode"),
                 before: vec![call("read", json!({"filePath": held}))],
                 held_edit: call(
                     "edit",
@@ -290,7 +317,7 @@ fn agent(name: &str, e: &Run) -> Agent {
             Agent {
                 name: "pi",
                 cli: "pi",
-                version: "0.73.1",
+                version: set_version("pi"),
                 before: vec![],
                 held_edit: call(
                     "edit",
@@ -349,46 +376,10 @@ fn kill(child: &mut Child) {
     let _ = child.wait();
 }
 
-/// Runs one agent through the script and checks everything the module doc lists.
-fn e2e(name: &str) {
-    let run = Run {
-        env: TestEnv::new(),
-    };
+/// Starts the agent `a` (its CLI at `cli`) on the script `steps`, beside the model server, in a
+/// private network namespace with only loopback in it.
+fn launch(run: &Run, a: &Agent, cli: &Path, steps: Vec<Value>) -> Child {
     let env = &run.env;
-    let a = agent(name, &run);
-    let cli = pinned(a.cli, a.version);
-    let held = env.project.join("held.txt");
-    std::fs::write(&held, "held\n").unwrap();
-    let other = env.start("other-task", "P2");
-    env.run(&["claim", "--instance", &other, "held.txt"])
-        .code(0);
-    env.run_env(
-        &["integrate", a.name],
-        &[("CODEX_HOME", &run.codex_home().display().to_string())],
-    )
-    .code(0);
-
-    let gate_free = run.file("gate-free");
-    let gate_shell = run.file("gate-shell");
-    let h = a.before.len();
-    let (f, s, sed, t) = (h + 1, h + 2, h + 3, h + 4);
-    let mut steps = a.before.clone();
-    steps.push(a.held_edit.clone());
-    let mut free_step = a.free_write.clone();
-    free_step["wait_for"] = json!(gate_free.display().to_string());
-    steps.push(free_step);
-    let mut shell_step = a.shell_write.clone();
-    shell_step["wait_for"] = json!(gate_shell.display().to_string());
-    steps.push(shell_step);
-    // A second shell write, in place: `sed -i`.
-    let mut sed_step = a.shell_write.clone();
-    for key in ["command", "cmd"] {
-        if let Some(c) = sed_step["tool_call"]["input"].get_mut(key) {
-            *c = json!("sed -i s/held/sed/ held.txt");
-        }
-    }
-    steps.push(sed_step);
-    steps.push(json!({"text": "finished"}));
     std::fs::write(
         run.file("script.json"),
         json!({ "steps": steps }).to_string(),
@@ -434,7 +425,50 @@ fn e2e(name: &str) {
     for (k, v) in &a.env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().expect("start bwrap");
+    cmd.spawn().expect("start bwrap")
+}
+
+/// Runs one agent through the script and checks everything the module doc lists.
+fn e2e(name: &str) {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent(name, &run);
+    let cli = pinned(a.cli, a.version);
+    let held = env.project.join("held.txt");
+    std::fs::write(&held, "held\n").unwrap();
+    let other = env.start("other-task", "P2");
+    env.run(&["claim", "--instance", &other, "held.txt"])
+        .code(0);
+    env.run_env(
+        &["integrate", a.name],
+        &[("CODEX_HOME", &run.codex_home().display().to_string())],
+    )
+    .code(0);
+
+    let gate_free = run.file("gate-free");
+    let gate_shell = run.file("gate-shell");
+    let h = a.before.len();
+    let (f, s, sed, t) = (h + 1, h + 2, h + 3, h + 4);
+    let mut steps = a.before.clone();
+    steps.push(a.held_edit.clone());
+    let mut free_step = a.free_write.clone();
+    free_step["wait_for"] = json!(gate_free.display().to_string());
+    steps.push(free_step);
+    let mut shell_step = a.shell_write.clone();
+    shell_step["wait_for"] = json!(gate_shell.display().to_string());
+    steps.push(shell_step);
+    // A second shell write, in place: `sed -i`.
+    let mut sed_step = a.shell_write.clone();
+    for key in ["command", "cmd"] {
+        if let Some(c) = sed_step["tool_call"]["input"].get_mut(key) {
+            *c = json!("sed -i s/held/sed/ held.txt");
+        }
+    }
+    steps.push(sed_step);
+    steps.push(json!({"text": "finished"}));
+    let mut child = launch(&run, &a, &cli, steps);
     let log = |what: &str| -> String {
         let read = |n: &str| {
             let mut s = String::new();
@@ -752,4 +786,93 @@ fn the_model_server_speaks_each_wire_format_and_records_each_request() {
     );
     assert_eq!(lines[2]["path"], "/v1/chat/completions");
     assert_eq!(lines[2]["body"]["stream"], true);
+}
+
+/// Runs the agent on `steps` to its end; the body of the request after the first step (the
+/// first tool call's result) as text.
+fn run_to_end(run: &Run, a: &Agent, cli: &Path, steps: Vec<Value>) -> String {
+    let _ = std::fs::remove_file(run.file("record.jsonl"));
+    let mut child = launch(run, a, cli, steps);
+    let deadline = Instant::now() + RUN_LIMIT;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            assert!(
+                status.success(),
+                "{}: exit {status}: {}",
+                a.name,
+                std::fs::read_to_string(run.file("agent.err")).unwrap_or_default()
+            );
+            break;
+        }
+        if Instant::now() > deadline {
+            kill(&mut child);
+            panic!("{}: did not finish in {RUN_LIMIT:?}", a.name);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    run.request(1).unwrap_or_else(|| {
+        panic!(
+            "{}: no request after the first step: {}",
+            a.name,
+            std::fs::read_to_string(run.file("agent.err")).unwrap_or_default()
+        )
+    })
+}
+
+/// Issue 33: Pi 1.x loads a project's `.pi/extensions/` only in a trusted project, and `pi -p`
+/// never asks, so an extension there (where an earlier conductor installed it) protects nothing.
+/// `doctor` says so before the real Pi shows it; `integrate pi` puts the extension at user level,
+/// its live check passes, and the real Pi is refused. With Pi 0.x (the pinned set) the project
+/// extension loads, and doctor says that.
+#[test]
+fn pi_in_an_untrusted_project_is_reported_and_integrate_makes_it_enforced() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("pi", &run);
+    let cli = pinned(a.cli, a.version);
+    let v1 = !a.version.starts_with("0.");
+    let held = env.project.join("held.txt");
+    std::fs::write(&held, "held\n").unwrap();
+    let other = env.start("other-task", "P2");
+    env.run(&["claim", "--instance", &other, "held.txt"])
+        .code(0);
+    let bin = std::fs::canonicalize(crate::common::bin()).unwrap();
+    let ext = include_str!("../../shell/pi/conductor.ts").replacen(
+        "const CONDUCTOR = \"conductor\";",
+        &format!("const CONDUCTOR = {:?};", bin.display().to_string()),
+        1,
+    );
+    std::fs::create_dir_all(env.project.join(".pi/extensions")).unwrap();
+    std::fs::write(env.project.join(".pi/extensions/conductor.ts"), ext).unwrap();
+    let refusal = format!("{} is claimed by {other}", env.abs("held.txt"));
+    let steps = vec![a.held_edit.clone(), json!({"text": "finished"})];
+
+    let d = env.run(&["doctor"]);
+    let body = run_to_end(&run, &a, &cli, steps.clone());
+    if v1 {
+        d.code(1);
+        assert!(
+            d.stdout
+                .contains("does NOT load the extension here: untrusted project"),
+            "{d:?}"
+        );
+        // What doctor said: the real Pi did not load it, and the held file was edited.
+        assert!(!body.contains(&refusal), "{body}");
+        assert_eq!(std::fs::read_to_string(&held).unwrap(), "changed\n");
+        std::fs::write(&held, "held\n").unwrap();
+    } else {
+        d.code(0);
+        assert!(d.stdout.contains("loads the extension here"), "{d:?}");
+        assert!(body.contains(&refusal), "{body}");
+    }
+
+    let r = env.run(&["integrate", "pi"]);
+    r.code(0);
+    assert!(r.stdout.contains("Pi loads it here"), "{r:?}");
+    assert!(r.stdout.contains("live check: enforced"), "{r:?}");
+    let body = run_to_end(&run, &a, &cli, steps);
+    assert!(body.contains(&refusal), "{body}");
+    assert_eq!(std::fs::read_to_string(&held).unwrap(), "held\n");
 }

@@ -137,7 +137,7 @@ const SECRET: &str = "e2e-secret-7f3a9c51d2";
 /// Two dependent jobs (the first with a secret) and a job naming an agent OpenCode does not
 /// know, run by `opencode run` with `runner`; checks what each job (and the model) saw.
 fn queue_with_opencode(runner: &str) {
-    need("opencode", "1.18.33");
+    need("opencode", crate::e2e_agents::set_version("opencode"));
     let env = TestEnv::new();
     let work = env.root.path().join("model");
     // first: prints its secret (the model sees it; the log gets the name), then finishes.
@@ -387,7 +387,7 @@ fn check_workflow_run(env: &TestEnv, sid: &str, model: &Model, who: &str) {
 
 #[test]
 fn e2e_three_state_workflow_run_by_real_pi_workers() {
-    need("pi", "0.73.1");
+    need("pi", crate::e2e_agents::set_version("pi"));
     let env = TestEnv::new();
     let sid = three_state_project(&env);
     let steps = json!([
@@ -439,7 +439,7 @@ fn e2e_three_state_workflow_run_by_real_pi_workers() {
 
 #[test]
 fn e2e_three_state_workflow_run_by_claude_code_as_documented() {
-    need("claude", "2.1.197");
+    need("claude", crate::e2e_agents::set_version("claude"));
     let env = TestEnv::new();
     let sid = three_state_project(&env);
     // The worker command exactly as `workflow run --help` documents it.

@@ -336,7 +336,12 @@ fn drive_plugin(
     let before = std::fs::read_dir(&env.project).unwrap().count();
     let out = env.run(&["integrate", agent]);
     out.code(0);
-    let file = env.project.join(installed);
+    // Pi's extension is user-level (~/.pi/agent/extensions/, HOME being the test's root).
+    let file = if installed.starts_with("~/") {
+        env.root.path().join(&installed[2..])
+    } else {
+        env.project.join(installed)
+    };
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(
         text.contains(&format!(
@@ -417,7 +422,7 @@ fn opencode_plugin_refuses_held_files_claims_free_ones_and_releases_at_session_e
 
 #[test]
 fn pi_extension_blocks_held_files_claims_free_ones_and_releases_at_shutdown() {
-    let (env, v) = drive_plugin("pi", ".pi/extensions/conductor.ts", PI_HARNESS, &[]);
+    let (env, v) = drive_plugin("pi", "~/.pi/agent/extensions/conductor.ts", PI_HARNESS, &[]);
     assert_eq!(
         v["events"],
         json!([
@@ -459,7 +464,7 @@ fn pi_extension_blocks_held_files_claims_free_ones_and_releases_at_shutdown() {
 fn pi_extension_in_a_workflow_worker_has_the_workflow_tools() {
     let (_, v) = drive_plugin(
         "pi",
-        ".pi/extensions/conductor.ts",
+        "~/.pi/agent/extensions/conductor.ts",
         PI_HARNESS,
         &[("CONDUCTOR_WORKFLOW_SESSION", "wfs-nonexistent")],
     );
@@ -474,4 +479,224 @@ fn pi_extension_in_a_workflow_worker_has_the_workflow_tools() {
         .as_str()
         .unwrap_or_else(|| panic!("{v}"));
     assert!(err.contains("wfs-nonexistent"), "{err}");
+}
+
+/// Runs Pi's installed extension under node with `env`, in `dir`: what its tool_call handler
+/// answered for an edit of the held file, and its stderr.
+fn pi_tool_call(env: &TestEnv, dir: &Path, extra: &[(&str, &str)]) -> (Value, String) {
+    let text =
+        std::fs::read_to_string(env.root.path().join(".pi/agent/extensions/conductor.ts")).unwrap();
+    let work = env.root.path().join("harness");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("ext.mjs"), &text).unwrap();
+    std::fs::write(work.join("h.mjs"), r#"
+const [ext, dir, held] = process.argv.slice(2);
+const mod = await import(ext);
+const handlers = {};
+mod.default({ on: (name, fn) => (handlers[name] ||= []).push(fn), registerTool: () => {} });
+const ctx = { cwd: dir, hasUI: false, sessionManager: { getSessionId: () => "pi-s" } };
+const emit = async (name, event) => { let last; for (const fn of handlers[name] || []) last = await fn(event, ctx); return last ?? null; };
+await emit("session_start", { type: "session_start", reason: "startup" });
+const out = await emit("tool_call", { type: "tool_call", toolCallId: "t1", toolName: "edit", input: { path: held } });
+console.log(JSON.stringify({ answer: out }));
+"#).unwrap();
+    let mut c = Command::new(node());
+    c.arg(work.join("h.mjs"))
+        .arg(work.join("ext.mjs"))
+        .arg(dir)
+        .arg(env.abs("src/held.rs"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.root.path())
+        .env("CONDUCTOR_HOME", &env.home)
+        .current_dir(dir);
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    let o = c.output().expect("run node");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    (
+        v["answer"].clone(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Issue 33: Pi 1.x loads a project's `.pi/extensions/` only in a trusted project, so the
+/// extension is user-level and acts only in the projects `integrate pi` listed. When conductor
+/// cannot run, it lets the call through with a warning on stderr (fail open), or refuses it with
+/// the reason (CONDUCTOR_FAIL_CLOSED=1, or a blocking `enforce`).
+#[test]
+fn pi_extension_acts_only_in_integrated_projects_and_fails_closed_on_request() {
+    let env = TestEnv::new();
+    std::fs::write(env.project.join("src/held.rs"), "a\n").unwrap();
+    let other = env.start("Refactor held", "P1");
+    env.run(&["claim", "--instance", &other, "src/held.rs"])
+        .code(0);
+    let r = env.run(&["integrate", "pi"]);
+    r.code(0);
+    assert!(r.stdout.contains("Pi loads it here"), "{r:?}");
+    assert!(r.stdout.contains("live check: enforced"), "{r:?}");
+    assert!(
+        !env.project.join(".pi/extensions").exists(),
+        "nothing that needs Pi's project trust"
+    );
+    let (a, _) = pi_tool_call(&env, &env.project, &[]);
+    assert_eq!(a["block"], json!(true), "{a}");
+    // Another directory was never integrated: the extension stays out of it.
+    let elsewhere = env.root.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let (a, _) = pi_tool_call(&env, &elsewhere, &[]);
+    assert_eq!(a, Value::Null, "{a}");
+    // conductor cannot run (the binary the extension names is gone): fail open, visibly.
+    let ext = env.root.path().join(".pi/agent/extensions/conductor.ts");
+    let text = std::fs::read_to_string(&ext).unwrap();
+    let moved = env.root.path().join("moved/conductor");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("const CONDUCTOR = "))
+        .unwrap();
+    std::fs::write(
+        &ext,
+        text.replace(
+            line,
+            &format!("const CONDUCTOR = {:?};", moved.display().to_string()),
+        ),
+    )
+    .unwrap();
+    let (a, err) = pi_tool_call(&env, &env.project, &[]);
+    assert_eq!(a, Value::Null, "fails open: {a}");
+    assert!(
+        err.contains("edits are NOT checked"),
+        "a visible warning: {err}"
+    );
+    let (a, err) = pi_tool_call(&env, &env.project, &[("CONDUCTOR_FAIL_CLOSED", "1")]);
+    assert_eq!(a["block"], json!(true), "{a}");
+    let reason = a["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("conductor could not run") && reason.contains("CONDUCTOR_FAIL_CLOSED=1"),
+        "{reason}"
+    );
+    assert!(err.contains("every tool call is refused"), "{err}");
+    std::fs::write(
+        env.home.join("config.json"),
+        r#"{"enforce": "require-claim"}"#,
+    )
+    .unwrap();
+    let (a, _) = pi_tool_call(&env, &env.project, &[]);
+    assert!(
+        a["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains(r#"enforce = "require-claim""#),
+        "{a}"
+    );
+    std::fs::remove_file(env.home.join("config.json")).unwrap();
+    // integrate's and doctor's live check name the moved binary.
+    let d = env.run(&["doctor"]);
+    assert!(
+        d.stdout.contains("live check: NOT enforced: binary moved"),
+        "{d:?}"
+    );
+    let r = env.run(&["integrate", "pi"]);
+    assert!(r.stdout.contains("live check: enforced"), "{r:?}");
+    // --uninstall takes the project off the list, and the extension with the last one.
+    env.run(&["integrate", "pi", "--uninstall"]).code(0);
+    assert!(!ext.exists());
+}
+
+/// Issue 33: an extension in the project's `.pi/extensions/` (where an earlier conductor put it)
+/// is not loaded by Pi 1.x in an untrusted project: doctor says so; `integrate pi` moves it to
+/// the user level, and doctor's live check then passes. A trusted project (Pi's trust.json) loads it.
+#[test]
+fn doctor_says_pi_will_not_load_a_project_extension_in_an_untrusted_project() {
+    let env = TestEnv::new();
+    let bin = std::fs::canonicalize(crate::common::bin()).unwrap();
+    let text = include_str!("../../shell/pi/conductor.ts").replacen(
+        "const CONDUCTOR = \"conductor\";",
+        &format!("const CONDUCTOR = {:?};", bin.display().to_string()),
+        1,
+    );
+    std::fs::create_dir_all(env.project.join(".pi/extensions")).unwrap();
+    std::fs::write(env.project.join(".pi/extensions/conductor.ts"), &text).unwrap();
+    // Pi 0.x loads project extensions as they are; Pi 1.x only in a trusted project. The Pi on
+    // PATH is the selected set's (CONDUCTOR_AGENTS=newest runs this against Pi 1.6).
+    let v1 = !crate::e2e_agents::set_version("pi").starts_with("0.");
+    let d = env.run(&["doctor"]);
+    if v1 {
+        d.code(1);
+        assert!(
+            d.stdout
+                .contains("does NOT load the extension here: untrusted project"),
+            "{d:?}"
+        );
+    } else {
+        d.code(0);
+        assert!(
+            d.stdout.contains("Pi 0.73.1 loads the extension here"),
+            "{d:?}"
+        );
+    }
+    // Trusted the way Pi records it: the extension loads, and the live check runs it.
+    let agent = env.root.path().join(".pi/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    let canon = std::fs::canonicalize(&env.project).unwrap();
+    std::fs::write(
+        agent.join("trust.json"),
+        json!({ canon.display().to_string(): true }).to_string(),
+    )
+    .unwrap();
+    let d = env.run(&["doctor"]);
+    assert!(d.stdout.contains("loads the extension here"), "{d:?}");
+    assert!(d.stdout.contains("live check: enforced"), "{d:?}");
+    std::fs::remove_file(agent.join("trust.json")).unwrap();
+    let r = env.run(&["integrate", "pi"]);
+    r.code(0);
+    assert!(
+        r.stdout
+            .contains("removed (an earlier conductor's project extension"),
+        "{r:?}"
+    );
+    assert!(!env.project.join(".pi/extensions/conductor.ts").exists());
+    let d = env.run(&["doctor"]);
+    assert!(d.stdout.contains("live check: enforced"), "{d:?}");
+    assert!(!d.stdout.contains("untrusted"), "{d:?}");
+}
+
+/// Issue 33: `integrate` ends with a live check that runs the very command the settings file
+/// names with the agent's payload, in a throwaway home (the user's state is untouched); a
+/// moved binary is named.
+#[test]
+fn integrate_ends_with_a_live_check_of_the_installed_hook_command() {
+    for agent in ["claude", "gemini", "cursor"] {
+        let env = TestEnv::new();
+        let r = env.run(&["integrate", agent]);
+        r.code(0);
+        assert!(r.stdout.contains("live check: enforced"), "{agent}: {r:?}");
+        assert!(
+            !env.home.join("status.json").exists(),
+            "{agent}: the user's home was used"
+        );
+        let j = env.run(&["--json", "integrate", agent]);
+        assert_eq!(
+            j.json()["live_check"]["enforced"],
+            json!(true),
+            "{agent}: {j:?}"
+        );
+        let d = env.run(&["doctor"]);
+        assert!(d.stdout.contains("live check: enforced"), "{agent}: {d:?}");
+    }
+    // The settings name a binary that is gone.
+    let env = TestEnv::new();
+    env.run(&["integrate", "claude"]).code(0);
+    let settings = env.project.join(".claude/settings.json");
+    let bin = std::fs::canonicalize(crate::common::bin()).unwrap();
+    let text = std::fs::read_to_string(&settings).unwrap();
+    std::fs::write(
+        &settings,
+        text.replace(&bin.display().to_string(), "/nonexistent/conductor"),
+    )
+    .unwrap();
+    let d = env.run(&["doctor"]);
+    assert!(d.stdout.contains("live check: NOT enforced: binary moved: the Claude Code hook runs /nonexistent/conductor"), "{d:?}");
 }
