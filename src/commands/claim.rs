@@ -160,6 +160,9 @@ impl Report for Claimed {
         let o = &self.outcome;
         if o.conflicts.is_empty() && o.lost.is_empty() {
             let mut v = json!({"status": "ok", "claimed": o.claimed, "message": "Files claimed. Safe to edit."});
+            if !o.tokens.is_empty() {
+                v["tokens"] = json!(o.tokens);
+            }
             if !o.forced.is_empty() {
                 v["forced"] = json!(o.forced);
             }
