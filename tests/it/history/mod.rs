@@ -360,7 +360,16 @@ fn run_and_check(
             .map(|(_, o)| o.clone())
             .collect();
         total += ops.len();
-        let verdict = check(&ops, &State::default(), 20_000_000);
+        // The search recurses once per operation: a long history needs a deep stack.
+        let verdict = {
+            let ops = ops.clone();
+            std::thread::Builder::new()
+                .stack_size(1 << 30)
+                .spawn(move || check(&ops, &State::default(), 20_000_000))
+                .unwrap()
+                .join()
+                .unwrap()
+        };
         if !matches!(verdict, Verdict::Linearizable) {
             let report = sh.env.root.path().join(format!("history-p{p}.html"));
             std::fs::write(&report, wgl::html_report(&ops, &verdict)).unwrap();
