@@ -34,17 +34,12 @@ pub fn mcp_target(root: &Path, _user: bool) -> McpTarget {
 
 /// Install the hooks, then register the MCP server.
 pub fn install(scope: &Scope) -> Result<Changes> {
-    let dir = dir(scope);
-    let changes = settings::install_with_mcp(&TARGET, &dir, &mcp_target(&scope.root, scope.user))?;
-    Ok(Changes { dir, changes })
+    settings::install_in(&TARGET, scope, &mcp_target(&scope.root, scope.user))
 }
 
 /// Remove the MCP server, then the hooks.
 pub fn uninstall(scope: &Scope) -> Result<Changes> {
-    let dir = dir(scope);
-    let changes =
-        settings::uninstall_with_mcp(&TARGET, &dir, &mcp_target(&scope.root, scope.user))?;
-    Ok(Changes { dir, changes })
+    settings::uninstall_in(&TARGET, scope, &mcp_target(&scope.root, scope.user))
 }
 
 /// `doctor`: the hooks under `root`, the binary they run and the MCP server.

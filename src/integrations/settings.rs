@@ -39,6 +39,29 @@ pub struct Target {
 /// The command file's path under the agent's directory.
 const COMMAND_FILE: &str = "commands/conductor.md";
 
+/// Install `t`'s hooks in its directory under the scope, then register the MCP server at
+/// `mcp` (what every hooks-document agent's `install` is).
+pub fn install_in(
+    t: &Target,
+    scope: &super::Scope,
+    mcp: &mcp::McpTarget,
+) -> Result<super::Changes> {
+    let dir = scope.root.join(t.dir);
+    let changes = install_with_mcp(t, &dir, mcp)?;
+    Ok(super::Changes { dir, changes })
+}
+
+/// Remove the MCP server at `mcp`, then `t`'s hooks (every hooks-document agent's `uninstall`).
+pub fn uninstall_in(
+    t: &Target,
+    scope: &super::Scope,
+    mcp: &mcp::McpTarget,
+) -> Result<super::Changes> {
+    let dir = scope.root.join(t.dir);
+    let changes = uninstall_with_mcp(t, &dir, mcp)?;
+    Ok(super::Changes { dir, changes })
+}
+
 /// The hooks, then the MCP server (registered after the hooks and removed before them: a shared
 /// settings file then gets its original bytes back from the hooks' manifest).
 pub fn install_with_mcp(t: &Target, dir: &Path, mcp: &mcp::McpTarget) -> Result<Vec<String>> {
