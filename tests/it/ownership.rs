@@ -321,3 +321,55 @@ fn fencing_tokens_grow_per_grant_and_check_refuses_a_stale_holder() {
     gone.code(3);
     assert!(gone.stdout.contains("nobody holds it now"), "{gone:#?}");
 }
+
+/// In a container the terminal's session leader lives outside the pid namespace and `getsid`
+/// answers 0 (CI machines and `docker exec` without a tty run this way). Commands from one
+/// shell there still act on the session it started by directory, and a session started with
+/// `setsid` inside the container is still someone else's.
+#[test]
+fn inside_a_pid_namespace_one_shell_is_one_terminal() {
+    let env = TestEnv::new();
+    let probe = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        crate::common::missing("root", "`unshare --pid --fork --mount-proc` is not permitted");
+        return;
+    }
+    let bin = crate::common::bin();
+    let script = r#"
+        set -e
+        other=$(setsid --wait "$C" --json start "another shell's task" --priority P1 | jq -r .instance_id)
+        "$C" claim --instance "$other" src/theirs.rs >/dev/null
+        mine=$("$C" --json start "my task" --priority P2 | jq -r .instance_id)
+        "$C" --json claim src/mine.rs | jq -r .status
+        "$C" --json done | jq -r .instance_id
+        echo "mine=$mine other=$other"
+        setsid --wait "$C" --json done 2>/dev/null | jq -r .reason || true
+    "#;
+    let out = env.run_cmd(
+        Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "sh", "-c", script])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", env.root.path())
+            .env("CONDUCTOR_HOME", &env.home)
+            .env("C", &bin)
+            .current_dir(&env.project)
+            .stdin(Stdio::null()),
+    );
+    out.code(0);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let ids = lines[2].to_string();
+    let mine = ids.split_whitespace().next().unwrap().trim_start_matches("mine=");
+    let other = ids.split_whitespace().nth(1).unwrap().trim_start_matches("other=");
+    assert_eq!(lines[0], "ok", "a claim by directory from the same shell: {out:#?}");
+    assert_eq!(lines[1], mine, "done by directory ends this shell's session: {out:#?}");
+    assert_eq!(
+        lines[3], "ambiguous_instance",
+        "a setsid process inside the container is another terminal: {out:#?}"
+    );
+    assert!(live(&env, other), "the other shell's session is untouched");
+}

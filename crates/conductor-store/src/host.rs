@@ -66,9 +66,24 @@ mod tests {
 
 /// The POSIX session id of this process: every process started from one terminal (or one
 /// login) shares it, unless it detached with `setsid`.
+///
+/// Inside a container (a pid namespace) whose session leader lives outside, `getsid` answers
+/// 0. The oldest ancestor visible in the namespace (the one whose parent is 0: the container's
+/// first process, or the process `docker exec` entered) then stands for the leader, so that
+/// commands run from one `docker exec` or one CI job still count as one terminal.
 pub fn session_id() -> Option<u32> {
     let sid = unsafe { libc::getsid(0) };
-    (sid > 0).then_some(sid as u32)
+    if sid > 0 {
+        return Some(sid as u32);
+    }
+    let mut pid = std::process::id();
+    for _ in 0..64 {
+        match parent_of(pid)? {
+            0 => return Some(pid),
+            parent => pid = parent,
+        }
+    }
+    None
 }
 
 /// This process's ancestors, parent first, as `/proc` tells them (empty where it is missing).
