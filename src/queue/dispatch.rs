@@ -113,6 +113,18 @@ struct Running {
     /// Reaped, with this status, while the copy of its output finishes (see [`handle`]): it
     /// has ended, and nothing is sent to its pid any more.
     exit: Option<std::process::ExitStatus>,
+    /// Its private HOME (sandbox), removed when it ends unless `--keep-home`.
+    home: Option<PathBuf>,
+}
+
+impl Running {
+    /// The job's tree is gone: remove its private HOME (what the agent kept there, secrets
+    /// included, must not outlive the job).
+    fn dispose_home(&mut self) {
+        if let Some(h) = self.home.take() {
+            super::launch::dispose_job_home(&h);
+        }
+    }
 }
 
 /// Read a secrets file: `NAME=value` lines (`#` comments, optional `export `, optional quotes).
@@ -787,6 +799,9 @@ impl Dispatcher<'_> {
                         log: self.layout.log(&l.job.workspace, &l.job.id),
                         copier,
                         exit: None,
+                        home: (matches!(self.opts.runner, exec::Runner::Sandbox { .. })
+                            && !self.opts.keep_home)
+                            .then(|| self.layout.job_home(&l.job.workspace, &l.job.id)),
                     },
                 );
                 progress(Update::Job {
@@ -801,6 +816,13 @@ impl Dispatcher<'_> {
                 Some(pid)
             }
             Err(e) => {
+                // Refused before it ran: the HOME prepared for it goes too.
+                if matches!(self.opts.runner, exec::Runner::Sandbox { .. }) && !self.opts.keep_home
+                {
+                    super::launch::dispose_job_home(
+                        &self.layout.job_home(&l.job.workspace, &l.job.id),
+                    );
+                }
                 self.exited.push((
                     key,
                     Finish::Failed {
@@ -1001,7 +1023,7 @@ fn record_exit(
     key: &str,
     status: std::process::ExitStatus,
 ) {
-    let Some(r) = running.remove(key) else {
+    let Some(mut r) = running.remove(key) else {
         return;
     };
     // The job's tree ends with it: nothing it started outlives it (a drained job's was killed
@@ -1009,6 +1031,7 @@ fn record_exit(
     if r.exit.is_none() {
         exec::kill_group(r.pid);
     }
+    r.dispose_home();
     let key = key.to_string();
     let took = r.started.elapsed();
     let used = super::plain::finish_log(&r.log);
@@ -1057,6 +1080,11 @@ fn stop_all(
 ) -> Result<Summary> {
     for r in running.values().filter(|r| r.exit.is_none()) {
         exec::kill_group(r.pid);
+    }
+    for r in running.values() {
+        if let Some(h) = &r.home {
+            super::launch::dispose_job_home(h);
+        }
     }
     let now = Timestamp::now();
     store.transaction(now, &[Lock::Queue], |tx| {

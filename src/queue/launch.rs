@@ -107,6 +107,9 @@ fn prepare_once(
         Runner::Sandbox { .. } => {
             let home = layout.job_home(&job.workspace, &job.id);
             if !made.contains(&home) {
+                // Each attempt starts from an empty HOME: one left by an attempt whose
+                // dispatcher died (or by `--keep-home`) goes first.
+                dispose_job_home(&home);
                 super::private_dir(&home).map_err(|e| std::io::Error::other(e.to_string()))?;
                 made.insert(home);
             }
@@ -206,4 +209,17 @@ pub(super) fn launch(
     };
     let (child, copier) = exec::spawn(&launch, runner)?;
     Ok((child, copier, ws_dir))
+}
+
+/// Remove a sandboxed job's private HOME and everything in it. A HOME that cannot be removed
+/// is named on stderr: it may hold what the agent saw, secrets included.
+pub fn dispose_job_home(home: &Path) {
+    match std::fs::remove_dir_all(home) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => eprintln!(
+            "warning: could not remove the job's HOME {} ({e}); it may hold secrets the job saw: delete it",
+            home.display()
+        ),
+    }
 }

@@ -19,4 +19,8 @@ pub struct Options {
     /// Start only these jobs (`WORKSPACE/JOB` keys; `queue retry`): the rest are left for
     /// another dispatcher.
     pub only: Option<BTreeSet<String>>,
+    /// Sandbox: keep each job's private HOME after it ends (`--keep-home`, for debugging).
+    /// Without it the HOME is removed when the job ends: agents record what they saw there,
+    /// secrets included.
+    pub keep_home: bool,
 }

@@ -275,6 +275,22 @@ fn queue_with_opencode(runner: &str) {
             p.display()
         );
     }
+    // Nor anything in conductor's home once the jobs ended: the first job's sandbox HOME, where
+    // OpenCode's session database recorded the tool output with the secret, is gone with it.
+    if runner == "sandbox" {
+        let homes = env.home.join("queue-homes/e2e-oc");
+        let left: Vec<_> = std::fs::read_dir(&homes)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "job HOMEs outlived their jobs: {left:?}");
+    }
+    for (p, bytes) in files_under(&env.home) {
+        assert!(
+            !contains(&bytes, SECRET),
+            "{runner}: the secret outlived its job in {}",
+            p.display()
+        );
+    }
 }
 
 #[test]

@@ -456,6 +456,7 @@ exit 0
                 ro,
                 "--agent-cmd",
                 &cmd,
+                "--keep-home",
             ],
             &[],
         )

@@ -259,6 +259,8 @@ fn escapes_fail(as_nobody: bool) {
             ro.to_str().unwrap(),
             "--agent-cmd",
             &cmd,
+            // The probe's HOME is inspected below (by default it goes when the job ends).
+            "--keep-home",
         ],
         &[
             ("OWN_SECRET", "own-secret-8080"),
@@ -291,6 +293,10 @@ fn escapes_fail(as_nobody: bool) {
         .collect();
     r.code(0);
     assert!(wrote.is_empty(), "the job wrote into the host's {wrote:?}");
+    assert!(
+        r.stderr.contains("warning: --keep-home") && r.stderr.contains("secrets"),
+        "--keep-home warns that the HOME may hold secrets: {r:?}"
+    );
     let out = sb.env.home.join("workspaces/w1/output/probe");
     let rep = std::fs::read_to_string(out.join("report.txt")).unwrap();
     let tried = rep.lines().filter(|l| l.starts_with("tried ")).count();

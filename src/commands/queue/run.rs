@@ -90,6 +90,10 @@ pub struct DispatchArgs {
     /// Sandbox: pass this variable through from the environment (e.g. a model API key). Repeatable.
     #[arg(long = "pass-env", value_name = "NAME")]
     pub pass_env: Vec<String>,
+    /// Sandbox: keep each job's private HOME (`<home>/queue-homes/WS/JOB`) after it ends, to
+    /// debug the agent. It may hold the secrets the job saw; by default it is removed.
+    #[arg(long)]
+    pub keep_home: bool,
 }
 
 /// Parse `--runner`.
@@ -208,6 +212,21 @@ impl DispatchArgs {
             // Refused now, before anything changes (the dispatcher reads it again).
             dispatch::read_secrets_file(f)?;
         }
+        if self.keep_home {
+            if matches!(runner, Runner::Sandbox { .. }) {
+                eprintln!(
+                    "warning: --keep-home: each job's HOME stays in {} after it ends, with what \
+                     the agent kept there (its transcripts may hold the job's secrets); delete it \
+                     when you are done",
+                    ctx.store.home().dir().join("queue-homes").display()
+                );
+            } else {
+                eprintln!(
+                    "warning: --keep-home has no effect without --runner sandbox (other runners \
+                     use the agent's own HOME)"
+                );
+            }
+        }
         Ok(Options {
             parallel: usize::from(self.parallel),
             runner,
@@ -218,6 +237,7 @@ impl DispatchArgs {
             secrets_file: self.secrets_file,
             tick: std::io::stderr().is_terminal() && !ctx.out.quiet,
             only,
+            keep_home: self.keep_home,
         })
     }
 }
