@@ -1172,6 +1172,8 @@ o="$CONDUCTOR_QUEUE_OUTPUT"; mkdir -p "$o"
 if [ "$CONDUCTOR_QUEUE_JOB" = a ]; then
   ln -s {victim} "$o/RESULT.md"
   true
+elif [ "$CONDUCTOR_QUEUE_JOB" = a2 ]; then
+  cd / && rm -rf "$o" && ln -s {victim_dir} "$o"
 else
   cat > "$o/prompt-seen.txt"
   ls "$CONDUCTOR_QUEUE_WORKSPACE/docs/" > "$o/docs-seen.txt" 2>&1
@@ -1179,12 +1181,17 @@ else
 fi
 "#,
             victim = victim.display(),
+            victim_dir = victim_dir.display(),
         ),
     )
     .unwrap();
+    // a2 replaces its whole output directory with a link to a host directory holding a
+    // RESULT.md of the user's.
+    std::fs::write(victim_dir.join("RESULT.md"), "host-result-content-4410").unwrap();
     q.submit(&json!({"workspace": "ln", "jobs": [
         {"id": "a", "prompt": "p", "docs": ["slack"]},
-        {"id": "b", "prompt": "p", "depends_on": ["a"]}]}))
+        {"id": "a2", "prompt": "p"},
+        {"id": "b", "prompt": "p", "depends_on": ["a", "a2"]}]}))
         .code(0);
     // docs is a read-only mount inside a sandbox; a job run without one (or anything else)
     // can turn it into a link.
@@ -1195,6 +1202,14 @@ fi
     r.code(0);
     let prompt = std::fs::read_to_string(q.env.home.join("queue-prompts/ln/b.md")).unwrap();
     assert!(!prompt.contains("host-secret-content-7731"), "{prompt}");
+    assert!(!prompt.contains("host-result-content-4410"), "{prompt}");
+    assert!(
+        std::fs::symlink_metadata(q.env.home.join("workspaces/ln/output/a2"))
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "a2 left its output directory as a link"
+    );
     let out = q.env.home.join("workspaces/ln/output/b");
     let seen = std::fs::read_to_string(out.join("prompt-seen.txt")).unwrap();
     assert_eq!(seen, prompt, "b read its prompt on stdin");
@@ -1202,8 +1217,14 @@ fi
     assert!(!docs.contains("host-file-5521"), "{docs}");
     let results = q.env.run(&["queue", "results", "ln"]);
     assert!(
-        !results.stdout.contains("host-secret-content-7731"),
+        !results.stdout.contains("host-secret-content-7731")
+            && !results.stdout.contains("host-result-content-4410"),
         "{results:?}"
+    );
+    let shown = q.env.run(&["queue", "show", "a2"]);
+    assert!(
+        !shown.stdout.contains("host-result-content-4410"),
+        "{shown:?}"
     );
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap(),
