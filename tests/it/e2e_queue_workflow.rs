@@ -458,20 +458,20 @@ fn e2e_three_state_workflow_run_by_claude_code_as_documented() {
     need("claude", crate::e2e_agents::set_version("claude"));
     let env = TestEnv::new();
     let sid = three_state_project(&env);
-    // The worker command exactly as `workflow run --help` documents it.
+    // The worker command exactly as `workflow run --help` shows it, continuation lines and
+    // all, as a person pastes it.
     let help = env.run(&["workflow", "run", "--help"]);
-    let text = help
+    let cmd = help
         .stdout
-        .lines()
-        .map(str::trim)
-        .collect::<Vec<_>>()
-        .join(" ");
-    let cmd = text
         .split("--agent-cmd '")
         .find(|l| l.starts_with("claude -p"))
         .and_then(|l| l.split('\'').next())
         .unwrap_or_else(|| panic!("{}", help.stdout))
         .to_string();
+    assert!(
+        cmd.contains("\\\n"),
+        "the documented command spans lines: {cmd}"
+    );
     let bash = |c: &str| json!({"tool_call": {"name": "Bash", "input": {"command": c, "description": "workflow"}}});
     let steps = json!([
         bash(&format!("conductor workflow snapshot --finding {FINDING}")),

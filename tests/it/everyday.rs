@@ -550,3 +550,43 @@ fn a_handoff_may_name_its_recipient_with_next() {
     bad.code(2);
     assert!(bad.stdout.contains("`to:` field (or `next:`)"), "{bad:#?}");
 }
+
+/// Issue 37: the help's worker examples are pasted as they are shown. At 80 columns no example
+/// line is wrapped inside its quoted `--agent-cmd` template: a line that opens a quote and does
+/// not close it ends with a `\` continuation, which `sh -c` joins.
+#[test]
+fn help_examples_are_never_wrapped_inside_an_argument() {
+    let env = TestEnv::new();
+    for args in [
+        &["workflow", "--help"][..],
+        &["workflow", "run", "--help"],
+        &["workflow", "start", "--help"],
+    ] {
+        let r = env.run_env(args, &[("COLUMNS", "80")]);
+        r.code(0);
+        let mut open = false;
+        let mut examples = 0;
+        for line in r.stdout.lines() {
+            if line.contains("--agent-cmd '") {
+                examples += 1;
+            }
+            // Example lines (and the lines continuing one) only: prose has apostrophes.
+            if open || line.trim_start().starts_with("conductor ") {
+                if line.matches('\'').count() % 2 == 1 {
+                    open = !open;
+                }
+            }
+            assert!(
+                !open || line.ends_with(" \\"),
+                "{args:?}: a quoted argument is broken across lines at `{line}`:\n{}",
+                r.stdout
+            );
+        }
+        assert!(
+            examples > 0,
+            "{args:?} shows a worker example:\n{}",
+            r.stdout
+        );
+        assert!(!open, "{args:?}: a quote is never closed:\n{}", r.stdout);
+    }
+}

@@ -23,18 +23,36 @@ use conductor::error::Reason;
 use conductor::error::Result;
 pub use conductor::workflows::timeline::title;
 
+/// The Claude Code worker command of the help's examples, split with `\` continuations inside
+/// the quoted template (`sh -c` joins them) so that no line is wrapped inside an argument at 80
+/// columns and a pasted example runs as shown. `conductor integrate claude` first: its hooks
+/// approve the worker's edits of files it may claim, which `-p` mode would leave unapproved.
+macro_rules! claude_worker_example {
+    () => {
+        "conductor workflow run wf-1a2b3c --agent-cmd 'claude -p \\
+      --allowedTools \"Bash(conductor workflow:*)\" \\
+      --append-system-prompt-file {system_file}'"
+    };
+}
+pub(crate) use claude_worker_example;
+
 /// The group's `--help` epilogue: a session from start to end.
-pub const HELP: &str = "\
+pub const HELP: &str = concat!(
+    "\
 A session:
   conductor workflow validate .conductor/workflows/feature.json
   conductor workflow start feature \"Add rate limiting\"          # prints wf-1a2b3c
-  conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --allowedTools \"Bash(conductor workflow:*)\" --append-system-prompt-file {system_file}'
+  conductor integrate claude
+  ",
+    claude_worker_example!(),
+    "
   conductor workflow show wf-1a2b3c       # Planning [✓] -> Implementation [●] -> Verification [ ]
   conductor workflow approve wf-1a2b3c    # when a state requires approval; then run again
 
 Workers (started by `workflow run`) call `workflow transition`, `snapshot`, `usage` and `status`;
 they find their session in CONDUCTOR_WORKFLOW_SESSION. docs/workflows.md has a
-template to copy.";
+template to copy.",
+);
 
 /// Workflows: a supervised state machine, each state run by a fresh agent process.
 #[derive(Debug, Subcommand)]

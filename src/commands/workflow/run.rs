@@ -33,7 +33,8 @@ pub struct RunArgs {
 }
 
 const fn const_format_help() -> &'static str {
-    "Each worker runs with CONDUCTOR_WORKFLOW_SESSION, CONDUCTOR_WORKFLOW_STATE, \
+    concat!(
+        "Each worker runs with CONDUCTOR_WORKFLOW_SESSION, CONDUCTOR_WORKFLOW_STATE, \
 CONDUCTOR_INSTANCE_ID (a conductor instance registered for it, so its claims are coordinated) and \
 CONDUCTOR_HOME in its environment, and its starting prompt holds the task, its persona, the state's \
 instructions, the snapshot handed over by earlier states, and how to finish: \
@@ -49,8 +50,10 @@ enforces the damage-control rules: run `conductor integrate pi` in the project (
 first. Pi's provider and model are Pi's own settings. The usage each worker prints (Pi's and \
 OpenCode's JSON events, Claude Code's json/stream-json result) counts against the budgets.\n\n\
 Examples:\n  conductor integrate pi && conductor workflow run wf-1a2b3c --follow\n  \
-conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --allowedTools \"Bash(conductor workflow:*)\" --append-system-prompt-file {system_file}'\n  \
-conductor workflow run wf-1a2b3c --agent-cmd 'pi -p --mode json --model sonnet --append-system-prompt {system_file}'\n\n\
+conductor integrate claude\n  ",
+        super::claude_worker_example!(),
+        "\n  conductor workflow run wf-1a2b3c --agent-cmd 'pi -p --mode json \\\n      \
+--model sonnet --append-system-prompt {system_file}'\n\n\
 Exit codes of `workflow run` (it returns when no automated progress is possible):\n  \
 0   done\n  1   operational error (lock_timeout, io, corrupt_state)\n  \
 2   invalid input (unknown session, the default Pi worker without conductor's extension, \
@@ -58,6 +61,7 @@ another supervisor is running it)\n  5   awaiting_approval (conductor workflow a
 6   paused (conductor workflow resume SESSION)\n  7   human_intervention (conductor workflow resolve SESSION --to STATE)\n  \
 8   budget_exceeded (the figures are in `workflow show`)\n  9   failed (the agent command could not be run)\n  \
 10  aborted\n  130 the supervisor was interrupted (SIGINT/SIGTERM); run it again to resume"
+    )
 }
 
 /// Run `workflow run`.

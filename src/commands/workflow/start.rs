@@ -11,13 +11,15 @@ use conductor::workflows;
 /// Start a workflow session.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_long_help = "TEMPLATE is a name (NAME.json in the project's .conductor/workflows/, \
+    after_long_help = concat!("TEMPLATE is a name (NAME.json in the project's .conductor/workflows/, \
 then in the home's workflows/) or a path to a .json file. The template is checked (see `workflow \
 validate`), every state's persona is resolved (agent files in .claude/agents/ or .pi/agents/ must \
 parse), and the safety rules are parsed: the template's `rules` file, else \
 .pi/damage-control-rules.yaml when it exists. Any problem is an error (exit 2) and nothing is written.\n\n\
 Example:\n  conductor workflow start feature \"Add rate limiting to the API\"\n  \
-conductor workflow run wf-1a2b3c --agent-cmd 'claude -p --allowedTools \"Bash(conductor workflow:*)\" --append-system-prompt-file {system_file}'"
+conductor integrate claude\n  ",
+        super::claude_worker_example!()
+    )
 )]
 pub struct StartArgs {
     /// The template: a name or a path.
