@@ -88,12 +88,27 @@ pub fn print(out: &Output, report: &dyn Report) -> Result<u8> {
     Ok(report.exit_code())
 }
 
-/// Show a path relative to `cwd` when it is inside it.
+/// Show a path relative to `cwd` when it is inside it, as written otherwise: a directory
+/// claim keeps its trailing `/` and a glob its pattern (`src/api/`, `tests/**/*.rs`), so what
+/// is shown means what is claimed.
 pub fn display_path(path: &str, cwd: Option<&Path>) -> String {
-    match cwd.and_then(|c| Path::new(path).strip_prefix(c).ok()) {
-        Some(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
+    let Some(base) = cwd.and_then(Path::to_str) else {
+        return path.to_string();
+    };
+    match path
+        .strip_prefix(base.trim_end_matches('/'))
+        .and_then(|r| r.strip_prefix('/'))
+    {
+        Some(rel) if !rel.is_empty() => rel.to_string(),
         _ => path.to_string(),
     }
+}
+
+/// Where an instance's paths are shown from: its repository's root (the main checkout or the
+/// worktree it works in), else its working directory.
+pub fn instance_base(working_directory: &str) -> PathBuf {
+    let dir = Path::new(working_directory);
+    conductor::host::repository_root(dir).unwrap_or_else(|| dir.to_path_buf())
 }
 
 /// Write to stdout and flush; a closed stdout surfaces as the store's broken-pipe error (which

@@ -182,19 +182,37 @@ pub fn state(store: &Store) -> Result<Value> {
                    "log_tail": tail_of(&layout.log(&j.workspace, &j.id))})
         })
         .collect();
+    // Conflicts as `status` reports them: only those whose holder still holds the file.
+    let conflicts = conductor::protocol::ops::live_conflicts(&st);
     let instances: Vec<Value> = st
         .instances
         .iter()
         .map(|i| {
-            let claims: Vec<&String> = st
+            // Paths as the instance's repository (or directory) names them, never shortened.
+            let base = crate::face::instance_base(&i.working_directory);
+            let shown = |p: &str| crate::face::display_path(p, Some(&base));
+            let claims: Vec<Value> = st
                 .global_claims
                 .iter()
                 .filter(|(_, h)| **h == i.id)
-                .map(|(f, _)| f)
+                .map(|(f, _)| json!({"path": f, "shown": shown(f)}))
+                .collect();
+            let waiting: Vec<Value> = i
+                .waiting_for
+                .iter()
+                .map(|w| json!({"file": w.file, "shown": shown(&w.file), "ticket": w.ticket}))
+                .collect();
+            let open: Vec<Value> = conflicts
+                .iter()
+                .filter(|c| c.requested_by == i.id)
+                .map(|c| {
+                    json!({"file": c.file, "shown": shown(&c.file), "held_by": c.held_by,
+                                "holder_task": c.holder_task, "since": c.since})
+                })
                 .collect();
             json!({"id": i.id, "project": i.project, "task": i.task, "priority": i.priority,
                    "last_heartbeat": i.last_heartbeat, "claims": claims,
-                   "waiting_for": i.waiting_for, "pending_conflicts": i.pending_conflicts})
+                   "waiting_for": waiting, "conflicts": open})
         })
         .collect();
     Ok(json!({

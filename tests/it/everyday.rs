@@ -590,3 +590,48 @@ fn help_examples_are_never_wrapped_inside_an_argument() {
         assert!(!open, "{args:?}: a quote is never closed:\n{}", r.stdout);
     }
 }
+
+/// Issue 37: every view shows a claimed path relative to the claimant's project (or repository)
+/// and never shortened into something else: a directory keeps its `/`, a glob its whole
+/// pattern, and `top` shows no absolute path.
+#[test]
+fn status_and_top_show_paths_as_the_project_names_them() {
+    let env = TestEnv::new();
+    let id = env.start("paths", "P2");
+    env.run(&[
+        "claim",
+        "--instance",
+        &id,
+        "src/api/",
+        "tests/**/*.rs",
+        "src/main.rs",
+    ])
+    .code(0);
+    let status = env.run(&["status"]);
+    status.code(0);
+    let top = env.run(&["top", "--once"]);
+    top.code(0);
+    let abs = env.project.display().to_string();
+    for (view, text) in [("status", &status.stdout), ("top", &top.stdout)] {
+        for shown in ["src/api/", "tests/**/*.rs", "src/main.rs"] {
+            assert!(
+                text.lines()
+                    .any(|l| l.trim_end_matches([' ', '|']).ends_with(shown)),
+                "{view} shows `{shown}` as claimed:\n{text}"
+            );
+        }
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.trim_end_matches([' ', '|']).ends_with("src/api")),
+            "{view} drops a directory's `/`:\n{text}"
+        );
+        // (The instance's own directory is named once, absolute: `in /…/proj`.)
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.contains(&abs) && !l.trim_start().starts_with("in ")),
+            "{view} shows an absolute path:\n{text}"
+        );
+    }
+}

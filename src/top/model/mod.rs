@@ -203,8 +203,13 @@ impl Overview {
         let mut out = vec![self.line(it, now)];
         if it.section == Section::Instances {
             let i = &self.instances[it.index];
-            out.extend(i.claims.iter().map(|c| format!("    {c}")));
-            out.extend(i.waiting_for.iter().map(|c| format!("    waiting for {c}")));
+            let shown = i.shown_paths();
+            out.extend(i.claims.iter().map(|c| format!("    {}", shown(c))));
+            out.extend(
+                i.waiting_for
+                    .iter()
+                    .map(|c| format!("    waiting for {}", shown(c))),
+            );
         }
         out
     }
@@ -237,10 +242,11 @@ impl Overview {
                     ago(i.last_heartbeat, now)
                 ));
                 out.push(format!("claims     {}", i.claims.len()));
-                out.extend(i.claims.iter().map(|c| format!("  {c}")));
+                let shown = i.shown_paths();
+                out.extend(i.claims.iter().map(|c| format!("  {}", shown(c))));
                 if !i.waiting_for.is_empty() {
                     out.push("waiting for".into());
-                    out.extend(i.waiting_for.iter().map(|c| format!("  {c}")));
+                    out.extend(i.waiting_for.iter().map(|c| format!("  {}", shown(c))));
                 }
             }
             Section::Agents => {

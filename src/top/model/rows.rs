@@ -140,3 +140,12 @@ pub(super) fn one_line(s: &str) -> String {
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()
 }
+
+impl InstanceRow {
+    /// How this instance's paths are shown: relative to its repository (or directory), with a
+    /// directory's `/` and a glob's pattern kept, on one line.
+    pub fn shown_paths(&self) -> impl Fn(&str) -> String + '_ {
+        let base = crate::face::instance_base(&self.working_directory);
+        move |p: &str| one_line(&crate::face::display_path(p, Some(&base)))
+    }
+}

@@ -73,6 +73,12 @@ try:
     other = ok("--json", "start", "Refactor the server", "--project", "web", "--priority", "P1")["instance_id"]
     run("claim", "src/main.rs", "--instance", other)
     shows("conflict", f'[data-instance="{other}"]', "held by " + inst)
+    # Paths as the project names them, never shortened: a directory keeps its `/`, a glob its
+    # whole pattern; heartbeats read as minutes ago.
+    ok("claim", "src/api/", "tests/**/*.rs", "--instance", inst)
+    shows("directory claim", f'[data-instance="{inst}"]', "claims src/api/")
+    shows("glob claim", f'[data-instance="{inst}"]', "claims tests/**/*.rs")
+    shows("heartbeat", f'[data-instance="{inst}"]', "heartbeat just now")
 
     ok("post", "ops", "@scout please review the dashboard", "--as", "ana")
     shows("post", '[data-agent="scout"]', "please review the dashboard")
@@ -92,6 +98,19 @@ try:
                               "verify": {"persona": "QA", "next": ["done"]}}}, f)
     session = ok("--json", "workflow", "start", "feature", "Ship the dashboard")["session"]
     shows("workflow", f'[data-session="{session}"]', "Ship the dashboard")
+
+    # The holder finishes: the conflict is resolved, and gone from the other row as from
+    # `status`.
+    ok("done", "--instance", inst)
+    t = time.monotonic()
+    try:
+        wait.until(lambda d: all("held by" not in e.text for e in
+                                 d.find_elements(By.CSS_SELECTOR, f'[data-instance="{other}"]')))
+    except Exception:
+        body = driver.find_element(By.TAG_NAME, "body").text
+        raise SystemExit(f"resolved conflict: still shown within {BOUND} s:\n{body}")
+    timings["resolved conflict"] = round(time.monotonic() - t, 3)
+    assert not ok("--json", "status").get("conflicts"), "status agrees"
 
     # Never reloaded: the same page did it all over its event stream.
     assert driver.execute_script("return window.performance.timeOrigin") == page
