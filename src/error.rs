@@ -84,13 +84,20 @@ impl Error {
     /// What to do next, when there is something useful to say.
     pub fn hint(&self) -> Option<String> {
         match self {
-            Error::Store(e) => e.hint(),
+            Error::Store(e) => e
+                .hint()
+                .or_else(|| crate::error_hints::store_hint(e.reason()).map(str::to_string)),
             Error::UnknownInstance(_) => {
                 Some("run `conductor status` to list live instances".into())
             }
             Error::Internal(_) => Some(INTERNAL_HINT.into()),
-            Error::Invalid { hint, .. } => hint.clone(),
-            _ => None,
+            Error::Invalid { hint, reason, .. } => hint
+                .clone()
+                .or_else(|| Some(crate::error_hints::default_hint(*reason).into())),
+            Error::AmbiguousInstance { .. } => Some(
+                "pass --instance ID (or export CONDUCTOR_INSTANCE_ID); `conductor status` lists them"
+                    .into(),
+            ),
         }
     }
 

@@ -149,7 +149,7 @@ fn a_read_only_command_with_a_mistyped_home_creates_nothing() {
         all.extend_from_slice(args);
         let r = env.run(&all);
         r.code(2);
-        assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {r:?}");
+        assert!(r.error_and_hint(), "{args:?}: {r:?}");
         assert!(
             r.stderr.contains("no conductor home at") && r.stderr.contains(typo_s),
             "{args:?}: {r:?}"

@@ -151,6 +151,18 @@ pub fn error_problems(r: &Run, code: i32, reason: &str, needle: &str, json: bool
     if !first.starts_with("error: ") {
         p.push("first stderr line is not `error: ...`".into());
     }
+    // One line of error and one of what to do about it (issue 37: "one line plus one hint").
+    let lines: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| !l.starts_with("warning: "))
+        .collect();
+    if lines.len() != 2 || !lines[1].starts_with("hint: ") {
+        p.push(format!(
+            "stderr is not one `error:` line and one `hint:` line ({} lines)",
+            lines.len()
+        ));
+    }
     // clap puts a missing required argument on the second line ("  <TASK>"), hence three lines.
     let head: String = r.stderr.lines().take(3).collect::<Vec<_>>().join("\n");
     if !head.to_lowercase().contains(&needle_lc) {
@@ -595,9 +607,9 @@ fn errors_quoting_hostile_tasks_stay_one_line() {
             "pass --instance",
             json,
         );
-        if !json && run.stderr.lines().count() != 1 {
+        if !json && !run.error_and_hint() {
             f.0.push(format!(
-                "ambiguous: stderr is not one line: {:?}",
+                "ambiguous: stderr is not one error and one hint: {:?}",
                 run.stderr
             ));
         }
@@ -620,9 +632,9 @@ fn errors_quoting_hostile_tasks_stay_one_line() {
             "no live instance",
             json,
         );
-        if !json && run.stderr.lines().count() != 1 {
+        if !json && !run.error_and_hint() {
             f.0.push(format!(
-                "no match: stderr is not one line: {:?}",
+                "no match: stderr is not one error and one hint: {:?}",
                 run.stderr
             ));
         }

@@ -860,7 +860,7 @@ fn issue_14_retry_no_run_only_marks_and_a_busy_dispatcher_picks_the_retry_up() {
     let before = std::fs::read(q.env.home.join("queue.json")).unwrap();
     let r = q.env.run(&["queue", "retry", "c", "--runner", "nope"]);
     r.code(2);
-    assert_eq!(r.stderr.lines().count(), 1, "{r:?}");
+    assert!(r.error_and_hint(), "{r:?}");
     assert_eq!(
         std::fs::read(q.env.home.join("queue.json")).unwrap(),
         before

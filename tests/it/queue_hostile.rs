@@ -146,7 +146,7 @@ fn issue_21_an_agent_or_model_that_reads_as_an_option_is_refused() {
             r.stderr.contains("invalid_manifest") || r.stderr.contains("option"),
             "{r:?}"
         );
-        assert_eq!(r.stderr.trim().lines().count(), 1, "{r:?}");
+        assert!(r.error_and_hint(), "{r:?}");
         assert!(!h.env.home.join("queue.json").exists());
     }
 }
@@ -316,7 +316,7 @@ fn issue_21_reserved_secret_names_are_refused_at_submit() {
             {"id": "a", "prompt": "p", "secrets": ["FINE_ONE", name]}]}));
         r.code(2);
         let err = r.stderr.trim();
-        assert_eq!(err.lines().count(), 1, "{r:?}");
+        assert!(r.error_and_hint(), "{r:?}");
         assert!(err.contains(&format!("secret `{name}`")), "{r:?}");
         let j = h.env.run_stdin(
             &["--json", "queue", "submit", "-"],
@@ -497,7 +497,7 @@ fn issue_21_a_workdir_over_the_sandbox_is_refused() {
             {"id": "a", "prompt": "p", "workdir": w}]}));
         r.code(2);
         assert!(r.stderr.contains("workdir"), "{r:?}");
-        assert_eq!(r.stderr.trim().lines().count(), 1, "{r:?}");
+        assert!(r.error_and_hint(), "{r:?}");
         assert!(!h.env.home.join("queue.json").exists());
     }
     h.submit(&json!({"workspace": "w", "jobs": [

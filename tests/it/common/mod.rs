@@ -35,6 +35,11 @@ impl Run {
         serde_json::from_str(self.stdout.trim())
             .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}):\n{self:?}"))
     }
+    /// stderr is one `error: …` line and one `hint: …` line, as every error should be.
+    pub fn error_and_hint(&self) -> bool {
+        let l: Vec<&str> = self.stderr.lines().collect();
+        l.len() == 2 && l[0].starts_with("error: ") && l[1].starts_with("hint: ")
+    }
     /// Assert the exit code, showing everything on failure.
     #[track_caller]
     pub fn code(&self, expected: i32) -> &Self {
