@@ -13,6 +13,7 @@ mod e2e_agents;
 mod e2e_queue_workflow;
 mod etcd;
 mod events;
+mod every_reason;
 mod everyday;
 mod faults;
 mod first_hour;
