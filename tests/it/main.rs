@@ -30,6 +30,7 @@ mod layers;
 mod ledger_retention;
 mod live;
 mod mcp;
+mod options;
 mod ownership;
 mod props;
 mod protocol;
