@@ -273,3 +273,192 @@ fn workflow_show_log_and_guard_edit() {
     env.run_env(&["workflow", "guard", "--edit", "src/a.rs"], &worker)
         .code(0);
 }
+
+/// A stand-in agent for the queue: records `start JOB` and `end JOB` in `$CTRL/trace`, waits while
+/// `$CTRL/JOB.block` exists, fails (exit 3) while `$CTRL/JOB.fail` exists.
+const QUEUE_AGENT: &str = r#"#!/bin/sh
+job="$1"
+echo "start $job" >> "$CTRL/trace"
+while [ -f "$CTRL/$job.block" ]; do sleep 0.02; done
+if [ -f "$CTRL/$job.fail" ]; then echo "end $job fail" >> "$CTRL/trace"; exit 3; fi
+mkdir -p "$CONDUCTOR_QUEUE_OUTPUT"
+printf '# %s\n' "$job" > "$CONDUCTOR_QUEUE_OUTPUT/RESULT.md"
+echo "end $job" >> "$CTRL/trace"
+"#;
+
+#[test]
+fn queue_retry_parallel_bounds_the_jobs_the_retry_runs_at_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let ctrl = env.dir("ctrl");
+    let agent = env.dir("bin").join("agent.sh");
+    std::fs::write(&agent, QUEUE_AGENT).unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cmd = format!("sh {} {{job}}", agent.display());
+    let vars = [("CTRL", ctrl.to_str().unwrap())];
+    let trace = || read_lines(&ctrl.join("trace"));
+    env.run_stdin(
+        &["queue", "submit", "-"],
+        r#"{"workspace": "w", "jobs": [{"id": "a", "prompt": "p"},
+            {"id": "b", "prompt": "p", "depends_on": ["a"]},
+            {"id": "c", "prompt": "p", "depends_on": ["a"]}]}"#,
+    )
+    .code(0);
+    std::fs::write(ctrl.join("a.fail"), "").unwrap();
+    env.run_env(&["queue", "run", "--agent-cmd", &cmd], &vars)
+        .code(5);
+    std::fs::remove_file(ctrl.join("a.fail")).unwrap();
+    std::fs::write(ctrl.join("b.block"), "").unwrap();
+    std::fs::write(ctrl.join("c.block"), "").unwrap();
+    // The default would run b and c together once a completes; --parallel 1 runs one of them.
+    let mut retry = env
+        .cmd()
+        .args([
+            "queue",
+            "retry",
+            "a",
+            "--parallel",
+            "1",
+            "--agent-cmd",
+            &cmd,
+        ])
+        .env("CTRL", &ctrl)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = |t: &[String]| {
+        t.iter()
+            .find(|l| *l == "start b" || *l == "start c")
+            .map(|l| l[6..].to_string())
+    };
+    assert!(
+        wait_until(60.0, || first(&trace()).is_some()),
+        "{:?}",
+        trace()
+    );
+    let x = first(&trace()).unwrap();
+    let y = if x == "b" { "c" } else { "b" };
+    // The dispatcher has started what it was going to start and waits.
+    assert!(
+        wait_until(60.0, || parked(retry.id())),
+        "the retry waits on its running job"
+    );
+    assert!(
+        !trace().contains(&format!("start {y}")),
+        "one job at a time: {:?}",
+        trace()
+    );
+    std::fs::remove_file(ctrl.join(format!("{x}.block"))).unwrap();
+    assert!(
+        wait_until(60.0, || trace().contains(&format!("start {y}"))),
+        "{:?}",
+        trace()
+    );
+    std::fs::remove_file(ctrl.join(format!("{y}.block"))).unwrap();
+    assert!(wait_until(60.0, || retry.try_wait().unwrap().is_some()));
+    assert_eq!(retry.wait().unwrap().code(), Some(0));
+    let t = trace();
+    let at = |l: &str| t.iter().position(|x| x == l).unwrap();
+    assert!(at(&format!("end {x}")) < at(&format!("start {y}")), "{t:?}");
+}
+
+#[test]
+fn queue_retry_sandbox_ro_and_pass_env_reach_the_sandboxed_job() {
+    if !crate::queue::bwrap_works() {
+        return;
+    }
+    let env = TestEnv::new();
+    // The agent lives outside the job's workspace: only --sandbox-ro shows it in the sandbox.
+    let tools = env.dir("tools");
+    let agent = tools.join("agent.sh");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\n[ -n \"$PASSED_VAR\" ] || { echo no PASSED_VAR; exit 3; }\n\
+         mkdir -p \"$CONDUCTOR_QUEUE_OUTPUT\"\n\
+         printf '# r\\n\\ngot %s\\n' \"$PASSED_VAR\" > \"$CONDUCTOR_QUEUE_OUTPUT/RESULT.md\"\n",
+    )
+    .unwrap();
+    let cmd = format!("sh {}", agent.display());
+    env.run(&["queue", "add", "--id", "j", "--", "hello"])
+        .code(0);
+    // Locally, without the variable: it fails.
+    env.run(&["queue", "run", "--agent-cmd", &cmd]).code(5);
+    let retry = |extra: &[&str]| {
+        let mut args = vec!["queue", "retry", "j", "--runner", "sandbox"];
+        args.extend(extra);
+        env.run_env(&args, &[("PASSED_VAR", "sekrit")])
+    };
+    // Each option alone is not enough: the other one is missing.
+    retry(&["--sandbox-ro", tools.to_str().unwrap()]).code(5);
+    retry(&["--pass-env", "PASSED_VAR"]).code(5);
+    retry(&[
+        "--sandbox-ro",
+        tools.to_str().unwrap(),
+        "--pass-env",
+        "PASSED_VAR",
+    ])
+    .code(0);
+    let result = env.home_file("workspaces/default/output/j/RESULT.md");
+    assert!(
+        std::fs::read_to_string(&result)
+            .unwrap()
+            .contains("got sekrit"),
+        "{}",
+        result.display()
+    );
+}
+
+#[test]
+fn workflow_run_exit_grace_stops_a_worker_that_lingers_after_its_transition() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let dir = env.project.join(".conductor/workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("one.json"),
+        r#"{"name":"One","initial":"a","states":{"a":{"persona":"A"}}}"#,
+    )
+    .unwrap();
+    let script = env.root.path().join("worker.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n{} workflow transition done --summary finished || exit 9\nsleep 300\n",
+            bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let r = env.run(&["--json", "workflow", "start", "one", "t"]);
+    let id = r.json()["session"].as_str().unwrap().to_string();
+    let agent = format!("sh {} {{prompt_file}}", script.display());
+    // The default grace is 60 s: with 1 s the supervisor ends long before that.
+    let t0 = Instant::now();
+    let mut sup = env
+        .cmd()
+        .args([
+            "workflow",
+            "run",
+            &id,
+            "--agent-cmd",
+            &agent,
+            "--exit-grace",
+            "1s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ended = wait_until(40.0, || sup.try_wait().unwrap().is_some());
+    if !ended {
+        sup.kill().ok();
+    }
+    assert!(ended, "the lingering worker was stopped after its grace");
+    assert_eq!(sup.wait().unwrap().code(), Some(0));
+    assert!(t0.elapsed() < Duration::from_secs(40));
+    let s = env.run(&["--json", "workflow", "show", &id]).json();
+    assert_eq!(s["session"]["status"], "done", "{s}");
+    // Stopped (SIGTERM), not ended by itself.
+    assert_eq!(s["session"]["runs"][0]["exit_code"], 143, "{s}");
+}
