@@ -1,7 +1,8 @@
 //! Options no other test touched (issue 38, item 8): each check here fails if its option were
-//! ignored (the default would give another answer). `run --override` and `mcp --instance` are
-//! in every_reason.rs (the gate passes and the command runs; a server told to act as `bad`
-//! refuses with `invalid_instance_id`); `serve --token` is in serve.rs.
+//! ignored (the default would give another answer, or the command would not end in time).
+//! `run --override` and `mcp --instance` are in every_reason.rs (the gate passes and the command
+//! runs; a server told to act as `bad` refuses with `invalid_instance_id`); `serve --token` is
+//! in serve.rs.
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -461,4 +462,51 @@ fn workflow_run_exit_grace_stops_a_worker_that_lingers_after_its_transition() {
     assert_eq!(s["session"]["status"], "done", "{s}");
     // Stopped (SIGTERM), not ended by itself.
     assert_eq!(s["session"]["runs"][0]["exit_code"], 143, "{s}");
+}
+
+/// `agent run --heartbeat`: where no file system watcher can be made (a user namespace allowed
+/// no inotify instance) and polling is forbidden, the loop looks at the journal every
+/// --heartbeat seconds: in 4 s, a cycle a second instead of the default's one every 5 s.
+#[test]
+fn agent_run_heartbeat_paces_the_loop_without_a_watcher() {
+    let env = TestEnv::new();
+    env.run(&["agent", "register", "scout", "--watch", "ops"])
+        .code(0);
+    let c = env.cmd();
+    let script = "echo 0 > /proc/sys/user/max_inotify_instances && exec \"$@\"";
+    let mut u = std::process::Command::new("unshare");
+    u.args(["-rU", "sh", "-c", script, "sh"])
+        .arg(bin())
+        .args([
+            "agent",
+            "run",
+            "scout",
+            "--mark-seen",
+            "--heartbeat",
+            "1",
+            "--duration-seconds",
+            "4",
+        ])
+        .env_clear()
+        .envs(c.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .env("CONDUCTOR_WATCH_POLL", "never")
+        .current_dir(&env.project);
+    let r = env.run_cmd(&mut u);
+    if r.stderr.starts_with("unshare:") || r.stderr.starts_with("sh:") {
+        return missing(
+            "userns",
+            &format!(
+                "cannot limit inotify in a user namespace: {}",
+                r.stderr.trim()
+            ),
+        );
+    }
+    r.code(0);
+    assert!(r.stderr.contains("every 1 s"), "{r:?}");
+    let run = env.run(&["--json", "agent", "status", "scout"]).json()["run"].clone();
+    assert_eq!(run["wake_source"], "heartbeat", "{run}");
+    assert!(
+        run["cycles"].as_u64().unwrap() >= 2,
+        "more than the one cycle a 5 s heartbeat makes in 4 s: {run}"
+    );
 }
