@@ -181,7 +181,8 @@ reasons! {
     NotHeld = "not_held", exit 2;
     /// `done` of an instance that already finished (nothing was changed).
     AlreadyFinished = "already_finished", exit 2;
-    /// `done --outcome` with a value the protocol does not know.
+    /// `done` (the MCP tool) with an outcome other than success, abandoned or conflict
+    /// (`orphaned` is recorded by cleanup only).
     InvalidOutcome = "invalid_outcome", exit 2;
     /// A claim on `/`, which would hold everything.
     ClaimTooWide = "claim_too_wide", exit 2;
@@ -211,8 +212,6 @@ reasons! {
     ClaimHeld = "claim_held", exit 2;
     /// Agents: acting on a claim one does not hold.
     NotHolder = "not_holder", exit 2;
-    /// Agents: the work claim expired and was taken over while the work ran.
-    ClaimLost = "claim_lost", exit 1;
     /// Agents: completing an item needs a completion reference.
     CompletionRefRequired = "completion_ref_required", exit 2;
     /// Agents: a claim TTL outside 15 to 1800 seconds.
@@ -243,7 +242,7 @@ reasons! {
     InvalidPersona = "invalid_persona", exit 2;
     /// Workflows: a damage-control rules file with a bad pattern (the rule is named).
     InvalidRules = "invalid_rules", exit 2;
-    /// Workflows: a git ref that does not name a commit.
+    /// Agents: a completion reference (`inbox complete --ref`) that is not `KEY=VALUE`.
     InvalidRef = "invalid_ref", exit 2;
     /// Workflows: another supervisor runs the session.
     AlreadySupervised = "already_supervised", exit 2;

@@ -757,7 +757,7 @@ impl<'a> Loop<'a> {
                     .is_some_and(|c| c.agent == name && c.worker == worker);
                 if !held {
                     return Err(Error::invalid(
-                        Reason::ClaimLost,
+                        Reason::NotHolder,
                         format!("the claim on {id} was taken over"),
                     ));
                 }
@@ -788,7 +788,7 @@ impl<'a> Loop<'a> {
                 .is_some_and(|c| c.agent == name && c.worker == worker);
             if !still {
                 return Err(Error::invalid(
-                    Reason::ClaimLost,
+                    Reason::NotHolder,
                     format!("the claim on {} is no longer ours", item.id),
                 ));
             }

@@ -274,14 +274,16 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> Result<u8> {
         let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
         let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
         let mut hup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
-        let running = server
-            .serve(rmcp::transport::stdio_pipes())
-            .await
-            .map_err(|e| e.to_string());
-        let running = match running {
+        let running = match server.serve(rmcp::transport::stdio_pipes()).await {
             Ok(r) => r,
             // The client went away before the handshake finished: nothing to serve.
-            Err(_) => return Ok(()),
+            Err(
+                rmcp::service::ServerInitializeError::ConnectionClosed(_)
+                | rmcp::service::ServerInitializeError::TransportError { .. }
+                | rmcp::service::ServerInitializeError::Cancelled,
+            ) => return Ok(()),
+            // It spoke, but not the MCP handshake (its first message was not `initialize`).
+            Err(e) => return Err(format!("the MCP handshake failed: {e}")),
         };
         let parent_gone = async {
             let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -306,7 +308,10 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> Result<u8> {
     let store = tools.store()?;
     tools.identity.finish_own(&store)?;
     if let Err(e) = served {
-        return Err(Error::invalid(Reason::McpFailed, e));
+        return Err(Error::invalid(Reason::McpFailed, e).with_hint(
+            "`conductor mcp` is started by an MCP client (see `conductor integrate`), which opens \
+             with an `initialize` request",
+        ));
     }
     Ok(0)
 }

@@ -45,6 +45,8 @@ pub struct Cluster {
     ports: Vec<(u16, u16)>,
     members: Vec<Option<Child>>,
     prefix: String,
+    /// Extra etcd flags for every member.
+    flags: Vec<String>,
 }
 
 impl Cluster {
@@ -53,6 +55,11 @@ impl Cluster {
     }
 
     pub fn with_members(n: usize) -> Cluster {
+        Cluster::with_flags(n, &[])
+    }
+
+    /// `n` members started with these extra etcd flags (like `--max-request-bytes`).
+    pub fn with_flags(n: usize, flags: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let mut c = Cluster {
@@ -60,6 +67,7 @@ impl Cluster {
             ports,
             members: (0..n).map(|_| None).collect(),
             prefix: format!("/t{}", rand_suffix()),
+            flags: flags.iter().map(|f| f.to_string()).collect(),
         };
         for i in 0..n {
             c.start_member(i);
@@ -109,6 +117,7 @@ impl Cluster {
                 "--election-timeout",
                 "500",
             ])
+            .args(&self.flags)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -87,7 +87,12 @@ impl Client {
 }
 
 /// Run a whole plan and return its results.
-fn run_plan(env: &TestEnv, server_args: &[&str], vars: &[(&str, &str)], plan: Value) -> Vec<Value> {
+pub(crate) fn run_plan(
+    env: &TestEnv,
+    server_args: &[&str],
+    vars: &[(&str, &str)],
+    plan: Value,
+) -> Vec<Value> {
     let n = plan.as_array().unwrap().len();
     let mut c = Client::spawn(env, server_args, vars, plan);
     let out: Vec<Value> = (0..n).map(|_| c.next()).collect();
@@ -467,7 +472,7 @@ fn inbox_flow_post_dm_seen_complete() {
 }
 
 /// Every file under `dir`, with its bytes.
-fn tree(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn tree(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

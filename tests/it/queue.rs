@@ -719,7 +719,7 @@ fn issue_14_plan_runs_the_planner_and_submits_with_yes() {
 
 /// Whether bubblewrap can create namespaces here; if not, the test fails naming bwrap (or, with
 /// `CONDUCTOR_TEST_SKIP=bwrap`, is skipped and logged).
-fn bwrap_works() -> bool {
+pub(crate) fn bwrap_works() -> bool {
     let o = std::process::Command::new("bwrap")
         .args([
             "--ro-bind",

@@ -104,3 +104,84 @@ fn reasons_are_distinct_snake_case_names() {
             .all(|n| n.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
     );
 }
+
+/// The `.rs` files under tests/it, with their text.
+fn test_sources() -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/it"
+    ))];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push((p.clone(), std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+/// True when `text` asserts that something answered with reason `name`: the literal `"name"`
+/// on a line that, with the two lines before it (where rustfmt breaks a long call), checks a
+/// reason: `.reason(2, "name")`, `["reason"], "name"`, `"reason": "name"` in an expected
+/// object, or a table row's `reason: "name"`.
+fn asserts_reason(text: &str, name: &str) -> bool {
+    let literal = format!("\"{name}\"");
+    let lines: Vec<&str> = text.lines().collect();
+    lines.iter().enumerate().any(|(i, line)| {
+        line.contains(&literal) && {
+            let window = lines[i.saturating_sub(2)..=i].join("\n");
+            ["reason(", "[\"reason\"]", "\"reason\":", "reason:"]
+                .iter()
+                .any(|k| window.contains(k))
+        }
+    })
+}
+
+#[test]
+fn every_documented_reason_is_produced_and_asserted_by_a_test() {
+    // This file names every reason, so it does not count.
+    let sources: Vec<(std::path::PathBuf, String)> = test_sources()
+        .into_iter()
+        .filter(|(p, _)| !p.ends_with("reasons.rs"))
+        .collect();
+    let missing: Vec<String> = every_reason()
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|name| !sources.iter().any(|(_, text)| asserts_reason(text, name)))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no test under tests/it produces and asserts these documented reasons (add one, for \
+         example in tests/it/every_reason.rs with `Run::reason`): {missing:?}"
+    );
+}
+
+#[test]
+fn the_scan_for_asserted_reasons_tells_an_assertion_from_a_mention() {
+    assert!(asserts_reason(
+        r#"r.reason(2, "unknown_job");"#,
+        "unknown_job"
+    ));
+    assert!(asserts_reason(
+        "assert_eq!(\n    r.json()[\"reason\"],\n    \"unknown_job\"\n);",
+        "unknown_job"
+    ));
+    assert!(asserts_reason(
+        r#"json!({"reason": "priority_gate"})"#,
+        "priority_gate"
+    ));
+    assert!(!asserts_reason(
+        r#"// unknown_job is refused"#,
+        "unknown_job"
+    ));
+    assert!(!asserts_reason(r#"let id = "unknown_job";"#, "unknown_job"));
+    assert!(!asserts_reason(
+        r#"r.reason(2, "unknown_jobs");"#,
+        "unknown_job"
+    ));
+}

@@ -24,9 +24,15 @@ struct Server {
 
 impl Server {
     fn start(env: &TestEnv) -> Server {
+        Server::start_with(env, &[])
+    }
+
+    /// [`Server::start`] with more `serve` options.
+    fn start_with(env: &TestEnv, extra: &[&str]) -> Server {
         let mut c = env.cmd();
         let err = std::fs::File::create(env.root.path().join("serve.stderr")).unwrap();
         c.args(["--json", "serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::from(err));
         let mut child = c.spawn().expect("spawn conductor serve");
@@ -775,6 +781,17 @@ fn dashboard_token_cookie_state_and_live_events_resume() {
         let mut s3 = sse(&srv, &cookie, &format!("Last-Event-ID: {bad}\r\n"));
         sse_until(&mut s3, 5.0, |l| l == "event: reload");
     }
+}
+
+#[test]
+fn serve_token_is_the_dashboards_token() {
+    let env = setup();
+    let mine = "my-own-dashboard-token-0123";
+    let srv = Server::start_with(&env, &["--token", mine]);
+    assert_eq!(srv.token, mine, "the dashboard URL carries the given token");
+    let r = srv.raw("GET", &format!("/?token={mine}"), &[], b"");
+    assert_eq!(r.status, 303, "the given token opens the dashboard");
+    assert!(r.header("set-cookie").is_some());
 }
 
 #[test]

@@ -191,7 +191,7 @@ impl Tools {
             "conflict" => Outcome::Conflict,
             s => {
                 return Err(Error::invalid(
-                    Reason::InvalidInput,
+                    Reason::InvalidOutcome,
                     format!(
                         "`{}` is not one of success, abandoned, conflict",
                         conductor::text::printable(s)

@@ -46,6 +46,30 @@ impl Run {
         assert_eq!(self.code, expected, "unexpected exit code:\n{self:#?}");
         self
     }
+    /// Assert a refusal as agents see it (run with `--json`): exit `code`, stdout exactly one
+    /// line `{"status":"error","reason":NAME,"message":...}`, and stderr opening with the
+    /// one-line `error: ...`. `tests/it/reasons.rs` finds the reasons tests produce by the
+    /// calls of this helper.
+    #[track_caller]
+    pub fn reason(&self, code: i32, name: &str) -> &Self {
+        self.code(code);
+        assert_eq!(
+            self.stdout.trim_end().lines().count(),
+            1,
+            "one line on stdout:\n{self:#?}"
+        );
+        let v = self.json();
+        let keys: Vec<&String> = v.as_object().expect("an object").keys().collect();
+        assert_eq!(keys, ["status", "reason", "message"], "{v}");
+        assert_eq!(v["status"], "error", "{v}");
+        assert_eq!(v["reason"], name, "unexpected reason:\n{self:#?}");
+        assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+        assert!(
+            self.stderr.starts_with("error: ") || self.stderr.contains("\nerror: "),
+            "stderr has the `error:` line:\n{self:#?}"
+        );
+        self
+    }
 }
 
 impl TestEnv {
