@@ -222,21 +222,30 @@ fn a_claim_refused_names_the_holder_and_check_agrees_then_done_finishes() {
     let before = env.snapshot();
     c.go();
 
-    // Bad arguments: the CLI's one-line reasons, nothing changed.
+    // Bad arguments: the CLI's one-line reasons and a hint, nothing changed.
+    let first_line = |v: &Value| {
+        let t = v["text"].as_str().unwrap_or_default().to_string();
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines.len() == 2 && lines[1].starts_with("hint: "),
+            "one error line and one hint: {t}"
+        );
+        lines[0].to_string()
+    };
     let empty = c.next();
     assert_eq!(empty["is_error"], true);
     assert_eq!(
-        empty["text"],
+        first_line(&empty),
         "error: invalid claim input at /files: [] has less than 1 item"
     );
     let long = c.next();
-    assert_eq!(long["text"], "error: wait_seconds is at most 600");
+    assert_eq!(first_line(&long), "error: wait_seconds is at most 600");
     assert_eq!(
-        c.next()["text"],
+        first_line(&c.next()),
         "error: give either `files` or `all: true`"
     );
     assert_eq!(
-        c.next()["text"],
+        first_line(&c.next()),
         "error: `finished` is not one of success, abandoned, conflict"
     );
     // The client waits here, so no later call can be writing while the home is compared.
