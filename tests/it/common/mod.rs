@@ -68,6 +68,16 @@ impl Run {
             self.stderr.starts_with("error: ") || self.stderr.contains("\nerror: "),
             "stderr has the `error:` line:\n{self:#?}"
         );
+        // Followed by what to do about it (issue 37: every error has a hint).
+        let after: Vec<&str> = self
+            .stderr
+            .lines()
+            .skip_while(|l| !l.starts_with("error: "))
+            .collect();
+        assert!(
+            after.len() == 2 && after[1].starts_with("hint: "),
+            "the `error:` line is followed by one `hint:` line:\n{self:#?}"
+        );
         self
     }
 }
