@@ -682,12 +682,19 @@ fn doctor_repair_drops_only_what_it_cannot_interpret_and_names_it() {
 #[test]
 fn copies_of_foreign_states_are_bounded_and_doctor_rewrites_are_not_foreign() {
     // A plugin that always claims relative paths: each conductor transaction after it keeps a
-    // copy of what the plugin left; only the newest FOREIGN_COPIES_KEPT stay.
+    // copy of what the plugin left; only the newest 20 stay, as docs/protocol.md says (the
+    // expected count comes from the documentation, not from the constant under test).
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/protocol.md")).unwrap();
+    assert!(
+        doc.contains("`status.json.foreign-<time>` (the newest 20 copies are kept"),
+        "docs/protocol.md states how many copies are kept"
+    );
+    let kept = 20;
     let h = Home::new();
     let env = &h.env;
     h.plugin_start("web-0a0b0c", "p", "t");
     let mine = env.start("Conductor work", "P1");
-    let kept = conductor::protocol::service::FOREIGN_COPIES_KEPT;
     for i in 0..kept + 5 {
         h.plugin(0, &["claim", "web-0a0b0c", &format!("src/rel-{i}.ts")]);
         env.exec(&["heartbeat", "--instance", &mine]).code(0);

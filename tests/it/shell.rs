@@ -84,6 +84,72 @@ conductor status >/dev/null; echo "status=$?""#,
     assert!(r.stdout.contains("status=0"), "{r:?}");
 }
 
+/// The generated fish functions, run by real fish: `start` exports the id (and the prompt shows
+/// it), a claim acts on it, `done` unsets it and remembers it, and a repeated `done` names the
+/// session it already finished instead of ending another.
+#[test]
+fn fish_wrappers_work_in_fish() {
+    let env = TestEnv::new();
+    if let Err(e) = Command::new("fish").arg("-c").arg("true").output() {
+        return missing("fish", &format!("fish cannot be run: {e}"));
+    }
+    let path = format!(
+        "{}:{}",
+        bin().parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = r#"conductor shell-init fish | source
+conductor start "fish task" --priority P1 >/dev/null
+echo "id=$CONDUCTOR_INSTANCE_ID"
+echo "prompt="(conductor_prompt)
+conductor claim src/f.rs >/dev/null; and echo claimed
+conductor done >/dev/null
+set -q CONDUCTOR_INSTANCE_ID; and echo "after=$CONDUCTOR_INSTANCE_ID"; or echo after=unset
+echo "finished=$CONDUCTOR_FINISHED_ID"
+conductor done 2>&1 >/dev/null | head -1
+echo "again=$status"
+"#;
+    let mut c = Command::new("fish");
+    c.arg("--no-config")
+        .arg("-c")
+        .arg(script)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", env.root.path())
+        .env("CONDUCTOR_HOME", &env.home)
+        .env("NO_COLOR", "1")
+        .current_dir(&env.project);
+    let r = env.run_cmd(&mut c);
+    r.code(0);
+    let line = |key: &str| {
+        r.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no `{key}` line: {r:?}"))
+            .to_string()
+    };
+    let id = line("id=");
+    assert!(id.starts_with("web-") && id.len() == 10, "{r:?}");
+    assert!(line("prompt=").contains(&id), "the prompt names it: {r:?}");
+    assert!(r.stdout.contains("claimed\n"), "{r:?}");
+    assert_eq!(line("after="), "unset", "{r:?}");
+    assert_eq!(line("finished="), id, "{r:?}");
+    let again = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("a repeated done is an error: {r:?}"));
+    assert!(again.contains(&id) && again.contains("already"), "{r:?}");
+    let h = env.history();
+    assert_eq!(h.len(), 1, "one session ended, once: {h:?}");
+    assert_eq!(h[0]["id"], id.as_str());
+    assert_eq!(
+        h[0]["files_modified"],
+        serde_json::json!([env.abs("src/f.rs")]),
+        "{h:?}"
+    );
+}
+
 #[test]
 fn zsh_wrappers_work_in_zsh() {
     let env = TestEnv::new();

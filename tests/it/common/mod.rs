@@ -264,6 +264,7 @@ const COMPONENTS: &[(&str, &str)] = &[
     ),
     ("flock", "apt-get install util-linux (./test does)"),
     ("zsh", "apt-get install zsh (./test does)"),
+    ("fish", "apt-get install fish (./test does)"),
 ];
 
 /// The components `CONDUCTOR_TEST_SKIP` (a comma list: `bwrap,mount`) lets tests skip.
