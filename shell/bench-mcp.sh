@@ -3,8 +3,10 @@
 #   1. server start-up: spawn `conductor mcp`, send `initialize`, read the answer (median of 21);
 #   2. `claim` latency, p50 and p95, of N claims (each of a new file) by one session: through MCP
 #      (one server, N tools/call requests from the official Python client) against the CLI
-#      (N `conductor claim` processes), each in a fresh home;
-#   3. `conductor --version` start-up (median of 51) of BIN and, when given, of BASE_BIN.
+#      (N `conductor claim` processes), each in a fresh home, interleaved: CLI claim i, then MCP
+#      claim i, so both see the same machine;
+#   3. `conductor --version` start-up (median of 51, interleaved) of BIN and, when given, of
+#      BASE_BIN.
 # Usage: shell/bench-mcp.sh [N] [BIN] [BASE_BIN]
 #   N: claims (default 1000). BIN: the binary (default: build the release binary; honours
 #   CARGO_TARGET_DIR). BASE_BIN: a binary without `mcp` to compare size and --version with.
@@ -54,43 +56,39 @@ for _ in range(21):
     p.stdin.close(); p.wait()
 print(f"mcp start-up to the initialize answer: median {statistics.median(starts):.1f} ms")
 
-# 2a. claims through the CLI
-env, proj = fresh("cli")
-out = subprocess.run([bin_, "--json", "start", "bench", "--priority", "P1"], cwd=proj, env=env, capture_output=True, check=True)
+# 2. claims through the CLI (one process each) and through MCP (one server), interleaved
+cenv, cproj = fresh("cli")
+out = subprocess.run([bin_, "--json", "start", "bench", "--priority", "P1"], cwd=cproj, env=cenv, capture_output=True, check=True)
 iid = json.loads(out.stdout)["instance_id"]
 cli = []
-for i in range(n):
-    t0 = time.perf_counter()
-    subprocess.run([bin_, "claim", "--instance", iid, f"f{i}.rs"], cwd=proj, env=env, stdout=subprocess.DEVNULL, check=True)
-    cli.append((time.perf_counter() - t0) * 1000)
-
-# 2b. claims through MCP
-env, proj = fresh("mcp")
-async def via_mcp():
-    params = StdioServerParameters(command=bin_, args=["mcp"], env=env, cwd=proj)
+menv, mproj = fresh("mcp")
+async def both():
+    params = StdioServerParameters(command=bin_, args=["mcp"], env=menv, cwd=mproj)
     times = []
     async with stdio_client(params) as (r, w):
         async with ClientSession(r, w) as s:
             await s.initialize()
             for i in range(n):
                 t0 = time.perf_counter()
+                subprocess.run([bin_, "claim", "--instance", iid, f"f{i}.rs"], cwd=cproj, env=cenv, stdout=subprocess.DEVNULL, check=True)
+                cli.append((time.perf_counter() - t0) * 1000)
+                t0 = time.perf_counter()
                 res = await s.call_tool("claim", {"files": [f"f{i}.rs"]})
                 times.append((time.perf_counter() - t0) * 1000)
                 assert not res.is_error, res
     return times
-mcp_t = asyncio.run(via_mcp())
+mcp_t = asyncio.run(both())
 print(f"claim x{n}: CLI p50 {pct(cli, 50):.2f} ms p95 {pct(cli, 95):.2f} ms | MCP p50 {pct(mcp_t, 50):.2f} ms p95 {pct(mcp_t, 95):.2f} ms (ratio p50 {pct(mcp_t, 50) / pct(cli, 50):.2f})")
 
-# 3. --version and size
-def version(b):
-    ts = []
-    for _ in range(51):
+# 3. --version and size, BIN and BASE_BIN interleaved
+ts = {b: [] for b in [bin_] + ([base] if base else [])}
+for _ in range(51):
+    for b in ts:
         t0 = time.perf_counter()
         subprocess.run([b, "--version"], stdout=subprocess.DEVNULL, check=True)
-        ts.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(ts)
-line = f"--version: {version(bin_):.2f} ms, size {os.path.getsize(bin_)} bytes"
+        ts[b].append((time.perf_counter() - t0) * 1000)
+line = f"--version (51 interleaved runs): {statistics.median(ts[bin_]):.2f} ms, size {os.path.getsize(bin_)} bytes"
 if base:
-    line += f" | base: {version(base):.2f} ms, size {os.path.getsize(base)} bytes"
+    line += f" | base: {statistics.median(ts[base]):.2f} ms, size {os.path.getsize(base)} bytes"
 print(line)
 PY

@@ -10,7 +10,8 @@
 #   hello-world          the hello-world binary
 #   --version            `conductor --version`
 #   status               `conductor status` (2 instances, 1,001 claims)
-#   claim @1k            `conductor claim FILE --instance A`: A re-claims a file it holds
+#   claim @1k            `conductor claim FILE --instance A`: A claims a file nobody holds (a new
+#                        one each round, so each round writes and syncs), released untimed after
 #   hook deny @1k        `conductor hook claude`: session B's PreToolUse Edit of a file A holds
 # With BEFORE=<another conductor binary> (e.g. a release build of an older commit, or the same
 # commit built differently), every conductor row is also timed with BEFORE, interleaved, in a
@@ -75,7 +76,7 @@ hook_in = json.dumps({"session_id": sb, "cwd": proj, "hook_event_name": "PreTool
                       "old_string": "a", "new_string": "b"}}).encode()
 rows = [("--version", ["--version"], None, None),
         ("status", ["status"], None, None),
-        ("claim @1k", ["claim", f"{proj}/src/held.rs", "--instance", ida], None, None),
+        ("claim @1k", ["claim", f"{proj}/src/new-{{n}}.rs", "--instance", ida], None, None),
         ("hook deny @1k", ["hook", "claude"], hook_in, b'"deny"')]
 cases = [("hello-world", [hello], None, None, None),
          ("hello non-PIE", [hello_nopie], None, None, None)]
@@ -84,14 +85,19 @@ for name, args, stdin, expect in rows:
     for b, path in builds:
         cases.append((f"{b} {name}", [path] + args, stdin, expect, os.path.join(tmp, b)))
 times = {c[0]: [] for c in cases}
-for _ in range(runs):
+for n in range(runs):
     for key, argv, stdin, expect, home in cases:
         env = dict(os.environ, CONDUCTOR_HOME=home) if home else os.environ
+        argv = [a.replace("{n}", str(n)) for a in argv]
         t = time.perf_counter()
         r = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                            env=env, cwd=proj, check=expect is None)
         times[key].append(time.perf_counter() - t)
         assert expect is None or expect in r.stdout, (key, r.stdout)
+        if argv[1:2] == ["claim"]:
+            # Untimed: the home goes back to 1,000 claims for the next round.
+            subprocess.run([argv[0], "release", argv[2], "--instance", ida], env=env, cwd=proj,
+                           stdout=subprocess.DEVNULL, check=True)
 med = {k: statistics.median(v) * 1000 for k, v in times.items()}
 h = med["hello-world"]
 head = f"{'command':<16} {'median ms':>10} {'x hello':>8}"
