@@ -15,13 +15,27 @@
 // model why.
 import { spawnSync } from "node:child_process";
 import { readFileSync, realpathSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 const CONDUCTOR = "conductor";
 const PROJECTS = "";
 
+// Pi's version, from the package of the script Pi runs (Pi renames its process, so conductor
+// cannot read it from /proc): sessions record it, and an upgrade is seen.
+const PI_VERSION = (() => {
+  try {
+    let d = dirname(realpathSync(process.argv[1]));
+    for (let i = 0; i < 6; i++, d = dirname(d)) {
+      const p = readJson(join(d, "package.json"));
+      if (p && typeof p.name === "string" && p.name.endsWith("/pi-coding-agent")) return String(p.version);
+    }
+  } catch (e) {}
+  return "";
+})();
+
 function run(args, input) {
-  return spawnSync(CONDUCTOR, args, { input, encoding: "utf8", timeout: 15000 });
+  const env = PI_VERSION ? { ...process.env, CONDUCTOR_AGENT_VERSION: PI_VERSION } : process.env;
+  return spawnSync(CONDUCTOR, args, { input, encoding: "utf8", timeout: 15000, env });
 }
 
 function readJson(path) {

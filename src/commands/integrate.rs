@@ -102,7 +102,7 @@ impl Report for Integrated {
 }
 
 /// Run `integrate`.
-pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
+pub fn run(global: &crate::cli::GlobalArgs, args: IntegrateArgs, out: &Output) -> Result<u8> {
     let from = conductor::host::current_dir().ok();
     let scope = integrations::Scope::new(args.project, args.user, args.trust_project)?;
     // Project files are committed: they name `conductor` (on PATH), not this machine's path.
@@ -134,6 +134,15 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
     } else {
         integrations::verify(args.agent, &scope)?
     };
+    if let Some(c) = &check {
+        // Kept in the home, so status, top and the dashboard can say whether each session of
+        // this agent version is enforced.
+        if let Err(e) = record_verdict(global, args.agent, &scope, c) {
+            out.warn(&format!(
+                "the live check's verdict could not be kept in the home ({e}); sessions show as unverified"
+            ));
+        }
+    }
     super::print(
         out,
         &Integrated {
@@ -142,6 +151,37 @@ pub fn run(args: IntegrateArgs, out: &Output) -> Result<u8> {
             changes,
             notes,
             check,
+        },
+    )
+}
+
+/// Keep the live check's verdict for `agent` at the version on PATH.
+fn record_verdict(
+    global: &crate::cli::GlobalArgs,
+    agent: Agent,
+    scope: &integrations::Scope,
+    c: &integrations::live_check::Check,
+) -> Result<()> {
+    let dir = match global.home.clone() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => conductor::store::Home::default_dir()?,
+    };
+    let store = conductor::store::Store::open(
+        dir,
+        std::time::Duration::from_secs_f64(global.lock_timeout),
+    )?;
+    let now = conductor::time::Timestamp::now();
+    integrations::verdicts::record(
+        &store,
+        now,
+        integrations::verdicts::Verdict {
+            agent: agent.name().to_string(),
+            agent_version: conductor::hooks::version::installed(agent, integrations::cli(agent)),
+            root: scope.root.to_string_lossy().into_owned(),
+            user: scope.user,
+            enforced: c.enforced,
+            detail: c.detail.clone(),
+            checked_at: now,
         },
     )
 }

@@ -62,7 +62,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
     // Commands that never open the store (or open it their own way).
     let command = match cli.command {
         Some(Command::Hook(a)) => return hook::run(&cli.global, a, out),
-        Some(Command::Integrate(a)) => return integrate::run(a, out),
+        Some(Command::Integrate(a)) => return integrate::run(&cli.global, a, out),
         Some(Command::ShellInit(a)) => return shell_init::run(a, out),
         Some(Command::Prompt(a)) => return prompt::run(&cli.global, a, out),
         Some(Command::Completions(a)) => return completions::run(a),

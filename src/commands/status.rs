@@ -17,5 +17,7 @@ pub struct StatusArgs {
 /// Run `status`.
 pub fn execute(ctx: &Ctx) -> Result<Box<dyn Report>> {
     let st = sessions::status(&ctx.store, ctx.now)?;
-    Ok(Box::new(from(st, ctx.now, ctx.cwd().ok())))
+    let mut report = from(st, ctx.now, ctx.cwd().ok());
+    report.enforcement = crate::face::status::enforcement_of(&ctx.store, ctx.now, &report.state);
+    Ok(Box::new(report))
 }

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use super::{Report, display_path};
+use conductor::integrations::verdicts::Enforcement;
 use conductor::protocol::State;
 use conductor::protocol::ops::{self, LiveConflict, Summary};
 use conductor::protocol::sessions;
@@ -17,6 +18,48 @@ pub struct StatusReport {
     pub cwd: Option<std::path::PathBuf>,
     /// What another program left inconsistent ([`conductor::protocol::foreign::inspect`]).
     pub warnings: Vec<String>,
+    /// Each hook-registered session's enforcement (instance id → it), from the live checks.
+    pub enforcement: std::collections::BTreeMap<String, Enforcement>,
+}
+
+/// The enforcement of every instance a hook registered (it names its agent), from the live
+/// checks' verdicts kept in the home. Nothing is read when no instance names an agent.
+pub fn enforcement_of(
+    store: &conductor::store::Store,
+    now: Timestamp,
+    state: &State,
+) -> std::collections::BTreeMap<String, Enforcement> {
+    let mut out = std::collections::BTreeMap::new();
+    if state.instances.iter().all(|i| i.agent.is_none()) {
+        return out;
+    }
+    let checks = conductor::integrations::verdicts::read(store, now).unwrap_or_default();
+    for i in &state.instances {
+        if let Some(agent) = &i.agent {
+            out.insert(
+                i.id.clone(),
+                checks.of(agent, i.agent_version.as_deref(), &i.working_directory),
+            );
+        }
+    }
+    out
+}
+
+/// One line naming a session's agent, its version and whether its hooks are proven to bite.
+pub fn enforcement_line(i: &conductor::protocol::Instance, e: &Enforcement) -> String {
+    let agent = i.agent.as_deref().unwrap_or("agent");
+    let who = match &i.agent_version {
+        Some(v) => format!("{agent} {v}"),
+        None => agent.to_string(),
+    };
+    match e {
+        Enforcement::Enforced => format!("{who} · enforced"),
+        // (No live check saw this version here yet.)
+        Enforcement::Unverified => {
+            format!("{who} · unverified: `conductor integrate {agent}` checks it")
+        }
+        Enforcement::Unenforced(why) => format!("{who} · UNENFORCED: {why}"),
+    }
 }
 
 const WIDTH: usize = 80;
@@ -55,6 +98,20 @@ impl Report for StatusReport {
                "drift_warnings": self.state.drift_warnings, "summary": self.summary});
         if !self.warnings.is_empty() {
             v["state_warnings"] = json!(self.warnings);
+        }
+        if !self.enforcement.is_empty() {
+            v["enforcement"] = self
+                .enforcement
+                .iter()
+                .map(|(id, e)| {
+                    let detail = match e {
+                        Enforcement::Unenforced(why) => json!(why),
+                        _ => serde_json::Value::Null,
+                    };
+                    (id.clone(), json!({"state": e.as_str(), "detail": detail}))
+                })
+                .collect::<serde_json::Map<_, _>>()
+                .into();
         }
         v
     }
@@ -111,6 +168,9 @@ impl Report for StatusReport {
             };
             out.push(fit(row, WIDTH));
             out.push(fit(&format!("    in {wd}"), WIDTH));
+            if let Some(e) = self.enforcement.get(&i.id) {
+                out.push(fit(&format!("    {}", enforcement_line(i, e)), WIDTH));
+            }
             for f in &i.files_claimed {
                 out.push(fit(
                     &format!("    {}", display_path(f, self.cwd.as_deref())),
@@ -180,5 +240,6 @@ pub fn from(st: sessions::Status, now: Timestamp, cwd: Option<std::path::PathBuf
         warnings: st.warnings,
         now,
         cwd,
+        enforcement: Default::default(),
     }
 }

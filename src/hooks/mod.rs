@@ -15,6 +15,7 @@ pub mod opencode;
 pub mod pi;
 pub mod service;
 pub mod shell;
+pub mod version;
 
 use std::path::Path;
 

@@ -56,6 +56,8 @@ pub fn start_session(
     dir: &Path,
 ) -> Result<SessionStarted> {
     let new = new_instance(session, dir)?;
+    // Outside the lock: which version of the agent runs this session (an upgrade is seen).
+    let version = super::version::running(session.agent);
     crate::protocol::transact(store, now, |st, fx| {
         let found = super::session_instance(st, session.id)
             .map(|i| (i.id.clone(), true, false))
@@ -69,6 +71,9 @@ pub fn start_session(
                 if let Some(i) = st.instance_mut(&id) {
                     i.agent
                         .get_or_insert_with(|| session.agent.name().to_string());
+                    if version.is_some() {
+                        i.agent_version = version.clone();
+                    }
                     if adopted {
                         i.session_id = Some(session.id.to_string());
                     }
@@ -76,7 +81,7 @@ pub fn start_session(
                 (id, resumed, adopted)
             }
             None => (
-                register(st, new.clone(), session.agent, now, fx),
+                register(st, new.clone(), session.agent, version.clone(), now, fx),
                 false,
                 false,
             ),
@@ -160,7 +165,11 @@ pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> R
         }
         let id = match req.session.mine(st) {
             Some(m) => m.id.clone(),
-            None => register(st, new.clone(), req.session.agent, now, fx),
+            // Registered by its first edit (rare): the agent's version is looked up only then.
+            None => {
+                let version = super::version::running(req.session.agent);
+                register(st, new.clone(), req.session.agent, version, now, fx)
+            }
         };
         let out = ops::claim(st, &id, &to_claim, None, now, live, fx)?;
         if let Some(c) = out.conflicts.first() {
@@ -286,12 +295,14 @@ fn register(
     st: &mut State,
     new: NewInstance,
     agent: Agent,
+    version: Option<String>,
     now: Timestamp,
     fx: &mut Vec<Effect>,
 ) -> String {
     let id = ops::start(st, new, None, crate::host::random_hex6, now, fx);
     if let Some(i) = st.instance_mut(&id) {
         i.agent = Some(agent.name().to_string());
+        i.agent_version = version;
     }
     id
 }

@@ -22,6 +22,7 @@ pub mod opencode;
 pub mod pi;
 pub mod plugin;
 pub mod settings;
+pub mod verdicts;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -185,6 +185,7 @@ pub fn start(
         host: new.host,
         session_id: new.session_id,
         agent: None,
+        agent_version: None,
         terminal_session: None,
         claim_tokens: Default::default(),
         pending_conflicts: Vec::new(),

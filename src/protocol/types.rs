@@ -202,6 +202,14 @@ pub struct Instance {
         skip_serializing_if = "Option::is_none"
     )]
     pub agent: Option<String>,
+    /// That agent's version (its npm package's), found from the process that ran the hook:
+    /// a session of a version the live check never saw shows as unverified.
+    #[serde(
+        default,
+        deserialize_with = "de::some_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub agent_version: Option<String>,
     /// The POSIX session (the terminal's or login's session id) of the process that ran
     /// `start`, on `host`. A command that finds this instance only by its directory acts on it
     /// only from that session or from a descendant of `pid` (never from another terminal).

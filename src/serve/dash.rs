@@ -184,6 +184,7 @@ pub fn state(store: &Store) -> Result<Value> {
         .collect();
     // Conflicts as `status` reports them: only those whose holder still holds the file.
     let conflicts = conductor::protocol::ops::live_conflicts(&st);
+    let enforcement = crate::face::status::enforcement_of(store, now, &st);
     let instances: Vec<Value> = st
         .instances
         .iter()
@@ -210,9 +211,12 @@ pub fn state(store: &Store) -> Result<Value> {
                                 "holder_task": c.holder_task, "since": c.since})
                 })
                 .collect();
+            let enforced = enforcement.get(&i.id).map(|e| {
+                json!({"state": e.as_str(), "line": crate::face::status::enforcement_line(i, e)})
+            });
             json!({"id": i.id, "project": i.project, "task": i.task, "priority": i.priority,
                    "last_heartbeat": i.last_heartbeat, "claims": claims,
-                   "waiting_for": waiting, "conflicts": open})
+                   "waiting_for": waiting, "conflicts": open, "enforcement": enforced})
         })
         .collect();
     Ok(json!({

@@ -537,6 +537,47 @@ fn e2e(name: &str) {
         log(&format!("one session registered: {state}"))
     );
     let id = mine[0]["id"].as_str().unwrap().to_string();
+    // It names its agent and the version at work (an upgrade is seen), and status says whether
+    // that version's hooks were proven to bite here: `integrate` ran the live check (OpenCode's
+    // plugin has none, so its session is unverified).
+    assert_eq!(
+        mine[0]["agent"],
+        a.name,
+        "{}",
+        log("the session names its agent")
+    );
+    assert_eq!(
+        mine[0]["agent_version"],
+        a.version,
+        "{}",
+        log(&format!(
+            "the session names its agent's version: {}",
+            mine[0]
+        ))
+    );
+    let status = env.run(&["--json", "status"]);
+    let expected = if a.name == "opencode" {
+        "unverified"
+    } else {
+        "enforced"
+    };
+    assert_eq!(
+        status.json()["enforcement"][&id]["state"],
+        expected,
+        "{}",
+        log(&format!(
+            "status shows the session's enforcement: {}",
+            status.stdout
+        ))
+    );
+    let text = env.run(&["status"]).stdout;
+    assert!(
+        text.contains(&format!("{} {} · {expected}", a.name, a.version)),
+        "{}",
+        log(&format!(
+            "status names the agent, its version and {expected}: {text}"
+        ))
+    );
     // Its heartbeat goes ten minutes back; the next tool call must bring it forward again.
     let back = Timestamp::now().minus_minutes(10);
     env.run_env(

@@ -1439,7 +1439,8 @@ fn issue_22_the_documented_claude_worker_command_may_run_workflow_transition() {
         .find(|l| l.contains("--agent-cmd 'claude -p"))
         .unwrap_or_else(|| panic!("{}", help.stdout));
     let cmd = line.split("--agent-cmd '").nth(1).unwrap();
-    let cmd = &cmd[..cmd.find('\'').unwrap()];
+    // The help splits it with `\` continuations (joined by `sh -c`); the docs keep one line.
+    let cmd = &cmd[..cmd.find('\'').unwrap()].replace(" \\ ", " ");
     let readme = std::fs::read_to_string(repo_file("docs/workflows.md")).unwrap();
     assert!(
         readme.contains(&format!("--agent-cmd '{cmd}'")),

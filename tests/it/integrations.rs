@@ -700,3 +700,122 @@ fn integrate_ends_with_a_live_check_of_the_installed_hook_command() {
     let d = env.run(&["doctor"]);
     assert!(d.stdout.contains("live check: NOT enforced: binary moved: the Claude Code hook runs /nonexistent/conductor"), "{d:?}");
 }
+
+/// Issue 33: each session a hook registers names its agent's version, and status shows whether
+/// that version's hooks were proven to bite here: enforced after a passing live check,
+/// unverified for a version no live check saw (an upgrade), unenforced after a failed one.
+#[test]
+fn sessions_show_their_agent_version_and_whether_its_hooks_were_proven() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    // A `claude` 3.0.0 on PATH, laid out as npm installs it.
+    let npm = env.root.path().join("npm");
+    let pkg = npm.join("lib/node_modules/@anthropic-ai/claude-code");
+    std::fs::create_dir_all(pkg.join("bin")).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"name": "@anthropic-ai/claude-code", "version": "3.0.0"}"#,
+    )
+    .unwrap();
+    std::fs::write(pkg.join("bin/claude.exe"), "#!/bin/sh\necho 3.0.0\n").unwrap();
+    std::fs::set_permissions(
+        pkg.join("bin/claude.exe"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::create_dir_all(npm.join("bin")).unwrap();
+    std::os::unix::fs::symlink(pkg.join("bin/claude.exe"), npm.join("bin/claude")).unwrap();
+    let path = format!(
+        "{}:{}",
+        npm.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let r = env.run_env(&["integrate", "claude"], &[("PATH", &path)]);
+    r.code(0);
+    assert!(r.stdout.contains("live check: enforced"), "{r:?}");
+
+    // Two sessions start through the hook: one at the checked version, one upgraded.
+    let session = |sid: &str, version: &str| {
+        let mut c = env.cmd();
+        c.args(["hook", "claude"])
+            .env("CONDUCTOR_AGENT_VERSION", version)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let payload = json!({"session_id": sid, "cwd": env.project, "hook_event_name": "SessionStart",
+                             "source": "startup"});
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(payload.to_string().as_bytes())
+            .unwrap();
+        assert!(child.wait_with_output().unwrap().status.success());
+        let st = env.state();
+        st["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["session_id"] == sid)
+            .map(|i| i["id"].as_str().unwrap().to_string())
+            .expect("the session registered")
+    };
+    let checked = session("11111111-aaaa-4bbb-8ccc-000000000001", "3.0.0");
+    let upgraded = session("11111111-aaaa-4bbb-8ccc-000000000002", "3.1.0");
+    assert_eq!(env.instance(&checked).unwrap()["agent_version"], "3.0.0");
+    let status = env.run(&["--json", "status"]).json();
+    assert_eq!(
+        status["enforcement"][&checked]["state"], "enforced",
+        "{status}"
+    );
+    assert_eq!(
+        status["enforcement"][&upgraded]["state"], "unverified",
+        "{status}"
+    );
+    let text = env.run(&["status"]).stdout;
+    assert!(text.contains("claude 3.0.0 · enforced"), "{text}");
+    assert!(
+        text.contains("claude 3.1.0 · unverified") && text.contains("conductor integrate claude"),
+        "{text}"
+    );
+    let top = env.run(&["top", "--once"]).stdout;
+    assert!(
+        top.contains("claude 3.0.0 - enforced") || top.contains("claude 3.0.0 · enforced"),
+        "{top}"
+    );
+
+    // A `conductor` on PATH that lets everything through: the hooks name it, the live check
+    // fails, and the session shows as unenforced with the reason.
+    let stub = env.root.path().join("stub");
+    std::fs::create_dir_all(&stub).unwrap();
+    std::fs::write(
+        stub.join("conductor"),
+        "#!/bin/sh\ncat >/dev/null\nexit 0\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        stub.join("conductor"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let broken = format!("{}:{path}", stub.display());
+    let r = env.run_env(&["integrate", "claude"], &[("PATH", &broken)]);
+    assert!(r.stdout.contains("live check: NOT enforced"), "{r:?}");
+    let status = env.run(&["--json", "status"]).json();
+    assert_eq!(
+        status["enforcement"][&checked]["state"], "unenforced",
+        "{status}"
+    );
+    assert!(
+        status["enforcement"][&checked]["detail"]
+            .as_str()
+            .is_some_and(|d| !d.is_empty()),
+        "{status}"
+    );
+    assert!(
+        env.run(&["status"])
+            .stdout
+            .contains("claude 3.0.0 · UNENFORCED: ")
+    );
+}

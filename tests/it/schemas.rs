@@ -374,6 +374,7 @@ fn instance(max: bool) -> Instance {
         host: max.then(|| "h".into()),
         session_id: max.then(|| "s".into()),
         agent: max.then(|| "codex".into()),
+        agent_version: max.then(|| "0.169.0".into()),
         terminal_session: max.then_some(4242),
         claim_tokens: if max {
             BTreeMap::from([("/p/a".to_string(), 7)])

@@ -42,6 +42,7 @@ impl Overview {
                 started_at: i.started_at,
                 last_heartbeat: i.last_heartbeat,
                 working_directory: i.working_directory.clone(),
+                enforcement: None,
             })
             .collect();
         let agents = agents
@@ -204,6 +205,7 @@ impl Overview {
         if it.section == Section::Instances {
             let i = &self.instances[it.index];
             let shown = i.shown_paths();
+            out.extend(i.enforcement.iter().map(|e| format!("    {e}")));
             out.extend(i.claims.iter().map(|c| format!("    {}", shown(c))));
             out.extend(
                 i.waiting_for
@@ -220,7 +222,9 @@ impl Overview {
             Section::Instances => self
                 .instances
                 .iter()
-                .map(|i| 1 + i.claims.len() + i.waiting_for.len())
+                .map(|i| {
+                    1 + usize::from(i.enforcement.is_some()) + i.claims.len() + i.waiting_for.len()
+                })
                 .sum(),
             _ => self.len(s),
         }
@@ -236,6 +240,9 @@ impl Overview {
                 out.push(format!("task       {}", i.task));
                 out.push(format!("project    {} ({})", i.project, i.priority));
                 out.push(format!("directory  {}", i.working_directory));
+                if let Some(e) = &i.enforcement {
+                    out.push(format!("agent      {e}"));
+                }
                 out.push(format!(
                     "started    {} ago · heartbeat {} ago",
                     ago(i.started_at, now),
@@ -373,7 +380,7 @@ pub fn read(store: &Store) -> Result<Overview> {
     let inbox: Inbox = agents::inbox_files::snapshot(store, now, &agents::inbox_files::Scope::All)?;
     let sessions: Sessions = store.read_doc(now)?;
     let queue: QueueDoc = store.read_doc(now)?;
-    Ok(Overview::build(
+    let mut o = Overview::build(
         crate::face::shown_location(store),
         seq,
         &state,
@@ -381,5 +388,12 @@ pub fn read(store: &Store) -> Result<Overview> {
         &inbox,
         &sessions.sessions,
         &queue.jobs,
-    ))
+    );
+    let enforcement = crate::face::status::enforcement_of(store, now, &state);
+    for (row, i) in o.instances.iter_mut().zip(&state.instances) {
+        row.enforcement = enforcement
+            .get(&i.id)
+            .map(|e| one_line(&crate::face::status::enforcement_line(i, e)));
+    }
+    Ok(o)
 }

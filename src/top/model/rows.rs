@@ -52,6 +52,10 @@ pub struct InstanceRow {
     pub started_at: Timestamp,
     pub last_heartbeat: Timestamp,
     pub working_directory: String,
+    /// A hook-registered session's agent, version and enforcement, as one line
+    /// (`claude 2.1.197 · enforced`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<String>,
 }
 
 /// A registered agent and its inbox.
