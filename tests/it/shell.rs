@@ -6,13 +6,18 @@ use std::process::Command;
 
 use crate::common::*;
 
-/// Run a bash script in the project with `conductor` on PATH and the test's home.
-fn bash(env: &TestEnv, script: &str) -> Run {
-    let path = format!(
+/// PATH with the binary under test first, as `conductor`.
+fn path_with_conductor() -> String {
+    format!(
         "{}:{}",
         bin().parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
-    );
+    )
+}
+
+/// Run a bash script in the project with `conductor` on PATH and the test's home.
+fn bash(env: &TestEnv, script: &str) -> Run {
+    let path = path_with_conductor();
     let mut c = Command::new("bash");
     c.arg("-c")
         .arg(script)
@@ -93,11 +98,7 @@ fn fish_wrappers_work_in_fish() {
     if let Err(e) = Command::new("fish").arg("-c").arg("true").output() {
         return missing("fish", &format!("fish cannot be run: {e}"));
     }
-    let path = format!(
-        "{}:{}",
-        bin().parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = path_with_conductor();
     let script = r#"conductor shell-init fish | source
 conductor start "fish task" --priority P1 >/dev/null
 echo "id=$CONDUCTOR_INSTANCE_ID"
@@ -156,11 +157,7 @@ fn zsh_wrappers_work_in_zsh() {
     if let Err(e) = Command::new("zsh").arg("-c").arg("true").output() {
         return missing("zsh", &format!("zsh cannot be run: {e}"));
     }
-    let path = format!(
-        "{}:{}",
-        bin().parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = path_with_conductor();
     let mut c = Command::new("zsh");
     c.arg("-fc")
         .arg(r#"eval "$(conductor shell-init zsh)"; conductor start "T" --priority P1 >/dev/null; echo "id=$CONDUCTOR_INSTANCE_ID"; conductor done >/dev/null; echo "after=${CONDUCTOR_INSTANCE_ID-unset}""#)
