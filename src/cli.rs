@@ -20,7 +20,8 @@ Exit codes:
   4  blocked by the priority gate
   5  queue run: some job failed, timed out or is blocked (see `queue run --help`)
   11 store_unavailable: the shared store (etcd) has no reachable member or no quorum;
-     nothing was changed
+     store_untrusted / store_unauthorized: its certificate could not be verified, or it
+     refused our credentials or role; nothing was changed
 
 With --json, stdout carries exactly one JSON object; errors are
 {\"status\":\"error\",\"reason\":\"<snake_case>\",\"message\":\"...\"}.";
@@ -66,6 +67,11 @@ pub struct GlobalArgs {
     /// Check it with `conductor doctor`. [env: CONDUCTOR_STORE]
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
+    /// Allow a plain http:// store URL that names another machine (claims then cross the
+    /// network unencrypted; a warning says so on every command). Also `"store_insecure": true`
+    /// in config.json. [env: CONDUCTOR_STORE_INSECURE=1]
+    #[arg(long, global = true)]
+    pub insecure_store: bool,
 }
 
 /// Parse the command line, then `CONDUCTOR_LOCK_TIMEOUT` when `--lock-timeout` was not given

@@ -230,3 +230,54 @@ pub fn cluster(r: &crate::store::etcd::Etcd) -> (Finding, serde_json::Value, boo
         ),
     }
 }
+
+/// A shared store's security (`doctor` against etcd): TLS, what verified the server, who etcd
+/// takes us for, and what that user's roles may do ("unknown" when etcd will not say). Clear
+/// text to another machine (`--insecure-store`) is a problem; a loopback cluster without TLS
+/// is not.
+pub fn store_security(r: &crate::store::etcd::Etcd) -> (Finding, serde_json::Value) {
+    use serde_json::json;
+    let s = r.security();
+    let tls = match &s.verified_with {
+        Some(v) => format!("TLS on, server certificate verified against {v}"),
+        None if s.insecure => "TLS off: plain http to another machine (--insecure-store)".into(),
+        None => "TLS off (plain http on this machine)".into(),
+    };
+    let who = match (&s.user, &s.client_cn, s.auth_enabled) {
+        (_, _, Some(false)) => "authentication is not enabled on the cluster".to_string(),
+        (Some(u), Some(cn), _) if u == cn => format!("user {u} (client certificate)"),
+        (Some(u), Some(cn), _) => format!("user {u} (password; client certificate {cn})"),
+        (Some(u), None, _) => format!("user {u} (password)"),
+        (None, _, _) => "no user (no credentials given)".to_string(),
+    };
+    let roles = match &s.roles {
+        Some(roles) if roles.is_empty() => "no roles".to_string(),
+        Some(roles) => roles
+            .iter()
+            .map(|(role, perms)| format!("role {role}: {}", perms.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; "),
+        None => "roles unknown (the user may not read them)".to_string(),
+    };
+    let finding = Finding {
+        file: format!("store security {}", r.url()),
+        ok: !s.insecure,
+        detail: format!("{tls}; {who}; {roles}"),
+        repair: s.insecure.then(|| {
+            "use https:// with the cluster's CA (docs/internals.md, Securing the store)".into()
+        }),
+    };
+    let value = json!({
+        "tls": s.tls,
+        "verified_with": s.verified_with,
+        "client_cn": s.client_cn,
+        "user": s.user,
+        "auth_enabled": s.auth_enabled,
+        "insecure": s.insecure,
+        "roles": match &s.roles {
+            Some(roles) => json!(roles.iter().map(|(role, perms)| json!({"role": role, "permissions": perms})).collect::<Vec<_>>()),
+            None => json!("unknown"),
+        },
+    });
+    (finding, value)
+}

@@ -335,7 +335,10 @@ fn inside_a_pid_namespace_one_shell_is_one_terminal() {
         .stderr(Stdio::null())
         .status();
     if !probe.is_ok_and(|s| s.success()) {
-        crate::common::missing("root", "`unshare --pid --fork --mount-proc` is not permitted");
+        crate::common::missing(
+            "root",
+            "`unshare --pid --fork --mount-proc` is not permitted",
+        );
         return;
     }
     let bin = crate::common::bin();
@@ -363,10 +366,24 @@ fn inside_a_pid_namespace_one_shell_is_one_terminal() {
     out.code(0);
     let lines: Vec<&str> = out.stdout.lines().collect();
     let ids = lines[2].to_string();
-    let mine = ids.split_whitespace().next().unwrap().trim_start_matches("mine=");
-    let other = ids.split_whitespace().nth(1).unwrap().trim_start_matches("other=");
-    assert_eq!(lines[0], "ok", "a claim by directory from the same shell: {out:#?}");
-    assert_eq!(lines[1], mine, "done by directory ends this shell's session: {out:#?}");
+    let mine = ids
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .trim_start_matches("mine=");
+    let other = ids
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .trim_start_matches("other=");
+    assert_eq!(
+        lines[0], "ok",
+        "a claim by directory from the same shell: {out:#?}"
+    );
+    assert_eq!(
+        lines[1], mine,
+        "done by directory ends this shell's session: {out:#?}"
+    );
     assert_eq!(
         lines[3], "ambiguous_instance",
         "a setsid process inside the container is another terminal: {out:#?}"
