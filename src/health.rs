@@ -243,12 +243,15 @@ pub fn store_security(r: &crate::store::etcd::Etcd) -> (Finding, serde_json::Val
         None if s.insecure => "TLS off: plain http to another machine (--insecure-store)".into(),
         None => "TLS off (plain http on this machine)".into(),
     };
-    let who = match (&s.user, &s.client_cn, s.auth_enabled) {
-        (_, _, Some(false)) => "authentication is not enabled on the cluster".to_string(),
-        (Some(u), Some(cn), _) if u == cn => format!("user {u} (client certificate)"),
-        (Some(u), Some(cn), _) => format!("user {u} (password; client certificate {cn})"),
-        (Some(u), None, _) => format!("user {u} (password)"),
-        (None, _, _) => "no user (no credentials given)".to_string(),
+    let cert = match (&s.client_cn, s.tls) {
+        (Some(cn), _) => format!(", client certificate CN {cn}"),
+        (None, true) => ", client certificate without CN or none".to_string(),
+        (None, false) => String::new(),
+    };
+    let who = match (&s.user, s.auth_enabled) {
+        (_, Some(false)) => format!("authentication is not enabled on the cluster{cert}"),
+        (Some(u), _) => format!("user {u} (password{cert})"),
+        (None, _) => format!("no user (no credentials given{cert})"),
     };
     let roles = match &s.roles {
         Some(roles) if roles.is_empty() => "no roles".to_string(),

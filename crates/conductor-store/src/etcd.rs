@@ -20,7 +20,8 @@
 //!
 //! Security (issue 36): `https://` store URLs speak TLS through ureq's rustls (ring), verifying
 //! the server against the CA file given (else Mozilla's roots), optionally with a client
-//! certificate (etcd's `--client-cert-auth` takes its common name as the user). A user and
+//! certificate (for etcd's `--client-cert-auth`; its JSON gateway refuses a certificate with a
+//! common name, and cannot authenticate by it, so the user comes from a password). A user and
 //! password are exchanged once per process for a token (`/v3/auth/authenticate`), sent in the
 //! `Authorization` header; an expired token is renewed once. Nothing TLS is set up unless the
 //! URL says `https://`: rustls builds its configuration on the first connection. The password
@@ -71,7 +72,8 @@ pub struct Kv {
 pub struct Security {
     /// PEM file of the CA that signed the members' certificates (`https://` only).
     pub cacert: Option<PathBuf>,
-    /// PEM client certificate and its key, for etcd's `--client-cert-auth`.
+    /// PEM client certificate and its key, for etcd's `--client-cert-auth` (without a common
+    /// name: etcd's gateway refuses one that has it).
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
     /// etcd user for password authentication.
@@ -116,7 +118,8 @@ pub struct SecurityReport {
     pub verified_with: Option<String>,
     /// The client certificate's common name, when one is sent.
     pub client_cn: Option<String>,
-    /// The user etcd knows us as: the password user, else the certificate's common name.
+    /// The user etcd knows us as (password authentication: etcd's JSON gateway does not
+    /// authenticate by a certificate's common name).
     pub user: Option<String>,
     /// Whether the cluster checks who we are: `Some(false)` when it said authentication is
     /// not enabled, `None` when unknown.
@@ -424,6 +427,12 @@ impl Etcd {
         self.request(path, body, false)
     }
 
+    /// Any request to etcd's JSON gateway, with this connection's TLS and credentials (the
+    /// tests set up users and roles with it: `/v3/auth/user/add`, ...).
+    pub fn gateway(&self, path: &str, body: &Value) -> Result<Value> {
+        self.request(path, body, true)
+    }
+
     fn request(&self, path: &str, body: &Value, write: bool) -> Result<Value> {
         let token = self.token(false)?;
         match self.request_with(path, body, write, token.as_deref())? {
@@ -480,10 +489,9 @@ impl Etcd {
 
     /// Who etcd takes us for, for messages.
     fn who(&self) -> String {
-        match (&self.login, &self.client_cn) {
-            (Some(l), _) => format!("user `{}`", l.user),
-            (None, Some(cn)) => format!("certificate user `{cn}`"),
-            (None, None) => "a client with no credentials".into(),
+        match &self.login {
+            Some(l) => format!("user `{}`", l.user),
+            None => "a client with no user".into(),
         }
     }
 
@@ -575,7 +583,14 @@ impl Etcd {
                 }
             };
             let Ok(v) = serde_json::from_slice::<Value>(&bytes) else {
-                if String::from_utf8_lossy(&bytes).contains("HTTP request to an HTTPS server") {
+                let text = String::from_utf8_lossy(&bytes);
+                if text.contains("CommonName of client sending a request against gateway") {
+                    return Err(self.denied(format!(
+                        "etcd's JSON gateway refuses a client certificate with a common name (CN `{}`), as it cannot authenticate by it; use a certificate without a CN and a user and password",
+                        self.client_cn.as_deref().unwrap_or("?")
+                    )));
+                }
+                if text.contains("HTTP request to an HTTPS server") {
                     return Err(self.unavailable(format!(
                         "{} speaks TLS; use an https:// store URL with the cluster's CA",
                         self.endpoints[i]
@@ -966,11 +981,7 @@ impl Etcd {
     /// The connection's security, for `doctor`: TLS, what verified the server, who we are,
     /// and what our roles may do (asking etcd; "unknown" when the user may not read them).
     pub fn security(&self) -> SecurityReport {
-        let user = self
-            .login
-            .as_ref()
-            .map(|l| l.user.clone())
-            .or_else(|| self.client_cn.clone());
+        let user = self.login.as_ref().map(|l| l.user.clone());
         let token = self.token(false);
         let auth_enabled = match (&self.login, &token) {
             (Some(_), Ok(Some(_))) => Some(true),
@@ -1197,8 +1208,8 @@ fn tls_config(sec: &Security) -> Result<(ureq::tls::TlsConfig, Option<String>)> 
     Ok((builder.build(), cn))
 }
 
-/// The subject's common name of a DER certificate (what etcd's `--client-cert-auth` takes as
-/// the user): Certificate → TBSCertificate → [version] serial signature issuer validity subject.
+/// The subject's common name of a DER certificate (etcd's gateway refuses a client certificate
+/// that has one; said in messages and by `doctor`): Certificate → TBSCertificate → [version] serial signature issuer validity subject.
 fn common_name(der: &[u8]) -> Option<String> {
     /// One DER element at the start of `b`: (tag, contents, the rest).
     fn element(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
