@@ -392,21 +392,32 @@ impl Pki {
         issue("expired", "/CN=etcd-member", "server.ext", "ca", "-1");
         issue("anon", "/O=conductor-test", "client.ext", "ca", "2");
         issue("team", "/CN=team", "client.ext", "ca", "2");
-        let mut a = vec!["req", "-x509"];
+        // Self-signed: signed by its own key, with the members' extensions (not a CA).
+        let mut a = vec!["req"];
         a.extend(ec);
         a.extend([
             "-keyout",
             "self-signed.key",
             "-out",
+            "self-signed.csr",
+            "-subj",
+            "/CN=etcd-member",
+        ]);
+        ssl(&a);
+        ssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "self-signed.csr",
+            "-signkey",
+            "self-signed.key",
+            "-out",
             "self-signed.pem",
             "-days",
             "2",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
+            "-extfile",
+            "server.ext",
         ]);
-        ssl(&a);
         for user in ["root", "team", "other"] {
             use std::os::unix::fs::PermissionsExt;
             let f = pki.password_file(user);

@@ -200,6 +200,9 @@ impl Error {
             Error::StoreAccess { access: Access::Unauthorized, .. } => Some(
                 "nothing was read or changed; check CONDUCTOR_ETCD_USER and the password file (or the client certificate), and that the user's role may read and write the prefix (docs/internals.md, Securing the store)".into(),
             ),
+            Error::Refused { reason: Refusal::InvalidStore, .. } => Some(
+                "nothing was changed; the store and its TLS files come from --store / CONDUCTOR_STORE, CONDUCTOR_ETCD_* or config.json's `store*` keys".into(),
+            ),
             Error::Refused { reason: Refusal::InsecureStore, .. } => Some(
                 "use https:// with the cluster's CA, or pass --insecure-store (config.json: \"store_insecure\": true) to send claims in clear text anyway".into(),
             ),

@@ -657,8 +657,13 @@ impl Etcd {
                 detail: format!("no member could be verified (last: {detail})"),
             });
         }
+        let tls_hint = if self.tls.is_none() && last_error.contains("disconnected") {
+            "; a member that speaks TLS hangs up on clear text: if they do, use https://"
+        } else {
+            ""
+        };
         Err(self.unavailable(format!(
-            "no member could serve the request (last: {last_error})"
+            "no member could serve the request (last: {last_error}){tls_hint}"
         )))
     }
 
