@@ -33,7 +33,7 @@ With --json, stdout carries exactly one JSON object; errors are
 /// history.jsonl and conflicts.log, the agent runtime's, the workflows' and the job queue's own
 /// documents and ledgers, and one event journal (events.jsonl), written by transactions that a
 /// crash can never half-apply; no daemon. Agents on several machines share one etcd cluster
-/// instead (`--store etcd://HOST:PORT`, or CONDUCTOR_STORE). With no command, shows the status.
+/// instead (`--store https://HOST:PORT`, or CONDUCTOR_STORE). With no command, shows the status.
 #[derive(Debug, Parser)]
 #[command(name = "conductor", version, after_long_help = EXIT_CODES_HELP, max_term_width = 100)]
 pub struct Cli {
@@ -63,7 +63,9 @@ pub struct GlobalArgs {
     #[arg(short, long, global = true)]
     pub quiet: bool,
     /// Keep state in a shared etcd cluster instead of the home's files, for agents on several
-    /// machines: etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (also `store` in config.json).
+    /// machines: https://HOST:PORT[,HOST:PORT...][/PREFIX] (TLS), or etcd://... for plain http
+    /// (also `store` in config.json). TLS files and credentials: CONDUCTOR_ETCD_CACERT, _CERT,
+    /// _KEY, _USER, _PASSWORD_FILE (or _PASSWORD).
     /// Check it with `conductor doctor`. [env: CONDUCTOR_STORE]
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,

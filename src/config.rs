@@ -50,7 +50,8 @@ pub struct Config {
     /// What the Claude Code hook does with edits of files this session has not claimed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforce: Option<Enforce>,
-    /// The shared store, `etcd://HOST:PORT[,HOST:PORT...][/PREFIX]` (absent: this home's files).
+    /// The shared store, `https://HOST:PORT[,HOST:PORT...][/PREFIX]` or `etcd://...` (plain
+    /// http) (absent: this home's files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<String>,
     /// The store's TLS files and credentials (read by the store itself; here so the whole

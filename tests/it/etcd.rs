@@ -1277,7 +1277,8 @@ fn the_queue_and_the_runtime_share_one_store_across_hosts() {
 fn bad_and_unreachable_store_urls() {
     let env = crate::common::TestEnv::new();
     for bad in [
-        "http://127.0.0.1:2379",
+        "ftp://127.0.0.1:2379",
+        "https://127.0.0.1:2379,http://127.0.0.1:2380",
         "etcd://nohost",
         "etcd://h:99999",
         "etcd://h:1/a b",

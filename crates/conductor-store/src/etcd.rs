@@ -1309,7 +1309,11 @@ mod tests {
 
     #[test]
     fn parses_store_urls() {
-        let e = Etcd::parse("etcd://127.0.0.1:2379,10.0.0.2:2379/team").unwrap();
+        let insecure = Security {
+            insecure: true,
+            ..Default::default()
+        };
+        let e = Etcd::open("etcd://127.0.0.1:2379,10.0.0.2:2379/team", &insecure).unwrap();
         assert_eq!(
             e.endpoints,
             ["http://127.0.0.1:2379", "http://10.0.0.2:2379"]
@@ -1318,7 +1322,9 @@ mod tests {
         let e = Etcd::parse("etcd://localhost:2379").unwrap();
         assert_eq!(e.journal_key(7), "/conductor/journal/00000000000000000007");
         for bad in [
-            "http://x:1",
+            "ftp://x:1",
+            "https://x:1,http://y:1",
+            "etcd://127.0.0.1:1,https://127.0.0.1:2",
             "etcd://x",
             "etcd://x:notaport",
             "etcd://:1",
@@ -1327,6 +1333,55 @@ mod tests {
             let err = Etcd::parse(bad).err().expect(bad);
             assert_eq!(err.reason(), "invalid_store", "{bad}");
         }
+        let e = Etcd::parse("https://a.example:2379,https://[::1]:2379/team").unwrap();
+        assert_eq!(
+            e.endpoints,
+            ["https://a.example:2379", "https://[::1]:2379"]
+        );
+        assert_eq!(e.root(), "/team/");
+        let e = Etcd::parse("http://localhost:2379,127.0.0.2:2379").unwrap();
+        assert!(e.plaintext_warning().is_none());
+        let err = Etcd::parse("http://10.0.0.1:2379").err().unwrap();
+        assert_eq!(err.reason(), "insecure_store");
+        let e = Etcd::open("etcd://10.0.0.1:2379", &insecure).unwrap();
+        assert!(e.plaintext_warning().is_some());
+    }
+
+    #[test]
+    fn secrets_do_not_print() {
+        let s = Secret::new("hunter2".into());
+        assert_eq!(format!("{s:?}"), "<secret>");
+    }
+
+    #[test]
+    fn common_name_of_a_certificate() {
+        // A DER certificate's skeleton: Certificate { TBS { [0] version, serial, signature,
+        // issuer, validity, subject { SET { SEQ { OID 2.5.4.3, UTF8 "team" } } } } }.
+        fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
+            let mut v = vec![tag, body.len() as u8];
+            v.extend_from_slice(body);
+            v
+        }
+        let cn = tlv(
+            0x30,
+            &[tlv(0x06, &[0x55, 0x04, 0x03]), tlv(0x0c, b"team")].concat(),
+        );
+        let subject = tlv(0x30, &tlv(0x31, &cn));
+        let tbs = tlv(
+            0x30,
+            &[
+                tlv(0xa0, &tlv(0x02, &[2])),
+                tlv(0x02, &[1]),
+                tlv(0x30, &[]),
+                tlv(0x30, &[]),
+                tlv(0x30, &[]),
+                subject,
+            ]
+            .concat(),
+        );
+        let cert = tlv(0x30, &tbs);
+        assert_eq!(common_name(&cert).as_deref(), Some("team"));
+        assert_eq!(common_name(&cert[..5]), None);
     }
 
     #[test]
