@@ -425,3 +425,55 @@ fn expired_and_self_signed_server_certificates_exit_11() {
         assert_eq!(v["status"], "error");
     }
 }
+
+/// A token etcd no longer accepts (here: authentication was disabled and enabled again; an
+/// expired token is answered the same way) is renewed once, in the middle of a `claim --wait`:
+/// the waiter still gets its file.
+#[test]
+fn a_stale_token_is_renewed_in_a_long_running_command() {
+    let cluster = Cluster::secure(1);
+    let root = tempfile::tempdir().unwrap();
+    let mut hosts = hosts(root.path(), &cluster.url(), 2);
+    for h in &mut hosts {
+        h.env = cluster.env_for("team");
+    }
+    let ids: Vec<String> = hosts.iter().map(|h| h.start("w")).collect();
+    hosts[0].run(&["claim", "src/w.rs"]).code(0);
+    let waiter = hosts[1]
+        .cmd(&["--json", "claim", "src/w.rs", "--wait", "60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        crate::common::wait_until(20.0, || {
+            let st = hosts[0].run(&["--json", "status"]).json();
+            st["instances"].as_array().unwrap().iter().any(|i| {
+                i["id"] == ids[1].as_str() && i["waiting_for"].to_string().contains(":src/w.rs")
+            })
+        }),
+        "host1 is queued for the file"
+    );
+    // Every token given before this is now refused ("invalid auth token"): etcd forgets its
+    // simple tokens when authentication is enabled again.
+    cluster
+        .client()
+        .gateway("/v3/auth/disable", &serde_json::json!({}))
+        .unwrap();
+    cluster
+        .client()
+        .gateway("/v3/auth/enable", &serde_json::json!({}))
+        .unwrap();
+    hosts[0].run(&["release", "src/w.rs"]).code(0);
+    let o = waiter.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let st = hosts[0].run(&["--json", "status"]).json();
+    let held = st["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == ids[1].as_str())
+        .unwrap()
+        .to_string();
+    assert!(held.contains(":src/w.rs"), "{st}");
+}
