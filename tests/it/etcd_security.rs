@@ -89,9 +89,18 @@ fn a_secure_cluster_lets_in_only_who_belongs() {
             .is_some_and(|v| v.contains("ca.pem")),
         "{doctor:#?}"
     );
+    // etcd 3.4 lets a user read its own user record and roles.
+    let prefix = cluster.url().rsplit_once('/').unwrap().1.to_string();
+    assert_eq!(
+        security["roles"],
+        serde_json::json!([{"role": "team", "permissions": [format!("READWRITE /{prefix}/*")]}]),
+        "{doctor:#?}"
+    );
     let text = keep(team.run(&["doctor"]));
     assert!(
-        text.stdout.contains("TLS on") && text.stdout.contains("user team"),
+        text.stdout.contains("TLS on")
+            && text.stdout.contains("user team")
+            && text.stdout.contains("role team: READWRITE"),
         "{text:#?}"
     );
     let before = cluster.dump();
