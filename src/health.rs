@@ -254,18 +254,18 @@ pub fn store_security(r: &crate::store::etcd::Etcd) -> (Finding, serde_json::Val
         (None, _) => format!("no user (no credentials given{cert})"),
     };
     let roles = match &s.roles {
-        Some(roles) if roles.is_empty() => "no roles".to_string(),
+        _ if s.user.is_none() || s.auth_enabled == Some(false) => String::new(),
+        Some(roles) if roles.is_empty() => "; no roles".to_string(),
         Some(roles) => roles
             .iter()
-            .map(|(role, perms)| format!("role {role}: {}", perms.join(", ")))
-            .collect::<Vec<_>>()
-            .join("; "),
-        None => "roles unknown (the user may not read them)".to_string(),
+            .map(|(role, perms)| format!("; role {role}: {}", perms.join(", ")))
+            .collect::<String>(),
+        None => "; roles unknown (the user may not read them)".to_string(),
     };
     let finding = Finding {
         file: format!("store security {}", r.url()),
         ok: !s.insecure,
-        detail: format!("{tls}; {who}; {roles}"),
+        detail: format!("{tls}; {who}{roles}"),
         repair: s.insecure.then(|| {
             "use https:// with the cluster's CA (docs/internals.md, Securing the store)".into()
         }),

@@ -198,7 +198,7 @@ impl Error {
                 "nothing was read or changed; give the cluster's CA with CONDUCTOR_ETCD_CACERT or config.json's `store_cacert` (docs/internals.md, Securing the store)".into(),
             ),
             Error::StoreAccess { access: Access::Unauthorized, .. } => Some(
-                "nothing was read or changed; check CONDUCTOR_ETCD_USER and the password file (or the client certificate), and that the user's role may read and write the prefix (docs/internals.md, Securing the store)".into(),
+                "nothing was read or changed; check CONDUCTOR_ETCD_USER and its password (CONDUCTOR_ETCD_PASSWORD_FILE), and that the user's role may read and write the prefix (docs/internals.md, Securing the store)".into(),
             ),
             Error::Refused { reason: Refusal::InvalidStore, .. } => Some(
                 "nothing was changed; the store and its TLS files come from --store / CONDUCTOR_STORE, CONDUCTOR_ETCD_* or config.json's `store*` keys".into(),
