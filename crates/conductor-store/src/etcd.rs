@@ -204,6 +204,13 @@ impl Etcd {
                 ),
             )
         };
+        // `https://user:password@host`: refused without repeating the URL, which holds a secret.
+        if url.contains('@') {
+            return Err(Error::refused(
+                Refusal::InvalidStore,
+                "the store URL holds credentials (`user:password@`), which would show in `ps`, logs and messages; use CONDUCTOR_ETCD_USER and a password file instead",
+            ));
+        }
         let (scheme, mut rest) = if let Some(r) = url.strip_prefix("etcd://") {
             ("http", r)
         } else if let Some(r) = url.strip_prefix("http://") {
@@ -612,12 +619,12 @@ impl Etcd {
             if let Some(msg) = v.get("error").or_else(|| v.get("message")) {
                 let msg = msg.as_str().unwrap_or("error").to_string();
                 // Authentication and permissions: checked before anything is applied.
-                if msg.contains("invalid auth token")
-                    || msg.contains("revision of auth store is old")
+                if (msg.contains("invalid auth token")
+                    || msg.contains("revision of auth store is old"))
+                    && self.login.is_some()
+                    && token.is_some()
                 {
-                    if self.login.is_some() && token.is_some() {
-                        return Ok(Answer::StaleToken(format!("{}: {msg}", self.endpoints[i])));
-                    }
+                    return Ok(Answer::StaleToken(format!("{}: {msg}", self.endpoints[i])));
                 }
                 if let Some(detail) = self.auth_refusal(&msg) {
                     return Err(self.denied(detail));
@@ -1339,6 +1346,9 @@ mod tests {
             ["https://a.example:2379", "https://[::1]:2379"]
         );
         assert_eq!(e.root(), "/team/");
+        let err = Etcd::parse("https://team:hunter2@h:1/x").err().unwrap();
+        assert_eq!(err.reason(), "invalid_store");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
         let e = Etcd::parse("http://localhost:2379,127.0.0.2:2379").unwrap();
         assert!(e.plaintext_warning().is_none());
         let err = Etcd::parse("http://10.0.0.1:2379").err().unwrap();

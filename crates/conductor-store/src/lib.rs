@@ -104,7 +104,7 @@ impl Store {
         };
         if let Some(url) = url {
             let security = security(configured.unwrap_or_default(), store.home.dir());
-            store.backend = Backend::Etcd(etcd::Etcd::open(&url, &security)?);
+            store.backend = Backend::Etcd(Box::new(etcd::Etcd::open(&url, &security)?));
         }
         Ok(store)
     }
