@@ -571,7 +571,12 @@ impl Etcd {
                     continue;
                 }
                 Err(e) if write => {
-                    return Err(self.outcome_unknown(format!("{}: {e}", self.endpoints[i])));
+                    let e = e.to_string();
+                    return Err(self.outcome_unknown(format!(
+                        "{}: {e}{}",
+                        self.endpoints[i],
+                        self.hangup_hint(&e)
+                    )));
                 }
                 Err(e) => {
                     last_error = format!("{}: {e}", self.endpoints[i]);
@@ -582,7 +587,12 @@ impl Etcd {
             let bytes = match res.body_mut().read_to_vec() {
                 Ok(b) => b,
                 Err(e) if write => {
-                    return Err(self.outcome_unknown(format!("{}: {e}", self.endpoints[i])));
+                    let e = e.to_string();
+                    return Err(self.outcome_unknown(format!(
+                        "{}: {e}{}",
+                        self.endpoints[i],
+                        self.hangup_hint(&e)
+                    )));
                 }
                 Err(e) => {
                     last_error = format!("{}: {e}", self.endpoints[i]);
@@ -664,14 +674,26 @@ impl Etcd {
                 detail: format!("no member could be verified (last: {detail})"),
             });
         }
-        let tls_hint = if self.tls.is_none() && last_error.contains("disconnected") {
-            "; a member that speaks TLS hangs up on clear text: if they do, use https://"
-        } else {
-            ""
-        };
         Err(self.unavailable(format!(
-            "no member could serve the request (last: {last_error}){tls_hint}"
+            "no member could serve the request (last: {last_error}){}",
+            self.hangup_hint(&last_error)
         )))
+    }
+
+    /// What a member hanging up on us may mean, for messages (TLS 1.3 servers refuse a
+    /// client without a certificate after the handshake, often by just closing).
+    fn hangup_hint(&self, error: &str) -> &'static str {
+        let hung_up = ["disconnected", "Broken pipe", "reset by peer"]
+            .iter()
+            .any(|w| error.contains(w));
+        match &self.tls {
+            _ if !hung_up => "",
+            None => "; a member that speaks TLS hangs up on clear text: if they do, use https://",
+            Some(t) if t.client_cert().is_none() => {
+                "; members that require a client certificate hang up without one: if they do, set CONDUCTOR_ETCD_CERT and CONDUCTOR_ETCD_KEY"
+            }
+            Some(_) => "",
+        }
     }
 
     /// One key, or `None`.
