@@ -20,7 +20,8 @@ Exit codes:
   4  blocked by the priority gate
   5  queue run: some job failed, timed out or is blocked (see `queue run --help`)
   11 store_unavailable: the shared store (etcd) has no reachable member or no quorum;
-     nothing was changed
+     store_untrusted / store_unauthorized: its certificate could not be verified, or it
+     refused our credentials or role; nothing was changed
 
 With --json, stdout carries exactly one JSON object; errors are
 {\"status\":\"error\",\"reason\":\"<snake_case>\",\"message\":\"...\"}.";
@@ -32,7 +33,7 @@ With --json, stdout carries exactly one JSON object; errors are
 /// history.jsonl and conflicts.log, the agent runtime's, the workflows' and the job queue's own
 /// documents and ledgers, and one event journal (events.jsonl), written by transactions that a
 /// crash can never half-apply; no daemon. Agents on several machines share one etcd cluster
-/// instead (`--store etcd://HOST:PORT`, or CONDUCTOR_STORE). With no command, shows the status.
+/// instead (`--store https://HOST:PORT`, or CONDUCTOR_STORE). With no command, shows the status.
 #[derive(Debug, Parser)]
 #[command(name = "conductor", version, after_long_help = EXIT_CODES_HELP, max_term_width = 100)]
 pub struct Cli {
@@ -62,10 +63,17 @@ pub struct GlobalArgs {
     #[arg(short, long, global = true)]
     pub quiet: bool,
     /// Keep state in a shared etcd cluster instead of the home's files, for agents on several
-    /// machines: etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (also `store` in config.json).
+    /// machines: https://HOST:PORT[,HOST:PORT...][/PREFIX] (TLS), or etcd://... for plain http
+    /// (also `store` in config.json). TLS files and credentials: CONDUCTOR_ETCD_CACERT, _CERT,
+    /// _KEY, _USER, _PASSWORD_FILE (or _PASSWORD).
     /// Check it with `conductor doctor`. [env: CONDUCTOR_STORE]
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
+    /// Allow a plain http:// store URL that names another machine (claims then cross the
+    /// network unencrypted; a warning says so on every command). Also `"store_insecure": true`
+    /// in config.json. [env: CONDUCTOR_STORE_INSECURE=1]
+    #[arg(long, global = true)]
+    pub insecure_store: bool,
 }
 
 /// Parse the command line, then `CONDUCTOR_LOCK_TIMEOUT` when `--lock-timeout` was not given

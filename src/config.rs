@@ -50,9 +50,24 @@ pub struct Config {
     /// What the Claude Code hook does with edits of files this session has not claimed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforce: Option<Enforce>,
-    /// The shared store, `etcd://HOST:PORT[,HOST:PORT...][/PREFIX]` (absent: this home's files).
+    /// The shared store, `https://HOST:PORT[,HOST:PORT...][/PREFIX]` or `etcd://...` (plain
+    /// http) (absent: this home's files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<String>,
+    /// The store's TLS files and credentials (read by the store itself; here so the whole
+    /// file round-trips): see schemas/config.schema.json.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_cacert: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_cert: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_password_file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_insecure: Option<bool>,
 }
 
 /// The `enforce` setting: how `conductor hook claude` treats an edit (PreToolUse).

@@ -230,3 +230,57 @@ pub fn cluster(r: &crate::store::etcd::Etcd) -> (Finding, serde_json::Value, boo
         ),
     }
 }
+
+/// A shared store's security (`doctor` against etcd): TLS, what verified the server, who etcd
+/// takes us for, and what that user's roles may do ("unknown" when etcd will not say). Clear
+/// text to another machine (`--insecure-store`) is a problem; a loopback cluster without TLS
+/// is not.
+pub fn store_security(r: &crate::store::etcd::Etcd) -> (Finding, serde_json::Value) {
+    use serde_json::json;
+    let s = r.security();
+    let tls = match &s.verified_with {
+        Some(v) => format!("TLS on, server certificate verified against {v}"),
+        None if s.insecure => "TLS off: plain http to another machine (--insecure-store)".into(),
+        None => "TLS off (plain http on this machine)".into(),
+    };
+    let cert = match (&s.client_cn, s.tls) {
+        (Some(cn), _) => format!(", client certificate CN {cn}"),
+        (None, true) => ", client certificate without CN or none".to_string(),
+        (None, false) => String::new(),
+    };
+    let who = match (&s.user, s.auth_enabled) {
+        (_, Some(false)) => format!("authentication is not enabled on the cluster{cert}"),
+        (Some(u), _) => format!("user {u} (password{cert})"),
+        (None, _) => format!("no user (no credentials given{cert})"),
+    };
+    let roles = match &s.roles {
+        _ if s.user.is_none() || s.auth_enabled == Some(false) => String::new(),
+        Some(roles) if roles.is_empty() => "; no roles".to_string(),
+        Some(roles) => roles
+            .iter()
+            .map(|(role, perms)| format!("; role {role}: {}", perms.join(", ")))
+            .collect::<String>(),
+        None => "; roles unknown (the user may not read them)".to_string(),
+    };
+    let finding = Finding {
+        file: format!("store security {}", r.url()),
+        ok: !s.insecure,
+        detail: format!("{tls}; {who}{roles}"),
+        repair: s.insecure.then(|| {
+            "use https:// with the cluster's CA (docs/internals.md, Securing the store)".into()
+        }),
+    };
+    let value = json!({
+        "tls": s.tls,
+        "verified_with": s.verified_with,
+        "client_cn": s.client_cn,
+        "user": s.user,
+        "auth_enabled": s.auth_enabled,
+        "insecure": s.insecure,
+        "roles": match &s.roles {
+            Some(roles) => json!(roles.iter().map(|(role, perms)| json!({"role": role, "permissions": perms})).collect::<Vec<_>>()),
+            None => json!("unknown"),
+        },
+    });
+    (finding, value)
+}

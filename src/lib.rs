@@ -12,7 +12,6 @@ pub mod agents;
 pub mod app;
 pub mod config;
 pub mod error;
-pub mod error_hints;
 pub mod health;
 pub mod hooks;
 pub mod integrations;

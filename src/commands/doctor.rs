@@ -211,7 +211,9 @@ pub fn run(ctx: &Ctx, args: DoctorArgs, missing_home: Option<&std::path::Path>) 
 
 /// `doctor` against a shared store: the cluster's health and revision, then every document.
 fn run_remote(ctx: &Ctx, r: &conductor::store::etcd::Etcd) -> Result<u8> {
-    let (finding, backend, unavailable) = conductor::health::cluster(r);
+    let (finding, mut backend, unavailable) = conductor::health::cluster(r);
+    let (security, detail) = conductor::health::store_security(r);
+    backend["security"] = detail;
     let documents = if unavailable {
         Vec::new()
     } else {
@@ -223,7 +225,7 @@ fn run_remote(ctx: &Ctx, r: &conductor::store::etcd::Etcd) -> Result<u8> {
     print(
         ctx.out,
         &DoctorReport {
-            findings: vec![finding],
+            findings: vec![finding, security],
             documents,
             tools: tools(ctx, &integrated),
             integrations,

@@ -14,7 +14,7 @@ use conductor::error::{Error, Result};
 workflows' and the queue's) as their exact bytes, every ledger line and every kept event with its \
 seq. It reads whichever store is in use, so a home moves into etcd with\n\n  \
 CONDUCTOR_STORE= conductor export home.json\n  \
-conductor --store etcd://10.0.0.5:2379/team import home.json\n\nand back the other way round. \
+conductor --store https://10.0.0.5:2379/team import home.json\n\nand back the other way round. \
 Files are written 0600."
 )]
 pub struct ExportArgs {

@@ -16,7 +16,7 @@ use conductor::store::watch::{self, Wake};
 #[command(
     after_long_help = "Writes DIR/history.jsonl and DIR/conflicts.log (0600), each \
 replaced atomically whenever its ledger grows, so a reader never sees half a file. Runs until \
-SIGINT/SIGTERM; --once copies and exits.\n\nExample:\n  conductor --store etcd://10.0.0.5:2379 \
+SIGINT/SIGTERM; --once copies and exits.\n\nExample:\n  conductor --store https://10.0.0.5:2379 \
 mirror ~/conductor-logs &\n  tail -f ~/conductor-logs/conflicts.log"
 )]
 pub struct MirrorArgs {

@@ -74,6 +74,10 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         // SAFETY: no other thread runs yet (commands start theirs after this).
         unsafe { std::env::set_var("CONDUCTOR_STORE", url) };
     }
+    if cli.global.insecure_store {
+        // SAFETY: as above.
+        unsafe { std::env::set_var("CONDUCTOR_STORE_INSECURE", "1") };
+    }
     let dir = match cli.global.home.clone() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Home::default_dir()?,
@@ -94,6 +98,11 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
     let dir = scratch.as_ref().map_or(dir, |t| t.path().to_path_buf());
     let timeout = Duration::from_secs_f64(cli.global.lock_timeout);
     let mut store = Store::open(dir, timeout)?;
+    if let conductor::store::backend::Backend::Etcd(r) = store.backend()
+        && let Some(w) = r.plaintext_warning()
+    {
+        out.warn(&w);
+    }
     if !cli.global.quiet {
         store = store.on_wait(lock_wait::notes());
     }

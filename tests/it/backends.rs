@@ -1,7 +1,8 @@
 //! The protocol's behaviour suite, run against both backends: each scenario below is one
 //! function over a [`Env`], and `both!` makes two tests of it, `backends::files::NAME` (a
-//! temp home's files) and `backends::etcd::NAME` (a real single-member etcd on a loopback port,
-//! started for the test and killed after it). The scenarios read state only through commands
+//! temp home's files), `backends::etcd::NAME` (a real single-member etcd on a loopback port,
+//! started for the test and killed after it) and `backends::etcd_tls::NAME` (the same over TLS
+//! with a client certificate, as a user whose role covers only the test's prefix). The scenarios read state only through commands
 //! (`status`, `history`, `events`, `conflicts`), never through the home's files, so the same
 //! assertions hold whichever backend keeps it. What differs is said in one place,
 //! [`Env::key`]: with a shared store a path outside any repository is keyed by its host.
@@ -40,6 +41,15 @@ impl Env {
         }
     }
 
+    /// A single member with TLS (client and peer), `--client-cert-auth` and authentication
+    /// enabled, entered as user `team`, whose role may touch only this test's prefix.
+    fn etcd_tls() -> Env {
+        Env {
+            t: home(),
+            etcd: Some(crate::etcd::Cluster::secure(1)),
+        }
+    }
+
     fn at(&mut self, now: &str) -> &mut Self {
         self.t.at(now);
         self
@@ -49,7 +59,8 @@ impl Env {
         let mut c = self.t.cmd();
         if let Some(e) = &self.etcd {
             c.env("CONDUCTOR_STORE", e.url())
-                .env("CONDUCTOR_HOST", HOST);
+                .env("CONDUCTOR_HOST", HOST)
+                .envs(e.env_for("team"));
         }
         c
     }
@@ -135,7 +146,8 @@ fn home() -> TestEnv {
     t
 }
 
-/// Two tests per scenario: `files::NAME` and `etcd::NAME`.
+/// Three tests per scenario: `files::NAME`, `etcd::NAME` and `etcd_tls::NAME` (TLS and
+/// authentication on).
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod files {
@@ -143,6 +155,9 @@ macro_rules! both {
         }
         mod etcd {
             $( #[test] fn $name() { super::$name(super::Env::etcd()) } )*
+        }
+        mod etcd_tls {
+            $( #[test] fn $name() { super::$name(super::Env::etcd_tls()) } )*
         }
     };
 }

@@ -47,6 +47,8 @@ pub struct Cluster {
     prefix: String,
     /// Extra etcd flags for every member.
     flags: Vec<String>,
+    /// Client and peer TLS, with `--client-cert-auth` (see [`Cluster::secure`]).
+    pub pki: Option<Pki>,
 }
 
 impl Cluster {
@@ -68,6 +70,7 @@ impl Cluster {
             members: (0..n).map(|_| None).collect(),
             prefix: format!("/t{}", rand_suffix()),
             flags: flags.iter().map(|f| f.to_string()).collect(),
+            pki: None,
         };
         for i in 0..n {
             c.start_member(i);
@@ -76,11 +79,101 @@ impl Cluster {
         c
     }
 
+    /// `n` members speaking TLS to clients and to each other, with certificates made by
+    /// `openssl` for the test, `--client-cert-auth`, and etcd's authentication enabled: users
+    /// `root`, `team` (role `team`: read and write the cluster's prefix only) and `other`
+    /// (role `other`: another prefix only). Their passwords are in [`Pki::password`].
+    pub fn secure(n: usize) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let pki = Pki::make(&dir.path().join("pki"));
+        let mut c = Cluster {
+            dir,
+            ports,
+            members: (0..n).map(|_| None).collect(),
+            prefix: format!("/t{}", rand_suffix()),
+            flags: Vec::new(),
+            pki: Some(pki),
+        };
+        for i in 0..n {
+            c.start_member(i);
+        }
+        c.wait_for_leader();
+        let root = c.client();
+        let call = |path: &str, body: Value| {
+            root.gateway(path, &body)
+                .unwrap_or_else(|e| panic!("{path} {body}: {e}"));
+        };
+        let b64 = |s: &str| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode(s)
+        };
+        let pki = c.pki.as_ref().unwrap();
+        call(
+            "/v3/auth/user/add",
+            serde_json::json!({"name": "root", "password": pki.password("root")}),
+        );
+        call("/v3/auth/role/add", serde_json::json!({"name": "root"}));
+        call(
+            "/v3/auth/user/grant",
+            serde_json::json!({"user": "root", "role": "root"}),
+        );
+        for (user, prefix) in [
+            ("team", format!("{}/", c.prefix)),
+            ("other", c.other_prefix()),
+        ] {
+            call(
+                "/v3/auth/user/add",
+                serde_json::json!({"name": user, "password": pki.password(user)}),
+            );
+            call("/v3/auth/role/add", serde_json::json!({"name": user}));
+            call(
+                "/v3/auth/role/grant",
+                serde_json::json!({"name": user, "perm": {
+                    "permType": "READWRITE",
+                    "key": b64(&prefix),
+                    "range_end": b64(&conductor::store::etcd::prefix_end(&prefix)),
+                }}),
+            );
+            call(
+                "/v3/auth/user/grant",
+                serde_json::json!({"user": user, "role": user}),
+            );
+        }
+        call("/v3/auth/enable", serde_json::json!({}));
+        c
+    }
+
+    /// The prefix of the other team (only user `other` may touch it).
+    pub fn other_prefix(&self) -> String {
+        format!("{}x/", self.prefix)
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.pki.is_some() { "https" } else { "http" }
+    }
+
+    /// The variables that let a command in as `user` (password), trusting the cluster's CA
+    /// and presenting the client certificate `anon` (a name etcd has no user for).
+    pub fn env_for(&self, user: &str) -> Vec<(&'static str, String)> {
+        let Some(pki) = &self.pki else {
+            return Vec::new();
+        };
+        let mut v = pki.tls_env("anon");
+        v.push(("CONDUCTOR_ETCD_USER", user.to_string()));
+        v.push((
+            "CONDUCTOR_ETCD_PASSWORD_FILE",
+            pki.password_file(user).display().to_string(),
+        ));
+        v
+    }
+
     fn initial_cluster(&self) -> String {
+        let scheme = self.scheme();
         self.ports
             .iter()
             .enumerate()
-            .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+            .map(|(i, (_, peer))| format!("m{i}={scheme}://127.0.0.1:{peer}"))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -93,19 +186,42 @@ impl Cluster {
             .append(true)
             .open(self.dir.path().join(format!("m{i}.log")))
             .unwrap();
+        let scheme = self.scheme();
+        let mut tls = Vec::new();
+        if let Some(pki) = &self.pki {
+            let (ca, cert, key) = (
+                pki.path("ca.pem"),
+                pki.path("server.pem"),
+                pki.path("server.key"),
+            );
+            for (flag, file) in [
+                ("--trusted-ca-file", &ca),
+                ("--cert-file", &cert),
+                ("--key-file", &key),
+                ("--peer-trusted-ca-file", &ca),
+                ("--peer-cert-file", &cert),
+                ("--peer-key-file", &key),
+            ] {
+                tls.push(flag.to_string());
+                tls.push(file.display().to_string());
+            }
+            tls.push("--client-cert-auth".into());
+            tls.push("--peer-client-cert-auth".into());
+        }
         let child = Command::new(etcd_binary())
             .args(["--name", &format!("m{i}")])
+            .args(&tls)
             .arg("--data-dir")
             .arg(self.dir.path().join(format!("m{i}")))
             .args([
                 "--listen-client-urls",
-                &format!("http://127.0.0.1:{client}"),
+                &format!("{scheme}://127.0.0.1:{client}"),
                 "--advertise-client-urls",
-                &format!("http://127.0.0.1:{client}"),
+                &format!("{scheme}://127.0.0.1:{client}"),
                 "--listen-peer-urls",
-                &format!("http://127.0.0.1:{peer}"),
+                &format!("{scheme}://127.0.0.1:{peer}"),
                 "--initial-advertise-peer-urls",
-                &format!("http://127.0.0.1:{peer}"),
+                &format!("{scheme}://127.0.0.1:{peer}"),
                 "--initial-cluster",
                 &self.initial_cluster(),
                 "--initial-cluster-state",
@@ -140,11 +256,18 @@ impl Cluster {
             .iter()
             .map(|(c, _)| format!("127.0.0.1:{c}"))
             .collect();
-        format!("etcd://{}{}", hosts.join(","), self.prefix)
+        match self.pki {
+            Some(_) => format!("https://{}{}", hosts.join(","), self.prefix),
+            None => format!("etcd://{}{}", hosts.join(","), self.prefix),
+        }
     }
 
+    /// A client with every right: plain, or `root` over TLS.
     pub fn client(&self) -> Etcd {
-        Etcd::parse(&self.url()).unwrap()
+        match &self.pki {
+            None => Etcd::parse(&self.url()).unwrap(),
+            Some(pki) => Etcd::open(&self.url(), &pki.security("root")).unwrap(),
+        }
     }
 
     /// The index of the member that leads now (asks each live member).
@@ -190,6 +313,177 @@ impl Drop for Cluster {
     }
 }
 
+/// Certificates made with `openssl` for a test (EC P-256, valid two days): a CA, the members'
+/// certificate (`server`: both server and client use, SAN 127.0.0.1 and localhost), a client
+/// certificate without a common name (`anon`: etcd's JSON gateway refuses one with a CN), one
+/// with the CN `team` (refused so), and what the negative tests need:
+/// another CA (`rogue-ca`), a self-signed server certificate and an expired one. Passwords are
+/// in 0600 files.
+pub struct Pki {
+    dir: PathBuf,
+}
+
+impl Pki {
+    pub fn make(dir: &Path) -> Pki {
+        std::fs::create_dir_all(dir).unwrap();
+        let pki = Pki {
+            dir: dir.to_path_buf(),
+        };
+        let ssl = |args: &[&str]| {
+            let o = Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .expect("openssl (Debian's openssl package)");
+            assert!(
+                o.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        for ca in ["ca", "rogue-ca"] {
+            let (key, pem, subj) = (
+                format!("{ca}.key"),
+                format!("{ca}.pem"),
+                format!("/CN={ca}"),
+            );
+            let mut a = vec!["req", "-x509"];
+            a.extend(ec);
+            a.extend(["-keyout", &key, "-out", &pem, "-days", "2", "-subj", &subj]);
+            ssl(&a);
+        }
+        std::fs::write(
+            dir.join("server.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+        let issue = |name: &str, subj: &str, ext: &str, ca: &str, days: &str| {
+            let mut a: Vec<String> = vec!["req".into()];
+            a.extend(ec.iter().map(|s| s.to_string()));
+            a.extend(
+                [
+                    "-keyout",
+                    &format!("{name}.key"),
+                    "-out",
+                    &format!("{name}.csr"),
+                    "-subj",
+                    subj,
+                ]
+                .map(String::from),
+            );
+            ssl(&a.iter().map(String::as_str).collect::<Vec<_>>());
+            ssl(&[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                &format!("{ca}.pem"),
+                "-CAkey",
+                &format!("{ca}.key"),
+                "-CAcreateserial",
+                "-out",
+                &format!("{name}.pem"),
+                "-days",
+                days,
+                "-extfile",
+                ext,
+            ]);
+        };
+        issue("server", "/CN=etcd-member", "server.ext", "ca", "2");
+        issue("expired", "/CN=etcd-member", "server.ext", "ca", "-1");
+        issue("anon", "/O=conductor-test", "client.ext", "ca", "2");
+        issue("team", "/CN=team", "client.ext", "ca", "2");
+        // Self-signed: signed by its own key, with the members' extensions (not a CA).
+        let mut a = vec!["req"];
+        a.extend(ec);
+        a.extend([
+            "-keyout",
+            "self-signed.key",
+            "-out",
+            "self-signed.csr",
+            "-subj",
+            "/CN=etcd-member",
+        ]);
+        ssl(&a);
+        ssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "self-signed.csr",
+            "-signkey",
+            "self-signed.key",
+            "-out",
+            "self-signed.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+        ]);
+        for user in ["root", "team", "other"] {
+            use std::os::unix::fs::PermissionsExt;
+            let f = pki.password_file(user);
+            std::fs::write(&f, format!("{}\n", pki.password(user))).unwrap();
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        pki
+    }
+
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+
+    /// A password no other string of the test contains.
+    pub fn password(&self, user: &str) -> String {
+        format!(
+            "pw-{user}-S3cr3t-{}",
+            self.dir.display().to_string().len() * 7919
+        )
+    }
+
+    pub fn password_file(&self, user: &str) -> PathBuf {
+        self.dir.join(format!("{user}.password"))
+    }
+
+    /// The CA and the client certificate `cn`, as variables.
+    pub fn tls_env(&self, cn: &str) -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "CONDUCTOR_ETCD_CACERT",
+                self.path("ca.pem").display().to_string(),
+            ),
+            (
+                "CONDUCTOR_ETCD_CERT",
+                self.path(&format!("{cn}.pem")).display().to_string(),
+            ),
+            (
+                "CONDUCTOR_ETCD_KEY",
+                self.path(&format!("{cn}.key")).display().to_string(),
+            ),
+        ]
+    }
+
+    /// The settings of `user` logging in with its password, over the `anon` certificate.
+    pub fn security(&self, user: &str) -> conductor::store::etcd::Security {
+        conductor::store::etcd::Security {
+            cacert: Some(self.path("ca.pem")),
+            cert: Some(self.path("anon.pem")),
+            key: Some(self.path("anon.key")),
+            user: Some(user.to_string()),
+            password_file: Some(self.password_file(user)),
+            ..Default::default()
+        }
+    }
+}
+
 fn rand_suffix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -204,6 +498,8 @@ pub struct Host {
     pub home: PathBuf,
     pub clone: PathBuf,
     store: String,
+    /// Extra variables (a secure cluster's CA, certificate and credentials).
+    pub env: Vec<(&'static str, String)>,
 }
 
 impl Host {
@@ -216,6 +512,7 @@ impl Host {
             .env("CONDUCTOR_STORE", &self.store)
             .env("CONDUCTOR_HOST", &self.name)
             .env("NO_COLOR", "1")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.clone)
             .args(args)
             .stdin(Stdio::null());
@@ -281,6 +578,7 @@ pub fn hosts(root: &Path, store: &str, n: usize) -> Vec<Host> {
                 home: base.clone(),
                 clone,
                 store: store.to_string(),
+                env: Vec::new(),
             }
         })
         .collect()
@@ -989,7 +1287,8 @@ fn the_queue_and_the_runtime_share_one_store_across_hosts() {
 fn bad_and_unreachable_store_urls() {
     let env = crate::common::TestEnv::new();
     for bad in [
-        "http://127.0.0.1:2379",
+        "ftp://127.0.0.1:2379",
+        "https://127.0.0.1:2379,http://127.0.0.1:2380",
         "etcd://nohost",
         "etcd://h:99999",
         "etcd://h:1/a b",

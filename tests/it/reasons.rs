@@ -58,6 +58,8 @@ fn every_reason() -> Vec<(String, u8)> {
         ("ambiguous_instance", 2),
         ("priority_gate", 4),
         ("store_unavailable", 11),
+        ("store_untrusted", 11),
+        ("store_unauthorized", 11),
         ("internal", 70),
     ] {
         all.push((name.to_string(), code));

@@ -504,6 +504,12 @@ fn rust_types_and_schemas_have_the_same_fields() {
         ledger_rotate_bytes: Some(1 << 20),
         ledger_keep_files: Some(8),
         ledger_keep_days: Some(90),
+        store_cacert: Some("etcd/ca.pem".into()),
+        store_cert: Some("etcd/client.pem".into()),
+        store_key: Some("etcd/client.key".into()),
+        store_user: Some("team".into()),
+        store_password_file: Some("etcd/password".into()),
+        store_insecure: Some(false),
     };
     in_step(
         "Config",

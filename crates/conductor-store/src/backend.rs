@@ -21,7 +21,7 @@ pub enum Backend {
     Files(PathBuf),
     /// A shared etcd cluster; the home keeps only this machine's own files (config.json,
     /// sprint.json, workspaces).
-    Etcd(etcd::Etcd),
+    Etcd(Box<etcd::Etcd>),
 }
 
 impl Backend {

@@ -21,6 +21,10 @@ pub enum Refusal {
     NoWorkingDirectory,
     /// An import into a home or prefix that already holds state.
     TargetNotEmpty,
+    /// Plain `http://` to a member that is not on this machine, without `--insecure-store`.
+    InsecureStore,
+    /// The store's password file may be read by other users.
+    UnsafeCredentials,
 }
 
 impl Refusal {
@@ -33,6 +37,8 @@ impl Refusal {
         Refusal::NoHome,
         Refusal::NoWorkingDirectory,
         Refusal::TargetNotEmpty,
+        Refusal::InsecureStore,
+        Refusal::UnsafeCredentials,
     ];
 
     /// The stable machine-readable reason.
@@ -45,6 +51,8 @@ impl Refusal {
             Refusal::NoHome => "no_home",
             Refusal::NoWorkingDirectory => "no_working_directory",
             Refusal::TargetNotEmpty => "target_not_empty",
+            Refusal::InsecureStore => "insecure_store",
+            Refusal::UnsafeCredentials => "unsafe_credentials",
         }
     }
 }
@@ -91,9 +99,38 @@ pub enum Error {
         maybe_applied: bool,
     },
 
+    /// The shared store would not let us in: the server's certificate could not be verified,
+    /// or etcd refused our credentials or our role's permissions. Nothing was read or changed.
+    #[error("the store `{store}` {}: {detail}", access.says())]
+    StoreAccess {
+        store: String,
+        access: Access,
+        detail: String,
+    },
+
     /// conductor broke one of its own rules: a bug.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// Why the shared store would not let us in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// The server's certificate could not be verified (unknown CA, self-signed, expired, wrong
+    /// name), or the TLS handshake failed.
+    Untrusted,
+    /// etcd refused who we are: no credentials, a wrong password, or a role that may not touch
+    /// the prefix.
+    Unauthorized,
+}
+
+impl Access {
+    fn says(self) -> &'static str {
+        match self {
+            Access::Untrusted => "could not be verified",
+            Access::Unauthorized => "refused access",
+        }
+    }
 }
 
 fn holder_suffix(holder: &Option<String>) -> String {
@@ -130,6 +167,14 @@ impl Error {
             Error::UnsafeHome { .. } => "unsafe_home",
             Error::Refused { reason, .. } => reason.as_str(),
             Error::StoreUnavailable { .. } => "store_unavailable",
+            Error::StoreAccess {
+                access: Access::Untrusted,
+                ..
+            } => "store_untrusted",
+            Error::StoreAccess {
+                access: Access::Unauthorized,
+                ..
+            } => "store_unauthorized",
             Error::Internal(_) => "internal",
         }
     }
@@ -149,6 +194,21 @@ impl Error {
             Error::StoreUnavailable { .. } => Some(
                 "nothing was changed; etcd needs a majority of its members up: `conductor doctor` shows each member".into(),
             ),
+            Error::StoreAccess { access: Access::Untrusted, .. } => Some(
+                "nothing was read or changed; give the cluster's CA with CONDUCTOR_ETCD_CACERT or config.json's `store_cacert` (docs/internals.md, Securing the store)".into(),
+            ),
+            Error::StoreAccess { access: Access::Unauthorized, .. } => Some(
+                "nothing was read or changed; check CONDUCTOR_ETCD_USER and its password (CONDUCTOR_ETCD_PASSWORD_FILE), and that the user's role may read and write the prefix (docs/internals.md, Securing the store)".into(),
+            ),
+            Error::Refused { reason: Refusal::InvalidStore, .. } => Some(
+                "nothing was changed; the store and its TLS files come from --store / CONDUCTOR_STORE, CONDUCTOR_ETCD_* or config.json's `store*` keys".into(),
+            ),
+            Error::Refused { reason: Refusal::InsecureStore, .. } => Some(
+                "use https:// with the cluster's CA, or pass --insecure-store (config.json: \"store_insecure\": true) to send claims in clear text anyway".into(),
+            ),
+            Error::Refused { reason: Refusal::UnsafeCredentials, .. } => Some(
+                "make it readable by its owner only: chmod 600 FILE".into(),
+            ),
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::ReadOnlyFilesystem
                 || source.kind() == std::io::ErrorKind::PermissionDenied =>
             {
@@ -163,7 +223,7 @@ impl Error {
     /// unavailable, 70 a bug.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::StoreUnavailable { .. } => 11,
+            Error::StoreUnavailable { .. } | Error::StoreAccess { .. } => 11,
             Error::LockTimeout { .. }
             | Error::Io { .. }
             | Error::CorruptState { .. }

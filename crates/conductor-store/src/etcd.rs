@@ -18,18 +18,29 @@
 //!   `seq` (zero-padded), gap-free like the file journal;
 //! - `<prefix>/meta/seq`: `{"event":N,"line":M}`, the last numbers given.
 //!
+//! Security (issue 36): `https://` store URLs speak TLS through ureq's rustls (ring), verifying
+//! the server against the CA file given (else Mozilla's roots), optionally with a client
+//! certificate (for etcd's `--client-cert-auth`; its JSON gateway refuses a certificate with a
+//! common name, and cannot authenticate by it, so the user comes from a password). A user and
+//! password are exchanged once per process for a token (`/v3/auth/authenticate`), sent in the
+//! `Authorization` header; an expired token is renewed once. Nothing TLS is set up unless the
+//! URL says `https://`: rustls builds its configuration on the first connection. The password
+//! is never formatted into a message (it is a [`Secret`]).
+//!
 //! Every request carries `Grpc-Metadata-hasleader: true`, so a member that has lost its leader
 //! answers "no leader" at once instead of after etcd's request timeout: a command run without
 //! quorum fails fast (`store_unavailable`, exit 11) having changed nothing.
 
 use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
 
-use crate::error::{Error, Result};
+use crate::error::{Access, Error, Refusal, Result};
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "/conductor";
@@ -55,14 +66,87 @@ pub struct Kv {
     pub mod_revision: i64,
 }
 
+/// How to reach the cluster safely: config.json's `store_*` keys, each overridden by its
+/// `CONDUCTOR_ETCD_*` variable (read by [`crate::Store::open`]).
+#[derive(Clone, Debug, Default)]
+pub struct Security {
+    /// PEM file of the CA that signed the members' certificates (`https://` only).
+    pub cacert: Option<PathBuf>,
+    /// PEM client certificate and its key, for etcd's `--client-cert-auth` (without a common
+    /// name: etcd's gateway refuses one that has it).
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    /// etcd user for password authentication.
+    pub user: Option<String>,
+    /// The password itself (CONDUCTOR_ETCD_PASSWORD), else read from `password_file`.
+    pub password: Option<Secret>,
+    /// A file holding the password (mode 0600 or stricter).
+    pub password_file: Option<PathBuf>,
+    /// Allow plain `http://` to a member on another machine (warned about every time).
+    pub insecure: bool,
+}
+
+/// A credential: never printed, formatted or logged.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: String) -> Secret {
+        Secret(s)
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<secret>")
+    }
+}
+
+/// Password authentication: the user, the password and the token it was exchanged for.
+struct Login {
+    user: String,
+    password: Secret,
+    /// `None` before the first request; `Some("")` when the cluster has no authentication.
+    token: Mutex<Option<String>>,
+}
+
+/// What `doctor` reports about the connection's security.
+#[derive(Debug)]
+pub struct SecurityReport {
+    pub tls: bool,
+    /// What the server's certificate was verified against (`None`: no TLS).
+    pub verified_with: Option<String>,
+    /// The client certificate's common name, when one is sent.
+    pub client_cn: Option<String>,
+    /// The user etcd knows us as (password authentication: etcd's JSON gateway does not
+    /// authenticate by a certificate's common name).
+    pub user: Option<String>,
+    /// Whether the cluster checks who we are: `Some(false)` when it said authentication is
+    /// not enabled, `None` when unknown.
+    pub auth_enabled: Option<bool>,
+    /// Each role of the user with its permissions, `None` when the user may not read them.
+    pub roles: Option<Vec<(String, Vec<String>)>>,
+    /// Plain HTTP to another machine, allowed by `--insecure-store`.
+    pub insecure: bool,
+}
+
 /// A connection to an etcd cluster under one key prefix.
 pub struct Etcd {
-    /// `http://host:port` of each member given.
+    /// `http://host:port` (or `https://`) of each member given.
     endpoints: Vec<String>,
     prefix: String,
     /// The URL as given, for messages.
     url: String,
     agent: ureq::Agent,
+    /// The TLS settings (`None`: plain HTTP), also for the watch's own agent.
+    tls: Option<ureq::tls::TlsConfig>,
+    /// The CA file the server is verified against (`None` with TLS: Mozilla's roots).
+    cacert: Option<PathBuf>,
+    /// The client certificate's common name.
+    client_cn: Option<String>,
+    login: Option<Arc<Login>>,
+    /// Plain HTTP to a member on another machine, allowed explicitly.
+    insecure: bool,
     /// The member that answered last (tried first next time).
     preferred: std::sync::atomic::AtomicUsize,
     /// Read every range at this revision (a consistent snapshot: `export`).
@@ -76,6 +160,11 @@ impl Clone for Etcd {
             prefix: self.prefix.clone(),
             url: self.url.clone(),
             agent: self.agent.clone(),
+            tls: self.tls.clone(),
+            cacert: self.cacert.clone(),
+            client_cn: self.client_cn.clone(),
+            login: self.login.clone(),
+            insecure: self.insecure,
             preferred: std::sync::atomic::AtomicUsize::new(
                 self.preferred.load(std::sync::atomic::Ordering::Relaxed),
             ),
@@ -97,22 +186,63 @@ pub struct Health {
 }
 
 impl Etcd {
-    /// Parse `etcd://HOST:PORT[,HOST:PORT...][/PREFIX]`.
+    /// Parse a store URL with no TLS files and no credentials (see [`Etcd::open`]).
     pub fn parse(url: &str) -> Result<Etcd> {
+        Etcd::open(url, &Security::default())
+    }
+
+    /// Parse `etcd://HOST:PORT[,HOST:PORT...][/PREFIX]` (plain HTTP; `http://` is the same) or
+    /// `https://HOST:PORT[,...][/PREFIX]`, and take the TLS files and credentials of `sec`. A
+    /// member may repeat the scheme (`https://a:2379,https://b:2379`), but every member speaks
+    /// the same one. Nothing is sent yet, and no TLS is set up before the first request.
+    pub fn open(url: &str, sec: &Security) -> Result<Etcd> {
         let bad = |why: &str| {
             Error::refused(
-                crate::error::Refusal::InvalidStore,
+                Refusal::InvalidStore,
                 format!(
-                    "invalid store `{url}`: {why} (expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX])"
+                    "invalid store `{url}`: {why} (expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX], or https://...)"
                 ),
             )
         };
-        let rest = url
-            .strip_prefix("etcd://")
-            .ok_or_else(|| bad("only etcd:// stores are supported besides the file home"))?;
-        let (hosts, prefix) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, DEFAULT_PREFIX),
+        // `https://user:password@host`: refused without repeating the URL, which holds a secret.
+        if url.contains('@') {
+            return Err(Error::refused(
+                Refusal::InvalidStore,
+                "the store URL holds credentials (`user:password@`), which would show in `ps`, logs and messages; use CONDUCTOR_ETCD_USER and a password file instead",
+            ));
+        }
+        let (scheme, mut rest) = if let Some(r) = url.strip_prefix("etcd://") {
+            ("http", r)
+        } else if let Some(r) = url.strip_prefix("http://") {
+            ("http", r)
+        } else if let Some(r) = url.strip_prefix("https://") {
+            ("https", r)
+        } else {
+            return Err(bad(
+                "only etcd://, http:// and https:// stores are supported besides the file home",
+            ));
+        };
+        let mut hosts = Vec::new();
+        let prefix = loop {
+            let (member_scheme, r) = if let Some(r) = rest.strip_prefix("https://") {
+                (Some("https"), r)
+            } else if let Some(r) = rest.strip_prefix("http://") {
+                (Some("http"), r)
+            } else {
+                (None, rest)
+            };
+            if member_scheme.is_some_and(|m| m != scheme) {
+                return Err(bad(
+                    "it mixes http and https members; every member must speak TLS (https://) or none",
+                ));
+            }
+            let end = r.find([',', '/']).unwrap_or(r.len());
+            hosts.push(&r[..end]);
+            match r.as_bytes().get(end) {
+                Some(b',') => rest = &r[end + 1..],
+                Some(_) => break &r[end..],
+                None => break "",
+            }
         };
         let prefix = prefix.trim_end_matches('/');
         let prefix = if prefix.is_empty() {
@@ -124,7 +254,8 @@ impl Etcd {
             return Err(bad("the prefix contains a space or a control character"));
         }
         let mut endpoints = Vec::new();
-        for h in hosts.split(',') {
+        let mut remote = None;
+        for h in hosts {
             let (host, port) = h
                 .rsplit_once(':')
                 .ok_or_else(|| bad("a member has no port"))?;
@@ -136,21 +267,82 @@ impl Etcd {
             {
                 return Err(bad(&format!("`{h}` is not HOST:PORT")));
             }
-            endpoints.push(format!("http://{host}:{port}"));
+            if !is_loopback(host) {
+                remote.get_or_insert(host);
+            }
+            endpoints.push(format!("{scheme}://{host}:{port}"));
         }
-        let agent = ureq::Agent::config_builder()
+        let tls = scheme == "https";
+        if !tls {
+            // TLS files with a clear-text URL: the user meant TLS, and would not get it.
+            let given = [
+                (&sec.cacert, "the CA (CONDUCTOR_ETCD_CACERT / store_cacert)"),
+                (
+                    &sec.cert,
+                    "a client certificate (CONDUCTOR_ETCD_CERT / store_cert)",
+                ),
+                (&sec.key, "a client key (CONDUCTOR_ETCD_KEY / store_key)"),
+            ];
+            if let Some((_, what)) = given.iter().find(|(p, _)| p.is_some()) {
+                return Err(bad(&format!(
+                    "{what} is set but the URL is plain http; use https://"
+                )));
+            }
+            if let Some(host) = remote
+                && !sec.insecure
+            {
+                return Err(Error::refused(
+                    Refusal::InsecureStore,
+                    format!(
+                        "refusing plain http to `{host}`, which is not this machine: claims and credentials would cross the network unencrypted"
+                    ),
+                ));
+            }
+        }
+        let (tls_config, client_cn) = if tls {
+            let (c, cn) = tls_config(sec)?;
+            (Some(c), cn)
+        } else {
+            (None, None)
+        };
+        let login = match &sec.user {
+            Some(user) if !user.is_empty() => Some(Arc::new(Login {
+                user: user.clone(),
+                password: password(sec, user)?,
+                token: Mutex::new(None),
+            })),
+            _ => None,
+        };
+        let mut builder = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(Duration::from_secs(1)))
-            .timeout_global(Some(request_timeout()))
-            .build()
-            .into();
+            .timeout_global(Some(request_timeout()));
+        if let Some(c) = &tls_config {
+            builder = builder.tls_config(c.clone());
+        }
         Ok(Etcd {
             endpoints,
             prefix: prefix.to_string(),
             url: url.to_string(),
-            agent,
+            agent: builder.build().into(),
+            tls: tls_config,
+            cacert: sec.cacert.clone(),
+            client_cn,
+            login,
+            insecure: !tls && remote.is_some(),
             preferred: std::sync::atomic::AtomicUsize::new(0),
             snapshot: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// The warning to print before every command when clear text goes to another machine
+    /// (allowed by `--insecure-store` / `store_insecure`).
+    pub fn plaintext_warning(&self) -> Option<String> {
+        self.insecure.then(|| {
+            format!(
+                "the store `{}` is plain http to another machine (--insecure-store): anyone on the network can read and rewrite every claim",
+                self.url
+            )
         })
     }
 
@@ -242,22 +434,117 @@ impl Etcd {
         self.request(path, body, false)
     }
 
+    /// Any request to etcd's JSON gateway, with this connection's TLS and credentials (the
+    /// tests set up users and roles with it: `/v3/auth/user/add`, ...).
+    pub fn gateway(&self, path: &str, body: &Value) -> Result<Value> {
+        self.request(path, body, true)
+    }
+
     fn request(&self, path: &str, body: &Value, write: bool) -> Result<Value> {
+        let token = self.token(false)?;
+        match self.request_with(path, body, write, token.as_deref())? {
+            Answer::Value(v) => Ok(v),
+            // The token expired (or the auth store moved on): log in again, once.
+            Answer::StaleToken(detail) => {
+                let token = self.token(true)?;
+                match self.request_with(path, body, write, token.as_deref())? {
+                    Answer::Value(v) => Ok(v),
+                    Answer::StaleToken(_) => Err(self.denied(detail)),
+                }
+            }
+        }
+    }
+
+    /// The token to send (`None`: no password login, or the cluster has no authentication);
+    /// logs in when there is none yet or `renew`.
+    fn token(&self, renew: bool) -> Result<Option<String>> {
+        let Some(login) = &self.login else {
+            return Ok(None);
+        };
+        let mut token = login.token.lock().unwrap_or_else(|e| e.into_inner());
+        if renew || token.is_none() {
+            *token = Some(self.authenticate(login)?);
+        }
+        Ok(token.clone().filter(|t| !t.is_empty()))
+    }
+
+    /// Exchange the user and password for a token ("" when the cluster has no authentication).
+    fn authenticate(&self, login: &Login) -> Result<String> {
+        let body = json!({ "name": login.user, "password": login.password.0 });
+        match self.request_with("/v3/auth/authenticate", &body, false, None) {
+            Ok(Answer::Value(v)) => Ok(v
+                .get("token")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()),
+            Ok(Answer::StaleToken(d)) => Err(self.denied(d)),
+            Err(Error::StoreAccess { detail, .. }) if detail.contains("not enabled") => {
+                Ok(String::new())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// etcd refused who we are.
+    fn denied(&self, detail: String) -> Error {
+        Error::StoreAccess {
+            store: self.url.clone(),
+            access: Access::Unauthorized,
+            detail,
+        }
+    }
+
+    /// Who etcd takes us for, for messages.
+    fn who(&self) -> String {
+        match &self.login {
+            Some(l) => format!("user `{}`", l.user),
+            None => "a client with no user".into(),
+        }
+    }
+
+    /// A POST with the headers every request carries.
+    fn post(
+        &self,
+        agent: &ureq::Agent,
+        url: &str,
+        token: Option<&str>,
+    ) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
+        let mut r = agent
+            .post(url)
+            .header("content-type", "application/json")
+            .header("grpc-metadata-hasleader", "true");
+        if let Some(t) = token {
+            r = r.header("authorization", t);
+        }
+        r
+    }
+
+    fn request_with(
+        &self,
+        path: &str,
+        body: &Value,
+        write: bool,
+        token: Option<&str>,
+    ) -> Result<Answer> {
         let body = serde_json::to_vec(body).expect("requests serialize");
         let n = self.endpoints.len();
         let first = self.preferred.load(std::sync::atomic::Ordering::Relaxed);
         let mut last_error = String::new();
+        let mut untrusted = None;
         for k in 0..n {
             let i = (first + k) % n;
             let url = format!("{}{path}", self.endpoints[i]);
-            let res = self
-                .agent
-                .post(&url)
-                .header("content-type", "application/json")
-                .header("grpc-metadata-hasleader", "true")
-                .send(&body[..]);
+            let res = self.post(&self.agent, &url, token).send(&body[..]);
             let mut res = match res {
                 Ok(r) => r,
+                // The handshake failed: nothing was sent; every member is likely to fail alike,
+                // but one with a good certificate may still answer.
+                Err(e) if tls_failure(&e).is_some() => {
+                    let why = tls_failure(&e).unwrap_or_default();
+                    untrusted = Some(format!("{}: {why}", self.endpoints[i]));
+                    last_error = format!("{}: {why}", self.endpoints[i]);
+                    continue;
+                }
                 // Not connected: nothing was sent, another member may answer.
                 Err(ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve)) => {
                     last_error = format!("{}: no connection within 1s", self.endpoints[i]);
@@ -284,7 +571,12 @@ impl Etcd {
                     continue;
                 }
                 Err(e) if write => {
-                    return Err(self.outcome_unknown(format!("{}: {e}", self.endpoints[i])));
+                    let e = e.to_string();
+                    return Err(self.outcome_unknown(format!(
+                        "{}: {e}{}",
+                        self.endpoints[i],
+                        self.hangup_hint(&e)
+                    )));
                 }
                 Err(e) => {
                     last_error = format!("{}: {e}", self.endpoints[i]);
@@ -295,7 +587,12 @@ impl Etcd {
             let bytes = match res.body_mut().read_to_vec() {
                 Ok(b) => b,
                 Err(e) if write => {
-                    return Err(self.outcome_unknown(format!("{}: {e}", self.endpoints[i])));
+                    let e = e.to_string();
+                    return Err(self.outcome_unknown(format!(
+                        "{}: {e}{}",
+                        self.endpoints[i],
+                        self.hangup_hint(&e)
+                    )));
                 }
                 Err(e) => {
                     last_error = format!("{}: {e}", self.endpoints[i]);
@@ -303,6 +600,19 @@ impl Etcd {
                 }
             };
             let Ok(v) = serde_json::from_slice::<Value>(&bytes) else {
+                let text = String::from_utf8_lossy(&bytes);
+                if text.contains("CommonName of client sending a request against gateway") {
+                    return Err(self.denied(format!(
+                        "etcd's JSON gateway refuses a client certificate with a common name (CN `{}`), as it cannot authenticate by it; use a certificate without a CN and a user and password",
+                        self.client_cn.as_deref().unwrap_or("?")
+                    )));
+                }
+                if text.contains("HTTP request to an HTTPS server") {
+                    return Err(self.unavailable(format!(
+                        "{} speaks TLS; use an https:// store URL with the cluster's CA",
+                        self.endpoints[i]
+                    )));
+                }
                 if write {
                     return Err(self.outcome_unknown(format!(
                         "{} answered HTTP {status} with something that is not etcd's JSON",
@@ -318,6 +628,17 @@ impl Etcd {
             };
             if let Some(msg) = v.get("error").or_else(|| v.get("message")) {
                 let msg = msg.as_str().unwrap_or("error").to_string();
+                // Authentication and permissions: checked before anything is applied.
+                if (msg.contains("invalid auth token")
+                    || msg.contains("revision of auth store is old"))
+                    && self.login.is_some()
+                    && token.is_some()
+                {
+                    return Ok(Answer::StaleToken(format!("{}: {msg}", self.endpoints[i])));
+                }
+                if let Some(detail) = self.auth_refusal(&msg) {
+                    return Err(self.denied(detail));
+                }
                 match v.get("code").and_then(Value::as_i64) {
                     // unavailable: "no leader" is refused before anything is proposed; other
                     // reasons (timed out, leader changed) leave a write's fate unknown.
@@ -344,11 +665,35 @@ impl Etcd {
             }
             self.preferred
                 .store(i, std::sync::atomic::Ordering::Relaxed);
-            return Ok(v);
+            return Ok(Answer::Value(v));
+        }
+        if let Some(detail) = untrusted {
+            return Err(Error::StoreAccess {
+                store: self.url.clone(),
+                access: Access::Untrusted,
+                detail: format!("no member could be verified (last: {detail})"),
+            });
         }
         Err(self.unavailable(format!(
-            "no member could serve the request (last: {last_error})"
+            "no member could serve the request (last: {last_error}){}",
+            self.hangup_hint(&last_error)
         )))
+    }
+
+    /// What a member hanging up on us may mean, for messages (TLS 1.3 servers refuse a
+    /// client without a certificate after the handshake, often by just closing).
+    fn hangup_hint(&self, error: &str) -> &'static str {
+        let hung_up = ["disconnected", "Broken pipe", "reset by peer"]
+            .iter()
+            .any(|w| error.contains(w));
+        match &self.tls {
+            _ if !hung_up => "",
+            None => "; a member that speaks TLS hangs up on clear text: if they do, use https://",
+            Some(t) if t.client_cert().is_none() => {
+                "; members that require a client certificate hang up without one: if they do, set CONDUCTOR_ETCD_CERT and CONDUCTOR_ETCD_KEY"
+            }
+            Some(_) => "",
+        }
     }
 
     /// One key, or `None`.
@@ -504,12 +849,15 @@ impl Etcd {
             if leader_id.is_some() && id(m.get("ID")) == leader_id {
                 leader = Some(name.clone());
             }
+            let token = self.token(false)?;
             let up = urls.iter().any(|u| {
-                self.agent
-                    .post(&format!("{u}/v3/maintenance/status"))
-                    .header("content-type", "application/json")
-                    .send(&b"{}"[..])
-                    .is_ok_and(|r| r.status().as_u16() == 200)
+                self.post(
+                    &self.agent,
+                    &format!("{u}/v3/maintenance/status"),
+                    token.as_deref(),
+                )
+                .send(&b"{}"[..])
+                .is_ok_and(|r| r.status().as_u16() == 200)
             });
             members.push((format!("{name} {}", urls.join(",")), up));
         }
@@ -538,12 +886,17 @@ impl Etcd {
         // A member that hangs with the connection open must not stall the watcher: no byte for
         // a minute (etcd sends progress notifications when asked) means reconnect elsewhere,
         // and the caller looks again.
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        let mut builder = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(Duration::from_secs(1)))
-            .timeout_per_read(Some(WATCH_SILENCE))
-            .build()
-            .into();
+            .timeout_per_read(Some(WATCH_SILENCE));
+        if let Some(c) = &self.tls {
+            builder = builder.tls_config(c.clone());
+        }
+        let agent: ureq::Agent = builder.build().into();
+        // The watch thread logs in again through its own copy when its token has expired.
+        let me = self.clone();
+        self.token(false)?;
         let endpoints = self.endpoints.clone();
         let root = self.root();
         let body = serde_json::to_vec(&json!({
@@ -555,10 +908,10 @@ impl Etcd {
         }))
         .expect("requests serialize");
         let open = move |i: usize| -> Option<Box<dyn BufRead + Send>> {
-            let res = agent
-                .post(&format!("{}/v3/watch", endpoints[i % endpoints.len()]))
-                .header("content-type", "application/json")
-                .header("grpc-metadata-hasleader", "true")
+            let token = me.token(false).ok()?;
+            let url = format!("{}/v3/watch", endpoints[i % endpoints.len()]);
+            let res = me
+                .post(&agent, &url, token.as_deref())
                 .send(&body[..])
                 .ok()?;
             if res.status().as_u16() != 200 {
@@ -569,6 +922,10 @@ impl Etcd {
             let mut line = String::new();
             reader.read_line(&mut line).ok()?;
             let v: Value = serde_json::from_str(&line).ok()?;
+            if line.contains("auth token") || line.contains("auth store is old") {
+                let _ = me.token(true);
+                return None;
+            }
             v.pointer("/result/created")
                 .and_then(Value::as_bool)
                 .filter(|c| *c)?;
@@ -618,6 +975,316 @@ impl Etcd {
         });
         Ok(())
     }
+}
+
+/// A member's answer, or word that our token is no longer valid.
+enum Answer {
+    Value(Value),
+    StaleToken(String),
+}
+
+impl Etcd {
+    /// etcd's refusal of who we are, said for people (`None`: not an authentication error).
+    fn auth_refusal(&self, msg: &str) -> Option<String> {
+        let who = self.who();
+        let detail = if msg.contains("permission denied") {
+            format!(
+                "{who} may not read or write `{}/` (etcd: permission denied)",
+                self.prefix
+            )
+        } else if msg.contains("user name is empty") || msg.contains("user name not found") {
+            format!(
+                "the cluster requires authentication and {who} is not one of its users (etcd: {})",
+                msg.trim_start_matches("etcdserver: ")
+            )
+        } else if msg.contains("authentication failed") {
+            format!(
+                "{who}: wrong user name or password (etcd: {})",
+                msg.trim_start_matches("etcdserver: ")
+            )
+        } else if msg.contains("authentication is not enabled") {
+            "authentication is not enabled".into()
+        } else if msg.contains("invalid auth token") || msg.contains("auth store is old") {
+            format!("{who}: etcd no longer accepts the token it gave")
+        } else {
+            return None;
+        };
+        Some(detail)
+    }
+
+    /// The connection's security, for `doctor`: TLS, what verified the server, who we are,
+    /// and what our roles may do (asking etcd; "unknown" when the user may not read them).
+    pub fn security(&self) -> SecurityReport {
+        let user = self.login.as_ref().map(|l| l.user.clone());
+        let token = self.token(false);
+        let auth_enabled = match (&self.login, &token) {
+            (Some(_), Ok(Some(_))) => Some(true),
+            (Some(_), Ok(None)) => Some(false),
+            _ => None,
+        };
+        let roles = match (&user, auth_enabled) {
+            (Some(u), Some(true) | None) if token.is_ok() => self.roles(u),
+            _ => None,
+        };
+        SecurityReport {
+            tls: self.tls.is_some(),
+            verified_with: self.tls.as_ref().map(|_| match &self.cacert {
+                Some(p) => format!("CA {}", p.display()),
+                None => "Mozilla's root CAs".into(),
+            }),
+            client_cn: self.client_cn.clone(),
+            user,
+            auth_enabled,
+            roles,
+            insecure: self.insecure,
+        }
+    }
+
+    /// Each role of `user` with its permissions, `None` when etcd will not say.
+    fn roles(&self, user: &str) -> Option<Vec<(String, Vec<String>)>> {
+        let v = self
+            .call("/v3/auth/user/get", &json!({ "name": user }))
+            .ok()?;
+        let names: Vec<String> = v
+            .get("roles")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.as_str().map(str::to_string))
+            .collect();
+        let mut out = Vec::new();
+        for role in names {
+            let perms = match self.call("/v3/auth/role/get", &json!({ "role": role })) {
+                Ok(r) => r
+                    .get("perm")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(describe_perm)
+                    .collect(),
+                Err(_) => vec!["unknown".to_string()],
+            };
+            out.push((role, perms));
+        }
+        Some(out)
+    }
+}
+
+/// `READWRITE /team/*` for a permission of a role.
+fn describe_perm(p: &Value) -> String {
+    let text = |k: &str| {
+        p.get(k)
+            .and_then(Value::as_str)
+            .and_then(|s| B64.decode(s).ok())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    };
+    let kind = p.get("permType").and_then(Value::as_str).unwrap_or("READ");
+    let key = text("key").unwrap_or_default();
+    let range = match text("range_end") {
+        None => key.clone(),
+        Some(end) if end == "\0" => format!("{key} and every key after it"),
+        Some(end) if end == prefix_end(&key) => format!("{key}*"),
+        Some(end) => format!("[{key}, {end})"),
+    };
+    format!("{kind} {range}")
+}
+
+/// Whether `host` is this machine.
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A TLS failure said for people (`None`: not a TLS failure).
+fn tls_failure(e: &ureq::Error) -> Option<String> {
+    let rustls_error = match e {
+        ureq::Error::Rustls(r) => Some(r),
+        ureq::Error::Io(io) => io
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>()),
+        ureq::Error::Tls(t) => return Some(format!("TLS: {t}")),
+        _ => None,
+    }?;
+    use rustls::CertificateError as C;
+    Some(match rustls_error {
+        rustls::Error::InvalidCertificate(c) => match c {
+            C::UnknownIssuer => "its certificate is not signed by a CA we trust (self-signed, or the cluster's CA was not given)".into(),
+            C::Expired | C::ExpiredContext { .. } => "its certificate has expired".into(),
+            C::NotValidYet | C::NotValidYetContext { .. } => "its certificate is not valid yet".into(),
+            C::NotValidForName | C::NotValidForNameContext { .. } => {
+                "its certificate does not name this host".into()
+            }
+            other => format!("its certificate was refused ({other:?})"),
+        },
+        rustls::Error::AlertReceived(a) => format!(
+            "it refused the TLS handshake ({a:?}): it may require a client certificate (CONDUCTOR_ETCD_CERT and CONDUCTOR_ETCD_KEY)"
+        ),
+        rustls::Error::InvalidMessage(_) => {
+            "it does not speak TLS (is it an http:// member?)".into()
+        }
+        other => format!("TLS failed: {other}"),
+    })
+}
+
+/// Read a file of settings or credentials; a missing or unreadable one is refused input.
+fn read_setting(path: &Path, what: &str) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| {
+        Error::refused(
+            Refusal::InvalidStore,
+            format!("cannot read {what} `{}`: {e}", path.display()),
+        )
+    })
+}
+
+/// A credential file must be readable by its owner only.
+fn check_private(path: &Path, what: &str) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| {
+        Error::refused(
+            Refusal::InvalidStore,
+            format!("cannot read {what} `{}`: {e}", path.display()),
+        )
+    })?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(Error::refused(
+            Refusal::UnsafeCredentials,
+            format!(
+                "{what} `{}` may be read by other users (mode {mode:o}); it must be 0600 or stricter",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The password of `user`: CONDUCTOR_ETCD_PASSWORD, else the first line of the password file.
+fn password(sec: &Security, user: &str) -> Result<Secret> {
+    if let Some(p) = &sec.password {
+        return Ok(p.clone());
+    }
+    let Some(file) = &sec.password_file else {
+        return Err(Error::refused(
+            Refusal::InvalidStore,
+            format!(
+                "the etcd user `{user}` has no password: set store_password_file (a 0600 file) or CONDUCTOR_ETCD_PASSWORD"
+            ),
+        ));
+    };
+    check_private(file, "the password file")?;
+    let bytes = read_setting(file, "the password file")?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        Error::refused(
+            Refusal::InvalidStore,
+            format!("the password file `{}` is not UTF-8 text", file.display()),
+        )
+    })?;
+    Ok(Secret(
+        text.lines()
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches('\r')
+            .to_string(),
+    ))
+}
+
+/// The TLS settings of an `https://` store and the client certificate's common name.
+fn tls_config(sec: &Security) -> Result<(ureq::tls::TlsConfig, Option<String>)> {
+    use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig};
+    let bad = |msg: String| Error::refused(Refusal::InvalidStore, msg);
+    let certs_in = |path: &Path, what: &str| -> Result<Vec<Certificate<'static>>> {
+        let pem = read_setting(path, what)?;
+        let certs: Vec<Certificate<'static>> = ureq::tls::parse_pem(&pem)
+            .filter_map(|item| match item {
+                Ok(PemItem::Certificate(c)) => Some(c),
+                _ => None,
+            })
+            .collect();
+        if certs.is_empty() {
+            return Err(bad(format!(
+                "{what} `{}` holds no PEM certificate",
+                path.display()
+            )));
+        }
+        Ok(certs)
+    };
+    let mut builder = TlsConfig::builder().provider(ureq::tls::TlsProvider::Rustls);
+    if let Some(ca) = &sec.cacert {
+        builder = builder.root_certs(RootCerts::new_with_certs(&certs_in(ca, "the CA file")?));
+    } else {
+        builder = builder.root_certs(RootCerts::WebPki);
+    }
+    let mut cn = None;
+    match (&sec.cert, &sec.key) {
+        (Some(cert), Some(key)) => {
+            let chain = certs_in(cert, "the client certificate")?;
+            check_private(key, "the client key")?;
+            let pem = read_setting(key, "the client key")?;
+            let key = PrivateKey::from_pem(&pem).map_err(|_| {
+                bad(format!(
+                    "the client key `{}` holds no PEM private key",
+                    key.display()
+                ))
+            })?;
+            cn = common_name(chain[0].der());
+            builder = builder.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
+        }
+        (None, None) => {}
+        _ => {
+            return Err(bad(
+                "a client certificate needs both CONDUCTOR_ETCD_CERT and CONDUCTOR_ETCD_KEY (store_cert and store_key)".into(),
+            ));
+        }
+    }
+    Ok((builder.build(), cn))
+}
+
+/// The subject's common name of a DER certificate (etcd's gateway refuses a client certificate
+/// that has one; said in messages and by `doctor`): Certificate → TBSCertificate → [version] serial signature issuer validity subject.
+fn common_name(der: &[u8]) -> Option<String> {
+    /// One DER element at the start of `b`: (tag, contents, the rest).
+    fn element(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+        let (&tag, b) = b.split_first()?;
+        let (&first, mut b) = b.split_first()?;
+        let len = if first < 0x80 {
+            first as usize
+        } else {
+            let n = (first & 0x7f) as usize;
+            if n == 0 || n > 4 || b.len() < n {
+                return None;
+            }
+            let len = b[..n].iter().fold(0usize, |a, &x| (a << 8) | x as usize);
+            b = &b[n..];
+            len
+        };
+        (b.len() >= len).then(|| (tag, &b[..len], &b[len..]))
+    }
+    let (_, cert, _) = element(der)?;
+    let (_, mut tbs, _) = element(cert)?;
+    let mut fields = Vec::new();
+    while !tbs.is_empty() {
+        let (tag, body, rest) = element(tbs)?;
+        if tag != 0xa0 {
+            fields.push(body);
+        }
+        tbs = rest;
+    }
+    // serial, signature, issuer, validity, subject
+    let mut subject = *fields.get(4)?;
+    while !subject.is_empty() {
+        let (_, set, rest) = element(subject)?;
+        let (_, attr, _) = element(set)?;
+        let (_, oid, value) = element(attr)?;
+        if oid == [0x55, 0x04, 0x03] {
+            let (_, name, _) = element(value)?;
+            return String::from_utf8(name.to_vec()).ok();
+        }
+        subject = rest;
+    }
+    None
 }
 
 fn b64(bytes: &[u8]) -> String {
@@ -671,7 +1338,11 @@ mod tests {
 
     #[test]
     fn parses_store_urls() {
-        let e = Etcd::parse("etcd://127.0.0.1:2379,10.0.0.2:2379/team").unwrap();
+        let insecure = Security {
+            insecure: true,
+            ..Default::default()
+        };
+        let e = Etcd::open("etcd://127.0.0.1:2379,10.0.0.2:2379/team", &insecure).unwrap();
         assert_eq!(
             e.endpoints,
             ["http://127.0.0.1:2379", "http://10.0.0.2:2379"]
@@ -680,7 +1351,9 @@ mod tests {
         let e = Etcd::parse("etcd://localhost:2379").unwrap();
         assert_eq!(e.journal_key(7), "/conductor/journal/00000000000000000007");
         for bad in [
-            "http://x:1",
+            "ftp://x:1",
+            "https://x:1,http://y:1",
+            "etcd://127.0.0.1:1,https://127.0.0.1:2",
             "etcd://x",
             "etcd://x:notaport",
             "etcd://:1",
@@ -689,6 +1362,58 @@ mod tests {
             let err = Etcd::parse(bad).err().expect(bad);
             assert_eq!(err.reason(), "invalid_store", "{bad}");
         }
+        let e = Etcd::parse("https://a.example:2379,https://[::1]:2379/team").unwrap();
+        assert_eq!(
+            e.endpoints,
+            ["https://a.example:2379", "https://[::1]:2379"]
+        );
+        assert_eq!(e.root(), "/team/");
+        let err = Etcd::parse("https://team:hunter2@h:1/x").err().unwrap();
+        assert_eq!(err.reason(), "invalid_store");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        let e = Etcd::parse("http://localhost:2379,127.0.0.2:2379").unwrap();
+        assert!(e.plaintext_warning().is_none());
+        let err = Etcd::parse("http://10.0.0.1:2379").err().unwrap();
+        assert_eq!(err.reason(), "insecure_store");
+        let e = Etcd::open("etcd://10.0.0.1:2379", &insecure).unwrap();
+        assert!(e.plaintext_warning().is_some());
+    }
+
+    #[test]
+    fn secrets_do_not_print() {
+        let s = Secret::new("hunter2".into());
+        assert_eq!(format!("{s:?}"), "<secret>");
+    }
+
+    #[test]
+    fn common_name_of_a_certificate() {
+        // A DER certificate's skeleton: Certificate { TBS { [0] version, serial, signature,
+        // issuer, validity, subject { SET { SEQ { OID 2.5.4.3, UTF8 "team" } } } } }.
+        fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
+            let mut v = vec![tag, body.len() as u8];
+            v.extend_from_slice(body);
+            v
+        }
+        let cn = tlv(
+            0x30,
+            &[tlv(0x06, &[0x55, 0x04, 0x03]), tlv(0x0c, b"team")].concat(),
+        );
+        let subject = tlv(0x30, &tlv(0x31, &cn));
+        let tbs = tlv(
+            0x30,
+            &[
+                tlv(0xa0, &tlv(0x02, &[2])),
+                tlv(0x02, &[1]),
+                tlv(0x30, &[]),
+                tlv(0x30, &[]),
+                tlv(0x30, &[]),
+                subject,
+            ]
+            .concat(),
+        );
+        let cert = tlv(0x30, &tbs);
+        assert_eq!(common_name(&cert).as_deref(), Some("team"));
+        assert_eq!(common_name(&cert[..5]), None);
     }
 
     #[test]

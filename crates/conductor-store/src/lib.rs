@@ -97,12 +97,14 @@ impl Store {
         // Set, even empty (the files of this home), it wins over config.json's `store`. Only
         // that field is read here: the whole file is checked when a command needs the config
         // (a read-only command never pays for its schema).
+        let configured = configured_store(&store.home.config())?;
         let url = match std::env::var("CONDUCTOR_STORE") {
             Ok(u) => Some(u).filter(|u| !u.is_empty()),
-            Err(_) => configured_store(&store.home.config())?,
+            Err(_) => configured.as_ref().and_then(|c| c.store.clone()),
         };
         if let Some(url) = url {
-            store.backend = Backend::Etcd(etcd::Etcd::parse(&url)?);
+            let security = security(configured.unwrap_or_default(), store.home.dir());
+            store.backend = Backend::Etcd(Box::new(etcd::Etcd::open(&url, &security)?));
         }
         Ok(store)
     }
@@ -308,18 +310,68 @@ pub fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
     }
 }
 
-/// config.json's `store`, when the file names one (`corrupt_state` if it is not JSON or the
-/// field is not a string; the rest of the file is left to [`Store::config`]).
-fn configured_store(path: &Path) -> Result<Option<String>> {
-    #[derive(serde::Deserialize)]
-    struct StoreOnly {
-        #[serde(default)]
-        store: Option<String>,
-    }
+/// config.json's keys for the shared store (the rest of the file is left to the commands that
+/// use it).
+#[derive(Default, serde::Deserialize)]
+struct StoreConfig {
+    #[serde(default)]
+    store: Option<String>,
+    #[serde(default)]
+    store_cacert: Option<PathBuf>,
+    #[serde(default)]
+    store_cert: Option<PathBuf>,
+    #[serde(default)]
+    store_key: Option<PathBuf>,
+    #[serde(default)]
+    store_user: Option<String>,
+    #[serde(default)]
+    store_password_file: Option<PathBuf>,
+    #[serde(default)]
+    store_insecure: Option<bool>,
+}
+
+/// config.json's store keys, when the file exists (`corrupt_state` if it is not JSON or a key
+/// has the wrong type).
+fn configured_store(path: &Path) -> Result<Option<StoreConfig>> {
     let Some(bytes) = read_bytes(path)? else {
         return Ok(None);
     };
-    let c: StoreOnly = serde_json::from_slice(&bytes)
-        .map_err(|e| corrupt(path, format!("not valid JSON with a string `store` ({e})")))?;
-    Ok(c.store.filter(|s| !s.is_empty()))
+    let mut c: StoreConfig = serde_json::from_slice(&bytes).map_err(|e| {
+        corrupt(
+            path,
+            format!(
+                "not valid JSON with string `store*` keys and a boolean `store_insecure` ({e})"
+            ),
+        )
+    })?;
+    c.store = c.store.filter(|s| !s.is_empty());
+    Ok(Some(c))
+}
+
+/// The store's TLS files and credentials: each `CONDUCTOR_ETCD_*` variable (non-empty) wins over
+/// its config.json key; relative paths in config.json are relative to the home.
+/// `CONDUCTOR_STORE_INSECURE=1` (what `--insecure-store` sets) or `"store_insecure": true`
+/// allows clear text to another machine.
+fn security(c: StoreConfig, home: &Path) -> etcd::Security {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let path = |name: &str, configured: Option<PathBuf>| {
+        var(name)
+            .map(PathBuf::from)
+            .or_else(|| configured.map(|p| home.join(p)))
+    };
+    etcd::Security {
+        cacert: path("CONDUCTOR_ETCD_CACERT", c.store_cacert),
+        cert: path("CONDUCTOR_ETCD_CERT", c.store_cert),
+        key: path("CONDUCTOR_ETCD_KEY", c.store_key),
+        user: var("CONDUCTOR_ETCD_USER")
+            .map(|u| u.to_string_lossy().into_owned())
+            .or(c.store_user),
+        password: std::env::var("CONDUCTOR_ETCD_PASSWORD")
+            .ok()
+            .filter(|p| !p.is_empty())
+            .map(etcd::Secret::new),
+        password_file: path("CONDUCTOR_ETCD_PASSWORD_FILE", c.store_password_file),
+        insecure: var("CONDUCTOR_STORE_INSECURE").is_some_and(|v| v != "0")
+            || c.store_insecure.unwrap_or(false),
+    }
 }
