@@ -397,6 +397,19 @@ impl<'s> Tx<'s> {
         Ok(())
     }
 
+    /// True when a file named at run time exists or is staged (its lock must be held): a `stat`,
+    /// not a read. With a shared store its key is read (and its revision compared at commit).
+    pub fn exists_at(&mut self, file: &HomePath) -> Result<bool> {
+        self.check_held(file.lock, file.rel())?;
+        if self.writes.iter().any(|w| w.file == file.rel) {
+            return Ok(true);
+        }
+        if self.store.backend.etcd().is_some() {
+            return Ok(self.read_at(file)?.is_some());
+        }
+        Ok(std::fs::symlink_metadata(self.store.home().dir().join(&file.rel)).is_ok())
+    }
+
     /// Read a file named at run time (its lock must be held; `None`: no file). With a shared
     /// store, its revision is compared at commit like a document's.
     pub fn read_at(&mut self, file: &HomePath) -> Result<Option<Vec<u8>>> {
