@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark (not a test; issue 26): `post`, `dm` and `inbox --agent me` for one agent while
-# another agent has 0, 1k or 10k pending inbox items. Whole processes, medians of one run,
+# another agent has 0, 1k or 10k pending inbox items; and (issue 35) a post to that other agent. Whole processes, medians of one run,
 # compared as ratios against the home where the other agent has nothing (goal: within 1.5x).
 # The other agent's items are written straight into its file (runtime/agents/other/inbox.json,
 # the layout conductor writes), copies of one real item.
@@ -67,6 +67,8 @@ for k in range(runs):
     for n, h in homes.items():
         res.setdefault(("post", n), []).append(run(h, ["post", "ops", f"@me job {k}", "--as", "ana"]))
         res.setdefault(("dm", n), []).append(run(h, ["dm", "me", f"dm {k}", "--as", "ana"]))
+        # Issue 35 item 3: a post *to* the agent with the backlog (appended, not rewritten).
+        res.setdefault(("post @other", n), []).append(run(h, ["post", "ops", f"@other job {k}", "--as", "ana"]))
         res.setdefault(("inbox", n), []).append(run(h, ["inbox", "--agent", "me"]))
 m = {k: statistics.median(v) for k, v in res.items()}
 size = os.path.getsize(os.path.join(homes[10000], "runtime/agents/other/inbox.json"))
@@ -74,7 +76,7 @@ print(f"median of {runs} runs; other's inbox file at 10k items: {size / 1e6:.1f}
       f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 print("| what (agent me) | other: 0 | other: 1k | other: 10k | 10k / 0 | goal |")
 print("|---|---|---|---|---|---|")
-for what in ("post", "dm", "inbox"):
+for what in ("post", "dm", "inbox", "post @other"):
     r = m[(what, 10000)] / m[(what, 0)]
     print(f"| `{what}` | " + " | ".join(f"{m[(what, n)] * 1e3:.2f} ms" for n in sizes)
           + f" | {r:.2f}x | <= 1.5x {'ok' if r <= 1.5 else 'MISSED'} |")

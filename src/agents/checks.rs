@@ -6,7 +6,8 @@ use crate::schema::Schema;
 use crate::store::Store;
 use crate::time::Timestamp;
 
-use super::{ACTIONS_FILE, AGENT_DIR, RUN_STATUS_FILE, inbox_files::INBOX_FILE};
+use super::inbox_files::{ADDED_FILE, INBOX_FILE};
+use super::{ACTIONS_FILE, AGENT_DIR, RUN_STATUS_FILE};
 
 /// The runtime's live documents that exist: readable, or what is wrong with them.
 pub fn documents(store: &Store, now: Timestamp) -> Vec<Finding> {
@@ -25,7 +26,10 @@ pub fn documents(store: &Store, now: Timestamp) -> Vec<Finding> {
 /// (`runtime/agents/NAME/run-status.json`, `actions.jsonl`, `inbox.json`).
 pub fn run_file_names(store: &Store) -> crate::Result<Vec<String>> {
     store
-        .files_below(AGENT_DIR, &[RUN_STATUS_FILE, ACTIONS_FILE, INBOX_FILE])
+        .files_below(
+            AGENT_DIR,
+            &[RUN_STATUS_FILE, ACTIONS_FILE, INBOX_FILE, ADDED_FILE],
+        )
         .map_err(Into::into)
 }
 
@@ -58,7 +62,12 @@ pub fn run_files(store: &Store) -> Vec<Finding> {
         let inbox = rel(INBOX_FILE);
         if let Some(bytes) = read(&inbox) {
             let path = store.home().dir().join(&inbox);
+            let added = rel(ADDED_FILE);
             let r = super::inbox_files::AgentInbox::decode(&path, &name, &bytes)
+                .and_then(|mut a| match read(&added) {
+                    Some(lines) => a.add_lines(&store.home().dir().join(&added), &lines),
+                    None => Ok(()),
+                })
                 .map(|_| ())
                 .map_err(|e| e.to_string());
             out.push(health::finding(

@@ -10,6 +10,13 @@
 //! is on disk (under the agents' lock, which every inbox file shares, so cross-agent operations
 //! stay one transaction).
 //!
+//! Appending: a post does not read an addressed agent's file. When the file exists, the entries
+//! the post made for that agent are appended to `runtime/agents/<name>/inbox-added.jsonl` (one
+//! `{"item": ...}` or `{"mention": ...}` per line), so adding costs the same at 1 and at 2,000
+//! pending items. Every reader ([`read`], [`snapshot`]) reads the two files as one inbox; the
+//! first transaction that loads the agent's inbox and changes it folds the added lines into
+//! `inbox.json` and empties the other file, in one commit.
+//!
 //! Migration: a `runtime-inbox.json` from before the split (items or mentions in it) is read as
 //! part of every inbox; the first transaction that writes the inbox moves its entries into the
 //! agents' files and empties it, in one commit (all renames or none, like any transaction).
@@ -26,6 +33,22 @@ use crate::time::Timestamp;
 
 /// `runtime/agents/<name>/inbox.json`.
 pub const INBOX_FILE: &str = "inbox.json";
+
+/// `runtime/agents/<name>/inbox-added.jsonl`: entries added since `inbox.json` was last written.
+pub const ADDED_FILE: &str = "inbox-added.jsonl";
+
+/// Never reached in practice: an agent's own next transaction folds the added lines.
+const ADDED_CAP: u64 = 1 << 40;
+
+/// One line of [`ADDED_FILE`].
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Added {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    item: Option<Item>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mention: Option<Mention>,
+}
 
 /// One agent's live inbox.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -64,6 +87,36 @@ impl AgentInbox {
         }
         Ok(d)
     }
+
+    /// Add the entries of the agent's [`ADDED_FILE`] (its complete lines), checked like the
+    /// file's own.
+    pub fn add_lines(&mut self, path: &Path, bytes: &[u8]) -> crate::store::Result<()> {
+        let text = String::from_utf8_lossy(bytes);
+        let complete = match text.rfind('\n') {
+            Some(end) => &text[..end],
+            None => "",
+        };
+        for line in complete.split('\n').filter(|l| !l.trim().is_empty()) {
+            let a: Added = parse(path, line.as_bytes())?;
+            let bad = |what: String| Err(corrupt(path, what));
+            if let Some(i) = a.item {
+                if i.agent != self.agent || !i.status.actionable() {
+                    return bad(format!(
+                        "inbox item `{}` is misfiled or not actionable",
+                        i.id
+                    ));
+                }
+                self.items.insert(i.id.clone(), i);
+            }
+            if let Some(m) = a.mention {
+                if m.agent != self.agent {
+                    return bad(format!("mention `{}` is misfiled", m.id));
+                }
+                self.mentions.insert(m.id.clone(), m);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Which agents' inboxes a transaction or a reader loads.
@@ -89,6 +142,8 @@ pub struct Loaded {
     agents: Option<BTreeSet<String>>,
     /// The bytes of each agent's file as read (`None`: no file).
     files: BTreeMap<String, Option<Vec<u8>>>,
+    /// The agents loaded whose [`ADDED_FILE`] has lines.
+    added: BTreeSet<String>,
     /// The counter document held entries from before the split.
     legacy: bool,
 }
@@ -113,6 +168,21 @@ fn decode_file(store: &Store, agent: &str, bytes: &[u8]) -> Result<AgentInbox> {
     let f = agent_file(agent, INBOX_FILE)?;
     let path = store.home().dir().join(f.rel());
     Ok(AgentInbox::decode(&path, agent, bytes)?)
+}
+
+/// An agent's inbox from its file and the lines added since (`added`: that file's bytes).
+fn decode_both(
+    store: &Store,
+    agent: &str,
+    bytes: &[u8],
+    added: Option<&[u8]>,
+) -> Result<AgentInbox> {
+    let mut a = decode_file(store, agent, bytes)?;
+    if let Some(lines) = added.filter(|b| !b.is_empty()) {
+        let f = agent_file(agent, ADDED_FILE)?;
+        a.add_lines(&store.home().dir().join(f.rel()), lines)?;
+    }
+    Ok(a)
 }
 
 fn merge(inbox: &mut Inbox, a: AgentInbox) {
@@ -142,11 +212,16 @@ pub fn read(tx: &mut Tx, store: &Store, scope: &Scope) -> Result<(Inbox, Loaded)
         Some(set) => set.iter().cloned().collect(),
     };
     let mut files = BTreeMap::new();
+    let mut added = BTreeSet::new();
     for name in names {
         let f = agent_file(&name, INBOX_FILE)?;
         let bytes = tx.read_at(&f)?;
         if let Some(b) = &bytes {
-            merge(&mut inbox, decode_file(store, &name, b)?);
+            let lines = tx.read_at(&agent_file(&name, ADDED_FILE)?)?;
+            if lines.as_ref().is_some_and(|l| !l.is_empty()) {
+                added.insert(name.clone());
+            }
+            merge(&mut inbox, decode_both(store, &name, b, lines.as_deref())?);
         }
         files.insert(name, bytes);
     }
@@ -155,6 +230,7 @@ pub fn read(tx: &mut Tx, store: &Store, scope: &Scope) -> Result<(Inbox, Loaded)
         Loaded {
             agents,
             files,
+            added,
             legacy,
         },
     ))
@@ -162,7 +238,7 @@ pub fn read(tx: &mut Tx, store: &Store, scope: &Scope) -> Result<(Inbox, Loaded)
 
 /// Stage the inbox after an operation: the counter document (emptied of entries) and every
 /// agent's file whose content changed; entries for agents not loaded are added to their files.
-pub fn write(tx: &mut Tx, store: &Store, inbox: &Inbox, loaded: &Loaded) -> Result<()> {
+pub fn write(tx: &mut Tx, _store: &Store, inbox: &Inbox, loaded: &Loaded) -> Result<()> {
     let mut by_agent: BTreeMap<&str, AgentInbox> = BTreeMap::new();
     let entry = |by: &mut BTreeMap<&str, AgentInbox>, agent: &str| -> AgentInbox {
         by.remove(agent).unwrap_or_else(|| AgentInbox {
@@ -190,24 +266,41 @@ pub fn write(tx: &mut Tx, store: &Store, inbox: &Inbox, loaded: &Loaded) -> Resu
         }
     }
     let loaded_agent = |n: &str| loaded.agents.as_ref().is_none_or(|s| s.contains(n));
-    for (name, mut doc) in by_agent {
+    for (name, doc) in by_agent {
         let f = agent_file(name, INBOX_FILE)?;
         let before = match loaded.files.get(name) {
             Some(b) => b.clone(),
-            None => tx.read_at(&f)?,
+            None => None,
         };
-        if !loaded_agent(name)
-            && let Some(b) = &before
-        {
-            // Not loaded: what the operation made is added to the file as it is.
-            let on_disk = decode_file(store, name, b)?;
-            doc.items.extend(on_disk.items);
-            doc.mentions.extend(on_disk.mentions);
+        if !loaded_agent(name) && tx.exists_at(&f)? {
+            // Not loaded: what the operation made is appended, the file is not even read.
+            let lines: Vec<String> = doc
+                .items
+                .into_values()
+                .map(|i| Added {
+                    item: Some(i),
+                    mention: None,
+                })
+                .chain(doc.mentions.into_values().map(|m| Added {
+                    item: None,
+                    mention: Some(m),
+                }))
+                .map(|a| serde_json::to_string(&a).expect("entries serialize"))
+                .collect();
+            if !lines.is_empty() {
+                tx.append_capped(&agent_file(name, ADDED_FILE)?, &lines, ADDED_CAP)?;
+            }
+            continue;
         }
         let bytes = to_bytes(&doc);
         let empty_and_absent = before.is_none() && doc.items.is_empty() && doc.mentions.is_empty();
-        if before.as_deref() != Some(bytes.as_slice()) && !empty_and_absent {
+        let folded = loaded.added.contains(name);
+        if (folded || before.as_deref() != Some(bytes.as_slice())) && !empty_and_absent {
             tx.write_at(&f, bytes)?;
+            if folded {
+                // The added lines are in the file now.
+                tx.write_at(&agent_file(name, ADDED_FILE)?, Vec::new())?;
+            }
         }
     }
     let mut counter = Inbox::empty(tx.now());
@@ -235,9 +328,28 @@ pub fn snapshot(store: &Store, now: Timestamp, scope: &Scope) -> Result<Inbox> {
         Some(set) => set.iter().cloned().collect(),
     };
     for name in names {
-        if let Some(b) = store.read_at(&agent_file(&name, INBOX_FILE)?)? {
-            merge(&mut inbox, decode_file(store, &name, &b)?);
+        let (file, added) = (
+            agent_file(&name, INBOX_FILE)?,
+            agent_file(&name, ADDED_FILE)?,
+        );
+        let Some(mut b) = store.read_at(&file)? else {
+            continue;
+        };
+        // The added lines go with the file they were read beside: a fold replaces both in one
+        // commit, so when the file is the same after them, they belong together.
+        let mut lines = None;
+        for _ in 0..8 {
+            lines = store.read_at(&added)?;
+            if lines.is_none() {
+                break;
+            }
+            match store.read_at(&file)? {
+                Some(again) if again == b => break,
+                Some(again) => b = again,
+                None => break,
+            }
         }
+        merge(&mut inbox, decode_both(store, &name, &b, lines.as_deref())?);
     }
     Ok(inbox)
 }

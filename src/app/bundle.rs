@@ -151,6 +151,7 @@ fn agent_run_file(rel: &str) -> bool {
                     crate::agents::RUN_STATUS_FILE,
                     crate::agents::ACTIONS_FILE,
                     crate::agents::inbox_files::INBOX_FILE,
+                    crate::agents::inbox_files::ADDED_FILE,
                 ]
                 .contains(f)
                 && crate::agents::agent_file(name, f).is_ok()

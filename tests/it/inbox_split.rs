@@ -130,6 +130,17 @@ fn make_legacy(home: &Path) {
             }
         }
         std::fs::remove_file(&f).unwrap();
+        // Entries posted since the file was last written, one per line.
+        let added = f.with_file_name("inbox-added.jsonl");
+        for line in std::fs::read_to_string(&added).unwrap_or_default().lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            for (k, one) in [("items", "item"), ("mentions", "mention")] {
+                if let Some(e) = v.get(one) {
+                    shared[k][e["id"].as_str().unwrap()] = e.clone();
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&added);
     }
     std::fs::write(&shared_path, serde_json::to_vec_pretty(&shared).unwrap()).unwrap();
 }

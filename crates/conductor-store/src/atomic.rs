@@ -199,9 +199,10 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .ctx("sync directory", dir)
 }
 
-/// Write `bytes` to a new temp file in `dir` named `<prefix>XXXXXX.tmp` and fsync it; the file
-/// stays (it is renamed into place by the commit, or removed as debris later). Returns its name.
-pub fn prepare_named(dir: &Path, prefix: &str, bytes: &[u8]) -> Result<String> {
+/// Write `bytes` to a new temp file in `dir` named `<prefix>XXXXXX.tmp`, and fsync it when `sync`
+/// (a commit does not: its log holds the bytes); the file stays (it is renamed into place by the
+/// commit, or removed as debris later). Returns its name.
+pub fn prepare_named(dir: &Path, prefix: &str, bytes: &[u8], sync: bool) -> Result<String> {
     let mut tmp = tempfile::Builder::new()
         .prefix(prefix)
         .suffix(".tmp")
@@ -210,7 +211,13 @@ pub fn prepare_named(dir: &Path, prefix: &str, bytes: &[u8]) -> Result<String> {
     // Until `keep`, dropping it (on an error) removes the file.
     tmp.as_file_mut()
         .write_all(bytes)
-        .and_then(|_| tmp.as_file().sync_all())
+        .and_then(|_| {
+            if sync {
+                tmp.as_file().sync_all()
+            } else {
+                Ok(())
+            }
+        })
         .ctx("write a temp file in", dir)?;
     let (_, path) = tmp.keep().map_err(|e| Error::io("keep", dir, e.error))?;
     Ok(path

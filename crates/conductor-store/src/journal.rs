@@ -209,6 +209,8 @@ pub fn number(
     let last = last_seq(dir)?;
     let mark = super::journal_mark::read(dir).seq;
     if mark > last {
+        // Cut back by hand: the commit log's offsets into it are stale; make them history.
+        super::redo::checkpoint(dir)?;
         let mut all = Vec::with_capacity(events.len() + 1);
         all.push(gap_event(last, mark));
         all.extend_from_slice(events);
@@ -316,7 +318,12 @@ fn roll(dir: &Path, retention: Retention) -> Result<()> {
     };
     let first = seq_of(&line, &active)?;
     let target = dir.join(segment_name(first));
+    // The commit log has offsets into the active file: none may be applied to its successor.
+    super::redo::checkpoint(dir)?;
     std::fs::rename(&active, &target).map_err(|e| Error::io("roll", &active, e))?;
+    // Before any record appends to the fresh active file at offset 0: a recovery must never find
+    // the old file under the active name.
+    super::atomic::sync_dir(dir)?;
     prune(dir, retention)
 }
 
@@ -635,7 +642,7 @@ impl Tail {
                             // last event and no commit is in progress (checked in that order:
                             // the record is cleared only after the segments are in place).
                             let through = last_seq(&self.dir).unwrap_or(0);
-                            if through >= e && !super::redo::pending(&self.dir) {
+                            if through >= e && !super::redo::in_flight(&self.dir) {
                                 self.complete_through = through;
                             }
                         }

@@ -107,6 +107,8 @@ pub fn rotate_if_due(dir: &Path, name: &str, r: LedgerRetention) -> Result<bool>
     let old = rotated(dir, name)?;
     let next = old.last().map_or(1, |(n, _)| n + 1);
     let target = dir.join(format!("{name}.{next:06}"));
+    // The commit log has offsets into this file: none may be applied to its successor.
+    crate::redo::checkpoint(dir)?;
     std::fs::rename(&path, &target).map_err(|e| Error::io("rotate", &path, e))?;
     crate::atomic::sync_dir(dir)?;
     prune(dir, name, r)?;

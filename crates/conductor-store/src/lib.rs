@@ -3,8 +3,9 @@
 //! Invariants:
 //! - Every read-modify-write is a transaction ([`Store::transaction`], see [`txn`]): take the
 //!   locks it names in the fixed order, read and check the documents, run a pure operation,
-//!   then commit its documents, ledger lines and events atomically through the redo record
-//!   ([`redo`]): after a crash at any instant either all of it is there or none of it.
+//!   then commit its documents, ledger lines and events atomically through one record of the
+//!   commit log ([`redo`]), its one durable sync: after a crash or a power cut at any instant
+//!   either all of it is there or none of it.
 //! - Readers never lock: writers only ever rename whole files into place and append whole
 //!   lines. A reader that finds a commit record left by a crashed writer finishes it first.
 //! - A file that fails to parse or check is never overwritten: the command fails with
@@ -75,6 +76,9 @@ pub struct Store {
     ledger_retention: std::sync::OnceLock<ledger_rotate::LedgerRetention>,
     /// Set by a command that runs one transaction and exits (see [`Store::short_lived`]).
     short_lived: std::sync::atomic::AtomicBool,
+    /// Set once this process has seen that the commit log needs no recovery (it was written in
+    /// this boot, or is empty): from then on only a killed writer's record can need finishing.
+    log_checked: std::sync::atomic::AtomicBool,
     /// Where documents, ledgers and the journal live: the home's files, or the shared store
     /// when one is configured (`CONDUCTOR_STORE`, `--store` or config.json's `store`).
     backend: Backend,
@@ -92,6 +96,7 @@ impl Store {
             retention: std::sync::OnceLock::new(),
             ledger_retention: std::sync::OnceLock::new(),
             short_lived: std::sync::atomic::AtomicBool::new(false),
+            log_checked: std::sync::atomic::AtomicBool::new(false),
             backend,
         };
         // Set, even empty (the files of this home), it wins over config.json's `store`. Only
@@ -189,14 +194,21 @@ impl Store {
         &self.home
     }
 
-    /// Finish a transaction that committed and then died, if there is one (a `stat` when not).
+    /// Finish a transaction that committed and then died, or the commit log a power cut left,
+    /// if there is one (a `stat` when not, and the log's first line once per process).
     fn settle(&self) -> Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
         if !self.backend.state_in_files() {
             return Ok(());
         }
-        if redo::pending(self.home.dir()) {
+        let dir = self.home.dir();
+        let checked = self.log_checked.load(Relaxed);
+        if redo::in_flight(dir) || (!checked && redo::needs_recovery(dir)) {
             let _journal = self.take(Lock::Journal)?;
-            redo::replay(self.home.dir())?;
+            redo::replay(dir)?;
+        }
+        if !checked {
+            self.log_checked.store(true, Relaxed);
         }
         Ok(())
     }
@@ -245,13 +257,16 @@ impl Store {
         self.take(Lock::Status)
     }
 
-    /// Take every lock of the home, in order, and finish any pending commit (doctor's repairs).
+    /// Take every lock of the home, in order, finish any pending commit and checkpoint the
+    /// commit log (doctor's repairs and imports replace files wholesale: no record may be
+    /// applied over them later).
     pub fn lock_all(&self) -> Result<Vec<lock::StoreLock>> {
         let locks = Lock::ALL
             .iter()
             .map(|l| self.take(*l))
             .collect::<Result<Vec<_>>>()?;
         redo::replay(self.home.dir())?;
+        redo::checkpoint(self.home.dir())?;
         Ok(locks)
     }
 

@@ -6,10 +6,11 @@
 //! order of [`Lock`]'s variants, the journal's lock always last), so two transactions can never
 //! deadlock, and transactions of different domains run side by side until their short commit.
 //!
-//! The commit (see [`super::redo`]): new documents are written to fsynced temp files under the
-//! domain locks; then, under the journal lock, the events are numbered, one redo record naming
-//! every rename and append is made durable (the commit point), the renames and appends are
-//! done (the journal last), and the record is cleared.
+//! The commit (see [`super::redo`]): new documents are written to temp files under the domain
+//! locks; then, under the journal lock, the events are numbered, one record carrying every
+//! replacement (with its bytes) and every append is added to the commit log and synced (the
+//! commit point, the commit's one durable sync), and the appends and renames are done (the
+//! journal last), unsynced: the log can redo them after a crash or a power cut.
 //!
 //! The interface is the same for a remote backend (issue 12, etcd): a document is a key, a
 //! ledger line and an event are keys under a prefix numbered in one sequence, and a commit is one
@@ -171,7 +172,7 @@ impl HomePath {
 
 /// The name of the link to the last committed version of a tracked document.
 pub fn last_committed_name(file: &str) -> String {
-    format!(".{file}.last")
+    redo::shadow_name(file)
 }
 
 /// Who wrote a tracked document's file last (see [`Tx::read_tracked`]).
@@ -396,6 +397,19 @@ impl<'s> Tx<'s> {
         Ok(())
     }
 
+    /// True when a file named at run time exists or is staged (its lock must be held): a `stat`,
+    /// not a read. With a shared store its key is read (and its revision compared at commit).
+    pub fn exists_at(&mut self, file: &HomePath) -> Result<bool> {
+        self.check_held(file.lock, file.rel())?;
+        if self.writes.iter().any(|w| w.file == file.rel) {
+            return Ok(true);
+        }
+        if self.store.backend.etcd().is_some() {
+            return Ok(self.read_at(file)?.is_some());
+        }
+        Ok(std::fs::symlink_metadata(self.store.home().dir().join(&file.rel)).is_ok())
+    }
+
     /// Read a file named at run time (its lock must be held; `None`: no file). With a shared
     /// store, its revision is compared at commit like a document's.
     pub fn read_at(&mut self, file: &HomePath) -> Result<Option<Vec<u8>>> {
@@ -513,10 +527,7 @@ impl Store {
         let _held: Vec<super::lock::StoreLock> =
             order.iter().map(|l| self.take(*l)).collect::<Result<_>>()?;
         // A transaction that committed and then died must be finished before anyone reads.
-        if redo::pending(self.home().dir()) {
-            let _journal = self.take(Lock::Journal)?;
-            redo::replay(self.home().dir())?;
-        }
+        self.settle()?;
         super::atomic::remove_stale_temps(self.home().dir(), |name| {
             order.iter().any(|l| l.owns_temp(name))
         });
@@ -694,7 +705,7 @@ impl Store {
         // Everything that can fail for lack of space happens before the commit point, and a
         // failure there leaves nothing behind: the guards remove the directories made and the
         // temp files written unless the commit point is passed.
-        let mut prepared = Vec::new();
+        let mut record = redo::Record::default();
         let mut new_dirs = super::atomic::NewDirs::new();
         let mut temps = super::atomic::Temps::new(dir);
         // Per-agent files live in subdirectories, created (private) before anything is staged.
@@ -710,9 +721,10 @@ impl Store {
                 new_dirs.create(&dir.join(parent))?;
             }
         }
-        for w in &writes {
+        // Not synced: the commit log carries the same bytes (see `redo`).
+        for w in writes {
             let prefix = w.lock.temp_prefix();
-            let tmp = super::atomic::prepare_named(dir, &prefix, &w.bytes)?;
+            let tmp = super::atomic::prepare_named(dir, &prefix, &w.bytes, false)?;
             temps.names.push(tmp.clone());
             let shadow = if w.track {
                 let s = super::atomic::link_temp(dir, &prefix, &tmp)?;
@@ -721,7 +733,12 @@ impl Store {
             } else {
                 None
             };
-            prepared.push((tmp, shadow, w.file.as_str()));
+            record.writes.push(redo::Replace {
+                tmp,
+                target: w.file,
+                shadow,
+                data: w.bytes,
+            });
         }
         let retention = if events.is_empty() {
             None
@@ -735,15 +752,6 @@ impl Store {
         };
         let _journal = self.take(Lock::Journal)?;
         redo::replay(dir)?;
-        let mut record = redo::Record::default();
-        for (tmp, shadow, file) in &prepared {
-            record.renames.push((tmp.clone(), file.to_string()));
-            if let Some(shadow) = shadow {
-                record
-                    .renames
-                    .push((shadow.clone(), last_committed_name(file)));
-            }
-        }
         // Files an abandoned commit would otherwise leave behind empty.
         let mut new_files: Vec<std::path::PathBuf> = Vec::new();
         // Each ledger's lines are dropped once joined (a big archive is megabytes of them).
@@ -776,9 +784,14 @@ impl Store {
                 // replayed: nothing can still need them).
                 super::atomic::remove_stale_temps(dir, |n| n.starts_with(&prefix));
                 for (name, bytes) in segments {
-                    let tmp = super::atomic::prepare_named(dir, &prefix, &bytes)?;
+                    let tmp = super::atomic::prepare_named(dir, &prefix, &bytes, false)?;
                     temps.names.push(tmp.clone());
-                    record.renames.push((tmp, name));
+                    record.writes.push(redo::Replace {
+                        tmp,
+                        target: name,
+                        shadow: None,
+                        data: bytes,
+                    });
                 }
             }
             let path = dir.join(journal::ACTIVE);
@@ -792,20 +805,15 @@ impl Store {
                 data: join_lines(&lines),
             });
         }
-        let f = match redo::write(dir, &record) {
-            Ok(f) => f,
-            Err(e) => {
-                // Not committed (a torn record is no record): nothing else was touched, and
-                // the guards remove the temp files and new directories.
-                redo::clear_file(dir);
-                return Err(e);
-            }
-        };
+        // The commit point: the record is in the log, synced. Not committed on failure (a torn
+        // record is no record): nothing else was touched, and the guards remove the temp files
+        // and new directories.
+        let committed = redo::commit(dir, &record)?;
         match redo::apply(dir, &record) {
             Ok(()) => {
                 temps.keep();
                 new_dirs.keep();
-                redo::clear(&f);
+                committed.finish(dir);
                 if let Some(seq) = high_water {
                     // Best effort: the journal holds the same number (see `journal_mark`).
                     let _ = super::journal_mark::raise(dir, seq);
@@ -815,17 +823,18 @@ impl Store {
             // Out of space while appending, before any rename: abandon the transaction whole.
             Err(redo::ApplyError::Appending(e)) => {
                 redo::undo_appends(dir, &record);
-                redo::clear(&f);
+                committed.abandon();
                 for p in &new_files {
                     let _ = std::fs::remove_file(p);
                 }
                 Err(e)
             }
-            // Committed but not finished: the record stays, and the next transaction (or
+            // Committed but not finished: the in-flight mark stays, and the next transaction (or
             // reader) finishes it before it reads anything (it needs the temp files).
             Err(redo::ApplyError::Finishing(e)) => {
                 temps.keep();
                 new_dirs.keep();
+                drop(committed);
                 Err(e)
             }
         }
