@@ -126,6 +126,7 @@ mod tests {
                     started_at: t,
                     last_heartbeat: t,
                     working_directory: "/".into(),
+                    enforcement: None,
                 })
                 .collect(),
             agents: agents
