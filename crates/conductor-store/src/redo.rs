@@ -389,8 +389,17 @@ pub fn replay(dir: &Path) -> Result<bool> {
     let mark = open(dir, FILE)?;
     let text = std::fs::read_to_string(&mark_path).unwrap_or_default();
     let Ok(start) = text.trim().parse::<u64>() else {
-        // Not a mark this version writes: apply the whole log again, which is always safe.
-        recover(dir)?;
+        // A record the previous version left (it kept the whole record in this file): finish
+        // it the way that version would have, so an upgrade over a killed writer loses nothing.
+        let legacy = std::fs::read(&mark_path)
+            .ok()
+            .and_then(|b| legacy::parse(&b));
+        if let Some(record) = &legacy {
+            legacy::apply(dir, record)?;
+        } else {
+            // Not a mark this version writes: apply the whole log again, which is always safe.
+            recover(dir)?;
+        }
         let _ = mark.set_len(0);
         return Ok(true);
     };
@@ -633,6 +642,81 @@ pub fn checkpoint(dir: &Path) -> Result<()> {
         .ctx("empty", &dir.join(LOG))
 }
 
+/// The record of the version before the commit log (`commit.redo` held the whole record: JSON
+/// with `renames` and `appends`, then `end <FNV-1a 64, hex> <length>`), read so that a record a
+/// killed writer of that version left is finished after an upgrade.
+mod legacy {
+    use std::path::Path;
+
+    use serde::Deserialize;
+
+    use super::Append;
+    use crate::error::{Error, Result};
+
+    #[derive(Deserialize)]
+    pub struct Record {
+        renames: Vec<(String, String)>,
+        appends: Vec<OldAppend>,
+    }
+
+    #[derive(Deserialize)]
+    struct OldAppend {
+        file: String,
+        at: u64,
+        data: String,
+    }
+
+    fn fnv(bytes: &[u8]) -> u64 {
+        bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    }
+
+    /// A whole record; `None` for an empty, torn or foreign one (it never committed).
+    pub fn parse(bytes: &[u8]) -> Option<Record> {
+        if bytes.last() != Some(&b'\n') {
+            return None;
+        }
+        let body_end = bytes[..bytes.len() - 1].iter().rposition(|b| *b == b'\n')? + 1;
+        let trailer = std::str::from_utf8(&bytes[body_end..]).ok()?.trim_end();
+        let mut parts = trailer.split(' ');
+        let (Some("end"), Some(sum), Some(len)) = (parts.next(), parts.next(), parts.next()) else {
+            return None;
+        };
+        let body = &bytes[..body_end];
+        (len.parse::<usize>().ok()? == body.len()
+            && u64::from_str_radix(sum, 16).ok()? == fnv(body))
+        .then(|| serde_json::from_slice(body).ok())?
+    }
+
+    /// Its appends, then its renames, each at most once, made durable (the old record is about
+    /// to be cleared and no log holds these changes).
+    pub fn apply(dir: &Path, r: &Record) -> Result<()> {
+        for a in &r.appends {
+            let f = super::append_at(
+                dir,
+                &Append {
+                    file: a.file.clone(),
+                    at: a.at,
+                    data: a.data.clone(),
+                },
+            )?;
+            f.sync_data()
+                .map_err(|e| Error::io("sync", &dir.join(&a.file), e))?;
+        }
+        for (tmp, target) in &r.renames {
+            match std::fs::rename(dir.join(tmp), dir.join(target)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("replace", &dir.join(target), e)),
+            }
+        }
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io("sync", dir, e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -842,5 +926,36 @@ mod tests {
         want[1].1 = "{\"seq\":1}\n{\"seq\":2}\n".into();
         assert_eq!(files(d), want);
         assert_eq!(std::fs::metadata(d.join(LOG)).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn a_record_left_by_the_previous_version_is_finished_after_an_upgrade() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        std::fs::write(d.join("a.json"), "old\n").unwrap();
+        std::fs::write(d.join(".tmp-a.tmp"), "new\n").unwrap();
+        std::fs::write(d.join("events.jsonl"), "{\"seq\":1}\n").unwrap();
+        // What the previous version wrote into commit.redo before it was killed.
+        let body = "{\"renames\":[[\".tmp-a.tmp\",\"a.json\"]],\"appends\":[{\"file\":\"events.jsonl\",\"at\":10,\"data\":\"{\\\"seq\\\":2}\\n\"}]}\n";
+        let sum = body.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        let rec = format!("{body}end {sum:016x} {}\n", body.len());
+        std::fs::write(d.join(FILE), &rec).unwrap();
+        assert!(pending(d));
+        assert!(replay(d).unwrap());
+        assert!(!pending(d), "the record is cleared");
+        assert_eq!(std::fs::read_to_string(d.join("a.json")).unwrap(), "new\n");
+        assert_eq!(
+            std::fs::read_to_string(d.join("events.jsonl")).unwrap(),
+            "{\"seq\":1}\n{\"seq\":2}\n"
+        );
+        // A torn one (its trailer does not match) never committed: nothing is applied.
+        std::fs::write(d.join(".tmp-b.tmp"), "b\n").unwrap();
+        let torn = rec.replace(".tmp-a.tmp", ".tmp-b.tmp");
+        std::fs::write(d.join(FILE), torn).unwrap();
+        replay(d).unwrap();
+        assert_eq!(std::fs::read_to_string(d.join("a.json")).unwrap(), "new\n");
+        assert!(d.join(".tmp-b.tmp").exists());
     }
 }
