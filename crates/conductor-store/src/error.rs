@@ -209,6 +209,9 @@ impl Error {
             Error::Refused { reason: Refusal::UnsafeCredentials, .. } => Some(
                 "make it readable by its owner only: chmod 600 FILE".into(),
             ),
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => Some(
+                "nothing was changed; free some space on the file system that holds the home (`df -h`)".into(),
+            ),
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::ReadOnlyFilesystem
                 || source.kind() == std::io::ErrorKind::PermissionDenied =>
             {
