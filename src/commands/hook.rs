@@ -314,7 +314,7 @@ fn candidate_roots(input: &HookInput) -> Vec<PathBuf> {
     v
 }
 
-fn open_store(global: &GlobalArgs, max_wait: f64) -> Result<Store> {
+pub(crate) fn open_store(global: &GlobalArgs, max_wait: f64) -> Result<Store> {
     let dir = match global.home.clone() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Home::default_dir()?,

@@ -162,14 +162,7 @@ fn record_verdict(
     scope: &integrations::Scope,
     c: &integrations::live_check::Check,
 ) -> Result<()> {
-    let dir = match global.home.clone() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => conductor::store::Home::default_dir()?,
-    };
-    let store = conductor::store::Store::open(
-        dir,
-        std::time::Duration::from_secs_f64(global.lock_timeout),
-    )?;
+    let store = super::hook::open_store(global, global.lock_timeout)?;
     let now = conductor::time::Timestamp::now();
     integrations::verdicts::record(
         &store,
