@@ -15,19 +15,23 @@ fn path_with_conductor() -> String {
     )
 }
 
-/// Run a bash script in the project with `conductor` on PATH and the test's home.
-fn bash(env: &TestEnv, script: &str) -> Run {
-    let path = path_with_conductor();
-    let mut c = Command::new("bash");
-    c.arg("-c")
-        .arg(script)
+/// Run `shell` with `args` (the script last) in the project, with `conductor` on PATH and the
+/// test's home, in a clean environment.
+fn in_shell(env: &TestEnv, shell: &str, args: &[&str]) -> Run {
+    let mut c = Command::new(shell);
+    c.args(args)
         .env_clear()
-        .env("PATH", path)
+        .env("PATH", path_with_conductor())
         .env("HOME", env.root.path())
         .env("CONDUCTOR_HOME", &env.home)
         .env("NO_COLOR", "1")
         .current_dir(&env.project);
     env.run_cmd(&mut c)
+}
+
+/// Run a bash script in the project with `conductor` on PATH and the test's home.
+fn bash(env: &TestEnv, script: &str) -> Run {
+    in_shell(env, "bash", &["-c", script])
 }
 
 #[test]
@@ -98,7 +102,6 @@ fn fish_wrappers_work_in_fish() {
     if let Err(e) = Command::new("fish").arg("-c").arg("true").output() {
         return missing("fish", &format!("fish cannot be run: {e}"));
     }
-    let path = path_with_conductor();
     let script = r#"conductor shell-init fish | source
 conductor start "fish task" --priority P1 >/dev/null
 echo "id=$CONDUCTOR_INSTANCE_ID"
@@ -110,17 +113,7 @@ echo "finished=$CONDUCTOR_FINISHED_ID"
 conductor done 2>&1 >/dev/null | head -1
 echo "again=$status"
 "#;
-    let mut c = Command::new("fish");
-    c.arg("--no-config")
-        .arg("-c")
-        .arg(script)
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", env.root.path())
-        .env("CONDUCTOR_HOME", &env.home)
-        .env("NO_COLOR", "1")
-        .current_dir(&env.project);
-    let r = env.run_cmd(&mut c);
+    let r = in_shell(&env, "fish", &["--no-config", "-c", script]);
     r.code(0);
     let line = |key: &str| {
         r.stdout
@@ -157,16 +150,14 @@ fn zsh_wrappers_work_in_zsh() {
     if let Err(e) = Command::new("zsh").arg("-c").arg("true").output() {
         return missing("zsh", &format!("zsh cannot be run: {e}"));
     }
-    let path = path_with_conductor();
-    let mut c = Command::new("zsh");
-    c.arg("-fc")
-        .arg(r#"eval "$(conductor shell-init zsh)"; conductor start "T" --priority P1 >/dev/null; echo "id=$CONDUCTOR_INSTANCE_ID"; conductor done >/dev/null; echo "after=${CONDUCTOR_INSTANCE_ID-unset}""#)
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", env.root.path())
-        .env("CONDUCTOR_HOME", &env.home)
-        .current_dir(&env.project);
-    let r = env.run_cmd(&mut c);
+    let r = in_shell(
+        &env,
+        "zsh",
+        &[
+            "-fc",
+            r#"eval "$(conductor shell-init zsh)"; conductor start "T" --priority P1 >/dev/null; echo "id=$CONDUCTOR_INSTANCE_ID"; conductor done >/dev/null; echo "after=${CONDUCTOR_INSTANCE_ID-unset}""#,
+        ],
+    );
     r.code(0);
     assert!(
         r.stdout.contains("id=web-") && r.stdout.contains("after=unset"),
