@@ -709,6 +709,65 @@ fn hosts_racing_for_one_file_get_exactly_one_winner_1000() {
     hosts_race(1000);
 }
 
+/// Two sessions of one host, each in its own git worktree of one repository (no remote: keyed
+/// by this host and the common git directory), race for the same files on a real etcd as
+/// separate processes: exactly one wins every round, and the loser is told the winner's
+/// worktree and branch.
+#[test]
+fn sessions_in_two_worktrees_race_on_etcd_and_exactly_one_wins() {
+    let cluster = Cluster::start();
+    let root = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(root.path()).unwrap();
+    let main = base.join("app");
+    std::fs::create_dir_all(main.join("src")).unwrap();
+    std::fs::write(main.join("src/x.rs"), "fn x() {}\n").unwrap();
+    crate::worktrees::git(&main, &["init", "-q", "-b", "main"]);
+    crate::worktrees::git(&main, &["add", "."]);
+    crate::worktrees::git(&main, &["commit", "-q", "-m", "init"]);
+    let b = crate::worktrees::worktree(&main, "app-b", "feature/b");
+    let host = |clone: &Path| Host {
+        name: "host0".into(),
+        home: base.clone(),
+        clone: clone.to_path_buf(),
+        store: cluster.url(),
+        env: Vec::new(),
+    };
+    let trees = [host(&main), host(&b)];
+    let ids: Vec<String> = trees.iter().map(|h| h.start("race")).collect();
+    let branches = ["main", "feature/b"];
+    for round in 0..40 {
+        let file = format!("src/f{round}.rs");
+        let children: Vec<Child> = trees
+            .iter()
+            .zip(&ids)
+            .map(|(h, id)| {
+                h.cmd(&["--json", "claim", "--instance", id, &file])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outs = outcomes(children);
+        let won: Vec<usize> = (0..2).filter(|i| outs[*i].code == 0).collect();
+        assert_eq!(won.len(), 1, "round {round}: exactly one winner: {outs:#?}");
+        let (w, l) = (won[0], 1 - won[0]);
+        assert_eq!(outs[l].code, 3, "round {round}: {:#?}", outs[l]);
+        let c = &outs[l].json()["conflicts"][0];
+        assert_eq!(c["held_by"], ids[w].as_str(), "{c}");
+        assert_eq!(
+            c["holder_worktree"],
+            trees[w].clone.to_str().unwrap(),
+            "{c}"
+        );
+        assert_eq!(c["holder_branch"], branches[w], "{c}");
+    }
+    // One claim per round, each held by its winner, whichever worktree asks.
+    let seen = claims(&trees[1]);
+    assert_eq!(seen, claims(&trees[0]));
+    assert_eq!(seen.len(), 40, "{seen:?}");
+}
+
 /// Two unrelated repositories never conflict, and a path outside any repository is this
 /// host's own.
 #[test]
