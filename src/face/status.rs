@@ -6,6 +6,7 @@ use super::{Report, display_path};
 use conductor::integrations::verdicts::Enforcement;
 use conductor::protocol::State;
 use conductor::protocol::ops::{self, LiveConflict, Summary};
+use conductor::protocol::repositories;
 use conductor::protocol::sessions;
 use conductor::time::Timestamp;
 
@@ -20,6 +21,8 @@ pub struct StatusReport {
     pub warnings: Vec<String>,
     /// Each hook-registered session's enforcement (instance id → it), from the live checks.
     pub enforcement: std::collections::BTreeMap<String, Enforcement>,
+    /// Claims grouped by git repository and worktree ([`repositories::group`]).
+    pub repositories: Vec<repositories::RepositoryClaims>,
 }
 
 /// The enforcement of every instance a hook registered (it names its agent), from the live
@@ -62,6 +65,40 @@ pub fn enforcement_line(i: &conductor::protocol::Instance, e: &Enforcement) -> S
     }
 }
 
+/// The claims of each repository with several worktrees, under the worktree they were made in
+/// (its branch, the sessions working there), relative to its root.
+pub fn repository_lines(groups: &[repositories::RepositoryClaims]) -> Vec<String> {
+    let mut out = vec!["By repository:".to_string()];
+    for r in groups.iter().filter(|r| r.worktree_count > 1) {
+        out.push(fit(
+            &format!("  {} ({} worktrees)", r.repository, r.worktree_count),
+            WIDTH,
+        ));
+        for w in &r.worktrees {
+            let mut head = format!(
+                "    {} · branch {}",
+                w.worktree,
+                w.branch.as_deref().unwrap_or("unknown")
+            );
+            if !w.instances.is_empty() {
+                head.push_str(&format!(" · {}", w.instances.join(", ")));
+            }
+            out.push(fit(&head, WIDTH));
+            for c in &w.claims {
+                // The holder is named unless it is the one session working there.
+                let own = w.instances.len() == 1 && w.instances[0] == c.held_by;
+                let line = if own {
+                    format!("      {}", c.path)
+                } else {
+                    format!("      {}  held by {}", c.path, c.held_by)
+                };
+                out.push(fit(&line, WIDTH));
+            }
+        }
+    }
+    out
+}
+
 const WIDTH: usize = 80;
 
 fn fit(s: &str, width: usize) -> String {
@@ -96,6 +133,9 @@ impl Report for StatusReport {
     fn to_json(&self) -> serde_json::Value {
         let mut v = json!({"status": "ok", "instances": self.state.instances, "conflicts": self.conflicts,
                "drift_warnings": self.state.drift_warnings, "summary": self.summary});
+        if !self.repositories.is_empty() {
+            v["repositories"] = json!(self.repositories);
+        }
         if !self.warnings.is_empty() {
             v["state_warnings"] = json!(self.warnings);
         }
@@ -186,6 +226,9 @@ impl Report for StatusReport {
                 ));
             }
         }
+        if repositories::worth_showing(&self.repositories) {
+            out.extend(repository_lines(&self.repositories));
+        }
         if !self.conflicts.is_empty() {
             out.push("Conflicts:".into());
             for c in &self.conflicts {
@@ -233,8 +276,11 @@ pub fn report(state: State, now: Timestamp, cwd: Option<std::path::PathBuf>) -> 
 }
 
 pub fn from(st: sessions::Status, now: Timestamp, cwd: Option<std::path::PathBuf>) -> StatusReport {
+    let mut state = st.state;
+    let repositories = repositories::find(&mut state);
     StatusReport {
-        state: st.state,
+        state,
+        repositories,
         conflicts: st.conflicts,
         summary: st.summary,
         warnings: st.warnings,

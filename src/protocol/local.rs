@@ -522,6 +522,29 @@ pub fn note_waits(st: &mut State) {
     }
 }
 
+/// Find the worktrees of every instance's working directory and every claimed path: what
+/// [`super::repositories::group`] needs. Each directory is looked at once.
+pub fn note_repositories(st: &mut State) {
+    let mut finder = WorktreeFinder::default();
+    for inst in &st.instances {
+        if inst.working_directory.starts_with('/') {
+            finder.note(Path::new(&inst.working_directory));
+        }
+    }
+    for k in st.global_claims.keys() {
+        if !k.starts_with('/') || k.starts_with("/@") {
+            continue;
+        }
+        let dir = match claims::kind(k) {
+            claims::Kind::Glob => claims::split_glob(k).0,
+            claims::Kind::Dir => k.as_str(),
+            claims::Kind::File => k.rsplit_once('/').map_or("/", |(d, _)| d),
+        };
+        finder.note(Path::new(if dir.is_empty() { "/" } else { dir }));
+    }
+    st.repos.merge(&finder.found);
+}
+
 /// `dir` with a final `/`.
 fn dir_key(dir: &Path) -> String {
     let s = dir.to_string_lossy();

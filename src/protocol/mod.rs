@@ -21,6 +21,7 @@ pub mod journal_check;
 pub mod local;
 pub mod ops;
 pub mod overlaps;
+pub mod repositories;
 pub mod request;
 pub mod service;
 pub mod sessions;

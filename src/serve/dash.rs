@@ -185,9 +185,26 @@ pub fn state(store: &Store) -> Result<Value> {
     // Conflicts as `status` reports them: only those whose holder still holds the file.
     let conflicts = conductor::protocol::ops::live_conflicts(&st);
     let enforcement = crate::face::status::enforcement_of(store, now, &st);
-    let instances: Vec<Value> = st
-        .instances
-        .iter()
+    // Sessions in worktrees of one repository: each names its worktree and branch, and they
+    // are listed together.
+    let mut st = st;
+    let repositories = conductor::protocol::repositories::find(&mut st);
+    let mut place = std::collections::HashMap::new();
+    for r in repositories.iter().filter(|r| r.worktree_count > 1) {
+        for w in &r.worktrees {
+            for id in &w.instances {
+                place.insert(id.as_str(), (&r.repository, w));
+            }
+        }
+    }
+    let mut listed: Vec<&conductor::protocol::Instance> = st.instances.iter().collect();
+    listed.sort_by_key(|i| {
+        place
+            .get(i.id.as_str())
+            .map_or((1, None), |(r, w)| (0, Some((*r, &w.worktree))))
+    });
+    let instances: Vec<Value> = listed
+        .into_iter()
         .map(|i| {
             // Paths as the instance's repository (or directory) names them, never shortened.
             let base = crate::face::instance_base(&i.working_directory);
@@ -216,12 +233,14 @@ pub fn state(store: &Store) -> Result<Value> {
             });
             json!({"id": i.id, "project": i.project, "task": i.task, "priority": i.priority,
                    "last_heartbeat": i.last_heartbeat, "claims": claims,
-                   "waiting_for": waiting, "conflicts": open, "enforcement": enforced})
+                   "waiting_for": waiting, "conflicts": open, "enforcement": enforced,
+                   "worktree": place.get(i.id.as_str()).map(|(r, w)| json!({
+                       "repository": r, "worktree": w.worktree, "branch": w.branch}))})
         })
         .collect();
     Ok(json!({
         "seq": seq, "now": now, "home": store.location(),
-        "instances": instances, "agents": agent_rows, "workflows": sessions, "jobs": jobs,
+        "instances": instances, "repositories": repositories, "agents": agent_rows, "workflows": sessions, "jobs": jobs,
     }))
 }
 

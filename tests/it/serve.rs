@@ -993,3 +993,47 @@ fn dashboard_in_a_headless_browser_shows_claims_posts_jobs_and_workflows_live() 
         "a real screenshot"
     );
 }
+
+/// The dashboard names the worktree, branch and repository of each session working in one of
+/// several worktrees of a repository, lists them together, and serves the grouping as
+/// `repositories`.
+#[test]
+fn dashboard_names_each_sessions_worktree_and_branch() {
+    use crate::worktrees::{repo, worktree};
+    let env = TestEnv::new();
+    let main = repo(&env, "app");
+    let b = worktree(&main, "app-b", "feature/b");
+    let plain = env.dir("plain");
+    let first = env.start_in(&plain, "notes", "outside", "P2");
+    let bb = env.start_in(&b, "app", "B", "P1");
+    let a = env.start_in(&main, "app", "A", "P1");
+    env.run(&[
+        "claim",
+        "--instance",
+        &bb,
+        &b.join("lib/").to_string_lossy(),
+    ])
+    .code(0);
+    let srv = Server::start(&env);
+    let r = srv.raw("GET", &format!("/?token={}", srv.token), &[], b"");
+    let cookie = r.header("set-cookie").unwrap();
+    let cookie = cookie.split(';').next().unwrap();
+    let st = srv
+        .raw("GET", "/dashboard/state", &[("Cookie", cookie)], b"")
+        .expect(200);
+    let ids: Vec<&str> = st["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [a.as_str(), bb.as_str(), first.as_str()], "{st:#}");
+    let repo_dir = main.join(".git").to_string_lossy().into_owned();
+    assert_eq!(
+        st["instances"][1]["worktree"],
+        json!({"repository": repo_dir, "worktree": b.to_str().unwrap(), "branch": "feature/b"})
+    );
+    assert_eq!(st["instances"][1]["claims"][0]["shown"], "lib/");
+    assert!(st["instances"][2]["worktree"].is_null(), "{st:#}");
+    assert_eq!(st["repositories"][0]["worktree_count"], 2, "{st:#}");
+}

@@ -554,3 +554,90 @@ fn overlaps_lists_files_changed_in_several_worktrees_and_predicts_conflicts() {
     assert_eq!(r.json()["reason"], "invalid_directory");
     env.exec_in(&one, &["overlaps", "--base", "nope"]).code(2);
 }
+
+/// With sessions in two worktrees of one repository, `status` and `top` group the claims by
+/// repository: each worktree with its branch and the sessions working there, its claims
+/// relative to its root (a directory's `/` and a glob kept); `status --json` gives the same
+/// as `repositories`.
+#[test]
+fn status_and_top_group_claims_by_repository_naming_worktree_and_branch() {
+    let (env, main, b) = two_worktrees();
+    let a = start(&env, &main, "A");
+    let bb = start(&env, &b, "B");
+    env.exec_in(&main, &["claim", "--instance", &a, "src/x.rs"])
+        .code(0);
+    env.exec_in(&b, &["claim", "--instance", &bb, "lib/", "docs/*.md"])
+        .code(0);
+    // A claim outside any repository is not grouped.
+    let plain = env.dir("notes");
+    env.exec(&["claim", "--instance", &bb, &p(&plain, "todo.md")])
+        .code(0);
+    let v = env.run(&["--json", "status"]).json();
+    let repo = format!("{}", main.join(".git").display());
+    assert_eq!(
+        v["repositories"],
+        json!([{
+            "repository": repo,
+            "worktree_count": 2,
+            "worktrees": [
+                {"worktree": main.to_str().unwrap(), "branch": "main", "instances": [a],
+                 "claims": [{"path": "src/x.rs", "held_by": a}]},
+                {"worktree": b.to_str().unwrap(), "branch": "feature/b", "instances": [bb],
+                 "claims": [{"path": "docs/*.md", "held_by": bb}, {"path": "lib/", "held_by": bb}]},
+            ],
+        }]),
+        "{v:#}"
+    );
+    let text = env.run(&["status"]).stdout;
+    let section: Vec<&str> = text
+        .lines()
+        .skip_while(|l| *l != "By repository:")
+        .take(7)
+        .collect();
+    assert_eq!(
+        section,
+        [
+            "By repository:".to_string(),
+            format!("  {repo} (2 worktrees)"),
+            format!("    {} · branch main · {a}", main.display()),
+            "      src/x.rs".to_string(),
+            format!("    {} · branch feature/b · {bb}", b.display()),
+            "      docs/*.md".to_string(),
+            "      lib/".to_string(),
+        ],
+        "{text}"
+    );
+    // (`top --once` draws `·` as `-` outside a UTF-8 locale.)
+    let top = env
+        .run(&["top", "--once", "--size", "160x40"])
+        .stdout
+        .replace('·', "-");
+    for (id, dir, branch) in [(&a, &main, "main"), (&bb, &b, "feature/b")] {
+        let want = format!(
+            "worktree {} - branch {branch} - repository {repo}",
+            dir.display()
+        );
+        let row = top
+            .lines()
+            .position(|l| l.contains(id.as_str()))
+            .unwrap_or_else(|| panic!("{id} in top:\n{top}"));
+        assert!(
+            top.lines().nth(row + 1).is_some_and(|l| l.contains(&want)),
+            "top names {id}'s worktree under it:\n{top}"
+        );
+    }
+}
+
+/// One repository with a single checkout: nothing to group, status says nothing more.
+#[test]
+fn a_single_checkout_is_not_grouped_in_status_text() {
+    let env = TestEnv::new();
+    let main = repo(&env, "app");
+    let a = start(&env, &main, "A");
+    env.exec_in(&main, &["claim", "--instance", &a, "src/x.rs"])
+        .code(0);
+    let text = env.run(&["status"]).stdout;
+    assert!(!text.contains("By repository:"), "{text}");
+    let v = env.run(&["--json", "status"]).json();
+    assert_eq!(v["repositories"][0]["worktree_count"], 1, "{v:#}");
+}

@@ -43,6 +43,7 @@ impl Overview {
                 last_heartbeat: i.last_heartbeat,
                 working_directory: i.working_directory.clone(),
                 enforcement: None,
+                worktree: None,
             })
             .collect();
         let agents = agents
@@ -205,6 +206,7 @@ impl Overview {
         if it.section == Section::Instances {
             let i = &self.instances[it.index];
             let shown = i.shown_paths();
+            out.extend(i.worktree.iter().map(|w| format!("    {w}")));
             out.extend(i.enforcement.iter().map(|e| format!("    {e}")));
             out.extend(i.claims.iter().map(|c| format!("    {}", shown(c))));
             out.extend(
@@ -223,7 +225,10 @@ impl Overview {
                 .instances
                 .iter()
                 .map(|i| {
-                    1 + usize::from(i.enforcement.is_some()) + i.claims.len() + i.waiting_for.len()
+                    1 + usize::from(i.worktree.is_some())
+                        + usize::from(i.enforcement.is_some())
+                        + i.claims.len()
+                        + i.waiting_for.len()
                 })
                 .sum(),
             _ => self.len(s),
@@ -240,6 +245,9 @@ impl Overview {
                 out.push(format!("task       {}", i.task));
                 out.push(format!("project    {} ({})", i.project, i.priority));
                 out.push(format!("directory  {}", i.working_directory));
+                if let Some(w) = &i.worktree {
+                    out.push(format!("git        {w}"));
+                }
                 if let Some(e) = &i.enforcement {
                     out.push(format!("agent      {e}"));
                 }
@@ -374,7 +382,7 @@ pub fn read(store: &Store) -> Result<Overview> {
     // The seq first: the overview is at least this fresh, so a wakeup for a later seq
     // is never lost.
     let seq = store.last_event_seq()?;
-    let state = conductor::protocol::read(store, now)?;
+    let mut state = conductor::protocol::read(store, now)?;
     let agents: Agents = store.read_doc(now)?;
     // Every agent's inbox file (one per agent since the split).
     let inbox: Inbox = agents::inbox_files::snapshot(store, now, &agents::inbox_files::Scope::All)?;
@@ -394,6 +402,33 @@ pub fn read(store: &Store) -> Result<Overview> {
         row.enforcement = enforcement
             .get(&i.id)
             .map(|e| one_line(&crate::face::status::enforcement_line(i, e)));
+    }
+    // Sessions in worktrees of one repository are listed together, each with its worktree.
+    let groups = conductor::protocol::repositories::find(&mut state);
+    let mut order = std::collections::HashMap::new();
+    for r in groups.iter().filter(|r| r.worktree_count > 1) {
+        for w in &r.worktrees {
+            for id in &w.instances {
+                order.insert(id.clone(), (r.repository.clone(), w.worktree.clone()));
+                if let Some(row) = o.instances.iter_mut().find(|row| row.id == *id) {
+                    row.worktree = Some(one_line(&format!(
+                        "worktree {} · branch {} · repository {}",
+                        w.worktree,
+                        w.branch.as_deref().unwrap_or("unknown"),
+                        r.repository
+                    )));
+                }
+            }
+        }
+    }
+    if !order.is_empty() {
+        // Stable: rows outside such a repository keep their order, after the grouped ones.
+        o.instances.sort_by_key(|row| {
+            order
+                .get(&row.id)
+                .cloned()
+                .map_or((1, None), |k| (0, Some(k)))
+        });
     }
     Ok(o)
 }

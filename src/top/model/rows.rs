@@ -56,6 +56,10 @@ pub struct InstanceRow {
     /// (`claude 2.1.197 · enforced`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enforcement: Option<String>,
+    /// The git worktree it works in, when its repository has several: its root, its branch and
+    /// the repository, as one line (`worktree /w/app-b · branch feature/b · repository /w/app/.git`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
 }
 
 /// A registered agent and its inbox.
