@@ -168,12 +168,16 @@ fn client(sh: Arc<Shared>, n: usize, part: usize, run_for: Duration, kill_pct: u
     let dir = sh.env.project.join(format!("p{part}"));
     let root = format!("{}/", dir.display());
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((n as u64 + 1) * 7919));
+    // The operation whose process was killed, until the client's next `done` completes.
+    let unknown = std::cell::Cell::new(None::<usize>);
     let record = |call: Call, invoke: u64, res: Option<(i32, Value)>| -> Option<Ret> {
         let (ret, complete) = match res {
             Some((code, v)) => (Some(answer(&call, code, &v, &root)), Some(sh.now())),
             None => (None, None),
         };
-        sh.ops.lock().unwrap().push((
+        let is_done = matches!(call, Call::Done { .. });
+        let mut ops = sh.ops.lock().unwrap();
+        ops.push((
             part,
             Op {
                 client: n,
@@ -183,6 +187,13 @@ fn client(sh: Arc<Shared>, n: usize, part: usize, run_for: Duration, kill_pct: u
                 complete,
             },
         ));
+        if complete.is_none() {
+            unknown.set(Some(ops.len() - 1));
+        } else if is_done && let Some(i) = unknown.take() {
+            // A killed operation's effect, if it had one, came before this `done` of its
+            // instance completed (see `wgl::Op`): its window closes here.
+            ops[i].1.complete = complete;
+        }
         ret
     };
     let start = |id: &mut Option<String>| {
@@ -596,6 +607,32 @@ fn checker_allows_a_killed_operation_to_have_happened_or_not() {
     let mut not = h;
     not.push(op(1, claim("B", "a.rs"), claimed(&["a.rs"]), 4, 5));
     assert!(verdict(&not));
+}
+
+/// A killed operation bounded by its client's next `done` (as the harness records it) must take
+/// effect before that bound or not at all: a status after the bound that shows the key free,
+/// then one showing it held by the killed claimant, is a violation; unbounded, it is not.
+#[test]
+fn checker_bounds_a_killed_operation_by_its_clients_next_done() {
+    let mut h = started("A", "B", "C");
+    let killed = |complete| Op {
+        client: 0,
+        call: claim("A", "a.rs"),
+        ret: None,
+        invoke: 2,
+        complete,
+    };
+    let after = [
+        op(1, Call::Status, holders(&[]), 12, 13),
+        op(2, Call::Status, holders(&[("a.rs", "A")]), 14, 15),
+    ];
+    let mut bounded = h.clone();
+    bounded.push(killed(Some(10)));
+    bounded.extend(after.iter().cloned());
+    assert!(!verdict(&bounded), "the effect cannot land after the bound");
+    h.push(killed(None));
+    h.extend(after.iter().cloned());
+    assert!(verdict(&h), "unbounded, it may land at any time");
 }
 
 /// Issue 34's first finding as a history: B's one `claim --wait` granted twice, the second

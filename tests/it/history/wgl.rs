@@ -7,8 +7,17 @@ use std::collections::HashSet;
 
 use super::model::{Call, Ret, State};
 
-/// One operation of a history. `ret == None` with `complete == None`: the answer is unknown
-/// (killed or timed out); it may or may not have taken effect, at any time after `invoke`.
+/// One operation of a history. `ret == None`: the answer is unknown (killed or timed out); it
+/// may or may not have taken effect, at any time after `invoke` and before `complete` (`None`:
+/// no bound).
+///
+/// The harness bounds a killed operation by the completion of the next `done` its client runs
+/// for the same instance: the killed process is dead (reaped) before that `done` starts, so on
+/// the file home nothing of it can land later; on etcd a request already sent may still
+/// arrive, but every commit is a compare-and-swap on the revision it read, and the `done`
+/// commits a newer one, so a late arrival fails. Without the bound each unknown operation
+/// stays a candidate for the rest of the history and the search grows with the product of
+/// them (the long etcd run did not finish in 20 minutes).
 #[derive(Clone, Debug)]
 pub struct Op {
     pub client: usize,
