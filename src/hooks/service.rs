@@ -188,11 +188,20 @@ pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> R
             let v = Verdict::deny(format!("BLOCKED: {msg}"));
             return Ok(if after { after_the_fact(v) } else { v });
         }
+        // Each with its fencing token: a script can ask `conductor check --token N FILE`
+        // whether this grant is still the current one.
+        let granted: Vec<String> = to_claim
+            .iter()
+            .map(|k| match out.tokens.get(k) {
+                Some(t) => format!("{k} (fencing token {t})"),
+                None => k.clone(),
+            })
+            .collect();
         Ok(Verdict {
             context: Some(format!(
                 "conductor: {} now claimed for this session ({id}); other sessions' edits of {} are refused until you \
                  release {} (`conductor release --instance {id} FILE`) or finish (`conductor done --instance {id}`).",
-                to_claim.join(", "),
+                granted.join(", "),
                 if to_claim.len() == 1 { "it" } else { "them" },
                 if to_claim.len() == 1 { "it" } else { "them" },
             )),

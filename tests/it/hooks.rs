@@ -203,11 +203,22 @@ fn installed_hooks_deny_a_second_session_until_the_first_ends_without_conductor_
         "",
         "an auto-claim is no permission decision: {edit:?}"
     );
+    // The model is told about the auto-claim, with the grant's fencing token (issue 34 §3).
+    let tokens = instance_of(&env, SESSION_A).unwrap()["claim_tokens"].clone();
+    let token = tokens
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.ends_with("/src/auth.rs"))
+        .map(|(_, t)| t.as_u64().unwrap())
+        .unwrap_or_else(|| panic!("a token for src/auth.rs: {tokens}"));
     assert!(
         out(&edit)["hookSpecificOutput"]["additionalContext"]
             .as_str()
             .unwrap()
-            .contains("src/auth.rs now claimed for this session"),
+            .contains(&format!(
+                "src/auth.rs (fencing token {token}) now claimed for this session"
+            )),
         "issue 13 (2): the model is told about the auto-claim: {edit:?}"
     );
     assert_eq!(holder(&env, "src/auth.rs"), id_a.as_str());
@@ -1231,10 +1242,7 @@ fn issue_22_shell_writes_of_a_held_file_are_refused_for_every_agent() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(
-        ctx.contains("src/copy.rs now claimed for this session"),
-        "{ctx}"
-    );
+    assert!(ctx.contains("src/copy.rs (fencing token"), "{ctx}");
     assert_eq!(holder(&env, "src/copy.rs"), id_of(&env, SESSION_B).as_str());
     assert!(
         holder(&env, "src/auth.rs") == id_a.as_str(),
