@@ -69,6 +69,43 @@ impl Env {
         self.t.run_cmd(self.cmd().args(args))
     }
 
+    /// The same command from another machine: on etcd a second home and host name on the
+    /// same cluster, so what it sees came through the store; on the file home, the same home.
+    fn elsewhere(&self, args: &[&str]) -> Run {
+        let mut c = self.cmd();
+        if self.etcd.is_some() {
+            let other = self.t.root.path().join("other-machine");
+            std::fs::create_dir_all(other.join(".conductor")).unwrap();
+            c.env("HOME", &other)
+                .env("CONDUCTOR_HOME", other.join(".conductor"))
+                .env("CONDUCTOR_HOST", "hostB");
+        }
+        self.t.run_cmd(c.args(args))
+    }
+
+    /// `args` with `input` on stdin.
+    fn run_stdin(&self, args: &[&str], input: &str) -> Run {
+        use std::io::Write;
+        let mut c = self.cmd();
+        c.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("spawn conductor");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
     /// `--json` output of a command that must exit `code`, checked against the Output schema.
     #[track_caller]
     fn json(&self, code: i32, args: &[&str]) -> Value {
@@ -172,7 +209,190 @@ both!(
     events_number_every_step_in_order,
     claim_wait_gets_the_file_on_release_or_gives_up,
     worktrees_of_one_repository_share_claims,
+    agents_posts_inboxes_and_work_claims,
+    workflow_transitions_and_approvals,
+    queue_runs_dependent_jobs,
 );
+
+/// The agent runtime on the backend: agents registered on one machine, a post made from
+/// another lands in the right inbox, one agent's work claim makes the other wait, and the
+/// completion is seen everywhere.
+fn agents_posts_inboxes_and_work_claims(env: Env) {
+    for a in ["scout", "lint"] {
+        env.run(&["agent", "register", a, "--watch", "ops"]).code(0);
+    }
+    let r = env.elsewhere(&["--json", "post", "ops", "@scout please look", "--as", "ana"]);
+    r.code(0);
+    let items = |e: &Env, agent: &str| -> Vec<Value> {
+        let r = e.run(&["--json", "inbox", "--agent", agent]);
+        r.code(0);
+        r.json()["items"].as_array().unwrap().clone()
+    };
+    let got = items(&env, "scout");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["status"], "pending", "{got:?}");
+    let id = got[0]["id"].as_str().unwrap().to_string();
+    // lint claims the item from the other machine; scout is refused, naming lint.
+    env.elsewhere(&["inbox", "claim", &id, "--agent", "lint", "--ttl", "60"])
+        .code(0);
+    let c = env.run(&[
+        "--json", "inbox", "claim", &id, "--agent", "scout", "--ttl", "60",
+    ]);
+    c.code(3);
+    assert_eq!(c.json()["holder"], "lint", "{c:?}");
+    env.elsewhere(&[
+        "inbox",
+        "complete",
+        &id,
+        "--agent",
+        "lint",
+        "--ref",
+        "post_id=msg-1",
+    ])
+    .code(0);
+    let r = env.run(&[
+        "--json",
+        "inbox",
+        "--agent",
+        "scout",
+        "--status",
+        "completed",
+    ]);
+    r.code(0);
+    let after = r.json()["items"].as_array().unwrap().clone();
+    assert!(
+        after.iter().any(|i| i["id"] == id.as_str()),
+        "the completion is seen where the item was read: {after:?}"
+    );
+    let types: Vec<String> = env
+        .events()
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap_or("").to_string())
+        .collect();
+    for t in [
+        "inbox.item.created",
+        "inbox.claim.acquired",
+        "inbox.item.updated",
+    ] {
+        assert!(types.iter().any(|x| x == t), "{t} in {types:?}");
+    }
+}
+
+/// A workflow on the backend: a worker's transition waits for a person's approval (given from
+/// another machine), then the session runs to done.
+fn workflow_transitions_and_approvals(env: Env) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = env.t.project.join(".conductor/workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("gated.json"),
+        r#"{"name":"Gated","initial":"plan","states":{
+          "plan":{"persona":"Architect","next":["build"],"requires_approval":true},
+          "build":{"persona":"Engineer"}}}"#,
+    )
+    .unwrap();
+    let worker = env.t.root.path().join("worker.sh");
+    std::fs::write(
+        &worker,
+        r#"#!/bin/sh
+echo "$CONDUCTOR_WORKFLOW_STATE" >> "$TRACE"
+case "$CONDUCTOR_WORKFLOW_STATE" in
+  plan) "$CONDUCTOR_BIN" workflow transition build --summary "the plan" ;;
+  build) "$CONDUCTOR_BIN" workflow transition done --summary built ;;
+esac
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&worker, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = format!("sh {} {{prompt_file}}", worker.display());
+    let trace = env.t.root.path().join("trace.txt");
+    let r = env.run(&["--json", "workflow", "start", "gated", "Add rate limiting"]);
+    r.code(0);
+    let v = r.json();
+    let id = v["session"].as_str().unwrap().to_string();
+    let supervise = |args: &[&str]| {
+        let mut c = env.cmd();
+        c.args(args)
+            .env("CONDUCTOR_BIN", bin())
+            .env("TRACE", &trace);
+        env.t.run_cmd(&mut c)
+    };
+    let r = supervise(&["workflow", "run", &id, "--agent-cmd", &agent]);
+    r.code(5);
+    assert!(r.stdout.contains("awaiting_approval"), "{r:?}");
+    env.elsewhere(&["workflow", "approve", &id]).code(0);
+    // Approved once: a second approval is refused, wherever it comes from.
+    env.run(&["workflow", "approve", &id]).code(2);
+    supervise(&["workflow", "run", &id, "--agent-cmd", &agent]).code(0);
+    assert_eq!(read_lines(&trace), ["plan", "build"]);
+    let show = env.elsewhere(&["--json", "workflow", "show", &id]);
+    show.code(0);
+    let session = &show.json()["session"];
+    assert_eq!(session["status"], "done", "{show:?}");
+    let kinds: Vec<&str> = session["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds
+            .windows(2)
+            .any(|w| w == ["awaiting_approval", "approved"]),
+        "{kinds:?}"
+    );
+}
+
+/// The job queue on the backend: a manifest submitted from another machine, dependent jobs
+/// run in order by a dispatcher here, and the results are read back from there.
+fn queue_runs_dependent_jobs(env: Env) {
+    use std::os::unix::fs::PermissionsExt;
+    let agent = env.t.root.path().join("agent.sh");
+    let trace = env.t.root.path().join("trace");
+    std::fs::write(
+        &agent,
+        r#"#!/bin/sh
+echo "$1" >> "$TRACE"
+mkdir -p "$CONDUCTOR_QUEUE_OUTPUT"
+printf '# %s
+
+Built %s.
+' "$1" "$1" > "$CONDUCTOR_QUEUE_OUTPUT/RESULT.md"
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let manifest = json!({"workspace": "w", "jobs": [
+        {"id": "a", "prompt": "first"},
+        {"id": "b", "prompt": "second", "depends_on": ["a"]}]});
+    let r = env.run_stdin(&["queue", "submit", "-"], &manifest.to_string());
+    r.code(0);
+    let cmd = format!("sh {} {{job}}", agent.display());
+    let mut c = env.cmd();
+    c.args(["queue", "run", "--agent-cmd", &cmd])
+        .env("TRACE", &trace);
+    env.t.run_cmd(&mut c).code(0);
+    assert_eq!(read_lines(&trace), ["a", "b"]);
+    let r = env.run(&["--json", "queue", "jobs", "--all"]);
+    r.code(0);
+    let jobs = r.json();
+    let mut states: Vec<(&str, &str)> = jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            (
+                j["id"].as_str().unwrap(),
+                j["state"]["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    states.sort();
+    assert_eq!(states, [("a", "completed"), ("b", "completed")], "{jobs}");
+    let r = env.elsewhere(&["--json", "queue", "jobs", "--all"]);
+    r.code(0);
+    assert_eq!(r.json()["jobs"].as_array().unwrap().len(), 2, "{r:?}");
+}
 
 /// Two git worktrees of one repository (without a remote: on a shared store it is keyed by
 /// this host and its common git directory): the same path in both is one claim.

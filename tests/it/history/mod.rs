@@ -71,10 +71,12 @@ fn run(
     }
     let mut child = cmd
         .current_dir(dir)
-        .arg("--json")
+        // A lock that stays busy past the default 5 s (many clients on a loaded machine) is an
+        // exit 1 outside the model; a long limit keeps the history about the claim table.
+        .args(["--json", "--lock-timeout", "60"])
         .args(args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     if let Some(d) = kill_after {
@@ -93,6 +95,13 @@ fn run(
     }
     let out = child.wait_with_output().unwrap();
     let code = out.status.code()?;
+    if code == 1 {
+        // Outside the model (the store was busy, a server was slow): say why, for the report.
+        eprintln!(
+            "history: exit 1 from {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
     let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     Some((code, v))
 }
