@@ -24,6 +24,7 @@ pub mod bundle;
 pub mod error;
 pub mod etcd;
 pub mod event;
+pub mod failpoint;
 pub mod home;
 pub mod host;
 pub mod journal;

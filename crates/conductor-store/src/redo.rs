@@ -328,6 +328,7 @@ pub fn commit(dir: &Path, record: &Record) -> Result<Committed> {
         .inspect_err(|_| {
             let _ = mark.set_len(0);
         })?;
+    super::failpoint::hit("commit.marked");
     let (mut head, data) = frame(record);
     head.splice(0..0, header.into_bytes());
     let written = (|| {
@@ -448,6 +449,8 @@ pub fn apply(dir: &Path, record: &Record) -> std::result::Result<(), ApplyError>
     for a in &record.appends {
         append_at(dir, a).map_err(ApplyError::Appending)?;
     }
+    super::failpoint::hit("apply.appended");
+    let mut renamed = 0;
     for w in &record.writes {
         let mut pairs = vec![(&w.tmp, w.target.clone())];
         if let Some(s) = &w.shadow {
@@ -455,7 +458,12 @@ pub fn apply(dir: &Path, record: &Record) -> std::result::Result<(), ApplyError>
         }
         for (tmp, target) in pairs {
             match std::fs::rename(dir.join(tmp), dir.join(&target)) {
-                Ok(()) => {}
+                Ok(()) => {
+                    renamed += 1;
+                    if renamed == 1 {
+                        super::failpoint::hit("apply.renamed");
+                    }
+                }
                 // Renamed before (the record is being replayed).
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {

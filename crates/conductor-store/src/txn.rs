@@ -656,7 +656,10 @@ impl Store {
             ));
         }
         match r.txn(&compares, &puts, &deletes) {
-            Ok(true) => Ok(Outcome::Committed),
+            Ok(true) => {
+                super::failpoint::hit("etcd.committed");
+                Ok(Outcome::Committed)
+            }
             Ok(false) => Ok(Outcome::Conflict),
             Err(
                 e @ Error::StoreUnavailable {
@@ -740,6 +743,7 @@ impl Store {
                 data: w.bytes,
             });
         }
+        super::failpoint::hit("commit.staged");
         let retention = if events.is_empty() {
             None
         } else {
@@ -752,6 +756,7 @@ impl Store {
         };
         let _journal = self.take(Lock::Journal)?;
         redo::replay(dir)?;
+        super::failpoint::hit("commit.locked");
         // Files an abandoned commit would otherwise leave behind empty.
         let mut new_files: Vec<std::path::PathBuf> = Vec::new();
         // Each ledger's lines are dropped once joined (a big archive is megabytes of them).
@@ -809,8 +814,10 @@ impl Store {
         // record is no record): nothing else was touched, and the guards remove the temp files
         // and new directories.
         let committed = redo::commit(dir, &record)?;
+        super::failpoint::hit("commit.logged");
         match redo::apply(dir, &record) {
             Ok(()) => {
+                super::failpoint::hit("commit.applied");
                 temps.keep();
                 new_dirs.keep();
                 committed.finish(dir);

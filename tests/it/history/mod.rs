@@ -34,6 +34,8 @@ struct Shared {
     t0: Instant,
     ops: Mutex<Vec<(usize, Op)>>,
     next_req: Mutex<u32>,
+    /// How many processes died at each failpoint.
+    failpoint_kills: Mutex<BTreeMap<&'static str, usize>>,
 }
 
 impl Shared {
@@ -56,15 +58,32 @@ impl Rng {
     }
 }
 
-/// Run one conductor process; SIGKILL it after `kill_after` if it is still running (the answer
-/// is then unknown).
+/// How an operation's process is killed.
+#[derive(Clone, Copy, Debug)]
+enum Kill {
+    /// SIGKILL from outside after this long, if it still runs.
+    After(Duration),
+    /// It SIGKILLs itself at this named point of the commit, if it gets there
+    /// (`conductor::store::failpoint`, debug builds).
+    At(&'static str),
+}
+
+/// Run one conductor process; kill it as `kill` says (the answer is then unknown).
 fn run(
     sh: &Shared,
     dir: &std::path::Path,
     args: &[&str],
-    kill_after: Option<Duration>,
+    kill: Option<Kill>,
 ) -> Option<(i32, Value)> {
+    let (kill_after, point) = match kill {
+        Some(Kill::After(d)) => (Some(d), None),
+        Some(Kill::At(p)) => (None, Some(p)),
+        None => (None, None),
+    };
     let mut cmd = sh.env.cmd();
+    if let Some(p) = point {
+        cmd.env("CONDUCTOR_FAILPOINT", p);
+    }
     if let Some(e) = &sh.etcd {
         cmd.env("CONDUCTOR_STORE", e.url())
             .env("CONDUCTOR_HOST", "history");
@@ -94,7 +113,12 @@ fn run(
         }
     }
     let out = child.wait_with_output().unwrap();
-    let code = out.status.code()?;
+    let Some(code) = out.status.code() else {
+        if let Some(p) = point {
+            *sh.failpoint_kills.lock().unwrap().entry(p).or_default() += 1;
+        }
+        return None;
+    };
     if code == 1 {
         // Outside the model (the store was busy, a server was slow): say why, for the report.
         eprintln!(
@@ -221,7 +245,18 @@ fn client(sh: Arc<Shared>, n: usize, part: usize, run_for: Duration, kill_pct: u
             continue;
         };
         let pick = rng.below(100);
-        let kill = (rng.below(100) < kill_pct).then(|| Duration::from_micros(rng.below(12_000)));
+        // Half the kills come from outside at a random instant, half at a named point of the
+        // commit (the file home's seven, or etcd's answer lost after the commit).
+        let kill = (rng.below(100) < kill_pct).then(|| {
+            if rng.below(2) == 0 {
+                Kill::After(Duration::from_micros(rng.below(12_000)))
+            } else if sh.etcd.is_some() {
+                Kill::At("etcd.committed")
+            } else {
+                let file_points = &conductor::store::failpoint::POINTS[..7];
+                Kill::At(file_points[rng.below(7) as usize])
+            }
+        });
         let key = |rng: &mut Rng| KEYS[rng.below(KEYS.len() as u64) as usize].to_string();
         let t = sh.now();
         let mut retire = false;
@@ -349,7 +384,7 @@ fn run_and_check(
     parts: usize,
     run_for: Duration,
     kill_pct: u64,
-) -> usize {
+) -> (usize, BTreeMap<&'static str, usize>) {
     let env = TestEnv::new();
     let etcd = etcd.then(|| crate::etcd::Cluster::with_members(1));
     for p in 0..parts {
@@ -361,6 +396,7 @@ fn run_and_check(
         t0: Instant::now(),
         ops: Mutex::new(Vec::new()),
         next_req: Mutex::new(0),
+        failpoint_kills: Mutex::new(BTreeMap::new()),
     });
     let threads: Vec<_> = (0..clients)
         .map(|n| {
@@ -409,35 +445,48 @@ fn run_and_check(
             );
         }
     }
-    total
+    let kills = std::mem::take(&mut *sh.failpoint_kills.lock().unwrap());
+    (total, kills)
 }
 
 #[test]
 fn bounded_history_on_the_file_home_is_linearizable() {
-    let n = run_and_check(false, 8, 2, Duration::from_secs(20), 10);
-    eprintln!("history (file home): {n} operations checked");
+    let (n, kills) = run_and_check(false, 8, 2, Duration::from_secs(20), 10);
+    eprintln!("history (file home): {n} operations checked; killed at failpoints: {kills:?}");
     assert!(n > 100, "too few operations to mean anything: {n}");
+    assert!(
+        kills.values().sum::<usize>() > 0,
+        "no process died at a failpoint: the run did not test the commit's inside"
+    );
 }
 
 #[test]
 fn bounded_history_on_etcd_is_linearizable() {
-    let n = run_and_check(true, 8, 2, Duration::from_secs(20), 10);
-    eprintln!("history (etcd): {n} operations checked");
+    let (n, kills) = run_and_check(true, 8, 2, Duration::from_secs(20), 10);
+    eprintln!("history (etcd): {n} operations checked; killed at failpoints: {kills:?}");
     assert!(n > 100, "too few operations to mean anything: {n}");
+    assert!(
+        kills.get("etcd.committed").is_some_and(|k| *k > 0),
+        "no commit lost its answer: {kills:?}"
+    );
 }
 
 #[test]
 #[ignore = "long: minutes; cargo test --locked --test it -- --ignored history::long"]
 fn long_history_on_the_file_home_is_linearizable() {
-    let n = run_and_check(false, 12, 3, Duration::from_secs(180), 15);
-    eprintln!("history (file home): {n} operations checked");
+    let (n, kills) = run_and_check(false, 12, 3, Duration::from_secs(180), 15);
+    eprintln!("history (file home): {n} operations checked; killed at failpoints: {kills:?}");
+    assert!(
+        kills.len() == 7,
+        "a process died at every one of the file home's failpoints: {kills:?}"
+    );
 }
 
 #[test]
 #[ignore = "long: minutes; cargo test --locked --test it -- --ignored history::long"]
 fn long_history_on_etcd_is_linearizable() {
-    let n = run_and_check(true, 12, 3, Duration::from_secs(180), 15);
-    eprintln!("history (etcd): {n} operations checked");
+    let (n, kills) = run_and_check(true, 12, 3, Duration::from_secs(180), 15);
+    eprintln!("history (etcd): {n} operations checked; killed at failpoints: {kills:?}");
 }
 
 // The checker's known verdicts, on hand-made histories.
