@@ -81,6 +81,18 @@ impl Error {
         }
     }
 
+    /// For a shared store that did not answer (`store_unavailable`): whether the change may
+    /// have been applied (`true`: look before repeating it) or certainly was not (`false`).
+    /// `None` for every other error.
+    pub fn maybe_applied(&self) -> Option<bool> {
+        match self {
+            Error::Store(crate::store::Error::StoreUnavailable { maybe_applied, .. }) => {
+                Some(*maybe_applied)
+            }
+            _ => None,
+        }
+    }
+
     /// What to do next, when there is something useful to say.
     pub fn hint(&self) -> Option<String> {
         match self {

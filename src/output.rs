@@ -19,6 +19,9 @@ struct ErrorObject<'a> {
     status: &'static str,
     reason: &'a str,
     message: String,
+    /// `store_unavailable` only: whether the change may have been applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    maybe_applied: Option<bool>,
 }
 
 fn stdout_err(e: std::io::Error) -> Error {
@@ -73,6 +76,7 @@ impl Output {
                 status: "error",
                 reason: e.reason(),
                 message: message.clone(),
+                maybe_applied: e.maybe_applied(),
             });
         }
         eprintln!("error: {message}");

@@ -924,6 +924,8 @@ fn without_quorum_commands_fail_with_exit_11_and_change_nothing() {
         assert_eq!(r.code, 11, "{args:?}: {r:#?}");
         let v = r.json();
         assert_eq!(v["reason"], "store_unavailable", "{v}");
+        // Refused at once without quorum: nothing went out, and a script is told so.
+        assert_eq!(v["maybe_applied"], false, "{v}");
         // Generous: etcd's own request timeout without the leader check would be 7 s or more.
         assert!(t.elapsed() < Duration::from_secs(20), "{args:?} hung");
     }

@@ -87,8 +87,12 @@ impl Answer {
         if let Some(h) = e.hint() {
             text.push_str(&format!("\nhint: {h}"));
         }
+        let mut json = json!({"status": "error", "reason": e.reason(), "message": e.to_string()});
+        if let Some(m) = e.maybe_applied() {
+            json["maybe_applied"] = json!(m);
+        }
         Answer {
-            json: json!({"status": "error", "reason": e.reason(), "message": e.to_string()}),
+            json,
             text,
             error: true,
         }
