@@ -411,7 +411,7 @@ fn run_and_check(
     parts: usize,
     run_for: Duration,
     kill_pct: u64,
-) -> (usize, BTreeMap<&'static str, usize>) {
+) -> (usize, BTreeMap<&'static str, usize>, usize) {
     let env = TestEnv::new();
     let cluster = match backend {
         Backend::Files => None,
@@ -502,12 +502,12 @@ fn run_and_check(
         }
     }
     let kills = std::mem::take(&mut *sh.failpoint_kills.lock().unwrap());
-    (total, kills)
+    (total, kills, member_kills)
 }
 
 #[test]
 fn bounded_history_on_the_file_home_is_linearizable() {
-    let (n, kills) = run_and_check(Backend::Files, 8, 2, Duration::from_secs(20), 10);
+    let (n, kills, _) = run_and_check(Backend::Files, 8, 2, Duration::from_secs(20), 10);
     eprintln!("history (file home): {n} operations checked; killed at failpoints: {kills:?}");
     assert!(n > 100, "too few operations to mean anything: {n}");
     assert!(
@@ -518,7 +518,7 @@ fn bounded_history_on_the_file_home_is_linearizable() {
 
 #[test]
 fn bounded_history_on_etcd_is_linearizable() {
-    let (n, kills) = run_and_check(Backend::Etcd, 8, 2, Duration::from_secs(20), 10);
+    let (n, kills, _) = run_and_check(Backend::Etcd, 8, 2, Duration::from_secs(20), 10);
     eprintln!("history (etcd): {n} operations checked; killed at failpoints: {kills:?}");
     assert!(n > 100, "too few operations to mean anything: {n}");
     assert!(
@@ -529,7 +529,7 @@ fn bounded_history_on_etcd_is_linearizable() {
 
 #[test]
 fn bounded_history_on_etcd_losing_members_is_linearizable() {
-    let (n, kills) = run_and_check(
+    let (n, kills, members) = run_and_check(
         Backend::EtcdMembersKilled,
         6,
         2,
@@ -540,12 +540,16 @@ fn bounded_history_on_etcd_losing_members_is_linearizable() {
         "history (etcd, members killed): {n} operations checked; killed at failpoints: {kills:?}"
     );
     assert!(n > 100, "too few operations to mean anything: {n}");
+    assert!(
+        members >= 3,
+        "the nemesis killed members only {members} times"
+    );
 }
 
 #[test]
 #[ignore = "long: minutes; cargo test --locked --test it -- --ignored history::long"]
 fn long_history_on_etcd_losing_members_is_linearizable() {
-    let (n, kills) = run_and_check(
+    let (n, kills, _) = run_and_check(
         Backend::EtcdMembersKilled,
         12,
         3,
@@ -560,7 +564,7 @@ fn long_history_on_etcd_losing_members_is_linearizable() {
 #[test]
 #[ignore = "long: minutes; cargo test --locked --test it -- --ignored history::long"]
 fn long_history_on_the_file_home_is_linearizable() {
-    let (n, kills) = run_and_check(Backend::Files, 12, 3, Duration::from_secs(180), 15);
+    let (n, kills, _) = run_and_check(Backend::Files, 12, 3, Duration::from_secs(180), 15);
     eprintln!("history (file home): {n} operations checked; killed at failpoints: {kills:?}");
     assert!(
         kills.len() == 7,
@@ -571,7 +575,7 @@ fn long_history_on_the_file_home_is_linearizable() {
 #[test]
 #[ignore = "long: minutes; cargo test --locked --test it -- --ignored history::long"]
 fn long_history_on_etcd_is_linearizable() {
-    let (n, kills) = run_and_check(Backend::Etcd, 12, 3, Duration::from_secs(180), 15);
+    let (n, kills, _) = run_and_check(Backend::Etcd, 12, 3, Duration::from_secs(180), 15);
     eprintln!("history (etcd): {n} operations checked; killed at failpoints: {kills:?}");
 }
 
