@@ -79,30 +79,12 @@ fn run(
     args: &[&str],
     kill: Option<Kill>,
 ) -> Option<(i32, Value)> {
-    let (kill_after, point) = match kill {
-        Some(Kill::After(d)) => (Some(d), None),
-        Some(Kill::At(p)) => (None, Some(p)),
-        None => (None, None),
+    let point = match kill {
+        Some(Kill::At(p)) => Some(p),
+        _ => None,
     };
-    let mut cmd = sh.env.cmd();
-    if let Some(p) = point {
-        cmd.env("CONDUCTOR_FAILPOINT", p);
-    }
-    if let Some(url) = &sh.etcd {
-        cmd.env("CONDUCTOR_STORE", url)
-            .env("CONDUCTOR_HOST", "history");
-    }
-    let mut child = cmd
-        .current_dir(dir)
-        // A lock that stays busy past the default 5 s (many clients on a loaded machine) is an
-        // exit 1 outside the model; a long limit keeps the history about the claim table.
-        .args(["--json", "--lock-timeout", "60"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(d) = kill_after {
+    let mut child = spawn(sh, dir, args, point, "60");
+    if let Some(Kill::After(d)) = kill {
         let deadline = Instant::now() + d;
         loop {
             if child.try_wait().unwrap().is_some() {
@@ -116,6 +98,43 @@ fn run(
             std::thread::sleep(Duration::from_micros(200));
         }
     }
+    finish(sh, child, args, point)
+}
+
+/// Start one conductor process (`--json`, the lock limit given).
+fn spawn(
+    sh: &Shared,
+    dir: &std::path::Path,
+    args: &[&str],
+    point: Option<&'static str>,
+    lock_timeout: &str,
+) -> std::process::Child {
+    let mut cmd = sh.env.cmd();
+    if let Some(p) = point {
+        cmd.env("CONDUCTOR_FAILPOINT", p);
+    }
+    if let Some(url) = &sh.etcd {
+        cmd.env("CONDUCTOR_STORE", url)
+            .env("CONDUCTOR_HOST", "history");
+    }
+    cmd.current_dir(dir)
+        // A lock that stays busy past the default 5 s (many clients on a loaded machine) is an
+        // exit 1 outside the model; a long limit keeps the history about the claim table.
+        .args(["--json", "--lock-timeout", lock_timeout])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Wait for a process started by [`spawn`]; its answer, or `None` when unknown.
+fn finish(
+    sh: &Shared,
+    child: std::process::Child,
+    args: &[&str],
+    point: Option<&'static str>,
+) -> Option<(i32, Value)> {
     let out = child.wait_with_output().unwrap();
     let Some(code) = out.status.code() else {
         if let Some(p) = point {
@@ -190,6 +209,10 @@ fn answer(call: &Call, code: i32, v: &Value, root: &str) -> Ret {
         },
         (Call::Release { .. }, 0) => Ret::Released(strings(&v["released"], root)),
         (Call::Done { .. }, 0) => Ret::Finished,
+        (Call::Cleanup { id }, 0) => {
+            assert_eq!(v["orphaned"], serde_json::json!([id]), "{v}");
+            Ret::Reaped
+        }
         (Call::Status, 0) => {
             let mut h = BTreeMap::new();
             for i in v["instances"].as_array().into_iter().flatten() {
@@ -376,6 +399,44 @@ fn client(sh: Arc<Shared>, n: usize, part: usize, run_for: Duration, kill_pct: u
                 record(Call::Done { id: me.clone() }, t, res);
                 retire = false;
             }
+        } else if pick < 89 {
+            // A holder frozen (SIGSTOP) in the middle of a claim while a person retires its
+            // instance (`cleanup --instance`), then thawed: the claim must not bring back what
+            // the cleanup took, nor land on a retired instance.
+            let keys = vec![key(&mut rng)];
+            let mut args = vec!["claim", "--instance", &me];
+            args.extend(keys.iter().map(String::as_str));
+            let child = spawn(&sh, &dir, &args, None, "60");
+            std::thread::sleep(Duration::from_micros(rng.below(8_000)));
+            let pid = child.id().to_string();
+            let stopped = std::process::Command::new("kill")
+                .args(["-STOP", &pid])
+                .status()
+                .is_ok_and(|s| s.success());
+            let tc = sh.now();
+            // A short lock limit: the frozen claim may hold the lock (then nothing changes).
+            let cleanup = spawn(&sh, &dir, &["cleanup", "--instance", &me], None, "2");
+            let res_c = finish(&sh, cleanup, &["cleanup"], None);
+            let reaped = matches!(res_c, Some((0, _)));
+            record(Call::Cleanup { id: me.clone() }, tc, res_c);
+            if stopped {
+                let _ = std::process::Command::new("kill")
+                    .args(["-CONT", &pid])
+                    .status();
+            }
+            let res = finish(&sh, child, &args, None);
+            record(
+                Call::Claim {
+                    id: me.clone(),
+                    keys,
+                    force: false,
+                },
+                t,
+                res,
+            );
+            if reaped {
+                id = None;
+            }
         } else {
             let res = run(&sh, &dir, &["status"], None);
             record(Call::Status, t, res);
@@ -389,6 +450,17 @@ fn client(sh: Arc<Shared>, n: usize, part: usize, run_for: Duration, kill_pct: u
             id = None;
         }
     }
+}
+
+/// What a run checked.
+struct Checked {
+    ops: usize,
+    /// Processes that died at each failpoint.
+    failpoint_kills: BTreeMap<&'static str, usize>,
+    /// Times the nemesis killed an etcd member.
+    member_kills: usize,
+    /// Instances retired by `cleanup` while one of their claims was frozen (SIGSTOP).
+    reaped_while_frozen: usize,
 }
 
 /// Where the history runs.
@@ -411,7 +483,7 @@ fn run_and_check(
     parts: usize,
     run_for: Duration,
     kill_pct: u64,
-) -> (usize, BTreeMap<&'static str, usize>, usize) {
+) -> Checked {
     let env = TestEnv::new();
     let cluster = match backend {
         Backend::Files => None,
@@ -464,6 +536,10 @@ fn run_and_check(
         t.join().unwrap();
     }
     let all = std::mem::take(&mut *sh.ops.lock().unwrap());
+    let reaped_while_frozen = all
+        .iter()
+        .filter(|(_, o)| matches!(o.call, Call::Cleanup { .. }) && o.ret == Some(Ret::Reaped))
+        .count();
     let mut total = 0;
     for p in 0..parts {
         let ops: Vec<Op> = all
@@ -501,82 +577,131 @@ fn run_and_check(
             );
         }
     }
-    let kills = std::mem::take(&mut *sh.failpoint_kills.lock().unwrap());
-    (total, kills, member_kills)
+    let failpoint_kills = std::mem::take(&mut *sh.failpoint_kills.lock().unwrap());
+    Checked {
+        ops: total,
+        failpoint_kills,
+        member_kills,
+        reaped_while_frozen,
+    }
 }
 
 #[test]
 fn bounded_history_on_the_file_home_is_linearizable() {
-    let (n, kills, _) = run_and_check(Backend::Files, 8, 2, Duration::from_secs(20), 10);
-    eprintln!("history (file home): {n} operations checked; killed at failpoints: {kills:?}");
-    assert!(n > 100, "too few operations to mean anything: {n}");
+    let c = run_and_check(Backend::Files, 8, 2, Duration::from_secs(20), 10);
+    report("file home", &c);
     assert!(
-        kills.values().sum::<usize>() > 0,
+        c.ops > 100,
+        "too few operations to mean anything: {}",
+        c.ops
+    );
+    assert!(
+        c.failpoint_kills.values().sum::<usize>() > 0,
         "no process died at a failpoint: the run did not test the commit's inside"
+    );
+    assert!(
+        c.reaped_while_frozen > 0,
+        "no cleanup retired a frozen holder"
     );
 }
 
 #[test]
 fn bounded_history_on_etcd_is_linearizable() {
-    let (n, kills, _) = run_and_check(Backend::Etcd, 8, 2, Duration::from_secs(20), 10);
-    eprintln!("history (etcd): {n} operations checked; killed at failpoints: {kills:?}");
-    assert!(n > 100, "too few operations to mean anything: {n}");
+    let c = run_and_check(Backend::Etcd, 8, 2, Duration::from_secs(20), 10);
+    report("etcd", &c);
     assert!(
-        kills.get("etcd.committed").is_some_and(|k| *k > 0),
-        "no commit lost its answer: {kills:?}"
+        c.ops > 100,
+        "too few operations to mean anything: {}",
+        c.ops
+    );
+    assert!(
+        c.failpoint_kills
+            .get("etcd.committed")
+            .is_some_and(|k| *k > 0),
+        "no commit lost its answer: {:?}",
+        c.failpoint_kills
+    );
+    assert!(
+        c.reaped_while_frozen > 0,
+        "no cleanup retired a frozen holder"
     );
 }
 
 #[test]
 fn bounded_history_on_etcd_losing_members_is_linearizable() {
-    let (n, kills, members) = run_and_check(
+    let c = run_and_check(
         Backend::EtcdMembersKilled,
         6,
         2,
         Duration::from_secs(20),
         10,
     );
-    eprintln!(
-        "history (etcd, members killed): {n} operations checked; killed at failpoints: {kills:?}"
-    );
-    assert!(n > 100, "too few operations to mean anything: {n}");
+    report("etcd, members killed", &c);
     assert!(
-        members >= 3,
-        "the nemesis killed members only {members} times"
+        c.ops > 100,
+        "too few operations to mean anything: {}",
+        c.ops
+    );
+    assert!(
+        c.member_kills >= 3,
+        "the nemesis killed members only {} times",
+        c.member_kills
     );
 }
 
 #[test]
 #[ignore = "long: minutes; cargo test --locked --test it -- --ignored history::long"]
 fn long_history_on_etcd_losing_members_is_linearizable() {
-    let (n, kills, _) = run_and_check(
+    let c = run_and_check(
         Backend::EtcdMembersKilled,
         12,
         3,
         Duration::from_secs(180),
         15,
     );
-    eprintln!(
-        "history (etcd, members killed): {n} operations checked; killed at failpoints: {kills:?}"
-    );
+    report("etcd, members killed", &c);
 }
 
 #[test]
 #[ignore = "long: minutes; cargo test --locked --test it -- --ignored history::long"]
 fn long_history_on_the_file_home_is_linearizable() {
-    let (n, kills, _) = run_and_check(Backend::Files, 12, 3, Duration::from_secs(180), 15);
-    eprintln!("history (file home): {n} operations checked; killed at failpoints: {kills:?}");
+    let c = run_and_check(Backend::Files, 12, 3, Duration::from_secs(180), 15);
+    report("file home", &c);
     assert!(
-        kills.len() == 7,
-        "a process died at every one of the file home's failpoints: {kills:?}"
+        c.failpoint_kills.len() == 7,
+        "a process died at every one of the file home's failpoints: {:?}",
+        c.failpoint_kills
     );
 }
 
 #[test]
 #[ignore = "long: minutes; cargo test --locked --test it -- --ignored history::long"]
 fn long_history_on_etcd_is_linearizable() {
-    let (n, kills, _) = run_and_check(Backend::Etcd, 12, 3, Duration::from_secs(180), 15);
-    eprintln!("history (etcd): {n} operations checked; killed at failpoints: {kills:?}");
+    let c = run_and_check(Backend::Etcd, 12, 3, Duration::from_secs(180), 15);
+    report("etcd", &c);
+}
+
+fn report(backend: &str, c: &Checked) {
+    eprintln!(
+        "history ({backend}): {} operations checked, linearizable; killed at failpoints: {:?}; \
+         members killed: {}; holders retired while frozen: {}",
+        c.ops, c.failpoint_kills, c.member_kills, c.reaped_while_frozen
+    );
+}
+
+/// A claim frozen while a person retired its instance: answered "claimed" after the cleanup,
+/// it may only have landed before it, so a later status showing the key held by the retired
+/// instance is a violation; showing it free is not.
+#[test]
+fn checker_rejects_a_claim_resurrected_after_cleanup() {
+    let mut h = started("A", "B", "C");
+    h.push(op(0, claim("A", "a.rs"), claimed(&["a.rs"]), 2, 10));
+    h.push(op(1, Call::Cleanup { id: "A".into() }, Ret::Reaped, 3, 4));
+    let mut resurrected = h.clone();
+    resurrected.push(op(2, Call::Status, holders(&[("a.rs", "A")]), 11, 12));
+    assert!(!verdict(&resurrected));
+    h.push(op(2, Call::Status, holders(&[]), 11, 12));
+    assert!(verdict(&h));
 }
 
 // The checker's known verdicts, on hand-made histories.

@@ -36,6 +36,8 @@ pub enum Call {
     Done { id: String },
     /// `status`: who holds which key of the partition.
     Status,
+    /// `cleanup --instance ID`: a person retires the instance now, whatever its heartbeat.
+    Cleanup { id: String },
 }
 
 /// What it answered.
@@ -59,6 +61,8 @@ pub enum Ret {
     Released(BTreeSet<String>),
     /// `done` succeeded.
     Finished,
+    /// `cleanup --instance ID` retired it.
+    Reaped,
     /// `status`: key → holder.
     Holders(BTreeMap<String, String>),
     /// Refused as invalid with the promise that nothing changed (exit 2: a key not held, an
@@ -203,8 +207,15 @@ impl State {
                     .all(|k| s.holders.get(k).map(String::as_str) == Some(id.as_str()));
                 if held_all { vec![] } else { vec![s] }
             }
-            (Call::Claim { id, .. } | Call::Done { id }, Some(Ret::Refused)) => {
-                if s.live.contains(id) { vec![] } else { vec![s] }
+            (
+                Call::Claim { id, .. } | Call::Done { id } | Call::Cleanup { id },
+                Some(Ret::Refused),
+            ) => {
+                if s.live.contains(id) {
+                    vec![]
+                } else {
+                    vec![s]
+                }
             }
             (Call::Start, Some(Ret::Started(id))) => {
                 if s.live.contains(id) {
@@ -354,6 +365,29 @@ impl State {
                 }
             }
             (Call::Status, None) => vec![s],
+            // Retired like `done`: its keys handed to their waiters, its own waits dropped.
+            (Call::Cleanup { id }, ret) => {
+                if !s.live.contains(id) {
+                    return if ret.is_none() { vec![s] } else { vec![] };
+                }
+                let mine: Vec<String> = s
+                    .holders
+                    .iter()
+                    .filter(|(_, h)| *h == id)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                s.queue.retain(|(_, i, _)| i != id);
+                s.live.remove(id);
+                for k in mine {
+                    s.drop_key(&k);
+                    s.handoff(&k);
+                }
+                match ret {
+                    None => vec![self.clone(), s],
+                    Some(Ret::Reaped) => vec![s],
+                    _ => vec![],
+                }
+            }
             _ => vec![],
         }
     }
