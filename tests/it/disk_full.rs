@@ -13,12 +13,12 @@ use std::process::Command;
 use crate::common::*;
 
 /// A tmpfs mounted for one test, unmounted when dropped.
-struct Tmpfs {
-    path: PathBuf,
+pub(crate) struct Tmpfs {
+    pub(crate) path: PathBuf,
 }
 
 impl Tmpfs {
-    fn mount(path: &Path, size: &str) -> Option<Tmpfs> {
+    pub(crate) fn mount(path: &Path, size: &str) -> Option<Tmpfs> {
         std::fs::create_dir_all(path).unwrap();
         let out = Command::new("mount")
             .args([
@@ -46,7 +46,7 @@ impl Tmpfs {
     }
 
     /// Fill it with one-page files (kept outside the home) until the disk is full.
-    fn fill(&self) -> Vec<PathBuf> {
+    pub(crate) fn fill(&self) -> Vec<PathBuf> {
         let page = vec![0u8; 4096];
         let mut files = Vec::new();
         for i in 0.. {

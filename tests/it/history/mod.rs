@@ -33,13 +33,15 @@ struct Shared {
     etcd: Option<String>,
     /// The cluster behind it (the nemesis kills and restarts its members).
     cluster: Mutex<Option<crate::etcd::Cluster>>,
-    /// A nemesis is killing members: no `claim --wait` (see [`Faults::Members`]).
-    members_fault: bool,
+    /// A nemesis kills members or fills the disk: no `claim --wait` (see [`Backend`]).
+    no_waits: bool,
     t0: Instant,
     ops: Mutex<Vec<(usize, Op)>>,
     next_req: Mutex<u32>,
     /// How many processes died at each failpoint.
     failpoint_kills: Mutex<BTreeMap<&'static str, usize>>,
+    /// How many operations failed for lack of space.
+    out_of_space: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
@@ -142,7 +144,11 @@ fn finish(
         }
         return None;
     };
-    if code == 1 {
+    let no_space = String::from_utf8_lossy(&out.stderr).contains("No space left on device");
+    if code == 1 && no_space {
+        sh.out_of_space
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    } else if code == 1 {
         // Outside the model (the store was busy, a server was slow): say why, for the report.
         eprintln!(
             "history: exit 1 from {args:?}: {}",
@@ -336,7 +342,7 @@ fn client(sh: Arc<Shared>, n: usize, part: usize, run_for: Duration, kill_pct: u
                 t,
                 res,
             );
-        } else if pick < 52 && !sh.members_fault {
+        } else if pick < 52 && !sh.no_waits {
             let keys = vec![key(&mut rng)];
             let req = {
                 let mut r = sh.next_req.lock().unwrap();
@@ -453,7 +459,12 @@ fn client(sh: Arc<Shared>, n: usize, part: usize, run_for: Duration, kill_pct: u
 }
 
 /// What a run checked.
+#[derive(Default)]
 struct Checked {
+    /// Times the disk was filled to the last page.
+    disk_fills: usize,
+    /// Operations refused for lack of space.
+    out_of_space: usize,
     ops: usize,
     /// Processes that died at each failpoint.
     failpoint_kills: BTreeMap<&'static str, usize>,
@@ -474,6 +485,11 @@ enum Backend {
     /// by the store may leave its queue entries to conductor's dead-waiter rule, which the
     /// model does not know.
     EtcdMembersKilled,
+    /// The file home on a small tmpfs that a nemesis fills to the last page again and again,
+    /// then frees a few pages at a time (so writes fail at every step of the commit), then
+    /// empties. A write that fails for lack of space promises to have changed nothing (exit 1).
+    /// `claim --wait` is left out, as with members killed.
+    FilesDiskFull,
 }
 
 /// Run `clients` clients over `parts` partitions for `run_for`, then check every partition.
@@ -484,9 +500,21 @@ fn run_and_check(
     run_for: Duration,
     kill_pct: u64,
 ) -> Checked {
-    let env = TestEnv::new();
+    let mut env = TestEnv::new();
+    let disk = match backend {
+        Backend::FilesDiskFull => {
+            let Some(fs) = crate::disk_full::Tmpfs::mount(&env.root.path().join("mnt"), "16m")
+            else {
+                // CONDUCTOR_TEST_SKIP=mount: skipped, and said so at the end of the run.
+                return Checked::default();
+            };
+            env.home = fs.path.join("home");
+            Some(fs)
+        }
+        _ => None,
+    };
     let cluster = match backend {
-        Backend::Files => None,
+        Backend::Files | Backend::FilesDiskFull => None,
         Backend::Etcd => Some(crate::etcd::Cluster::with_members(1)),
         Backend::EtcdMembersKilled => Some(crate::etcd::Cluster::with_members(3)),
     };
@@ -497,11 +525,12 @@ fn run_and_check(
         env,
         etcd: cluster.as_ref().map(|c| c.url()),
         cluster: Mutex::new(cluster),
-        members_fault: backend == Backend::EtcdMembersKilled,
+        no_waits: matches!(backend, Backend::EtcdMembersKilled | Backend::FilesDiskFull),
         t0: Instant::now(),
         ops: Mutex::new(Vec::new()),
         next_req: Mutex::new(0),
         failpoint_kills: Mutex::new(BTreeMap::new()),
+        out_of_space: Default::default(),
     });
     let threads: Vec<_> = (0..clients)
         .map(|n| {
@@ -510,7 +539,7 @@ fn run_and_check(
         })
         .collect();
     let mut member_kills = 0;
-    if sh.members_fault {
+    if backend == Backend::EtcdMembersKilled {
         let end = Instant::now() + run_for;
         while Instant::now() + Duration::from_secs(4) < end {
             std::thread::sleep(Duration::from_secs(2));
@@ -531,6 +560,26 @@ fn run_and_check(
             c.wait_for_leader();
         }
         eprintln!("history: the nemesis killed and restarted a member {member_kills} times");
+    }
+    let mut disk_fills = 0;
+    if let Some(fs) = &disk {
+        let end = Instant::now() + run_for;
+        while Instant::now() + Duration::from_secs(3) < end {
+            std::thread::sleep(Duration::from_millis(1500));
+            let mut filler = fs.fill();
+            disk_fills += 1;
+            // A few pages back every 100 ms: each write gets a little further before it fails.
+            for _ in 0..15 {
+                std::thread::sleep(Duration::from_millis(100));
+                for f in filler.drain(..filler.len().min(2)) {
+                    let _ = std::fs::remove_file(f);
+                }
+            }
+            for f in filler {
+                let _ = std::fs::remove_file(f);
+            }
+        }
+        eprintln!("history: the nemesis filled the disk {disk_fills} times");
     }
     for t in threads {
         t.join().unwrap();
@@ -583,6 +632,8 @@ fn run_and_check(
         failpoint_kills,
         member_kills,
         reaped_while_frozen,
+        disk_fills,
+        out_of_space: sh.out_of_space.load(std::sync::atomic::Ordering::Relaxed),
     }
 }
 
@@ -650,6 +701,33 @@ fn bounded_history_on_etcd_losing_members_is_linearizable() {
 }
 
 #[test]
+fn bounded_history_on_a_filling_disk_is_linearizable() {
+    let c = run_and_check(Backend::FilesDiskFull, 6, 2, Duration::from_secs(20), 10);
+    if c.ops == 0 {
+        return; // CONDUCTOR_TEST_SKIP=mount
+    }
+    report("file home, disk filled", &c);
+    assert!(
+        c.ops > 100,
+        "too few operations to mean anything: {}",
+        c.ops
+    );
+    assert!(
+        c.disk_fills >= 3,
+        "the disk was filled {} times",
+        c.disk_fills
+    );
+    assert!(c.out_of_space > 0, "no operation ran out of space");
+}
+
+#[test]
+#[ignore = "long: minutes; cargo test --locked --test it -- --ignored history::long"]
+fn long_history_on_a_filling_disk_is_linearizable() {
+    let c = run_and_check(Backend::FilesDiskFull, 12, 3, Duration::from_secs(180), 15);
+    report("file home, disk filled", &c);
+}
+
+#[test]
 #[ignore = "long: minutes; cargo test --locked --test it -- --ignored history::long"]
 fn long_history_on_etcd_losing_members_is_linearizable() {
     let c = run_and_check(
@@ -684,8 +762,14 @@ fn long_history_on_etcd_is_linearizable() {
 fn report(backend: &str, c: &Checked) {
     eprintln!(
         "history ({backend}): {} operations checked, linearizable; killed at failpoints: {:?}; \
-         members killed: {}; holders retired while frozen: {}",
-        c.ops, c.failpoint_kills, c.member_kills, c.reaped_while_frozen
+         members killed: {}; holders retired while frozen: {}; disk filled {} times, {} \
+         operations out of space",
+        c.ops,
+        c.failpoint_kills,
+        c.member_kills,
+        c.reaped_while_frozen,
+        c.disk_fills,
+        c.out_of_space
     );
 }
 
