@@ -249,6 +249,16 @@ impl Cluster {
         }
     }
 
+    /// Freeze (SIGSTOP) or thaw (SIGCONT) member `i`: a member that stops answering without
+    /// dying, as a long GC pause or a stalled disk would make it.
+    pub fn pause_member(&self, i: usize, pause: bool) {
+        if let Some(c) = &self.members[i] {
+            let _ = Command::new("kill")
+                .args([if pause { "-STOP" } else { "-CONT" }, &c.id().to_string()])
+                .status();
+        }
+    }
+
     /// The store URL naming every member.
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self

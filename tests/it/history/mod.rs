@@ -481,7 +481,7 @@ enum Backend {
     /// A single-member etcd.
     Etcd,
     /// Three etcd members, and a nemesis that SIGKILLs one (the leader every other time) and
-    /// restarts it, again and again. `claim --wait` is left out of these runs: a wait cut short
+    /// restarts it, or every third time freezes it (SIGSTOP) and thaws it, again and again. `claim --wait` is left out of these runs: a wait cut short
     /// by the store may leave its queue entries to conductor's dead-waiter rule, which the
     /// model does not know.
     EtcdMembersKilled,
@@ -550,13 +550,23 @@ fn run_and_check(
             } else {
                 (member_kills / 2) % 3
             };
-            c.kill_member(victim);
+            // Every third time the member is frozen instead of killed.
+            let pause = member_kills % 3 == 2;
+            if pause {
+                c.pause_member(victim, true);
+            } else {
+                c.kill_member(victim);
+            }
             drop(guard);
             member_kills += 1;
             std::thread::sleep(Duration::from_millis(1500));
             let mut guard = sh.cluster.lock().unwrap();
             let c = guard.as_mut().unwrap();
-            c.start_member(victim);
+            if pause {
+                c.pause_member(victim, false);
+            } else {
+                c.start_member(victim);
+            }
             c.wait_for_leader();
         }
         eprintln!("history: the nemesis killed and restarted a member {member_kills} times");
