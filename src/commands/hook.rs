@@ -78,6 +78,14 @@ pub fn run(global: &GlobalArgs, args: HookArgs, _out: &Output) -> Result<u8> {
                 )),
             ),
             Ok(input) if steps_aside(agent, &args, &input) => hooks::Answer::default(),
+            Ok(input)
+                if matches!(
+                    input.event,
+                    Event::WorktreeCreate(_) | Event::WorktreeRemove(_)
+                ) =>
+            {
+                return Ok(worktree(global, agent, &input, _out));
+            }
             Ok(input) if let Some(v) = workflow_rules(global, &text, &input) => {
                 agent.render(&input.event_name, &v)
             }
@@ -103,6 +111,73 @@ pub fn run(global: &GlobalArgs, args: HookArgs, _out: &Output) -> Result<u8> {
         let _ = writeln!(std::io::stderr().lock(), "{}", answer.stderr);
     }
     Ok(answer.code)
+}
+
+/// Claude Code's WorktreeCreate and WorktreeRemove, which answer unlike every other hook: the
+/// created worktree's path alone on stdout, a failure as `error:` and `hint:` lines on stderr
+/// and a non-zero exit (Claude Code then creates nothing, or keeps the worktree).
+fn worktree(global: &GlobalArgs, agent: Agent, input: &HookInput, out: &Output) -> u8 {
+    let failed = |e: &Error| {
+        out.error(e);
+        e.exit_code()
+    };
+    match &input.event {
+        Event::WorktreeCreate(name) => {
+            let created = session_dir(input).and_then(|cwd| hooks::worktree::create(&cwd, name));
+            let created = match created {
+                Ok(c) => c,
+                Err(e) => return failed(&e),
+            };
+            // The session Claude Code starts there is registered with the worktree now (its
+            // SessionStart finds it); a session that has an instance already (a subagent's
+            // worktree) keeps it as it is.
+            let registered = require_session(input).and_then(|()| {
+                let store = open_store(global, LOCK_WAIT_SECS)?;
+                let adopt = adopted_id();
+                hooks::service::start_session(
+                    &store,
+                    Timestamp::now(),
+                    &session(agent, input, &adopt),
+                    &created.path,
+                )
+            });
+            match registered {
+                Ok(s) => out.status(&format!(
+                    "conductor: {} the worktree {} (branch {}) for {}",
+                    if created.resumed {
+                        "reusing"
+                    } else {
+                        "created"
+                    },
+                    created.path.display(),
+                    created.branch,
+                    s.instance_id
+                )),
+                Err(e) => out.warn(&format!(
+                    "the worktree {} was created but the session was not registered yet: {e}",
+                    created.path.display()
+                )),
+            }
+            let _ = writeln!(std::io::stdout().lock(), "{}", created.path.display());
+            0
+        }
+        Event::WorktreeRemove(path) => {
+            match hooks::worktree::remove(std::path::Path::new(path)) {
+                Ok(hooks::worktree::Removed::Removed { branch }) => out.status(&format!(
+                    "conductor: removed the worktree {path}{}",
+                    branch
+                        .map(|b| format!(" and its branch {b}"))
+                        .unwrap_or_default()
+                )),
+                Ok(hooks::worktree::Removed::Gone) => {
+                    out.status(&format!("conductor: {path} is gone already"))
+                }
+                Err(e) => return failed(&e),
+            }
+            0
+        }
+        _ => 0,
+    }
 }
 
 /// A workflow worker's tool call against its session's safety rules (issue 11): the supervisor
@@ -333,6 +408,8 @@ fn handle(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdic
         Event::AfterEdit(files) => edit(global, agent, input, files, true),
         Event::Activity => activity(global, agent, input),
         Event::SessionEnd(reason) => session_end(global, agent, input, reason.as_deref()),
+        // Answered before any verdict (`worktree`).
+        Event::WorktreeCreate(_) | Event::WorktreeRemove(_) => Ok(Verdict::default()),
     }
 }
 

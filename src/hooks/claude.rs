@@ -6,7 +6,9 @@
 //! person, `hookSpecificOutput.additionalContext` is given to the model (PreToolUse, PostToolUse,
 //! UserPromptSubmit, SessionStart), and PreToolUse's `hookSpecificOutput.permissionDecision`
 //! (`allow`, `deny`, `ask`) with `permissionDecisionReason` decides the tool call. Stderr on exit 0
-//! only reaches the debug log, so conductor never relies on it.
+//! only reaches the debug log, so conductor never relies on it. `WorktreeCreate` and
+//! `WorktreeRemove` answer differently (a path on stdout, a failure by exit status): see
+//! [`super::worktree`].
 
 use serde_json::{Map, Value, json};
 
@@ -34,6 +36,8 @@ pub fn parse(text: &str) -> Result<HookInput, String> {
         },
         "PostToolUse" | "UserPromptSubmit" | "Stop" => Event::Activity,
         "SessionEnd" => Event::SessionEnd(Some(str_field(&v, "reason").to_string())),
+        "WorktreeCreate" => Event::WorktreeCreate(str_field(&v, "name").to_string()),
+        "WorktreeRemove" => Event::WorktreeRemove(str_field(&v, "worktree_path").to_string()),
         _ => Event::Ignore,
     };
     Ok(HookInput {
