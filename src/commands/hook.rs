@@ -48,6 +48,11 @@ the command writes (parsed as bash: redirections, sed -i, tee, cp, mv, rm, git c
 are decided as for an edit\n\
   session end          releases the session's claims, recorded as done (abandoned); an instance adopted from \
 CONDUCTOR_INSTANCE_ID is left to whoever registered it\n\
+  worktree create      Claude Code WorktreeCreate (`claude --worktree NAME`): creates the worktree with git at \
+.claude/worktrees/NAME on the branch worktree-NAME, registers the session there and prints the path alone; an \
+error (not a repository, the branch exists, ...) is `error:` and `hint:` lines and a non-zero exit\n\
+  worktree remove      Claude Code WorktreeRemove: removes the worktree and its branch only when no uncommitted \
+change and no commit missing from every other branch would be lost; otherwise keeps it, says why, and exits 2\n\
 On an internal error the agent goes on, and the person and the model are told that coordination is off."
 )]
 pub struct HookArgs {
