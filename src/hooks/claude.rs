@@ -114,6 +114,16 @@ mod tests {
             .unwrap();
         assert_eq!(p.event, Event::Activity);
         assert!(parse("[1]").is_err());
+        let p = parse(
+            r#"{"session_id":"s","cwd":"/w","hook_event_name":"WorktreeCreate","name":"a/b"}"#,
+        )
+        .unwrap();
+        assert_eq!(p.event, Event::WorktreeCreate("a/b".into()));
+        let p = parse(
+            r#"{"session_id":"s","hook_event_name":"WorktreeRemove","worktree_path":"/w/x"}"#,
+        )
+        .unwrap();
+        assert_eq!(p.event, Event::WorktreeRemove("/w/x".into()));
     }
 
     #[test]

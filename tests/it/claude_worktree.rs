@@ -64,6 +64,15 @@ fn worktree_create_makes_a_git_worktree_registers_the_session_and_prints_its_pat
         );
     }
 
+    // Git-ignored files `.worktreeinclude` names come along (Claude Code copies them itself only
+    // when no hook replaces its creation); other untracked files do not.
+    std::fs::write(app.join(".gitignore"), ".env\nbuild/\n").unwrap();
+    std::fs::write(app.join(".worktreeinclude"), ".env\n").unwrap();
+    std::fs::write(app.join(".env"), "KEY=1\n").unwrap();
+    std::fs::create_dir_all(app.join("build")).unwrap();
+    std::fs::write(app.join("build/out"), "x").unwrap();
+    std::fs::write(app.join("scratch.txt"), "x").unwrap();
+
     let r = create(&env, &app, "sess-1", "feature/x");
     r.code(0);
     let path = app.join(".claude/worktrees/feature+x");
@@ -88,6 +97,11 @@ fn worktree_create_makes_a_git_worktree_registers_the_session_and_prints_its_pat
         settings
     );
     assert!(path.join(".mcp.json").is_file());
+    assert_eq!(
+        std::fs::read_to_string(path.join(".env")).unwrap(),
+        "KEY=1\n"
+    );
+    assert!(!path.join("build/out").exists() && !path.join("scratch.txt").exists());
 
     // The session is registered with the worktree before Claude Code starts it there.
     let mine = instances_of(&env, "sess-1");
