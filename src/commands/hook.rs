@@ -127,8 +127,8 @@ fn worktree(global: &GlobalArgs, agent: Agent, input: &HookInput, out: &Output) 
         e.exit_code()
     };
     match &input.event {
-        Event::WorktreeCreate(name) => {
-            let created = session_dir(input).and_then(|cwd| hooks::worktree::create(&cwd, name));
+        Event::WorktreeCreate(req) => {
+            let created = session_dir(input).and_then(|cwd| hooks::worktree::create(&cwd, req));
             let created = match created {
                 Ok(c) => c,
                 Err(e) => return failed(&e),

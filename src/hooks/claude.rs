@@ -36,7 +36,7 @@ pub fn parse(text: &str) -> Result<HookInput, String> {
         },
         "PostToolUse" | "UserPromptSubmit" | "Stop" => Event::Activity,
         "SessionEnd" => Event::SessionEnd(Some(str_field(&v, "reason").to_string())),
-        "WorktreeCreate" => Event::WorktreeCreate(str_field(&v, "name").to_string()),
+        "WorktreeCreate" => Event::WorktreeCreate(super::worktree::Request::from_payload(&v)),
         "WorktreeRemove" => Event::WorktreeRemove(str_field(&v, "worktree_path").to_string()),
         _ => Event::Ignore,
     };
@@ -118,7 +118,14 @@ mod tests {
             r#"{"session_id":"s","cwd":"/w","hook_event_name":"WorktreeCreate","name":"a/b"}"#,
         )
         .unwrap();
-        assert_eq!(p.event, Event::WorktreeCreate("a/b".into()));
+        assert_eq!(
+            p.event,
+            Event::WorktreeCreate(crate::hooks::worktree::Request {
+                name: "a/b".into(),
+                base_path: None,
+                source_ref: None
+            })
+        );
         let p = parse(
             r#"{"session_id":"s","hook_event_name":"WorktreeRemove","worktree_path":"/w/x"}"#,
         )

@@ -126,9 +126,8 @@ pub enum Event {
     Activity,
     /// The session ends: release its claims.
     SessionEnd(Option<String>),
-    /// Claude Code's WorktreeCreate: create the worktree of this name, print its path
-    /// ([`worktree::create`]).
-    WorktreeCreate(String),
+    /// Claude Code's WorktreeCreate: create the worktree, print its path ([`worktree::create`]).
+    WorktreeCreate(worktree::Request),
     /// Claude Code's WorktreeRemove: remove the worktree at this path when nothing would be lost
     /// ([`worktree::remove`]).
     WorktreeRemove(String),

@@ -42,6 +42,39 @@ const INTEGRATION_FILES: &[&str] = &[
     ".mcp.json",
 ];
 
+/// What a WorktreeCreate payload asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The worktree's name: `name`, which Claude Code 2.1.197 and 2.1.332 send (its hooks
+    /// reference spells it `worktree_name`, read when `name` is missing).
+    pub name: String,
+    /// The directory to create it in (relative to `cwd`), were a payload to name one (the
+    /// reference's `base_path`; neither version sends it): else `.claude/worktrees`.
+    pub base_path: Option<String>,
+    /// The commit to start from, were a payload to name one (the reference's `source_ref`;
+    /// neither version sends it): else `HEAD`.
+    pub source_ref: Option<String>,
+}
+
+impl Request {
+    /// The request in a WorktreeCreate payload.
+    pub fn from_payload(v: &serde_json::Value) -> Request {
+        let field = |k: &str| {
+            v.get(k)
+                .and_then(serde_json::Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        Request {
+            name: field("name")
+                .or_else(|| field("worktree_name"))
+                .unwrap_or_default(),
+            base_path: field("base_path"),
+            source_ref: field("source_ref"),
+        }
+    }
+}
+
 /// A worktree `create` made (or found from an earlier run of the same name).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Created {
@@ -191,9 +224,24 @@ fn worktrees(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// `WorktreeCreate`: create the worktree `name` for a session started in `cwd`, or find the one
 /// an earlier session of that name left. Nothing is written when it fails.
-pub fn create(cwd: &Path, name: &str) -> Result<Created> {
+pub fn create(cwd: &Path, req: &Request) -> Result<Created> {
+    let name = req.name.as_str();
     check_name(name)?;
     let (root, _) = repository(cwd)?;
+    let start = req.source_ref.as_deref().unwrap_or("HEAD");
+    if let Some(r) = &req.source_ref
+        && git(
+            cwd,
+            &["rev-parse", "-q", "--verify", &format!("{r}^{{commit}}")],
+        )?
+        .is_err()
+    {
+        return Err(Error::invalid(
+            Reason::InvalidInput,
+            format!("`{r}` names no commit in this repository; no worktree was created"),
+        )
+        .with_hint("start from a branch or commit that exists"));
+    }
     if git(cwd, &["rev-parse", "-q", "--verify", "HEAD^{commit}"])?.is_err() {
         return Err(Error::invalid(
             Reason::InvalidInput,
@@ -205,7 +253,10 @@ pub fn create(cwd: &Path, name: &str) -> Result<Created> {
         .with_hint("make a first commit (git commit), then start `claude --worktree` again"));
     }
     let flat = name.replace('/', "+");
-    let path = root.join(DIR).join(&flat);
+    let path = match &req.base_path {
+        Some(b) => cwd.join(b).join(&flat),
+        None => root.join(DIR).join(&flat),
+    };
     let branch = format!("{BRANCH_PREFIX}{flat}");
     if path.exists() {
         let path = canonical(&path);
@@ -253,7 +304,7 @@ pub fn create(cwd: &Path, name: &str) -> Result<Created> {
     })?;
     git_ok(
         cwd,
-        &["worktree", "add", "-q", "-b", &branch, target, "HEAD"],
+        &["worktree", "add", "-q", "-b", &branch, target, start],
     )?;
     let path = canonical(&path);
     let copied = copy_untracked(&root, &path)?;

@@ -316,3 +316,38 @@ fn doctor_reports_the_worktree_hooks_and_their_absence() {
             .contains("WorktreeCreate")
     );
 }
+
+/// Claude Code's hooks reference spells the payload `worktree_name`, `base_path` and
+/// `source_ref`, which neither 2.1.197 nor 2.1.332 sends: read when they come.
+#[test]
+fn the_documented_payload_spelling_is_read_too() {
+    let env = TestEnv::new();
+    let app = repo(&env, "app");
+    git(&app, &["branch", "release"]);
+    git(&app, &["commit", "-q", "--allow-empty", "-m", "later"]);
+    let r = env.run_stdin(
+        &["hook", "claude"],
+        &json!({"session_id": "s", "cwd": app, "hook_event_name": "WorktreeCreate",
+                "worktree_name": "doc", "base_path": ".worktrees", "source_ref": "release"})
+        .to_string(),
+    );
+    r.code(0);
+    let path = app.join(".worktrees/doc");
+    assert_eq!(r.stdout, format!("{}\n", path.display()));
+    assert_eq!(
+        git(&path, &["rev-parse", "HEAD"]),
+        git(&app, &["rev-parse", "release"])
+    );
+    let r = env.run_stdin(
+        &["hook", "claude"],
+        &json!({"session_id": "s", "cwd": app, "hook_event_name": "WorktreeCreate",
+                "worktree_name": "bad", "source_ref": "nope"})
+        .to_string(),
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.error_and_hint() && r.stderr.contains("`nope` names no commit"),
+        "{r:?}"
+    );
+    assert!(!app.join(".claude/worktrees/bad").exists());
+}
