@@ -52,7 +52,7 @@ CONDUCTOR_INSTANCE_ID is left to whoever registered it\n\
 .claude/worktrees/NAME on the branch worktree-NAME, registers the session there and prints the path alone; an \
 error (not a repository, the branch exists, ...) is `error:` and `hint:` lines and a non-zero exit\n\
   worktree remove      Claude Code WorktreeRemove: removes the worktree and its branch only when no uncommitted \
-change and no commit missing from every other branch would be lost; otherwise keeps it, says why, and exits 2\n\
+change, no commit missing from every other branch and no other live session's work would be lost; otherwise keeps it, says why, and exits 2\n\
 On an internal error the agent goes on, and the person and the model are told that coordination is off."
 )]
 pub struct HookArgs {
@@ -167,15 +167,30 @@ fn worktree(global: &GlobalArgs, agent: Agent, input: &HookInput, out: &Output) 
             0
         }
         Event::WorktreeRemove(path) => {
-            match hooks::worktree::remove(std::path::Path::new(path)) {
+            let path = std::path::Path::new(path);
+            // The sessions working there keep it too; without the store, git's checks alone.
+            let dir = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            let adopt = adopted_id();
+            let busy = open_store(global, LOCK_WAIT_SECS)
+                .and_then(|store| {
+                    hooks::service::others_in(
+                        &store,
+                        Timestamp::now(),
+                        &session(agent, input, &adopt),
+                        &dir,
+                    )
+                })
+                .unwrap_or_default();
+            let shown = path.display();
+            match hooks::worktree::remove(path, &busy) {
                 Ok(hooks::worktree::Removed::Removed { branch }) => out.status(&format!(
-                    "conductor: removed the worktree {path}{}",
+                    "conductor: removed the worktree {shown}{}",
                     branch
                         .map(|b| format!(" and its branch {b}"))
                         .unwrap_or_default()
                 )),
                 Ok(hooks::worktree::Removed::Gone) => {
-                    out.status(&format!("conductor: {path} is gone already"))
+                    out.status(&format!("conductor: {shown} is gone already"))
                 }
                 Err(e) => return failed(&e),
             }

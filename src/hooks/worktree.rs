@@ -371,8 +371,9 @@ fn copy_untracked(from: &Path, to: &Path) -> Result<Vec<String>> {
 /// `WorktreeRemove`: remove the linked worktree at `path` and its branch, only when nothing
 /// would be lost: no uncommitted change (untracked files included) and no commit that another
 /// branch, remote-tracking branch or tag does not have. Otherwise nothing is deleted and the
-/// error says what is there.
-pub fn remove(path: &Path) -> Result<Removed> {
+/// error says what is there. `busy`: the other sessions working in it
+/// ([`super::service::others_in`]), which keep it too.
+pub fn remove(path: &Path, busy: &[String]) -> Result<Removed> {
     if !path.exists() {
         return Ok(Removed::Gone);
     }
@@ -419,8 +420,16 @@ pub fn remove(path: &Path) -> Result<Removed> {
     args.extend(["--branches".into(), "--remotes".into(), "--tags".into()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let commits: usize = git_ok(&path, &args)?.trim().parse().unwrap_or(usize::MAX);
-    if !changed.is_empty() || commits > 0 {
+    if !changed.is_empty() || commits > 0 || !busy.is_empty() {
         let mut what = Vec::new();
+        if !busy.is_empty() {
+            what.push(format!(
+                "{} other live session{} working in it ({})",
+                busy.len(),
+                if busy.len() == 1 { "" } else { "s" },
+                busy.join(", ")
+            ));
+        }
         if !changed.is_empty() {
             let shown: Vec<&str> = changed.iter().take(3).map(String::as_str).collect();
             let more = if changed.len() > 3 { ", ..." } else { "" };
@@ -450,7 +459,7 @@ pub fn remove(path: &Path) -> Result<Removed> {
             ),
         )
         .with_hint(format!(
-            "commit and merge (or push) the work, then `git worktree remove {}`; to throw it away, `git worktree remove --force {}`",
+            "finish the sessions working in it (conductor done), commit and merge (or push) the work, then `git worktree remove {}`; to throw it away, `git worktree remove --force {}`",
             path.display(),
             path.display()
         )));

@@ -22,10 +22,10 @@ fn create(env: &TestEnv, cwd: &Path, session: &str, name: &str) -> Run {
     )
 }
 
-fn remove(env: &TestEnv, path: &Path) -> Run {
+fn remove(env: &TestEnv, path: &Path, session: &str) -> Run {
     env.run_stdin(
         &["hook", "claude"],
-        &json!({"session_id": "s", "cwd": path, "hook_event_name": "WorktreeRemove",
+        &json!({"session_id": session, "cwd": path, "hook_event_name": "WorktreeRemove",
                 "worktree_path": path})
         .to_string(),
     )
@@ -179,7 +179,7 @@ fn worktree_remove_deletes_only_a_worktree_whose_work_is_safe_elsewhere() {
 
     // An untracked file: kept, and said so in one error line and a hint.
     std::fs::write(path.join("notes.txt"), "mine\n").unwrap();
-    let r = remove(&env, &path);
+    let r = remove(&env, &path, "sess-1");
     r.code(2);
     assert!(r.error_and_hint(), "{r:?}");
     assert!(
@@ -195,7 +195,7 @@ fn worktree_remove_deletes_only_a_worktree_whose_work_is_safe_elsewhere() {
     // A commit no other branch has: kept, branch and all.
     std::fs::write(path.join("src/x.rs"), "fn fixed() {}\n").unwrap();
     git(&path, &["commit", "-q", "-am", "fix"]);
-    let r = remove(&env, &path);
+    let r = remove(&env, &path, "sess-1");
     r.code(2);
     assert!(r.error_and_hint(), "{r:?}");
     assert!(
@@ -208,7 +208,7 @@ fn worktree_remove_deletes_only_a_worktree_whose_work_is_safe_elsewhere() {
 
     // Merged: the worktree and its branch go, the commit stays on main.
     git(&app, &["merge", "-q", "worktree-fix"]);
-    remove(&env, &path).code(0);
+    remove(&env, &path, "sess-1").code(0);
     assert!(!path.exists());
     assert_eq!(listed(&app), [app.display().to_string()]);
     assert!(
@@ -221,15 +221,30 @@ fn worktree_remove_deletes_only_a_worktree_whose_work_is_safe_elsewhere() {
         "fn fixed() {}\n"
     );
     // Gone already: nothing to do.
-    remove(&env, &path).code(0);
+    remove(&env, &path, "sess-1").code(0);
 
     // No commits at all, nothing changed: removed.
+    // ... unless another live session works in it.
     create(&env, &app, "sess-2", "idle").code(0);
-    remove(&env, &app.join(".claude/worktrees/idle")).code(0);
+    let idle = app.join(".claude/worktrees/idle");
+    let busy = env.run_in(&idle, &["--json", "start", "busy", "--priority", "P2"]);
+    let busy = busy.json()["instance_id"].as_str().unwrap().to_string();
+    let r = remove(&env, &idle, "sess-2");
+    r.code(2);
+    assert!(r.error_and_hint(), "{r:?}");
+    assert!(
+        r.stderr.contains(&format!(
+            "1 other live session working in it ({busy} (task \"busy\"))"
+        )),
+        "{r:?}"
+    );
+    assert!(idle.is_dir());
+    env.run(&["done", "--instance", &busy]).code(0);
+    remove(&env, &idle, "sess-2").code(0);
     assert_eq!(listed(&app).len(), 1);
 
     // The main worktree is never removed.
-    let r = remove(&env, &app);
+    let r = remove(&env, &app, "sess-1");
     r.code(2);
     assert!(r.error_and_hint(), "{r:?}");
     assert!(r.stderr.contains("is not a linked git worktree"), "{r:?}");
