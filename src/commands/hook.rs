@@ -472,6 +472,14 @@ fn session_start(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result
     let me = state.instance(&id).expect("registered above");
     let enforce = config.enforce.unwrap_or_default();
     let mut context = hooks::session_context(&state, me, enforce, resumed, now, &live);
+    // A session in one of several worktrees of a repository is told so.
+    let mut norm = PathNormalizer::new(dir.clone());
+    if norm.normalize(&format!("{}/", dir.display())).is_ok()
+        && let Some(w) = hooks::worktree::context(norm.worktrees(), &dir)
+    {
+        context.push(' ');
+        context.push_str(&w);
+    }
     if adopted {
         context = context.replacen(
             "registered as",

@@ -473,6 +473,34 @@ pub fn remove(path: &Path, busy: &[String]) -> Result<Removed> {
     Ok(Removed::Removed { branch })
 }
 
+/// What a session that starts in `dir` is told when `dir` is one of several worktrees of a
+/// repository (`trees`: what was found for it): its worktree and branch, the others, and that
+/// claims cover them all.
+pub fn context(trees: &crate::protocol::worktrees::Worktrees, dir: &Path) -> Option<String> {
+    let key = format!("{}/", dir.display().to_string().trim_end_matches('/'));
+    let (me, _) = trees.of(&key)?;
+    let others = trees.siblings(&key);
+    if others.is_empty() {
+        return None;
+    }
+    let name = |t: &crate::protocol::worktrees::Worktree| {
+        format!(
+            "{} (branch {})",
+            t.root.trim_end_matches('/'),
+            t.branch.as_deref().unwrap_or("unknown")
+        )
+    };
+    let shown: Vec<String> = others.iter().take(8).map(|t| name(t)).collect();
+    Some(format!(
+        "This session works in the git worktree {}; the repository's other worktrees: {}{}. A claim \
+         covers the same path in every worktree of the repository: a file another session holds in \
+         any of them is refused here too.",
+        name(me),
+        shown.join(", "),
+        if others.len() > 8 { ", ..." } else { "" }
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

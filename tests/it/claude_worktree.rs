@@ -126,6 +126,14 @@ fn worktree_create_makes_a_git_worktree_registers_the_session_and_prints_its_pat
     );
     s.code(0);
     assert!(s.stdout.contains(&id), "{s:?}");
+    assert!(
+        s.stdout.contains(&format!(
+            "This session works in the git worktree {} (branch worktree-feature+x); the repository's other worktrees: {} (branch main).",
+            path.display(),
+            app.display()
+        )),
+        "{s:?}"
+    );
     assert_eq!(instances_of(&env, "sess-1").len(), 1);
 
     // `claude --worktree feature/x` again: the same worktree, nothing new.

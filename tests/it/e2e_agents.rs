@@ -993,6 +993,18 @@ fn claude_code_in_its_own_worktree_is_registered_there_and_refused_a_file_held_i
             "the refusal, with the holder's worktree, is not in the tool result: {body}"
         ))
     );
+    // The model was told at the session's start where it works.
+    let first = run.request(0).unwrap_or_default();
+    assert!(
+        first.contains(&format!(
+            "This session works in the git worktree {} (branch worktree-feat)",
+            wt.display()
+        )),
+        "{}",
+        log(&format!(
+            "the session's context names its worktree: {first}"
+        ))
+    );
     // The worktree is git's, on Claude Code's branch, and the live session is registered there.
     assert!(
         git(&project, &["worktree", "list"]).contains(&format!("{} ", wt.display())),
