@@ -269,8 +269,11 @@ fn bad_worktree_input_is_one_error_line_and_a_hint_with_nothing_written() {
     std::fs::create_dir_all(app.join(".claude/worktrees/squat")).unwrap();
     std::fs::write(app.join(".claude/worktrees/squat/keep.txt"), "x").unwrap();
     let plain = env.dir("plain");
+    let bare = env.dir("bare.git");
+    git(&bare, &["init", "-q", "--bare"]);
 
-    let cases: [(&Path, &str, &str); 5] = [
+    let cases: [(&Path, &str, &str); 6] = [
+        (&bare, "x", "is a bare repository"),
         (&plain, "x", "is not inside a git repository"),
         (&app, "taken", "the branch `worktree-taken` exists already"),
         (&empty, "x", "has no commits yet"),
