@@ -48,6 +48,11 @@ the command writes (parsed as bash: redirections, sed -i, tee, cp, mv, rm, git c
 are decided as for an edit\n\
   session end          releases the session's claims, recorded as done (abandoned); an instance adopted from \
 CONDUCTOR_INSTANCE_ID is left to whoever registered it\n\
+  worktree create      Claude Code WorktreeCreate (`claude --worktree NAME`): creates the worktree with git at \
+.claude/worktrees/NAME on the branch worktree-NAME, registers the session there and prints the path alone; an \
+error (not a repository, the branch exists, ...) is `error:` and `hint:` lines and a non-zero exit\n\
+  worktree remove      Claude Code WorktreeRemove: removes the worktree and its branch only when no uncommitted \
+change, no commit missing from every other branch and no other live session's work would be lost; otherwise keeps it, says why, and exits 2\n\
 On an internal error the agent goes on, and the person and the model are told that coordination is off."
 )]
 pub struct HookArgs {
@@ -78,6 +83,14 @@ pub fn run(global: &GlobalArgs, args: HookArgs, _out: &Output) -> Result<u8> {
                 )),
             ),
             Ok(input) if steps_aside(agent, &args, &input) => hooks::Answer::default(),
+            Ok(input)
+                if matches!(
+                    input.event,
+                    Event::WorktreeCreate(_) | Event::WorktreeRemove(_)
+                ) =>
+            {
+                return Ok(worktree(global, agent, &input, _out));
+            }
             Ok(input) if let Some(v) = workflow_rules(global, &text, &input) => {
                 agent.render(&input.event_name, &v)
             }
@@ -103,6 +116,88 @@ pub fn run(global: &GlobalArgs, args: HookArgs, _out: &Output) -> Result<u8> {
         let _ = writeln!(std::io::stderr().lock(), "{}", answer.stderr);
     }
     Ok(answer.code)
+}
+
+/// Claude Code's WorktreeCreate and WorktreeRemove, which answer unlike every other hook: the
+/// created worktree's path alone on stdout, a failure as `error:` and `hint:` lines on stderr
+/// and a non-zero exit (Claude Code then creates nothing, or keeps the worktree).
+fn worktree(global: &GlobalArgs, agent: Agent, input: &HookInput, out: &Output) -> u8 {
+    let failed = |e: &Error| {
+        out.error(e);
+        e.exit_code()
+    };
+    match &input.event {
+        Event::WorktreeCreate(req) => {
+            let created = session_dir(input).and_then(|cwd| hooks::worktree::create(&cwd, req));
+            let created = match created {
+                Ok(c) => c,
+                Err(e) => return failed(&e),
+            };
+            // The session Claude Code starts there is registered with the worktree now (its
+            // SessionStart finds it); a session that has an instance already (a subagent's
+            // worktree) keeps it as it is.
+            let registered = require_session(input).and_then(|()| {
+                let store = open_store(global, LOCK_WAIT_SECS)?;
+                let adopt = adopted_id();
+                hooks::service::start_session(
+                    &store,
+                    Timestamp::now(),
+                    &session(agent, input, &adopt),
+                    &created.path,
+                )
+            });
+            match registered {
+                Ok(s) => out.status(&format!(
+                    "conductor: {} the worktree {} (branch {}) for {}",
+                    if created.resumed {
+                        "reusing"
+                    } else {
+                        "created"
+                    },
+                    created.path.display(),
+                    created.branch,
+                    s.instance_id
+                )),
+                Err(e) => out.warn(&format!(
+                    "the worktree {} was created but the session was not registered yet: {e}",
+                    created.path.display()
+                )),
+            }
+            let _ = writeln!(std::io::stdout().lock(), "{}", created.path.display());
+            0
+        }
+        Event::WorktreeRemove(path) => {
+            let path = std::path::Path::new(path);
+            // The sessions working there keep it too; without the store, git's checks alone.
+            let dir = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            let adopt = adopted_id();
+            let busy = open_store(global, LOCK_WAIT_SECS)
+                .and_then(|store| {
+                    hooks::service::others_in(
+                        &store,
+                        Timestamp::now(),
+                        &session(agent, input, &adopt),
+                        &dir,
+                    )
+                })
+                .unwrap_or_default();
+            let shown = path.display();
+            match hooks::worktree::remove(path, &busy) {
+                Ok(hooks::worktree::Removed::Removed { branch }) => out.status(&format!(
+                    "conductor: removed the worktree {shown}{}",
+                    branch
+                        .map(|b| format!(" and its branch {b}"))
+                        .unwrap_or_default()
+                )),
+                Ok(hooks::worktree::Removed::Gone) => {
+                    out.status(&format!("conductor: {shown} is gone already"))
+                }
+                Err(e) => return failed(&e),
+            }
+            0
+        }
+        _ => 0,
+    }
 }
 
 /// A workflow worker's tool call against its session's safety rules (issue 11): the supervisor
@@ -333,6 +428,8 @@ fn handle(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result<Verdic
         Event::AfterEdit(files) => edit(global, agent, input, files, true),
         Event::Activity => activity(global, agent, input),
         Event::SessionEnd(reason) => session_end(global, agent, input, reason.as_deref()),
+        // Answered before any verdict (`worktree`).
+        Event::WorktreeCreate(_) | Event::WorktreeRemove(_) => Ok(Verdict::default()),
     }
 }
 
@@ -375,6 +472,14 @@ fn session_start(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result
     let me = state.instance(&id).expect("registered above");
     let enforce = config.enforce.unwrap_or_default();
     let mut context = hooks::session_context(&state, me, enforce, resumed, now, &live);
+    // A session in one of several worktrees of a repository is told so.
+    let mut norm = PathNormalizer::new(dir.clone());
+    if norm.normalize(&format!("{}/", dir.display())).is_ok()
+        && let Some(w) = hooks::worktree::context(norm.worktrees(), &dir)
+    {
+        context.push(' ');
+        context.push_str(&w);
+    }
     if adopted {
         context = context.replacen(
             "registered as",

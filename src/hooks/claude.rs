@@ -6,7 +6,9 @@
 //! person, `hookSpecificOutput.additionalContext` is given to the model (PreToolUse, PostToolUse,
 //! UserPromptSubmit, SessionStart), and PreToolUse's `hookSpecificOutput.permissionDecision`
 //! (`allow`, `deny`, `ask`) with `permissionDecisionReason` decides the tool call. Stderr on exit 0
-//! only reaches the debug log, so conductor never relies on it.
+//! only reaches the debug log, so conductor never relies on it. `WorktreeCreate` and
+//! `WorktreeRemove` answer differently (a path on stdout, a failure by exit status): see
+//! [`super::worktree`].
 
 use serde_json::{Map, Value, json};
 
@@ -34,6 +36,8 @@ pub fn parse(text: &str) -> Result<HookInput, String> {
         },
         "PostToolUse" | "UserPromptSubmit" | "Stop" => Event::Activity,
         "SessionEnd" => Event::SessionEnd(Some(str_field(&v, "reason").to_string())),
+        "WorktreeCreate" => Event::WorktreeCreate(super::worktree::Request::from_payload(&v)),
+        "WorktreeRemove" => Event::WorktreeRemove(str_field(&v, "worktree_path").to_string()),
         _ => Event::Ignore,
     };
     Ok(HookInput {
@@ -110,6 +114,23 @@ mod tests {
             .unwrap();
         assert_eq!(p.event, Event::Activity);
         assert!(parse("[1]").is_err());
+        let p = parse(
+            r#"{"session_id":"s","cwd":"/w","hook_event_name":"WorktreeCreate","name":"a/b"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            p.event,
+            Event::WorktreeCreate(crate::hooks::worktree::Request {
+                name: "a/b".into(),
+                base_path: None,
+                source_ref: None
+            })
+        );
+        let p = parse(
+            r#"{"session_id":"s","hook_event_name":"WorktreeRemove","worktree_path":"/w/x"}"#,
+        )
+        .unwrap();
+        assert_eq!(p.event, Event::WorktreeRemove("/w/x".into()));
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod pi;
 pub mod service;
 pub mod shell;
 pub mod version;
+pub mod worktree;
 
 use std::path::Path;
 
@@ -125,6 +126,11 @@ pub enum Event {
     Activity,
     /// The session ends: release its claims.
     SessionEnd(Option<String>),
+    /// Claude Code's WorktreeCreate: create the worktree, print its path ([`worktree::create`]).
+    WorktreeCreate(worktree::Request),
+    /// Claude Code's WorktreeRemove: remove the worktree at this path when nothing would be lost
+    /// ([`worktree::remove`]).
+    WorktreeRemove(String),
     /// Nothing for conductor to do.
     Ignore,
 }

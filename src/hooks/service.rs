@@ -299,6 +299,25 @@ pub fn end_session(
     })
 }
 
+/// The other live instances working in `dir` or below it (not the session's own): a worktree
+/// they work in is not removed under them. Each as `ID (task "TASK")`.
+pub fn others_in(
+    store: &Store,
+    now: Timestamp,
+    session: &Session,
+    dir: &Path,
+) -> Result<Vec<String>> {
+    let st = crate::protocol::read_unvalidated(store, now)?;
+    let mine = session.mine(&st).map(|i| i.id.clone());
+    Ok(st
+        .instances
+        .iter()
+        .filter(|i| Some(&i.id) != mine.as_ref())
+        .filter(|i| Path::new(&i.working_directory).starts_with(dir))
+        .map(|i| format!("{} (task \"{}\")", i.id, i.task))
+        .collect())
+}
+
 /// Register a new instance for the session, naming its agent.
 fn register(
     st: &mut State,

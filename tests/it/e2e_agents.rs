@@ -917,3 +917,153 @@ fn pi_in_an_untrusted_project_is_reported_and_integrate_makes_it_enforced() {
     assert!(body.contains(&refusal), "{body}");
     assert_eq!(std::fs::read_to_string(&held).unwrap(), "held\n");
 }
+
+/// Issue 32: Claude Code started in a worktree of its own (`claude -p --worktree NAME`; `-p`
+/// skips the workspace trust dialog that an interactive `--worktree` needs). conductor's
+/// WorktreeCreate hook makes the worktree with git and prints its path; Claude Code starts the
+/// session there with the settings conductor copied into it (the project's integration is not
+/// committed, so git alone would not bring it), and the session is registered with that
+/// worktree while it runs. Its edit of `held.txt`, which a session in the main checkout holds,
+/// is refused, with the holder, its worktree and its branch in the tool result the model gets.
+#[test]
+fn claude_code_in_its_own_worktree_is_registered_there_and_refused_a_file_held_in_another() {
+    use crate::worktrees::git;
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let mut a = agent("claude", &run);
+    let cli = pinned(a.cli, a.version);
+    let project = env.project.clone();
+    std::fs::write(project.join("held.txt"), "held\n").unwrap();
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["add", "held.txt"]);
+    git(&project, &["commit", "-q", "-m", "init"]);
+    let other = env.start("other-task", "P2");
+    let held = env.abs("held.txt");
+    env.run(&["claim", "--instance", &other, &held]).code(0);
+    env.run(&["integrate", "claude"]).code(0);
+
+    let wt = project.join(".claude/worktrees/feat");
+    let wt_held = wt.join("held.txt").display().to_string();
+    let gate = run.file("gate-end");
+    let mut end = json!({"text": "finished"});
+    end["wait_for"] = json!(gate.display().to_string());
+    let steps = vec![
+        call("Read", json!({"file_path": wt_held})),
+        call(
+            "Edit",
+            json!({"file_path": wt_held, "old_string": "held", "new_string": "changed"}),
+        ),
+        end,
+    ];
+    a.args.extend(["--worktree".into(), "feat".into()]);
+    let mut child = launch(&run, &a, &cli, steps);
+    let log = |what: &str| {
+        format!(
+            "{what}\n--- agent stdout\n{}\n--- agent stderr\n{}\n--- server\n{}",
+            std::fs::read_to_string(run.file("agent.out")).unwrap_or_default(),
+            std::fs::read_to_string(run.file("agent.err")).unwrap_or_default(),
+            std::fs::read_to_string(run.file("server.log")).unwrap_or_default(),
+        )
+    };
+    let deadline = Instant::now() + RUN_LIMIT;
+    // The request after the edit: the model has the edit's result.
+    let body = loop {
+        if let Some(b) = run.request(2) {
+            break b;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "{}",
+                log(&format!("exited ({status}) before the edit's result"))
+            );
+        }
+        if Instant::now() > deadline {
+            kill(&mut child);
+            panic!("{}", log("no request after the edit"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        body.contains(&format!("{wt_held} (as {held} in the worktree"))
+            && body.contains(&format!("is claimed by {other}")),
+        "{}",
+        log(&format!(
+            "the refusal, with the holder's worktree, is not in the tool result: {body}"
+        ))
+    );
+    // The model was told at the session's start where it works.
+    let first = run.request(0).unwrap_or_default();
+    assert!(
+        first.contains(&format!(
+            "This session works in the git worktree {} (branch worktree-feat)",
+            wt.display()
+        )),
+        "{}",
+        log(&format!(
+            "the session's context names its worktree: {first}"
+        ))
+    );
+    // The worktree is git's, on Claude Code's branch, and the live session is registered there.
+    assert!(
+        git(&project, &["worktree", "list"]).contains(&format!("{} ", wt.display())),
+        "{}",
+        log("the worktree is listed by git")
+    );
+    assert_eq!(
+        git(&wt, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        "worktree-feat"
+    );
+    let state = env.state();
+    let mine: Vec<&Value> = state["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["id"] != json!(other))
+        .collect();
+    assert_eq!(mine.len(), 1, "{}", log(&format!("one session: {state}")));
+    assert_eq!(
+        mine[0]["working_directory"],
+        json!(wt.display().to_string()),
+        "{}",
+        log(&format!(
+            "the session is registered with its worktree: {state}"
+        ))
+    );
+    assert_eq!(mine[0]["agent"], "claude");
+    let status = env.run(&["status"]);
+    assert!(
+        status.stdout.contains(&format!("in {}", wt.display())),
+        "{status:?}"
+    );
+    std::fs::write(&gate, "").unwrap();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            assert!(status.success(), "{}", log(&format!("exit {status}")));
+            break;
+        }
+        if Instant::now() > deadline {
+            kill(&mut child);
+            panic!("{}", log("did not exit after its last answer"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        std::fs::read_to_string(wt.join("held.txt")).unwrap(),
+        "held\n"
+    );
+    assert_eq!(std::fs::read_to_string(&held).unwrap(), "held\n");
+    // `claude -p` leaves its worktree (no WorktreeRemove), and its session ended.
+    assert!(wt.join("held.txt").is_file());
+    let ended = env.state();
+    assert!(
+        ended["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["id"] == json!(other)),
+        "{}",
+        log(&format!("the session ended: {ended}"))
+    );
+}

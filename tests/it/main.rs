@@ -6,6 +6,7 @@ mod agents;
 mod agree;
 mod backends;
 mod claims;
+mod claude_worktree;
 mod corrupt;
 mod crash;
 mod disk_full;
