@@ -65,7 +65,31 @@ pub struct DoneOutcome {
 
 /// Register a task after the priority gate.
 pub fn start(store: &Store, now: Timestamp, req: StartRequest) -> Result<StartOutcome> {
-    let dir = working_directory(req.working_directory.as_deref().map(Path::new))?;
+    start_in(store, now, req, None).map(|(o, _)| o)
+}
+
+/// A worktree `start --worktree` made for the session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MadeWorktree {
+    /// Its directory (absolute, symlinks resolved): the session's working directory.
+    pub path: String,
+    pub branch: String,
+}
+
+/// [`start`], in a new git worktree and branch when `worktree` is `Some(name)` (`None` inside:
+/// a generated name): see [`super::session_tree`]. Every check is made before anything is
+/// written; a session that is not registered (the gate, an error) takes its worktree back.
+pub fn start_in(
+    store: &Store,
+    now: Timestamp,
+    mut req: StartRequest,
+    worktree: Option<Option<&str>>,
+) -> Result<(StartOutcome, Option<MadeWorktree>)> {
+    let mut dir = working_directory(req.working_directory.as_deref().map(Path::new))?;
+    let plan = match worktree {
+        Some(name) => Some(super::session_tree::plan(Path::new(&dir), name)?),
+        None => None,
+    };
     let drift = match gate(store, &dir, &req.task, req.priority, &req.override_reason)? {
         Gated::Pass { drift } => drift,
         Gated::Blocked { message, options } => {
@@ -77,9 +101,38 @@ pub fn start(store: &Store, now: Timestamp, req: StartRequest) -> Result<StartOu
                 payload: json!({"task": req.task, "priority": req.priority, "reason": message}),
             };
             store.append_events(now, vec![ev])?;
-            return Ok(StartOutcome::Blocked { message, options });
+            return Ok((StartOutcome::Blocked { message, options }, None));
         }
     };
+    let made = match &plan {
+        Some(p) => {
+            let path = super::session_tree::create(p)?;
+            dir = path.to_string_lossy().into_owned();
+            req.working_directory = Some(dir.clone());
+            Some(MadeWorktree {
+                path: dir.clone(),
+                branch: p.branch.clone(),
+            })
+        }
+        None => None,
+    };
+    let started = start_registered(store, now, req, dir, drift, plan.as_ref(), made.as_ref());
+    if let (Err(_), Some(p), Some(m)) = (&started, &plan, &made) {
+        super::session_tree::undo(p, Path::new(&m.path));
+    }
+    Ok((started?, made))
+}
+
+/// Register the task that passed the gate (in the worktree `made` from `plan`, if any).
+fn start_registered(
+    store: &Store,
+    now: Timestamp,
+    req: StartRequest,
+    dir: String,
+    drift: Option<String>,
+    plan: Option<&super::session_tree::Plan>,
+    made: Option<&MadeWorktree>,
+) -> Result<StartOutcome> {
     let source = req
         .source
         .unwrap_or_else(|| local::detect_source(|k| std::env::var(k).ok()));
@@ -100,7 +153,31 @@ pub fn start(store: &Store, now: Timestamp, req: StartRequest) -> Result<StartOu
     let session_instance = std::env::var("CONDUCTOR_INSTANCE_ID")
         .ok()
         .filter(|s| !s.is_empty());
-    let instance_id = super::transact(store, now, |st, fx| {
+    let instance_id = super::transact_tx(store, now, |st, fx, tx| {
+        if let (Some(p), Some(m)) = (plan, made) {
+            // A new worktree is a new session's, never a hooked session's retask.
+            let id = ops::start(
+                st,
+                new.clone(),
+                recorded.clone(),
+                crate::host::random_hex6,
+                now,
+                fx,
+            );
+            if let Some(me) = st.instance_mut(&id) {
+                me.terminal_session = crate::host::session_id();
+            }
+            let mut doc: super::landing::LandingDoc = tx.read()?;
+            doc.created.push(super::landing::Created {
+                instance_id: id.clone(),
+                worktree: m.path.clone(),
+                branch: m.branch.clone(),
+                repo: p.repo.clone(),
+                created_at: now,
+            });
+            tx.write(&doc)?;
+            return Ok(id);
+        }
         if let Some(id) = session_instance.clone()
             && st.instance(&id).is_some_and(|i| i.session_id.is_some())
         {
@@ -243,16 +320,152 @@ pub fn claim_as(
     caller: &Caller,
     req: &ClaimRequest,
 ) -> Result<(String, ClaimOutcome)> {
-    let live =
-        ProcessTable::new().with_max_age(crate::config::read(store)?.default_max_age_minutes);
-    super::transact(store, now, |st, fx| {
+    let config = crate::config::read(store)?;
+    let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
+    let block = blocks_landing(&config, req.force.as_deref());
+    let (id, mut outcome, found) = super::transact_tx(store, now, |st, fx, tx| {
         let (id, mut paths) =
             resolve_with_paths(store, caller, st, &req.instance_id, &[&req.files])?;
         let files = paths.remove(0);
         // A waiter whose process is gone takes its pending conflict with it.
         ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
+        let (files, found) = landing_in_tx(tx, st, &files, block)?;
         let outcome = ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)?;
-        Ok((id, outcome))
+        Ok((id, outcome, found))
+    })?;
+    settle_claim(store, now, caller, &id, &mut outcome, found, &live)?;
+    Ok((id, outcome))
+}
+
+/// True when a landing file refuses a claim: `enforce = "block-foreign"`, and no `--force`.
+fn blocks_landing(config: &crate::config::Config, force: Option<&str>) -> bool {
+    config.enforce == Some(crate::config::Enforce::BlockForeign) && force.is_none()
+}
+
+/// The landing entries a claim's files hit, as the transaction saw them.
+#[derive(Debug, Default)]
+struct LandingFound {
+    entries: Vec<super::landing::Landing>,
+    /// The hits, each with its entry's index in `entries`.
+    hits: Vec<(usize, super::landing::Hit)>,
+}
+
+/// Inside a claim's transaction: which of `files` a landing branch of another worktree holds
+/// (`landing.json`, one read; no git). When `block`, those are left out of the files to claim
+/// (returned first) and marked refused.
+fn landing_in_tx(
+    tx: &mut crate::store::Tx,
+    st: &State,
+    files: &[String],
+    block: bool,
+) -> Result<(Vec<String>, LandingFound)> {
+    let doc: super::landing::LandingDoc = tx.read()?;
+    let mut hits = super::landing::hits(&doc, &st.repos, files);
+    if hits.is_empty() {
+        return Ok((files.to_vec(), LandingFound::default()));
+    }
+    for (_, h) in &mut hits {
+        h.refused = block;
+    }
+    let keep: Vec<String> = files
+        .iter()
+        .filter(|f| !block || !hits.iter().any(|(_, h)| &h.file == *f))
+        .cloned()
+        .collect();
+    Ok((
+        keep,
+        LandingFound {
+            entries: doc.landing,
+            hits,
+        },
+    ))
+}
+
+/// After a claim's transaction, outside the lock: ask git whether the branches its files hit
+/// have landed (only those; rare), drop the ones that did (with their history lines), claim the
+/// files a landed branch was refusing, and report the rest in `outcome.landing`.
+fn settle_claim(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    id: &str,
+    outcome: &mut ops::ClaimOutcome,
+    found: LandingFound,
+    live: &ProcessTable,
+) -> Result<()> {
+    if found.hits.is_empty() {
+        return Ok(());
+    }
+    let gone = settle_landing(store, now, &found)?;
+    let mut freed = Vec::new();
+    for (i, h) in found.hits {
+        if gone.contains(&i) {
+            if h.refused {
+                freed.push(h.file);
+            }
+        } else {
+            outcome.landing.push(h);
+        }
+    }
+    if freed.is_empty() {
+        return Ok(());
+    }
+    let more = super::transact(store, now, |st, fx| {
+        let (_, mut paths) =
+            resolve_with_paths(store, caller, st, &Some(id.to_string()), &[&freed])?;
+        ops::claim(st, id, &paths.remove(0), None, now, live, fx)
+    })?;
+    outcome.claimed.extend(more.claimed);
+    outcome.conflicts.extend(more.conflicts);
+    outcome.tokens.extend(more.tokens);
+    Ok(())
+}
+
+/// Ask git about each landing entry `found` hit (never under the lock); drop the ones that
+/// landed from `landing.json`, writing their history lines. Returns their indexes.
+fn settle_landing(store: &Store, now: Timestamp, found: &LandingFound) -> Result<Vec<usize>> {
+    let mut used: Vec<usize> = found.hits.iter().map(|(i, _)| *i).collect();
+    used.sort_unstable();
+    used.dedup();
+    let landed: Vec<(usize, super::session_tree::Landed)> = used
+        .into_iter()
+        .filter_map(|i| super::session_tree::landed(&found.entries[i]).map(|l| (i, l)))
+        .collect();
+    if landed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let entries: Vec<(super::landing::Landing, super::session_tree::Landed)> = landed
+        .iter()
+        .map(|(i, l)| (found.entries[*i].clone(), *l))
+        .collect();
+    drop_landed(store, now, &entries)?;
+    Ok(landed.into_iter().map(|(i, _)| i).collect())
+}
+
+/// Remove landed branches from `landing.json`, each with a history line saying how it landed.
+pub fn drop_landed(
+    store: &Store,
+    now: Timestamp,
+    landed: &[(super::landing::Landing, super::session_tree::Landed)],
+) -> Result<()> {
+    super::transact_tx(store, now, |_, fx, tx| {
+        let mut doc: super::landing::LandingDoc = tx.read()?;
+        for (e, how) in landed {
+            let same = |x: &super::landing::Landing| {
+                x.repo == e.repo && x.branch == e.branch && x.instance_id == e.instance_id
+            };
+            if let Some(pos) = doc.landing.iter().position(same) {
+                let cur = doc.landing.remove(pos);
+                fx.push(Effect::History(super::landing::history(
+                    &cur,
+                    &cur.files,
+                    &how.how(&cur.base),
+                    now,
+                )));
+            }
+        }
+        tx.write_if_changed(&doc)?;
+        Ok(())
     })
 }
 
@@ -319,7 +532,12 @@ pub fn claim_step(
     live: &ProcessTable,
     acting: Acting,
 ) -> Result<Stepped> {
-    super::transact(store, now, |st, fx| {
+    let block = match step {
+        Step::Plain { force } => blocks_landing(&crate::config::read(store)?, force),
+        // A waiting claim waits for holders, not for branches to land: a notice only.
+        Step::Enqueue { .. } => false,
+    };
+    let (mut stepped, found) = super::transact_tx(store, now, |st, fx, tx| {
         let Some(explicit) = acting.explicit(st, &req.instance_id, now, fx)? else {
             return Err(Error::invalid(
                 Reason::NoInstance,
@@ -328,17 +546,24 @@ pub fn claim_step(
         };
         let (id, mut paths) = resolve_with_paths(store, caller, st, &explicit, &[&req.files])?;
         let files = paths.remove(0);
+        let (to_claim, found) = landing_in_tx(tx, st, &files, block)?;
         let outcome = match step {
-            Step::Enqueue { pid } => claim_or_enqueue(st, &id, &files, pid, now, live, fx)?,
-            Step::Plain { force } => ops::claim(st, &id, &files, force, now, live, fx)?,
+            Step::Enqueue { pid } => claim_or_enqueue(st, &id, &to_claim, pid, now, live, fx)?,
+            Step::Plain { force } => ops::claim(st, &id, &to_claim, force, now, live, fx)?,
         };
-        Ok(Stepped {
-            instance_id: id,
-            files,
-            outcome,
-            state: st.clone(),
-        })
-    })
+        Ok((
+            Stepped {
+                instance_id: id,
+                files,
+                outcome,
+                state: st.clone(),
+            },
+            found,
+        ))
+    })?;
+    let id = stepped.instance_id.clone();
+    settle_claim(store, now, caller, &id, &mut stepped.outcome, found, live)?;
+    Ok(stepped)
 }
 
 /// A cancelled wait: `id` leaves the queues of `files` and forgets the conflicts the wait was
