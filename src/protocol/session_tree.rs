@@ -57,6 +57,7 @@ pub fn plan(dir: &Path, name: Option<&str>) -> Result<Plan> {
         &["rev-parse", "--path-format=absolute", "--git-common-dir"],
     )?
     .map(text)
+    .map(canonical)
     .ok_or_else(|| git_failed("rev-parse --git-common-dir", dir))?;
     if git(dir, &["rev-parse", "-q", "--verify", "HEAD^{commit}"])?.is_none() {
         return Err(Error::invalid(
@@ -131,6 +132,13 @@ fn main_checkout(repo: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().trim_end_matches(".git").to_string())
         .unwrap_or_default();
     repo.parent().unwrap_or(repo).join(name)
+}
+
+/// `p` with symlinks resolved, as the worktree finder names repositories.
+fn canonical(p: String) -> String {
+    std::fs::canonicalize(&p)
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or(p)
 }
 
 fn git_failed(what: &str, dir: &Path) -> Error {
@@ -231,13 +239,13 @@ pub fn inspect(dir: &Path, base: Option<&str>) -> Option<Finish> {
     let root = git(dir, &["rev-parse", "--show-toplevel"]).ok()??;
     let root = PathBuf::from(text(root));
     let root = std::fs::canonicalize(&root).unwrap_or(root);
-    let repo = text(
+    let repo = canonical(text(
         git(
             dir,
             &["rev-parse", "--path-format=absolute", "--git-common-dir"],
         )
         .ok()??,
-    );
+    ));
     let branch = git(dir, &["symbolic-ref", "-q", "--short", "HEAD"])
         .ok()
         .flatten()

@@ -61,6 +61,27 @@ pub struct DoneOutcome {
     pub outcome: Outcome,
     /// The files it held, now released.
     pub released: Vec<String>,
+    /// The worktree `start --worktree` made for it: removed, or kept and why.
+    pub worktree: Option<TreeFate>,
+    /// Its branch's files, reserved until the branch lands ([`super::landing`]).
+    pub landing: Option<super::landing::Landing>,
+}
+
+/// What became of a session's own worktree at `done`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TreeFate {
+    /// Its branch was merged or had no changes: the worktree and the branch were removed.
+    Removed { path: String, branch: String },
+    /// Kept: `ahead` commits not in `base`, `dirty` uncommitted files; or `why` it could not be
+    /// removed.
+    Kept {
+        path: String,
+        branch: String,
+        base: Option<String>,
+        ahead: usize,
+        dirty: usize,
+        why: Option<String>,
+    },
 }
 
 /// Register a task after the priority gate.
@@ -606,7 +627,13 @@ pub fn release_as(
 ) -> Result<Vec<String>> {
     let listed = req.files.clone().unwrap_or_default();
     let force = req.force == Some(true);
-    super::transact(store, now, |st, fx| {
+    // A person's forced release also frees landing files (no instance needed for those).
+    let freed = if force && !listed.is_empty() {
+        release_landing(store, now, caller, &listed, req.reason.as_deref())?
+    } else {
+        Vec::new()
+    };
+    let released = super::transact(store, now, |st, fx| {
         let Some(explicit) = acting.explicit(st, &req.instance_id, now, fx)? else {
             return Ok(Vec::new());
         };
@@ -618,6 +645,79 @@ pub fn release_as(
         };
         ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
         ops::release(st, &id, &which, force, req.reason.as_deref(), now, fx)
+    });
+    match released {
+        Ok(mut r) => {
+            r.extend(freed);
+            Ok(r)
+        }
+        // Only landing files were meant: no instance needed to act for.
+        Err(_) if !freed.is_empty() => Ok(freed),
+        Err(e) => Err(e),
+    }
+}
+
+/// `release --force --reason WHY PATH...`: take `paths` (resolved against the caller's
+/// directory) out of the landing branches that hold them, with a history line each. Returns
+/// the files freed, as paths in their branch's worktree.
+fn release_landing(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    paths: &[String],
+    why: Option<&str>,
+) -> Result<Vec<String>> {
+    use super::landing::{self, LandingDoc};
+    let doc: LandingDoc = store.read_doc(now)?;
+    if doc.landing.is_empty() {
+        return Ok(Vec::new());
+    }
+    let cwd = match &caller.cwd {
+        Some(c) => c.clone(),
+        None => crate::host::current_dir()?,
+    };
+    let mut norm = PathNormalizer::new(cwd).with_repo_keys(store.shared_by_hosts());
+    let keys = paths
+        .iter()
+        .map(|p| norm.normalize(p))
+        .collect::<Result<Vec<_>>>()?;
+    let repos = norm.worktrees().clone();
+    if landing::release(&mut doc.clone(), &repos, &keys).is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(why) = why else {
+        return Err(Error::invalid(
+            Reason::InvalidInput,
+            "releasing landing files (a finished branch that has not landed yet) needs a reason; nothing was released",
+        )
+        .with_hint(format!(
+            "say why: conductor release --force --reason \"WHY\" {}",
+            paths.join(" ")
+        )));
+    };
+    super::transact_tx(store, now, |_, fx, tx| {
+        let mut doc: LandingDoc = tx.read()?;
+        let freed = landing::release(&mut doc, &repos, &keys);
+        let mut out = Vec::new();
+        for (l, files) in &freed {
+            fx.push(Effect::History(landing::history(
+                l,
+                files,
+                &format!("released by hand: {why}"),
+                now,
+            )));
+            fx.push(Effect::Log {
+                kind: ops::LogKind::Release,
+                text: format!(
+                    "landing files of branch {} released by hand ({}): {why}",
+                    l.branch,
+                    files.join(", ")
+                ),
+            });
+            out.extend(files.iter().map(|f| l.path(f)));
+        }
+        tx.write_if_changed(&doc)?;
+        Ok(out)
     })
 }
 
@@ -642,7 +742,10 @@ pub fn done_as(
 ) -> Result<DoneOutcome> {
     let listed = req.files_modified.clone().unwrap_or_default();
     let outcome = req.outcome.unwrap_or(Outcome::Success);
-    let (instance_id, released) = super::transact(store, now, |st, fx| {
+    // Git first, never under the lock: what the finishing session leaves in its worktree.
+    let base = crate::config::read(store)?.integration_branch;
+    let pre = finishing_tree(store, now, caller, req, &acting, base.as_deref());
+    let (instance_id, released, created, landing) = super::transact_tx(store, now, |st, fx, tx| {
         let Some(explicit) = acting.explicit(st, &req.instance_id, now, fx)? else {
             return Err(Error::invalid(
                 Reason::NoInstance,
@@ -652,14 +755,122 @@ pub fn done_as(
         let (id, mut paths) = resolve_with_paths(store, caller, st, &explicit, &[&listed])?;
         let files_modified = req.files_modified.as_ref().map(|_| paths.remove(0));
         ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
+        let me = st.instance(&id).cloned();
         let released = ops::done(st, &id, outcome, files_modified, req.notes.clone(), now, fx)?;
-        Ok((id, released))
+        let mut doc: super::landing::LandingDoc = tx.read()?;
+        let created = doc
+            .created
+            .iter()
+            .position(|c| c.instance_id == id)
+            .map(|i| doc.created.remove(i));
+        let finish = pre.as_ref().filter(|(pid, _)| *pid == id).map(|(_, f)| f);
+        let landing = match (finish, me) {
+            (Some(f), Some(me)) => landing_of(f, &me, now),
+            _ => None,
+        };
+        if let Some(l) = &landing {
+            doc.landing
+                .retain(|x| !(x.repo == l.repo && x.branch == l.branch));
+            doc.landing.push(l.clone());
+        }
+        tx.write_if_changed(&doc)?;
+        Ok((id, released, created, landing))
     })
     .map_err(|e| already_finished(store, req, e))?;
+    // After the commit, outside the lock: remove the session's own worktree if it holds
+    // nothing unlanded. `git worktree remove` (no --force) refuses a worktree with changes.
+    let finish = pre.filter(|(pid, _)| *pid == instance_id).map(|(_, f)| f);
+    let worktree = created.map(|c| match &finish {
+        Some(f) if !f.unlanded() && f.base.is_some() => {
+            match super::session_tree::remove(&c.repo, &c.worktree, &c.branch) {
+                Ok(()) => TreeFate::Removed {
+                    path: c.worktree,
+                    branch: c.branch,
+                },
+                Err(why) => TreeFate::Kept {
+                    path: c.worktree,
+                    branch: c.branch,
+                    base: f.base.clone(),
+                    ahead: f.ahead,
+                    dirty: f.dirty,
+                    why: Some(why),
+                },
+            }
+        }
+        Some(f) => TreeFate::Kept {
+            path: c.worktree,
+            branch: c.branch,
+            base: f.base.clone(),
+            ahead: f.ahead,
+            dirty: f.dirty,
+            why: f.base.is_none().then(|| {
+                "no integration branch (origin/HEAD, main, master or integration_branch in config.json) to compare it with".to_string()
+            }),
+        },
+        None => TreeFate::Kept {
+            path: c.worktree,
+            branch: c.branch,
+            base: None,
+            ahead: 0,
+            dirty: 0,
+            why: Some("git could not tell what it holds".to_string()),
+        },
+    });
     Ok(DoneOutcome {
         instance_id,
         outcome,
         released,
+        worktree,
+        landing,
+    })
+}
+
+/// The finishing instance (resolved on an unlocked read, as the transaction will) and what git
+/// says of the worktree it works in; `None` outside a repository (no git is run then) or when
+/// it cannot be told. The transaction uses it only if it resolves the same instance.
+fn finishing_tree(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    req: &DoneRequest,
+    acting: &Acting,
+    base: Option<&str>,
+) -> Option<(String, super::session_tree::Finish)> {
+    let mut st = super::read(store, now).ok()?;
+    let explicit = match acting {
+        Acting::Request => req.instance_id.clone(),
+        Acting::Face(f) => Some(f(&st).ok()??),
+        Acting::Own(_) => return None,
+    };
+    let (id, _) = resolve_with_paths(store, caller, &mut st, &explicit, &[]).ok()?;
+    let wd = PathBuf::from(&st.instance(&id)?.working_directory);
+    crate::host::repository_root(&wd)?;
+    let f = super::session_tree::inspect(&wd, base)?;
+    Some((id, f))
+}
+
+/// The landing entry of a session finishing in worktree `f`: its branch is not the
+/// integration branch and changed files the integration branch does not have.
+fn landing_of(
+    f: &super::session_tree::Finish,
+    me: &super::Instance,
+    now: Timestamp,
+) -> Option<super::landing::Landing> {
+    if !f.on_side_branch() || !f.unlanded() || f.files.is_empty() {
+        return None;
+    }
+    Some(super::landing::Landing {
+        repo: f.repo.clone(),
+        worktree: f.root.clone(),
+        branch: f.branch.clone()?,
+        base: f.base.clone()?,
+        merge_base: f.merge_base.clone()?,
+        instance_id: me.id.clone(),
+        project: me.project.clone(),
+        task: me.task.clone(),
+        priority: me.priority,
+        since: now,
+        files: f.files.clone(),
     })
 }
 
