@@ -221,7 +221,7 @@ impl Report for Claimed {
             lines.push(format!(
                 "Claimed: {}.{}",
                 files.join(", "),
-                if o.conflicts.is_empty() {
+                if o.conflicts.is_empty() && o.landing.is_empty() {
                     " Safe to edit."
                 } else {
                     ""

@@ -118,12 +118,7 @@ impl Hit {
         };
         format!(
             "{} is landing: branch {} (worktree {}, finished by {} \"{}\") changed it and must land in {} first; {how}",
-            self.file,
-            self.branch,
-            self.worktree.trim_end_matches('/'),
-            self.instance_id,
-            self.task,
-            self.base
+            self.file, self.branch, self.worktree, self.instance_id, self.task, self.base
         )
     }
 }
@@ -152,7 +147,7 @@ pub fn hits(doc: &LandingDoc, repos: &Worktrees, files: &[String]) -> Vec<(usize
                     Hit {
                         file: file.clone(),
                         branch: l.branch.clone(),
-                        worktree: l.worktree.clone(),
+                        worktree: l.worktree.trim_end_matches('/').to_string(),
                         base: l.base.clone(),
                         instance_id: l.instance_id.clone(),
                         task: l.task.clone(),
