@@ -98,14 +98,39 @@ fn start_worktree_refuses_bad_input_and_writes_nothing() {
     env.start_in(&main, "app", "A", "P1");
     let before = env.snapshot();
     let branches_before = branches(&main);
-    let cases: [(&Path, &str, &str); 5] = [
-        (&plain, "w", "not_a_repository"),
-        (&bare, "w", "bare_repository"),
-        (&empty, "w", "no_commits"),
-        (&main, "taken", "branch_exists"),
-        (&main, "bad..name", "invalid_input"),
+    struct Bad<'a> {
+        dir: &'a Path,
+        name: &'a str,
+        reason: &'a str,
+    }
+    let cases = [
+        Bad {
+            dir: &plain,
+            name: "w",
+            reason: "not_a_repository",
+        },
+        Bad {
+            dir: &bare,
+            name: "w",
+            reason: "bare_repository",
+        },
+        Bad {
+            dir: &empty,
+            name: "w",
+            reason: "no_commits",
+        },
+        Bad {
+            dir: &main,
+            name: "taken",
+            reason: "branch_exists",
+        },
+        Bad {
+            dir: &main,
+            name: "bad..name",
+            reason: "invalid_input",
+        },
     ];
-    for (dir, name, reason) in cases {
+    for Bad { dir, name, reason } in cases {
         let args = [
             "--json",
             "start",
