@@ -219,9 +219,11 @@ pub fn state(store: &Store) -> Result<Value> {
                    "waiting_for": waiting, "conflicts": open, "enforcement": enforced})
         })
         .collect();
+    let landing: conductor::protocol::landing::LandingDoc = store.read_doc(now)?;
     Ok(json!({
         "seq": seq, "now": now, "home": store.location(),
         "instances": instances, "agents": agent_rows, "workflows": sessions, "jobs": jobs,
+        "landing": crate::face::status::landing_json(&landing.landing),
     }))
 }
 

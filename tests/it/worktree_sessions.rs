@@ -292,8 +292,19 @@ fn a_landing_file_gives_another_worktree_a_notice_or_a_refusal_under_block_forei
         r.stdout.contains("LANDING: src/ is landing: branch feat"),
         "{r:?}"
     );
-    // Still landing: the entry stays.
+    // Still landing: the entry stays, and status shows what is landing and where.
     assert_eq!(landing(&env)["landing"][0]["branch"], "feat");
+    let v = env.exec(&["--json", "status"]).json();
+    assert_eq!(v["landing"][0]["branch"], "feat", "{v}");
+    assert_eq!(v["landing"][0]["worktree"], pb.to_str().unwrap(), "{v}");
+    assert_eq!(v["landing"][0]["files"], serde_json::json!(["src/x.rs"]));
+    let r = env.exec(&["status"]);
+    assert!(
+        r.stdout
+            .contains("Landing (reserved until merged or deleted):"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("  branch feat → main in "), "{r:?}");
 }
 
 #[test]
