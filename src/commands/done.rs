@@ -135,10 +135,11 @@ impl Report for Done {
         );
         if let Some(l) = &self.landing {
             s.push_str(&format!(
-                "\nLanding: {} of branch {} stay reserved until it is merged into {} or deleted \
+                "\nLanding: {} of branch {} {} reserved until it is merged into {} or deleted \
                  (`conductor release --force --reason \"WHY\" FILE` frees one by hand).",
                 plural(l.files.len(), "file"),
                 l.branch,
+                if l.files.len() == 1 { "stays" } else { "stay" },
                 l.base
             ));
         }
