@@ -773,7 +773,10 @@ pub fn done_as(
                 .retain(|x| !(x.repo == l.repo && x.branch == l.branch));
             doc.landing.push(l.clone());
         }
-        tx.write_if_changed(&doc)?;
+        // A home that never used worktrees gets no landing.json.
+        if created.is_some() || landing.is_some() {
+            tx.write(&doc)?;
+        }
         Ok((id, released, created, landing))
     })
     .map_err(|e| already_finished(store, req, e))?;
