@@ -389,3 +389,33 @@ fn a_person_releases_landing_files_with_force_and_a_reason() {
         env.log()
     );
 }
+
+/// Any session on a side branch leaves its files landing, in a worktree it did not make too;
+/// one on the integration branch leaves nothing.
+#[test]
+fn a_session_on_a_side_branch_of_any_worktree_leaves_its_files_landing() {
+    let env = TestEnv::new();
+    let main = repo(&env, "app");
+    let b = crate::worktrees::worktree(&main, "app-b", "side");
+    let s = env.start_in(&b, "app", "Side", "P1");
+    std::fs::write(b.join("lib/z.rs"), "fn z() { 1 }\n").unwrap();
+    let v = env.exec(&["--json", "done", "--instance", &s]).json();
+    assert_eq!(v["landing"]["branch"], "side", "{v}");
+    assert_eq!(v["landing"]["files"], serde_json::json!(["lib/z.rs"]));
+    assert!(
+        v.get("worktree").is_none(),
+        "not its worktree to remove: {v}"
+    );
+    assert!(b.join("lib/z.rs").is_file());
+    // On main: nothing lands, and nothing is written for it.
+    let m = env.start_in(&main, "app", "Main", "P1");
+    std::fs::write(main.join("src/y.rs"), "fn y() { 1 }\n").unwrap();
+    let v = env.exec(&["--json", "done", "--instance", &m]).json();
+    assert!(v.get("landing").is_none(), "{v}");
+    assert_eq!(landing(&env)["landing"].as_array().unwrap().len(), 1);
+    // A home that never used worktrees has no landing.json.
+    let plain = TestEnv::new();
+    let p = plain.start("P", "P1");
+    plain.exec(&["done", "--instance", &p]).code(0);
+    assert!(!plain.home_file("landing.json").exists());
+}
