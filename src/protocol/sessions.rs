@@ -350,7 +350,7 @@ pub fn claim_as(
         let files = paths.remove(0);
         // A waiter whose process is gone takes its pending conflict with it.
         ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
-        let (files, found) = landing_in_tx(tx, st, &files, block)?;
+        let (files, found) = landing_in_tx(store, tx, st, &files, block)?;
         let outcome = ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)?;
         Ok((id, outcome, found))
     })?;
@@ -373,13 +373,18 @@ struct LandingFound {
 
 /// Inside a claim's transaction: which of `files` a landing branch of another worktree holds
 /// (`landing.json`, one read; no git). When `block`, those are left out of the files to claim
-/// (returned first) and marked refused.
+/// (returned first) and marked refused. A shared store keys claims by repository, not by
+/// worktree path: landing is not kept there (nothing is read).
 fn landing_in_tx(
+    store: &Store,
     tx: &mut crate::store::Tx,
     st: &State,
     files: &[String],
     block: bool,
 ) -> Result<(Vec<String>, LandingFound)> {
+    if store.shared_by_hosts() {
+        return Ok((files.to_vec(), LandingFound::default()));
+    }
     let doc: super::landing::LandingDoc = tx.read()?;
     let mut hits = super::landing::hits(&doc, &st.repos, files);
     if hits.is_empty() {
@@ -567,7 +572,7 @@ pub fn claim_step(
         };
         let (id, mut paths) = resolve_with_paths(store, caller, st, &explicit, &[&req.files])?;
         let files = paths.remove(0);
-        let (to_claim, found) = landing_in_tx(tx, st, &files, block)?;
+        let (to_claim, found) = landing_in_tx(store, tx, st, &files, block)?;
         let outcome = match step {
             Step::Enqueue { pid } => claim_or_enqueue(st, &id, &to_claim, pid, now, live, fx)?,
             Step::Plain { force } => ops::claim(st, &id, &to_claim, force, now, live, fx)?,
@@ -765,7 +770,7 @@ pub fn done_as(
             .map(|i| doc.created.remove(i));
         let finish = pre.as_ref().filter(|(pid, _)| *pid == id).map(|(_, f)| f);
         let landing = match (finish, me) {
-            (Some(f), Some(me)) => landing_of(f, &me, now),
+            (Some(f), Some(me)) if !store.shared_by_hosts() => landing_of(f, &me, now),
             _ => None,
         };
         if let Some(l) = &landing {
