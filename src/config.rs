@@ -50,6 +50,10 @@ pub struct Config {
     /// What the Claude Code hook does with edits of files this session has not claimed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforce: Option<Enforce>,
+    /// The branch worktrees' changes land in (`overlaps`, landing after `done`); default: the
+    /// remote's HEAD, else `main`, else `master`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration_branch: Option<String>,
     /// The shared store, `https://HOST:PORT[,HOST:PORT...][/PREFIX]` or `etcd://...` (plain
     /// http) (absent: this home's files).
     #[serde(default, skip_serializing_if = "Option::is_none")]

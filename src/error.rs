@@ -288,8 +288,16 @@ reasons! {
     McpFailed = "mcp_failed", exit 1;
     /// A program could not be started (the message names it and why).
     SpawnFailed = "spawn_failed", exit 1;
-    /// `overlaps`: git could not be run, or failed.
+    /// `overlaps`, `start --worktree`: git could not be run, or failed.
     GitFailed = "git_failed", exit 1;
+    /// `start --worktree` outside a git repository.
+    NotARepository = "not_a_repository", exit 2;
+    /// `start --worktree` in a bare repository (no checkout to branch from).
+    BareRepository = "bare_repository", exit 2;
+    /// `start --worktree` in a repository with no commit yet.
+    NoCommits = "no_commits", exit 2;
+    /// `start --worktree NAME`: the branch NAME exists already.
+    BranchExists = "branch_exists", exit 2;
 }
 
 // ---- The next step for each reason, shown as `hint: …` under an error whose call site gave
@@ -402,6 +410,12 @@ pub fn default_hint(r: Reason) -> &'static str {
             "check that the program exists and is executable (`command -v NAME`)"
         }
         Reason::GitFailed => "run the command from inside a git repository, with git 2.38 or newer",
+        Reason::NotARepository => {
+            "run the command inside a checkout of the repository, or leave out --worktree"
+        }
+        Reason::BareRepository => "run the command in one of the repository's worktrees",
+        Reason::NoCommits => "make the first commit (`git commit --allow-empty -m init`)",
+        Reason::BranchExists => "choose another name: --worktree NAME",
     }
 }
 

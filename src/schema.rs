@@ -63,6 +63,10 @@ pub const FILES: &[(&str, &str)] = &[
         "runtime-action.schema.json",
         include_str!("../schemas/runtime-action.schema.json"),
     ),
+    (
+        "landing.schema.json",
+        include_str!("../schemas/landing.schema.json"),
+    ),
 ];
 
 /// A validator generated from one checked-in schema file, resolving `defs.schema.json`.
@@ -134,6 +138,7 @@ from_file!(
     "schemas/runtime-run-status.schema.json"
 );
 from_file!(RuntimeActionSchema, "schemas/runtime-action.schema.json");
+from_file!(LandingSchema, "schemas/landing.schema.json");
 
 op_branch!(
     OpStart,
@@ -190,6 +195,8 @@ pub enum Schema {
     RuntimeAction,
     /// What `agent events` prints (Canopy's feed page, not the status envelope).
     AgentEventsPage,
+    /// `landing.json`: worktrees made for sessions, and branches whose files are landing.
+    Landing,
 }
 
 impl Schema {
@@ -209,6 +216,7 @@ impl Schema {
             Schema::RuntimeRunStatus => "runtime-run-status.schema.json",
             Schema::RuntimeAction => "runtime-action.schema.json",
             Schema::AgentEventsPage => "output.schema.json",
+            Schema::Landing => "landing.schema.json",
         }
     }
 }
@@ -276,6 +284,7 @@ pub fn validate(schema: Schema, value: &Value) -> Result<(), String> {
         Schema::RuntimeRunStatus => RuntimeRunStatusSchema::iter_errors(value),
         Schema::RuntimeAction => RuntimeActionSchema::iter_errors(value),
         Schema::AgentEventsPage => AgentEventsPageSchema::iter_errors(value),
+        Schema::Landing => LandingSchema::iter_errors(value),
     };
     first_error(errors.next())
 }

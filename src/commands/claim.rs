@@ -158,8 +158,19 @@ pub fn human_duration(d: std::time::Duration) -> String {
 impl Report for Claimed {
     fn to_json(&self) -> serde_json::Value {
         let o = &self.outcome;
-        if o.conflicts.is_empty() && o.lost.is_empty() {
+        if o.conflicts.is_empty() && o.lost.is_empty() && !refused_landing(o) {
             let mut v = json!({"status": "ok", "claimed": o.claimed, "message": "Files claimed. Safe to edit."});
+            if !o.landing.is_empty() {
+                v["landing"] = json!(o.landing);
+                v["message"] = json!(format!(
+                    "Files claimed. {}",
+                    o.landing
+                        .iter()
+                        .map(|h| h.notice())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ));
+            }
             if !o.tokens.is_empty() {
                 v["tokens"] = json!(o.tokens);
             }
@@ -169,6 +180,9 @@ impl Report for Claimed {
             v
         } else {
             let mut v = json!({"status": "conflict", "conflicts": o.conflicts, "claimed": o.claimed, "message": conflict_message(o)});
+            if !o.landing.is_empty() {
+                v["landing"] = json!(o.landing);
+            }
             if !o.lost.is_empty() {
                 v["lost"] = json!(o.lost);
             }
@@ -207,7 +221,7 @@ impl Report for Claimed {
             lines.push(format!(
                 "Claimed: {}.{}",
                 files.join(", "),
-                if o.conflicts.is_empty() {
+                if o.conflicts.is_empty() && o.landing.is_empty() {
                     " Safe to edit."
                 } else {
                     ""
@@ -278,6 +292,19 @@ impl Report for Claimed {
             };
             lines.push(format!("{head}{what}.{advice}{stale}"));
         }
+        for h in &o.landing {
+            let mut h = h.clone();
+            h.file = show(&h.file);
+            let head = if h.refused { "LANDING" } else { "Note" };
+            lines.push(format!("{head}: {}.", h.notice()));
+        }
+        if o.landing.iter().any(|h| h.refused) {
+            lines.push(
+                "Next: wait until that branch is merged (or deleted), or a person frees the file: \
+                 conductor release --force --reason \"WHY\" FILE"
+                    .to_string(),
+            );
+        }
         for l in &o.lost {
             lines.push(format!(
                 "NOT HELD: {} was {} while this claim waited. It is not claimed again: claim it anew if you still need it.",
@@ -291,7 +318,10 @@ impl Report for Claimed {
         lines.join("\n")
     }
     fn exit_code(&self) -> u8 {
-        if self.outcome.conflicts.is_empty() && self.outcome.lost.is_empty() {
+        if self.outcome.conflicts.is_empty()
+            && self.outcome.lost.is_empty()
+            && !refused_landing(&self.outcome)
+        {
             0
         } else {
             3
@@ -299,7 +329,16 @@ impl Report for Claimed {
     }
 }
 
+/// True when a landing file was refused (block-foreign).
+fn refused_landing(o: &ClaimOutcome) -> bool {
+    o.landing.iter().any(|h| h.refused)
+}
+
 fn conflict_message(o: &ClaimOutcome) -> String {
+    if o.conflicts.is_empty() && o.lost.is_empty() {
+        let hits: Vec<String> = o.landing.iter().map(|h| h.notice()).collect();
+        return format!("Landing: {}.", hits.join("; "));
+    }
     if o.conflicts.is_empty() {
         let lost: Vec<String> = o
             .lost

@@ -113,6 +113,13 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
     };
     let request = match command {
         None => Request::Status(StatusRequest {}),
+        Some(Command::Start(a)) if a.worktree.is_some() => {
+            let (req, worktree) = a.into_parts()?;
+            conductor::protocol::request::validate(&Request::Start(req.clone()))?;
+            ctx.store.short_lived();
+            let report = start::execute_in(&ctx, req, worktree)?;
+            return print(out, report.as_ref());
+        }
         Some(Command::Start(a)) => Request::Start(a.into_request()?),
         Some(Command::Claim(a)) if a.wait.is_some() => return claim_wait::run(&ctx, a),
         Some(Command::Claim(a)) => return claim::run(&ctx, a),

@@ -104,6 +104,9 @@ pub fn run(ctx: &Ctx, args: OverlapsArgs) -> Result<u8> {
         None => ctx.cwd()?,
     };
     let state = conductor::protocol::read(&ctx.store, ctx.now)?;
-    let found = overlaps::find(&dir, args.base.as_deref(), &state)?;
+    let base = args
+        .base
+        .or(conductor::config::read(&ctx.store)?.integration_branch);
+    let found = overlaps::find(&dir, base.as_deref(), &state)?;
     print(ctx.out, &Shown(found))
 }

@@ -71,6 +71,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         source: args.source,
         dir: None,
         owner_pid: Some(std::process::id()),
+        worktree: None,
     };
     let id = match sessions::start(&ctx.store, ctx.now, start_args.into_request()?)? {
         StartOutcome::Started { instance_id, .. } => instance_id,

@@ -39,9 +39,20 @@ pub struct StartArgs {
     /// `cleanup` reaps the instance without waiting for the heartbeat to expire.
     #[arg(long, env = "CONDUCTOR_OWNER_PID", value_name = "PID")]
     pub owner_pid: Option<u32>,
+    /// Work in a new git worktree on a new branch NAME [default NAME: session-<6 hex>], made
+    /// beside the repository in `<main checkout>.worktrees/NAME`; `done` removes it once its
+    /// branch is merged or has no changes.
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    pub worktree: Option<String>,
 }
 
 impl StartArgs {
+    /// The request these arguments make, and `--worktree` (`Some(None)`: a generated name).
+    pub fn into_parts(mut self) -> Result<(StartRequest, Option<Option<String>>)> {
+        let worktree = self.worktree.take().map(|n| (!n.is_empty()).then_some(n));
+        Ok((self.into_request()?, worktree))
+    }
+
     /// The request these arguments make.
     pub fn into_request(self) -> Result<StartRequest> {
         let dir = working_directory(self.dir.as_deref())?;
@@ -73,6 +84,8 @@ pub use conductor::protocol::sessions::{gate_inputs, working_directory};
 pub struct Started {
     pub instance_id: String,
     pub drift: Option<String>,
+    /// The worktree `--worktree` made, the session's working directory.
+    pub worktree: Option<sessions::MadeWorktree>,
     /// Run by the shell integration (`conductor shell-init`), which sets CONDUCTOR_OWNER_PID and
     /// exports CONDUCTOR_INSTANCE_ID itself.
     pub in_shell: bool,
@@ -80,11 +93,24 @@ pub struct Started {
 
 impl Report for Started {
     fn to_json(&self) -> serde_json::Value {
-        json!({"status": "ok", "instance_id": self.instance_id,
-               "message": "Registered. Use /conductor claim to lock files before editing."})
+        let mut v = json!({"status": "ok", "instance_id": self.instance_id,
+               "message": "Registered. Use /conductor claim to lock files before editing."});
+        if let Some(w) = &self.worktree {
+            v["worktree"] = json!(w.path);
+            v["branch"] = json!(w.branch);
+        }
+        v
     }
     fn to_text(&self) -> String {
         let mut s = format!("Registered as {}\n", self.instance_id);
+        if let Some(w) = &self.worktree {
+            s.push_str(&format!(
+                "Working in the new worktree {} (branch {}): cd {}\n",
+                w.path,
+                w.branch,
+                super::claim::quote(&w.path)
+            ));
+        }
         if let Some(d) = &self.drift {
             s.push_str(&format!("Drift warning recorded: {d}\n"));
         }
@@ -129,10 +155,26 @@ impl Report for Blocked {
 
 /// Run `start`.
 pub fn execute(ctx: &Ctx, req: StartRequest) -> Result<Box<dyn Report>> {
-    Ok(match sessions::start(&ctx.store, ctx.now, req)? {
+    execute_in(ctx, req, None)
+}
+
+/// Run `start`, in a new worktree when `worktree` is given.
+pub fn execute_in(
+    ctx: &Ctx,
+    req: StartRequest,
+    worktree: Option<Option<String>>,
+) -> Result<Box<dyn Report>> {
+    let (outcome, made) = sessions::start_in(
+        &ctx.store,
+        ctx.now,
+        req,
+        worktree.as_ref().map(|n| n.as_deref()),
+    )?;
+    Ok(match outcome {
         StartOutcome::Started { instance_id, drift } => Box::new(Started {
             instance_id,
             drift,
+            worktree: made,
             in_shell: std::env::var_os("CONDUCTOR_OWNER_PID").is_some_and(|p| !p.is_empty()),
         }),
         StartOutcome::Blocked { message, options } => Box::new(Blocked { message, options }),

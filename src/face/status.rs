@@ -23,6 +23,19 @@ pub struct StatusReport {
     pub enforcement: std::collections::BTreeMap<String, Enforcement>,
     /// Claims grouped by git repository and worktree ([`repositories::group`]).
     pub repositories: Vec<repositories::RepositoryClaims>,
+    /// Finished branches whose files are landing (`landing.json`).
+    pub landing: Vec<conductor::protocol::landing::Landing>,
+}
+
+/// The landing branches as status and the dashboard show them.
+pub fn landing_json(landing: &[conductor::protocol::landing::Landing]) -> serde_json::Value {
+    landing
+        .iter()
+        .map(|l| {
+            json!({"branch": l.branch, "base": l.base, "worktree": l.worktree.trim_end_matches('/'),
+                   "instance_id": l.instance_id, "task": l.task, "since": l.since, "files": l.files})
+        })
+        .collect()
 }
 
 /// The enforcement of every instance a hook registered (it names its agent), from the live
@@ -139,6 +152,9 @@ impl Report for StatusReport {
         if !self.warnings.is_empty() {
             v["state_warnings"] = json!(self.warnings);
         }
+        if !self.landing.is_empty() {
+            v["landing"] = landing_json(&self.landing);
+        }
         if !self.enforcement.is_empty() {
             v["enforcement"] = self
                 .enforcement
@@ -243,6 +259,23 @@ impl Report for StatusReport {
                 ));
             }
         }
+        if !self.landing.is_empty() {
+            out.push("Landing (reserved until merged or deleted):".into());
+            for l in &self.landing {
+                out.push(fit(
+                    &format!(
+                        "  branch {} → {} in {} ({}, \"{}\"): {}",
+                        l.branch,
+                        l.base,
+                        l.worktree.trim_end_matches('/'),
+                        l.instance_id,
+                        l.task,
+                        l.files.join(", ")
+                    ),
+                    WIDTH,
+                ));
+            }
+        }
         let open: Vec<_> = self
             .state
             .drift_warnings
@@ -287,5 +320,6 @@ pub fn from(st: sessions::Status, now: Timestamp, cwd: Option<std::path::PathBuf
         now,
         cwd,
         enforcement: Default::default(),
+        landing: Vec::new(),
     }
 }

@@ -18,17 +18,20 @@ pub mod events;
 pub mod foreign;
 pub mod gate;
 pub mod journal_check;
+pub mod landing;
 pub mod local;
 pub mod ops;
 pub mod overlaps;
 pub mod repositories;
 pub mod request;
 pub mod service;
+pub mod session_tree;
 pub mod sessions;
 pub mod types;
 pub mod worktrees;
 
 pub use service::{
     CONFLICTS, HISTORY, Ledger, read, read_ledger, read_unvalidated, reset, sprint, transact,
+    transact_tx,
 };
 pub use types::*;

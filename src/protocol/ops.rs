@@ -326,6 +326,9 @@ pub struct ClaimOutcome {
     /// Paths whose git worktree could not be followed (its main repository moved or deleted),
     /// claimed by their absolute path alone: one line each, for the person.
     pub warnings: Vec<String>,
+    /// Paths a finished branch of another worktree changed and that must land first
+    /// ([`super::landing`]): claimed with this notice, or refused under block-foreign.
+    pub landing: Vec<super::landing::Hit>,
 }
 
 /// The claims of other registered instances that overlap `key` (see [`claims`]): the key

@@ -58,7 +58,7 @@ pub struct Report {
 }
 
 /// Run git in `dir`; its stdout, or `None` when it exits non-zero.
-fn git(dir: &Path, args: &[&str]) -> Result<Option<Vec<u8>>> {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<Option<Vec<u8>>> {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -74,14 +74,14 @@ fn git(dir: &Path, args: &[&str]) -> Result<Option<Vec<u8>>> {
     Ok(out.status.success().then_some(out.stdout))
 }
 
-fn text(b: Vec<u8>) -> String {
+pub(crate) fn text(b: Vec<u8>) -> String {
     String::from_utf8_lossy(&b)
         .trim_end_matches('\n')
         .to_string()
 }
 
 /// NUL-separated names.
-fn names(b: &[u8]) -> impl Iterator<Item = String> + '_ {
+pub(crate) fn names(b: &[u8]) -> impl Iterator<Item = String> + '_ {
     b.split(|c| *c == 0)
         .filter(|s| !s.is_empty())
         .map(|s| String::from_utf8_lossy(s).into_owned())
@@ -130,7 +130,7 @@ fn list(dir: &Path) -> Result<Vec<Listed>> {
 
 /// The integration branch: `base` when given, else the remote's HEAD (`origin/HEAD`), else
 /// `main`, else `master`.
-fn integration_branch(dir: &Path, base: Option<&str>) -> Result<String> {
+pub(crate) fn integration_branch(dir: &Path, base: Option<&str>) -> Result<String> {
     if let Some(b) = base {
         return match git(
             dir,

@@ -89,6 +89,16 @@ pub fn transact<T>(
     now: Timestamp,
     mut op: impl FnMut(&mut State, &mut Vec<Effect>) -> Result<T>,
 ) -> Result<T> {
+    transact_tx(store, now, |st, fx, _| op(st, fx))
+}
+
+/// [`transact`], the operation also given the transaction, to read and write the other
+/// documents `status.lock` guards (`landing.json`: [`super::landing`]) in the same commit.
+pub fn transact_tx<T>(
+    store: &Store,
+    now: Timestamp,
+    mut op: impl FnMut(&mut State, &mut Vec<Effect>, &mut Tx) -> Result<T>,
+) -> Result<T> {
     store.transaction(now, &[Lock::Status], |tx| {
         use super::aliases::{self, KeyAliases};
         use super::foreign::{self, Seen};
@@ -126,7 +136,7 @@ pub fn transact<T>(
             applied = aliases::applied_in(&state, &rec.aliases);
         }
         crate::protocol::local::note_waits(&mut state);
-        let value = op(&mut state, &mut effects)?;
+        let value = op(&mut state, &mut effects, tx)?;
         let kept = aliases::restore(&mut state, &applied);
         if kept != known.aliases || known.damaged {
             tx.write(&KeyAliases {

@@ -61,11 +61,56 @@ pub struct DoneOutcome {
     pub outcome: Outcome,
     /// The files it held, now released.
     pub released: Vec<String>,
+    /// The worktree `start --worktree` made for it: removed, or kept and why.
+    pub worktree: Option<TreeFate>,
+    /// Its branch's files, reserved until the branch lands ([`super::landing`]).
+    pub landing: Option<super::landing::Landing>,
+}
+
+/// What became of a session's own worktree at `done`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TreeFate {
+    /// Its branch was merged or had no changes: the worktree and the branch were removed.
+    Removed { path: String, branch: String },
+    /// Kept: `ahead` commits not in `base`, `dirty` uncommitted files; or `why` it could not be
+    /// removed.
+    Kept {
+        path: String,
+        branch: String,
+        base: Option<String>,
+        ahead: usize,
+        dirty: usize,
+        why: Option<String>,
+    },
 }
 
 /// Register a task after the priority gate.
 pub fn start(store: &Store, now: Timestamp, req: StartRequest) -> Result<StartOutcome> {
-    let dir = working_directory(req.working_directory.as_deref().map(Path::new))?;
+    start_in(store, now, req, None).map(|(o, _)| o)
+}
+
+/// A worktree `start --worktree` made for the session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MadeWorktree {
+    /// Its directory (absolute, symlinks resolved): the session's working directory.
+    pub path: String,
+    pub branch: String,
+}
+
+/// [`start`], in a new git worktree and branch when `worktree` is `Some(name)` (`None` inside:
+/// a generated name): see [`super::session_tree`]. Every check is made before anything is
+/// written; a session that is not registered (the gate, an error) takes its worktree back.
+pub fn start_in(
+    store: &Store,
+    now: Timestamp,
+    mut req: StartRequest,
+    worktree: Option<Option<&str>>,
+) -> Result<(StartOutcome, Option<MadeWorktree>)> {
+    let mut dir = working_directory(req.working_directory.as_deref().map(Path::new))?;
+    let plan = match worktree {
+        Some(name) => Some(super::session_tree::plan(Path::new(&dir), name)?),
+        None => None,
+    };
     let drift = match gate(store, &dir, &req.task, req.priority, &req.override_reason)? {
         Gated::Pass { drift } => drift,
         Gated::Blocked { message, options } => {
@@ -77,9 +122,38 @@ pub fn start(store: &Store, now: Timestamp, req: StartRequest) -> Result<StartOu
                 payload: json!({"task": req.task, "priority": req.priority, "reason": message}),
             };
             store.append_events(now, vec![ev])?;
-            return Ok(StartOutcome::Blocked { message, options });
+            return Ok((StartOutcome::Blocked { message, options }, None));
         }
     };
+    let made = match &plan {
+        Some(p) => {
+            let path = super::session_tree::create(p)?;
+            dir = path.to_string_lossy().into_owned();
+            req.working_directory = Some(dir.clone());
+            Some(MadeWorktree {
+                path: dir.clone(),
+                branch: p.branch.clone(),
+            })
+        }
+        None => None,
+    };
+    let started = start_registered(store, now, req, dir, drift, plan.as_ref(), made.as_ref());
+    if let (Err(_), Some(p), Some(m)) = (&started, &plan, &made) {
+        super::session_tree::undo(p, Path::new(&m.path));
+    }
+    Ok((started?, made))
+}
+
+/// Register the task that passed the gate (in the worktree `made` from `plan`, if any).
+fn start_registered(
+    store: &Store,
+    now: Timestamp,
+    req: StartRequest,
+    dir: String,
+    drift: Option<String>,
+    plan: Option<&super::session_tree::Plan>,
+    made: Option<&MadeWorktree>,
+) -> Result<StartOutcome> {
     let source = req
         .source
         .unwrap_or_else(|| local::detect_source(|k| std::env::var(k).ok()));
@@ -100,7 +174,31 @@ pub fn start(store: &Store, now: Timestamp, req: StartRequest) -> Result<StartOu
     let session_instance = std::env::var("CONDUCTOR_INSTANCE_ID")
         .ok()
         .filter(|s| !s.is_empty());
-    let instance_id = super::transact(store, now, |st, fx| {
+    let instance_id = super::transact_tx(store, now, |st, fx, tx| {
+        if let (Some(p), Some(m)) = (plan, made) {
+            // A new worktree is a new session's, never a hooked session's retask.
+            let id = ops::start(
+                st,
+                new.clone(),
+                recorded.clone(),
+                crate::host::random_hex6,
+                now,
+                fx,
+            );
+            if let Some(me) = st.instance_mut(&id) {
+                me.terminal_session = crate::host::session_id();
+            }
+            let mut doc: super::landing::LandingDoc = tx.read()?;
+            doc.created.push(super::landing::Created {
+                instance_id: id.clone(),
+                worktree: m.path.clone(),
+                branch: m.branch.clone(),
+                repo: p.repo.clone(),
+                created_at: now,
+            });
+            tx.write(&doc)?;
+            return Ok(id);
+        }
         if let Some(id) = session_instance.clone()
             && st.instance(&id).is_some_and(|i| i.session_id.is_some())
         {
@@ -243,16 +341,157 @@ pub fn claim_as(
     caller: &Caller,
     req: &ClaimRequest,
 ) -> Result<(String, ClaimOutcome)> {
-    let live =
-        ProcessTable::new().with_max_age(crate::config::read(store)?.default_max_age_minutes);
-    super::transact(store, now, |st, fx| {
+    let config = crate::config::read(store)?;
+    let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
+    let block = blocks_landing(&config, req.force.as_deref());
+    let (id, mut outcome, found) = super::transact_tx(store, now, |st, fx, tx| {
         let (id, mut paths) =
             resolve_with_paths(store, caller, st, &req.instance_id, &[&req.files])?;
         let files = paths.remove(0);
         // A waiter whose process is gone takes its pending conflict with it.
         ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
+        let (files, found) = landing_in_tx(store, tx, st, &files, block)?;
         let outcome = ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)?;
-        Ok((id, outcome))
+        Ok((id, outcome, found))
+    })?;
+    settle_claim(store, now, caller, &id, &mut outcome, found, &live)?;
+    Ok((id, outcome))
+}
+
+/// True when a landing file refuses a claim: `enforce = "block-foreign"`, and no `--force`.
+fn blocks_landing(config: &crate::config::Config, force: Option<&str>) -> bool {
+    config.enforce == Some(crate::config::Enforce::BlockForeign) && force.is_none()
+}
+
+/// The landing entries a claim's files hit, as the transaction saw them.
+#[derive(Debug, Default)]
+struct LandingFound {
+    entries: Vec<super::landing::Landing>,
+    /// The hits, each with its entry's index in `entries`.
+    hits: Vec<(usize, super::landing::Hit)>,
+}
+
+/// Inside a claim's transaction: which of `files` a landing branch of another worktree holds
+/// (`landing.json`, one read; no git). When `block`, those are left out of the files to claim
+/// (returned first) and marked refused. A shared store keys claims by repository, not by
+/// worktree path: landing is not kept there (nothing is read).
+fn landing_in_tx(
+    store: &Store,
+    tx: &mut crate::store::Tx,
+    st: &State,
+    files: &[String],
+    block: bool,
+) -> Result<(Vec<String>, LandingFound)> {
+    if store.shared_by_hosts() {
+        return Ok((files.to_vec(), LandingFound::default()));
+    }
+    let doc: super::landing::LandingDoc = tx.read()?;
+    let mut hits = super::landing::hits(&doc, &st.repos, files);
+    if hits.is_empty() {
+        return Ok((files.to_vec(), LandingFound::default()));
+    }
+    for (_, h) in &mut hits {
+        h.refused = block;
+    }
+    let keep: Vec<String> = files
+        .iter()
+        .filter(|f| !block || !hits.iter().any(|(_, h)| &h.file == *f))
+        .cloned()
+        .collect();
+    Ok((
+        keep,
+        LandingFound {
+            entries: doc.landing,
+            hits,
+        },
+    ))
+}
+
+/// After a claim's transaction, outside the lock: ask git whether the branches its files hit
+/// have landed (only those; rare), drop the ones that did (with their history lines), claim the
+/// files a landed branch was refusing, and report the rest in `outcome.landing`.
+fn settle_claim(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    id: &str,
+    outcome: &mut ops::ClaimOutcome,
+    found: LandingFound,
+    live: &ProcessTable,
+) -> Result<()> {
+    if found.hits.is_empty() {
+        return Ok(());
+    }
+    let gone = settle_landing(store, now, &found)?;
+    let mut freed = Vec::new();
+    for (i, h) in found.hits {
+        if gone.contains(&i) {
+            if h.refused {
+                freed.push(h.file);
+            }
+        } else {
+            outcome.landing.push(h);
+        }
+    }
+    if freed.is_empty() {
+        return Ok(());
+    }
+    let more = super::transact(store, now, |st, fx| {
+        let (_, mut paths) =
+            resolve_with_paths(store, caller, st, &Some(id.to_string()), &[&freed])?;
+        ops::claim(st, id, &paths.remove(0), None, now, live, fx)
+    })?;
+    outcome.claimed.extend(more.claimed);
+    outcome.conflicts.extend(more.conflicts);
+    outcome.tokens.extend(more.tokens);
+    Ok(())
+}
+
+/// Ask git about each landing entry `found` hit (never under the lock); drop the ones that
+/// landed from `landing.json`, writing their history lines. Returns their indexes.
+fn settle_landing(store: &Store, now: Timestamp, found: &LandingFound) -> Result<Vec<usize>> {
+    let mut used: Vec<usize> = found.hits.iter().map(|(i, _)| *i).collect();
+    used.sort_unstable();
+    used.dedup();
+    let landed: Vec<(usize, super::session_tree::Landed)> = used
+        .into_iter()
+        .filter_map(|i| super::session_tree::landed(&found.entries[i]).map(|l| (i, l)))
+        .collect();
+    if landed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let entries: Vec<(super::landing::Landing, super::session_tree::Landed)> = landed
+        .iter()
+        .map(|(i, l)| (found.entries[*i].clone(), *l))
+        .collect();
+    drop_landed(store, now, &entries)?;
+    Ok(landed.into_iter().map(|(i, _)| i).collect())
+}
+
+/// Remove landed branches from `landing.json`, each with a history line saying how it landed.
+pub fn drop_landed(
+    store: &Store,
+    now: Timestamp,
+    landed: &[(super::landing::Landing, super::session_tree::Landed)],
+) -> Result<()> {
+    super::transact_tx(store, now, |_, fx, tx| {
+        let mut doc: super::landing::LandingDoc = tx.read()?;
+        for (e, how) in landed {
+            let same = |x: &super::landing::Landing| {
+                x.repo == e.repo && x.branch == e.branch && x.instance_id == e.instance_id
+            };
+            if let Some(pos) = doc.landing.iter().position(same) {
+                let cur = doc.landing.remove(pos);
+                fx.push(Effect::History(super::landing::history(
+                    &cur,
+                    &cur.files,
+                    &how.how(&cur.base),
+                    now,
+                )));
+            }
+        }
+        tx.write_if_changed(&doc)?;
+        Ok(())
     })
 }
 
@@ -319,7 +558,12 @@ pub fn claim_step(
     live: &ProcessTable,
     acting: Acting,
 ) -> Result<Stepped> {
-    super::transact(store, now, |st, fx| {
+    let block = match step {
+        Step::Plain { force } => blocks_landing(&crate::config::read(store)?, force),
+        // A waiting claim waits for holders, not for branches to land: a notice only.
+        Step::Enqueue { .. } => false,
+    };
+    let (mut stepped, found) = super::transact_tx(store, now, |st, fx, tx| {
         let Some(explicit) = acting.explicit(st, &req.instance_id, now, fx)? else {
             return Err(Error::invalid(
                 Reason::NoInstance,
@@ -328,17 +572,24 @@ pub fn claim_step(
         };
         let (id, mut paths) = resolve_with_paths(store, caller, st, &explicit, &[&req.files])?;
         let files = paths.remove(0);
+        let (to_claim, found) = landing_in_tx(store, tx, st, &files, block)?;
         let outcome = match step {
-            Step::Enqueue { pid } => claim_or_enqueue(st, &id, &files, pid, now, live, fx)?,
-            Step::Plain { force } => ops::claim(st, &id, &files, force, now, live, fx)?,
+            Step::Enqueue { pid } => claim_or_enqueue(st, &id, &to_claim, pid, now, live, fx)?,
+            Step::Plain { force } => ops::claim(st, &id, &to_claim, force, now, live, fx)?,
         };
-        Ok(Stepped {
-            instance_id: id,
-            files,
-            outcome,
-            state: st.clone(),
-        })
-    })
+        Ok((
+            Stepped {
+                instance_id: id,
+                files,
+                outcome,
+                state: st.clone(),
+            },
+            found,
+        ))
+    })?;
+    let id = stepped.instance_id.clone();
+    settle_claim(store, now, caller, &id, &mut stepped.outcome, found, live)?;
+    Ok(stepped)
 }
 
 /// A cancelled wait: `id` leaves the queues of `files` and forgets the conflicts the wait was
@@ -381,7 +632,13 @@ pub fn release_as(
 ) -> Result<Vec<String>> {
     let listed = req.files.clone().unwrap_or_default();
     let force = req.force == Some(true);
-    super::transact(store, now, |st, fx| {
+    // A person's forced release also frees landing files (no instance needed for those).
+    let freed = if force && !listed.is_empty() {
+        release_landing(store, now, caller, &listed, req.reason.as_deref())?
+    } else {
+        Vec::new()
+    };
+    let released = super::transact(store, now, |st, fx| {
         let Some(explicit) = acting.explicit(st, &req.instance_id, now, fx)? else {
             return Ok(Vec::new());
         };
@@ -393,6 +650,79 @@ pub fn release_as(
         };
         ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
         ops::release(st, &id, &which, force, req.reason.as_deref(), now, fx)
+    });
+    match released {
+        Ok(mut r) => {
+            r.extend(freed);
+            Ok(r)
+        }
+        // Only landing files were meant: no instance needed to act for.
+        Err(_) if !freed.is_empty() => Ok(freed),
+        Err(e) => Err(e),
+    }
+}
+
+/// `release --force --reason WHY PATH...`: take `paths` (resolved against the caller's
+/// directory) out of the landing branches that hold them, with a history line each. Returns
+/// the files freed, as paths in their branch's worktree.
+fn release_landing(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    paths: &[String],
+    why: Option<&str>,
+) -> Result<Vec<String>> {
+    use super::landing::{self, LandingDoc};
+    let doc: LandingDoc = store.read_doc(now)?;
+    if doc.landing.is_empty() {
+        return Ok(Vec::new());
+    }
+    let cwd = match &caller.cwd {
+        Some(c) => c.clone(),
+        None => crate::host::current_dir()?,
+    };
+    let mut norm = PathNormalizer::new(cwd).with_repo_keys(store.shared_by_hosts());
+    let keys = paths
+        .iter()
+        .map(|p| norm.normalize(p))
+        .collect::<Result<Vec<_>>>()?;
+    let repos = norm.worktrees().clone();
+    if landing::release(&mut doc.clone(), &repos, &keys).is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(why) = why else {
+        return Err(Error::invalid(
+            Reason::InvalidInput,
+            "releasing landing files (a finished branch that has not landed yet) needs a reason; nothing was released",
+        )
+        .with_hint(format!(
+            "say why: conductor release --force --reason \"WHY\" {}",
+            paths.join(" ")
+        )));
+    };
+    super::transact_tx(store, now, |_, fx, tx| {
+        let mut doc: LandingDoc = tx.read()?;
+        let freed = landing::release(&mut doc, &repos, &keys);
+        let mut out = Vec::new();
+        for (l, files) in &freed {
+            fx.push(Effect::History(landing::history(
+                l,
+                files,
+                &format!("released by hand: {why}"),
+                now,
+            )));
+            fx.push(Effect::Log {
+                kind: ops::LogKind::Release,
+                text: format!(
+                    "landing files of branch {} released by hand ({}): {why}",
+                    l.branch,
+                    files.join(", ")
+                ),
+            });
+            out.extend(files.iter().map(|f| l.path(f)));
+        }
+        tx.write_if_changed(&doc)?;
+        Ok(out)
     })
 }
 
@@ -417,7 +747,10 @@ pub fn done_as(
 ) -> Result<DoneOutcome> {
     let listed = req.files_modified.clone().unwrap_or_default();
     let outcome = req.outcome.unwrap_or(Outcome::Success);
-    let (instance_id, released) = super::transact(store, now, |st, fx| {
+    // Git first, never under the lock: what the finishing session leaves in its worktree.
+    let base = crate::config::read(store)?.integration_branch;
+    let pre = finishing_tree(store, now, caller, req, &acting, base.as_deref());
+    let (instance_id, released, created, landing) = super::transact_tx(store, now, |st, fx, tx| {
         let Some(explicit) = acting.explicit(st, &req.instance_id, now, fx)? else {
             return Err(Error::invalid(
                 Reason::NoInstance,
@@ -427,14 +760,125 @@ pub fn done_as(
         let (id, mut paths) = resolve_with_paths(store, caller, st, &explicit, &[&listed])?;
         let files_modified = req.files_modified.as_ref().map(|_| paths.remove(0));
         ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
+        let me = st.instance(&id).cloned();
         let released = ops::done(st, &id, outcome, files_modified, req.notes.clone(), now, fx)?;
-        Ok((id, released))
+        let mut doc: super::landing::LandingDoc = tx.read()?;
+        let created = doc
+            .created
+            .iter()
+            .position(|c| c.instance_id == id)
+            .map(|i| doc.created.remove(i));
+        let finish = pre.as_ref().filter(|(pid, _)| *pid == id).map(|(_, f)| f);
+        let landing = match (finish, me) {
+            (Some(f), Some(me)) if !store.shared_by_hosts() => landing_of(f, &me, now),
+            _ => None,
+        };
+        if let Some(l) = &landing {
+            doc.landing
+                .retain(|x| !(x.repo == l.repo && x.branch == l.branch));
+            doc.landing.push(l.clone());
+        }
+        // A home that never used worktrees gets no landing.json.
+        if created.is_some() || landing.is_some() {
+            tx.write(&doc)?;
+        }
+        Ok((id, released, created, landing))
     })
     .map_err(|e| already_finished(store, req, e))?;
+    // After the commit, outside the lock: remove the session's own worktree if it holds
+    // nothing unlanded. `git worktree remove` (no --force) refuses a worktree with changes.
+    let finish = pre.filter(|(pid, _)| *pid == instance_id).map(|(_, f)| f);
+    let worktree = created.map(|c| match &finish {
+        Some(f) if !f.unlanded() && f.base.is_some() => {
+            match super::session_tree::remove(&c.repo, &c.worktree, &c.branch) {
+                Ok(()) => TreeFate::Removed {
+                    path: c.worktree,
+                    branch: c.branch,
+                },
+                Err(why) => TreeFate::Kept {
+                    path: c.worktree,
+                    branch: c.branch,
+                    base: f.base.clone(),
+                    ahead: f.ahead,
+                    dirty: f.dirty,
+                    why: Some(why),
+                },
+            }
+        }
+        Some(f) => TreeFate::Kept {
+            path: c.worktree,
+            branch: c.branch,
+            base: f.base.clone(),
+            ahead: f.ahead,
+            dirty: f.dirty,
+            why: f.base.is_none().then(|| {
+                "no integration branch (origin/HEAD, main, master or integration_branch in config.json) to compare it with".to_string()
+            }),
+        },
+        None => TreeFate::Kept {
+            path: c.worktree,
+            branch: c.branch,
+            base: None,
+            ahead: 0,
+            dirty: 0,
+            why: Some("git could not tell what it holds".to_string()),
+        },
+    });
     Ok(DoneOutcome {
         instance_id,
         outcome,
         released,
+        worktree,
+        landing,
+    })
+}
+
+/// The finishing instance (resolved on an unlocked read, as the transaction will) and what git
+/// says of the worktree it works in; `None` outside a repository (no git is run then) or when
+/// it cannot be told. The transaction uses it only if it resolves the same instance.
+fn finishing_tree(
+    store: &Store,
+    now: Timestamp,
+    caller: &Caller,
+    req: &DoneRequest,
+    acting: &Acting,
+    base: Option<&str>,
+) -> Option<(String, super::session_tree::Finish)> {
+    let mut st = super::read(store, now).ok()?;
+    let explicit = match acting {
+        Acting::Request => req.instance_id.clone(),
+        Acting::Face(f) => Some(f(&st).ok()??),
+        Acting::Own(_) => return None,
+    };
+    let (id, _) = resolve_with_paths(store, caller, &mut st, &explicit, &[]).ok()?;
+    let wd = PathBuf::from(&st.instance(&id)?.working_directory);
+    crate::host::repository_root(&wd)?;
+    let f = super::session_tree::inspect(&wd, base)?;
+    Some((id, f))
+}
+
+/// The landing entry of a session finishing in worktree `f`: its branch is not the
+/// integration branch and changed files the integration branch does not have.
+fn landing_of(
+    f: &super::session_tree::Finish,
+    me: &super::Instance,
+    now: Timestamp,
+) -> Option<super::landing::Landing> {
+    if !f.on_side_branch() || !f.unlanded() || f.files.is_empty() {
+        return None;
+    }
+    Some(super::landing::Landing {
+        repo: f.repo.clone(),
+        worktree: f.root.clone(),
+        branch: f.branch.clone()?,
+        base: f.base.clone()?,
+        merge_base: f.merge_base.clone()?,
+        instance_id: me.id.clone(),
+        project: me.project.clone(),
+        task: me.task.clone(),
+        priority: me.priority,
+        since: now,
+        files: f.files.clone(),
     })
 }
 

@@ -79,6 +79,9 @@ pub enum Outcome {
     Conflict,
     /// cleaned up after missing heartbeats (recorded by `cleanup`, not chosen by `done`)
     Orphaned,
+    /// a finished branch's landing files were freed: it merged, was deleted, or a person
+    /// released them (recorded by conductor, not chosen by `done`)
+    Landed,
 }
 
 impl Outcome {
@@ -89,6 +92,7 @@ impl Outcome {
             Outcome::Abandoned => "abandoned",
             Outcome::Conflict => "conflict",
             Outcome::Orphaned => "orphaned",
+            Outcome::Landed => "landed",
         }
     }
 }

@@ -238,9 +238,11 @@ pub fn state(store: &Store) -> Result<Value> {
                        "repository": r, "worktree": w.worktree, "branch": w.branch}))})
         })
         .collect();
+    let landing: conductor::protocol::landing::LandingDoc = store.read_doc(now)?;
     Ok(json!({
         "seq": seq, "now": now, "home": store.location(),
         "instances": instances, "repositories": repositories, "agents": agent_rows, "workflows": sessions, "jobs": jobs,
+        "landing": crate::face::status::landing_json(&landing.landing),
     }))
 }
 

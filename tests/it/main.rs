@@ -54,4 +54,5 @@ mod stale;
 mod startup;
 mod txn_crash;
 mod workflow;
+mod worktree_sessions;
 mod worktrees;

@@ -1037,3 +1037,41 @@ fn dashboard_names_each_sessions_worktree_and_branch() {
     assert!(st["instances"][2]["worktree"].is_null(), "{st:#}");
     assert_eq!(st["repositories"][0]["worktree_count"], 2, "{st:#}");
 }
+
+/// The dashboard's state lists what is landing (docs/protocol.md, "Agents in worktrees").
+#[test]
+fn dashboard_state_shows_landing_branches() {
+    use crate::worktrees::{git, repo};
+    let env = TestEnv::new();
+    let main = repo(&env, "app");
+    let v = env
+        .exec_in(
+            &main,
+            &[
+                "--json",
+                "start",
+                "F",
+                "--priority",
+                "P1",
+                "--worktree",
+                "feat",
+            ],
+        )
+        .json();
+    let wt = std::path::PathBuf::from(v["worktree"].as_str().unwrap());
+    std::fs::write(wt.join("src/x.rs"), "fn x() { 9 }\n").unwrap();
+    git(&wt, &["commit", "-q", "-am", "x"]);
+    env.exec(&["done", "--instance", v["instance_id"].as_str().unwrap()])
+        .code(0);
+    let srv = Server::start(&env);
+    let r = srv.raw("GET", &format!("/?token={}", srv.token), &[], b"");
+    let cookie = r.header("set-cookie").unwrap();
+    let cookie = cookie.split(';').next().unwrap();
+    let st = srv
+        .raw("GET", "/dashboard/state", &[("Cookie", cookie)], b"")
+        .expect(200);
+    assert_eq!(st["landing"][0]["branch"], "feat", "{st}");
+    assert_eq!(st["landing"][0]["base"], "main", "{st}");
+    assert_eq!(st["landing"][0]["worktree"], wt.to_str().unwrap(), "{st}");
+    assert_eq!(st["landing"][0]["files"], serde_json::json!(["src/x.rs"]));
+}

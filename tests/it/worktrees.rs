@@ -573,6 +573,7 @@ fn status_and_top_group_claims_by_repository_naming_worktree_and_branch() {
     env.exec(&["claim", "--instance", &bb, &p(&plain, "todo.md")])
         .code(0);
     let v = env.run(&["--json", "status"]).json();
+    assert_schema(conductor::schema::Schema::Output, &v);
     let repo = format!("{}", main.join(".git").display());
     assert_eq!(
         v["repositories"],

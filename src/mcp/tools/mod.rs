@@ -302,6 +302,15 @@ fn claimed(o: &ClaimOutcome) -> Answer {
     if !o.forced.is_empty() {
         v["forced"] = json!(o.forced);
     }
+    // Files a finished branch of another worktree changed, that must land first.
+    if !o.landing.is_empty() {
+        let notices: Vec<String> = o.landing.iter().map(|h| h.notice()).collect();
+        v["landing"] = json!(o.landing);
+        v["message"] = json!(format!("{}.", notices.join("; ")));
+        if o.landing.iter().any(|h| h.refused) {
+            v["status"] = json!("conflict");
+        }
+    }
     Answer::ok(v)
 }
 

@@ -337,6 +337,11 @@ pub fn check_home(home: &Path) {
             .unwrap_or_else(|e| panic!("history line does not parse ({e}): {line}"));
         assert_schema(Schema::HistoryEntry, &v);
     }
+    if let Ok(text) = std::fs::read_to_string(home.join("landing.json")) {
+        let v: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("landing.json does not parse ({e}):\n{text}"));
+        assert_schema(Schema::Landing, &v);
+    }
     for line in read_lines(&home.join("conflicts.log")) {
         let parts: Vec<&str> = line.splitn(3, " | ").collect();
         assert_eq!(
