@@ -44,6 +44,10 @@ pub const DOCUMENTS: &[(&str, Check)] = &[
         <crate::queue::QueueDoc as Document>::FILE,
         check::<crate::queue::QueueDoc>,
     ),
+    (
+        <crate::protocol::landing::LandingDoc as Document>::FILE,
+        check::<crate::protocol::landing::LandingDoc>,
+    ),
 ];
 
 /// Every ledger a home may hold, in every domain.

@@ -918,6 +918,8 @@ fn finished_entry(store: &Store, id: &str) -> Option<super::HistoryEntry> {
             && text.contains(id)
             && let Ok(h) = serde_json::from_str::<super::HistoryEntry>(&text)
             && h.id == id
+            // A later line of its branch landing is not how it finished.
+            && h.outcome != Outcome::Landed
         {
             found = Some(h);
         }

@@ -419,3 +419,19 @@ fn a_session_on_a_side_branch_of_any_worktree_leaves_its_files_landing() {
     plain.exec(&["done", "--instance", &p]).code(0);
     assert!(!plain.home_file("landing.json").exists());
 }
+
+/// `export` and `import` carry what is landing to another home.
+#[test]
+fn landing_moves_with_export_and_import() {
+    let (env, main, _pb, a) = landed_setup();
+    let bundle = env.dir("out").join("bundle.json");
+    env.run(&["export", bundle.to_str().unwrap()]).code(0);
+    let fresh = TestEnv::new();
+    fresh.run(&["import", bundle.to_str().unwrap()]).code(0);
+    assert_eq!(landing(&fresh), landing(&env));
+    // The imported home gives the same notice.
+    let v = fresh
+        .exec_in(&main, &["--json", "claim", "--instance", &a, "src/x.rs"])
+        .json();
+    assert_eq!(v["landing"][0]["branch"], "feat", "{v}");
+}
