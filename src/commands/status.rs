@@ -19,5 +19,6 @@ pub fn execute(ctx: &Ctx) -> Result<Box<dyn Report>> {
     let st = sessions::status(&ctx.store, ctx.now)?;
     let mut report = from(st, ctx.now, ctx.cwd().ok());
     report.enforcement = crate::face::status::enforcement_of(&ctx.store, ctx.now, &report.state);
+    report.overlaps = conductor::protocol::overlaps::of_sessions(&report.state);
     Ok(Box::new(report))
 }

@@ -20,6 +20,9 @@ pub struct StatusReport {
     pub warnings: Vec<String>,
     /// Each hook-registered session's enforcement (instance id → it), from the live checks.
     pub enforcement: std::collections::BTreeMap<String, Enforcement>,
+    /// Files changed in several live worktrees of a repository sessions work in
+    /// ([`conductor::protocol::overlaps::of_sessions`]).
+    pub overlaps: Vec<conductor::protocol::overlaps::Report>,
 }
 
 /// The enforcement of every instance a hook registered (it names its agent), from the live
@@ -98,6 +101,9 @@ impl Report for StatusReport {
                "drift_warnings": self.state.drift_warnings, "summary": self.summary});
         if !self.warnings.is_empty() {
             v["state_warnings"] = json!(self.warnings);
+        }
+        if !self.overlaps.is_empty() {
+            v["overlaps"] = json!(self.overlaps);
         }
         if !self.enforcement.is_empty() {
             v["enforcement"] = self
@@ -212,6 +218,14 @@ impl Report for StatusReport {
                 out.push(fit(&format!("  {}: {}", w.instance_id, w.reason), WIDTH));
             }
         }
+        if !self.overlaps.is_empty() {
+            out.push("Changed in several worktrees (see `conductor overlaps`):".into());
+            out.extend(
+                overlap_lines(&self.overlaps)
+                    .iter()
+                    .map(|l| format!("  {l}")),
+            );
+        }
         if !self.warnings.is_empty() {
             out.push(
                 "Warning: status.json was written by another program and is not in conductor's form; \
@@ -225,6 +239,43 @@ impl Report for StatusReport {
         }
         out.join("\n")
     }
+}
+
+/// One line per file changed in several worktrees: the file, each worktree with its branch
+/// and sessions, and the pairs git predicts to conflict.
+pub fn overlap_lines(reports: &[conductor::protocol::overlaps::Report]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in reports {
+        let name = |path: &str| match r.worktrees.iter().find(|t| t.path == path) {
+            Some(t) if t.sessions.is_empty() => format!("{path} ({})", t.branch),
+            Some(t) => format!("{path} ({}; {})", t.branch, t.sessions.join(", ")),
+            None => path.to_string(),
+        };
+        for o in &r.overlaps {
+            let conflict = if o.conflicts.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " · CONFLICT predicted: {}",
+                    o.conflicts
+                        .iter()
+                        .map(|[a, b]| format!("{a} + {b}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            out.push(format!(
+                "{} in {}{conflict}",
+                o.file,
+                o.worktrees
+                    .iter()
+                    .map(|w| name(w))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    out
 }
 
 /// Build the status report from a state (`protocol::sessions::status_of`).
@@ -241,5 +292,6 @@ pub fn from(st: sessions::Status, now: Timestamp, cwd: Option<std::path::PathBuf
         now,
         cwd,
         enforcement: Default::default(),
+        overlaps: Vec::new(),
     }
 }

@@ -12,6 +12,7 @@ pub mod codex;
 pub mod cursor;
 pub mod gemini;
 pub mod opencode;
+pub mod overlap;
 pub mod pi;
 pub mod service;
 pub mod shell;
@@ -356,7 +357,7 @@ pub fn decide(
         return Decision::Allow;
     }
     match enforce {
-        Enforce::AutoClaim => Decision::Claim,
+        Enforce::AutoClaim | Enforce::BlockOverlap => Decision::Claim,
         Enforce::BlockForeign | Enforce::Off => Decision::Allow,
         Enforce::RequireClaim => Decision::Ask(match my_id {
             Some(id) => format!(

@@ -58,7 +58,7 @@ pub struct Report {
 }
 
 /// Run git in `dir`; its stdout, or `None` when it exits non-zero.
-fn git(dir: &Path, args: &[&str]) -> Result<Option<Vec<u8>>> {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<Option<Vec<u8>>> {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -74,14 +74,14 @@ fn git(dir: &Path, args: &[&str]) -> Result<Option<Vec<u8>>> {
     Ok(out.status.success().then_some(out.stdout))
 }
 
-fn text(b: Vec<u8>) -> String {
+pub(crate) fn text(b: Vec<u8>) -> String {
     String::from_utf8_lossy(&b)
         .trim_end_matches('\n')
         .to_string()
 }
 
 /// NUL-separated names.
-fn names(b: &[u8]) -> impl Iterator<Item = String> + '_ {
+pub(crate) fn names(b: &[u8]) -> impl Iterator<Item = String> + '_ {
     b.split(|c| *c == 0)
         .filter(|s| !s.is_empty())
         .map(|s| String::from_utf8_lossy(s).into_owned())
@@ -130,7 +130,7 @@ fn list(dir: &Path) -> Result<Vec<Listed>> {
 
 /// The integration branch: `base` when given, else the remote's HEAD (`origin/HEAD`), else
 /// `main`, else `master`.
-fn integration_branch(dir: &Path, base: Option<&str>) -> Result<String> {
+pub(crate) fn integration_branch(dir: &Path, base: Option<&str>) -> Result<String> {
     if let Some(b) = base {
         return match git(
             dir,
@@ -215,13 +215,7 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
             changed.push((BTreeSet::new(), None));
             continue;
         };
-        let mut files: BTreeSet<String> = BTreeSet::new();
-        if let Some(d) = git(&path, &["diff", "--name-only", "-z", "--no-renames", &mb])? {
-            files.extend(names(&d));
-        }
-        if let Some(u) = git(&path, &["ls-files", "-z", "--others", "--exclude-standard"])? {
-            files.extend(names(&u));
-        }
+        let files = changed_since(&path, &mb)?;
         let snapshot = match git(&path, &["stash", "create"])?.map(text) {
             Some(s) if !s.is_empty() => s,
             _ => git(&path, &["rev-parse", "HEAD"])?
@@ -274,6 +268,45 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
         worktrees: trees,
         overlaps,
     })
+}
+
+/// What the worktree at `path` changed against commit `mb`: its commits since, its staged and
+/// unstaged changes, its untracked files (not ignored).
+pub(crate) fn changed_since(path: &Path, mb: &str) -> Result<BTreeSet<String>> {
+    let mut files: BTreeSet<String> = BTreeSet::new();
+    if let Some(d) = git(path, &["diff", "--name-only", "-z", "--no-renames", mb])? {
+        files.extend(names(&d));
+    }
+    if let Some(u) = git(path, &["ls-files", "-z", "--others", "--exclude-standard"])? {
+        files.extend(names(&u));
+    }
+    Ok(files)
+}
+
+/// The overlaps of every repository a live instance works in that has two or more live
+/// worktrees, those with at least one overlap (what `status`, `top`, the dashboard and the MCP
+/// `check` tool show). Runs git, as [`find`] does, only for such repositories; a repository git
+/// cannot measure is left out.
+pub fn of_sessions(state: &State) -> Vec<Report> {
+    let mut finder = super::local::WorktreeFinder::default();
+    for i in &state.instances {
+        if i.working_directory.starts_with('/') {
+            finder.note(Path::new(&i.working_directory));
+        }
+    }
+    let mut repos: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for t in finder.found.all() {
+        repos
+            .entry(t.repo.as_str())
+            .or_default()
+            .push(t.root.as_str());
+    }
+    repos
+        .values()
+        .filter(|roots| roots.len() > 1)
+        .filter_map(|roots| find(Path::new(roots[0]), None, state).ok())
+        .filter(|r| !r.overlaps.is_empty())
+        .collect()
 }
 
 /// The files `git merge-tree --write-tree` finds conflicting when merging commits `a` and `b`.
