@@ -53,4 +53,5 @@ mod stale;
 mod startup;
 mod txn_crash;
 mod workflow;
+mod worktree_overlaps;
 mod worktrees;
