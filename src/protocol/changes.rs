@@ -9,10 +9,12 @@
 //! through the store) with what it was computed from:
 //! - the commit `HEAD` resolves to and the integration branch's commit, read from the ref
 //!   files (no git);
-//! - the index's stat data (mtime, size, inode): staging, committing, checking out all rewrite
-//!   it;
+//! - the index's size and the checksum git writes at its end (its mtime and inode when it has
+//!   none): staging, committing, checking out all change it, while a refresh that rewrites the
+//!   same content (`git status`, `git stash create`) does not;
 //! - the moment the computation started: a file asked about whose ctime or mtime is later (less
-//!   a second, for coarse file system clocks) was written since, so the set is computed again.
+//!   50 ms for the file system's coarse clock, two seconds where it keeps whole seconds only)
+//!   was written since, so the set is computed again.
 //!   A file that is gone is judged by its directory's ctime, as removing it changes it.
 //!
 //! A question about a file whose stat data and the worktree's refs and index are unchanged is
@@ -32,8 +34,11 @@ use crate::store::Store;
 /// The cache's directory in the home.
 pub const DIR: &str = "worktree-changes";
 const VERSION: u32 = 1;
-/// A file written up to this long before a computation started may be missing from it.
-const MARGIN_NS: i64 = 1_000_000_000;
+/// A file written up to this long before a computation started may be missing from it: file
+/// systems stamp files with a coarse clock (a few milliseconds behind).
+const MARGIN_NS: i64 = 50_000_000;
+/// The same, on a file system that keeps whole seconds only (FAT keeps two).
+const MARGIN_COARSE_NS: i64 = 2_000_000_000;
 
 /// What a worktree's changed-file set was computed from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,8 +47,9 @@ struct Key {
     head: Option<String>,
     /// The integration branch's commit.
     base_commit: Option<String>,
-    /// The index's mtime (seconds, nanoseconds), size and inode.
-    index: Option<[i64; 4]>,
+    /// The index's size and its trailing checksum (git's hash of its whole content), or its
+    /// mtime and inode when it has none (`index.skipHash`).
+    index: Option<(u64, String)>,
 }
 
 /// One worktree's cache file.
@@ -76,6 +82,7 @@ pub fn changed(store: &Store, tree: &Worktree, rels: &[&str]) -> Result<Vec<bool
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .filter(|e: &Entry| e.version == VERSION && e.root == tree.root);
+    let known_base = cached.as_ref().map(|e| e.base_ref.clone());
     let fresh = cached.filter(|e| {
         !common.join("reftable").exists()
             && key_now(&gitdir, &common, &e.base_ref) == e.key
@@ -84,7 +91,7 @@ pub fn changed(store: &Store, tree: &Worktree, rels: &[&str]) -> Result<Vec<bool
     let entry = match fresh {
         Some(e) => e,
         None => {
-            let e = compute(root, &tree.root, &gitdir, &common)?;
+            let e = compute(root, &tree.root, &gitdir, &common, known_base)?;
             if let Ok(bytes) = serde_json::to_vec(&e) {
                 // Best effort: a cache that cannot be written is computed again next time.
                 let _ = crate::store::atomic::create_private_dirs(&store.home().dir().join(DIR))
@@ -128,8 +135,14 @@ fn mtime_ns(m: &std::fs::Metadata) -> i64 {
 
 /// True when `rel` was not written since `e` was computed.
 fn unchanged_since(root: &Path, e: &Entry, rel: &str) -> bool {
-    let limit = e.since_ns.saturating_sub(MARGIN_NS);
-    let old = |m: &std::fs::Metadata| ctime_ns(m) < limit && mtime_ns(m) < limit;
+    let old = |m: &std::fs::Metadata| {
+        // Whole seconds (no nanoseconds at all): the file system's clock is that coarse.
+        let coarse = m.ctime_nsec() == 0 && m.mtime_nsec() == 0;
+        let limit = e
+            .since_ns
+            .saturating_sub(if coarse { MARGIN_COARSE_NS } else { MARGIN_NS });
+        ctime_ns(m) < limit && mtime_ns(m) < limit
+    };
     let p = root.join(rel);
     let gone = e.missing.binary_search_by(|f| f.as_str().cmp(rel)).is_ok();
     match std::fs::symlink_metadata(&p) {
@@ -158,14 +171,34 @@ fn key_now(gitdir: &Path, common: &Path, base_ref: &str) -> Key {
     let base_commit = (!base_ref.is_empty())
         .then(|| follow(gitdir, common, &format!("ref: {base_ref}"), 0))
         .flatten();
-    let index = std::fs::metadata(gitdir.join("index"))
-        .ok()
-        .map(|m| [m.mtime(), m.mtime_nsec(), m.size() as i64, m.ino() as i64]);
+    let index = index_key(&gitdir.join("index"));
     Key {
         head,
         base_commit,
         index,
     }
+}
+
+/// The index's size and the checksum git writes at its end, so that a rewrite of the same
+/// content (`git status` or `git stash create` refreshing it) keeps the cache; the mtime and
+/// inode instead when the checksum is zeros (`index.skipHash`).
+fn index_key(path: &Path) -> Option<(u64, String)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let m = f.metadata().ok()?;
+    // SHA-1 repositories end with 20 bytes, SHA-256 ones with 32: the last 32 cover both.
+    let tail = m.len().min(32);
+    f.seek(SeekFrom::End(-(tail as i64))).ok()?;
+    let mut b = Vec::with_capacity(32);
+    f.read_to_end(&mut b).ok()?;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    if b[b.len().saturating_sub(20)..].iter().all(|x| *x == 0) {
+        return Some((
+            m.len(),
+            format!("{}.{}.{}", m.mtime(), m.mtime_nsec(), m.ino()),
+        ));
+    }
+    Some((m.len(), hex))
 }
 
 /// What `value` (a commit id, or `ref: NAME`) resolves to: a loose ref in the worktree's git
@@ -189,15 +222,31 @@ fn follow(gitdir: &Path, common: &Path, value: &str, depth: u8) -> Option<String
     })
 }
 
-/// Measure the worktree at `root` with git.
-fn compute(root: &Path, key: &str, gitdir: &Path, common: &Path) -> Result<Entry> {
+/// Measure the worktree at `root` with git. A worktree
+/// measured before under the integration branch `known_base` (a full ref) measures against it
+/// again while it resolves, without asking git which branch that is.
+fn compute(
+    root: &Path,
+    key: &str,
+    gitdir: &Path,
+    common: &Path,
+    known_base: Option<String>,
+) -> Result<Entry> {
     let since_ns = now_ns();
-    let base = integration_branch(root, None).ok();
-    let base_ref = match &base {
-        Some(b) => git(root, &["rev-parse", "--symbolic-full-name", b])?
-            .map(text)
-            .unwrap_or_default(),
-        None => String::new(),
+    let known = known_base
+        .filter(|b| !b.is_empty() && follow(gitdir, common, &format!("ref: {b}"), 0).is_some());
+    let (base, base_ref) = match known {
+        Some(b) => (Some(b.clone()), b),
+        None => {
+            let base = integration_branch(root, None).ok();
+            let base_ref = match &base {
+                Some(b) => git(root, &["rev-parse", "--symbolic-full-name", b])?
+                    .map(text)
+                    .unwrap_or_default(),
+                None => String::new(),
+            };
+            (base, base_ref)
+        }
     };
     // Read before git looks: anything that changes meanwhile makes the next call look again.
     let k = key_now(gitdir, common, &base_ref);

@@ -183,9 +183,30 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
         })?;
     let base = integration_branch(dir, base)?;
     let mut trees = Vec::new();
-    // Per worktree: its changed files and the commit that stands for its state.
-    let mut changed: Vec<(BTreeSet<String>, Option<String>)> = Vec::new();
-    for t in list(dir)? {
+    // Per worktree: its changed files, and its directory when they could be measured.
+    let mut changed: Vec<(BTreeSet<String>, Option<PathBuf>)> = Vec::new();
+    let listed = list(dir)?;
+    // Each worktree is measured in a thread of its own: git spends most of it stat-ing files.
+    let measured: Vec<Result<Option<BTreeSet<String>>>> = std::thread::scope(|s| {
+        let base = base.as_str();
+        let running: Vec<_> = listed
+            .iter()
+            .map(|t| {
+                let path = std::fs::canonicalize(&t.path).unwrap_or(t.path.clone());
+                s.spawn(move || -> Result<Option<BTreeSet<String>>> {
+                    match git(&path, &["merge-base", base, "HEAD"])?.map(text) {
+                        Some(mb) => changed_since(&path, &mb).map(Some),
+                        None => Ok(None),
+                    }
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|h| h.join().expect("a measuring thread does not panic"))
+            .collect()
+    });
+    for (t, files) in listed.into_iter().zip(measured) {
         let path = std::fs::canonicalize(&t.path).unwrap_or(t.path.clone());
         let shown = path.to_string_lossy().into_owned();
         let branch = t.branch.clone().unwrap_or_else(|| {
@@ -207,7 +228,7 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
             changed: 0,
             skipped: None,
         };
-        let Some(mb) = git(&path, &["merge-base", &base, "HEAD"])?.map(text) else {
+        let Some(files) = files? else {
             tree.skipped = Some(format!(
                 "no commit in common with {base} (or no commit yet): its changes cannot be measured"
             ));
@@ -215,16 +236,9 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
             changed.push((BTreeSet::new(), None));
             continue;
         };
-        let files = changed_since(&path, &mb)?;
-        let snapshot = match git(&path, &["stash", "create"])?.map(text) {
-            Some(s) if !s.is_empty() => s,
-            _ => git(&path, &["rev-parse", "HEAD"])?
-                .map(text)
-                .unwrap_or_default(),
-        };
         tree.changed = files.len();
         trees.push(tree);
-        changed.push((files, Some(snapshot)));
+        changed.push((files, Some(path)));
     }
     // Files changed in two or more worktrees.
     let mut by_file: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -243,12 +257,30 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
             }
         }
     }
+    // The commit that stands for each worktree's state, made only for worktrees in a pair.
+    let mut snapshots: BTreeMap<usize, String> = BTreeMap::new();
+    let mut snapshot = |i: usize| -> Result<Option<String>> {
+        let Some(path) = &changed[i].1 else {
+            return Ok(None);
+        };
+        if let Some(s) = snapshots.get(&i) {
+            return Ok(Some(s.clone()));
+        }
+        let s = match git(path, &["stash", "create"])?.map(text) {
+            Some(s) if !s.is_empty() => s,
+            _ => git(path, &["rev-parse", "HEAD"])?
+                .map(text)
+                .unwrap_or_default(),
+        };
+        snapshots.insert(i, s.clone());
+        Ok(Some(s))
+    };
     let mut conflicted: BTreeMap<(usize, usize), BTreeSet<String>> = BTreeMap::new();
     for &(a, b) in &pairs {
-        let (Some(sa), Some(sb)) = (&changed[a].1, &changed[b].1) else {
+        let (Some(sa), Some(sb)) = (snapshot(a)?, snapshot(b)?) else {
             continue;
         };
-        conflicted.insert((a, b), merge_conflicts(dir, sa, sb)?);
+        conflicted.insert((a, b), merge_conflicts(dir, &sa, &sb)?);
     }
     let overlaps = by_file
         .into_iter()
