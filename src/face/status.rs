@@ -278,6 +278,41 @@ pub fn overlap_lines(reports: &[conductor::protocol::overlaps::Report]) -> Vec<S
     out
 }
 
+/// The files worktree `path` changed that other worktrees changed too, one line each, naming
+/// the others with their branches and the pairs with `path` git predicts to conflict.
+pub fn overlaps_of_worktree(r: &conductor::protocol::overlaps::Report, path: &str) -> Vec<String> {
+    let branch = |p: &str| {
+        r.worktrees
+            .iter()
+            .find(|t| t.path == p)
+            .map(|t| format!("{p} ({})", t.branch))
+            .unwrap_or_else(|| p.to_string())
+    };
+    r.overlaps
+        .iter()
+        .filter(|o| o.worktrees.iter().any(|w| w == path))
+        .map(|o| {
+            let others: Vec<String> = o
+                .worktrees
+                .iter()
+                .filter(|w| *w != path)
+                .map(|w| branch(w))
+                .collect();
+            let conflict = o.conflicts.iter().any(|[a, b]| a == path || b == path);
+            format!(
+                "{} also changed in {}{}",
+                o.file,
+                others.join(", "),
+                if conflict {
+                    " · CONFLICT predicted"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect()
+}
+
 /// Build the status report from a state (`protocol::sessions::status_of`).
 pub fn report(state: State, now: Timestamp, cwd: Option<std::path::PathBuf>) -> StatusReport {
     from(sessions::status_of(state, now), now, cwd)

@@ -185,6 +185,20 @@ pub fn state(store: &Store) -> Result<Value> {
     // Conflicts as `status` reports them: only those whose holder still holds the file.
     let conflicts = conductor::protocol::ops::live_conflicts(&st);
     let enforcement = crate::face::status::enforcement_of(store, now, &st);
+    // Files changed in several worktrees, as `status` shows them; per instance, the lines of the
+    // worktree it works in.
+    let overlaps = conductor::protocol::overlaps::of_sessions(&st);
+    let overlaps_of = |id: &str| -> Vec<String> {
+        overlaps
+            .iter()
+            .flat_map(|r| {
+                r.worktrees
+                    .iter()
+                    .filter(|t| t.sessions.iter().any(|s| s == id))
+                    .flat_map(|t| crate::face::status::overlaps_of_worktree(r, &t.path))
+            })
+            .collect()
+    };
     let instances: Vec<Value> = st
         .instances
         .iter()
@@ -216,12 +230,14 @@ pub fn state(store: &Store) -> Result<Value> {
             });
             json!({"id": i.id, "project": i.project, "task": i.task, "priority": i.priority,
                    "last_heartbeat": i.last_heartbeat, "claims": claims,
-                   "waiting_for": waiting, "conflicts": open, "enforcement": enforced})
+                   "waiting_for": waiting, "conflicts": open, "enforcement": enforced,
+                   "overlaps": overlaps_of(&i.id)})
         })
         .collect();
     Ok(json!({
         "seq": seq, "now": now, "home": store.location(),
         "instances": instances, "agents": agent_rows, "workflows": sessions, "jobs": jobs,
+        "overlaps": overlaps,
     }))
 }
 

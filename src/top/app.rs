@@ -127,6 +127,7 @@ mod tests {
                     last_heartbeat: t,
                     working_directory: "/".into(),
                     enforcement: None,
+                    overlaps: Vec::new(),
                 })
                 .collect(),
             agents: agents

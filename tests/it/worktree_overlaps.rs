@@ -253,3 +253,61 @@ fn status_json_and_the_mcp_check_tool_show_the_overlap() {
     );
     assert_eq!(files[1]["changed_in_worktrees"], json!([]), "{}", out[0]);
 }
+
+#[test]
+fn top_and_the_dashboard_show_the_overlap_under_the_sessions_working_there() {
+    use std::io::BufRead;
+    let (env, main, b) = setup();
+    let sa = env.start_in(&main, "app", "A", "P1");
+    let sb = env.start_in(&b, "app", "B", "P1");
+    std::fs::write(main.join("src/x.rs"), "fn x() -> u8 { 1 }\n").unwrap();
+    std::fs::write(b.join("src/x.rs"), "fn x() -> u16 { 2 }\n").unwrap();
+    let s = |d: &Path| d.to_str().unwrap().to_string();
+    let line_a = format!(
+        "src/x.rs also changed in {} (feature/b) · CONFLICT predicted",
+        s(&b)
+    );
+    let line_b = format!(
+        "src/x.rs also changed in {} (main) · CONFLICT predicted",
+        s(&main)
+    );
+    // `top`'s overview, as `status --watch --json` prints it (its first document).
+    let mut c = env.cmd();
+    c.args(["--json", "status", "--watch"])
+        .stdout(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let o: Value = serde_json::from_str(&first).unwrap();
+    let of = |id: &str| {
+        o["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["id"] == id)
+            .map(|i| i["overlaps"].clone())
+    };
+    assert_eq!(of(&sa), Some(json!([line_a])), "{o}");
+    assert_eq!(of(&sb), Some(json!([line_b])), "{o}");
+    // The dashboard's state: the same lines per instance, and the reports.
+    let srv = crate::serve::Server::start(&env);
+    let r = srv.raw("GET", &format!("/?token={}", srv.token), &[], b"");
+    let cookie = r.header("set-cookie").unwrap();
+    let cookie = cookie.split(';').next().unwrap();
+    let st = srv
+        .raw("GET", "/dashboard/state", &[("Cookie", cookie)], b"")
+        .expect(200);
+    let row = st["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == sa.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(row["overlaps"], json!([line_a]), "{st}");
+    assert_eq!(st["overlaps"][0]["overlaps"][0]["file"], "src/x.rs", "{st}");
+}

@@ -43,6 +43,7 @@ impl Overview {
                 last_heartbeat: i.last_heartbeat,
                 working_directory: i.working_directory.clone(),
                 enforcement: None,
+                overlaps: Vec::new(),
             })
             .collect();
         let agents = agents
@@ -206,6 +207,7 @@ impl Overview {
             let i = &self.instances[it.index];
             let shown = i.shown_paths();
             out.extend(i.enforcement.iter().map(|e| format!("    {e}")));
+            out.extend(i.overlaps.iter().map(|o| format!("    {o}")));
             out.extend(i.claims.iter().map(|c| format!("    {}", shown(c))));
             out.extend(
                 i.waiting_for
@@ -223,7 +225,10 @@ impl Overview {
                 .instances
                 .iter()
                 .map(|i| {
-                    1 + usize::from(i.enforcement.is_some()) + i.claims.len() + i.waiting_for.len()
+                    1 + usize::from(i.enforcement.is_some())
+                        + i.overlaps.len()
+                        + i.claims.len()
+                        + i.waiting_for.len()
                 })
                 .sum(),
             _ => self.len(s),
@@ -242,6 +247,9 @@ impl Overview {
                 out.push(format!("directory  {}", i.working_directory));
                 if let Some(e) = &i.enforcement {
                     out.push(format!("agent      {e}"));
+                }
+                for o in &i.overlaps {
+                    out.push(format!("overlap    {o}"));
                 }
                 out.push(format!(
                     "started    {} ago · heartbeat {} ago",
@@ -394,6 +402,20 @@ pub fn read(store: &Store) -> Result<Overview> {
         row.enforcement = enforcement
             .get(&i.id)
             .map(|e| one_line(&crate::face::status::enforcement_line(i, e)));
+    }
+    // Files changed in several worktrees (runs git only for repositories with several live
+    // worktrees that sessions work in).
+    for r in conductor::protocol::overlaps::of_sessions(&state) {
+        for t in &r.worktrees {
+            let lines = crate::face::status::overlaps_of_worktree(&r, &t.path);
+            for row in o
+                .instances
+                .iter_mut()
+                .filter(|row| t.sessions.contains(&row.id))
+            {
+                row.overlaps.extend(lines.iter().map(|l| one_line(l)));
+            }
+        }
     }
     Ok(o)
 }
