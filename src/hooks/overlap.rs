@@ -35,6 +35,9 @@ pub struct Elsewhere {
     pub conflict: Option<bool>,
 }
 
+/// A file to ask another worktree about: as edited, relative, and the editing worktree.
+type Ask<'a> = (&'a str, &'a str, &'a Worktree);
+
 /// The files among `files` (absolute keys) that another live worktree of their repository
 /// changed, one row per file and worktree. `repos` are the files' worktrees; `st` names the
 /// sessions.
@@ -45,7 +48,7 @@ pub fn find(
     st: &State,
 ) -> Result<Vec<Elsewhere>> {
     // Per other worktree: the files to ask it about (relative), with the editing worktree.
-    let mut asks: BTreeMap<&str, (&Worktree, Vec<(&str, &str, &Worktree)>)> = BTreeMap::new();
+    let mut asks: BTreeMap<&str, (&Worktree, Vec<Ask>)> = BTreeMap::new();
     for f in files {
         if !f.starts_with('/') || f.starts_with("/@") || kind(f) != Kind::File {
             continue;
