@@ -63,10 +63,24 @@ pub fn find(
                 .push((f.as_str(), rel, here));
         }
     }
+    // Each worktree in a thread of its own: one that changed since it was last measured runs
+    // git, the others answer from their caches.
+    let answers: Vec<Result<Vec<bool>>> = std::thread::scope(|s| {
+        let running: Vec<_> = asks
+            .values()
+            .map(|(t, wanted)| {
+                let rels: Vec<&str> = wanted.iter().map(|(_, r, _)| *r).collect();
+                s.spawn(move || crate::protocol::changes::changed(store, t, &rels))
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|h| h.join().expect("a measuring thread does not panic"))
+            .collect()
+    });
     let mut out = Vec::new();
-    for (t, wanted) in asks.values() {
-        let rels: Vec<&str> = wanted.iter().map(|(_, r, _)| *r).collect();
-        let changed = crate::protocol::changes::changed(store, t, &rels)?;
+    for ((t, wanted), changed) in asks.values().zip(answers) {
+        let changed = changed?;
         let root = t.root.trim_end_matches('/');
         for ((file, rel, here), yes) in wanted.iter().zip(changed) {
             if !yes {
