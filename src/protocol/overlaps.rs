@@ -257,30 +257,36 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
             }
         }
     }
-    // The commit that stands for each worktree's state, made only for worktrees in a pair.
-    let mut snapshots: BTreeMap<usize, String> = BTreeMap::new();
-    let mut snapshot = |i: usize| -> Result<Option<String>> {
-        let Some(path) = &changed[i].1 else {
-            return Ok(None);
-        };
-        if let Some(s) = snapshots.get(&i) {
-            return Ok(Some(s.clone()));
-        }
-        let s = match git(path, &["stash", "create"])?.map(text) {
-            Some(s) if !s.is_empty() => s,
-            _ => git(path, &["rev-parse", "HEAD"])?
-                .map(text)
-                .unwrap_or_default(),
-        };
-        snapshots.insert(i, s.clone());
-        Ok(Some(s))
-    };
+    // The commit that stands for each worktree's state, made only for worktrees in a pair (in
+    // parallel threads).
+    let wanted: BTreeSet<usize> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let snapshots: BTreeMap<usize, String> = std::thread::scope(|s| {
+        let running: Vec<_> = wanted
+            .iter()
+            .filter_map(|&i| Some((i, changed[i].1.as_deref()?)))
+            .map(|(i, path)| {
+                s.spawn(move || -> Result<(usize, String)> {
+                    let snap = match git(path, &["stash", "create"])?.map(text) {
+                        Some(s) if !s.is_empty() => s,
+                        _ => git(path, &["rev-parse", "HEAD"])?
+                            .map(text)
+                            .unwrap_or_default(),
+                    };
+                    Ok((i, snap))
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|h| h.join().expect("a snapshot thread does not panic"))
+            .collect::<Result<_>>()
+    })?;
     let mut conflicted: BTreeMap<(usize, usize), BTreeSet<String>> = BTreeMap::new();
     for &(a, b) in &pairs {
-        let (Some(sa), Some(sb)) = (snapshot(a)?, snapshot(b)?) else {
+        let (Some(sa), Some(sb)) = (snapshots.get(&a), snapshots.get(&b)) else {
             continue;
         };
-        conflicted.insert((a, b), merge_conflicts(dir, &sa, &sb)?);
+        conflicted.insert((a, b), merge_conflicts(dir, sa, sb)?);
     }
     let overlaps = by_file
         .into_iter()
