@@ -431,6 +431,19 @@ fn edit(
         .iter()
         .map(|f| norm.normalize(f))
         .collect::<Result<Vec<_>>>()?;
+    // With a shared store the keys name repositories; other worktrees' changes are looked up
+    // by the absolute paths.
+    let paths = if store.shared_by_hosts() {
+        let mut plain = PathNormalizer::new(dir.clone());
+        Some(
+            raw_files
+                .iter()
+                .map(|f| plain.normalize(f))
+                .collect::<Result<Vec<_>>>()?,
+        )
+    } else {
+        None
+    };
     let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
     let adopt = adopted_id();
     let req = hooks::service::Edit {
@@ -440,6 +453,7 @@ fn edit(
         enforce,
         after,
         repos: norm.worktrees().clone(),
+        paths,
     };
     hooks::service::edit(&store, now, &live, &req)
 }

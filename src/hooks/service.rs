@@ -106,6 +106,9 @@ pub struct Edit<'a> {
     pub after: bool,
     /// The git worktrees of `files` (see [`crate::protocol::worktrees`]).
     pub repos: crate::protocol::worktrees::Worktrees,
+    /// `files` as absolute paths when their keys name repositories instead (a shared store):
+    /// what other worktrees' changes are looked up by.
+    pub paths: Option<Vec<String>>,
 }
 
 /// Decide an edit for every file and claim the free ones (registering the session's instance
@@ -133,7 +136,8 @@ pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> R
         return Ok(if after { after_the_fact(v) } else { v });
     }
     // Files another live worktree of the repository changed, claimed or not.
-    let overlap = match super::overlap::find(store, &req.repos, &req.files, &state) {
+    let paths = req.paths.as_ref().unwrap_or(&req.files);
+    let overlap = match super::overlap::find(store, &req.repos, paths, &state) {
         Ok(found) if found.is_empty() => None,
         Ok(found) if req.enforce == Enforce::BlockOverlap => {
             let v = Verdict::deny(super::overlap::refusal(&found));

@@ -311,3 +311,36 @@ fn top_and_the_dashboard_show_the_overlap_under_the_sessions_working_there() {
     assert_eq!(row["overlaps"], json!([line_a]), "{st}");
     assert_eq!(st["overlaps"][0]["overlaps"][0]["file"], "src/x.rs", "{st}");
 }
+
+/// On a shared store (etcd) claims are keyed by repository, and the hook still finds the other
+/// worktree's change of the file by its path.
+#[test]
+fn on_a_shared_etcd_store_the_hook_still_names_the_other_worktree() {
+    use std::io::Write;
+    let cluster = crate::etcd::Cluster::with_members(1);
+    let (env, main, b) = setup();
+    std::fs::write(b.join("src/x.rs"), "changed in b\n").unwrap();
+    let mut c = env.cmd();
+    c.env("CONDUCTOR_STORE", cluster.url())
+        .args(["hook", "claude"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(claude_edit("sess-a", &main, &p(&main, "src/x.rs")).as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let told = context(&v);
+    assert!(
+        told.contains(&format!(
+            "{} is changed in another worktree of this repository, {} (branch feature/b",
+            p(&main, "src/x.rs"),
+            b.display()
+        )),
+        "{v}"
+    );
+}
