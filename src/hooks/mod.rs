@@ -689,6 +689,11 @@ mod tests {
             d(&st, "s-b", "/w/free.rs", true, Enforce::AutoClaim),
             Decision::Claim
         );
+        // block-overlap claims like auto-claim (other worktrees' changes are the service's).
+        assert_eq!(
+            d(&st, "s-b", "/w/free.rs", true, Enforce::BlockOverlap),
+            Decision::Claim
+        );
         assert_eq!(
             d(&st, "s-b", "/tmp/scratch", false, Enforce::AutoClaim),
             Decision::Allow,
