@@ -14,7 +14,8 @@
 #   after change  an edit of src/warm.rs right after the other worktree that changed it changed it
 #                 again (that worktree is measured again with git: the cache's miss)
 #   overlaps      `conductor overlaps` in the main worktree (runs git in every worktree)
-# Goals: overlap / baseline <= 2.0x; `conductor overlaps` under 200 ms.
+# Goals: overlap / baseline <= 2.0x; `conductor overlaps` under 200 ms. BENCH_VERBOSE=1 prints every
+# sample.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-50}
