@@ -85,6 +85,9 @@ pub enum Enforce {
     BlockForeign,
     /// block every edit of a file this session has not claimed itself
     RequireClaim,
+    /// as auto-claim, and also block edits of files another live worktree of the repository
+    /// changed (its branch's commits or uncommitted changes), claimed or not
+    BlockOverlap,
     /// never block and never claim (sessions are still registered and ended)
     Off,
 }
@@ -96,6 +99,7 @@ impl Enforce {
             Enforce::AutoClaim => "auto-claim",
             Enforce::BlockForeign => "block-foreign",
             Enforce::RequireClaim => "require-claim",
+            Enforce::BlockOverlap => "block-overlap",
             Enforce::Off => "off",
         }
     }

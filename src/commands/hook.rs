@@ -38,8 +38,10 @@ it reads one hook payload from stdin and answers in that agent's hook output for
 and tells the model who else holds which files in this project\n\
   before an edit       Claude Code Edit/Write/MultiEdit/NotebookEdit, Cursor preToolUse, Codex apply_patch (every \
 file of the patch), Gemini write_file/replace: refused when another live instance holds a file; otherwise `enforce` \
-in config.json decides (auto-claim, block-foreign, require-claim, off). Files outside the session's directory are \
-never claimed. A holder that looks gone, or require-claim, is left to a person (ask; agents without ask refuse)\n\
+in config.json decides (auto-claim, block-foreign, require-claim, block-overlap, off). Files outside the session's \
+directory are never claimed. A holder that looks gone, or require-claim, is left to a person (ask; agents without ask \
+refuse). A file another live git worktree of the repository changed (its branch's commits or uncommitted changes) is \
+named to the model with that worktree, its branch and its sessions; block-overlap refuses it\n\
   after an edit        Cursor afterFileEdit: claims the file after the fact (Cursor cannot refuse there)\n\
   prompt, stop, tool   heartbeat (at most every 5 minutes), so an idle session keeps its claims until \
 default_max_age_minutes (60) pass without any hook event\n\
@@ -534,6 +536,19 @@ fn edit(
         .iter()
         .map(|f| norm.normalize(f))
         .collect::<Result<Vec<_>>>()?;
+    // With a shared store the keys name repositories; other worktrees' changes are looked up
+    // by the absolute paths.
+    let paths = if store.shared_by_hosts() {
+        let mut plain = PathNormalizer::new(dir.clone());
+        Some(
+            raw_files
+                .iter()
+                .map(|f| plain.normalize(f))
+                .collect::<Result<Vec<_>>>()?,
+        )
+    } else {
+        None
+    };
     let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
     let adopt = adopted_id();
     let req = hooks::service::Edit {
@@ -543,6 +558,7 @@ fn edit(
         enforce,
         after,
         repos: norm.worktrees().clone(),
+        paths,
     };
     hooks::service::edit(&store, now, &live, &req)
 }

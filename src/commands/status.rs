@@ -23,5 +23,6 @@ pub fn execute(ctx: &Ctx) -> Result<Box<dyn Report>> {
         .store
         .read_doc::<conductor::protocol::landing::LandingDoc>(ctx.now)?
         .landing;
+    report.overlaps = conductor::protocol::overlaps::of_sessions(&report.state);
     Ok(Box::new(report))
 }

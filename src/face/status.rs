@@ -25,6 +25,9 @@ pub struct StatusReport {
     pub repositories: Vec<repositories::RepositoryClaims>,
     /// Finished branches whose files are landing (`landing.json`).
     pub landing: Vec<conductor::protocol::landing::Landing>,
+    /// Files changed in several live worktrees of a repository sessions work in
+    /// ([`conductor::protocol::overlaps::of_sessions`]).
+    pub overlaps: Vec<conductor::protocol::overlaps::Report>,
 }
 
 /// The landing branches as status and the dashboard show them.
@@ -154,6 +157,9 @@ impl Report for StatusReport {
         }
         if !self.landing.is_empty() {
             v["landing"] = landing_json(&self.landing);
+        }
+        if !self.overlaps.is_empty() {
+            v["overlaps"] = json!(self.overlaps);
         }
         if !self.enforcement.is_empty() {
             v["enforcement"] = self
@@ -288,6 +294,14 @@ impl Report for StatusReport {
                 out.push(fit(&format!("  {}: {}", w.instance_id, w.reason), WIDTH));
             }
         }
+        if !self.overlaps.is_empty() {
+            out.push("Changed in several worktrees (see `conductor overlaps`):".into());
+            out.extend(
+                overlap_lines(&self.overlaps)
+                    .iter()
+                    .map(|l| format!("  {l}")),
+            );
+        }
         if !self.warnings.is_empty() {
             out.push(
                 "Warning: status.json was written by another program and is not in conductor's form; \
@@ -301,6 +315,78 @@ impl Report for StatusReport {
         }
         out.join("\n")
     }
+}
+
+/// One line per file changed in several worktrees: the file, each worktree with its branch
+/// and sessions, and the pairs git predicts to conflict.
+pub fn overlap_lines(reports: &[conductor::protocol::overlaps::Report]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in reports {
+        let name = |path: &str| match r.worktrees.iter().find(|t| t.path == path) {
+            Some(t) if t.sessions.is_empty() => format!("{path} ({})", t.branch),
+            Some(t) => format!("{path} ({}; {})", t.branch, t.sessions.join(", ")),
+            None => path.to_string(),
+        };
+        for o in &r.overlaps {
+            let conflict = if o.conflicts.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " · CONFLICT predicted: {}",
+                    o.conflicts
+                        .iter()
+                        .map(|[a, b]| format!("{a} + {b}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            out.push(format!(
+                "{} in {}{conflict}",
+                o.file,
+                o.worktrees
+                    .iter()
+                    .map(|w| name(w))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    out
+}
+
+/// The files worktree `path` changed that other worktrees changed too, one line each, naming
+/// the others with their branches and the pairs with `path` git predicts to conflict.
+pub fn overlaps_of_worktree(r: &conductor::protocol::overlaps::Report, path: &str) -> Vec<String> {
+    let branch = |p: &str| {
+        r.worktrees
+            .iter()
+            .find(|t| t.path == p)
+            .map(|t| format!("{p} ({})", t.branch))
+            .unwrap_or_else(|| p.to_string())
+    };
+    r.overlaps
+        .iter()
+        .filter(|o| o.worktrees.iter().any(|w| w == path))
+        .map(|o| {
+            let others: Vec<String> = o
+                .worktrees
+                .iter()
+                .filter(|w| *w != path)
+                .map(|w| branch(w))
+                .collect();
+            let conflict = o.conflicts.iter().any(|[a, b]| a == path || b == path);
+            format!(
+                "{} also changed in {}{}",
+                o.file,
+                others.join(", "),
+                if conflict {
+                    " · CONFLICT predicted"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect()
 }
 
 /// Build the status report from a state (`protocol::sessions::status_of`).
@@ -321,5 +407,6 @@ pub fn from(st: sessions::Status, now: Timestamp, cwd: Option<std::path::PathBuf
         cwd,
         enforcement: Default::default(),
         landing: Vec::new(),
+        overlaps: Vec::new(),
     }
 }

@@ -12,6 +12,7 @@ pub mod codex;
 pub mod cursor;
 pub mod gemini;
 pub mod opencode;
+pub mod overlap;
 pub mod pi;
 pub mod service;
 pub mod shell;
@@ -362,7 +363,7 @@ pub fn decide(
         return Decision::Allow;
     }
     match enforce {
-        Enforce::AutoClaim => Decision::Claim,
+        Enforce::AutoClaim | Enforce::BlockOverlap => Decision::Claim,
         Enforce::BlockForeign | Enforce::Off => Decision::Allow,
         Enforce::RequireClaim => Decision::Ask(match my_id {
             Some(id) => format!(
@@ -692,6 +693,11 @@ mod tests {
         );
         assert_eq!(
             d(&st, "s-b", "/w/free.rs", true, Enforce::AutoClaim),
+            Decision::Claim
+        );
+        // block-overlap claims like auto-claim (other worktrees' changes are the service's).
+        assert_eq!(
+            d(&st, "s-b", "/w/free.rs", true, Enforce::BlockOverlap),
             Decision::Claim
         );
         assert_eq!(

@@ -106,6 +106,9 @@ pub struct Edit<'a> {
     pub after: bool,
     /// The git worktrees of `files` (see [`crate::protocol::worktrees`]).
     pub repos: crate::protocol::worktrees::Worktrees,
+    /// `files` as absolute paths when their keys name repositories instead (a shared store):
+    /// what other worktrees' changes are looked up by.
+    pub paths: Option<Vec<String>>,
 }
 
 /// Decide an edit for every file and claim the free ones (registering the session's instance
@@ -132,10 +135,48 @@ pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> R
     if let Some(v) = verdict {
         return Ok(if after { after_the_fact(v) } else { v });
     }
+    // Files another live worktree of the repository changed, claimed or not.
+    let paths = req.paths.as_ref().unwrap_or(&req.files);
+    let overlap = match super::overlap::find(store, &req.repos, paths, &state) {
+        Ok(found) if found.is_empty() => None,
+        Ok(found) if req.enforce == Enforce::BlockOverlap => {
+            let v = Verdict::deny(super::overlap::refusal(&found));
+            return Ok(if after { after_the_fact(v) } else { v });
+        }
+        Ok(found) => Some(super::overlap::notice(&found)),
+        Err(e) => Some(format!(
+            "conductor: could not check whether another worktree changed these files ({e})."
+        )),
+    };
+    let v = claim_or_allow(store, now, live, req, &state, to_claim, &decide_all)?;
+    Ok(match overlap {
+        Some(more) if v.permission == super::Permission::Allow => Verdict {
+            context: Some(match v.context {
+                Some(c) => format!("{c} {more}"),
+                None => more,
+            }),
+            ..v
+        },
+        _ => v,
+    })
+}
+
+/// The rest of [`edit`] once nothing refuses it: claim the free files (under the lock), or
+/// refresh a due heartbeat.
+fn claim_or_allow(
+    store: &Store,
+    now: Timestamp,
+    live: &ProcessTable,
+    req: &Edit,
+    state: &State,
+    to_claim: Vec<String>,
+    decide_all: &dyn Fn(&State) -> Vec<(String, super::Decision)>,
+) -> Result<Verdict> {
+    let after = req.after;
     if to_claim.is_empty() {
         if let Some(id) = req
             .session
-            .mine(&state)
+            .mine(state)
             .filter(|m| super::heartbeat_due(m, now))
             .map(|m| m.id.clone())
         {

@@ -563,7 +563,7 @@ fn read_branch(gitdir: &Path) -> Option<String> {
 /// The git directory and the common directory of the worktree whose root `d` holds a `.git`
 /// entry (`None`: not a git entry at all), or a warning when the `.git` file points at a git
 /// directory that is gone (the main repository was moved or deleted).
-fn git_dirs(d: &Path) -> Option<(PathBuf, PathBuf, Option<String>)> {
+pub(crate) fn git_dirs(d: &Path) -> Option<(PathBuf, PathBuf, Option<String>)> {
     let git = d.join(".git");
     let meta = std::fs::symlink_metadata(&git).ok()?;
     let gitdir = if meta.is_dir() {

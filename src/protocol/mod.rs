@@ -10,6 +10,7 @@
 //! with a stable `reason`). The shapes are in `schemas/output.schema.json`.
 
 pub mod aliases;
+pub mod changes;
 pub mod claims;
 pub mod codec;
 pub mod conflicts_log;

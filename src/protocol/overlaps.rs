@@ -183,9 +183,30 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
         })?;
     let base = integration_branch(dir, base)?;
     let mut trees = Vec::new();
-    // Per worktree: its changed files and the commit that stands for its state.
-    let mut changed: Vec<(BTreeSet<String>, Option<String>)> = Vec::new();
-    for t in list(dir)? {
+    // Per worktree: its changed files, and its directory when they could be measured.
+    let mut changed: Vec<(BTreeSet<String>, Option<PathBuf>)> = Vec::new();
+    let listed = list(dir)?;
+    // Each worktree is measured in a thread of its own: git spends most of it stat-ing files.
+    let measured: Vec<Result<Option<BTreeSet<String>>>> = std::thread::scope(|s| {
+        let base = base.as_str();
+        let running: Vec<_> = listed
+            .iter()
+            .map(|t| {
+                let path = std::fs::canonicalize(&t.path).unwrap_or(t.path.clone());
+                s.spawn(move || -> Result<Option<BTreeSet<String>>> {
+                    match git(&path, &["merge-base", base, "HEAD"])?.map(text) {
+                        Some(mb) => changed_since(&path, &mb).map(Some),
+                        None => Ok(None),
+                    }
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|h| h.join().expect("a measuring thread does not panic"))
+            .collect()
+    });
+    for (t, files) in listed.into_iter().zip(measured) {
         let path = std::fs::canonicalize(&t.path).unwrap_or(t.path.clone());
         let shown = path.to_string_lossy().into_owned();
         let branch = t.branch.clone().unwrap_or_else(|| {
@@ -207,7 +228,7 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
             changed: 0,
             skipped: None,
         };
-        let Some(mb) = git(&path, &["merge-base", &base, "HEAD"])?.map(text) else {
+        let Some(files) = files? else {
             tree.skipped = Some(format!(
                 "no commit in common with {base} (or no commit yet): its changes cannot be measured"
             ));
@@ -215,22 +236,9 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
             changed.push((BTreeSet::new(), None));
             continue;
         };
-        let mut files: BTreeSet<String> = BTreeSet::new();
-        if let Some(d) = git(&path, &["diff", "--name-only", "-z", "--no-renames", &mb])? {
-            files.extend(names(&d));
-        }
-        if let Some(u) = git(&path, &["ls-files", "-z", "--others", "--exclude-standard"])? {
-            files.extend(names(&u));
-        }
-        let snapshot = match git(&path, &["stash", "create"])?.map(text) {
-            Some(s) if !s.is_empty() => s,
-            _ => git(&path, &["rev-parse", "HEAD"])?
-                .map(text)
-                .unwrap_or_default(),
-        };
         tree.changed = files.len();
         trees.push(tree);
-        changed.push((files, Some(snapshot)));
+        changed.push((files, Some(path)));
     }
     // Files changed in two or more worktrees.
     let mut by_file: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -249,9 +257,33 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
             }
         }
     }
+    // The commit that stands for each worktree's state, made only for worktrees in a pair (in
+    // parallel threads).
+    let wanted: BTreeSet<usize> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let snapshots: BTreeMap<usize, String> = std::thread::scope(|s| {
+        let running: Vec<_> = wanted
+            .iter()
+            .filter_map(|&i| Some((i, changed[i].1.as_deref()?)))
+            .map(|(i, path)| {
+                s.spawn(move || -> Result<(usize, String)> {
+                    let snap = match git(path, &["stash", "create"])?.map(text) {
+                        Some(s) if !s.is_empty() => s,
+                        _ => git(path, &["rev-parse", "HEAD"])?
+                            .map(text)
+                            .unwrap_or_default(),
+                    };
+                    Ok((i, snap))
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|h| h.join().expect("a snapshot thread does not panic"))
+            .collect::<Result<_>>()
+    })?;
     let mut conflicted: BTreeMap<(usize, usize), BTreeSet<String>> = BTreeMap::new();
     for &(a, b) in &pairs {
-        let (Some(sa), Some(sb)) = (&changed[a].1, &changed[b].1) else {
+        let (Some(sa), Some(sb)) = (snapshots.get(&a), snapshots.get(&b)) else {
             continue;
         };
         conflicted.insert((a, b), merge_conflicts(dir, sa, sb)?);
@@ -274,6 +306,45 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
         worktrees: trees,
         overlaps,
     })
+}
+
+/// What the worktree at `path` changed against commit `mb`: its commits since, its staged and
+/// unstaged changes, its untracked files (not ignored).
+pub(crate) fn changed_since(path: &Path, mb: &str) -> Result<BTreeSet<String>> {
+    let mut files: BTreeSet<String> = BTreeSet::new();
+    if let Some(d) = git(path, &["diff", "--name-only", "-z", "--no-renames", mb])? {
+        files.extend(names(&d));
+    }
+    if let Some(u) = git(path, &["ls-files", "-z", "--others", "--exclude-standard"])? {
+        files.extend(names(&u));
+    }
+    Ok(files)
+}
+
+/// The overlaps of every repository a live instance works in that has two or more live
+/// worktrees, those with at least one overlap (what `status`, `top`, the dashboard and the MCP
+/// `check` tool show). Runs git, as [`find`] does, only for such repositories; a repository git
+/// cannot measure is left out.
+pub fn of_sessions(state: &State) -> Vec<Report> {
+    let mut finder = super::local::WorktreeFinder::default();
+    for i in &state.instances {
+        if i.working_directory.starts_with('/') {
+            finder.note(Path::new(&i.working_directory));
+        }
+    }
+    let mut repos: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for t in finder.found.all() {
+        repos
+            .entry(t.repo.as_str())
+            .or_default()
+            .push(t.root.as_str());
+    }
+    repos
+        .values()
+        .filter(|roots| roots.len() > 1)
+        .filter_map(|roots| find(Path::new(roots[0]), None, state).ok())
+        .filter(|r| !r.overlaps.is_empty())
+        .collect()
 }
 
 /// The files `git merge-tree --write-tree` finds conflicting when merging commits `a` and `b`.

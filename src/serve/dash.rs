@@ -197,6 +197,20 @@ pub fn state(store: &Store) -> Result<Value> {
             }
         }
     }
+    // Files changed in several worktrees, as `status` shows them; per instance, the lines of the
+    // worktree it works in.
+    let overlaps = conductor::protocol::overlaps::of_sessions(&st);
+    let overlaps_of = |id: &str| -> Vec<String> {
+        overlaps
+            .iter()
+            .flat_map(|r| {
+                r.worktrees
+                    .iter()
+                    .filter(|t| t.sessions.iter().any(|s| s == id))
+                    .flat_map(|t| crate::face::status::overlaps_of_worktree(r, &t.path))
+            })
+            .collect()
+    };
     let mut listed: Vec<&conductor::protocol::Instance> = st.instances.iter().collect();
     listed.sort_by_key(|i| {
         place
@@ -235,7 +249,8 @@ pub fn state(store: &Store) -> Result<Value> {
                    "last_heartbeat": i.last_heartbeat, "claims": claims,
                    "waiting_for": waiting, "conflicts": open, "enforcement": enforced,
                    "worktree": place.get(i.id.as_str()).map(|(r, w)| json!({
-                       "repository": r, "worktree": w.worktree, "branch": w.branch}))})
+                       "repository": r, "worktree": w.worktree, "branch": w.branch})),
+                   "overlaps": overlaps_of(&i.id)})
         })
         .collect();
     let landing: conductor::protocol::landing::LandingDoc = store.read_doc(now)?;
@@ -243,6 +258,7 @@ pub fn state(store: &Store) -> Result<Value> {
         "seq": seq, "now": now, "home": store.location(),
         "instances": instances, "repositories": repositories, "agents": agent_rows, "workflows": sessions, "jobs": jobs,
         "landing": crate::face::status::landing_json(&landing.landing),
+        "overlaps": overlaps,
     }))
 }
 

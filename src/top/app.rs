@@ -128,6 +128,7 @@ mod tests {
                     working_directory: "/".into(),
                     enforcement: None,
                     worktree: None,
+                    overlaps: Vec::new(),
                 })
                 .collect(),
             agents: agents

@@ -54,5 +54,6 @@ mod stale;
 mod startup;
 mod txn_crash;
 mod workflow;
+mod worktree_overlaps;
 mod worktree_sessions;
 mod worktrees;

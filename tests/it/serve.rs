@@ -13,17 +13,17 @@ use serde_json::{Value, json};
 use crate::common::{TestEnv, wait_until};
 
 /// A running `conductor serve`, stopped (SIGTERM, exit 0) on drop.
-struct Server {
+pub(crate) struct Server {
     child: Option<Child>,
     stderr: std::path::PathBuf,
     /// Held open: serve stops when its stdout closes.
     _stdout: BufReader<std::process::ChildStdout>,
     addr: String,
-    token: String,
+    pub(crate) token: String,
 }
 
 impl Server {
-    fn start(env: &TestEnv) -> Server {
+    pub(crate) fn start(env: &TestEnv) -> Server {
         Server::start_with(env, &[])
     }
 
@@ -52,7 +52,13 @@ impl Server {
     }
 
     /// One request; returns status, headers (lowercased names) and body.
-    fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+    pub(crate) fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Resp {
         let mut s = TcpStream::connect(&self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let mut req = format!(
@@ -140,7 +146,7 @@ impl Drop for Server {
 }
 
 #[derive(Debug)]
-struct Resp {
+pub(crate) struct Resp {
     status: u16,
     headers: Vec<(String, String)>,
     body: String,
@@ -154,11 +160,11 @@ impl Resp {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {self:?}"))
     }
     #[track_caller]
-    fn expect(&self, status: u16) -> Value {
+    pub(crate) fn expect(&self, status: u16) -> Value {
         assert_eq!(self.status, status, "{self:?}");
         self.json()
     }
-    fn header(&self, name: &str) -> Option<String> {
+    pub(crate) fn header(&self, name: &str) -> Option<String> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)

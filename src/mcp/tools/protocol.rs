@@ -267,6 +267,9 @@ impl Tools {
             Some(m) => m.working_directory.clone(),
             None => ctx.cwd()?.to_string_lossy().into_owned(),
         };
+        // Files another live worktree of their repository changed, as the edit hook tells.
+        let elsewhere =
+            conductor::hooks::overlap::find(&ctx.store, &st.repos, &files, &st).unwrap_or_default();
         let mut out = Vec::new();
         for f in &files {
             let in_project = conductor::hooks::inside(f, &home);
@@ -277,7 +280,7 @@ impl Tools {
                 .filter_map(|(_, h, _)| st.instance(h))
                 .find(|h| Some(h.id.as_str()) != me_id.as_deref())
                 .or_else(|| st.global_claims.get(f).and_then(|h| st.instance(h)));
-            let (may_edit, note) = match d {
+            let (mut may_edit, mut note) = match d {
                 conductor::hooks::Decision::Allow => (true, None),
                 conductor::hooks::Decision::Claim => (
                     true,
@@ -290,6 +293,19 @@ impl Tools {
                     (false, Some(m))
                 }
             };
+            let mine: Vec<_> = elsewhere.iter().filter(|e| &e.file == f).cloned().collect();
+            if may_edit && !mine.is_empty() {
+                let told = if enforce == conductor::config::Enforce::BlockOverlap {
+                    may_edit = false;
+                    conductor::hooks::overlap::refusal(&mine)
+                } else {
+                    conductor::hooks::overlap::notice(&mine)
+                };
+                note = Some(match note {
+                    Some(n) => format!("{n}; {told}"),
+                    None => told,
+                });
+            }
             out.push(json!({
                 "file": f,
                 "may_edit": may_edit,
@@ -298,6 +314,10 @@ impl Tools {
                 "holder_last_seen_minutes": holder.map(|h| h.last_heartbeat.minutes_until(ctx.now)),
                 "yours": holder.is_some_and(|h| Some(h.id.as_str()) == me_id.as_deref()),
                 "note": note,
+                // As `conductor overlaps` names worktrees.
+                "changed_in_worktrees": mine.iter().map(|e| json!({"path": e.worktree,
+                    "branch": e.branch, "sessions": e.sessions, "changed_here": e.changed_here}))
+                    .collect::<Vec<_>>(),
             }));
         }
         Ok(Answer::ok(

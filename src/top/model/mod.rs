@@ -44,6 +44,7 @@ impl Overview {
                 working_directory: i.working_directory.clone(),
                 enforcement: None,
                 worktree: None,
+                overlaps: Vec::new(),
             })
             .collect();
         let agents = agents
@@ -208,6 +209,7 @@ impl Overview {
             let shown = i.shown_paths();
             out.extend(i.worktree.iter().map(|w| format!("    {w}")));
             out.extend(i.enforcement.iter().map(|e| format!("    {e}")));
+            out.extend(i.overlaps.iter().map(|o| format!("    {o}")));
             out.extend(i.claims.iter().map(|c| format!("    {}", shown(c))));
             out.extend(
                 i.waiting_for
@@ -227,6 +229,7 @@ impl Overview {
                 .map(|i| {
                     1 + usize::from(i.worktree.is_some())
                         + usize::from(i.enforcement.is_some())
+                        + i.overlaps.len()
                         + i.claims.len()
                         + i.waiting_for.len()
                 })
@@ -250,6 +253,9 @@ impl Overview {
                 }
                 if let Some(e) = &i.enforcement {
                     out.push(format!("agent      {e}"));
+                }
+                for o in &i.overlaps {
+                    out.push(format!("overlap    {o}"));
                 }
                 out.push(format!(
                     "started    {} ago · heartbeat {} ago",
@@ -429,6 +435,20 @@ pub fn read(store: &Store) -> Result<Overview> {
                 .cloned()
                 .map_or((1, None), |k| (0, Some(k)))
         });
+    }
+    // Files changed in several worktrees (runs git only for repositories with several live
+    // worktrees that sessions work in).
+    for r in conductor::protocol::overlaps::of_sessions(&state) {
+        for t in &r.worktrees {
+            let lines = crate::face::status::overlaps_of_worktree(&r, &t.path);
+            for row in o
+                .instances
+                .iter_mut()
+                .filter(|row| t.sessions.contains(&row.id))
+            {
+                row.overlaps.extend(lines.iter().map(|l| one_line(l)));
+            }
+        }
     }
     Ok(o)
 }

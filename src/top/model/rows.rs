@@ -60,6 +60,10 @@ pub struct InstanceRow {
     /// the repository, as one line (`worktree /w/app-b · branch feature/b · repository /w/app/.git`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worktree: Option<String>,
+    /// Files its worktree changed that another live worktree of the repository changed too
+    /// (`src/x.rs also changed in /w/app-b (feature/b) · CONFLICT predicted`), one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overlaps: Vec<String>,
 }
 
 /// A registered agent and its inbox.
