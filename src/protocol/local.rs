@@ -504,16 +504,8 @@ pub fn note_waits(st: &mut State) {
             .iter()
             .map(|w| &w.file)
             .chain(inst.pending_conflicts.iter().map(|p| &p.file));
-        for k in keys {
-            if !k.starts_with('/') || k.starts_with("/@") {
-                continue;
-            }
-            let dir = match claims::kind(k) {
-                claims::Kind::Glob => claims::split_glob(k).0,
-                claims::Kind::Dir => k.as_str(),
-                claims::Kind::File => k.rsplit_once('/').map_or("/", |(d, _)| d),
-            };
-            finder.note(Path::new(if dir.is_empty() { "/" } else { dir }));
+        for dir in keys.filter_map(|k| dir_of_key(k)) {
+            finder.note(dir);
             any = true;
         }
     }
@@ -531,18 +523,24 @@ pub fn note_repositories(st: &mut State) {
             finder.note(Path::new(&inst.working_directory));
         }
     }
-    for k in st.global_claims.keys() {
-        if !k.starts_with('/') || k.starts_with("/@") {
-            continue;
-        }
-        let dir = match claims::kind(k) {
-            claims::Kind::Glob => claims::split_glob(k).0,
-            claims::Kind::Dir => k.as_str(),
-            claims::Kind::File => k.rsplit_once('/').map_or("/", |(d, _)| d),
-        };
-        finder.note(Path::new(if dir.is_empty() { "/" } else { dir }));
+    for dir in st.global_claims.keys().filter_map(|k| dir_of_key(k)) {
+        finder.note(dir);
     }
     st.repos.merge(&finder.found);
+}
+
+/// The directory a claim key is about (a glob's fixed part, a file's parent), for finding its
+/// worktree; `None` for a key that is no local absolute path (a shared store's `/@...`).
+fn dir_of_key(k: &str) -> Option<&Path> {
+    if !k.starts_with('/') || k.starts_with("/@") {
+        return None;
+    }
+    let dir = match claims::kind(k) {
+        claims::Kind::Glob => claims::split_glob(k).0,
+        claims::Kind::Dir => k,
+        claims::Kind::File => k.rsplit_once('/').map_or("/", |(d, _)| d),
+    };
+    Some(Path::new(if dir.is_empty() { "/" } else { dir }))
 }
 
 /// `dir` with a final `/`.

@@ -335,7 +335,9 @@ impl State {
                     _ => vec![],
                 }
             }
-            (Call::Done { id }, ret) => {
+            // `cleanup --instance` retires it as `done` does: its keys handed to their waiters,
+            // its own waits dropped.
+            (Call::Done { id } | Call::Cleanup { id }, ret) => {
                 if !s.live.contains(id) {
                     return if ret.is_none() { vec![s] } else { vec![] };
                 }
@@ -351,9 +353,10 @@ impl State {
                     s.drop_key(&k);
                     s.handoff(&k);
                 }
-                match ret {
-                    None => vec![self.clone(), s],
-                    Some(Ret::Finished) => vec![s],
+                match (call, ret) {
+                    (_, None) => vec![self.clone(), s],
+                    (Call::Done { .. }, Some(Ret::Finished))
+                    | (Call::Cleanup { .. }, Some(Ret::Reaped)) => vec![s],
                     _ => vec![],
                 }
             }
@@ -365,29 +368,6 @@ impl State {
                 }
             }
             (Call::Status, None) => vec![s],
-            // Retired like `done`: its keys handed to their waiters, its own waits dropped.
-            (Call::Cleanup { id }, ret) => {
-                if !s.live.contains(id) {
-                    return if ret.is_none() { vec![s] } else { vec![] };
-                }
-                let mine: Vec<String> = s
-                    .holders
-                    .iter()
-                    .filter(|(_, h)| *h == id)
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                s.queue.retain(|(_, i, _)| i != id);
-                s.live.remove(id);
-                for k in mine {
-                    s.drop_key(&k);
-                    s.handoff(&k);
-                }
-                match ret {
-                    None => vec![self.clone(), s],
-                    Some(Ret::Reaped) => vec![s],
-                    _ => vec![],
-                }
-            }
             _ => vec![],
         }
     }
