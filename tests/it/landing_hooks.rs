@@ -132,3 +132,40 @@ fn block_foreign_refuses_the_edit_naming_the_branch_until_it_is_merged() {
         "{h:?}"
     );
 }
+
+#[test]
+fn top_lists_what_is_landing_and_where() {
+    let env = TestEnv::new();
+    let (main, wt, b) = setup(&env);
+    // (`top --once` draws `·` as `-` and `→` as `>` outside a UTF-8 locale.)
+    let top = env
+        .run(&["top", "--once", "--size", "160x40"])
+        .stdout
+        .replace('·', "-")
+        .replace('→', ">");
+    assert!(
+        top.contains("Landing (reserved until merged or deleted)"),
+        "{top}"
+    );
+    let want = format!(
+        "branch feat > main - worktree {} - finished by {b} \"Feature\" - 1 file",
+        wt.display()
+    );
+    let row = top
+        .lines()
+        .position(|l| l.contains(&want))
+        .unwrap_or_else(|| panic!("{want} in\n{top}"));
+    assert!(
+        top.lines().nth(row + 1).unwrap().contains("    src/x.rs"),
+        "{top}"
+    );
+    // Once the branch is merged and a claim found it landed, top no longer lists it.
+    git(&main, &["merge", "-q", "feat"]);
+    let a = env.start_in(&main, "app", "Main", "P1");
+    env.exec_in(&main, &["claim", "--instance", &a, "src/x.rs"])
+        .code(0);
+    let top = env.run(&["top", "--once", "--size", "160x40"]);
+    top.code(0);
+    assert!(top.stdout.contains(&a), "{top:?}");
+    assert!(!top.stdout.contains("Landing"), "{top:?}");
+}
