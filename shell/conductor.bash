@@ -2,16 +2,22 @@
 # Load it with: eval "$(conductor shell-init bash)"
 # `conductor start ...` exports CONDUCTOR_INSTANCE_ID in this shell (and records this shell's
 # pid, so `conductor cleanup` reaps the instance once the shell is gone); `conductor done` unsets it.
+# `conductor start ... --worktree [NAME]` also moves this shell into the new worktree.
 conductor() {
   case "$1" in
     start)
-      local __conductor_out __conductor_rc __conductor_id
+      local __conductor_out __conductor_rc __conductor_id __conductor_dir
       __conductor_out=$(CONDUCTOR_OWNER_PID=$$ command conductor "$@")
       __conductor_rc=$?
       [ -n "$__conductor_out" ] && printf '%s\n' "$__conductor_out"
       __conductor_id=$(printf '%s\n' "$__conductor_out" | sed -n 's/^Registered as \([a-z]\{3\}-[0-9a-f]\{6\}\).*/\1/p')
       if [ "$__conductor_rc" -eq 0 ] && [ -n "$__conductor_id" ]; then
         export CONDUCTOR_INSTANCE_ID="$__conductor_id"
+      fi
+      # `Working in the new worktree DIR (branch B): cd DIR` (a branch name has no space).
+      __conductor_dir=$(printf '%s\n' "$__conductor_out" | sed -n 's/^Working in the new worktree \(.*\) (branch [^ ]*): cd .*$/\1/p' | head -n 1)
+      if [ "$__conductor_rc" -eq 0 ] && [ -n "$__conductor_dir" ] && [ -d "$__conductor_dir" ]; then
+        builtin cd -- "$__conductor_dir" && printf 'conductor: this shell is now in the worktree %s\n' "$__conductor_dir"
       fi
       return "$__conductor_rc"
       ;;

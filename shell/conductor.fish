@@ -2,6 +2,7 @@
 # Load it with: conductor shell-init fish | source
 # `conductor start ...` exports CONDUCTOR_INSTANCE_ID in this shell (and records this shell's
 # pid, so `conductor cleanup` reaps the instance once the shell is gone); `conductor done` unsets it.
+# `conductor start ... --worktree [NAME]` also moves this shell into the new worktree.
 function conductor --description 'conductor, keeping CONDUCTOR_INSTANCE_ID in this shell'
     switch "$argv[1]"
         case start
@@ -12,6 +13,11 @@ function conductor --description 'conductor, keeping CONDUCTOR_INSTANCE_ID in th
             set -l id (printf '%s\n' $out | sed -n 's/^Registered as \([a-z]\{3\}-[0-9a-f]\{6\}\).*/\1/p')
             if test $rc -eq 0 -a -n "$id"
                 set -gx CONDUCTOR_INSTANCE_ID $id
+            end
+            # `Working in the new worktree DIR (branch B): cd DIR` (a branch name has no space).
+            set -l dir (printf '%s\n' $out | sed -n 's/^Working in the new worktree \(.*\) (branch [^ ]*): cd .*$/\1/p' | head -n 1)
+            if test $rc -eq 0 -a -n "$dir"; and test -d "$dir"
+                cd $dir; and printf 'conductor: this shell is now in the worktree %s\n' $dir
             end
             return $rc
         case done

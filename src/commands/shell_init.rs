@@ -22,8 +22,8 @@ pub enum InitShell {
 #[command(
     after_long_help = "Load it from your shell's startup file:\n  bash: eval \"$(conductor shell-init bash)\"   \
 (in ~/.bashrc)\n  zsh:  eval \"$(conductor shell-init zsh)\"    (in ~/.zshrc)\n  fish: conductor shell-init fish | source   \
-(in ~/.config/fish/config.fish)\n\nThen `conductor start ...` sets CONDUCTOR_INSTANCE_ID in the shell and `conductor done` unsets \
-it. For the prompt segment add $(conductor_prompt) to PS1 (zsh: setopt PROMPT_SUBST)."
+(in ~/.config/fish/config.fish)\n\nThen `conductor start ...` sets CONDUCTOR_INSTANCE_ID in the shell (with --worktree it also moves the \
+shell into the new worktree) and `conductor done` unsets it. For the prompt segment add $(conductor_prompt) to PS1 (zsh: setopt PROMPT_SUBST)."
 )]
 pub struct ShellInitArgs {
     /// The shell to print functions for.
@@ -33,16 +33,22 @@ pub struct ShellInitArgs {
 
 const POSIX_BODY: &str = r#"# `conductor start ...` exports CONDUCTOR_INSTANCE_ID in this shell (and records this shell's
 # pid, so `conductor cleanup` reaps the instance once the shell is gone); `conductor done` unsets it.
+# `conductor start ... --worktree [NAME]` also moves this shell into the new worktree.
 conductor() {
   case "$1" in
     start)
-      local __conductor_out __conductor_rc __conductor_id
+      local __conductor_out __conductor_rc __conductor_id __conductor_dir
       __conductor_out=$(CONDUCTOR_OWNER_PID=$$ command conductor "$@")
       __conductor_rc=$?
       [ -n "$__conductor_out" ] && printf '%s\n' "$__conductor_out"
       __conductor_id=$(printf '%s\n' "$__conductor_out" | sed -n 's/^Registered as \([a-z]\{3\}-[0-9a-f]\{6\}\).*/\1/p')
       if [ "$__conductor_rc" -eq 0 ] && [ -n "$__conductor_id" ]; then
         export CONDUCTOR_INSTANCE_ID="$__conductor_id"
+      fi
+      # `Working in the new worktree DIR (branch B): cd DIR` (a branch name has no space).
+      __conductor_dir=$(printf '%s\n' "$__conductor_out" | sed -n 's/^Working in the new worktree \(.*\) (branch [^ ]*): cd .*$/\1/p' | head -n 1)
+      if [ "$__conductor_rc" -eq 0 ] && [ -n "$__conductor_dir" ] && [ -d "$__conductor_dir" ]; then
+        builtin cd -- "$__conductor_dir" && printf 'conductor: this shell is now in the worktree %s\n' "$__conductor_dir"
       fi
       return "$__conductor_rc"
       ;;
@@ -67,6 +73,7 @@ conductor_prompt() {
 
 const FISH_BODY: &str = r#"# `conductor start ...` exports CONDUCTOR_INSTANCE_ID in this shell (and records this shell's
 # pid, so `conductor cleanup` reaps the instance once the shell is gone); `conductor done` unsets it.
+# `conductor start ... --worktree [NAME]` also moves this shell into the new worktree.
 function conductor --description 'conductor, keeping CONDUCTOR_INSTANCE_ID in this shell'
     switch "$argv[1]"
         case start
@@ -77,6 +84,11 @@ function conductor --description 'conductor, keeping CONDUCTOR_INSTANCE_ID in th
             set -l id (printf '%s\n' $out | sed -n 's/^Registered as \([a-z]\{3\}-[0-9a-f]\{6\}\).*/\1/p')
             if test $rc -eq 0 -a -n "$id"
                 set -gx CONDUCTOR_INSTANCE_ID $id
+            end
+            # `Working in the new worktree DIR (branch B): cd DIR` (a branch name has no space).
+            set -l dir (printf '%s\n' $out | sed -n 's/^Working in the new worktree \(.*\) (branch [^ ]*): cd .*$/\1/p' | head -n 1)
+            if test $rc -eq 0 -a -n "$dir"; and test -d "$dir"
+                cd $dir; and printf 'conductor: this shell is now in the worktree %s\n' $dir
             end
             return $rc
         case done

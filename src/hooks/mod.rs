@@ -11,6 +11,7 @@ pub mod claude;
 pub mod codex;
 pub mod cursor;
 pub mod gemini;
+pub mod landing;
 pub mod opencode;
 pub mod overlap;
 pub mod pi;

@@ -135,8 +135,20 @@ pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> R
     if let Some(v) = verdict {
         return Ok(if after { after_the_fact(v) } else { v });
     }
-    // Files another live worktree of the repository changed, claimed or not.
     let paths = req.paths.as_ref().unwrap_or(&req.files);
+    // Files a finished branch of another worktree holds until it lands.
+    let landing = match super::landing::find(store, now, &req.repos, paths) {
+        Ok(found) if found.is_empty() => None,
+        Ok(found) if req.enforce == Enforce::BlockForeign => {
+            let v = Verdict::deny(super::landing::refusal(&found));
+            return Ok(if after { after_the_fact(v) } else { v });
+        }
+        Ok(found) => Some(super::landing::notice(&found)),
+        Err(e) => Some(format!(
+            "conductor: could not check whether these files are landing ({e})."
+        )),
+    };
+    // Files another live worktree of the repository changed, claimed or not.
     let overlap = match super::overlap::find(store, &req.repos, paths, &state) {
         Ok(found) if found.is_empty() => None,
         Ok(found) if req.enforce == Enforce::BlockOverlap => {
@@ -147,6 +159,10 @@ pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> R
         Err(e) => Some(format!(
             "conductor: could not check whether another worktree changed these files ({e})."
         )),
+    };
+    let overlap = match (landing, overlap) {
+        (Some(l), Some(o)) => Some(format!("{l} {o}")),
+        (l, o) => l.or(o),
     };
     let v = claim_or_allow(store, now, live, req, &state, to_claim, &decide_all)?;
     Ok(match overlap {

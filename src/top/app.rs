@@ -131,6 +131,7 @@ mod tests {
                     overlaps: Vec::new(),
                 })
                 .collect(),
+            landing: Vec::new(),
             agents: agents
                 .iter()
                 .map(|n| AgentRow {

@@ -35,6 +35,7 @@ fn text(app: &App, s: String) -> String {
             '✓' => 'x',
             '●' => '*',
             '…' => '~',
+            '→' => '>',
             c if c.is_ascii() => c,
             _ => '?',
         })
@@ -87,13 +88,28 @@ pub fn draw(f: &mut Frame, app: &App, now: Timestamp) {
 fn draw_sections(f: &mut Frame, app: &App, area: Rect, now: Timestamp) {
     let o = &app.overview;
     // Each section gets room in proportion to its rows (at least one line for "none").
-    let weights: Vec<Constraint> = Section::ALL
+    let mut weights: Vec<Constraint> = Section::ALL
         .iter()
         .map(|s| Constraint::Fill(o.height(*s).max(1) as u16 + 2))
         .collect();
+    // What is landing, after the instances, only when something is (not selectable).
+    let landing = !o.landing.is_empty();
+    if landing {
+        weights.insert(1, Constraint::Fill(o.landing.len() as u16 + 2));
+    }
     let areas = Layout::vertical(weights).split(area);
+    if landing {
+        let lines: Vec<Line> = o
+            .landing
+            .iter()
+            .map(|l| Line::from(text(app, l.clone())))
+            .collect();
+        let title = format!(" {} ", super::model::LANDING_TITLE);
+        f.render_widget(Paragraph::new(lines).block(block(app, title)), areas[1]);
+    }
     let current = app.current();
     for (i, section) in Section::ALL.into_iter().enumerate() {
+        let i = if landing && i > 0 { i + 1 } else { i };
         let n = o.len(section);
         let title = match section {
             Section::Queue => format!(" {} · {} ", section.title(), o.progress_line()),

@@ -28,6 +28,7 @@ mod inbox_split;
 mod integrations;
 mod journal_big;
 mod journal_seek;
+mod landing_hooks;
 mod layers;
 mod ledger_retention;
 mod live;

@@ -350,3 +350,80 @@ fn readme_agent_sections_run() {
         );
     }
 }
+
+/// `conductor start ... --worktree NAME` through the wrappers moves the shell into the new
+/// worktree and says so; a plain `start` leaves the shell where it is. Real bash, zsh and fish,
+/// and a real git repository.
+#[test]
+fn wrappers_move_the_shell_into_a_new_worktree() {
+    let env = TestEnv::new();
+    let main = crate::worktrees::repo(&env, "app");
+    // Each shell: its flags, how it loads the wrappers, its exit status and its command
+    // substitution.
+    let cases: [(&str, &[&str], &str, &str, &str); 3] = [
+        (
+            "bash",
+            &["-c"],
+            r#"eval "$(conductor shell-init bash)""#,
+            "$?",
+            "$(git branch --show-current)",
+        ),
+        (
+            "zsh",
+            &["-fc"],
+            r#"eval "$(conductor shell-init zsh)""#,
+            "$?",
+            "$(git branch --show-current)",
+        ),
+        (
+            "fish",
+            &["--no-config", "-c"],
+            "conductor shell-init fish | source",
+            "$status",
+            "(git branch --show-current)",
+        ),
+    ];
+    for (shell, flags, load, rc, branch) in cases {
+        if let Err(e) = Command::new(shell).arg("-c").arg("true").output() {
+            missing(shell, &format!("{shell} cannot be run: {e}"));
+            continue;
+        }
+        let script = format!(
+            "cd '{main}'\n{load}\n\
+             conductor start 'plain {shell}' --priority P1 >/dev/null\n\
+             echo \"plain=$PWD\"\n\
+             conductor done >/dev/null\n\
+             conductor start 'wt {shell}' --priority P1 --worktree feat-{shell}\n\
+             echo \"rc={rc}\"\n\
+             echo \"pwd=$PWD\"\n\
+             echo \"branch=\"{branch}\n",
+            main = main.display()
+        );
+        let mut args: Vec<&str> = flags.to_vec();
+        args.push(&script);
+        let r = in_shell(&env, shell, &args);
+        r.code(0);
+        let line = |key: &str| {
+            r.stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .unwrap_or_else(|| panic!("{shell}: no `{key}` line: {r:?}"))
+                .to_string()
+        };
+        assert_eq!(line("plain="), main.display().to_string(), "{shell}: {r:?}");
+        assert_eq!(line("rc="), "0", "{shell}: {r:?}");
+        let wt = main
+            .parent()
+            .unwrap()
+            .join(format!("app.worktrees/feat-{shell}"));
+        assert_eq!(line("pwd="), wt.display().to_string(), "{shell}: {r:?}");
+        assert_eq!(line("branch="), format!("feat-{shell}"), "{shell}: {r:?}");
+        assert!(
+            r.stdout.contains(&format!(
+                "conductor: this shell is now in the worktree {}\n",
+                wt.display()
+            )),
+            "{shell}: {r:?}"
+        );
+    }
+}

@@ -121,6 +121,7 @@ impl Overview {
             sessions,
             jobs,
             progress,
+            landing: Vec::new(),
         }
     }
 
@@ -366,6 +367,12 @@ impl Overview {
                     out.push(fit(&format!("  {l}"), width));
                 }
             }
+            if section == Section::Instances && !self.landing.is_empty() {
+                out.push(fit(LANDING_TITLE, width));
+                for l in &self.landing {
+                    out.push(fit(&format!("  {l}"), width));
+                }
+            }
         }
         out.join("\n")
     }
@@ -436,6 +443,9 @@ pub fn read(store: &Store) -> Result<Overview> {
                 .map_or((1, None), |k| (0, Some(k)))
         });
     }
+    // What is landing, and where (one lock-free read; a shared store keeps none).
+    let landing: conductor::protocol::landing::LandingDoc = store.read_doc(now)?;
+    o.landing = landing_lines(&landing.landing);
     // Files changed in several worktrees (runs git only for repositories with several live
     // worktrees that sessions work in).
     for r in conductor::protocol::overlaps::of_sessions(&state) {

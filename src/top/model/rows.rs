@@ -127,6 +127,33 @@ pub struct Overview {
     pub sessions: Vec<SessionRow>,
     pub jobs: Vec<JobRow>,
     pub progress: Progress,
+    /// Finished branches whose files stay reserved until they land (`landing.json`), as lines:
+    /// one per branch, then one per file, indented.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub landing: Vec<String>,
+}
+
+/// The title of the landing block (shown only when something is landing).
+pub const LANDING_TITLE: &str = "Landing (reserved until merged or deleted)";
+
+/// The lines `top` shows for what is landing: per branch, where it must land, its worktree and
+/// the session that finished it, then its files (relative to the worktree).
+pub fn landing_lines(landing: &[conductor::protocol::landing::Landing]) -> Vec<String> {
+    let mut out = Vec::new();
+    for l in landing {
+        out.push(one_line(&format!(
+            "branch {} → {} · worktree {} · finished by {} \"{}\" · {} file{}",
+            l.branch,
+            l.base,
+            l.worktree.trim_end_matches('/'),
+            l.instance_id,
+            l.task,
+            l.files.len(),
+            if l.files.len() == 1 { "" } else { "s" }
+        )));
+        out.extend(l.files.iter().map(|f| format!("    {}", one_line(f))));
+    }
+    out
 }
 
 /// One selectable line: its section and its index in that section's rows.
