@@ -87,6 +87,9 @@ pub enum Enforce {
     RequireClaim,
     /// never block and never claim (sessions are still registered and ended)
     Off,
+    /// as auto-claim, and a session whose agent's hooks failed their live check here (its
+    /// enforcement is `unenforced`) may not claim at all
+    RequireVerified,
 }
 
 impl Enforce {
@@ -97,6 +100,7 @@ impl Enforce {
             Enforce::BlockForeign => "block-foreign",
             Enforce::RequireClaim => "require-claim",
             Enforce::Off => "off",
+            Enforce::RequireVerified => "require-verified",
         }
     }
 }

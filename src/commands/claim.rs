@@ -401,7 +401,8 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
         req.clone(),
     ))?;
     ctx.store.short_lived();
-    let (id, outcome) = sessions::claim_as(&ctx.store, ctx.now, &ctx.caller(), &req)?;
+    let admit = ctx.admission()?;
+    let (id, outcome) = sessions::claim_as(&ctx.store, ctx.now, &ctx.caller(), &req, &admit)?;
     for w in &outcome.warnings {
         ctx.out.warn(w);
     }
@@ -471,7 +472,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// Run a claim request (`op`: its answer is JSON, which names no next step).
 pub fn execute(ctx: &Ctx, req: ClaimRequest) -> Result<Box<dyn Report>> {
-    let outcome = sessions::claim(&ctx.store, ctx.now, &ctx.caller(), &req)?;
+    let admit = ctx.admission()?;
+    let outcome = sessions::claim(&ctx.store, ctx.now, &ctx.caller(), &req, &admit)?;
     for w in &outcome.warnings {
         eprintln!("warning: {w}");
     }

@@ -110,8 +110,16 @@ pub struct Edit<'a> {
 
 /// Decide an edit for every file and claim the free ones (registering the session's instance
 /// first if it has none). After the fact (the agent cannot be stopped), claim what can be
-/// claimed and tell the person about a file another session holds.
-pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> Result<Verdict> {
+/// claimed and tell the person about a file another session holds. `admit` may refuse the
+/// session any claim (`enforce = "require-verified"`): the edit of a free file is then refused
+/// with its reason.
+pub fn edit(
+    store: &Store,
+    now: Timestamp,
+    live: &ProcessTable,
+    admit: &dyn ops::Admission,
+    req: &Edit,
+) -> Result<Verdict> {
     let after = req.after;
     let dir_str = req.dir.to_string_lossy().into_owned();
     let decide_all = |st: &State| {
@@ -171,6 +179,25 @@ pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> R
                 register(st, new.clone(), req.session.agent, version, now, fx)
             }
         };
+        // May this session claim at all? (An instance registered above is kept: status then
+        // shows the session, unenforced.)
+        if let Err(e) = admit.admit(st.instance(&id).expect("found or registered above")) {
+            let why = match e.hint() {
+                Some(h) => format!("{e}. Next: {h}"),
+                None => e.to_string(),
+            };
+            return Ok(if after {
+                Verdict {
+                    notice: Some(format!(
+                        "conductor: this session edited {} without a claim: {why}",
+                        to_claim.join(", ")
+                    )),
+                    ..Verdict::default()
+                }
+            } else {
+                Verdict::deny(format!("REFUSED: {why}"))
+            });
+        }
         let out = ops::claim(st, &id, &to_claim, None, now, live, fx)?;
         if let Some(c) = out.conflicts.first() {
             let held = st.instance(&c.held_by).cloned();
