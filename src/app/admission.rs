@@ -83,17 +83,12 @@ impl Admission for LiveChecked<'_> {
 /// The refusal of a claim by `inst`, whose agent (`who`: name and version) failed its live
 /// check: one line naming them and the check's reason, and what to do.
 pub fn refused(inst: &Instance, who: &str, agent: &str, why: &str) -> Error {
-    let why = crate::text::printable_max(
-        why.split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .as_str(),
-        200,
-    );
+    let why = why.split_whitespace().collect::<Vec<_>>().join(" ");
+    let why = crate::text::printable_max(why.trim_end_matches([':', '.', ' ']), 200);
     Error::invalid(
         Reason::UnenforcedSession,
         format!(
-            "{} may not claim: enforce is require-verified and {who}'s hooks failed their live check here ({why})",
+            "session {} may not claim: enforce is require-verified and {who}'s hooks failed their live check here ({why})",
             inst.id
         ),
     )
