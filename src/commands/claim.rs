@@ -20,7 +20,8 @@ with everything below it, now and later. An argument with `*` or `?` is a glob (
 are literal. A claim is refused while another instance holds anything that overlaps it (a file inside a \
 directory, a directory holding a file, overlapping globs); two globs too large to compare are treated as \
 overlapping.\n\nExit status 3 means some files are held by others; the \
-free ones were still claimed."
+free ones were still claimed. Exit status 4 (`unenforced_session`): `enforce` is require-verified and the session's \
+agent failed its live check here, so nothing was claimed."
 )]
 pub struct ClaimArgs {
     /// Files, directories (`src/`) or globs ('src/**/*.rs') to claim.
