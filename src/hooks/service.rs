@@ -181,7 +181,11 @@ pub fn edit(
         };
         // May this session claim at all? (An instance registered above is kept: status then
         // shows the session, unenforced.)
+        // (Any other failure, an unreadable verdicts file say, is the hook's own.)
         if let Err(e) = admit.admit(st.instance(&id).expect("found or registered above")) {
+            if e.reason() != Reason::UnenforcedSession.as_str() {
+                return Err(e);
+            }
             let why = match e.hint() {
                 Some(h) => format!("{e}. Next: {h}"),
                 None => e.to_string(),
