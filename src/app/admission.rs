@@ -7,7 +7,9 @@
 //!
 //! A session no live check saw at its version (`unverified`: a new version, or none known)
 //! still claims, with a warning: the verdict says nothing against it, and refusing it would stop
-//! every session at each agent upgrade until someone ran `conductor integrate` again.
+//! every session at each agent upgrade until someone ran `conductor integrate` again. Sessions
+//! that name no agent conductor has hooks for (`conductor start`, an MCP server's own `mcp`
+//! instance) are not asked.
 
 use std::cell::OnceCell;
 
@@ -42,7 +44,19 @@ pub fn admission<'a>(store: &'a Store, now: Timestamp, config: &Config) -> LiveC
 impl LiveChecked<'_> {
     /// The enforcement of `inst`, when it names its agent and require-verified is on.
     fn enforcement(&self, inst: &Instance) -> Result<Option<Enforcement>> {
-        let Some(agent) = inst.agent.as_deref().filter(|_| self.required) else {
+        // Only an agent conductor has hooks for has live checks (not an MCP server's own
+        // instance, `mcp`).
+        let hooked = |a: &&str| {
+            <crate::hooks::Agent as clap::ValueEnum>::value_variants()
+                .iter()
+                .any(|h| h.name() == *a)
+        };
+        let Some(agent) = inst
+            .agent
+            .as_deref()
+            .filter(|_| self.required)
+            .filter(hooked)
+        else {
             return Ok(None);
         };
         if self.checks.get().is_none() {
