@@ -90,6 +90,9 @@ pub enum Enforce {
     BlockOverlap,
     /// never block and never claim (sessions are still registered and ended)
     Off,
+    /// as auto-claim, and a session whose agent's hooks failed their live check here (its
+    /// enforcement is `unenforced`) may not claim at all
+    RequireVerified,
 }
 
 impl Enforce {
@@ -101,6 +104,7 @@ impl Enforce {
             Enforce::RequireClaim => "require-claim",
             Enforce::BlockOverlap => "block-overlap",
             Enforce::Off => "off",
+            Enforce::RequireVerified => "require-verified",
         }
     }
 }

@@ -298,6 +298,9 @@ reasons! {
     NoCommits = "no_commits", exit 2;
     /// `start --worktree NAME`: the branch NAME exists already.
     BranchExists = "branch_exists", exit 2;
+    /// `enforce = "require-verified"`: the session's agent failed its live check for this
+    /// version here (its hooks are proven not to bite), so it may not claim.
+    UnenforcedSession = "unenforced_session", exit 4;
 }
 
 // ---- The next step for each reason, shown as `hint: …` under an error whose call site gave
@@ -416,6 +419,9 @@ pub fn default_hint(r: Reason) -> &'static str {
         Reason::BareRepository => "run the command in one of the repository's worktrees",
         Reason::NoCommits => "make the first commit (`git commit --allow-empty -m init`)",
         Reason::BranchExists => "choose another name: --worktree NAME",
+        Reason::UnenforcedSession => {
+            "`conductor integrate AGENT` checks the agent's hooks again; or set `enforce` in config.json to auto-claim"
+        }
     }
 }
 

@@ -11,8 +11,8 @@
 // listed in PROJECTS (`conductor integrate pi` adds the current one), everywhere when that file
 // says so (`--user`), and in every workflow worker. When conductor itself cannot run, it lets the
 // call through with a visible warning; with CONDUCTOR_FAIL_CLOSED=1, or `enforce` set to
-// block-foreign, require-claim or block-overlap in conductor's config.json, it refuses the call and tells the
-// model why.
+// block-foreign, require-claim, block-overlap or require-verified in conductor's config.json, it
+// refuses the call and tells the model why.
 import { spawnSync } from "node:child_process";
 import { readFileSync, realpathSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -64,7 +64,7 @@ function failClosed() {
   if (process.env.CONDUCTOR_FAIL_CLOSED === "1") return "CONDUCTOR_FAIL_CLOSED=1";
   const home = process.env.CONDUCTOR_HOME || join(process.env.HOME || "", ".conductor");
   const enforce = (readJson(join(home, "config.json")) || {}).enforce;
-  if (enforce === "block-foreign" || enforce === "require-claim" || enforce === "block-overlap") return `enforce = "${enforce}"`;
+  if (["block-foreign", "require-claim", "block-overlap", "require-verified"].includes(enforce)) return `enforce = "${enforce}"`;
   return "";
 }
 

@@ -1,6 +1,8 @@
 //! The one place that knows every domain: what a home holds, domain by domain (for export,
-//! import and doctor). Adding a domain means adding its row here, never editing the store.
+//! import and doctor), and what one domain's claim must know of another's verdicts
+//! ([`admission`]). Adding a domain means adding its row here, never editing the store.
 
+pub mod admission;
 pub mod bundle;
 pub mod events;
 

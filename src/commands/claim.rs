@@ -20,7 +20,8 @@ with everything below it, now and later. An argument with `*` or `?` is a glob (
 are literal. A claim is refused while another instance holds anything that overlaps it (a file inside a \
 directory, a directory holding a file, overlapping globs); two globs too large to compare are treated as \
 overlapping.\n\nExit status 3 means some files are held by others; the \
-free ones were still claimed."
+free ones were still claimed. Exit status 4 (`unenforced_session`): `enforce` is require-verified and the session's \
+agent failed its live check here, so nothing was claimed."
 )]
 pub struct ClaimArgs {
     /// Files, directories (`src/`) or globs ('src/**/*.rs') to claim.
@@ -401,7 +402,8 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
         req.clone(),
     ))?;
     ctx.store.short_lived();
-    let (id, outcome) = sessions::claim_as(&ctx.store, ctx.now, &ctx.caller(), &req)?;
+    let admit = ctx.admission()?;
+    let (id, outcome) = sessions::claim_as(&ctx.store, ctx.now, &ctx.caller(), &req, &admit)?;
     for w in &outcome.warnings {
         ctx.out.warn(w);
     }
@@ -471,7 +473,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// Run a claim request (`op`: its answer is JSON, which names no next step).
 pub fn execute(ctx: &Ctx, req: ClaimRequest) -> Result<Box<dyn Report>> {
-    let outcome = sessions::claim(&ctx.store, ctx.now, &ctx.caller(), &req)?;
+    let admit = ctx.admission()?;
+    let outcome = sessions::claim(&ctx.store, ctx.now, &ctx.caller(), &req, &admit)?;
     for w in &outcome.warnings {
         eprintln!("warning: {w}");
     }

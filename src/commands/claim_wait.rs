@@ -30,6 +30,7 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     watcher.stop_on_signals_and_closed_stdout();
     let live = ProcessTable::new()
         .with_max_age(conductor::config::read(&ctx.store)?.default_max_age_minutes);
+    let admit = ctx.admission()?;
     // What became of a grant taken away before this process saw it is told from here on.
     let since = ctx.store.last_event_seq()?;
     let step = Step::Enqueue {
@@ -48,6 +49,7 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
         step,
         &live,
         Acting::Request,
+        &admit,
     )?;
     let cwd = ctx.cwd().ok();
     if outcome.conflicts.is_empty() {

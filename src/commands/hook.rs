@@ -38,7 +38,8 @@ it reads one hook payload from stdin and answers in that agent's hook output for
 and tells the model who else holds which files in this project\n\
   before an edit       Claude Code Edit/Write/MultiEdit/NotebookEdit, Cursor preToolUse, Codex apply_patch (every \
 file of the patch), Gemini write_file/replace: refused when another live instance holds a file; otherwise `enforce` \
-in config.json decides (auto-claim, block-foreign, require-claim, block-overlap, off). Files outside the session's \
+in config.json decides (auto-claim, block-foreign, require-claim, block-overlap, off; require-verified is auto-claim, but a \
+session whose agent failed its live check here may not claim). Files outside the session's \
 directory are never claimed. A holder that looks gone, or require-claim, is left to a person (ask; agents without ask \
 refuse). A file another live git worktree of the repository changed (its branch's commits or uncommitted changes) is \
 named to the model with that worktree, its branch and its sessions; block-overlap refuses it\n\
@@ -560,7 +561,8 @@ fn edit(
         repos: norm.worktrees().clone(),
         paths,
     };
-    hooks::service::edit(&store, now, &live, &req)
+    let admit = conductor::app::admission::admission(&store, now, &config);
+    hooks::service::edit(&store, now, &live, &admit, &req)
 }
 
 /// Any sign of life: refresh the heartbeat when it is five minutes old (lock-free check first).

@@ -87,7 +87,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
             force: None,
         };
         let claimed = claim::Claimed {
-            outcome: sessions::claim(&ctx.store, ctx.now, &ctx.caller(), &req)?,
+            outcome: sessions::claim(&ctx.store, ctx.now, &ctx.caller(), &req, &ctx.admission()?)?,
             cwd: ctx.cwd().ok(),
             instance: None,
             gave_up: None,

@@ -30,6 +30,17 @@ impl Ctx<'_> {
         }
     }
 
+    /// Who may claim, by config.json's `enforce` and the live checks' verdicts (only
+    /// `require-verified` refuses anyone; nothing is read until a claim asks).
+    pub fn admission(&self) -> Result<conductor::app::admission::LiveChecked<'_>> {
+        let config = conductor::config::read(&self.store)?;
+        Ok(conductor::app::admission::admission(
+            &self.store,
+            self.now,
+            &config,
+        ))
+    }
+
     /// The current directory (symlinks resolved).
     pub fn cwd(&self) -> Result<PathBuf> {
         Ok(conductor::host::current_dir()?)

@@ -364,7 +364,9 @@ pub fn decide(
         return Decision::Allow;
     }
     match enforce {
-        Enforce::AutoClaim | Enforce::BlockOverlap => Decision::Claim,
+        // (require-verified refuses the claim itself of a session whose hooks failed their
+        // live check: the caller's admission, asked when claiming.)
+        Enforce::AutoClaim | Enforce::BlockOverlap | Enforce::RequireVerified => Decision::Claim,
         Enforce::BlockForeign | Enforce::Off => Decision::Allow,
         Enforce::RequireClaim => Decision::Ask(match my_id {
             Some(id) => format!(

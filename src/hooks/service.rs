@@ -113,8 +113,16 @@ pub struct Edit<'a> {
 
 /// Decide an edit for every file and claim the free ones (registering the session's instance
 /// first if it has none). After the fact (the agent cannot be stopped), claim what can be
-/// claimed and tell the person about a file another session holds.
-pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> Result<Verdict> {
+/// claimed and tell the person about a file another session holds. `admit` may refuse the
+/// session any claim (`enforce = "require-verified"`): the edit of a free file is then refused
+/// with its reason.
+pub fn edit(
+    store: &Store,
+    now: Timestamp,
+    live: &ProcessTable,
+    admit: &dyn ops::Admission,
+    req: &Edit,
+) -> Result<Verdict> {
     let after = req.after;
     let dir_str = req.dir.to_string_lossy().into_owned();
     let decide_all = |st: &State| {
@@ -164,7 +172,7 @@ pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> R
         (Some(l), Some(o)) => Some(format!("{l} {o}")),
         (l, o) => l.or(o),
     };
-    let v = claim_or_allow(store, now, live, req, &state, to_claim, &decide_all)?;
+    let v = claim_or_allow(store, now, live, admit, req, &state, to_claim, &decide_all)?;
     Ok(match overlap {
         Some(more) if v.permission == super::Permission::Allow => Verdict {
             context: Some(match v.context {
@@ -177,12 +185,14 @@ pub fn edit(store: &Store, now: Timestamp, live: &ProcessTable, req: &Edit) -> R
     })
 }
 
-/// The rest of [`edit`] once nothing refuses it: claim the free files (under the lock), or
-/// refresh a due heartbeat.
+/// The rest of [`edit`] once nothing refuses it: claim the free files (under the lock, if
+/// `admit` lets the session claim), or refresh a due heartbeat.
+#[allow(clippy::too_many_arguments)]
 fn claim_or_allow(
     store: &Store,
     now: Timestamp,
     live: &ProcessTable,
+    admit: &dyn ops::Admission,
     req: &Edit,
     state: &State,
     to_claim: Vec<String>,
@@ -228,6 +238,29 @@ fn claim_or_allow(
                 register(st, new.clone(), req.session.agent, version, now, fx)
             }
         };
+        // May this session claim at all? (An instance registered above is kept: status then
+        // shows the session, unenforced.)
+        // (Any other failure, an unreadable verdicts file say, is the hook's own.)
+        if let Err(e) = admit.admit(st.instance(&id).expect("found or registered above")) {
+            if e.reason() != Reason::UnenforcedSession.as_str() {
+                return Err(e);
+            }
+            let why = match e.hint() {
+                Some(h) => format!("{e}. Next: {h}"),
+                None => e.to_string(),
+            };
+            return Ok(if after {
+                Verdict {
+                    notice: Some(format!(
+                        "conductor: this session edited {} without a claim: {why}",
+                        to_claim.join(", ")
+                    )),
+                    ..Verdict::default()
+                }
+            } else {
+                Verdict::deny(format!("REFUSED: {why}"))
+            });
+        }
         let out = ops::claim(st, &id, &to_claim, None, now, live, fx)?;
         if let Some(c) = out.conflicts.first() {
             let held = st.instance(&c.held_by).cloned();

@@ -125,3 +125,13 @@ pub fn record(store: &Store, now: Timestamp, v: Verdict) -> Result<()> {
 pub fn read(store: &Store, now: Timestamp) -> Result<LiveChecks> {
     Ok(store.read_doc(now)?)
 }
+
+/// [`read`] for a caller inside a transaction of the state (which holds the lock the verdicts
+/// are written under, and finished any crashed commit when it began): the file as it is.
+pub fn read_in_transaction(store: &Store, now: Timestamp) -> Result<LiveChecks> {
+    let path = store.home().dir().join(<LiveChecks as Document>::FILE);
+    match store.read_doc_bytes(<LiveChecks as Document>::FILE)? {
+        None => Ok(LiveChecks::empty(now)),
+        Some(bytes) => Ok(LiveChecks::decode(&path, &bytes)?),
+    }
+}

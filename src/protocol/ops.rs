@@ -114,6 +114,23 @@ impl Liveness for AssumeAlive {
     }
 }
 
+/// Whether an instance may claim at all, by what its caller knows and the protocol does not
+/// (whether its agent's hooks were proven to bite: the integrations' live checks, under
+/// `enforce = "require-verified"`). Asked under the lock, on the acting instance as the claim
+/// sees it: `Err` refuses the whole claim (nothing is changed); `Ok` lets it claim, with these
+/// warnings for the outcome.
+pub trait Admission {
+    fn admit(&self, inst: &Instance) -> Result<Vec<String>>;
+}
+
+/// Every instance may claim (every `enforce` mode but require-verified; pure tests).
+pub struct AdmitAll;
+impl Admission for AdmitAll {
+    fn admit(&self, _: &Instance) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+}
+
 /// True when the last heartbeat is more than `max_age` minutes old (the protocol: "no heartbeat
 /// in >1 hour"; exactly 60:00 is not yet an orphan).
 pub fn heartbeat_expired(inst: &Instance, now: Timestamp, max_age: u64) -> bool {

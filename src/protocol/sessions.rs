@@ -324,14 +324,16 @@ pub fn abandon(store: &Store, now: Timestamp, id: &str, notes: &str) -> Result<(
     })
 }
 
-/// Claim files for the acting instance (a conflict is an outcome, not an error).
+/// Claim files for the acting instance (a conflict is an outcome, not an error). `admit` may
+/// refuse the acting instance any claim ([`ops::Admission`]).
 pub fn claim(
     store: &Store,
     now: Timestamp,
     caller: &Caller,
     req: &ClaimRequest,
+    admit: &dyn ops::Admission,
 ) -> Result<ClaimOutcome> {
-    claim_as(store, now, caller, req).map(|(_, outcome)| outcome)
+    claim_as(store, now, caller, req, admit).map(|(_, outcome)| outcome)
 }
 
 /// [`claim`], also returning the acting instance (for a next step that names it).
@@ -340,6 +342,7 @@ pub fn claim_as(
     now: Timestamp,
     caller: &Caller,
     req: &ClaimRequest,
+    admit: &dyn ops::Admission,
 ) -> Result<(String, ClaimOutcome)> {
     let config = crate::config::read(store)?;
     let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
@@ -347,15 +350,26 @@ pub fn claim_as(
     let (id, mut outcome, found) = super::transact_tx(store, now, |st, fx, tx| {
         let (id, mut paths) =
             resolve_with_paths(store, caller, st, &req.instance_id, &[&req.files])?;
+        let warnings = admitted(st, &id, admit)?;
         let files = paths.remove(0);
         // A waiter whose process is gone takes its pending conflict with it.
         ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
         let (files, found) = landing_in_tx(store, tx, st, &files, block)?;
-        let outcome = ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)?;
+        let mut outcome = ops::claim(st, &id, &files, req.force.as_deref(), now, &live, fx)?;
+        outcome.warnings.extend(warnings);
         Ok((id, outcome, found))
     })?;
     settle_claim(store, now, caller, &id, &mut outcome, found, &live)?;
     Ok((id, outcome))
+}
+
+/// Ask `admit` whether instance `id` may claim at all (under the lock, before anything is
+/// changed): its warnings, or the refusal.
+fn admitted(st: &State, id: &str, admit: &dyn ops::Admission) -> Result<Vec<String>> {
+    match st.instance(id) {
+        Some(me) => admit.admit(me),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// True when a landing file refuses a claim: `enforce = "block-foreign"`, and no `--force`.
@@ -549,6 +563,7 @@ pub struct Stepped {
 /// The first step of a claim that may wait ([`wait_for_claim`] is the second): resolve the
 /// acting instance and its files and claim them, in one transaction. Dead waiters are left
 /// for the next plain transaction.
+#[allow(clippy::too_many_arguments)]
 pub fn claim_step(
     store: &Store,
     now: Timestamp,
@@ -557,6 +572,7 @@ pub fn claim_step(
     step: Step,
     live: &ProcessTable,
     acting: Acting,
+    admit: &dyn ops::Admission,
 ) -> Result<Stepped> {
     let block = match step {
         Step::Plain { force } => blocks_landing(&crate::config::read(store)?, force),
@@ -571,12 +587,14 @@ pub fn claim_step(
             ));
         };
         let (id, mut paths) = resolve_with_paths(store, caller, st, &explicit, &[&req.files])?;
+        let warnings = admitted(st, &id, admit)?;
         let files = paths.remove(0);
         let (to_claim, found) = landing_in_tx(store, tx, st, &files, block)?;
-        let outcome = match step {
+        let mut outcome = match step {
             Step::Enqueue { pid } => claim_or_enqueue(st, &id, &to_claim, pid, now, live, fx)?,
             Step::Plain { force } => ops::claim(st, &id, &to_claim, force, now, live, fx)?,
         };
+        outcome.warnings.extend(warnings);
         Ok((
             Stepped {
                 instance_id: id,

@@ -578,19 +578,21 @@ fn pi_extension_acts_only_in_integrated_projects_and_fails_closed_on_request() {
         "{reason}"
     );
     assert!(err.contains("every tool call is refused"), "{err}");
-    std::fs::write(
-        env.home.join("config.json"),
-        r#"{"enforce": "require-claim"}"#,
-    )
-    .unwrap();
-    let (a, _) = pi_tool_call(&env, &env.project, &[]);
-    assert!(
-        a["reason"]
-            .as_str()
-            .unwrap_or("")
-            .contains(r#"enforce = "require-claim""#),
-        "{a}"
-    );
+    for mode in ["require-claim", "require-verified"] {
+        std::fs::write(
+            env.home.join("config.json"),
+            format!(r#"{{"enforce": "{mode}"}}"#),
+        )
+        .unwrap();
+        let (a, _) = pi_tool_call(&env, &env.project, &[]);
+        assert!(
+            a["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains(&format!(r#"enforce = "{mode}""#)),
+            "{a}"
+        );
+    }
     std::fs::remove_file(env.home.join("config.json")).unwrap();
     // integrate's and doctor's live check name the moved binary.
     let d = env.run(&["doctor"]);

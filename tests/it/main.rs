@@ -44,6 +44,7 @@ mod queue_scale;
 mod races;
 mod readme;
 mod reasons;
+mod require_verified;
 mod sandbox;
 mod schemas;
 mod security;

@@ -302,6 +302,11 @@ fn claimed(o: &ClaimOutcome) -> Answer {
     if !o.forced.is_empty() {
         v["forced"] = json!(o.forced);
     }
+    // What the CLI prints as `warning:` lines (an agent whose hooks were never live-checked
+    // here, under require-verified).
+    if !o.warnings.is_empty() {
+        v["warnings"] = json!(o.warnings);
+    }
     // Files a finished branch of another worktree changed, that must land first.
     if !o.landing.is_empty() {
         let notices: Vec<String> = o.landing.iter().map(|h| h.notice()).collect();

@@ -91,6 +91,7 @@ impl Tools {
             },
         };
         let own = |st: &mut State, now, fx: &mut Vec<_>| self.identity.require(st, now, fx);
+        let admit = ctx.admission()?;
         let Stepped {
             instance_id: id,
             files,
@@ -104,6 +105,7 @@ impl Tools {
             step,
             &live,
             Acting::Own(&own),
+            &admit,
         )?;
         if outcome.conflicts.is_empty() {
             return Ok(claimed(&outcome));
