@@ -176,7 +176,8 @@ pub(super) fn ahead_maker(layout: Layout) -> mpsc::Sender<(String, String)> {
     tx
 }
 
-/// Start a prepared job's process. Returns the child, the log copier and the workspace dir.
+/// Start a prepared job's process. Returns the child, the log copier, the workspace dir and
+/// the job's worktree (a repository job's, where it runs).
 pub(super) fn launch(
     layout: &Layout,
     l: &ToLaunch,
@@ -186,15 +187,29 @@ pub(super) fn launch(
     std::process::Child,
     Option<std::thread::JoinHandle<()>>,
     PathBuf,
+    Option<PathBuf>,
 )> {
     let job = &l.job;
     let ws_dir = layout.workspace(&job.workspace);
     let log = layout.log(&job.workspace, &job.id);
     let prompt_file = layout.prompt(&job.workspace, &job.id);
     let job_home = layout.job_home(&job.workspace, &job.id);
+    // A repository job runs in its worktree (made now, if it is not there yet).
+    let worktree = match &job.repo {
+        None => None,
+        Some(_) => {
+            if matches!(runner, Runner::Sandbox { .. }) {
+                return Err(std::io::Error::other(
+                    "a job in a repository's worktree runs with the local or a template runner, not in the sandbox",
+                ));
+            }
+            Some(super::worktree::ensure(job).map_err(std::io::Error::other)?)
+        }
+    };
     let launch = Launch {
         job,
         workspace_dir: &ws_dir,
+        cwd: worktree.as_deref().unwrap_or(&ws_dir),
         prompt_file: &prompt_file,
         job_home: &job_home,
         log: &log,
@@ -208,7 +223,7 @@ pub(super) fn launch(
         agent_cmd,
     };
     let (child, copier) = exec::spawn(&launch, runner)?;
-    Ok((child, copier, ws_dir))
+    Ok((child, copier, ws_dir, worktree))
 }
 
 /// Remove a sandboxed job's private HOME and everything in it. A HOME that cannot be removed
