@@ -1046,18 +1046,14 @@ fn record_exit(
     let how = if r.timed_out {
         Finish::TimedOut { minutes: r.minutes }
     } else {
-        let committed = match &r.worktree {
-            Some(wt) if status.success() => super::worktree::commit_leftovers(wt, &key).err(),
-            _ => None,
-        };
         match (status.success(), status.code(), status.signal()) {
-            (true, _, _) if committed.is_some() => Finish::Failed {
-                exit_code: Some(0),
-                reason: committed.unwrap_or_default(),
+            (true, _, _) => Finish::Completed { result, usage },
+            (false, Some(super::worktree::FAILED), _) if r.worktree.is_some() => Finish::Failed {
+                exit_code: Some(super::worktree::FAILED),
+                reason: "its worktree could not be made, or its changes not committed (the log says why)".to_string(),
                 result,
                 usage,
             },
-            (true, _, _) => Finish::Completed { result, usage },
             (false, Some(c), _) => Finish::Failed {
                 exit_code: Some(c),
                 reason: match c {

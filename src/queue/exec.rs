@@ -58,9 +58,6 @@ pub fn fill(template: &str, values: &[(&str, Option<&str>)]) -> String {
 pub struct Launch<'a> {
     pub job: &'a Job,
     pub workspace_dir: &'a Path,
-    /// Where the agent runs (local and template runners): the workspace directory, or a
-    /// repository job's worktree.
-    pub cwd: &'a Path,
     pub prompt_file: &'a Path,
     /// The job's private HOME (`queue-homes/<ws>/<job>`), for the sandbox.
     pub job_home: &'a Path,
@@ -115,10 +112,10 @@ pub fn spawn(
                 ));
             }
             if matches!(runner, Runner::Local) && super::agent_check::is_opencode(l.agent_cmd) {
-                let key = (l.cwd.to_path_buf(), runner.name());
+                let key = (l.workspace_dir.to_path_buf(), runner.name());
                 let known = super::agent_check::known(key, || {
                     let mut c = Command::new(crate::spawn::resolve("opencode"));
-                    c.args(["agent", "list"]).current_dir(l.cwd);
+                    c.args(["agent", "list"]).current_dir(l.workspace_dir);
                     for name in l.scrub {
                         c.env_remove(name);
                     }
@@ -127,7 +124,10 @@ pub fn spawn(
                 check_agent(&l.job.agent, known)?;
             }
             let mut c = shell_or_direct(&script);
-            c.current_dir(l.cwd);
+            if l.job.repo.is_some() {
+                c = super::worktree::wrap(&c, l.job)?;
+            }
+            c.current_dir(l.workspace_dir);
             for name in l.scrub {
                 c.env_remove(name);
             }
@@ -197,8 +197,8 @@ pub fn spawn(
             format!("{root}/output/{}", l.job.id),
         )
         .env("CONDUCTOR_QUEUE_RUN", &l.run_token);
-    if l.job.repo.is_some() {
-        c.env("CONDUCTOR_QUEUE_WORKTREE", l.cwd);
+    if let Some(wt) = super::worktree::path_of(l.job) {
+        c.env("CONDUCTOR_QUEUE_WORKTREE", wt);
     }
     c.stdin(Stdio::from(prompt))
         .stdout(Stdio::from(log))

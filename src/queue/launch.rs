@@ -194,7 +194,9 @@ pub(super) fn launch(
     let log = layout.log(&job.workspace, &job.id);
     let prompt_file = layout.prompt(&job.workspace, &job.id);
     let job_home = layout.job_home(&job.workspace, &job.id);
-    // A repository job runs in its worktree (made now, if it is not there yet).
+    // A repository job runs in its worktree, which its own process makes (see
+    // [`super::worktree::job_main`]): the dispatcher runs no git (its reaper waits for every
+    // child).
     let worktree = match &job.repo {
         None => None,
         Some(_) => {
@@ -203,13 +205,12 @@ pub(super) fn launch(
                     "a job in a repository's worktree runs with the local or a template runner, not in the sandbox",
                 ));
             }
-            Some(super::worktree::ensure(job).map_err(std::io::Error::other)?)
+            super::worktree::path_of(job)
         }
     };
     let launch = Launch {
         job,
         workspace_dir: &ws_dir,
-        cwd: worktree.as_deref().unwrap_or(&ws_dir),
         prompt_file: &prompt_file,
         job_home: &job_home,
         log: &log,

@@ -188,13 +188,80 @@ fn shared_branches(m: &Manifest) -> Result<()> {
 }
 
 /// Where the job's worktree is (or will be): `<main checkout>.worktrees/<branch>`. `None` for a
-/// job without a repository.
+/// job without a repository. Pure: `repo` is the main checkout.
 pub fn path_of(job: &Job) -> Option<PathBuf> {
     let (repo, branch) = (job.repo.as_ref()?, job.branch.as_ref()?);
-    let common = session_tree::repository_of(Path::new(repo))
-        .map(|(_, c)| PathBuf::from(c))
-        .unwrap_or_else(|| Path::new(repo).join(".git"));
-    Some(session_tree::place(&common, branch))
+    Some(session_tree::place(&Path::new(repo).join(".git"), branch))
+}
+
+/// The first argument that makes `conductor` the wrapper of a repository job ([`job_main`]).
+pub const WRAPPER_ARG: &str = "__queue-job-in-worktree";
+
+/// The wrapper's exit status when the worktree cannot be made or the changes not committed.
+pub const FAILED: i32 = 125;
+
+/// The job's command `agent`, wrapped: `conductor __queue-job-in-worktree JOB -- PROGRAM
+/// ARGS...` (JOB: the job's repository fields as JSON).
+pub fn wrap(agent: &std::process::Command, job: &Job) -> std::io::Result<std::process::Command> {
+    let exe = std::env::current_exe()?;
+    let mut small = job.clone();
+    small.prompt.clear();
+    small.outcomes.clear();
+    small.docs.clear();
+    let mut c = std::process::Command::new(exe);
+    c.arg(WRAPPER_ARG)
+        .arg(serde_json::to_string(&small).map_err(std::io::Error::other)?)
+        .arg("--")
+        .arg(agent.get_program())
+        .args(agent.get_args());
+    Ok(c)
+}
+
+/// The wrapper: make (or find) the job's worktree, run the agent there (stdin, stdout, stderr
+/// and environment as given), and when it exits 0 commit what it left uncommitted. It is the
+/// job's process (group leader): the dispatcher's reaper never sees the git it runs. Exits with
+/// the agent's status, or [`FAILED`] with the reason on stderr (the job's log).
+pub fn job_main(args: &[std::ffi::OsString]) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    let fail = |m: String| {
+        eprintln!("error: {m}");
+        FAILED
+    };
+    let [job, dashdash, program, rest @ ..] = args else {
+        return fail(format!(
+            "usage: conductor {WRAPPER_ARG} JOB -- PROGRAM [ARGS...]"
+        ));
+    };
+    if dashdash != "--" {
+        return fail(format!(
+            "usage: conductor {WRAPPER_ARG} JOB -- PROGRAM [ARGS...]"
+        ));
+    }
+    let job: Job = match serde_json::from_str(&job.to_string_lossy()) {
+        Ok(j) => j,
+        Err(e) => return fail(format!("not a job: {e}")),
+    };
+    let wt = match ensure(&job) {
+        Ok(p) => p,
+        Err(e) => return fail(format!("could not make the job's worktree: {e}")),
+    };
+    let status = match std::process::Command::new(program)
+        .args(rest)
+        .current_dir(&wt)
+        .status()
+    {
+        Ok(s) => s,
+        Err(e) => return fail(format!("could not run {}: {e}", program.to_string_lossy())),
+    };
+    if status.success() {
+        return match commit_leftovers(&wt, &job.key()) {
+            Ok(_) => 0,
+            Err(e) => fail(e),
+        };
+    }
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
 /// Make (or find) the job's worktree and return it. The error is the reason the job could not
