@@ -176,6 +176,14 @@ pub(super) fn ahead_maker(layout: Layout) -> mpsc::Sender<(String, String)> {
     tx
 }
 
+/// A started job: its process, its log copier, its workspace dir and its worktree.
+pub(super) type Launched = (
+    std::process::Child,
+    Option<std::thread::JoinHandle<()>>,
+    PathBuf,
+    Option<PathBuf>,
+);
+
 /// Start a prepared job's process. Returns the child, the log copier, the workspace dir and
 /// the job's worktree (a repository job's, where it runs).
 pub(super) fn launch(
@@ -183,12 +191,7 @@ pub(super) fn launch(
     l: &ToLaunch,
     runner: &Runner,
     agent_cmd: &str,
-) -> std::io::Result<(
-    std::process::Child,
-    Option<std::thread::JoinHandle<()>>,
-    PathBuf,
-    Option<PathBuf>,
-)> {
+) -> std::io::Result<Launched> {
     let job = &l.job;
     let ws_dir = layout.workspace(&job.workspace);
     let log = layout.log(&job.workspace, &job.id);
