@@ -276,6 +276,20 @@ pub fn ensure(job: &Job) -> std::result::Result<PathBuf, String> {
             "`{repo}` is no longer a git repository with a checkout"
         ));
     };
+    // `git worktree add` run twice at once in one repository can fail (git reads the other's
+    // half-made `.git/worktrees/<name>`): jobs starting together take turns, holding a lock on
+    // the common git directory (an flock on the directory itself: nothing is written).
+    let _turn = match std::fs::File::open(&common) {
+        Ok(f) => {
+            use std::os::fd::AsRawFd;
+            while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+            }
+            Some(f)
+        }
+        Err(_) => None,
+    };
     let path = session_tree::place(Path::new(&common), branch);
     if path.exists() {
         let here = git(&path, &["symbolic-ref", "-q", "--short", "HEAD"])
@@ -312,20 +326,10 @@ pub fn ensure(job: &Job) -> std::result::Result<PathBuf, String> {
     let made = session_tree::create(&plan).map_err(|e| e.to_string())?;
     if !existing {
         for other in &job.merge {
-            let merged = git(
-                &made,
-                &[
-                    "merge",
-                    "-q",
-                    "--no-edit",
-                    "-m",
-                    &format!("Merge branch '{other}' (queue job {})", job.key()),
-                    other,
-                ],
-            )
-            .ok()
-            .flatten()
-            .is_some();
+            let message = format!("Merge branch '{other}' (queue job {})", job.key());
+            let mut args = identity(&made);
+            args.extend(["merge", "-q", "--no-edit", "-m", &message, other]);
+            let merged = git(&made, &args).ok().flatten().is_some();
             if !merged {
                 let _ = git(&made, &["merge", "--abort"]);
                 return Err(format!(
@@ -337,6 +341,20 @@ pub fn ensure(job: &Job) -> std::result::Result<PathBuf, String> {
         }
     }
     Ok(made)
+}
+
+/// `-c` options giving git conductor's identity when the user has none configured (a commit
+/// would fail); none otherwise.
+fn identity(dir: &Path) -> Vec<&'static str> {
+    match git(dir, &["config", "user.email"]) {
+        Ok(Some(_)) => Vec::new(),
+        _ => vec![
+            "-c",
+            "user.name=conductor",
+            "-c",
+            "user.email=conductor@localhost",
+        ],
+    }
 }
 
 /// Commit what a completed job left uncommitted in its worktree (`git add -A`), as
@@ -370,17 +388,8 @@ pub fn commit_leftovers(worktree: &Path, key: &str) -> std::result::Result<bool,
             String::from_utf8_lossy(&add.stderr).trim()
         ));
     }
-    let named = run(&["config", "user.email"])?.status.success();
     let message = format!("conductor queue: job {key}");
-    let mut args: Vec<&str> = Vec::new();
-    if !named {
-        args.extend([
-            "-c",
-            "user.name=conductor",
-            "-c",
-            "user.email=conductor@localhost",
-        ]);
-    }
+    let mut args = identity(worktree);
     args.extend(["commit", "-q", "--no-verify", "-m", &message]);
     let c = run(&args)?;
     if !c.status.success() {

@@ -78,6 +78,27 @@ impl W {
         )
     }
 
+    /// Run the dispatcher and expect every job to complete (showing the jobs' logs if not).
+    fn dispatch_ok(&self) {
+        let r = self.dispatch();
+        if r.code != 0 {
+            let mut logs = String::new();
+            for ws in std::fs::read_dir(self.env.home.join("queue-logs"))
+                .unwrap()
+                .flatten()
+            {
+                for f in std::fs::read_dir(ws.path()).unwrap().flatten() {
+                    logs += &format!(
+                        "== {}\n{}",
+                        f.path().display(),
+                        std::fs::read_to_string(f.path()).unwrap_or_default()
+                    );
+                }
+            }
+            panic!("{r:?}\n{logs}");
+        }
+    }
+
     fn job(&self, id: &str, branch: &str, deps: &[&str]) -> Value {
         json!({"id": id, "prompt": format!("do {id}"), "repo": self.repo, "branch": branch,
                "depends_on": deps})
@@ -106,7 +127,7 @@ fn a_dependent_job_starts_from_its_dependencys_branch_and_sees_its_commits() {
         w.job("b", "feature/b", &["a"]),
     ]});
     w.submit(&m).code(0);
-    w.dispatch().code(0);
+    w.dispatch_ok();
     // Each ran in its own worktree, in the documented place.
     let (wa, wb) = (w.worktree("feature/a"), w.worktree("feature/b"));
     assert_eq!(w.read("a.pwd").trim(), wa.to_str().unwrap());
@@ -184,7 +205,7 @@ fn independent_jobs_run_at_the_same_time_in_two_worktrees() {
     std::fs::write(w.ctrl.join("rendezvous"), "x y").unwrap();
     let m = json!({"workspace": "par", "jobs": [w.job("x", "x", &[]), w.job("y", "y", &[])]});
     w.submit(&m).code(0);
-    w.dispatch().code(0);
+    w.dispatch_ok();
     let (wx, wy) = (w.read("x.pwd"), w.read("y.pwd"));
     assert_eq!(wx.trim(), w.worktree("x").to_str().unwrap());
     assert_eq!(wy.trim(), w.worktree("y").to_str().unwrap());
@@ -207,11 +228,11 @@ fn a_rerun_continues_on_the_existing_branch_and_base_is_used_for_a_new_one() {
     j["base"] = json!("release");
     w.submit(&json!({"workspace": "one", "jobs": [j.clone()]}))
         .code(0);
-    w.dispatch().code(0);
+    w.dispatch_ok();
     assert!(log(&w.repo, "fix").contains("on release"));
     // Submitted again (its workspace was archived): the branch and worktree are used as they are.
     w.submit(&json!({"workspace": "two", "jobs": [j]})).code(0);
-    w.dispatch().code(0);
+    w.dispatch_ok();
     let l = log(&w.repo, "fix");
     assert_eq!(l.matches("job a").count(), 2, "{l}");
 }
@@ -291,7 +312,41 @@ fn bad_repository_jobs_are_refused_with_nothing_written() {
     // Ordered jobs on one branch are fine: the later continues in the same worktree.
     w.submit(&json!({"workspace": "ok", "jobs": [w.job("a", "x", &[]), w.job("b", "x", &["a"])]}))
         .code(0);
-    w.dispatch().code(0);
+    w.dispatch_ok();
     let l = log(&w.repo, "x");
     assert!(l.contains("job a") && l.contains("job b"), "{l}");
+}
+
+#[test]
+fn a_job_with_two_dependencies_in_the_repository_gets_both_branches() {
+    let w = W::new();
+    let m = json!({"workspace": "two", "jobs": [
+        w.job("a", "a", &[]),
+        w.job("b", "b", &[]),
+        w.job("c", "c", &["a", "b"]),
+    ]});
+    w.submit(&m).code(0);
+    w.dispatch_ok();
+    let c_saw = w.read("c.ls");
+    assert!(
+        c_saw.contains("a.txt") && c_saw.contains("b.txt"),
+        "{c_saw}"
+    );
+    let v = w.env.run(&["--json", "queue", "show", "two/c"]).json();
+    assert_eq!(v["job"]["base"], "a", "{v}");
+    assert_eq!(v["job"]["merge"], json!(["b"]), "{v}");
+}
+
+#[test]
+fn the_sandbox_runner_refuses_a_repository_job_before_it_runs() {
+    let w = W::new();
+    w.submit(&json!({"workspace": "sb", "jobs": [w.job("a", "a", &[])]}))
+        .code(0);
+    w.env
+        .run(&["queue", "run", "--runner", "sandbox", "--agent-cmd", "true"])
+        .code(5);
+    let v = w.env.run(&["--json", "queue", "show", "sb/a"]).json();
+    let why = v["job"]["state"]["reason"].as_str().unwrap_or("");
+    assert!(why.contains("not in the sandbox"), "{v}");
+    assert_eq!(git(&w.repo, &["branch", "--list", "a"]), "");
 }
