@@ -12,6 +12,15 @@ mod top;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if args
+        .first()
+        .is_some_and(|a| a == conductor::queue::worktree::WRAPPER_ARG)
+    {
+        // A queue job in a repository's worktree (see conductor::queue::worktree).
+        let code = conductor::queue::worktree::job_main(&args[1..]);
+        return ExitCode::from(code.clamp(0, 255) as u8);
+    }
     if version_only() {
         return ExitCode::SUCCESS;
     }

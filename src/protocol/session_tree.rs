@@ -27,6 +27,10 @@ pub struct Plan {
     pub branch: String,
     /// The repository's common git directory.
     pub repo: String,
+    /// Where a new branch starts (`None`: `HEAD`).
+    pub start: Option<String>,
+    /// The branch exists: check it out rather than make it.
+    pub existing: bool,
 }
 
 /// Check that a worktree and branch NAME can be made for a session started in `dir`: `dir` is
@@ -99,13 +103,7 @@ pub fn plan(dir: &Path, name: Option<&str>) -> Result<Plan> {
             "choose another name (`--worktree {branch}-2`), or work where `{branch}` is checked out: `git worktree list` shows it"
         )));
     }
-    let main = main_checkout(Path::new(&repo));
-    let holder = match main.file_name() {
-        Some(n) => format!("{}.worktrees", n.to_string_lossy()),
-        None => "worktrees".to_string(),
-    };
-    let parent = main.parent().unwrap_or(Path::new("/")).join(holder);
-    let path = parent.join(branch.replace('/', "-"));
+    let path = place(Path::new(&repo), &branch);
     if path.exists() {
         return Err(Error::invalid(
             Reason::FileExists,
@@ -118,7 +116,58 @@ pub fn plan(dir: &Path, name: Option<&str>) -> Result<Plan> {
         path,
         branch,
         repo,
+        start: None,
+        existing: false,
     })
+}
+
+/// Where the worktree for branch `branch` of the repository whose common git directory is
+/// `repo` goes: `<main checkout>.worktrees/<branch, `/` as `-`>`.
+pub fn place(repo: &Path, branch: &str) -> PathBuf {
+    let main = main_checkout(repo);
+    let holder = match main.file_name() {
+        Some(n) => format!("{}.worktrees", n.to_string_lossy()),
+        None => "worktrees".to_string(),
+    };
+    let parent = main.parent().unwrap_or(Path::new("/")).join(holder);
+    parent.join(branch.replace('/', "-"))
+}
+
+/// The main checkout of the repository that `dir` is in (any of its worktrees), and its
+/// common git directory. `None` when `dir` is in no non-bare repository.
+pub fn repository_of(dir: &Path) -> Option<(PathBuf, String)> {
+    let bare = git(dir, &["rev-parse", "--is-bare-repository"]).ok()??;
+    if text(bare) == "true" {
+        return None;
+    }
+    let repo = canonical(text(
+        git(
+            dir,
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        )
+        .ok()??,
+    ));
+    Some((main_checkout(Path::new(&repo)), repo))
+}
+
+/// A worktree for branch `branch` of the repository `main` (its main checkout; `repo` its
+/// common git directory) in the documented place: a new branch started at `start` (`None`:
+/// `HEAD`), or, when `existing`, the branch as it is. Nothing is checked or written here.
+pub fn plan_branch(
+    main: &Path,
+    repo: &str,
+    branch: &str,
+    start: Option<&str>,
+    existing: bool,
+) -> Plan {
+    Plan {
+        dir: main.to_path_buf(),
+        path: place(Path::new(repo), branch),
+        branch: branch.to_string(),
+        repo: repo.to_string(),
+        start: start.map(str::to_string),
+        existing,
+    }
 }
 
 /// The main checkout of the repository whose common git directory is `repo`: the directory
@@ -153,18 +202,20 @@ fn git_failed(what: &str, dir: &Path) -> Error {
 pub fn create(p: &Plan) -> Result<PathBuf> {
     let parent = p.path.parent().unwrap_or(Path::new("/"));
     let made_parent = !parent.exists();
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(&p.dir)
-        .args(["worktree", "add", "-q", "-b", &p.branch])
-        .arg(&p.path)
-        .output()
-        .map_err(|e| {
-            Error::invalid(
-                Reason::GitFailed,
-                format!("could not run git: {e}; --worktree needs git on PATH"),
-            )
-        })?;
+    let mut cmd = std::process::Command::new("git");
+    cmd.arg("-C").arg(&p.dir).args(["worktree", "add", "-q"]);
+    if p.existing {
+        cmd.arg(&p.path).arg(&p.branch);
+    } else {
+        cmd.args(["-b", &p.branch]).arg(&p.path);
+        cmd.args(p.start.as_deref());
+    }
+    let out = cmd.output().map_err(|e| {
+        Error::invalid(
+            Reason::GitFailed,
+            format!("could not run git: {e}; --worktree needs git on PATH"),
+        )
+    })?;
     if !out.status.success() {
         if made_parent {
             let _ = std::fs::remove_dir(parent);
@@ -172,7 +223,8 @@ pub fn create(p: &Plan) -> Result<PathBuf> {
         return Err(Error::invalid(
             Reason::GitFailed,
             format!(
-                "`git worktree add -b {} {}` failed: {}",
+                "`git worktree add {}{} {}` failed: {}",
+                if p.existing { "" } else { "-b " },
                 p.branch,
                 p.path.display(),
                 String::from_utf8_lossy(&out.stderr).trim()

@@ -105,6 +105,8 @@ struct Running {
     /// Cancelled by someone else: its end is not ours to record.
     dropped: bool,
     workspace_dir: PathBuf,
+    /// A repository job's worktree: what it leaves uncommitted is committed when it completes.
+    worktree: Option<PathBuf>,
     id: String,
     /// Its log (stored plain once it ends: see [`super::plain`]).
     log: PathBuf,
@@ -780,7 +782,7 @@ impl Dispatcher<'_> {
     ) -> Option<u32> {
         let key = l.job.key();
         match prep.and_then(|()| launch(self.layout, &l, &self.opts.runner, &self.opts.agent_cmd)) {
-            Ok((child, copier, ws_dir)) => {
+            Ok((child, copier, ws_dir, worktree)) => {
                 self.ahead.remove(&key);
                 let pid = child.id();
                 self.summary.started += 1;
@@ -795,6 +797,7 @@ impl Dispatcher<'_> {
                         timed_out: false,
                         dropped: false,
                         workspace_dir: ws_dir,
+                        worktree,
                         id: l.job.id.clone(),
                         log: self.layout.log(&l.job.workspace, &l.job.id),
                         copier,
@@ -1045,6 +1048,12 @@ fn record_exit(
     } else {
         match (status.success(), status.code(), status.signal()) {
             (true, _, _) => Finish::Completed { result, usage },
+            (false, Some(super::worktree::FAILED), _) if r.worktree.is_some() => Finish::Failed {
+                exit_code: Some(super::worktree::FAILED),
+                reason: "its worktree could not be made, or its changes not committed (the log says why)".to_string(),
+                result,
+                usage,
+            },
             (false, Some(c), _) => Finish::Failed {
                 exit_code: Some(c),
                 reason: match c {

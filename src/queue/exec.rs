@@ -124,6 +124,9 @@ pub fn spawn(
                 check_agent(&l.job.agent, known)?;
             }
             let mut c = shell_or_direct(&script);
+            if l.job.repo.is_some() {
+                c = super::worktree::wrap(&c, l.job)?;
+            }
             c.current_dir(l.workspace_dir);
             for name in l.scrub {
                 c.env_remove(name);
@@ -194,6 +197,9 @@ pub fn spawn(
             format!("{root}/output/{}", l.job.id),
         )
         .env("CONDUCTOR_QUEUE_RUN", &l.run_token);
+    if let Some(wt) = super::worktree::path_of(l.job) {
+        c.env("CONDUCTOR_QUEUE_WORKTREE", wt);
+    }
     c.stdin(Stdio::from(prompt))
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log2))

@@ -176,22 +176,41 @@ pub(super) fn ahead_maker(layout: Layout) -> mpsc::Sender<(String, String)> {
     tx
 }
 
-/// Start a prepared job's process. Returns the child, the log copier and the workspace dir.
+/// A started job: its process, its log copier, its workspace dir and its worktree.
+pub(super) type Launched = (
+    std::process::Child,
+    Option<std::thread::JoinHandle<()>>,
+    PathBuf,
+    Option<PathBuf>,
+);
+
+/// Start a prepared job's process. Returns the child, the log copier, the workspace dir and
+/// the job's worktree (a repository job's, where it runs).
 pub(super) fn launch(
     layout: &Layout,
     l: &ToLaunch,
     runner: &Runner,
     agent_cmd: &str,
-) -> std::io::Result<(
-    std::process::Child,
-    Option<std::thread::JoinHandle<()>>,
-    PathBuf,
-)> {
+) -> std::io::Result<Launched> {
     let job = &l.job;
     let ws_dir = layout.workspace(&job.workspace);
     let log = layout.log(&job.workspace, &job.id);
     let prompt_file = layout.prompt(&job.workspace, &job.id);
     let job_home = layout.job_home(&job.workspace, &job.id);
+    // A repository job runs in its worktree, which its own process makes (see
+    // [`super::worktree::job_main`]): the dispatcher runs no git (its reaper waits for every
+    // child).
+    let worktree = match &job.repo {
+        None => None,
+        Some(_) => {
+            if matches!(runner, Runner::Sandbox { .. }) {
+                return Err(std::io::Error::other(
+                    "a job in a repository's worktree runs with the local or a template runner, not in the sandbox",
+                ));
+            }
+            super::worktree::path_of(job)
+        }
+    };
     let launch = Launch {
         job,
         workspace_dir: &ws_dir,
@@ -208,7 +227,7 @@ pub(super) fn launch(
         agent_cmd,
     };
     let (child, copier) = exec::spawn(&launch, runner)?;
-    Ok((child, copier, ws_dir))
+    Ok((child, copier, ws_dir, worktree))
 }
 
 /// Remove a sandboxed job's private HOME and everything in it. A HOME that cannot be removed

@@ -48,6 +48,14 @@ pub struct JobSpec {
     pub model: Option<String>,
     #[serde(default)]
     pub priority: super::JobPriority,
+    /// Run in a worktree of this repository (with `branch`; see [`super::worktree`]).
+    #[serde(default)]
+    pub repo: Option<String>,
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// Where a new branch starts when no dependency of the same repository says.
+    #[serde(default)]
+    pub base: Option<String>,
 }
 
 fn default_workdir() -> String {
@@ -84,6 +92,27 @@ pub fn parse_with(text: &str, source: &str, known: &dyn Fn(&str) -> bool) -> Res
                     "{source}: /jobs/{i}/secrets must be a list of environment variable names, \
                      not values (values are read from the dispatcher's environment or a secrets file)"
                 )));
+            }
+        }
+    }
+    // A repository job names both its repository and its branch: say which is missing before
+    // the schema's words do.
+    if let Some(jobs) = value.get("jobs").and_then(Value::as_array) {
+        for (i, j) in jobs.iter().enumerate() {
+            let has = |k: &str| j.get(k).is_some_and(|v| !v.is_null());
+            let id = j.get("id").and_then(Value::as_str).unwrap_or("?");
+            let missing = match (has("repo"), has("branch")) {
+                (true, false) => Some(("repo", "branch")),
+                (false, true) => Some(("branch", "repo")),
+                _ => None,
+            };
+            if let Some((given, lacking)) = missing {
+                return Err(bad(format!(
+                    "{source}: /jobs/{i} (job `{id}`) names `{given}` but no `{lacking}`; nothing was submitted"
+                ))
+                .with_hint(
+                    "a job in a worktree names both, e.g. `\"repo\": \"/src/app\", \"branch\": \"feature/x\"`; a plain job neither",
+                ));
             }
         }
     }

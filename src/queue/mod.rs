@@ -52,6 +52,7 @@ pub mod ran_with;
 mod redact;
 pub mod sandbox;
 pub mod service;
+pub mod worktree;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -148,6 +149,19 @@ pub struct Job {
     /// `queue pause JOB`: not started until `queue resume JOB`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// The main checkout of the repository the job runs in a worktree of (see [`worktree`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    /// The job's branch (its worktree's), with `repo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// Where a new branch starts: the first dependency of the same repository's branch, else
+    /// the manifest's `base`; omitted: the integration branch, else `HEAD`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// The branches of its other dependencies of the same repository, merged into a new branch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merge: Vec<String>,
 }
 
 /// A job's priority among the ready ones (`P0` first, `P2` by default).

@@ -101,7 +101,12 @@ pub fn submit(
             ran_with: None,
             priority: s.priority,
             paused: false,
+            repo: s.repo.clone(),
+            branch: s.branch.clone(),
+            base: s.base.clone(),
+            merge: Vec::new(),
         };
+        let job = start_from(job, m, doc);
         events.push(event(
             SUBMITTED,
             None,
@@ -113,6 +118,42 @@ pub fn submit(
     settle(doc, now, None, &mut events);
     doc.updated_at = now;
     Ok(events)
+}
+
+/// A repository job starts from its dependencies' branches in the same repository (the first
+/// one's, the others merged in), looked up in the manifest, then among the workspace's live
+/// jobs; with none, from the manifest's `base`. A dependency on the job's own branch is not a
+/// start: the job continues in that worktree.
+fn start_from(mut job: Job, m: &Manifest, doc: &QueueDoc) -> Job {
+    let (Some(repo), Some(branch)) = (job.repo.clone(), job.branch.clone()) else {
+        return job;
+    };
+    let mut from: Vec<String> = Vec::new();
+    for d in &job.depends_on {
+        let theirs = m
+            .jobs
+            .iter()
+            .find(|j| &j.id == d)
+            .map(|j| (j.repo.clone(), j.branch.clone()))
+            .or_else(|| {
+                doc.jobs
+                    .iter()
+                    .find(|j| j.workspace == m.workspace && &j.id == d)
+                    .map(|j| (j.repo.clone(), j.branch.clone()))
+            });
+        if let Some((Some(r), Some(b))) = theirs
+            && r == repo
+            && b != branch
+            && !from.contains(&b)
+        {
+            from.push(b);
+        }
+    }
+    if !from.is_empty() {
+        job.base = Some(from.remove(0));
+        job.merge = from;
+    }
+    job
 }
 
 /// Apply the dependency rules until nothing changes: queued jobs whose dependencies all

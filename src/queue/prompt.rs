@@ -72,6 +72,27 @@ pub fn augmented(job: &Job, root: &str, prior: &[Prior]) -> String {
         id = job.id,
         task = job.prompt.trim_end(),
         recording = recording(job),
+    ) + &repository(job)
+}
+
+/// Where a repository job works: its worktree and branch, and that its commits are its work.
+fn repository(job: &Job) -> String {
+    let (Some(repo), Some(branch)) = (&job.repo, &job.branch) else {
+        return String::new();
+    };
+    let wt = super::worktree::path_of(job)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let from = match &job.base {
+        Some(b) => format!(" (started from `{b}`)"),
+        None => String::new(),
+    };
+    format!(
+        "\n## Repository\n\
+         You work in a git worktree of {repo} at {wt}, on branch `{branch}`{from}: your\n\
+         current directory. Make your changes there and commit them on this branch; what you\n\
+         leave uncommitted is committed for you when you exit 0. Jobs that depend on this one\n\
+         start from this branch.\n"
     )
 }
 

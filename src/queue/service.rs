@@ -31,6 +31,9 @@ pub fn submit(
     m: &Manifest,
     docs_dir: Option<&Path>,
 ) -> Result<Submitted> {
+    // Repository jobs are checked against git (and named by their main checkout) first.
+    let checked = super::worktree::check(m)?;
+    let m = &checked;
     let source = docs::locate(docs_dir)?;
     let mut wanted: Vec<String> = Vec::new();
     for j in &m.jobs {

@@ -636,3 +636,75 @@ fn a_running_worker_over_its_budget_is_stopped() {
     let why = s["session"]["halt"].as_str().unwrap_or("");
     assert!(why.contains("30 tokens of its 20-token budget"), "{why}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// (d) Issue 32 §5: two dependent queue jobs on two branches of one repository, run by real
+// OpenCode (local runner): the second job's worktree holds the first job's commit.
+
+#[test]
+fn e2e_queue_jobs_on_two_branches_run_by_real_opencode() {
+    need("opencode", crate::e2e_agents::set_version("opencode"));
+    let env = TestEnv::new();
+    let app = crate::worktrees::repo(&env, "app");
+    let work = env.root.path().join("model");
+    let bash = |command: &str| json!({"tool_call": {"name": "bash", "input": {"command": command, "description": "work"}}});
+    // first: commits alpha.txt itself. second: reads it (from its own worktree), and leaves
+    // beta.txt uncommitted, which the job's wrapper commits when OpenCode exits 0.
+    let model = Model::start(
+        &work,
+        json!([
+            bash("echo alpha-4d1 > alpha.txt && git add alpha.txt && git -c user.email=a@example.com -c user.name=a commit -q -m 'alpha by first' && pwd"),
+            {"text": "first finished"},
+            bash("cat alpha.txt && echo beta-9e2 > beta.txt && pwd"),
+            {"text": "second finished"},
+        ]),
+    );
+    let config = json!({
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {"local": {"npm": "@ai-sdk/openai-compatible", "name": "Local",
+            "options": {"baseURL": format!("{}/v1", model.url()), "apiKey": "x"},
+            "models": {"scripted": {"name": "Scripted"}}}},
+        "model": "local/scripted", "autoupdate": false, "share": "disabled"
+    })
+    .to_string();
+    let manifest = json!({"workspace": "e2e-wt", "jobs": [
+        {"id": "first", "prompt": "Write alpha.", "repo": app, "branch": "feature/first", "base": "main"},
+        {"id": "second", "prompt": "Write beta.", "repo": app, "branch": "feature/second",
+         "base": "main", "depends_on": ["first"]},
+    ]});
+    env.run_stdin(&["queue", "submit", "-"], &manifest.to_string())
+        .code(0);
+    let path = path_with_conductor();
+    let r = env.run_env(
+        &["queue", "run"],
+        &[("OPENCODE_CONFIG_CONTENT", &config), ("PATH", &path)],
+    );
+    r.code(0);
+    let wt = |b: &str| app.with_file_name("app.worktrees").join(b);
+    let reqs = model.requests();
+    assert_eq!(reqs.len(), 4, "{reqs:#?}\n{r:?}");
+    let body = |i: usize| reqs[i]["body"].to_string();
+    // Each job's OpenCode ran in its own worktree.
+    assert!(
+        body(1).contains(&wt("feature-first").display().to_string()),
+        "{}",
+        body(1)
+    );
+    assert!(
+        body(3).contains(&wt("feature-second").display().to_string()),
+        "{}",
+        body(3)
+    );
+    // The second job saw the first job's commit: its `cat alpha.txt` printed it.
+    assert!(body(3).contains("alpha-4d1"), "{}", body(3));
+    // Its branch holds both jobs' work; the first's does not hold the second's.
+    let log = crate::worktrees::git(&app, &["log", "--format=%s", "feature/second"]);
+    assert!(log.contains("alpha by first"), "{log}");
+    assert!(log.contains("conductor queue: job e2e-wt/second"), "{log}");
+    let beta = crate::worktrees::git(&app, &["show", "feature/second:beta.txt"]);
+    assert_eq!(beta.trim(), "beta-9e2");
+    let first = crate::worktrees::git(&app, &["log", "--format=%s", "feature/first"]);
+    assert!(!first.contains("e2e-wt/second"), "{first}");
+    // The main checkout is as it was.
+    assert_eq!(crate::worktrees::git(&app, &["status", "--porcelain"]), "");
+}

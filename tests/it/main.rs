@@ -41,6 +41,7 @@ mod queue;
 mod queue_changes;
 mod queue_hostile;
 mod queue_scale;
+mod queue_worktrees;
 mod races;
 mod readme;
 mod reasons;

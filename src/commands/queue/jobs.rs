@@ -35,14 +35,31 @@ pub fn table(jobs: &[Job]) -> String {
             j.state.state.as_str().to_string(),
             j.key(),
             j.state.attempts.to_string(),
-            match (j.paused, j.state.reason.clone().unwrap_or_default()) {
-                (true, r) if r.is_empty() => "paused (conductor queue resume JOB)".to_string(),
-                (true, r) => format!("paused (conductor queue resume JOB); {r}"),
-                (false, r) => r,
-            },
+            with_worktree(
+                j,
+                match (j.paused, j.state.reason.clone().unwrap_or_default()) {
+                    (true, r) if r.is_empty() => "paused (conductor queue resume JOB)".to_string(),
+                    (true, r) => format!("paused (conductor queue resume JOB); {r}"),
+                    (false, r) => r,
+                },
+            ),
         ]);
     }
     t.render()
+}
+
+/// A repository job's DETAIL names its branch and worktree (kept after the job: the branch
+/// holds its work).
+fn with_worktree(j: &Job, detail: String) -> String {
+    let (Some(branch), Some(wt)) = (&j.branch, conductor::queue::worktree::path_of(j)) else {
+        return detail;
+    };
+    let at = format!("branch {branch} in {}", wt.display());
+    if detail.is_empty() {
+        at
+    } else {
+        format!("{detail}; {at}")
+    }
 }
 
 /// Run `queue jobs`.

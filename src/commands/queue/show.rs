@@ -84,6 +84,24 @@ pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
             )
         }),
     ));
+    let worktree = conductor::queue::worktree::path_of(&j);
+    text.extend(opt("repository", j.repo.clone()));
+    text.extend(opt(
+        "branch",
+        j.branch.as_ref().map(|b| match &j.base {
+            Some(base) => format!("{b} (from {base})"),
+            None => b.clone(),
+        }),
+    ));
+    text.extend(opt(
+        "worktree",
+        worktree.as_ref().map(|w| {
+            format!(
+                "{} (kept after the job: the branch holds its work)",
+                w.display()
+            )
+        }),
+    ));
     text.extend(opt("started", s.started_at.map(|t| t.to_string())));
     text.extend(opt("finished", s.finished_at.map(|t| t.to_string())));
     text.push_str(&format!(
@@ -106,17 +124,21 @@ pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
             text.push_str(&format!("- {o}\n"));
         }
     }
-    print(
-        ctx.out,
-        &Out {
-            json: json!({
+    let mut json = json!({
                 "status": "ok",
                 "job": j,
                 "paths": {
                     "output": output, "prompt": prompt, "log": log,
                     "result": output.join("RESULT.md"),
                 },
-            }),
+    });
+    if let Some(w) = &worktree {
+        json["paths"]["worktree"] = json!(w);
+    }
+    print(
+        ctx.out,
+        &Out {
+            json,
             text,
             code: 0,
         },

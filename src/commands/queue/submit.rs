@@ -18,7 +18,12 @@ pub const ABOUT: &str = "Submit a manifest: `{\"workspace\": ID, \"jobs\": [{\"i
 Refused, with nothing changed: a schema violation, a duplicate job id, a dependency on an\n\
 unknown job, a dependency cycle (spelled out), a doc collection that does not exist (the\n\
 available ones are named). `secrets` are environment-variable names; their values are read\n\
-when the job starts.";
+when the job starts.\n\
+\n\
+A job with `\"repo\": DIR, \"branch\": NAME` (optional `\"base\"`) runs in a git worktree of that\n\
+repository, <main checkout>.worktrees/NAME, starting from its dependency's branch (else base,\n\
+else the integration branch); refused too: one without the other, a directory that is not a\n\
+checkout with a commit, a bad branch name (docs/queue.md, \"Jobs in a worktree of a repository\").";
 
 /// The arguments of `queue submit` (see [`ABOUT`]).
 #[derive(Debug, Args)]
