@@ -39,15 +39,16 @@ pub struct RepositoryClaim {
     pub held_by: String,
 }
 
-/// Find the worktrees of `state`'s sessions and claims on this machine (reading `.git`
-/// entries, never running git), then [`group`] them.
+/// Find the worktrees of the repositories `state`'s sessions work in on this machine (reading
+/// `.git` entries, never running git), then [`group`] the sessions and claims in them.
 pub fn find(state: &mut State) -> Vec<RepositoryClaims> {
     super::local::note_repositories(state);
     group(state)
 }
 
-/// Every repository with a session or a claim in it, in the order of their common directory;
-/// worktrees in the order of their root. Paths in no repository are left out.
+/// Every repository of `state.repos` with a session or a claim in it, in the order of their
+/// common directory; worktrees in the order of their root. Paths in no known repository are
+/// left out.
 pub fn group(state: &State) -> Vec<RepositoryClaims> {
     let trees = &state.repos;
     let mut out: Vec<RepositoryClaims> = Vec::new();

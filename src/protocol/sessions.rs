@@ -175,8 +175,8 @@ fn start_registered(
         .ok()
         .filter(|s| !s.is_empty());
     let instance_id = super::transact_tx(store, now, |st, fx, tx| {
-        if let (Some(p), Some(m)) = (plan, made) {
-            // A new worktree is a new session's, never a hooked session's retask.
+        // A new instance, in this terminal's session.
+        let register = |st: &mut State, fx: &mut _| {
             let id = ops::start(
                 st,
                 new.clone(),
@@ -188,6 +188,11 @@ fn start_registered(
             if let Some(me) = st.instance_mut(&id) {
                 me.terminal_session = crate::host::session_id();
             }
+            id
+        };
+        if let (Some(p), Some(m)) = (plan, made) {
+            // A new worktree is a new session's, never a hooked session's retask.
+            let id = register(st, fx);
             let mut doc: super::landing::LandingDoc = tx.read()?;
             doc.created.push(super::landing::Created {
                 instance_id: id.clone(),
@@ -205,18 +210,7 @@ fn start_registered(
             ops::retask(st, &id, new.clone(), recorded.clone(), now, fx)?;
             return Ok(id);
         }
-        let id = ops::start(
-            st,
-            new.clone(),
-            recorded.clone(),
-            crate::host::random_hex6,
-            now,
-            fx,
-        );
-        if let Some(me) = st.instance_mut(&id) {
-            me.terminal_session = crate::host::session_id();
-        }
-        Ok(id)
+        Ok(register(st, fx))
     })?;
     Ok(StartOutcome::Started { instance_id, drift })
 }

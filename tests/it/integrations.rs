@@ -737,32 +737,7 @@ fn sessions_show_their_agent_version_and_whether_its_hooks_were_proven() {
     assert!(r.stdout.contains("live check: enforced"), "{r:?}");
 
     // Two sessions start through the hook: one at the checked version, one upgraded.
-    let session = |sid: &str, version: &str| {
-        let mut c = env.cmd();
-        c.args(["hook", "claude"])
-            .env("CONDUCTOR_AGENT_VERSION", version)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        let payload = json!({"session_id": sid, "cwd": env.project, "hook_event_name": "SessionStart",
-                             "source": "startup"});
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(payload.to_string().as_bytes())
-            .unwrap();
-        assert!(child.wait_with_output().unwrap().status.success());
-        let st = env.state();
-        st["instances"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|i| i["session_id"] == sid)
-            .map(|i| i["id"].as_str().unwrap().to_string())
-            .expect("the session registered")
-    };
+    let session = |sid: &str, version: &str| crate::require_verified::session(&env, sid, version);
     let checked = session("11111111-aaaa-4bbb-8ccc-000000000001", "3.0.0");
     let upgraded = session("11111111-aaaa-4bbb-8ccc-000000000002", "3.1.0");
     assert_eq!(env.instance(&checked).unwrap()["agent_version"], "3.0.0");

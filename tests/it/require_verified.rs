@@ -39,8 +39,9 @@ fn install_claude(npm: &Path, version: &str) {
     }
 }
 
-/// Register a Claude Code session through its SessionStart hook, at agent `version`.
-fn session(env: &TestEnv, sid: &str, version: &str) -> String {
+/// Register a Claude Code session through its SessionStart hook, at agent `version`; its
+/// instance id.
+pub(crate) fn session(env: &TestEnv, sid: &str, version: &str) -> String {
     let mut c = env.cmd();
     c.args(["hook", "claude"])
         .env("CONDUCTOR_AGENT_VERSION", version)
