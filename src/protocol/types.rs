@@ -99,24 +99,21 @@ impl Outcome {
 
 /// `~/.conductor/status.json`. Deserializing checks everything `schemas/status.schema.json`
 /// checks (each field's deserializer refuses what the schema refuses), so a `State` read from
-/// disk is always schema-valid; see [`super::codec`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// disk is always schema-valid; see [`super::codec`]. (`Deserialize`: [`de::keep_unknown`].)
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct State {
-    #[serde(deserialize_with = "de::version")]
     pub version: String,
     pub updated_at: Timestamp,
     pub instances: Vec<Instance>,
     /// Claimed path → id of the instance holding it. conductor writes normalized absolute,
     /// symlink-resolved paths; other writers may write any string (relative paths are resolved
     /// against the holder's working directory by [`super::foreign::reconcile`]).
-    #[serde(deserialize_with = "de::claims")]
     pub global_claims: BTreeMap<String, String>,
     /// The last fencing token given out: every grant of a claim takes the next one, so a
     /// path's tokens only grow ([`Instance::claim_tokens`]).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero")]
     pub last_token: u64,
     /// Optional in the protocol's schema; conductor always writes it.
-    #[serde(default)]
     pub drift_warnings: Vec<DriftWarning>,
     /// Top-level fields conductor does not know, kept as they are when it rewrites the file.
     #[serde(flatten)]
@@ -154,10 +151,9 @@ impl State {
     }
 }
 
-/// One registered session.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One registered session. (`Deserialize`: [`de::keep_unknown`].)
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Instance {
-    #[serde(deserialize_with = "de::instance_id")]
     pub id: String,
     pub source: Source,
     /// May be empty (the plugin's `start` writes `""` when no project is given).
@@ -166,72 +162,42 @@ pub struct Instance {
     pub task: String,
     pub priority: Priority,
     /// Optional in the protocol's schema (absent reads as empty); conductor always writes it.
-    #[serde(default)]
     pub files_claimed: Vec<String>,
     pub started_at: Timestamp,
     pub last_heartbeat: Timestamp,
-    #[serde(deserialize_with = "de::abs_path")]
     pub working_directory: String,
-    #[serde(
-        default,
-        deserialize_with = "de::some_string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub override_reason: Option<String>,
     /// The process that registered or last heartbeated the instance.
-    #[serde(
-        default,
-        deserialize_with = "de::some_pid",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     /// The host name of that process.
-    #[serde(
-        default,
-        deserialize_with = "de::some_text",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
     /// The Claude Code session this instance belongs to, when a hook registered it.
-    #[serde(
-        default,
-        deserialize_with = "de::some_text",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     /// Which coding agent the session is (claude, cursor, codex, gemini), when a hook registered it.
-    #[serde(
-        default,
-        deserialize_with = "de::some_text",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
     /// That agent's version (its npm package's), found from the process that ran the hook:
     /// a session of a version the live check never saw shows as unverified.
-    #[serde(
-        default,
-        deserialize_with = "de::some_text",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_version: Option<String>,
     /// The POSIX session (the terminal's or login's session id) of the process that ran
     /// `start`, on `host`. A command that finds this instance only by its directory acts on it
     /// only from that session or from a descendant of `pid` (never from another terminal).
-    #[serde(
-        default,
-        deserialize_with = "de::some_pid",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub terminal_session: Option<u32>,
     /// The fencing token of each claim this instance holds: the number its grant took. A
     /// script that writes outside an agent checks it with `conductor check --token N PATH`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub claim_tokens: BTreeMap<String, u64>,
     /// Files this instance asked for and was refused, until it gets them or ends.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending_conflicts: Vec<PendingConflict>,
     /// Files this instance waits for with `claim --wait`, in the order it asked.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waiting_for: Vec<Waiting>,
     /// Fields conductor does not know (another tool's), kept as they are on rewrite.
     #[serde(flatten)]
@@ -270,17 +236,13 @@ pub struct PendingConflict {
 }
 
 /// A task that runs against the sprint's focus (recorded when the gate is overridden).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// (`Deserialize`: [`de::keep_unknown`].)
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DriftWarning {
-    #[serde(deserialize_with = "de::instance_id")]
     pub instance_id: String,
     pub reason: String,
     pub acknowledged: bool,
-    #[serde(
-        default,
-        deserialize_with = "de::some_timestamp",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub acknowledged_at: Option<Timestamp>,
     /// Fields conductor does not know, kept on rewrite.
     #[serde(flatten)]
@@ -360,7 +322,7 @@ pub mod de {
     use serde::Deserialize;
     use serde::de::{self, Deserializer, MapAccess, Visitor};
 
-    use super::{STATE_VERSION, is_valid_instance_id};
+    use super::{DriftWarning, Instance, STATE_VERSION, State, is_valid_instance_id};
     use crate::text::printable;
     use crate::time::Timestamp;
 
@@ -507,4 +469,104 @@ pub mod de {
         }
         d.deserialize_map(Claims)
     }
+
+    /// `Deserialize` for a document struct that keeps the fields it does not know in `extra`,
+    /// written out instead of derived with `#[serde(flatten)]`: serde's flatten first copies the
+    /// whole struct, with everything nested in it, into a generic buffer and decodes the fields
+    /// from that, so `status.json` would be parsed twice (issue 35). Each field is decoded as it
+    /// is met; `required` fields are `missing field` errors when absent, `default` ones read as
+    /// their default, `with f` names the deserializer that checks what the schema checks; other
+    /// keys go to `extra` as JSON values. `also` fields are never read (their default).
+    macro_rules! keep_unknown {
+        ($ty:ident { $($field:ident: $fty:ty, $need:ident $(with $f:path)?;)* } $(also $skip:ident;)*) => {
+            impl<'de> Deserialize<'de> for $ty {
+                fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$ty, D::Error> {
+                    struct Fields;
+                    impl<'de> Visitor<'de> for Fields {
+                        type Value = $ty;
+                        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                            f.write_str(concat!("struct ", stringify!($ty)))
+                        }
+                        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<$ty, A::Error> {
+                            $(let mut $field: Option<$fty> = None;)*
+                            let mut extra = serde_json::Map::new();
+                            while let Some(key) = m.next_key::<String>()? {
+                                match key.as_str() {
+                                    $(stringify!($field) => {
+                                        if $field.is_some() {
+                                            return Err(de::Error::duplicate_field(stringify!($field)));
+                                        }
+                                        $field = Some(keep_unknown!(@value m, $fty $(, $f)?));
+                                    })*
+                                    _ => {
+                                        let v = m.next_value::<serde_json::Value>()?;
+                                        extra.insert(key, v);
+                                    }
+                                }
+                            }
+                            Ok($ty {
+                                $($field: keep_unknown!(@take $field, $need),)*
+                                extra,
+                                $($skip: Default::default(),)*
+                            })
+                        }
+                    }
+                    d.deserialize_map(Fields)
+                }
+            }
+        };
+        (@value $m:ident, $fty:ty) => { $m.next_value::<$fty>()? };
+        (@value $m:ident, $fty:ty, $f:path) => {{
+            struct With;
+            impl<'de> de::DeserializeSeed<'de> for With {
+                type Value = $fty;
+                fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<$fty, D::Error> {
+                    $f(d)
+                }
+            }
+            $m.next_value_seed(With)?
+        }};
+        (@take $field:ident, required) => {
+            $field.ok_or_else(|| de::Error::missing_field(stringify!($field)))?
+        };
+        (@take $field:ident, default) => { $field.unwrap_or_default() };
+    }
+
+    keep_unknown!(State {
+        version: String, required with self::version;
+        updated_at: Timestamp, required;
+        instances: Vec<Instance>, required;
+        global_claims: BTreeMap<String, String>, required with self::claims;
+        last_token: u64, default;
+        drift_warnings: Vec<DriftWarning>, default;
+    } also repos;);
+
+    keep_unknown!(Instance {
+        id: String, required with self::instance_id;
+        source: super::Source, required;
+        project: String, required;
+        task: String, required;
+        priority: super::Priority, required;
+        files_claimed: Vec<String>, default;
+        started_at: Timestamp, required;
+        last_heartbeat: Timestamp, required;
+        working_directory: String, required with self::abs_path;
+        override_reason: Option<String>, default with self::some_string;
+        pid: Option<u32>, default with self::some_pid;
+        host: Option<String>, default with self::some_text;
+        session_id: Option<String>, default with self::some_text;
+        agent: Option<String>, default with self::some_text;
+        agent_version: Option<String>, default with self::some_text;
+        terminal_session: Option<u32>, default with self::some_pid;
+        claim_tokens: BTreeMap<String, u64>, default;
+        pending_conflicts: Vec<super::PendingConflict>, default;
+        waiting_for: Vec<super::Waiting>, default;
+    });
+
+    keep_unknown!(DriftWarning {
+        instance_id: String, required with self::instance_id;
+        reason: String, required;
+        acknowledged: bool, required;
+        acknowledged_at: Option<Timestamp>, default with self::some_timestamp;
+    });
 }
