@@ -44,7 +44,7 @@ pub struct Cli {
 }
 
 /// Options every command accepts.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct GlobalArgs {
     /// Print exactly one JSON object on stdout (the protocol's output object).
     #[arg(long, global = true)]
@@ -79,23 +79,67 @@ pub struct GlobalArgs {
 /// Parse the command line, then `CONDUCTOR_LOCK_TIMEOUT` when `--lock-timeout` was not given
 /// (read here, not by clap: see `GlobalArgs::home`).
 fn parse_with_env() -> Result<Cli, clap::Error> {
-    use clap::{CommandFactory, FromArgMatches};
-    let mut cmd = Cli::command();
-    let m = cmd.try_get_matches_from_mut(args())?;
-    let mut cli = Cli::from_arg_matches(&m).map_err(|e| e.format(&mut cmd))?;
+    let argv = args();
+    // `conductor hook AGENT` runs on every tool call of every agent. Building the whole command
+    // tree costs a hook about as much as deciding (issue 35), so the hook is parsed against a
+    // tree of its own: the global options and `hook` alone. Anything that tree refuses (help,
+    // a typo) is parsed again against the whole tree, which says it as it always did.
+    if argv.get(1).is_some_and(|a| a == "hook")
+        && let Ok((hook, global)) = parse_as::<HookCli>(&argv, |h| &mut h.global)
+    {
+        let HookCli {
+            command: HookOnly::Hook(args),
+            ..
+        } = hook;
+        return Ok(Cli {
+            global,
+            command: Some(Command::Hook(args)),
+        });
+    }
+    parse_as::<Cli>(&argv, |c| &mut c.global).map(|(mut cli, global)| {
+        cli.global = global;
+        cli
+    })
+}
+
+/// Parse `argv` as `P`, then `CONDUCTOR_LOCK_TIMEOUT` when `--lock-timeout` was not given;
+/// returns `P` and its global options.
+fn parse_as<P: Parser>(
+    argv: &[std::ffi::OsString],
+    global: fn(&mut P) -> &mut GlobalArgs,
+) -> Result<(P, GlobalArgs), clap::Error> {
+    let mut cmd = P::command();
+    let m = cmd.try_get_matches_from_mut(argv)?;
+    let mut parsed = P::from_arg_matches(&m).map_err(|e| e.format(&mut cmd))?;
+    let mut g = std::mem::take(global(&mut parsed));
     if m.value_source("lock_timeout") == Some(clap::parser::ValueSource::DefaultValue)
         && let Some(v) = std::env::var("CONDUCTOR_LOCK_TIMEOUT")
             .ok()
             .filter(|v| !v.is_empty())
     {
-        cli.global.lock_timeout = parse_timeout(&v).map_err(|why| {
+        g.lock_timeout = parse_timeout(&v).map_err(|why| {
             cmd.error(
                 clap::error::ErrorKind::InvalidValue,
                 format!("invalid value '{v}' for CONDUCTOR_LOCK_TIMEOUT: {why}"),
             )
         })?;
     }
-    Ok(cli)
+    Ok((parsed, g))
+}
+
+/// The command line of `conductor hook AGENT` alone (see [`parse_with_env`]).
+#[derive(Debug, Parser)]
+#[command(name = "conductor")]
+struct HookCli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: HookOnly,
+}
+
+#[derive(Debug, Subcommand)]
+enum HookOnly {
+    Hook(crate::commands::hook::HookArgs),
 }
 
 /// clap shows an option that a variable filled (`CONDUCTOR_OWNER_PID`) in the usage line of an
