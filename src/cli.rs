@@ -80,22 +80,51 @@ pub struct GlobalArgs {
 /// (read here, not by clap: see `GlobalArgs::home`).
 fn parse_with_env() -> Result<Cli, clap::Error> {
     let argv = args();
-    // `conductor hook AGENT` runs on every tool call of every agent. Building the whole command
-    // tree costs a hook about as much as deciding (issue 35), so the hook is parsed against a
-    // tree of its own: the global options and `hook` alone. Anything that tree refuses (help,
-    // a typo) is parsed again against the whole tree, which says it as it always did.
-    if argv.get(1).is_some_and(|a| a == "hook")
-        && let Ok((hook, global)) = parse_as::<HookCli>(&argv, |h| &mut h.global)
-    {
-        let HookCli {
-            command: HookOnly::Hook(args),
-            ..
-        } = hook;
-        return Ok(Cli {
-            global,
-            command: Some(Command::Hook(args)),
-        });
+    // Building the whole command tree (every command, option and help text) costs a hook or a
+    // claim about as much as its own work (issue 35). The commands that run on every tool call,
+    // prompt and claim are parsed against a tree of their own: the global options and that
+    // command alone. Anything that tree refuses (help, a typo) is parsed again against the whole
+    // tree, which says it as it always did.
+    macro_rules! alone {
+        ($($name:literal => $variant:ident($args:ty)),* $(,)?) => {
+            match argv.get(1).and_then(|a| a.to_str()) {
+                $(Some($name) => {
+                    #[derive(Parser)]
+                    #[command(name = "conductor")]
+                    struct One {
+                        #[command(flatten)]
+                        global: GlobalArgs,
+                        #[command(subcommand)]
+                        command: OneCommand,
+                    }
+                    #[derive(Subcommand)]
+                    enum OneCommand {
+                        #[command(name = $name)]
+                        It($args),
+                    }
+                    if let Ok((one, global)) = parse_as::<One>(&argv, |o| &mut o.global) {
+                        let OneCommand::It(args) = one.command;
+                        return Ok(Cli {
+                            global,
+                            command: Some(Command::$variant(args)),
+                        });
+                    }
+                })*
+                _ => {}
+            }
+        };
     }
+    alone!(
+        "hook" => Hook(hook::HookArgs),
+        "prompt" => Prompt(prompt::PromptArgs),
+        "claim" => Claim(claim::ClaimArgs),
+        "release" => Release(release::ReleaseArgs),
+        "heartbeat" => Heartbeat(heartbeat::HeartbeatArgs),
+        "check" => Check(crate::commands::check::CheckArgs),
+        "status" => Status(status::StatusArgs),
+        "start" => Start(start::StartArgs),
+        "done" => Done(done::DoneArgs),
+    );
     parse_as::<Cli>(&argv, |c| &mut c.global).map(|(mut cli, global)| {
         cli.global = global;
         cli
@@ -125,21 +154,6 @@ fn parse_as<P: Parser>(
         })?;
     }
     Ok((parsed, g))
-}
-
-/// The command line of `conductor hook AGENT` alone (see [`parse_with_env`]).
-#[derive(Debug, Parser)]
-#[command(name = "conductor")]
-struct HookCli {
-    #[command(flatten)]
-    global: GlobalArgs,
-    #[command(subcommand)]
-    command: HookOnly,
-}
-
-#[derive(Debug, Subcommand)]
-enum HookOnly {
-    Hook(crate::commands::hook::HookArgs),
 }
 
 /// clap shows an option that a variable filled (`CONDUCTOR_OWNER_PID`) in the usage line of an

@@ -470,6 +470,26 @@ pub mod de {
         d.deserialize_map(Claims)
     }
 
+    /// `claim_tokens`: path → token, built in one pass from the entries (written sorted) rather
+    /// than one insert per key, as [`claims`].
+    pub fn tokens<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u64>, D::Error> {
+        struct Tokens;
+        impl<'de> Visitor<'de> for Tokens {
+            type Value = BTreeMap<String, u64>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object mapping paths to fencing tokens")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::with_capacity(m.size_hint().unwrap_or(0));
+                while let Some(entry) = m.next_entry::<String, u64>()? {
+                    out.push(entry);
+                }
+                Ok(BTreeMap::from_iter(out))
+            }
+        }
+        d.deserialize_map(Tokens)
+    }
+
     /// `Deserialize` for a document struct that keeps the fields it does not know in `extra`,
     /// written out instead of derived with `#[serde(flatten)]`: serde's flatten first copies the
     /// whole struct, with everything nested in it, into a generic buffer and decodes the fields
@@ -558,7 +578,7 @@ pub mod de {
         agent: Option<String>, default with self::some_text;
         agent_version: Option<String>, default with self::some_text;
         terminal_session: Option<u32>, default with self::some_pid;
-        claim_tokens: BTreeMap<String, u64>, default;
+        claim_tokens: BTreeMap<String, u64>, default with self::tokens;
         pending_conflicts: Vec<super::PendingConflict>, default;
         waiting_for: Vec<super::Waiting>, default;
     });
