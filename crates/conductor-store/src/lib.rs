@@ -30,6 +30,7 @@ pub mod host;
 pub mod journal;
 pub mod journal_mark;
 pub mod journal_seek;
+pub mod lease;
 pub mod ledger;
 pub mod ledger_rotate;
 pub mod lock;
@@ -61,6 +62,7 @@ pub use backend::Backend;
 pub use bundle::Bundle;
 pub use error::{Error, Result};
 pub use home::Home;
+pub use lease::Lease;
 pub use txn::{Document, HomePath, LedgerFile, Lock, Tx};
 
 use crate::time::Timestamp;

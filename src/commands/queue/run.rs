@@ -238,8 +238,30 @@ impl DispatchArgs {
             tick: std::io::stderr().is_terminal() && !ctx.out.quiet,
             only,
             keep_home: self.keep_home,
+            lease: lease_ttl(ctx)?,
         })
     }
+}
+
+/// The dispatcher's lease time to live on a shared store: `CONDUCTOR_QUEUE_LEASE` (whole
+/// seconds), else config.json's `queue_lease_seconds`, else 30 s.
+fn lease_ttl(ctx: &Ctx) -> Result<Duration> {
+    if let Ok(v) = std::env::var("CONDUCTOR_QUEUE_LEASE")
+        && !v.is_empty()
+    {
+        return match v.parse::<u64>() {
+            Ok(s @ 1..=3600) => Ok(Duration::from_secs(s)),
+            _ => Err(Error::invalid(
+                Reason::InvalidInput,
+                format!(
+                    "CONDUCTOR_QUEUE_LEASE=`{v}` is not a whole number of seconds from 1 to 3600"
+                ),
+            )),
+        };
+    }
+    Ok(conductor::config::read(&ctx.store)?
+        .queue_lease_seconds
+        .map_or(dispatch::DEFAULT_LEASE, Duration::from_secs))
 }
 
 /// Run the dispatcher with the progress display on stderr; returns what it did and how long
