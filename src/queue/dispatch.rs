@@ -389,10 +389,15 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
     };
 
     let (stop_keeping, keeping) = mpsc::channel::<()>();
+    let (stop_shipping, shipping) = mpsc::channel::<()>();
+    let shipper = super::ship::Shipper::new(store);
     let result = std::thread::scope(|scope| {
         if let Some(l) = lease {
             let tx = tx.clone();
             scope.spawn(move || keep_alive(store, l, &tx, &keeping));
+        }
+        if let Some(s) = shipper.clone() {
+            scope.spawn(move || s.run(&shipping));
         }
         let (batch_tx, batch_rx) = mpsc::channel::<Batch>();
         {
@@ -430,6 +435,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
         let mut d = Dispatcher {
             opts,
             lease,
+            shipper: shipper.clone(),
             layout: &layout,
             me: &me,
             file_secrets: &file_secrets,
@@ -496,6 +502,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             other => other,
         };
         drop(stop_keeping);
+        drop(stop_shipping);
         // Closing the batch channel ends the committer.
         drop(d);
         if result.is_ok()
@@ -544,6 +551,8 @@ struct Dispatcher<'a> {
     opts: &'a Options,
     /// Our lease on a shared store: every commit of ours is fenced by it.
     lease: Option<&'a crate::store::Lease>,
+    /// On a shared store, what copies the running jobs' logs into it.
+    shipper: Option<super::ship::Shipper<'a>>,
     layout: &'a Layout,
     me: &'a str,
     file_secrets: &'a BTreeMap<String, String>,
@@ -757,6 +766,7 @@ impl Dispatcher<'_> {
     /// Take in a child's exit (or the end of its log copy): its end goes in `exited`.
     fn take_exit(&mut self, m: Msg) {
         let (running, exited, tx) = (&mut self.running, &mut self.exited, &self.tx);
+        let ship = self.shipper.as_ref();
         match m {
             Msg::Exited { pid, status } => {
                 let Some((key, r)) = running
@@ -786,7 +796,7 @@ impl Dispatcher<'_> {
                     }
                     None => {
                         let key = key.clone();
-                        record_exit(running, exited, &key, status);
+                        record_exit(running, exited, &key, status, ship);
                     }
                 }
             }
@@ -795,7 +805,7 @@ impl Dispatcher<'_> {
                     .iter()
                     .find_map(|(k, r)| (r.pid == pid).then_some((k.clone(), r.exit?)));
                 if let Some((key, status)) = found {
-                    record_exit(running, exited, &key, status);
+                    record_exit(running, exited, &key, status, ship);
                 }
             }
             _ => {}
@@ -930,6 +940,17 @@ impl Dispatcher<'_> {
             Ok((child, copier, ws_dir, worktree)) => {
                 self.ahead.remove(&key);
                 let pid = child.id();
+                if let Some(s) = &self.shipper {
+                    s.add(
+                        &key,
+                        self.layout.log(&l.job.workspace, &l.job.id),
+                        super::ship::attempt_stream(
+                            &l.job.workspace,
+                            &l.job.id,
+                            l.job.state.attempts,
+                        ),
+                    );
+                }
                 self.summary.started += 1;
                 let limit = Duration::from_secs_f64(l.job.timeout_minutes * 60.0);
                 self.running.insert(
@@ -1148,7 +1169,13 @@ impl Dispatcher<'_> {
             .filter_map(|(k, r)| Some((k.clone(), r.exit?)))
             .collect();
         for (key, status) in ended {
-            record_exit(&mut self.running, &mut self.exited, &key, status);
+            record_exit(
+                &mut self.running,
+                &mut self.exited,
+                &key,
+                status,
+                self.shipper.as_ref(),
+            );
         }
         let mut interrupt: Vec<String> = self.running.keys().cloned().collect();
         interrupt.extend(unlaunched);
@@ -1171,10 +1198,16 @@ fn record_exit(
     exited: &mut Vec<(String, Finish, Option<Duration>)>,
     key: &str,
     status: std::process::ExitStatus,
+    ship: Option<&super::ship::Shipper>,
 ) {
     let Some(mut r) = running.remove(key) else {
         return;
     };
+    // Its whole log is in the store before its end is recorded (read before it is rewritten
+    // plain, below).
+    if let Some(s) = ship {
+        s.finish(key);
+    }
     // The job's tree ends with it: nothing it started outlives it (a drained job's was killed
     // when it was reaped).
     if r.exit.is_none() {

@@ -413,3 +413,99 @@ fn a_member_killed_mid_run_loses_no_job_and_runs_none_twice() {
         "{jobs:?}"
     );
 }
+
+/// Outputs from any host: with the workspaces on a directory every host mounts
+/// (`CONDUCTOR_QUEUE_WORKSPACES`, absolute: a relative one is refused at submit), a dependent
+/// job reads its dependency's result, and host0 follows the log of a job host1 runs and reads
+/// the results, though host0 never ran a job.
+#[test]
+fn a_job_run_on_one_host_is_followed_and_read_from_another() {
+    let s = setup(1, 2);
+    let shared = s._root.path().join("shared-workspaces");
+    std::fs::create_dir_all(&shared).unwrap();
+    let shared = shared.to_str().unwrap().to_string();
+    let manifest = json!({"workspace": "out", "jobs": [
+        {"id": "a", "prompt": "first"},
+        {"id": "b", "prompt": "second", "depends_on": ["a"]},
+    ]});
+    let submit_with = |root: &str| {
+        let mut c = s.hosts[0]
+            .cmd(&["--json", "queue", "submit", "-"])
+            .env("CONDUCTOR_QUEUE_WORKSPACES", root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin
+            .take()
+            .unwrap()
+            .write_all(manifest.to_string().as_bytes())
+            .unwrap();
+        let o = c.wait_with_output().unwrap();
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    };
+    submit_with("relative/workspaces").reason(2, "invalid_input");
+    let r = submit_with(&shared);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let ran = s.ran.display();
+    // `a` prints a line, waits until the test has started following, prints another, and
+    // leaves a result; `b` copies it into its own.
+    let agent = format!(
+        "sh -c 'case $CONDUCTOR_QUEUE_JOB in \
+         a) echo line-one; echo started >> {ran}; \
+            while ! test -e {ran}.go; do sleep 0.05; done; echo line-two; \
+            mkdir -p \"$CONDUCTOR_QUEUE_OUTPUT\"; echo result-of-a > \"$CONDUCTOR_QUEUE_OUTPUT/RESULT.md\";; \
+         b) mkdir -p \"$CONDUCTOR_QUEUE_OUTPUT\"; \
+            cat \"$CONDUCTOR_QUEUE_WORKSPACE/output/a/RESULT.md\" > \"$CONDUCTOR_QUEUE_OUTPUT/RESULT.md\"; \
+            echo b-read-it >> \"$CONDUCTOR_QUEUE_OUTPUT/RESULT.md\";; esac'"
+    );
+    let d = s.hosts[1]
+        .cmd(&["queue", "run", "--agent-cmd", &agent])
+        .env("CONDUCTOR_QUEUE_LEASE", TTL.to_string())
+        .env("CONDUCTOR_QUEUE_WORKSPACES", &shared)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&s.ran).is_ok_and(|t| t.contains("started")) {
+        assert!(Instant::now() < deadline, "a never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // host0 follows `a` while it runs on host1.
+    let follower = s.hosts[0]
+        .cmd(&["queue", "log", "a", "--follow"])
+        .env("CONDUCTOR_QUEUE_WORKSPACES", &shared)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::fs::write(format!("{}.go", s.ran.display()), "").unwrap();
+    let f = finish(follower, Duration::from_secs(30));
+    assert_eq!(f.code, 0, "{f:#?}");
+    assert!(
+        f.stdout.contains("line-one") && f.stdout.contains("line-two"),
+        "{f:#?}"
+    );
+    assert!(f.stdout.starts_with("===== conductor: attempt 1"), "{f:#?}");
+    let rd = finish(d, Duration::from_secs(30));
+    assert_eq!(rd.code, 0, "{rd:#?}");
+    // host0 never ran a job: no log of its own, and still the log and the results.
+    assert!(!s.hosts[0].home.join(".conductor/queue-logs/out").exists());
+    let log = s.hosts[0].run(&["queue", "log", "a"]);
+    assert!(log.stdout.contains("line-two"), "{log:#?}");
+    let mut c = s.hosts[0].cmd(&["queue", "results", "out"]);
+    c.env("CONDUCTOR_QUEUE_WORKSPACES", &shared);
+    let o = c.output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        text.contains("result-of-a") && text.contains("b-read-it"),
+        "{text}"
+    );
+}

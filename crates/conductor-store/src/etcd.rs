@@ -19,7 +19,9 @@
 //! - `<prefix>/meta/seq`: `{"event":N,"line":M}`, the last numbers given;
 //! - `<prefix>/lease/<name>`: a record bound to an etcd lease (`/v3/lease/grant`, kept alive
 //!   by `/v3/lease/keepalive`): it exists while its holder lives, and goes when the lease
-//!   expires (see [`crate::lease`]).
+//!   expires (see [`crate::lease`]);
+//! - `<prefix>/stream/<name>/<n>`: chunk `n` of a stream, bytes one host writes for readers on
+//!   every host, like a queue job's log (see [`crate::stream`]).
 //!
 //! Security (issue 36): `https://` store URLs speak TLS through ureq's rustls (ring), verifying
 //! the server against the CA file given (else Mozilla's roots), optionally with a client
@@ -387,6 +389,16 @@ impl Etcd {
     /// The key of the record bound to the lease named `name` (see [`crate::lease`]).
     pub fn lease_key(&self, name: &str) -> String {
         format!("{}/lease/{name}", self.prefix)
+    }
+
+    /// Where streams' chunks live (see [`crate::stream`]).
+    pub fn stream_root(&self) -> String {
+        format!("{}/stream/", self.prefix)
+    }
+
+    /// The prefix of the chunks of the stream `name`.
+    pub fn stream_prefix(&self, name: &str) -> String {
+        format!("{}{name}/", self.stream_root())
     }
 
     /// Grant a lease of `ttl` seconds (`/v3/lease/grant`): its ID. A grant whose answer is

@@ -35,6 +35,7 @@ pub mod ledger;
 pub mod ledger_rotate;
 pub mod lock;
 pub mod redo;
+pub mod stream;
 pub mod text;
 pub mod time;
 pub mod txn;
