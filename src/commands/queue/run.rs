@@ -20,7 +20,11 @@ use conductor::queue::exec::{DEFAULT_AGENT_CMD, Runner};
 pub const ABOUT: &str = "Start every ready job (up to --parallel at once) and each dependent the moment its last\n\
 dependency completes; return when no job can make progress (--follow: keep waiting for\n\
 submissions, retries and cancels). One dispatcher runs a home's queue at a time: a second\n\
-one says which process does and waits for it to finish, then takes over.\n\
+one says which process does and waits for it to finish, then takes over. With a shared store\n\
+(etcd), dispatchers on every host share the queue: each holds a lease (CONDUCTOR_QUEUE_LEASE or\n\
+config.json's queue_lease_seconds, default 30 s), and a dead one's jobs are taken over once its\n\
+lease has expired, never before; one that loses its lease stops its jobs and exits 11\n\
+(lease_lost). See docs/queue.md, Several hosts.\n\
 \n\
 Every state change is durable: a job is launched the moment it is ready and its start is\n\
 committed a few milliseconds later, with whatever else changed meanwhile. If the dispatcher\n\
