@@ -20,6 +20,9 @@ fn check(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Chunks as read: `(stream name, bytes)`.
+pub type Chunks = Vec<(String, Vec<u8>)>;
+
 impl Store {
     /// Put chunk `n` of the stream `name`. `false` on a file home (nothing is kept).
     pub fn stream_put(&self, name: &str, n: u64, bytes: &[u8]) -> Result<bool> {
@@ -35,7 +38,7 @@ impl Store {
     /// The chunks of every stream whose name starts with `name/` (or is `name`), in key order
     /// (so a stream's chunks in order, and streams by name): `(stream name, bytes)`. `None` on a
     /// file home.
-    pub fn stream_read(&self, name: &str) -> Result<Option<Vec<(String, Vec<u8>)>>> {
+    pub fn stream_read(&self, name: &str) -> Result<Option<Chunks>> {
         check(name)?;
         let Backend::Etcd(r) = &self.backend else {
             return Ok(None);
