@@ -509,3 +509,62 @@ fn a_job_run_on_one_host_is_followed_and_read_from_another() {
         "{text}"
     );
 }
+
+/// The old attempt cannot record a finish beside the new one: a dispatcher frozen (SIGSTOP)
+/// while its job runs loses its lease; the other host runs the job again; when the frozen one
+/// wakes, its job's exit does not land (its commits are fenced by its lost lease), it exits 11
+/// with `lease_lost`, and the record holds the new attempt alone.
+#[test]
+fn a_frozen_dispatcher_cannot_record_a_finish_beside_the_new_attempt() {
+    let s = setup(1, 2);
+    submit(
+        &s.hosts[0],
+        &json!({"workspace": "w", "jobs": [
+            {"id": "slow", "prompt": "slow"},
+            {"id": "after", "prompt": "after", "depends_on": ["slow"]},
+        ]}),
+    );
+    let a = dispatcher(&s.hosts[0], &agent(&s.ran, "0", "1"), &["--json"]);
+    wait_for_line(&s.ran, "start of slow", |l| l.what == "start");
+    let signal = |sig: &str| {
+        let st = std::process::Command::new("kill")
+            .args([sig, &a.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    signal("-STOP");
+    let b = dispatcher(&s.hosts[1], &agent(&s.ran, "0", "0"), &[]);
+    let rb = finish(b, Duration::from_secs(30));
+    assert_eq!(rb.code, 0, "{rb:#?}");
+    // The old attempt's process ended meanwhile (its dispatcher could not record it).
+    wait_for_line(&s.ran, "the end of the first attempt", |l| {
+        l.what == "end" && l.job == "slow" && l.run.contains("@host0/")
+    });
+    signal("-CONT");
+    let ra = finish(a, Duration::from_secs(30));
+    ra.reason(11, "lease_lost");
+    let jobs = jobs(&s.hosts[1]);
+    let st = &jobs["slow"]["state"];
+    assert_eq!(st["state"], "completed", "{st}");
+    assert_eq!(st["attempts"], 2, "{st}");
+    assert!(
+        st["dispatcher"]
+            .as_str()
+            .is_some_and(|d| d.ends_with("@host1")),
+        "{st}"
+    );
+    let ev = s.hosts[1].run(&["--json", "events", "--types", "queue.job.completed"]);
+    assert_eq!(ev.code, 0, "{ev:#?}");
+    let v = ev.json();
+    let events = v["items"].as_array().expect("an events page");
+    let slow_done = events
+        .iter()
+        .filter(|e| e.to_string().contains("w/slow"))
+        .count();
+    assert_eq!(slow_done, 1, "one completion of slow: {v}");
+    assert!(
+        events.iter().any(|e| e.to_string().contains("w/after")),
+        "{v}"
+    );
+}
