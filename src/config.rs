@@ -72,6 +72,9 @@ pub struct Config {
     pub store_password_file: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_insecure: Option<bool>,
+    /// On a shared store, a queue dispatcher's lease time to live in seconds (default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_lease_seconds: Option<u64>,
 }
 
 /// The `enforce` setting: how `conductor hook claude` treats an edit (PreToolUse).

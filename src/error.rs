@@ -301,6 +301,9 @@ reasons! {
     /// `enforce = "require-verified"`: the session's agent failed its live check for this
     /// version here (its hooks are proven not to bite), so it may not claim.
     UnenforcedSession = "unenforced_session", exit 4;
+    /// Queue: a dispatcher on a shared store lost its lease (it could not keep it alive for
+    /// its time to live): its jobs were stopped, and their records say why.
+    LeaseLost = "lease_lost", exit 11;
 }
 
 // ---- The next step for each reason, shown as `hint: …` under an error whose call site gave
@@ -421,6 +424,9 @@ pub fn default_hint(r: Reason) -> &'static str {
         Reason::BranchExists => "choose another name: --worktree NAME",
         Reason::UnenforcedSession => {
             "`conductor integrate AGENT` checks the agent's hooks again; or set `enforce` in config.json to auto-claim"
+        }
+        Reason::LeaseLost => {
+            "start `conductor queue run` again; its stopped jobs run again (`conductor doctor` shows the cluster's members)"
         }
     }
 }

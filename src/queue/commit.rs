@@ -238,6 +238,7 @@ pub(super) fn committer(
     batches: mpsc::Receiver<Batch>,
     out: &dyn Fn(crate::error::Result<Committed>) -> bool,
     mut base: Option<BaseFiles>,
+    lease: Option<&crate::store::Lease>,
 ) {
     let runner_name = &super::ran_with::RanWith::new(&opts.runner, &opts.agent_cmd);
     // The queue as this dispatcher last committed it, while nobody else changed it since
@@ -279,6 +280,11 @@ pub(super) fn committer(
         let now = Timestamp::now();
         let mut held: Option<(std::fs::File, std::fs::File)> = None;
         let result = store.transaction(now, &[Lock::Queue], |tx| {
+            // On a shared store, only while our lease holds: once it has expired, another host
+            // may have taken our jobs, and nothing of ours may land beside its records.
+            if let Some(l) = lease {
+                tx.fence(l);
+            }
             // Ours, unchanged since our last commit: no need to read (or parse) the queue.
             let kept = persisted.take().filter(|p| local && p.still_current(&home));
             let (mut doc, log) = match kept {

@@ -46,7 +46,7 @@ use crate::store::watch::{self, Wake};
 use crate::store::{Lock, Store};
 use crate::time::Timestamp;
 
-pub use super::options::Options;
+pub use super::options::{DEFAULT_LEASE, Options};
 
 /// The lock every dispatcher holds shared while it runs, so `queue retry` can tell whether one
 /// will pick its job up (see [`crate::store::lock::Presence`]).
@@ -202,6 +202,65 @@ pub(super) enum Msg {
     /// The lead lock is ours.
     Lead,
     Stop,
+    /// Our lease was kept alive (shared store): look whether another dispatcher's has expired.
+    Leases,
+    /// Our lease is lost (why): stop every job and record why.
+    LeaseLost(String),
+}
+
+/// The prefix of the dispatchers' lease names on a shared store (`queue/dispatcher/<token>`).
+const LEASES: &str = "queue/dispatcher/";
+
+/// The lease name of the dispatcher with this token.
+fn lease_name(token: &str) -> String {
+    format!("{LEASES}{token}")
+}
+
+/// Keep `lease` alive every third of its time to live until `stop` closes, and tell the main
+/// loop after each round (it looks for dispatchers whose leases expired). The lease is lost
+/// when etcd says it expired, or when no keep-alive got through for a whole time to live
+/// (it has expired by then, or is about to: the jobs must stop before another host takes
+/// them).
+fn keep_alive(
+    store: &Store,
+    lease: &crate::store::Lease,
+    tx: &mpsc::Sender<Msg>,
+    stop: &mpsc::Receiver<()>,
+) {
+    let every = lease.ttl() / 3;
+    let mut last_ok = Instant::now();
+    loop {
+        match stop.recv_timeout(every) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+        let sent = Instant::now();
+        let lost = match store.keep_lease(lease) {
+            Ok(true) => {
+                last_ok = sent;
+                None
+            }
+            Ok(false) => Some(format!(
+                "the store says its lease `{}` ({}s) has expired",
+                lease.name(),
+                lease.ttl().as_secs()
+            )),
+            Err(e) if last_ok.elapsed() >= lease.ttl() => Some(format!(
+                "its lease `{}` could not be kept alive for {}s ({e})",
+                lease.name(),
+                lease.ttl().as_secs()
+            )),
+            Err(_) => None,
+        };
+        let msg = match lost {
+            Some(why) => Msg::LeaseLost(why),
+            None => Msg::Leases,
+        };
+        let last = matches!(msg, Msg::LeaseLost(_));
+        if tx.send(msg).is_err() || last {
+            return;
+        }
+    }
 }
 
 /// The lock the dispatcher leading a home's queue holds (file store).
@@ -277,7 +336,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
     unsafe { libc::umask(0o077) };
     let home = store.home().dir().to_path_buf();
     let layout = Layout { home: home.clone() };
-    let me = exec::self_token();
+    let me = exec::self_token(store.shared_by_hosts());
     let file_secrets = match &opts.secrets_file {
         Some(p) => read_secrets_file(p)?,
         None => BTreeMap::new(),
@@ -309,15 +368,37 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             }
         }
     };
+    // On a shared store, a lease: alive while we are, and what fences every commit of ours
+    // (after it expired, another host may have taken our jobs; nothing of ours may land).
+    let lease = store.take_lease(&lease_name(&me), me.as_bytes(), opts.lease)?;
+    let lease = lease.as_ref();
     let mut tail = store.tail(None)?;
     // Captured before the view is read (see `BaseFiles`).
     let base_files = lead
         .as_ref()
         .filter(|_| store.state_in_files())
         .and_then(|_| BaseFiles::capture(&home));
-    let base0 = recover(store, &me, progress)?;
+    let base0 = match recover(store, &me, lease, progress) {
+        Ok(doc) => doc,
+        Err(e) => {
+            if let Some(l) = lease {
+                let _ = store.drop_lease(l);
+            }
+            return Err(e);
+        }
+    };
 
-    std::thread::scope(|scope| {
+    let (stop_keeping, keeping) = mpsc::channel::<()>();
+    let (stop_shipping, shipping) = mpsc::channel::<()>();
+    let shipper = super::ship::Shipper::new(store);
+    let result = std::thread::scope(|scope| {
+        if let Some(l) = lease {
+            let tx = tx.clone();
+            scope.spawn(move || keep_alive(store, l, &tx, &keeping));
+        }
+        if let Some(s) = shipper.clone() {
+            scope.spawn(move || s.run(&shipping));
+        }
         let (batch_tx, batch_rx) = mpsc::channel::<Batch>();
         {
             let tx = tx.clone();
@@ -338,6 +419,7 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                         batch_rx,
                         &|c| tx.send(Msg::Committed(Box::new(c))).is_ok(),
                         base_files,
+                        lease,
                     )
                 });
                 // A panic is reported like a failed commit: the loop kills its jobs and returns.
@@ -352,6 +434,8 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
         }
         let mut d = Dispatcher {
             opts,
+            lease,
+            shipper: shipper.clone(),
             layout: &layout,
             me: &me,
             file_secrets: &file_secrets,
@@ -403,6 +487,22 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
                 exec::kill_group(r.pid);
             }
         }
+        // Our lease is lost: our jobs are stopped (above); their records say why (written
+        // unfenced, and only for the jobs still recorded as ours: a host that took one over
+        // already has it as its own).
+        let result = match result {
+            Err(e) if e.reason() == "lease_lost" => {
+                let why = e.to_string();
+                for r in d.running.values_mut() {
+                    r.dispose_home();
+                }
+                let _ = stop_lost(store, &me, &why);
+                Err(e)
+            }
+            other => other,
+        };
+        drop(stop_keeping);
+        drop(stop_shipping);
         // Closing the batch channel ends the committer.
         drop(d);
         if result.is_ok()
@@ -412,12 +512,47 @@ pub fn run(store: &Store, opts: &Options, progress: &mut dyn FnMut(Update)) -> R
             let _ = f.set_len(0);
         }
         result
+    });
+    // Done (or failed): the lease goes at once, so nobody waits out its time to live.
+    if let Some(l) = lease {
+        let _ = store.drop_lease(l);
+    }
+    result
+}
+
+/// Our lease is lost: record every job still running under us as interrupted, saying why (it
+/// runs again, here or on another host).
+fn stop_lost(store: &Store, me: &str, why: &str) -> Result<()> {
+    let now = Timestamp::now();
+    let reason = format!(
+        "stopped: its dispatcher lost its lease on the shared store ({why}); it runs again"
+    );
+    store.transaction(now, &[Lock::Queue], |tx| {
+        let mut doc: QueueDoc = tx.read()?;
+        let mut events = Vec::new();
+        let mine: Vec<usize> = (0..doc.jobs.len())
+            .filter(|i| ops::runs_under(&doc.jobs[*i], me))
+            .collect();
+        for i in mine {
+            ops::interrupt(&mut doc, i, &reason, me, now, &mut events);
+        }
+        if !events.is_empty() {
+            tx.write(&doc)?;
+        }
+        for e in events {
+            tx.event(e);
+        }
+        Ok::<_, crate::Error>(())
     })
 }
 
 /// The main loop's state.
 struct Dispatcher<'a> {
     opts: &'a Options,
+    /// Our lease on a shared store: every commit of ours is fenced by it.
+    lease: Option<&'a crate::store::Lease>,
+    /// On a shared store, what copies the running jobs' logs into it.
+    shipper: Option<super::ship::Shipper<'a>>,
     layout: &'a Layout,
     me: &'a str,
     file_secrets: &'a BTreeMap<String, String>,
@@ -584,6 +719,7 @@ impl Dispatcher<'_> {
                 msgs.push(m);
             }
             let mut stop = false;
+            let mut look = false;
             for m in msgs {
                 match m {
                     Msg::Committed(c) => self.committed((*c)?, progress),
@@ -591,6 +727,24 @@ impl Dispatcher<'_> {
                     Msg::Journal => self.read_journal(tail)?,
                     m @ (Msg::Exited { .. } | Msg::Drained { .. }) => self.take_exit(m),
                     Msg::Lead => {}
+                    Msg::Leases => look = true,
+                    Msg::LeaseLost(why) => {
+                        return Err(Error::invalid(
+                            Reason::LeaseLost,
+                            format!("the dispatcher stopped its jobs: {why}"),
+                        ));
+                    }
+                }
+            }
+            // Jobs of other dispatchers whose leases expired: ours to put back in line.
+            if look
+                && self.view.jobs.iter().any(|j| {
+                    j.state.state == State::Running
+                        && j.state.dispatcher.as_deref() != Some(self.me)
+                })
+            {
+                if take_over(store, self.me, self.lease, &self.view, progress)? {
+                    self.dirty = true;
                 }
             }
             let now_i = Instant::now();
@@ -612,6 +766,7 @@ impl Dispatcher<'_> {
     /// Take in a child's exit (or the end of its log copy): its end goes in `exited`.
     fn take_exit(&mut self, m: Msg) {
         let (running, exited, tx) = (&mut self.running, &mut self.exited, &self.tx);
+        let ship = self.shipper.as_ref();
         match m {
             Msg::Exited { pid, status } => {
                 let Some((key, r)) = running
@@ -641,7 +796,7 @@ impl Dispatcher<'_> {
                     }
                     None => {
                         let key = key.clone();
-                        record_exit(running, exited, &key, status);
+                        record_exit(running, exited, &key, status, ship);
                     }
                 }
             }
@@ -650,7 +805,7 @@ impl Dispatcher<'_> {
                     .iter()
                     .find_map(|(k, r)| (r.pid == pid).then_some((k.clone(), r.exit?)));
                 if let Some((key, status)) = found {
-                    record_exit(running, exited, &key, status);
+                    record_exit(running, exited, &key, status, ship);
                 }
             }
             _ => {}
@@ -785,6 +940,17 @@ impl Dispatcher<'_> {
             Ok((child, copier, ws_dir, worktree)) => {
                 self.ahead.remove(&key);
                 let pid = child.id();
+                if let Some(s) = &self.shipper {
+                    s.add(
+                        &key,
+                        self.layout.log(&l.job.workspace, &l.job.id),
+                        super::ship::attempt_stream(
+                            &l.job.workspace,
+                            &l.job.id,
+                            l.job.state.attempts,
+                        ),
+                    );
+                }
                 self.summary.started += 1;
                 let limit = Duration::from_secs_f64(l.job.timeout_minutes * 60.0);
                 self.running.insert(
@@ -1003,13 +1169,20 @@ impl Dispatcher<'_> {
             .filter_map(|(k, r)| Some((k.clone(), r.exit?)))
             .collect();
         for (key, status) in ended {
-            record_exit(&mut self.running, &mut self.exited, &key, status);
+            record_exit(
+                &mut self.running,
+                &mut self.exited,
+                &key,
+                status,
+                self.shipper.as_ref(),
+            );
         }
         let mut interrupt: Vec<String> = self.running.keys().cloned().collect();
         interrupt.extend(unlaunched);
         stop_all(
             store,
             self.me,
+            self.lease,
             &self.running,
             &interrupt,
             std::mem::take(&mut self.exited),
@@ -1025,10 +1198,16 @@ fn record_exit(
     exited: &mut Vec<(String, Finish, Option<Duration>)>,
     key: &str,
     status: std::process::ExitStatus,
+    ship: Option<&super::ship::Shipper>,
 ) {
     let Some(mut r) = running.remove(key) else {
         return;
     };
+    // Its whole log is in the store before its end is recorded (read before it is rewritten
+    // plain, below).
+    if let Some(s) = ship {
+        s.finish(key);
+    }
     // The job's tree ends with it: nothing it started outlives it (a drained job's was killed
     // when it was reaped).
     if r.exit.is_none() {
@@ -1081,6 +1260,7 @@ fn record_exit(
 fn stop_all(
     store: &Store,
     me: &str,
+    lease: Option<&crate::store::Lease>,
     running: &HashMap<String, Running>,
     interrupt: &[String],
     exited: Vec<(String, Finish, Option<Duration>)>,
@@ -1097,6 +1277,9 @@ fn stop_all(
     }
     let now = Timestamp::now();
     store.transaction(now, &[Lock::Queue], |tx| {
+        if let Some(l) = lease {
+            tx.fence(l);
+        }
         let mut doc: QueueDoc = tx.read()?;
         let mut events = Vec::new();
         for (key, how, _) in &exited {
@@ -1140,21 +1323,54 @@ fn stop_all(
 
 /// Jobs recorded `running` under a dispatcher that is gone: kill what is left of them and put
 /// them back in line. Jobs of a live dispatcher are left alone. Returns the queue as it is then.
-fn recover(store: &Store, me: &str, progress: &mut dyn FnMut(Update)) -> Result<QueueDoc> {
+fn recover(
+    store: &Store,
+    me: &str,
+    lease: Option<&crate::store::Lease>,
+    progress: &mut dyn FnMut(Update),
+) -> Result<QueueDoc> {
+    let doc: QueueDoc = store.read_doc(Timestamp::now())?;
+    if !take_over(store, me, lease, &doc, progress)? {
+        return Ok(doc);
+    }
+    Ok(store.read_doc(Timestamp::now())?)
+}
+
+/// Put back in line the jobs `doc` shows running under a dispatcher that is gone: on a shared
+/// store, one whose lease has expired (its record is gone: never before, whatever its host);
+/// on a file home, one whose process is gone. Kills what is left of them on this machine.
+/// True when it put some back.
+fn take_over(
+    store: &Store,
+    me: &str,
+    lease: Option<&crate::store::Lease>,
+    doc: &QueueDoc,
+    progress: &mut dyn FnMut(Update),
+) -> Result<bool> {
     let now = Timestamp::now();
-    let doc: QueueDoc = store.read_doc(now)?;
+    let others = doc
+        .jobs
+        .iter()
+        .any(|j| j.state.state == State::Running && j.state.dispatcher.as_deref() != Some(me));
+    if !others {
+        return Ok(false);
+    }
+    let held = store.leases_held(LEASES)?;
+    let alive = |d: &str| match &held {
+        Some(names) => names.contains(&lease_name(d)),
+        None => exec::dispatcher_alive(d),
+    };
     let orphans: Vec<(String, String, Option<u32>, u32)> = doc
         .jobs
         .iter()
         .filter(|j| j.state.state == State::Running)
         .filter_map(|j| {
             let d = j.state.dispatcher.clone()?;
-            (d != me && !exec::dispatcher_alive(&d))
-                .then(|| (j.key(), d, j.state.pid, j.state.attempts))
+            (d != me && !alive(&d)).then(|| (j.key(), d, j.state.pid, j.state.attempts))
         })
         .collect();
     if orphans.is_empty() {
-        return Ok(doc);
+        return Ok(false);
     }
     for (key, d, pid, attempt) in &orphans {
         let (ws, id) = key.split_once('/').unwrap_or(("", key));
@@ -1164,34 +1380,45 @@ fn recover(store: &Store, me: &str, progress: &mut dyn FnMut(Update)) -> Result<
     // A dispatcher launches a job made ready by a completion before committing both: what it
     // launched after its last commit is recorded nowhere, but carries its token.
     let dead: BTreeSet<&str> = orphans.iter().map(|(_, d, _, _)| d.as_str()).collect();
-    for d in dead {
+    for d in &dead {
         exec::kill_run(&format!("{d}/"), None);
     }
+    let why = if held.is_some() {
+        "its dispatcher's lease on the shared store expired while it ran (the dispatcher or its host died, or lost the cluster); it runs again"
+    } else {
+        "its dispatcher exited while it ran (no exit status was recorded); it runs again"
+    };
     let keys: Vec<String> = store.transaction(now, &[Lock::Queue], |tx| {
+        // Only while we hold our lease, and only once theirs is gone for good (a token is never
+        // used twice, so a lease record that is gone never comes back).
+        if let Some(l) = lease {
+            tx.fence(l);
+        }
+        for d in &dead {
+            tx.unless_held(&lease_name(d));
+        }
         let mut doc: QueueDoc = tx.read()?;
         let mut events = Vec::new();
         let mut done = Vec::new();
         for (key, d, _, _) in &orphans {
             if let Some(i) = doc.jobs.iter().position(|j| {
-                &j.key() == key && j.state.state == State::Running && j.state.dispatcher.as_deref() == Some(d)
+                &j.key() == key
+                    && j.state.state == State::Running
+                    && j.state.dispatcher.as_deref() == Some(d)
             }) {
-                ops::interrupt(
-                    &mut doc,
-                    i,
-                    "its dispatcher exited while it ran (no exit status was recorded); it runs again",
-                    me,
-                    now,
-                    &mut events,
-                );
+                ops::interrupt(&mut doc, i, why, me, now, &mut events);
                 done.push(key.clone());
             }
         }
-        tx.write(&doc)?;
+        if !done.is_empty() {
+            tx.write(&doc)?;
+        }
         for e in events {
             tx.event(e);
         }
         Ok::<_, crate::Error>(done)
     })?;
+    let any = !keys.is_empty();
     for key in keys {
         progress(Update::Job {
             key,
@@ -1200,5 +1427,5 @@ fn recover(store: &Store, me: &str, progress: &mut dyn FnMut(Update)) -> Result<
             elapsed: None,
         });
     }
-    Ok(store.read_doc(Timestamp::now())?)
+    Ok(any)
 }

@@ -303,14 +303,12 @@ pub use crate::spawn::kill_group;
 
 /// This process's identity as a dispatcher: `<pid>:<start time in clock ticks since boot>`,
 /// which no later process can share even if it reuses the pid.
-pub fn self_token() -> String {
+pub fn self_token(shared: bool) -> String {
     let pid = std::process::id();
     let token = format!("{pid}:{}", start_time(pid).unwrap_or(0));
     // With a shared store, dispatchers on several hosts share one queue: say whose pid it is.
     match crate::host::hostname() {
-        Some(h) if std::env::var_os("CONDUCTOR_STORE").is_some_and(|s| !s.is_empty()) => {
-            format!("{token}@{h}")
-        }
+        Some(h) if shared => format!("{token}@{h}"),
         _ => token,
     }
 }

@@ -52,6 +52,7 @@ pub mod ran_with;
 mod redact;
 pub mod sandbox;
 pub mod service;
+pub mod ship;
 pub mod worktree;
 
 use std::collections::BTreeMap;
@@ -365,9 +366,15 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// `<home>/workspaces/<ws>`.
+    /// `<home>/workspaces/<ws>`, or `$CONDUCTOR_QUEUE_WORKSPACES/<ws>` when that names an
+    /// absolute directory: with a shared store, a directory every host mounts at the same path,
+    /// so that a dependent job on one host reads what its dependency wrote on another, and
+    /// `queue results` reads them from any host (`queue submit` refuses a relative one).
     pub fn workspace(&self, ws: &str) -> PathBuf {
-        self.home.join("workspaces").join(ws)
+        match workspaces_root() {
+            Ok(Some(root)) => root.join(ws),
+            _ => self.home.join("workspaces").join(ws),
+        }
     }
     /// `<home>/workspaces/<ws>/output/<job>`.
     pub fn output(&self, ws: &str, job: &str) -> PathBuf {
@@ -429,6 +436,31 @@ impl Layout {
             .join("queue-logs")
             .join(ws)
             .join(format!("{job}.log"))
+    }
+}
+
+/// `CONDUCTOR_QUEUE_WORKSPACES`, the directory that holds every workspace when set (absent or
+/// empty: the home's `workspaces/`); refused unless absolute.
+pub fn workspaces_root() -> Result<Option<PathBuf>> {
+    match std::env::var_os("CONDUCTOR_QUEUE_WORKSPACES") {
+        Some(v) if !v.is_empty() => {
+            let p = PathBuf::from(&v);
+            if p.is_absolute() {
+                Ok(Some(p))
+            } else {
+                Err(crate::Error::invalid(
+                    crate::error::Reason::InvalidInput,
+                    format!(
+                        "CONDUCTOR_QUEUE_WORKSPACES=`{}` is not an absolute path: every host must find a workspace at the same path",
+                        p.display()
+                    ),
+                )
+                .with_hint(
+                    "set it to an absolute directory on a file system every host mounts at the same path (docs/queue.md, Several hosts)",
+                ))
+            }
+        }
+        _ => Ok(None),
     }
 }
 

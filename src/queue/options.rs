@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::exec::Runner;
 
@@ -23,4 +24,11 @@ pub struct Options {
     /// Without it the HOME is removed when the job ends: agents record what they saw there,
     /// secrets included.
     pub keep_home: bool,
+    /// On a shared store, the time to live of the dispatcher's lease (`queue_lease_seconds`,
+    /// `CONDUCTOR_QUEUE_LEASE`; default [`DEFAULT_LEASE`]): how long after its death (or its
+    /// loss of the cluster) another host may take over its jobs.
+    pub lease: Duration,
 }
+
+/// The dispatcher's lease time to live when nothing sets one.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);

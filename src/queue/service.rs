@@ -45,6 +45,8 @@ pub fn submit(
         }
     }
     let home = store.home().dir().to_path_buf();
+    // Where workspaces live must mean the same to every host that may run a job of this one.
+    super::workspaces_root()?;
     // The archive is consulted (through its index) only for dependencies that are neither in
     // the manifest nor live.
     let snapshot: QueueDoc = store.read_doc(now)?;

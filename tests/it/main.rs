@@ -40,6 +40,7 @@ mod protocol;
 mod queue;
 mod queue_changes;
 mod queue_hostile;
+mod queue_multihost;
 mod queue_scale;
 mod queue_worktrees;
 mod races;

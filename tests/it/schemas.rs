@@ -511,6 +511,7 @@ fn rust_types_and_schemas_have_the_same_fields() {
         store_user: Some("team".into()),
         store_password_file: Some("etcd/password".into()),
         store_insecure: Some(false),
+        queue_lease_seconds: Some(30),
     };
     in_step(
         "Config",

@@ -108,6 +108,16 @@ pub enum Error {
         detail: String,
     },
 
+    /// A lease this process held (or meant to take) is not its own any more: it expired
+    /// while the holder was cut off or stalled, or someone else holds that name. Nothing was
+    /// written under it.
+    #[error("the lease `{name}` in the store `{store}` is lost: {detail}")]
+    LeaseLost {
+        store: String,
+        name: String,
+        detail: String,
+    },
+
     /// conductor broke one of its own rules: a bug.
     #[error("internal error: {0}")]
     Internal(String),
@@ -175,6 +185,7 @@ impl Error {
                 access: Access::Unauthorized,
                 ..
             } => "store_unauthorized",
+            Error::LeaseLost { .. } => "lease_lost",
             Error::Internal(_) => "internal",
         }
     }
@@ -217,6 +228,9 @@ impl Error {
             {
                 Some("the conductor home must be writable; set CONDUCTOR_HOME or --home".into())
             }
+            Error::LeaseLost { .. } => Some(
+                "nothing was written under the lost lease; start the command again (a lease expires when its holder cannot reach a majority of the cluster for its time to live)".into(),
+            ),
             Error::Internal(_) => Some(INTERNAL_HINT.into()),
             _ => None,
         }
@@ -226,7 +240,9 @@ impl Error {
     /// unavailable, 70 a bug.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::StoreUnavailable { .. } | Error::StoreAccess { .. } => 11,
+            Error::StoreUnavailable { .. }
+            | Error::StoreAccess { .. }
+            | Error::LeaseLost { .. } => 11,
             Error::LockTimeout { .. }
             | Error::Io { .. }
             | Error::CorruptState { .. }

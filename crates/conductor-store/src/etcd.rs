@@ -16,7 +16,12 @@
 //!   one sequence for every ledger;
 //! - `<prefix>/journal/<seq>`: the events of one transaction, newline-separated, numbered from
 //!   `seq` (zero-padded), gap-free like the file journal;
-//! - `<prefix>/meta/seq`: `{"event":N,"line":M}`, the last numbers given.
+//! - `<prefix>/meta/seq`: `{"event":N,"line":M}`, the last numbers given;
+//! - `<prefix>/lease/<name>`: a record bound to an etcd lease (`/v3/lease/grant`, kept alive
+//!   by `/v3/lease/keepalive`): it exists while its holder lives, and goes when the lease
+//!   expires (see [`crate::lease`]);
+//! - `<prefix>/stream/<name>/<n>`: chunk `n` of a stream, bytes one host writes for readers on
+//!   every host, like a queue job's log (see [`crate::stream`]).
 //!
 //! Security (issue 36): `https://` store URLs speak TLS through ureq's rustls (ring), verifying
 //! the server against the CA file given (else Mozilla's roots), optionally with a client
@@ -379,6 +384,76 @@ impl Etcd {
     /// The key of the numbering record.
     pub fn meta_key(&self) -> String {
         format!("{}/meta/seq", self.prefix)
+    }
+
+    /// The key of the record bound to the lease named `name` (see [`crate::lease`]).
+    pub fn lease_key(&self, name: &str) -> String {
+        format!("{}/lease/{name}", self.prefix)
+    }
+
+    /// Where streams' chunks live (see [`crate::stream`]).
+    pub fn stream_root(&self) -> String {
+        format!("{}/stream/", self.prefix)
+    }
+
+    /// The prefix of the chunks of the stream `name`.
+    pub fn stream_prefix(&self, name: &str) -> String {
+        format!("{}{name}/", self.stream_root())
+    }
+
+    /// Grant a lease of `ttl` seconds (`/v3/lease/grant`): its ID. A grant whose answer is
+    /// lost is harmless: nothing is bound to that lease, and it expires.
+    pub fn lease_grant(&self, ttl: i64) -> Result<i64> {
+        let v = self.call("/v3/lease/grant", &json!({ "TTL": ttl.to_string() }))?;
+        v.get("ID")
+            .and_then(num)
+            .filter(|id| *id != 0)
+            .ok_or_else(|| self.unavailable("etcd granted no lease ID".into()))
+    }
+
+    /// Keep a lease alive (`/v3/lease/keepalive`, one round): the seconds it has again, or
+    /// `None` when it has expired or was revoked (etcd answers without a TTL then).
+    pub fn lease_keepalive(&self, id: i64) -> Result<Option<i64>> {
+        let v = self.call("/v3/lease/keepalive", &json!({ "ID": id.to_string() }))?;
+        Ok(v.pointer("/result/TTL").and_then(num).filter(|t| *t > 0))
+    }
+
+    /// Revoke a lease (`/v3/lease/revoke`): the keys bound to it go at once. A lease that has
+    /// expired already is no error.
+    pub fn lease_revoke(&self, id: i64) -> Result<()> {
+        match self.call("/v3/lease/revoke", &json!({ "ID": id.to_string() })) {
+            Ok(_) => Ok(()),
+            Err(Error::StoreUnavailable { detail, .. }) if detail.contains("lease not found") => {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Put `key` bound to lease `id` (it goes when the lease does), unless the key exists: its
+    /// revision, or `None` when it existed and nothing was written.
+    pub fn put_leased(&self, key: &str, value: &[u8], id: i64) -> Result<Option<i64>> {
+        let v = self.request(
+            "/v3/kv/txn",
+            &json!({
+                "compare": [{
+                    "key": b64(key.as_bytes()),
+                    "target": "CREATE",
+                    "result": "EQUAL",
+                    "create_revision": "0",
+                }],
+                "success": [{ "request_put": {
+                    "key": b64(key.as_bytes()),
+                    "value": b64(value),
+                    "lease": id.to_string(),
+                } }],
+            }),
+            true,
+        )?;
+        if !v.get("succeeded").and_then(Value::as_bool).unwrap_or(false) {
+            return Ok(None);
+        }
+        Ok(v.pointer("/header/revision").and_then(num))
     }
 
     /// Everything under the prefix.

@@ -200,6 +200,8 @@ pub struct Tx<'s> {
     revs: Vec<(String, i64)>,
     /// With a shared store: the numbering record, read with the first document (one request).
     meta: Option<Option<super::etcd::Kv>>,
+    /// With a shared store: lease records compared at commit, `(key, revision)` (0: absent).
+    fences: Vec<(String, i64)>,
 }
 
 struct Write {
@@ -222,6 +224,22 @@ impl<'s> Tx<'s> {
             seen: Vec::new(),
             revs: Vec::new(),
             meta: None,
+            fences: Vec::new(),
+        }
+    }
+
+    /// Commit only while `lease` is held: its record still the one written when it was taken
+    /// (see [`crate::lease`]). When it is not, the transaction fails with `lease_lost` and
+    /// writes nothing.
+    pub fn fence(&mut self, lease: &crate::Lease) {
+        self.fences.push((lease.key.clone(), lease.revision));
+    }
+
+    /// Commit only while nobody holds the lease `name` (it expired, was given up, or was never
+    /// taken). On a file home there are no leases: nothing is compared.
+    pub fn unless_held(&mut self, name: &str) {
+        if let Some(r) = self.store.backend.etcd() {
+            self.fences.push((r.lease_key(name), 0));
         }
     }
 
@@ -586,6 +604,7 @@ impl Store {
             events,
             revs,
             meta,
+            fences,
             ..
         } = tx;
         if writes.is_empty() && appends.is_empty() && events.is_empty() {
@@ -593,6 +612,7 @@ impl Store {
         }
         let mut compares: Vec<(String, i64)> =
             revs.iter().map(|(f, rev)| (r.doc_key(f), *rev)).collect();
+        compares.extend(fences.iter().cloned());
         // What tells, after an unanswered commit, whether it landed: the first document
         // written (and the revision it was compared at), or the key of this transaction's
         // events, whose bytes (random event ids) no other transaction writes.
@@ -660,7 +680,30 @@ impl Store {
                 super::failpoint::hit("etcd.committed");
                 Ok(Outcome::Committed)
             }
-            Ok(false) => Ok(Outcome::Conflict),
+            Ok(false) => {
+                // A fence that no longer holds fails the transaction: running it again would
+                // fail the same way.
+                if !fences.is_empty() {
+                    let keys: Vec<String> = fences.iter().map(|(k, _)| k.clone()).collect();
+                    let now = r.get_many(&keys)?;
+                    for ((key, rev), kv) in fences.iter().zip(now) {
+                        let found = kv.map_or(0, |kv| kv.mod_revision);
+                        if found != *rev {
+                            return Err(Error::LeaseLost {
+                                store: r.url().to_string(),
+                                name: self.lease_name_of(key),
+                                detail: if *rev == 0 {
+                                    "it is held (its holder is alive): nothing was written".into()
+                                } else {
+                                    "it expired, or was revoked: nothing was written under it"
+                                        .into()
+                                },
+                            });
+                        }
+                    }
+                }
+                Ok(Outcome::Conflict)
+            }
             Err(
                 e @ Error::StoreUnavailable {
                     maybe_applied: true,

@@ -9,11 +9,12 @@ use super::all_jobs;
 use crate::commands::Ctx;
 use crate::commands::follow::{self, FileTail, Wakes, Woke};
 use conductor::error::Result;
-use conductor::queue::{Job, Layout, QueueDoc, State};
+use conductor::queue::{Job, Layout, QueueDoc, State, ship};
 
 /// The long help of `queue log`.
 pub const ABOUT: &str = "Print a job's log (its agent's stdout and stderr, in queue-logs/<ws>/<job>.log, \
-stored without ANSI escapes once an attempt ends). Each attempt opens with a header line \
+stored without ANSI escapes once an attempt ends; on a shared store, a job whose log is not on \
+this host is read from the copy its dispatcher keeps in the store, up to 4 MiB per attempt). Each attempt opens with a header line \
 `===== conductor: attempt N (RUNNER runner) at TIME =====`, so the runs of a retried job stay \
 apart (the first attempt's header is printed by this command; the file has the later ones).\n\n\
 With --follow, keep printing what the job writes as it writes it (woken by the file system watcher \
@@ -87,6 +88,10 @@ pub fn run(ctx: &Ctx, args: LogArgs) -> Result<u8> {
         home: ctx.store.home().dir().to_path_buf(),
     };
     let path = layout.log(&job.workspace, &job.id);
+    // On a shared store, a job that ran (or runs) on another host: its log is in the store.
+    if ctx.store.shared_by_hosts() && !path.exists() {
+        return from_store(ctx, &job, args.follow);
+    }
     let mut tail = FileTail::new(path.clone());
     let stdout = std::io::stdout();
     if !args.follow {
@@ -143,6 +148,45 @@ pub fn run(ctx: &Ctx, args: LogArgs) -> Result<u8> {
             follow::NOT_THERE_YET
         };
         if wakes.wait(timeout) == Woke::Stop {
+            return Ok(0);
+        }
+    }
+}
+
+/// `queue log` of a job whose log is not on this host: the copy its dispatcher keeps in the
+/// shared store (see `conductor::queue::ship`), followed on the journal and every half second
+/// (the copy is refreshed that often) until the job ends.
+fn from_store(ctx: &Ctx, job: &Job, follow_it: bool) -> Result<u8> {
+    let key = job.key();
+    let stdout = std::io::stdout();
+    let wakes = Wakes::new();
+    if follow_it {
+        wakes.journal(&ctx.store)?;
+    }
+    let mut printed = 0usize;
+    loop {
+        // The state before the log: a job seen ended has all of its log in the store.
+        let now = current(ctx, &key)?;
+        let bytes = ship::read(&ctx.store, &job.workspace, &job.id)?.unwrap_or_default();
+        if bytes.len() > printed {
+            follow::write_out(&mut stdout.lock(), &bytes[printed..])?;
+            printed = bytes.len();
+        }
+        if !follow_it {
+            return Ok(0);
+        }
+        match &now {
+            Some(j) if !ended(j.state.state) => {}
+            Some(j) => {
+                return Ok(if j.state.state == State::Completed {
+                    0
+                } else {
+                    5
+                });
+            }
+            None => return Ok(0),
+        }
+        if wakes.wait(ship::EVERY) == Woke::Stop {
             return Ok(0);
         }
     }

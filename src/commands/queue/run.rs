@@ -20,7 +20,11 @@ use conductor::queue::exec::{DEFAULT_AGENT_CMD, Runner};
 pub const ABOUT: &str = "Start every ready job (up to --parallel at once) and each dependent the moment its last\n\
 dependency completes; return when no job can make progress (--follow: keep waiting for\n\
 submissions, retries and cancels). One dispatcher runs a home's queue at a time: a second\n\
-one says which process does and waits for it to finish, then takes over.\n\
+one says which process does and waits for it to finish, then takes over. With a shared store\n\
+(etcd), dispatchers on every host share the queue: each holds a lease (CONDUCTOR_QUEUE_LEASE or\n\
+config.json's queue_lease_seconds, default 30 s), and a dead one's jobs are taken over once its\n\
+lease has expired, never before; one that loses its lease stops its jobs and exits 11\n\
+(lease_lost). See docs/queue.md, Several hosts.\n\
 \n\
 Every state change is durable: a job is launched the moment it is ready and its start is\n\
 committed a few milliseconds later, with whatever else changed meanwhile. If the dispatcher\n\
@@ -238,8 +242,30 @@ impl DispatchArgs {
             tick: std::io::stderr().is_terminal() && !ctx.out.quiet,
             only,
             keep_home: self.keep_home,
+            lease: lease_ttl(ctx)?,
         })
     }
+}
+
+/// The dispatcher's lease time to live on a shared store: `CONDUCTOR_QUEUE_LEASE` (whole
+/// seconds), else config.json's `queue_lease_seconds`, else 30 s.
+fn lease_ttl(ctx: &Ctx) -> Result<Duration> {
+    if let Ok(v) = std::env::var("CONDUCTOR_QUEUE_LEASE")
+        && !v.is_empty()
+    {
+        return match v.parse::<u64>() {
+            Ok(s @ 1..=3600) => Ok(Duration::from_secs(s)),
+            _ => Err(Error::invalid(
+                Reason::InvalidInput,
+                format!(
+                    "CONDUCTOR_QUEUE_LEASE=`{v}` is not a whole number of seconds from 1 to 3600"
+                ),
+            )),
+        };
+    }
+    Ok(conductor::config::read(&ctx.store)?
+        .queue_lease_seconds
+        .map_or(dispatch::DEFAULT_LEASE, Duration::from_secs))
 }
 
 /// Run the dispatcher with the progress display on stderr; returns what it did and how long
