@@ -13,7 +13,9 @@
 # agent acts every N/R seconds and about N sessions are live at once. When its turn comes an agent
 # with a live session heartbeats it, releases what it was granted and finishes it (`done`), then
 # starts a new session and claims 1-3 files, directories and globs drawn from a shared tree, a
-# quarter of them from a few hot directories (deliberate contention). Each turn is one claim.
+# quarter of them from a few hot directories (deliberate contention). Each turn is one claim,
+# unless its `done` failed: the agent then keeps the session and finishes it on its next turn.
+# At most --workers agents act at once (64); a turn that could not start before the end is not run.
 # The faults, at set times: a follower killed at 25% of D and restarted, the leader killed at 60%
 # of D and restarted; a fault window runs from the kill until the restarted member is healthy.
 #
@@ -255,8 +257,8 @@ try:
                 rc, out = op(g, "done", ["done", "--instance", g.inst])
                 if rc == 0:
                     acked["done"].append(g.inst)
-                elif rc == 11:
-                    return  # not known to have ended: finish it on the next turn
+                elif out.get("reason") != "unknown_instance":
+                    return  # still live (or may be): an agent finishes it on its next turn
                 g.inst, g.held = None, []
             g.round += 1
             rc, out = op(g, "start", ["start", f"agent {g.id} round {g.round}", "--priority", "P2"])
@@ -362,7 +364,26 @@ try:
             op(g, "claim", ["claim", "--instance", inst, f"probe/{label}{i}.rs"], sink=mine)
             op(g, "release", ["release", "--instance", inst, f"probe/{label}{i}.rs"], sink=mine)
         op(g, "done", ["done", "--instance", inst], sink=mine)
-        return {k: pct([r["ms"] for r in mine if r["op"] == k and r["rc"] == 0], .5) for k in ("claim", "release")}
+        out = {k: pct([r["ms"] for r in mine if r["op"] == k and r["rc"] == 0], .5) for k in ("claim", "release")}
+        # etcd alone: read status.json and write the same bytes to a scratch key, over the
+        # gateway conductor speaks, from the member that leads (no process start, no JSON).
+        import base64
+        lead = cluster.leader()
+        if lead is not None:
+            key = base64.b64encode(b"/team/doc/status.json").decode()
+            scratch = base64.b64encode(b"/sim-scratch").decode()
+            reads, writes, size = [], [], 0
+            for _ in range(n):
+                t = time.perf_counter()
+                r = cluster.call(lead, "/v3/kv/range", {"key": key}, timeout=5)
+                reads.append((time.perf_counter() - t) * 1000)
+                v = r["kvs"][0]["value"] if r.get("kvs") else ""
+                size = len(v) * 3 // 4
+                t = time.perf_counter()
+                cluster.call(lead, "/v3/kv/put", {"key": scratch, "value": v}, timeout=5)
+                writes.append((time.perf_counter() - t) * 1000)
+            out.update({"etcd_read": pct(reads, .5), "etcd_write": pct(writes, .5), "status_json_bytes": size})
+        return out
 
     def pct(v, p):
         if not v:
@@ -634,6 +655,9 @@ try:
     qb, qa = quiet_before or {}, quiet_after or {}
     print(f"| one claim alone (p50 of {a.probe}, claim/release) | {f(qb.get('claim'))}/{f(qb.get('release'))} ms before the load (empty store), "
           f"{f(qa.get('claim'))}/{f(qa.get('release'))} ms after it ({live_after} sessions live) |")
+    if qa.get("etcd_read") is not None:
+        print(f"| etcd alone, after the load | reading status.json ({qa['status_json_bytes'] / 1024:.0f} KiB) {qa['etcd_read']:.1f} ms, "
+              f"writing as many bytes {qa['etcd_write']:.1f} ms (p50, over the JSON gateway, no process start) |")
     if commits is not None and proposals:
         print(f"| write transactions (etcd) | {commits} committed of {proposals:.0f} attempted "
               f"({proposals / max(1, commits):.1f} attempts per commit: the others lost the compare and ran again) |")
