@@ -66,6 +66,20 @@ a = ap.parse_args(sys.argv[2:])
 N, H, R, D = a.agents, a.hosts, a.rate, a.duration
 assert N > 0 and H > 0 and R > 0 and D > 0, "N, H, R and D must be positive"
 
+def cpu_seconds(pid):
+    """User + system CPU seconds a live process has used."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+def children_cpu():
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
 def free_port():
     s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
 
@@ -81,7 +95,7 @@ class Cluster:
         self.ports = [(free_port(), free_port()) for _ in range(n)]
         self.procs = [None] * n
         self.token = f"sim{os.getpid()}"
-        self.ids = {}
+        self.reaped = []  # (pid, CPU seconds of its whole life) of each member killed
         for i in range(n):
             self.start(i)
 
@@ -100,6 +114,7 @@ class Cluster:
 
     def kill(self, i):
         if self.procs[i]:
+            self.reaped.append((self.procs[i].pid, cpu_seconds(self.procs[i].pid)))
             self.procs[i].kill(); self.procs[i].wait(); self.procs[i] = None
 
     def call(self, i, path, body=None, timeout=1.0):
@@ -395,6 +410,9 @@ try:
     counters_before = [metrics(i) for i in range(3)]
     rev_before = revision()
     T0 = time.perf_counter() + 0.2
+    cpu0 = children_cpu()
+    etcd0 = {p.pid: cpu_seconds(p.pid) for p in cluster.procs if p}
+    reaped0 = len(cluster.reaped)
     for t in threads:
         t.start()
     # ---- the load: R turns a second, open loop (a turn's lag is how late its claim started)
@@ -417,6 +435,12 @@ try:
     scheduled = k
     pool.shutdown(wait=True)
     run_end = now()
+    # CPU of the load: the conductor processes (every child reaped, less the members killed)
+    # and the etcd members (killed ones up to their death).
+    killed_cpu = sum(c for _, c in cluster.reaped[reaped0:])
+    conductor_cpu = children_cpu() - cpu0 - killed_cpu
+    etcd_cpu = sum(c - etcd0.get(pid, 0.0) for pid, c in cluster.reaped[reaped0:])
+    etcd_cpu += sum(cpu_seconds(p.pid) - etcd0.get(p.pid, 0.0) for p in cluster.procs if p)
     for f in futures:
         if f.exception():
             raise f.exception()
@@ -607,6 +631,7 @@ try:
         "live_sessions_max": max([s["live_sessions"] for s in samples], default=0),
         "leaders_seen": sorted({s["leader"] for s in samples if s.get("leader") is not None}),
         "load_average": load, "cpus": os.cpu_count(),
+        "cpu_s": {"conductor": conductor_cpu, "etcd": etcd_cpu, "available": (os.cpu_count() or 1) * run_end},
         "command": "shell/sim-team.sh " + " ".join(sys.argv[2:]),
     }
     summary["goals"] = {
@@ -658,6 +683,8 @@ try:
     if qa.get("etcd_read") is not None:
         print(f"| etcd alone, after the load | reading status.json ({qa['status_json_bytes'] / 1024:.0f} KiB) {qa['etcd_read']:.1f} ms, "
               f"writing as many bytes {qa['etcd_write']:.1f} ms (p50, over the JSON gateway, no process start) |")
+    print(f"| CPU during the load | conductor processes {conductor_cpu:.0f} s ({conductor_cpu * 1000 / max(1, len(records)):.0f} ms an operation), "
+          f"etcd members {etcd_cpu:.0f} s, of {(os.cpu_count() or 1) * run_end:.0f} CPU-seconds the machine has (shared with other work) |")
     if commits is not None and proposals:
         print(f"| write transactions (etcd) | {commits} committed of {proposals:.0f} attempted "
               f"({proposals / max(1, commits):.1f} attempts per commit: the others lost the compare and ran again) |")
