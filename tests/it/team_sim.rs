@@ -3,7 +3,8 @@
 //! conductor session of the binary under test, claiming files, directories and globs of one
 //! shared tree with deliberate contention; then it replays the shared journal. These tests hold
 //! it to the two goals that do not depend on the machine: no path granted to two live sessions
-//! at once, and every acknowledged write in the journal. (The latency goal is measured by the
+//! at once, and every acknowledged write in the journal (and the state at the end what the
+//! journal says). (The latency goal is measured by the
 //! full run, `shell/sim-team.sh` with its defaults; its table is in docs/internals.md.)
 //!
 //! Needs Debian's `etcd-server` and python3; `./test` installs both.
@@ -40,6 +41,8 @@ fn simulate(args: &[&str]) -> Value {
     assert_eq!(v["double_grants"], 0, "{}", v["double_grant_examples"]);
     assert_eq!(v["lost"], 0, "{}", v["lost_examples"]);
     assert_eq!(v["journal_gaps"], 0, "{v:#}");
+    // The live sessions' claims, read from the state at the end, are the journal's replay.
+    assert_eq!(v["state_mismatches"], 0, "{}", v["state_mismatch_examples"]);
     let acked = v["acknowledged"]["claim"].as_u64().unwrap();
     assert!(acked > 0, "no claim was acknowledged: {v:#}");
     assert!(
