@@ -312,33 +312,41 @@ try:
                 w["new_leader_after_s"] = now() - w["start"]
             time.sleep(down)
             cluster.start(victim)
+            back = now() + 120
             while not (cluster.healthy(victim) and cluster.leader() is not None):
+                if now() > back:
+                    w["fault"] += "; NOT healthy again within 120 s"
+                    break
                 time.sleep(0.05)
             w["end"] = now()
             windows.append(w)
 
     def monitor():
-        key = "/team/doc/status.json"
-        import base64
-        k64 = base64.b64encode(key.encode()).decode()
-        last = None
         while not stop.wait(2.0):
-            s = {"t": now(), "leader": cluster.leader()}
-            for i in range(3):
-                if cluster.procs[i] is not None:
-                    st = cluster.status(i)
-                    if st:
-                        s["db_bytes"] = max(s.get("db_bytes", 0), st[2])
-                    try:
-                        r = cluster.call(i, "/v3/kv/range", {"key": k64}, timeout=2)
-                        s["status_json_bytes"] = len(base64.b64decode(r["kvs"][0]["value"])) if r.get("kvs") else 0
-                        s["revision"] = int(r["header"]["revision"])
-                    except Exception:
-                        pass
-                    if "revision" in s:
-                        break
-            s["live_sessions"] = sum(1 for g in agents if g.inst)
-            samples.append(s)
+            try:
+                sample()
+            except Exception:  # a member killed under our feet: the next sample will do
+                pass
+
+    def sample():
+        """The leader, the etcd database's size, status.json's size, live sessions."""
+        import base64
+        k64 = base64.b64encode(b"/team/doc/status.json").decode()
+        s = {"t": now(), "leader": cluster.leader()}
+        for i in range(3):
+            if cluster.procs[i] is None:
+                continue
+            st = cluster.status(i)
+            if st:
+                s["db_bytes"] = st[2]
+            try:
+                r = cluster.call(i, "/v3/kv/range", {"key": k64}, timeout=2)
+                s["status_json_bytes"] = len(base64.b64decode(r["kvs"][0]["value"])) if r.get("kvs") else 0
+                break
+            except Exception:
+                pass
+        s["live_sessions"] = sum(1 for g in agents if g.inst)
+        samples.append(s)
 
     threads = [threading.Thread(target=monitor, daemon=True)]
     if not a.no_faults:
@@ -435,6 +443,8 @@ try:
     scheduled = k
     pool.shutdown(wait=True)
     run_end = now()
+    for t in threads[1:]:
+        t.join()  # the faults are over (long before the end, unless D is tiny)
     # CPU of the load: the conductor processes (every child reaped, less the members killed)
     # and the etcd members (killed ones up to their death).
     killed_cpu = sum(c for _, c in cluster.reaped[reaped0:])
@@ -444,8 +454,6 @@ try:
     for f in futures:
         if f.exception():
             raise f.exception()
-    for t in threads[1:]:
-        t.join()  # the faults' members are back
     stop.set()
     threads[0].join()
     rev_after = revision()
