@@ -268,7 +268,9 @@ try:
             if g.inst:
                 op(g, "heartbeat", ["heartbeat", "--instance", g.inst])
                 if g.held:
-                    op(g, "release", ["release", "--instance", g.inst, *g.held])
+                    rc, out = op(g, "release", ["release", "--instance", g.inst, *g.held])
+                    if rc == 0:
+                        g.held = []
                 rc, out = op(g, "done", ["done", "--instance", g.inst])
                 if rc == 0:
                     acked["done"].append(g.inst)
