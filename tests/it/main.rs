@@ -56,6 +56,7 @@ mod skips;
 mod smoke;
 mod stale;
 mod startup;
+mod team_sim;
 mod txn_crash;
 mod workflow;
 mod worktree_overlaps;
