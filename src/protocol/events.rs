@@ -30,6 +30,7 @@ pub const DRIFT_WARNING: &str = "drift.warning";
 /// `gate.blocked`: the priority gate refused a task (no state change).
 pub const GATE_BLOCKED: &str = "gate.blocked";
 
+pub use super::unclaimed::EDIT_UNCLAIMED;
 pub use crate::store::journal::JOURNAL_GAP;
 
 /// Every event type this build writes.
@@ -46,6 +47,7 @@ pub const ALL_TYPES: &[&str] = &[
     INSTANCE_ORPHANED,
     DRIFT_WARNING,
     GATE_BLOCKED,
+    EDIT_UNCLAIMED,
     JOURNAL_GAP,
 ];
 

@@ -411,6 +411,7 @@ fn launch(run: &Run, a: &Agent, cli: &Path, steps: Vec<Value>) -> Child {
     .env_clear()
     .env("PATH", std::env::var_os("PATH").unwrap_or_default())
     .env("HOME", run.home())
+    .env("CONDUCTOR_WATCH_EDITS", "0")
     .env("CONDUCTOR_HOME", &env.home)
     .env("NO_COLOR", "1")
     .env("TERM", "dumb")
