@@ -56,6 +56,7 @@ mod smoke;
 mod stale;
 mod startup;
 mod txn_crash;
+mod unclaimed_edits;
 mod workflow;
 mod worktree_overlaps;
 mod worktree_sessions;
