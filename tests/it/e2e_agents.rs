@@ -1068,3 +1068,76 @@ fn claude_code_in_its_own_worktree_is_registered_there_and_refused_a_file_held_i
         log(&format!("the session ended: {ended}"))
     );
 }
+
+/// Issue 33 §2, edits nobody claimed: the real Pi edits a file with none of conductor's hooks
+/// running (no extension with Pi 0.x; with Pi 1.x, conductor's extension in the project's
+/// `.pi/extensions/` of an untrusted project, which Pi does not load), while a person's session
+/// is live in the project. The watcher that session's start launched records the write as an
+/// `edit.unclaimed` event naming that session, and `status` shows it.
+#[test]
+fn pi_without_its_hooks_edits_are_recorded_as_unclaimed() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("pi", &run);
+    let cli = pinned(a.cli, a.version);
+    if !a.version.starts_with("0.") {
+        let bin = std::fs::canonicalize(crate::common::bin()).unwrap();
+        let ext = include_str!("../../shell/pi/conductor.ts").replacen(
+            "const CONDUCTOR = \"conductor\";",
+            &format!("const CONDUCTOR = {:?};", bin.display().to_string()),
+            1,
+        );
+        std::fs::create_dir_all(env.project.join(".pi/extensions")).unwrap();
+        std::fs::write(env.project.join(".pi/extensions/conductor.ts"), ext).unwrap();
+    }
+    let on = [("CONDUCTOR_WATCH_EDITS", "1")];
+    let r = env.run_env(&["start", "by hand", "--priority", "P1", "--json"], &on);
+    r.code(0);
+    let person = r.json()["instance_id"].as_str().unwrap().to_string();
+    let project = env.project.to_string_lossy().into_owned();
+    assert!(
+        crate::common::wait_until(20.0, || {
+            let v = env.run(&["status", "--json"]).json();
+            v["edit_watch"]["directories"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|d| d == project.as_str()))
+        }),
+        "no watcher: {}",
+        env.run(&["status", "--json"]).stdout
+    );
+
+    let steps = vec![a.free_write.clone(), json!({"text": "finished"})];
+    run_to_end(&run, &a, &cli, steps);
+    let free = env.abs("free.txt");
+    assert_eq!(std::fs::read_to_string(&free).unwrap(), "free\n");
+    let unclaimed = || -> Vec<Value> {
+        let r = env.run(&["events", "--types", "edit.unclaimed", "--json"]);
+        r.json()["items"].as_array().cloned().unwrap_or_default()
+    };
+    assert!(
+        crate::common::wait_until(20.0, || unclaimed()
+            .iter()
+            .any(|e| e["payload"]["path"] == free.as_str())),
+        "Pi's write of {free} was not recorded: {:?}",
+        unclaimed()
+    );
+    let e = unclaimed()
+        .into_iter()
+        .find(|e| e["payload"]["path"] == free.as_str())
+        .unwrap();
+    assert_eq!(e["payload"]["sessions"], json!([person]));
+    assert!(
+        env.state()["global_claims"].get(&free).is_none(),
+        "no hook claimed it"
+    );
+    let text = env.run(&["status"]).stdout;
+    assert!(
+        text.contains(&format!(
+            "free.txt · 0m ago · claimed by no session; live there: {person}"
+        )),
+        "{text}"
+    );
+    env.run(&["done", "--instance", &person]).code(0);
+}

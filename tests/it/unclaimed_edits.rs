@@ -228,6 +228,28 @@ fn a_process_editing_without_hooks_is_recorded_and_shown_and_claimed_or_ignored_
     assert!(top.contains("src/unclaimed.rs"), "{top}");
     assert!(top.contains(&format!("watched by pid {pid}")), "{top}");
 
+    // The dashboard's state: under the session, and who watches.
+    let srv = crate::serve::Server::start(&env);
+    let r = srv.raw("GET", &format!("/?token={}", srv.token), &[], b"");
+    let cookie = r.header("set-cookie").unwrap();
+    let cookie = cookie.split(';').next().unwrap();
+    let st = srv
+        .raw("GET", "/dashboard/state", &[("Cookie", cookie)], b"")
+        .expect(200);
+    let mine = &st["instances"][0];
+    assert_eq!(mine["id"], id.as_str(), "{st:#}");
+    assert_eq!(
+        mine["unclaimed_edits"][0]["path"],
+        unclaimed.as_str(),
+        "{st:#}"
+    );
+    assert_eq!(
+        mine["unclaimed_edits"][0]["shown"], "src/unclaimed.rs",
+        "{st:#}"
+    );
+    assert_eq!(st["edit_watch"]["watching"], true, "{st:#}");
+    drop(srv);
+
     // Changed again: one entry, counted twice; two events.
     write_as_another_process(&env, "src/unclaimed.rs", "and again\n");
     assert!(
