@@ -21,9 +21,7 @@ use crate::store::event::NewEvent;
 use crate::store::{Lock, Store};
 use crate::time::Timestamp;
 
-/// `edit.unclaimed`: a file changed in a live session's directory that no live session claimed
-/// (payload `path`, `at`, `sessions`, `count`).
-pub const EDIT_UNCLAIMED: &str = "edit.unclaimed";
+pub use super::events::EDIT_UNCLAIMED;
 
 /// The most entries `unclaimed.json` keeps (the newest).
 pub const KEPT: usize = 50;
