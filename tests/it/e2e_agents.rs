@@ -1069,29 +1069,11 @@ fn claude_code_in_its_own_worktree_is_registered_there_and_refused_a_file_held_i
     );
 }
 
-/// Issue 33 §2, edits nobody claimed: the real Pi edits a file with none of conductor's hooks
-/// running (no extension with Pi 0.x; with Pi 1.x, conductor's extension in the project's
-/// `.pi/extensions/` of an untrusted project, which Pi does not load), while a person's session
-/// is live in the project. The watcher that session's start launched records the write as an
-/// `edit.unclaimed` event naming that session, and `status` shows it.
-#[test]
-fn pi_without_its_hooks_edits_are_recorded_as_unclaimed() {
-    let run = Run {
-        env: TestEnv::new(),
-    };
+/// Issue 33 §2, edits nobody claimed: a person's session is live in the project (its start
+/// launched the watcher), then the real agent `a`, whose hooks do not run, writes `free.txt`.
+/// The write is an `edit.unclaimed` event naming that session, shown by `status`.
+fn unclaimed_edit_of_an_agent_without_hooks(run: &Run, a: &Agent, cli: &Path) {
     let env = &run.env;
-    let a = agent("pi", &run);
-    let cli = pinned(a.cli, a.version);
-    if !a.version.starts_with("0.") {
-        let bin = std::fs::canonicalize(crate::common::bin()).unwrap();
-        let ext = include_str!("../../shell/pi/conductor.ts").replacen(
-            "const CONDUCTOR = \"conductor\";",
-            &format!("const CONDUCTOR = {:?};", bin.display().to_string()),
-            1,
-        );
-        std::fs::create_dir_all(env.project.join(".pi/extensions")).unwrap();
-        std::fs::write(env.project.join(".pi/extensions/conductor.ts"), ext).unwrap();
-    }
     let on = [("CONDUCTOR_WATCH_EDITS", "1")];
     let r = env.run_env(&["start", "by hand", "--priority", "P1", "--json"], &on);
     r.code(0);
@@ -1109,7 +1091,7 @@ fn pi_without_its_hooks_edits_are_recorded_as_unclaimed() {
     );
 
     let steps = vec![a.free_write.clone(), json!({"text": "finished"})];
-    run_to_end(&run, &a, &cli, steps);
+    run_to_end(run, a, cli, steps);
     let free = env.abs("free.txt");
     assert_eq!(std::fs::read_to_string(&free).unwrap(), "free\n");
     let unclaimed = || -> Vec<Value> {
@@ -1120,7 +1102,8 @@ fn pi_without_its_hooks_edits_are_recorded_as_unclaimed() {
         crate::common::wait_until(20.0, || unclaimed()
             .iter()
             .any(|e| e["payload"]["path"] == free.as_str())),
-        "Pi's write of {free} was not recorded: {:?}",
+        "{}'s write of {free} was not recorded: {:?}",
+        a.name,
         unclaimed()
     );
     let e = unclaimed()
@@ -1140,4 +1123,55 @@ fn pi_without_its_hooks_edits_are_recorded_as_unclaimed() {
         "{text}"
     );
     env.run(&["done", "--instance", &person]).code(0);
+}
+
+/// The real Pi without its hooks: no extension with Pi 0.x; with Pi 1.x, conductor's extension
+/// in the `.pi/extensions/` of an untrusted project, which Pi does not load.
+#[test]
+fn pi_without_its_hooks_edits_are_recorded_as_unclaimed() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("pi", &run);
+    let cli = pinned(a.cli, a.version);
+    if !a.version.starts_with("0.") {
+        let bin = std::fs::canonicalize(crate::common::bin()).unwrap();
+        let ext = include_str!("../../shell/pi/conductor.ts").replacen(
+            "const CONDUCTOR = \"conductor\";",
+            &format!("const CONDUCTOR = {:?};", bin.display().to_string()),
+            1,
+        );
+        std::fs::create_dir_all(env.project.join(".pi/extensions")).unwrap();
+        std::fs::write(env.project.join(".pi/extensions/conductor.ts"), ext).unwrap();
+    }
+    unclaimed_edit_of_an_agent_without_hooks(&run, &a, &cli);
+}
+
+/// The real Codex with an untrusted hook, broken on purpose: `integrate codex` records each
+/// hook's trust in `$CODEX_HOME/config.toml`; with those `trusted_hash` lines gone, Codex skips
+/// every hook silently, its apply_patch writes unchecked, and `doctor` says so.
+#[test]
+fn codex_with_untrusted_hooks_edits_are_recorded_as_unclaimed() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("codex", &run);
+    let cli = pinned(a.cli, a.version);
+    let codex_home = [("CODEX_HOME", run.codex_home().display().to_string())];
+    let codex_home: Vec<(&str, &str)> = codex_home.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    env.run_env(&["integrate", "codex"], &codex_home).code(0);
+    let config = run.codex_home().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("trusted_hash"), "{text}");
+    let untrusted: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("trusted_hash"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&config, untrusted).unwrap();
+    let d = env.run_env(&["doctor"], &codex_home);
+    assert!(d.stdout.contains("Codex skips"), "{d:?}");
+    unclaimed_edit_of_an_agent_without_hooks(&run, &a, &cli);
 }
