@@ -35,7 +35,7 @@ pub fn run(ctx: &Ctx, args: WatchEditsArgs) -> Result<u8> {
         &ctx.store,
         &Options { stay: args.stay },
         &mut |said| match said {
-            Said::Watching(dirs) if dirs.is_empty() => out.status("watching no directory"),
+            Said::Watching([]) => out.status("watching no directory"),
             Said::Watching(dirs) => out.status(&format!("watching {}", dirs.join(", "))),
             Said::Recorded(e) => out.warn(&format!(
                 "edit.unclaimed: {} changed, claimed by no session (live there: {})",

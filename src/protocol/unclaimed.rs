@@ -167,7 +167,7 @@ pub fn current<'d>(doc: &'d UnclaimedDoc, st: &State) -> Vec<&'d UnclaimedEdit> 
         .iter()
         .filter(|e| e.sessions.iter().any(|s| st.instance(s).is_some()))
         .collect();
-    v.sort_by(|a, b| b.at.cmp(&a.at));
+    v.sort_by_key(|e| std::cmp::Reverse(e.at));
     v
 }
 

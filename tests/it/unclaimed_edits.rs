@@ -190,7 +190,7 @@ fn a_process_editing_without_hooks_is_recorded_and_shown_and_claimed_or_ignored_
     );
     assert_eq!(
         event_paths(&env),
-        [unclaimed.clone()],
+        std::slice::from_ref(&unclaimed),
         "only the unclaimed file"
     );
     let ev = &unclaimed_events(&env)[0];
