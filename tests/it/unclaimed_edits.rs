@@ -250,6 +250,20 @@ fn a_process_editing_without_hooks_is_recorded_and_shown_and_claimed_or_ignored_
     assert_eq!(st["edit_watch"]["watching"], true, "{st:#}");
     drop(srv);
 
+    // The MCP status tool: an agent asking sees them too.
+    let out = crate::mcp::run_plan(
+        &env,
+        &[],
+        &[("CLAUDE_CODE_SESSION_ID", SESSION)],
+        serde_json::json!([{"tool": "status"}]),
+    );
+    assert_eq!(
+        out[0]["structured"]["unclaimed_edits"][0]["path"],
+        unclaimed.as_str(),
+        "{}",
+        out[0]
+    );
+
     // Changed again: one entry, counted twice; two events.
     write_as_another_process(&env, "src/unclaimed.rs", "and again\n");
     assert!(
