@@ -290,6 +290,8 @@ pub enum Command {
     Overlaps(crate::commands::overlaps::OverlapsArgs),
     /// Run a command as a registered instance: heartbeats while it runs, done when it exits.
     Run(crate::commands::run::RunArgs),
+    /// Record edits nobody claimed in the live sessions' directories (started by session start).
+    WatchEdits(crate::commands::watch_edits::WatchEditsArgs),
     /// Agent runtime: register agents, run their loops, show their status and feed.
     #[command(subcommand)]
     Agent(crate::commands::agent::AgentCommand),

@@ -50,6 +50,10 @@ pub struct Config {
     /// What the Claude Code hook does with edits of files this session has not claimed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforce: Option<Enforce>,
+    /// Whether a session's start launches `conductor watch-edits`, the watcher of edits nobody
+    /// claimed (default true; `CONDUCTOR_WATCH_EDITS=0` turns it off too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch_edits: Option<bool>,
     /// The branch worktrees' changes land in (`overlaps`, landing after `done`); default: the
     /// remote's HEAD, else `main`, else `master`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

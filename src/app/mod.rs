@@ -50,6 +50,10 @@ pub const DOCUMENTS: &[(&str, Check)] = &[
         <crate::protocol::landing::LandingDoc as Document>::FILE,
         check::<crate::protocol::landing::LandingDoc>,
     ),
+    (
+        <crate::protocol::unclaimed::UnclaimedDoc as Document>::FILE,
+        check::<crate::protocol::unclaimed::UnclaimedDoc>,
+    ),
 ];
 
 /// Every ledger a home may hold, in every domain.

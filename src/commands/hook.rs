@@ -469,6 +469,9 @@ fn session_start(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result
         adopted,
         state,
     } = hooks::service::start_session(&store, now, &session(agent, input, &adopt), &dir)?;
+    // The safety net behind this very hook: edits nobody claimed are recorded (`status` says
+    // when nothing watches, so a failure to launch it is not the agent's business).
+    let _ = conductor::protocol::edit_watch::ensure_running(&store);
     if agent == Agent::Claude {
         export_instance_id(&id)?;
     }

@@ -45,6 +45,7 @@ pub mod status;
 pub use crate::face::table;
 pub mod wait;
 pub mod watch;
+pub mod watch_edits;
 pub mod workflow;
 
 use std::time::Duration;
@@ -149,6 +150,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Wait(a)) => return wait::run(&ctx, a),
         Some(Command::Overlaps(a)) => return overlaps::run(&ctx, a),
         Some(Command::Run(a)) => return run::run(&ctx, a),
+        Some(Command::WatchEdits(a)) => return watch_edits::run(&ctx, a),
         Some(Command::Agent(c)) => return agent::run(&ctx, c),
         Some(Command::Post(a)) => return post::run_post(&ctx, a),
         Some(Command::Dm(a)) => return post::run_dm(&ctx, a),

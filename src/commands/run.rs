@@ -80,6 +80,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         }
     };
     ctx.out.status(&format!("conductor: registered as {id}"));
+    crate::face::watch_edits(&ctx.store, ctx.out);
     if !args.claim.is_empty() {
         let req = ClaimRequest {
             instance_id: Some(id.clone()),

@@ -170,6 +170,9 @@ pub fn execute_in(
         req,
         worktree.as_ref().map(|n| n.as_deref()),
     )?;
+    if matches!(outcome, StartOutcome::Started { .. }) {
+        crate::face::watch_edits(&ctx.store, ctx.out);
+    }
     Ok(match outcome {
         StartOutcome::Started { instance_id, drift } => Box::new(Started {
             instance_id,

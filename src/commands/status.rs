@@ -24,5 +24,11 @@ pub fn execute(ctx: &Ctx) -> Result<Box<dyn Report>> {
         .read_doc::<conductor::protocol::landing::LandingDoc>(ctx.now)?
         .landing;
     report.overlaps = conductor::protocol::overlaps::of_sessions(&report.state);
+    let unclaimed = conductor::protocol::unclaimed::read(&ctx.store, ctx.now)?;
+    report.unclaimed = conductor::protocol::unclaimed::current(&unclaimed, &report.state)
+        .into_iter()
+        .cloned()
+        .collect();
+    report.edit_watch = Some(crate::face::status::EditWatch::of(&ctx.store));
     Ok(Box::new(report))
 }

@@ -15,6 +15,17 @@ use conductor::error::{Error, Result};
 use conductor::store::Store;
 use conductor::time::Timestamp;
 
+/// After a session started: launch the watcher of edits nobody claimed, unless one runs or it
+/// is turned off. A failure is a warning (the session is registered; `status` says nothing
+/// watches).
+pub fn watch_edits(store: &Store, out: &Output) {
+    if let Err(e) = conductor::protocol::edit_watch::ensure_running(store) {
+        out.warn(&format!(
+            "edits nobody claimed are not watched (`conductor watch-edits` could not start): {e}"
+        ));
+    }
+}
+
 /// Everything a command needs besides its arguments.
 pub struct Ctx<'a> {
     pub store: Store,

@@ -28,6 +28,94 @@ pub struct StatusReport {
     /// Files changed in several live worktrees of a repository sessions work in
     /// ([`conductor::protocol::overlaps::of_sessions`]).
     pub overlaps: Vec<conductor::protocol::overlaps::Report>,
+    /// Edits nobody claimed that concern a listed instance, newest first (`unclaimed.json`).
+    pub unclaimed: Vec<conductor::protocol::unclaimed::UnclaimedEdit>,
+    /// Whether the watcher of those edits runs (absent: not asked).
+    pub edit_watch: Option<EditWatch>,
+}
+
+/// Whether `conductor watch-edits` watches, as status shows it.
+#[derive(Clone, Debug)]
+pub struct EditWatch {
+    /// The running watcher's note, if one runs.
+    pub running: Option<conductor::protocol::edit_watch::Watching>,
+    /// False when its automatic start is turned off.
+    pub enabled: bool,
+}
+
+impl EditWatch {
+    /// What the home's watcher does now.
+    pub fn of(store: &conductor::store::Store) -> EditWatch {
+        use conductor::protocol::edit_watch;
+        let enabled = conductor::config::read(store)
+            .map(|c| edit_watch::enabled(&c))
+            .unwrap_or(true);
+        EditWatch {
+            running: edit_watch::watching(store.home().dir()).ok().flatten(),
+            enabled,
+        }
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        match &self.running {
+            Some(w) => json!({"watching": true, "enabled": self.enabled, "pid": w.pid,
+                              "since": w.since, "directories": w.directories, "problem": w.problem}),
+            None => json!({"watching": false, "enabled": self.enabled}),
+        }
+    }
+
+    /// One line: who watches what, or that nothing does and why.
+    pub fn line(&self) -> String {
+        match &self.running {
+            Some(w) => {
+                let mut s = format!(
+                    "Edits nobody claimed: watched by pid {} in {}",
+                    w.pid.map_or("?".into(), |p| p.to_string()),
+                    if w.directories.is_empty() {
+                        "no directory yet".to_string()
+                    } else {
+                        w.directories.join(", ")
+                    }
+                );
+                if let Some(p) = &w.problem {
+                    s.push_str(&format!(" (but {p})"));
+                }
+                s
+            }
+            None if self.enabled => {
+                "Edits nobody claimed: NOT watched (no `conductor watch-edits` \
+                 runs; a session's start launches it, or run it yourself)"
+                    .into()
+            }
+            None => "Edits nobody claimed: not watched (turned off: watch_edits in config.json \
+                     or CONDUCTOR_WATCH_EDITS)"
+                .into(),
+        }
+    }
+}
+
+/// The unclaimed edits as lines: the file, how long ago, how often, the sessions there.
+pub fn unclaimed_lines(
+    edits: &[conductor::protocol::unclaimed::UnclaimedEdit],
+    now: Timestamp,
+    cwd: Option<&std::path::Path>,
+) -> Vec<String> {
+    edits
+        .iter()
+        .map(|e| {
+            let times = if e.count > 1 {
+                format!(" ({} times)", e.count)
+            } else {
+                String::new()
+            };
+            format!(
+                "{} · {}m ago{times} · claimed by no session; live there: {}",
+                display_path(&e.path, cwd),
+                e.at.minutes_until(now),
+                e.sessions.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// The landing branches as status and the dashboard show them.
@@ -160,6 +248,14 @@ impl Report for StatusReport {
         }
         if !self.overlaps.is_empty() {
             v["overlaps"] = json!(self.overlaps);
+        }
+        if !self.unclaimed.is_empty() {
+            v["unclaimed_edits"] = json!(self.unclaimed);
+        }
+        if let Some(w) = &self.edit_watch
+            && !self.state.instances.is_empty()
+        {
+            v["edit_watch"] = w.to_json();
         }
         if !self.enforcement.is_empty() {
             v["enforcement"] = self
@@ -302,6 +398,18 @@ impl Report for StatusReport {
                     .map(|l| format!("  {l}")),
             );
         }
+        if !self.unclaimed.is_empty() {
+            out.push("Edits nobody claimed (an agent editing without its hooks?):".into());
+            for l in unclaimed_lines(&self.unclaimed, self.now, self.cwd.as_deref()) {
+                out.push(fit(&format!("  {l}"), WIDTH));
+            }
+        }
+        if let Some(w) = &self.edit_watch
+            && !self.state.instances.is_empty()
+            && (w.running.is_some() || w.enabled)
+        {
+            out.push(fit(&w.line(), 400));
+        }
         if !self.warnings.is_empty() {
             out.push(
                 "Warning: status.json was written by another program and is not in conductor's form; \
@@ -408,5 +516,7 @@ pub fn from(st: sessions::Status, now: Timestamp, cwd: Option<std::path::PathBuf
         enforcement: Default::default(),
         landing: Vec::new(),
         overlaps: Vec::new(),
+        unclaimed: Vec::new(),
+        edit_watch: None,
     }
 }

@@ -30,6 +30,10 @@ pub const DRIFT_WARNING: &str = "drift.warning";
 /// `gate.blocked`: the priority gate refused a task (no state change).
 pub const GATE_BLOCKED: &str = "gate.blocked";
 
+/// `edit.unclaimed`: a file changed in a live session's directory that no live session claimed
+/// (payload `path`, `at`, `sessions`, `count`; see [`super::unclaimed`]).
+pub const EDIT_UNCLAIMED: &str = "edit.unclaimed";
+
 pub use crate::store::journal::JOURNAL_GAP;
 
 /// Every event type this build writes.
@@ -46,6 +50,7 @@ pub const ALL_TYPES: &[&str] = &[
     INSTANCE_ORPHANED,
     DRIFT_WARNING,
     GATE_BLOCKED,
+    EDIT_UNCLAIMED,
     JOURNAL_GAP,
 ];
 

@@ -15,6 +15,7 @@ pub mod claims;
 pub mod codec;
 pub mod conflicts_log;
 pub mod doctor;
+pub mod edit_watch;
 pub mod events;
 pub mod foreign;
 pub mod gate;
@@ -29,6 +30,7 @@ pub mod service;
 pub mod session_tree;
 pub mod sessions;
 pub mod types;
+pub mod unclaimed;
 pub mod worktrees;
 
 pub use service::{

@@ -211,6 +211,9 @@ pub fn state(store: &Store) -> Result<Value> {
             })
             .collect()
     };
+    // Edits nobody claimed, under each session live where they happened.
+    let unclaimed_doc = conductor::protocol::unclaimed::read(store, now)?;
+    let unclaimed = conductor::protocol::unclaimed::current(&unclaimed_doc, &st);
     let mut listed: Vec<&conductor::protocol::Instance> = st.instances.iter().collect();
     listed.sort_by_key(|i| {
         place
@@ -245,8 +248,13 @@ pub fn state(store: &Store) -> Result<Value> {
             let enforced = enforcement.get(&i.id).map(|e| {
                 json!({"state": e.as_str(), "line": crate::face::status::enforcement_line(i, e)})
             });
+            let edits: Vec<Value> = unclaimed
+                .iter()
+                .filter(|e| e.sessions.contains(&i.id))
+                .map(|e| json!({"path": e.path, "shown": shown(&e.path), "at": e.at, "count": e.count}))
+                .collect();
             json!({"id": i.id, "project": i.project, "task": i.task, "priority": i.priority,
-                   "last_heartbeat": i.last_heartbeat, "claims": claims,
+                   "last_heartbeat": i.last_heartbeat, "claims": claims, "unclaimed_edits": edits,
                    "waiting_for": waiting, "conflicts": open, "enforcement": enforced,
                    "worktree": place.get(i.id.as_str()).map(|(r, w)| json!({
                        "repository": r, "worktree": w.worktree, "branch": w.branch})),
@@ -259,6 +267,10 @@ pub fn state(store: &Store) -> Result<Value> {
         "instances": instances, "repositories": repositories, "agents": agent_rows, "workflows": sessions, "jobs": jobs,
         "landing": crate::face::status::landing_json(&landing.landing),
         "overlaps": overlaps,
+        "edit_watch": if st.instances.is_empty() { Value::Null } else {
+            let w = crate::face::status::EditWatch::of(store);
+            json!({"watching": w.running.is_some(), "line": w.line()})
+        },
     }))
 }
 

@@ -132,6 +132,7 @@ mod tests {
                 })
                 .collect(),
             landing: Vec::new(),
+            unclaimed: Vec::new(),
             agents: agents
                 .iter()
                 .map(|n| AgentRow {

@@ -92,24 +92,30 @@ fn draw_sections(f: &mut Frame, app: &App, area: Rect, now: Timestamp) {
         .iter()
         .map(|s| Constraint::Fill(o.height(*s).max(1) as u16 + 2))
         .collect();
-    // What is landing, after the instances, only when something is (not selectable).
-    let landing = !o.landing.is_empty();
-    if landing {
-        weights.insert(1, Constraint::Fill(o.landing.len() as u16 + 2));
+    // What is landing and the edits nobody claimed, after the instances, only when there is
+    // something to show (not selectable).
+    let mut extra: Vec<(String, &Vec<String>)> = Vec::new();
+    if !o.landing.is_empty() {
+        extra.push((super::model::LANDING_TITLE.to_string(), &o.landing));
+    }
+    if !o.unclaimed.is_empty() {
+        extra.push((super::model::UNCLAIMED_TITLE.to_string(), &o.unclaimed));
+    }
+    for (k, (_, lines)) in extra.iter().enumerate() {
+        weights.insert(1 + k, Constraint::Fill(lines.len() as u16 + 2));
     }
     let areas = Layout::vertical(weights).split(area);
-    if landing {
-        let lines: Vec<Line> = o
-            .landing
+    for (k, (title, lines)) in extra.iter().enumerate() {
+        let lines: Vec<Line> = lines
             .iter()
             .map(|l| Line::from(text(app, l.clone())))
             .collect();
-        let title = format!(" {} ", super::model::LANDING_TITLE);
-        f.render_widget(Paragraph::new(lines).block(block(app, title)), areas[1]);
+        let title = format!(" {title} ");
+        f.render_widget(Paragraph::new(lines).block(block(app, title)), areas[1 + k]);
     }
     let current = app.current();
     for (i, section) in Section::ALL.into_iter().enumerate() {
-        let i = if landing && i > 0 { i + 1 } else { i };
+        let i = if i > 0 { i + extra.len() } else { i };
         let n = o.len(section);
         let title = match section {
             Section::Queue => format!(" {} · {} ", section.title(), o.progress_line()),

@@ -77,6 +77,7 @@ impl Env {
             let other = self.t.root.path().join("other-machine");
             std::fs::create_dir_all(other.join(".conductor")).unwrap();
             c.env("HOME", &other)
+                .env("CONDUCTOR_WATCH_EDITS", "0")
                 .env("CONDUCTOR_HOME", other.join(".conductor"))
                 .env("CONDUCTOR_HOST", "hostB");
         }

@@ -317,6 +317,7 @@ fn the_plugins_jq_recipes_read_directory_and_glob_keys() {
             Command::new("bash")
                 .arg(&script)
                 .args(args)
+                .env("CONDUCTOR_WATCH_EDITS", "0")
                 .env("CONDUCTOR_HOME", &env.home),
         );
         assert_eq!(r.code, code, "plugin {args:?}: {r:#?}");

@@ -411,6 +411,7 @@ fn launch(run: &Run, a: &Agent, cli: &Path, steps: Vec<Value>) -> Child {
     .env_clear()
     .env("PATH", std::env::var_os("PATH").unwrap_or_default())
     .env("HOME", run.home())
+    .env("CONDUCTOR_WATCH_EDITS", "0")
     .env("CONDUCTOR_HOME", &env.home)
     .env("NO_COLOR", "1")
     .env("TERM", "dumb")
@@ -1066,4 +1067,111 @@ fn claude_code_in_its_own_worktree_is_registered_there_and_refused_a_file_held_i
         "{}",
         log(&format!("the session ended: {ended}"))
     );
+}
+
+/// Issue 33 §2, edits nobody claimed: a person's session is live in the project (its start
+/// launched the watcher), then the real agent `a`, whose hooks do not run, writes `free.txt`.
+/// The write is an `edit.unclaimed` event naming that session, shown by `status`.
+fn unclaimed_edit_of_an_agent_without_hooks(run: &Run, a: &Agent, cli: &Path) {
+    let env = &run.env;
+    let on = [("CONDUCTOR_WATCH_EDITS", "1")];
+    let r = env.run_env(&["start", "by hand", "--priority", "P1", "--json"], &on);
+    r.code(0);
+    let person = r.json()["instance_id"].as_str().unwrap().to_string();
+    let project = env.project.to_string_lossy().into_owned();
+    assert!(
+        crate::common::wait_until(20.0, || {
+            let v = env.run(&["status", "--json"]).json();
+            v["edit_watch"]["directories"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|d| d == project.as_str()))
+        }),
+        "no watcher: {}",
+        env.run(&["status", "--json"]).stdout
+    );
+
+    let steps = vec![a.free_write.clone(), json!({"text": "finished"})];
+    run_to_end(run, a, cli, steps);
+    let free = env.abs("free.txt");
+    assert_eq!(std::fs::read_to_string(&free).unwrap(), "free\n");
+    let unclaimed = || -> Vec<Value> {
+        let r = env.run(&["events", "--types", "edit.unclaimed", "--json"]);
+        r.json()["items"].as_array().cloned().unwrap_or_default()
+    };
+    assert!(
+        crate::common::wait_until(20.0, || unclaimed()
+            .iter()
+            .any(|e| e["payload"]["path"] == free.as_str())),
+        "{}'s write of {free} was not recorded: {:?}",
+        a.name,
+        unclaimed()
+    );
+    let e = unclaimed()
+        .into_iter()
+        .find(|e| e["payload"]["path"] == free.as_str())
+        .unwrap();
+    assert_eq!(e["payload"]["sessions"], json!([person]));
+    assert!(
+        env.state()["global_claims"].get(&free).is_none(),
+        "no hook claimed it"
+    );
+    let text = env.run(&["status"]).stdout;
+    assert!(
+        text.contains(&format!(
+            "free.txt · 0m ago · claimed by no session; live there: {person}"
+        )),
+        "{text}"
+    );
+    env.run(&["done", "--instance", &person]).code(0);
+}
+
+/// The real Pi without its hooks: no extension with Pi 0.x; with Pi 1.x, conductor's extension
+/// in the `.pi/extensions/` of an untrusted project, which Pi does not load.
+#[test]
+fn pi_without_its_hooks_edits_are_recorded_as_unclaimed() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("pi", &run);
+    let cli = pinned(a.cli, a.version);
+    if !a.version.starts_with("0.") {
+        let bin = std::fs::canonicalize(crate::common::bin()).unwrap();
+        let ext = include_str!("../../shell/pi/conductor.ts").replacen(
+            "const CONDUCTOR = \"conductor\";",
+            &format!("const CONDUCTOR = {:?};", bin.display().to_string()),
+            1,
+        );
+        std::fs::create_dir_all(env.project.join(".pi/extensions")).unwrap();
+        std::fs::write(env.project.join(".pi/extensions/conductor.ts"), ext).unwrap();
+    }
+    unclaimed_edit_of_an_agent_without_hooks(&run, &a, &cli);
+}
+
+/// The real Codex with an untrusted hook, broken on purpose: `integrate codex` records each
+/// hook's trust in `$CODEX_HOME/config.toml`; with those `trusted_hash` lines gone, Codex skips
+/// every hook silently, its apply_patch writes unchecked, and `doctor` says so.
+#[test]
+fn codex_with_untrusted_hooks_edits_are_recorded_as_unclaimed() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("codex", &run);
+    let cli = pinned(a.cli, a.version);
+    let codex_home = [("CODEX_HOME", run.codex_home().display().to_string())];
+    let codex_home: Vec<(&str, &str)> = codex_home.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    env.run_env(&["integrate", "codex"], &codex_home).code(0);
+    let config = run.codex_home().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("trusted_hash"), "{text}");
+    let untrusted: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("trusted_hash"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&config, untrusted).unwrap();
+    let d = env.run_env(&["doctor"], &codex_home);
+    assert!(d.stdout.contains("Codex skips"), "{d:?}");
+    unclaimed_edit_of_an_agent_without_hooks(&run, &a, &cli);
 }

@@ -518,6 +518,7 @@ impl Host {
         c.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", &self.home)
+            .env("CONDUCTOR_WATCH_EDITS", "0")
             .env("CONDUCTOR_HOME", self.home.join(".conductor"))
             .env("CONDUCTOR_STORE", &self.store)
             .env("CONDUCTOR_HOST", &self.name)
@@ -1043,6 +1044,7 @@ fn a_home_moves_into_etcd_and_back_and_mirror_keeps_the_logs() {
     let file_home = |dir: &str| {
         let mut c = h.cmd(&[]);
         c.env_remove("CONDUCTOR_STORE")
+            .env("CONDUCTOR_WATCH_EDITS", "0")
             .env("CONDUCTOR_HOME", root.path().join(dir));
         c
     };

@@ -335,6 +335,7 @@ fn bare(home: &Path, args: &[&str], env: &[(&str, String)]) -> Run {
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", home.join(".conductor"))
         .env("CONDUCTOR_STORE_TIMEOUT", "2")
         .envs(env.iter().map(|(k, v)| (k, v)))

@@ -314,6 +314,7 @@ fn sh(env: &TestEnv, script: &str) -> std::process::Command {
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", env.root.path())
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", &env.home)
         .current_dir(&env.project)
         .args(["-c", script])

@@ -37,6 +37,7 @@ fn paste(env: &TestEnv, line: &str) -> Run {
     sh.env_clear()
         .env("PATH", path)
         .env("HOME", env.root.path())
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", &env.home)
         .env("NO_COLOR", "1")
         .current_dir(&env.project)
@@ -383,6 +384,7 @@ fn doctor_finds_a_home_that_cannot_be_written() {
     let mut c = std::process::Command::new("unshare");
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", &env.home)
         .env("NO_COLOR", "1")
         .current_dir(&env.project)

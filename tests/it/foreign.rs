@@ -79,6 +79,7 @@ impl Home {
             Command::new("bash")
                 .arg(&self.script)
                 .args(args)
+                .env("CONDUCTOR_WATCH_EDITS", "0")
                 .env("CONDUCTOR_HOME", &self.env.home),
         );
         assert_eq!(r.code, code, "plugin {args:?}: {r:#?}");
@@ -592,6 +593,7 @@ fn concurrent_conductors_and_recipes_lose_no_acknowledged_claim() {
                     let out = Command::new("bash")
                         .arg(&script)
                         .args(args)
+                        .env("CONDUCTOR_WATCH_EDITS", "0")
                         .env("CONDUCTOR_HOME", &home)
                         .output()
                         .unwrap();

@@ -559,6 +559,7 @@ fn bash(env: &TestEnv, script: &str, vars: &[(&str, &str)]) -> Run {
         .env_clear()
         .env("PATH", path)
         .env("HOME", env.root.path())
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", &env.home)
         .env("NO_COLOR", "1")
         .current_dir(&env.project);

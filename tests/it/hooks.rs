@@ -146,6 +146,7 @@ fn run_installed(env: &TestEnv, event: &str, name: &str) -> Run {
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", env.root.path())
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", &env.home)
         .env("NO_COLOR", "1")
         .current_dir(&env.project)

@@ -363,6 +363,7 @@ fn drive_plugin(
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", env.root.path())
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", &env.home)
         .current_dir(&env.project);
     for (k, v) in extra_env {
@@ -508,6 +509,7 @@ console.log(JSON.stringify({ answer: out }));
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", env.root.path())
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", &env.home)
         .current_dir(dir);
     for (k, v) in extra {

@@ -42,6 +42,7 @@ fn events(home: &Path, after: u64) -> Vec<Value> {
             "100000",
         ])
         .env_clear()
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", home)
         .env("PATH", std::env::var("PATH").unwrap())
         .output()

@@ -431,6 +431,7 @@ fn issue_25_top_in_a_pseudo_terminal_shows_a_claim_as_it_happens_and_quits_on_q(
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", env.root.path())
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", &env.home)
         .env("CONDUCTOR_WATCH_POLL", "never")
         .current_dir(&env.project)

@@ -58,6 +58,7 @@ mod stale;
 mod startup;
 mod team_sim;
 mod txn_crash;
+mod unclaimed_edits;
 mod workflow;
 mod worktree_overlaps;
 mod worktree_sessions;

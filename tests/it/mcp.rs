@@ -1189,6 +1189,7 @@ fn real_claude_code_claims_over_mcp_is_refused_a_held_file_and_finishes() {
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", dir)
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", &env.home)
         .env(
             "ANTHROPIC_BASE_URL",

@@ -26,6 +26,7 @@ fn start_elsewhere(env: &TestEnv, task: &str) -> (String, Child) {
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", env.root.path())
+            .env("CONDUCTOR_WATCH_EDITS", "0")
             .env("CONDUCTOR_HOME", &env.home)
             .current_dir(&env.project)
             .stdin(Stdio::null()),
@@ -124,6 +125,7 @@ fn a_repeated_done_in_the_shell_integration_names_the_finished_session() {
             .env_clear()
             .env("PATH", path)
             .env("HOME", env.root.path())
+            .env("CONDUCTOR_WATCH_EDITS", "0")
             .env("CONDUCTOR_HOME", &env.home)
             .current_dir(&env.project),
     );
@@ -358,6 +360,7 @@ fn inside_a_pid_namespace_one_shell_is_one_terminal() {
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", env.root.path())
+            .env("CONDUCTOR_WATCH_EDITS", "0")
             .env("CONDUCTOR_HOME", &env.home)
             .env("C", &bin)
             .current_dir(&env.project)

@@ -151,6 +151,7 @@ fn run_document(doc: &Path, runnable: &[Block]) {
     // README's tour makes its own.
     let made = Command::new(bin())
         .args(["-q", "cleanup"])
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", &home)
         .output()
         .unwrap();
@@ -205,6 +206,7 @@ fn run_document(doc: &Path, runnable: &[Block]) {
         .env("PATH", path)
         .env("HOME", &user)
         .env("TMPDIR", &tmp)
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", &home)
         .env("NO_COLOR", "1")
         .env("LANG", "C.UTF-8")

@@ -109,6 +109,7 @@ impl Sb {
         c.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.env.root.path())
+            .env("CONDUCTOR_WATCH_EDITS", "0")
             .env("CONDUCTOR_HOME", &self.env.home)
             .env("NO_COLOR", "1")
             .env("CTRL", &self.ctrl)

@@ -497,6 +497,7 @@ fn rust_types_and_schemas_have_the_same_fields() {
         north_stars_path: Some("~/ns.md".into()),
         default_max_age_minutes: Some(60),
         enforce: Some(conductor::config::Enforce::BlockForeign),
+        watch_edits: Some(false),
         integration_branch: Some("origin/develop".into()),
         events_segment_bytes: Some(4096),
         events_keep_segments: Some(4),

@@ -23,6 +23,7 @@ fn in_shell(env: &TestEnv, shell: &str, args: &[&str]) -> Run {
         .env_clear()
         .env("PATH", path_with_conductor())
         .env("HOME", env.root.path())
+        .env("CONDUCTOR_WATCH_EDITS", "0")
         .env("CONDUCTOR_HOME", &env.home)
         .env("NO_COLOR", "1")
         .current_dir(&env.project);

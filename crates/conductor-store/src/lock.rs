@@ -187,3 +187,56 @@ pub fn anyone_present(path: &Path) -> Result<bool> {
         Err(TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
     }
 }
+
+/// A helper that runs once per home while it runs (the edit watcher): an *exclusive* lock on a
+/// sentinel file, held for as long as it runs, with a note saying what it does. Released when
+/// dropped, or by the kernel when the process dies.
+pub struct Sole {
+    file: File,
+}
+
+/// Become the one holder of `path`, trying for up to `patience` (a [`sole_holder`] probe holds
+/// the lock shared for a moment). `None` when another process holds it.
+pub fn try_sole(path: &Path, patience: Duration) -> Result<Option<Sole>> {
+    let file = super::atomic::open_private(path).ctx("open lock file", path)?;
+    let deadline = Instant::now() + patience;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(Some(Sole { file })),
+            Err(TryLockError::Error(e)) => return Err(Error::io("lock", path, e)),
+            Err(TryLockError::WouldBlock) if Instant::now() >= deadline => return Ok(None),
+            Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+impl Sole {
+    /// Replace the note readers see (best effort).
+    pub fn note(&self, text: &str) {
+        write_note(&self.file, text);
+    }
+}
+
+impl Drop for Sole {
+    fn drop(&mut self) {
+        let _ = self.file.set_len(0);
+    }
+}
+
+/// The note of the process holding `path` as a [`Sole`], while one does.
+pub fn sole_holder(path: &Path) -> Result<Option<String>> {
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open lock file", path, e)),
+    };
+    match file.try_lock_shared() {
+        Ok(()) => Ok(None), // released when `file` closes
+        Err(TryLockError::WouldBlock) => {
+            let mut s = String::new();
+            let _ = (&mut file).take(64 * 1024).read_to_string(&mut s);
+            Ok(Some(s))
+        }
+        Err(TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
+    }
+}

@@ -6,7 +6,14 @@ impl Tools {
     pub(super) fn status(&self, ctx: &Ctx, _: Empty) -> Result<Answer> {
         let state = conductor::protocol::read(&ctx.store, ctx.now)?;
         let you = self.identity.current(&state)?;
-        let mut v = crate::face::status::report(state, ctx.now, ctx.cwd().ok()).to_json();
+        let mut report = crate::face::status::report(state, ctx.now, ctx.cwd().ok());
+        // Edits nobody claimed, as `conductor status` lists them.
+        let doc = conductor::protocol::unclaimed::read(&ctx.store, ctx.now)?;
+        report.unclaimed = conductor::protocol::unclaimed::current(&doc, &report.state)
+            .into_iter()
+            .cloned()
+            .collect();
+        let mut v = report.to_json();
         v["you"] = json!(you);
         Ok(Answer::ok(v))
     }

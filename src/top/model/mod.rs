@@ -122,6 +122,7 @@ impl Overview {
             jobs,
             progress,
             landing: Vec::new(),
+            unclaimed: Vec::new(),
         }
     }
 
@@ -373,6 +374,12 @@ impl Overview {
                     out.push(fit(&format!("  {l}"), width));
                 }
             }
+            if section == Section::Instances && !self.unclaimed.is_empty() {
+                out.push(fit(UNCLAIMED_TITLE, width));
+                for l in &self.unclaimed {
+                    out.push(fit(&format!("  {l}"), width));
+                }
+            }
         }
         out.join("\n")
     }
@@ -446,6 +453,22 @@ pub fn read(store: &Store) -> Result<Overview> {
     // What is landing, and where (one lock-free read; a shared store keeps none).
     let landing: conductor::protocol::landing::LandingDoc = store.read_doc(now)?;
     o.landing = landing_lines(&landing.landing);
+    // Edits nobody claimed, and whether anything watches for them.
+    if !state.instances.is_empty() {
+        let doc = conductor::protocol::unclaimed::read(store, now)?;
+        let edits: Vec<_> = conductor::protocol::unclaimed::current(&doc, &state)
+            .into_iter()
+            .cloned()
+            .collect();
+        o.unclaimed = crate::face::status::unclaimed_lines(&edits, now, None)
+            .iter()
+            .map(|l| one_line(l))
+            .collect();
+        let watch = crate::face::status::EditWatch::of(store);
+        if !o.unclaimed.is_empty() || watch.running.is_some() || watch.enabled {
+            o.unclaimed.push(one_line(&watch.line()));
+        }
+    }
     // Files changed in several worktrees (runs git only for repositories with several live
     // worktrees that sessions work in).
     for r in conductor::protocol::overlaps::of_sessions(&state) {

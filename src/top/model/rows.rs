@@ -131,7 +131,14 @@ pub struct Overview {
     /// one per branch, then one per file, indented.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub landing: Vec<String>,
+    /// Edits nobody claimed (`unclaimed.json`), one line each, then whether anything watches;
+    /// empty when no instance is listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unclaimed: Vec<String>,
 }
+
+/// The title of the block of edits nobody claimed.
+pub const UNCLAIMED_TITLE: &str = "Edits nobody claimed";
 
 /// The title of the landing block (shown only when something is landing).
 pub const LANDING_TITLE: &str = "Landing (reserved until merged or deleted)";

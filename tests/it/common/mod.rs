@@ -111,6 +111,9 @@ impl TestEnv {
             .env("HOME", self.root.path())
             .env("CONDUCTOR_HOME", &self.home)
             .env("NO_COLOR", "1")
+            // No background watcher of unclaimed edits (tests/it/unclaimed_edits.rs turns it
+            // on): it would outlive the test's commands and record the files tests write.
+            .env("CONDUCTOR_WATCH_EDITS", "0")
             .current_dir(&self.project)
             .stdin(Stdio::null());
         if let Some(now) = &self.now {
