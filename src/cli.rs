@@ -87,7 +87,7 @@ fn parse_with_env() -> Result<Cli, clap::Error> {
     // tree, which says it as it always did.
     macro_rules! alone {
         ($($name:literal => $variant:ident($args:ty)),* $(,)?) => {
-            match argv.get(1).and_then(|a| a.to_str()) {
+            match subcommand_at(&argv).and_then(|i| argv[i].to_str()) {
                 $(Some($name) => {
                     #[derive(Parser)]
                     #[command(name = "conductor")]
