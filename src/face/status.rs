@@ -252,8 +252,11 @@ impl Report for StatusReport {
         if !self.unclaimed.is_empty() {
             v["unclaimed_edits"] = json!(self.unclaimed);
         }
+        // Turned off on purpose, the watcher is not news: the protocol's object stays as the
+        // spec gives it (the text still says so). Running, or meant to run and not running, is.
         if let Some(w) = &self.edit_watch
             && !self.state.instances.is_empty()
+            && (w.enabled || w.running.is_some())
         {
             v["edit_watch"] = w.to_json();
         }
