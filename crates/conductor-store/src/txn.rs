@@ -571,6 +571,7 @@ impl Store {
         let mut started = std::time::Instant::now();
         let mut attempt = 0u32;
         loop {
+            let tried = std::time::Instant::now();
             let mut tx = Tx::new(self, now, locks.to_vec());
             let value = f(&mut tx)?;
             match self.commit_remote(r, tx)? {
@@ -589,9 +590,14 @@ impl Store {
                 }
                 .into());
             }
-            // Back off a little, randomly, so racing writers do not collide again in step.
-            let ms = rand::random_range(0..(1u64 << attempt.min(5)));
-            std::thread::sleep(std::time::Duration::from_millis(ms));
+            // Back off, randomly, so racing writers do not collide again in step: up to as
+            // long as one attempt took, doubled with each conflict (capped at 2 s). A fixed few
+            // milliseconds, shorter than an attempt, had every writer of a busy team retry into
+            // the same collision (the 1,000-agent simulation: 27.7 attempts per commit).
+            let one = tried.elapsed().as_micros().max(1_000) as u64;
+            let most = (one << attempt.min(6)).min(2_000_000);
+            let us = rand::random_range(0..most);
+            std::thread::sleep(std::time::Duration::from_micros(us));
         }
     }
 
