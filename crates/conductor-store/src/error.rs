@@ -193,6 +193,10 @@ impl Error {
     /// What to do next, when there is something useful to say.
     pub fn hint(&self) -> Option<String> {
         match self {
+            // On a shared store nothing is held: other writers kept committing first.
+            Error::LockTimeout { path, .. } if path.to_string_lossy().contains("://") => Some(
+                "other writers kept committing first and nothing was changed; retry, or raise --lock-timeout / CONDUCTOR_LOCK_TIMEOUT".into(),
+            ),
             Error::LockTimeout { .. } => Some(
                 "another conductor process may be stuck; retry, or raise --lock-timeout / CONDUCTOR_LOCK_TIMEOUT".into(),
             ),
@@ -291,3 +295,28 @@ impl<T> IoContext<T> for std::io::Result<T> {
 
 /// The store's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    /// A lock timeout on a shared store blames no stuck process: nothing holds a lock there.
+    #[test]
+    fn a_lock_timeout_on_a_shared_store_names_the_other_writers_not_a_stuck_process() {
+        let timeout = |path: &str| Error::LockTimeout {
+            secs: 5.0,
+            path: path.into(),
+            holder: Some("12 concurrent writers won first".into()),
+        };
+        let shared = timeout("etcd://127.0.0.1:2379/team").hint().unwrap();
+        assert!(
+            shared.starts_with("other writers kept committing first"),
+            "{shared}"
+        );
+        let files = timeout("/home/a/.conductor/status.lock").hint().unwrap();
+        assert!(
+            files.starts_with("another conductor process may be stuck"),
+            "{files}"
+        );
+    }
+}
