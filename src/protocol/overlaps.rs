@@ -170,7 +170,22 @@ pub(crate) fn integration_branch(dir: &Path, base: Option<&str>) -> Result<Strin
 /// Find the overlaps of the repository that holds `dir`; `state` names the sessions in each
 /// worktree.
 pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
-    let common = git(dir, &["rev-parse", "--path-format=absolute", "--git-common-dir"])?
+    // The repository, its integration branch and its worktrees are asked of git at once: each
+    // answer is a git process of its own, and none needs another's.
+    let (common, base, listed) = std::thread::scope(|s| {
+        let base = s.spawn(|| integration_branch(dir, base));
+        let listed = s.spawn(|| list(dir));
+        let common = git(
+            dir,
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        );
+        (
+            common,
+            base.join().expect("git does not panic"),
+            listed.join().expect("git does not panic"),
+        )
+    });
+    let common = common?
         .map(text)
         .ok_or_else(|| {
             Error::invalid(
@@ -181,11 +196,11 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
                 ),
             )
         })?;
-    let base = integration_branch(dir, base)?;
+    let base = base?;
+    let listed = listed?;
     let mut trees = Vec::new();
     // Per worktree: its changed files, and its directory when they could be measured.
     let mut changed: Vec<(BTreeSet<String>, Option<PathBuf>)> = Vec::new();
-    let listed = list(dir)?;
     // Each worktree is measured in a thread of its own: git spends most of it stat-ing files.
     let measured: Vec<Result<Option<BTreeSet<String>>>> = std::thread::scope(|s| {
         let base = base.as_str();
@@ -281,13 +296,19 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
             .map(|h| h.join().expect("a snapshot thread does not panic"))
             .collect::<Result<_>>()
     })?;
-    let mut conflicted: BTreeMap<(usize, usize), BTreeSet<String>> = BTreeMap::new();
-    for &(a, b) in &pairs {
-        let (Some(sa), Some(sb)) = (snapshots.get(&a), snapshots.get(&b)) else {
-            continue;
-        };
-        conflicted.insert((a, b), merge_conflicts(dir, sa, sb)?);
-    }
+    // Each pair's merge is predicted in a thread of its own (git writes the merged trees into
+    // the object store, which is safe to do at once).
+    let conflicted: BTreeMap<(usize, usize), BTreeSet<String>> = std::thread::scope(|s| {
+        let running: Vec<_> = pairs
+            .iter()
+            .filter_map(|&(a, b)| Some(((a, b), snapshots.get(&a)?, snapshots.get(&b)?)))
+            .map(|(pair, sa, sb)| s.spawn(move || Ok((pair, merge_conflicts(dir, sa, sb)?))))
+            .collect();
+        running
+            .into_iter()
+            .map(|h| h.join().expect("a merging thread does not panic"))
+            .collect::<Result<_>>()
+    })?;
     let overlaps = by_file
         .into_iter()
         .map(|(file, v)| Overlap {
@@ -312,10 +333,17 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
 /// unstaged changes, its untracked files (not ignored).
 pub(crate) fn changed_since(path: &Path, mb: &str) -> Result<BTreeSet<String>> {
     let mut files: BTreeSet<String> = BTreeSet::new();
-    if let Some(d) = git(path, &["diff", "--name-only", "-z", "--no-renames", mb])? {
+    // Both at once: each walks the worktree.
+    let (diff, untracked) = std::thread::scope(|s| {
+        let untracked =
+            s.spawn(|| git(path, &["ls-files", "-z", "--others", "--exclude-standard"]));
+        let diff = git(path, &["diff", "--name-only", "-z", "--no-renames", mb]);
+        (diff, untracked.join().expect("git does not panic"))
+    });
+    if let Some(d) = diff? {
         files.extend(names(&d));
     }
-    if let Some(u) = git(path, &["ls-files", "-z", "--others", "--exclude-standard"])? {
+    if let Some(u) = untracked? {
         files.extend(names(&u));
     }
     Ok(files)
