@@ -29,6 +29,9 @@ pub fn execute(ctx: &Ctx) -> Result<Box<dyn Report>> {
         .into_iter()
         .cloned()
         .collect();
-    report.edit_watch = Some(crate::face::status::EditWatch::of(&ctx.store));
+    // Whether anything watches is said only beside live sessions: not asked otherwise.
+    if !report.state.instances.is_empty() {
+        report.edit_watch = Some(crate::face::status::EditWatch::of(&ctx.store));
+    }
     Ok(Box::new(report))
 }
