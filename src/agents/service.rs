@@ -337,3 +337,44 @@ pub fn canopy_item(e: &Event, users: &Agents) -> Value {
         "created_at": e.created_at, "payload": p,
     })
 }
+
+/// A better message for an id that is no longer actionable.
+/// A better error than `unknown_item` for an id that is no longer actionable: already
+/// completed or skipped (from the done ledger), or expired.
+pub fn explain_missing(store: &Store, now: Timestamp, e: Error, id: &str) -> Error {
+    if e.reason() != "unknown_item" {
+        return e;
+    }
+    let mut status = None;
+    let _ = store.read_ledger_file(super::INBOX_DONE, |_, line| {
+        if let crate::store::ledger::Line::Complete(t) = line
+            && t.contains(id)
+            && let Ok(v) = serde_json::from_str::<Value>(&t)
+            && v["item"]["id"] == id
+        {
+            status = v["item"]["status"].as_str().map(str::to_string);
+        }
+        Ok::<_, Error>(true)
+    });
+    match status {
+        Some(s) => Error::invalid(
+            Reason::NotActionable,
+            format!("inbox item `{id}` is already {s}"),
+        ),
+        // Expired by this very transaction (which failed, so nothing was written).
+        None if super::inbox_files::snapshot(store, now, &Scope::All)
+            .ok()
+            .and_then(|i| i.items.get(id).cloned())
+            .is_some_and(|i| ops::due_to_expire(&i, super::now_ms())) =>
+        {
+            Error::invalid(
+                Reason::NotActionable,
+                format!(
+                    "inbox item `{id}` has expired (items expire {} days after they were created unless claimed)",
+                    super::ITEM_EXPIRY_SECONDS / 86_400
+                ),
+            )
+        }
+        None => e,
+    }
+}

@@ -110,3 +110,27 @@ pub fn refused(inst: &Instance, who: &str, agent: &str, why: &str) -> Error {
         "fix what the live check names, then `conductor integrate {agent}` checks again; or set \"enforce\" to \"auto-claim\" in config.json to let it claim anyway"
     ))
 }
+
+/// The enforcement of every instance a hook registered (it names its agent), from the live
+/// checks' verdicts kept in the home, as `status`, `top` and the dashboard show it. Nothing is
+/// read when no instance names an agent.
+pub fn enforcement_of(
+    store: &Store,
+    now: Timestamp,
+    state: &crate::protocol::State,
+) -> std::collections::BTreeMap<String, Enforcement> {
+    let mut out = std::collections::BTreeMap::new();
+    if state.instances.iter().all(|i| i.agent.is_none()) {
+        return out;
+    }
+    let checks = verdicts::read(store, now).unwrap_or_default();
+    for i in &state.instances {
+        if let Some(agent) = &i.agent {
+            out.insert(
+                i.id.clone(),
+                checks.of(agent, i.agent_version.as_deref(), &i.working_directory),
+            );
+        }
+    }
+    out
+}

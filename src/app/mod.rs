@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod bundle;
+pub mod doctor;
 pub mod events;
 
 use std::path::Path;

@@ -8,6 +8,7 @@ use conductor::error::Result;
 use conductor::protocol::ops::ClaimOutcome;
 use conductor::protocol::request::ClaimRequest;
 use conductor::protocol::sessions;
+use conductor::template::shell_quote;
 
 /// Claim files.
 #[derive(Debug, clap::Args)]
@@ -47,60 +48,15 @@ impl ClaimArgs {
     /// for it) is refused before anything is claimed.
     pub fn into_request(self) -> Result<ClaimRequest> {
         if let Some(why) = &self.force
-            && looks_like_path(why)
+            && crate::cli::raw::looks_like_path(why)
         {
-            return Err(forgot_reason(why, &self.files));
+            return Err(crate::cli::raw::forgot_reason(why, &self.files));
         }
         Ok(ClaimRequest {
             instance_id: self.instance.id(),
             files: self.files,
             force: self.force,
         })
-    }
-}
-
-/// True for a word that is more likely a duration than a file name: `30s`, `500ms`, `5m`, `2h`,
-/// `1d`, `forever` (what `--wait` takes; a plain number counts too).
-pub fn looks_like_duration(s: &str) -> bool {
-    !s.is_empty()
-        && (s.starts_with(|c: char| c.is_ascii_digit()) || s == "forever" || s == "inf")
-        && conductor::time::parse_duration(s).is_ok()
-}
-
-/// True for a `--force` reason that is really a path: a glob, a directory (`src/`), a name
-/// with a directory and an extension (`src/a.rs`), or a file that exists. A reason with spaces
-/// is a sentence, never a path.
-pub fn looks_like_path(why: &str) -> bool {
-    if why.is_empty() || why.contains(char::is_whitespace) {
-        return false;
-    }
-    let last = why.rsplit('/').next().unwrap_or(why);
-    why.contains(['*', '?'])
-        || why.ends_with('/')
-        || (why.contains('/') && last.contains('.'))
-        || std::path::Path::new(why).exists()
-}
-
-/// The error for `--force FILE`: the reason was forgotten.
-pub fn forgot_reason(why: &str, files: &[String]) -> conductor::error::Error {
-    let mut all = vec![quote(why)];
-    all.extend(files.iter().map(|f| quote(f)));
-    conductor::error::Error::invalid(
-        conductor::error::Reason::InvalidInput,
-        format!("`--force {why}` reads `{why}` as the reason, but it looks like a path: nothing was claimed"),
-    )
-    .with_hint(format!(
-        "give the reason first: conductor claim --force \"WHY\" {}",
-        all.join(" ")
-    ))
-}
-
-/// `f` as one shell word.
-pub fn quote(f: &str) -> String {
-    if f.is_empty() || f.contains(|c: char| !(c.is_alphanumeric() || "/._-@:=+,".contains(c))) {
-        format!("'{}'", f.replace('\'', "'\\''"))
-    } else {
-        f.to_string()
     }
 }
 
@@ -140,26 +96,10 @@ impl Claimed {
     }
 }
 
-/// A duration as a person writes it: `500ms`, `2s`, `1.5s`, `5m`, `2h`.
-pub fn human_duration(d: std::time::Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms % 3_600_000 == 0 {
-        format!("{}h", ms / 3_600_000)
-    } else if ms % 60_000 == 0 {
-        format!("{}m", ms / 60_000)
-    } else if ms % 1000 == 0 {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
-    }
-}
-
 impl Report for Claimed {
     fn to_json(&self) -> serde_json::Value {
         let o = &self.outcome;
-        if o.conflicts.is_empty() && o.lost.is_empty() && !refused_landing(o) {
+        if o.conflicts.is_empty() && o.lost.is_empty() && !o.refused_landing() {
             let mut v = json!({"status": "ok", "claimed": o.claimed, "message": "Files claimed. Safe to edit."});
             if !o.landing.is_empty() {
                 v["landing"] = json!(o.landing);
@@ -180,7 +120,7 @@ impl Report for Claimed {
             }
             v
         } else {
-            let mut v = json!({"status": "conflict", "conflicts": o.conflicts, "claimed": o.claimed, "message": conflict_message(o)});
+            let mut v = json!({"status": "conflict", "conflicts": o.conflicts, "claimed": o.claimed, "message": o.message()});
             if !o.landing.is_empty() {
                 v["landing"] = json!(o.landing);
             }
@@ -192,13 +132,13 @@ impl Report for Claimed {
                     v["waited"] = json!("timed_out");
                     v["message"] = json!(format!(
                         "Timed out after {}. {}",
-                        human_duration(d),
-                        conflict_message(o)
+                        conductor::time::format_duration(d),
+                        o.message()
                     ));
                 }
                 Some(GaveUp::Stopped) => {
                     v["waited"] = json!("stopped");
-                    v["message"] = json!(format!("Stopped waiting. {}", conflict_message(o)));
+                    v["message"] = json!(format!("Stopped waiting. {}", o.message()));
                 }
                 None => {}
             }
@@ -237,9 +177,10 @@ impl Report for Claimed {
             ));
         }
         let (head, tail) = match self.gave_up {
-            Some(GaveUp::TimedOut(d)) => {
-                (format!("TIMED OUT after {}: ", human_duration(d)), "still")
-            }
+            Some(GaveUp::TimedOut(d)) => (
+                format!("TIMED OUT after {}: ", conductor::time::format_duration(d)),
+                "still",
+            ),
             Some(GaveUp::Stopped) => ("STOPPED waiting: ".to_string(), "still"),
             None => ("CONFLICT: ".to_string(), ""),
         };
@@ -321,46 +262,13 @@ impl Report for Claimed {
     fn exit_code(&self) -> u8 {
         if self.outcome.conflicts.is_empty()
             && self.outcome.lost.is_empty()
-            && !refused_landing(&self.outcome)
+            && !self.outcome.refused_landing()
         {
             0
         } else {
             3
         }
     }
-}
-
-/// True when a landing file was refused (block-foreign).
-fn refused_landing(o: &ClaimOutcome) -> bool {
-    o.landing.iter().any(|h| h.refused)
-}
-
-fn conflict_message(o: &ClaimOutcome) -> String {
-    if o.conflicts.is_empty() && o.lost.is_empty() {
-        let hits: Vec<String> = o.landing.iter().map(|h| h.notice()).collect();
-        return format!("Landing: {}.", hits.join("; "));
-    }
-    if o.conflicts.is_empty() {
-        let lost: Vec<String> = o
-            .lost
-            .iter()
-            .map(|l| format!("{} was {}", l.file, l.describe()))
-            .collect();
-        return format!("Not held: {}.", lost.join("; "));
-    }
-    let mut holders: Vec<&str> = Vec::new();
-    for c in &o.conflicts {
-        if !holders.contains(&c.held_by.as_str()) {
-            holders.push(&c.held_by);
-        }
-    }
-    let n = o.conflicts.len();
-    // The protocol's exact message; the human output adds the next steps.
-    format!(
-        "{n} conflict{} detected. Coordinate with {} or wait for release.",
-        if n == 1 { "" } else { "s" },
-        holders.join(", ")
-    )
 }
 
 /// What the user can do next about a conflict: wait for the files, or take them over, as
@@ -372,7 +280,7 @@ fn next_steps(o: &ClaimOutcome, instance: Option<&str>, gave_up: Option<GaveUp>)
             files.push(&c.file);
         }
     }
-    let files: Vec<String> = files.into_iter().map(quote).collect();
+    let files: Vec<String> = files.into_iter().map(shell_quote).collect();
     let files = files.join(" ");
     let who = instance
         .map(|id| format!("--instance {id} "))
@@ -380,7 +288,7 @@ fn next_steps(o: &ClaimOutcome, instance: Option<&str>, gave_up: Option<GaveUp>)
     let wait = match gave_up {
         Some(GaveUp::TimedOut(d)) => format!(
             "`conductor claim {who}--wait={} {files}` waits longer",
-            human_duration(d * 5)
+            conductor::time::format_duration(d * 5)
         ),
         _ => format!(
             "`conductor claim {who}--wait=5m {files}` waits up to 5 minutes and takes them the moment \
@@ -409,7 +317,7 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
     }
     let cwd = ctx.cwd().ok();
     for f in &outcome.claimed {
-        if let Some(close) = close_sibling(std::path::Path::new(f)) {
+        if let Some(close) = conductor::protocol::local::close_sibling(std::path::Path::new(f)) {
             ctx.out.status(&format!(
                 "note: {} does not exist; did you mean {}? (claimed anyway: a file may be claimed before it is created)",
                 display_path(f, cwd.as_deref()),
@@ -418,57 +326,6 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
         }
     }
     print(ctx.out, &Claimed::new(outcome, ctx, &arg, &id))
-}
-
-/// For a claimed file that does not exist: an existing entry beside it whose name is one or
-/// two edits away (`src/mian.rs` -> `src/main.rs`), the likely typo.
-fn close_sibling(path: &std::path::Path) -> Option<std::path::PathBuf> {
-    let name = path.file_name()?.to_str()?;
-    if name.contains(['*', '?']) || path.to_string_lossy().ends_with('/') || path.exists() {
-        return None;
-    }
-    let parent = path.parent()?;
-    let mut best: Option<(usize, std::path::PathBuf)> = None;
-    for entry in std::fs::read_dir(parent).ok()?.flatten().take(10_000) {
-        let other = entry.file_name();
-        let Some(other) = other.to_str() else {
-            continue;
-        };
-        let d = edit_distance(name, other);
-        let limit = if name.chars().count() <= 4 { 1 } else { 2 };
-        if d > 0 && d <= limit && best.as_ref().is_none_or(|(b, _)| d < *b) {
-            best = Some((d, entry.path()));
-        }
-    }
-    best.map(|(_, p)| p)
-}
-
-/// Damerau-Levenshtein distance (optimal string alignment): a swap of two neighbours is one edit.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    if a.len().abs_diff(b.len()) > 2 {
-        return usize::MAX;
-    }
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            d[i][j] = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
-            }
-        }
-    }
-    d[a.len()][b.len()]
 }
 
 /// Run a claim request (`op`: its answer is JSON, which names no next step).

@@ -3,10 +3,10 @@
 use serde_json::json;
 
 use super::{Ctx, Report, print};
+use conductor::app::doctor::{self, Examination};
 use conductor::error::Reason;
 use conductor::error::Result;
-use conductor::health::{Finding, Tool, Tools};
-use conductor::protocol::doctor;
+use conductor::health::Tool;
 
 /// Check (and repair) the home.
 #[derive(Debug, clap::Args)]
@@ -31,71 +31,45 @@ pub struct DoctorArgs {
     pub repair: bool,
 }
 
-struct DoctorReport {
-    findings: Vec<Finding>,
-    /// The other domains' documents: reported, never rewritten (conductor does not overwrite a
-    /// file it cannot interpret).
-    documents: Vec<Finding>,
-    /// Agent integrations: reported, never repaired here.
-    integrations: Vec<Finding>,
-    repaired: bool,
-    /// Where state lives: the home, or the shared store with its cluster's health.
-    backend: serde_json::Value,
-    /// The shared store could not be reached (exit 11).
-    unavailable: bool,
-    /// Which guarantees of the queue's sandbox runner hold on this machine (reported, never
-    /// a problem of the home).
-    sandbox: Vec<conductor::queue::sandbox::Guarantee>,
-    /// The external programs the features need (reported, never a problem of the home).
-    tools: Vec<Tool>,
-}
-
-impl DoctorReport {
-    fn healthy(&self) -> bool {
-        self.findings.iter().all(|f| f.ok)
-    }
-    fn integrations_ok(&self) -> bool {
-        self.integrations
-            .iter()
-            .chain(&self.documents)
-            .all(|f| f.ok)
-    }
-}
+/// The examination, as doctor shows it.
+struct DoctorReport(Examination);
 
 impl Report for DoctorReport {
     fn to_json(&self) -> serde_json::Value {
-        let status = if self.healthy() {
+        let status = if self.0.healthy() {
             "ok"
-        } else if self.repaired {
+        } else if self.0.repaired {
             "repaired"
         } else {
             "problems"
         };
-        let status = if self.integrations_ok() {
+        let status = if self.0.integrations_ok() {
             status
         } else {
             "problems"
         };
-        let status = if self.unavailable {
+        let status = if self.0.unavailable {
             "unavailable"
         } else {
             status
         };
         let sandbox: Vec<serde_json::Value> = self
+            .0
             .sandbox
             .iter()
             .map(|g| json!({"guarantee": g.name, "holds": g.holds, "detail": g.detail}))
             .collect();
-        json!({"status": status, "backend": self.backend, "findings": self.findings, "documents": self.documents, "integrations": self.integrations, "sandbox": sandbox, "tools": self.tools})
+        json!({"status": status, "backend": self.0.backend, "findings": self.0.findings, "documents": self.0.documents, "integrations": self.0.integrations, "sandbox": sandbox, "tools": self.0.tools})
     }
     fn to_text(&self) -> String {
         let mut lines: Vec<String> = self
+            .0
             .findings
             .iter()
             .map(|f| {
                 let mark = if f.ok {
                     "ok "
-                } else if self.repaired {
+                } else if self.0.repaired {
                     "FIXED"
                 } else {
                     "BAD"
@@ -104,29 +78,29 @@ impl Report for DoctorReport {
                 if let Some(r) = f.repair.as_ref().filter(|_| !f.ok) {
                     s.push_str(&format!(
                         "\n      {}: {r}",
-                        if self.repaired { "repaired" } else { "fix" }
+                        if self.0.repaired { "repaired" } else { "fix" }
                     ));
                 }
                 s
             })
             .collect();
-        for f in self.documents.iter().chain(&self.integrations) {
+        for f in self.0.documents.iter().chain(&self.0.integrations) {
             let mark = if f.ok { "ok " } else { "BAD" };
             lines.push(format!("{mark:<5} {}: {}", f.file, f.detail));
             if let Some(r) = f.repair.as_ref().filter(|_| !f.ok) {
                 lines.push(format!("      fix: {r}"));
             }
         }
-        for g in &self.sandbox {
+        for g in &self.0.sandbox {
             let mark = if g.holds { "yes" } else { "no" };
             lines.push(format!("{mark:<5} sandbox: {}: {}", g.name, g.detail));
         }
-        lines.extend(tool_lines(&self.tools));
-        lines.push(if self.unavailable {
+        lines.extend(tool_lines(&self.0.tools));
+        lines.push(if self.0.unavailable {
             "The shared store is unavailable; nothing was changed.".into()
-        } else if self.healthy() {
+        } else if self.0.healthy() {
             "Everything is in order.".into()
-        } else if self.repaired {
+        } else if self.0.repaired {
             "Repaired. Nothing was deleted: the originals are kept beside the rebuilt files.".into()
         } else {
             "Problems found; nothing was changed. Run `conductor doctor --repair` to fix them."
@@ -135,13 +109,13 @@ impl Report for DoctorReport {
         lines.join("\n")
     }
     fn exit_code(&self) -> u8 {
-        if self.unavailable {
+        if self.0.unavailable {
             return 11;
         }
-        if !self.integrations_ok() {
+        if !self.0.integrations_ok() {
             return 1;
         }
-        if self.healthy() || self.repaired {
+        if self.0.healthy() || self.0.repaired {
             0
         } else {
             1
@@ -152,115 +126,17 @@ impl Report for DoctorReport {
 /// Run `doctor`.
 /// `missing_home`: the home does not exist yet (`ctx` holds an empty scratch one instead).
 pub fn run(ctx: &Ctx, args: DoctorArgs, missing_home: Option<&std::path::Path>) -> Result<u8> {
-    if let Some(r) = ctx.store.backend().cluster() {
-        if args.repair {
+    let examined = match ctx.store.backend().cluster() {
+        Some(_) if args.repair => {
             return Err(conductor::error::Error::invalid(
                 Reason::InvalidInput,
                 "--repair rewrites a file home's files; with a shared store doctor only checks the cluster and its documents (run it without --repair)",
             ));
         }
-        return run_remote(ctx, r);
-    }
-    let mut findings = if args.repair {
-        doctor::repair(&ctx.store, ctx.now)?
-    } else {
-        doctor::checks(&ctx.store, ctx.now)?
+        Some(r) => doctor::examine_remote(&ctx.store, ctx.now, r),
+        None => doctor::examine(&ctx.store, ctx.now, args.repair, missing_home)?,
     };
-    let home = missing_home.unwrap_or(ctx.store.home().dir()).to_path_buf();
-    if let Some(dir) = missing_home {
-        // The scratch home's own findings say nothing about the real one: only that it is
-        // missing, which is fine, and whether it can be created.
-        let parent = dir.ancestors().skip(1).find(|a| a.exists());
-        let writable = parent.is_some_and(|p| {
-            tempfile::Builder::new()
-                .prefix(".conductor-probe-")
-                .tempfile_in(p)
-                .is_ok()
-        });
-        findings = vec![Finding {
-            file: "home".into(),
-            ok: writable,
-            detail: if writable {
-                format!(
-                    "{} does not exist yet: the first command that changes something (`conductor start`) creates it",
-                    dir.display()
-                )
-            } else {
-                format!("{} does not exist and cannot be created", dir.display())
-            },
-            repair: (!writable).then(|| {
-                "point CONDUCTOR_HOME at a directory on a local, writable disk".to_string()
-            }),
-        }];
-    }
-    let (integrations, integrated) = conductor::integrations::checks();
-    print(
-        ctx.out,
-        &DoctorReport {
-            findings,
-            documents: documents(ctx),
-            tools: tools(ctx, &integrated),
-            integrations,
-            repaired: args.repair,
-            backend: json!({"kind": "files", "home": home}),
-            unavailable: false,
-            sandbox: conductor::queue::sandbox::guarantees(&home),
-        },
-    )
-}
-
-/// `doctor` against a shared store: the cluster's health and revision, then every document.
-fn run_remote(ctx: &Ctx, r: &conductor::store::etcd::Etcd) -> Result<u8> {
-    let (finding, mut backend, unavailable) = conductor::health::cluster(r);
-    let (security, detail) = conductor::health::store_security(r);
-    backend["security"] = detail;
-    let documents = if unavailable {
-        Vec::new()
-    } else {
-        let mut d = documents(ctx);
-        d.insert(0, doctor::remote(&ctx.store, ctx.now));
-        d
-    };
-    let (integrations, integrated) = conductor::integrations::checks();
-    print(
-        ctx.out,
-        &DoctorReport {
-            findings: vec![finding, security],
-            documents,
-            tools: tools(ctx, &integrated),
-            integrations,
-            repaired: false,
-            backend,
-            unavailable,
-            sandbox: conductor::queue::sandbox::guarantees(ctx.store.home().dir()),
-        },
-    )
-}
-
-/// What every domain reports about its own documents, in the order doctor prints them.
-fn documents(ctx: &Ctx) -> Vec<Finding> {
-    let (store, now) = (&ctx.store, ctx.now);
-    let mut out = conductor::agents::checks::documents(store, now);
-    out.extend(conductor::workflows::checks::checks(store, now));
-    out.extend(conductor::queue::checks::checks(store, now));
-    out.extend(conductor::agents::checks::run_files(store));
-    out
-}
-
-/// The external programs the domains' features run (`hooked`: the agents whose hooks are
-/// installed), each once.
-fn tools(ctx: &Ctx, hooked: &[conductor::hooks::Agent]) -> Vec<Tool> {
-    let mut t = Tools::default();
-    conductor::queue::checks::tools(&mut t);
-    conductor::protocol::doctor::tools(&mut t);
-    conductor::integrations::tools(hooked, &mut t);
-    for c in conductor::queue::checks::agent_commands(&ctx.store, ctx.now) {
-        t.agent_command("queue jobs", &c);
-    }
-    for c in conductor::workflows::checks::agent_commands(&ctx.store, ctx.now) {
-        t.agent_command("workflow sessions", &c);
-    }
-    t.0
+    print(ctx.out, &DoctorReport(examined))
 }
 
 /// The text lines of the tools: `ok` or `MISSING`, the tool, and what it is for or what its

@@ -120,45 +120,6 @@ pub enum MentionsCommand {
     Ack(IdsArgs),
 }
 
-/// A better message for an id that is no longer actionable.
-fn explain_missing(ctx: &Ctx, e: Error, id: &str) -> Error {
-    if e.reason() != "unknown_item" {
-        return e;
-    }
-    let mut status = None;
-    let _ = ctx.store.read_ledger_file(agents::INBOX_DONE, |_, line| {
-        if let conductor::store::ledger::Line::Complete(t) = line
-            && t.contains(id)
-            && let Ok(v) = serde_json::from_str::<Value>(&t)
-            && v["item"]["id"] == id
-        {
-            status = v["item"]["status"].as_str().map(str::to_string);
-        }
-        Ok::<_, Error>(true)
-    });
-    match status {
-        Some(s) => Error::invalid(
-            Reason::NotActionable,
-            format!("inbox item `{id}` is already {s}"),
-        ),
-        // Expired by this very transaction (which failed, so nothing was written).
-        None if agents::inbox_files::snapshot(&ctx.store, ctx.now, &Scope::All)
-            .ok()
-            .and_then(|i| i.items.get(id).cloned())
-            .is_some_and(|i| ops::due_to_expire(&i, agents::now_ms())) =>
-        {
-            Error::invalid(
-                Reason::NotActionable,
-                format!(
-                    "inbox item `{id}` has expired (items expire {} days after they were created unless claimed)",
-                    agents::ITEM_EXPIRY_SECONDS / 86_400
-                ),
-            )
-        }
-        None => e,
-    }
-}
-
 fn items_table(items: &[Value]) -> String {
     let mut t = super::table::Table::new(&[
         "ID", "STATUS", "PRIORITY", "TRIGGER", "AGENT", "CHANNEL", "FROM", "PREVIEW",
@@ -204,7 +165,9 @@ pub fn run(ctx: &Ctx, a: InboxArgs) -> Result<u8> {
                 })
                 .collect();
             let items = agents::service::update_items(&ctx.store, ctx.now, &updates, None, false)
-                .map_err(|e| explain_missing(ctx, e, &x.ids[0]))?;
+                .map_err(|e| {
+                agents::service::explain_missing(&ctx.store, ctx.now, e, &x.ids[0])
+            })?;
             let text = format!("Seen: {}", x.ids.join(", "));
             print(
                 ctx.out,
@@ -222,7 +185,7 @@ pub fn run(ctx: &Ctx, a: InboxArgs) -> Result<u8> {
                 takeover: c.takeover,
             };
             let out = agents::service::claim_item(&ctx.store, ctx.now, &req)
-                .map_err(|e| explain_missing(ctx, e, &c.id))?;
+                .map_err(|e| agents::service::explain_missing(&ctx.store, ctx.now, e, &c.id))?;
             let (text, code) = match &out {
                 ops::ClaimOutcome::Ok {
                     id,
@@ -260,7 +223,7 @@ pub fn run(ctx: &Ctx, a: InboxArgs) -> Result<u8> {
         }
         InboxCommand::Renew(h) => {
             let c = agents::service::renew_item(&ctx.store, ctx.now, &h.id, &h.agent, h.ttl)
-                .map_err(|e| explain_missing(ctx, e, &h.id))?;
+                .map_err(|e| agents::service::explain_missing(&ctx.store, ctx.now, e, &h.id))?;
             let text = format!("Renewed {} until {}", h.id, c.expires_at);
             print(
                 ctx.out,
@@ -272,7 +235,7 @@ pub fn run(ctx: &Ctx, a: InboxArgs) -> Result<u8> {
                 return Err(Error::invalid(Reason::InvalidInput, "--ttl is for renew"));
             }
             let c = agents::service::release_item(&ctx.store, ctx.now, &h.id, &h.agent)
-                .map_err(|e| explain_missing(ctx, e, &h.id))?;
+                .map_err(|e| agents::service::explain_missing(&ctx.store, ctx.now, e, &h.id))?;
             let text = format!("Released {} (held by {})", h.id, c.agent);
             print(
                 ctx.out,
@@ -300,7 +263,7 @@ fn finish(ctx: &Ctx, f: FinishArgs, status: Status) -> Result<u8> {
         completion_ref: refs,
     };
     let item = agents::service::update_items(&ctx.store, ctx.now, &[u], by.as_deref(), false)
-        .map_err(|e| explain_missing(ctx, e, &f.id))?
+        .map_err(|e| agents::service::explain_missing(&ctx.store, ctx.now, e, &f.id))?
         .remove(0);
     let text = format!(
         "{} {}",

@@ -162,7 +162,8 @@ fn record_verdict(
     scope: &integrations::Scope,
     c: &integrations::live_check::Check,
 ) -> Result<()> {
-    let store = super::hook::open_store(global, global.lock_timeout)?;
+    let timeout = std::time::Duration::from_secs_f64(global.lock_timeout);
+    let store = conductor::hooks::respond::open_store(global.home.as_deref(), timeout)?;
     let now = conductor::time::Timestamp::now();
     integrations::verdicts::record(
         &store,

@@ -108,7 +108,7 @@ impl Report for Started {
                 "Working in the new worktree {} (branch {}): cd {}\n",
                 w.path,
                 w.branch,
-                super::claim::quote(&w.path)
+                conductor::template::shell_quote(&w.path)
             ));
         }
         if let Some(d) = &self.drift {

@@ -18,7 +18,8 @@ pub struct StatusArgs {
 pub fn execute(ctx: &Ctx) -> Result<Box<dyn Report>> {
     let st = sessions::status(&ctx.store, ctx.now)?;
     let mut report = from(st, ctx.now, ctx.cwd().ok());
-    report.enforcement = crate::face::status::enforcement_of(&ctx.store, ctx.now, &report.state);
+    report.enforcement =
+        conductor::app::admission::enforcement_of(&ctx.store, ctx.now, &report.state);
     report.landing = ctx
         .store
         .read_doc::<conductor::protocol::landing::LandingDoc>(ctx.now)?

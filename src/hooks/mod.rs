@@ -15,6 +15,7 @@ pub mod landing;
 pub mod opencode;
 pub mod overlap;
 pub mod pi;
+pub mod respond;
 pub mod service;
 pub mod shell;
 pub mod version;

@@ -784,3 +784,54 @@ mod tests {
         );
     }
 }
+
+/// For a claimed file that does not exist: an existing entry beside it whose name is one or
+/// two edits away (`src/mian.rs` -> `src/main.rs`), the likely typo.
+pub fn close_sibling(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    if name.contains(['*', '?']) || path.to_string_lossy().ends_with('/') || path.exists() {
+        return None;
+    }
+    let parent = path.parent()?;
+    let mut best: Option<(usize, std::path::PathBuf)> = None;
+    for entry in std::fs::read_dir(parent).ok()?.flatten().take(10_000) {
+        let other = entry.file_name();
+        let Some(other) = other.to_str() else {
+            continue;
+        };
+        let d = edit_distance(name, other);
+        let limit = if name.chars().count() <= 4 { 1 } else { 2 };
+        if d > 0 && d <= limit && best.as_ref().is_none_or(|(b, _)| d < *b) {
+            best = Some((d, entry.path()));
+        }
+    }
+    best.map(|(_, p)| p)
+}
+
+/// Damerau-Levenshtein distance (optimal string alignment): a swap of two neighbours is one edit.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    if a.len().abs_diff(b.len()) > 2 {
+        return usize::MAX;
+    }
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
+}

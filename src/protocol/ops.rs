@@ -348,6 +348,43 @@ pub struct ClaimOutcome {
     pub landing: Vec<super::landing::Hit>,
 }
 
+impl ClaimOutcome {
+    /// True when a landing file was refused (block-foreign).
+    pub fn refused_landing(&self) -> bool {
+        self.landing.iter().any(|h| h.refused)
+    }
+
+    /// The protocol's message for a claim that did not get every file.
+    pub fn message(&self) -> String {
+        let o = self;
+        if o.conflicts.is_empty() && o.lost.is_empty() {
+            let hits: Vec<String> = o.landing.iter().map(|h| h.notice()).collect();
+            return format!("Landing: {}.", hits.join("; "));
+        }
+        if o.conflicts.is_empty() {
+            let lost: Vec<String> = o
+                .lost
+                .iter()
+                .map(|l| format!("{} was {}", l.file, l.describe()))
+                .collect();
+            return format!("Not held: {}.", lost.join("; "));
+        }
+        let mut holders: Vec<&str> = Vec::new();
+        for c in &o.conflicts {
+            if !holders.contains(&c.held_by.as_str()) {
+                holders.push(&c.held_by);
+            }
+        }
+        let n = o.conflicts.len();
+        // The protocol's exact message; the human output adds the next steps.
+        format!(
+            "{n} conflict{} detected. Coordinate with {} or wait for release.",
+            if n == 1 { "" } else { "s" },
+            holders.join(", ")
+        )
+    }
+}
+
 /// The claims of other registered instances that overlap `key` (see [`claims`]): the key
 /// held, its holder, and whether the overlap was decided.
 fn others_overlapping(

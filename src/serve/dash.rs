@@ -184,7 +184,7 @@ pub fn state(store: &Store) -> Result<Value> {
         .collect();
     // Conflicts as `status` reports them: only those whose holder still holds the file.
     let conflicts = conductor::protocol::ops::live_conflicts(&st);
-    let enforcement = crate::face::status::enforcement_of(store, now, &st);
+    let enforcement = conductor::app::admission::enforcement_of(store, now, &st);
     // Sessions in worktrees of one repository: each names its worktree and branch, and they
     // are listed together.
     let mut st = st;

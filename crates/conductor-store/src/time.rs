@@ -139,6 +139,22 @@ pub fn parse_duration(s: &str) -> Result<Option<std::time::Duration>, String> {
     Ok(Some(std::time::Duration::from_secs_f64(secs)))
 }
 
+/// A duration as a person writes it ([`parse_duration`] reads it back): `500ms`, `2s`, `1.5s`, `5m`, `2h`.
+pub fn format_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms % 3_600_000 == 0 {
+        format!("{}h", ms / 3_600_000)
+    } else if ms % 60_000 == 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
 /// A time limit from the command line: `None` is no limit (`forever`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limit(pub Option<std::time::Duration>);

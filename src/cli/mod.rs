@@ -4,6 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub mod raw;
+use raw::{args, forgot_force_reason, one_line, subcommand_at};
+
 use crate::commands::{
     align, claim, cleanup, completions, conflicts, doctor, done, events, heartbeat, history, hook,
     integrate, man, op, prompt, release, reset, shell_init, start, status,
@@ -175,51 +178,6 @@ fn without_env_in_usage(e: clap::Error) -> clap::Error {
         Err(again) if again.kind() == e.kind() => again,
         _ => e,
     }
-}
-
-/// The command line as clap should see it: `claim --wait 30s FILE` (a duration right after
-/// `--wait`, which only takes its value with `=`) is read as `claim --wait=30s FILE`, not as a
-/// wait without limit for a file called `30s`.
-pub fn args() -> Vec<std::ffi::OsString> {
-    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let Some(at) = subcommand_at(&args) else {
-        return args;
-    };
-    if args[at] != "claim" {
-        return args;
-    }
-    let mut i = at + 1;
-    while i + 1 < args.len() {
-        if args[i] == "--" {
-            break;
-        }
-        if args[i] == "--wait"
-            && let Some(v) = args[i + 1].to_str()
-            && crate::commands::claim::looks_like_duration(v)
-        {
-            args[i] = format!("--wait={v}").into();
-            args.remove(i + 1);
-        }
-        i += 1;
-    }
-    args
-}
-
-/// Where the subcommand is among the arguments: the first one that is neither a global option
-/// nor the value of one.
-fn subcommand_at(args: &[std::ffi::OsString]) -> Option<usize> {
-    let mut i = 1;
-    while i < args.len() {
-        let a = args[i].to_string_lossy();
-        if a == "--home" || a == "--lock-timeout" || a == "--store" {
-            i += 2;
-        } else if a.starts_with('-') {
-            i += 1;
-        } else {
-            return Some(i);
-        }
-    }
-    None
 }
 
 fn parse_timeout(s: &str) -> Result<f64, String> {
@@ -402,68 +360,6 @@ pub fn parse() -> Result<Cli, u8> {
             Err(2)
         }
     }
-}
-
-/// clap's usage error as one line plus one hint: its message up to the first blank line, on
-/// one line ("the following required arguments were not provided: <TASK>"), and its tip, else
-/// the usage line and where the help is.
-fn one_line(e: &clap::Error) -> (String, String) {
-    let rendered = e.to_string();
-    let mut blocks = rendered.split("\n\n");
-    let head: Vec<&str> = blocks
-        .next()
-        .unwrap_or_default()
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let message = head.join(" ").trim_start_matches("error: ").to_string();
-    let mut tip = None;
-    let mut usage = None;
-    for block in blocks {
-        let b = block.trim();
-        if let Some(t) = b.strip_prefix("tip: ") {
-            tip.get_or_insert_with(|| t.lines().map(str::trim).collect::<Vec<_>>().join(" "));
-        } else if let Some(u) = b.strip_prefix("Usage: ") {
-            usage = Some(u.lines().next().unwrap_or_default().trim().to_string());
-        }
-    }
-    let raw = args();
-    let help = subcommand_at(&raw)
-        .map(|i| format!("conductor {} --help", raw[i].to_string_lossy()))
-        .unwrap_or_else(|| "conductor --help".into());
-    let hint = match (tip, usage) {
-        (Some(t), _) => t,
-        (None, Some(u)) => format!("usage: {u} (more in `{help}`)"),
-        (None, None) => format!("see `{help}`"),
-    };
-    (message, hint)
-}
-
-/// `claim --force 'src/**/*.rs'` with no file after it: the reason was forgotten and the
-/// file taken for it, which says more than "FILE is required".
-fn forgot_force_reason(e: &clap::Error) -> Option<conductor::error::Error> {
-    if e.kind() != clap::error::ErrorKind::MissingRequiredArgument {
-        return None;
-    }
-    let raw = args();
-    let at = subcommand_at(&raw)?;
-    let args: Vec<String> = raw
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    if args[at] != "claim" {
-        return None;
-    }
-    let why = args[at + 1..].iter().enumerate().find_map(|(i, a)| {
-        if a == "--force" {
-            args.get(at + 2 + i).cloned()
-        } else {
-            a.strip_prefix("--force=").map(str::to_string)
-        }
-    })?;
-    crate::commands::claim::looks_like_path(&why)
-        .then(|| crate::commands::claim::forgot_reason(&why, &[]))
 }
 
 #[cfg(test)]
