@@ -8,6 +8,7 @@
 
 use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
+use serde_json::Map;
 
 use super::args::*;
 use super::*;
@@ -202,7 +203,8 @@ fn schema<A: JsonSchema>() -> Value {
         o.shift_remove("title");
         o.shift_remove("description");
         // Listed even when empty (`status`), as clients that read `properties` expect.
-        o.entry("properties").or_insert_with(|| json!({}));
+        o.entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()));
     }
     compact(&mut v);
     v
