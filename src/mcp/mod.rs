@@ -60,35 +60,39 @@ pub struct McpArgs {
     pub agent: Option<String>,
 }
 
-/// The tools `--tools` selects, in catalog order.
+/// The tools `--tools` selects, in catalog order, with their derived input schemas.
 pub fn selected(names: &[String]) -> Result<Vec<Tool>> {
     let catalog = tools::catalog();
     let mut want: Vec<&str> = Vec::new();
     for n in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
         match n {
             "default" => want.extend(tools::DEFAULT),
-            "all" => want.extend(catalog.iter().map(|t| t.0)),
-            n if catalog.iter().any(|t| t.0 == n) => want.push(n),
+            "all" => want.extend(catalog.iter().map(|t| t.name)),
+            n if catalog.iter().any(|t| t.name == n) => want.push(n),
             n => {
                 return Err(Error::invalid(
                     Reason::InvalidInput,
                     format!(
                         "unknown tool `{}` (known: default, all, {})",
                         conductor::text::printable(n),
-                        catalog.iter().map(|t| t.0).collect::<Vec<_>>().join(", ")
+                        catalog
+                            .iter()
+                            .map(|t| t.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 ));
             }
         }
     }
     Ok(catalog
-        .into_iter()
-        .filter(|(n, _, _)| want.contains(n))
-        .map(|(n, d, schema)| {
-            let serde_json::Value::Object(schema) = schema else {
+        .iter()
+        .filter(|t| want.contains(&t.name))
+        .map(|t| {
+            let serde_json::Value::Object(schema) = t.input_schema() else {
                 unreachable!("schemas are objects")
             };
-            Tool::new(n, d, schema)
+            Tool::new(t.name, t.description, schema)
         })
         .collect())
 }

@@ -113,14 +113,16 @@ pub struct AlignRequest {
     pub working_directory: Option<String>,
 }
 
-/// The `claim` operation input.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// The `claim` operation input. Its JSON Schema (derived) is the MCP `claim` tool's input.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_id: Option<String>,
+    #[schemars(length(min = 1))]
     pub files: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(description = "take held files over, logging this reason")]
     pub force: Option<String>,
 }
 
@@ -178,13 +180,14 @@ pub struct HeartbeatRequest {
     pub owner_pid: Option<u32>,
 }
 
-/// The `release` operation input.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// The `release` operation input. Its JSON Schema (derived) is the MCP `release` tool's input.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub files: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all: Option<bool>,
@@ -215,7 +218,7 @@ pub struct StartRequest {
     pub session_id: Option<String>,
 }
 
-/// The `status` operation input (no fields).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// The `status` operation input (no fields), and the MCP `status` tool's.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatusRequest {}

@@ -150,6 +150,151 @@ fn lists_protocol_and_inbox_tools_by_default_the_rest_behind_an_option() {
     assert!(!env.home_file("status.json").exists() || instances(&env).is_empty());
 }
 
+/// The property names of an object schema, in order.
+fn property_names(schema: &Value) -> Vec<String> {
+    schema["properties"]
+        .as_object()
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+fn required(schema: &Value) -> Vec<String> {
+    schema["required"]
+        .as_array()
+        .map(|r| r.iter().map(|n| n.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// Every key written anywhere in a schema.
+fn keys_in(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(o) => {
+            for (k, x) in o {
+                out.push(k.clone());
+                keys_in(x, out);
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| keys_in(x, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn tool_schemas_are_derived_from_the_types_the_arguments_are_parsed_into() {
+    let env = TestEnv::new();
+    let listed = run_plan(
+        &env,
+        &["--tools", "all"],
+        &[],
+        json!([{"list": true, "schemas": true}]),
+    );
+    let schemas = listed[0]["schemas"].as_object().unwrap().clone();
+    assert_eq!(schemas.len(), 15);
+
+    // `claim` takes the protocol's claim request (what `conductor op` reads), less the instance
+    // (the server is the session), plus how long to wait: a field added to the request is listed.
+    let op: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/op-input.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let op_fields = |name: &str, withheld: &[&str]| -> (Vec<String>, Vec<String>) {
+        let branch = &op["$defs"][name];
+        let keep = |n: &String| n != "operation" && !withheld.contains(&n.as_str());
+        (
+            property_names(branch).into_iter().filter(keep).collect(),
+            required(branch).into_iter().filter(keep).collect(),
+        )
+    };
+    let (mut fields, need) = op_fields("claim", &["instance_id"]);
+    fields.push("wait_seconds".into());
+    assert_eq!(property_names(&schemas["claim"]), fields);
+    assert_eq!(required(&schemas["claim"]), need);
+    assert_eq!(schemas["claim"]["properties"]["files"]["minItems"], 1);
+    assert_eq!(
+        schemas["claim"]["properties"]["wait_seconds"]["maximum"],
+        600
+    );
+    let (fields, need) = op_fields("release", &["instance_id", "force"]);
+    assert_eq!(property_names(&schemas["release"]), fields);
+    assert_eq!(required(&schemas["release"]), need);
+    let (fields, _) = op_fields("status", &[]);
+    assert_eq!(property_names(&schemas["status"]), fields);
+    // The enums list their values; what only costs the agent characters is not listed.
+    assert_eq!(
+        schemas["start"]["properties"]["priority"],
+        json!({"enum": ["P1", "P2", "P3"]})
+    );
+    assert_eq!(
+        schemas["done"]["properties"]["outcome"],
+        json!({"enum": ["success", "abandoned", "conflict"]})
+    );
+    for (name, s) in &schemas {
+        let mut keys = Vec::new();
+        keys_in(s, &mut keys);
+        for noise in [
+            "$schema", "$defs", "$ref", "title", "format", "default", "anyOf", "oneOf",
+        ] {
+            assert!(!keys.contains(&noise.to_string()), "{name}: {noise} in {s}");
+        }
+        assert!(!s.to_string().contains("null"), "{name}: {s}");
+    }
+
+    // Each tool parses its arguments into the type its schema came from: a name the schema does
+    // not list is refused, so is a call without a listed `required`, and neither changes anything.
+    // A value of the type a property's schema names.
+    fn sample(s: &Value) -> Value {
+        if let Some(e) = s["enum"].as_array() {
+            return e[0].clone();
+        }
+        match s["type"].as_str() {
+            Some("string") => json!("x"),
+            Some("integer") => json!(1),
+            Some("boolean") => json!(false),
+            Some("array") => json!([sample(&s["items"])]),
+            _ => json!({}),
+        }
+    }
+    let mut plan = Vec::new();
+    for (name, s) in &schemas {
+        let given = |but: Option<&str>| -> Value {
+            let mut args = serde_json::Map::new();
+            for r in required(s).iter().filter(|r| Some(r.as_str()) != but) {
+                args.insert(r.clone(), sample(&s["properties"][r]));
+            }
+            Value::Object(args)
+        };
+        let mut unknown = given(None);
+        unknown["not_listed"] = json!(1);
+        plan.push(json!({"tool": name, "args": unknown}));
+        for r in required(s) {
+            plan.push(json!({"tool": name, "args": given(Some(&r)), "missing": r}));
+        }
+    }
+    plan.push(json!({"tool": "claim", "args": {"files": ["a.rs"], "instance_id": "web-3f9a1c"}}));
+    let answers = run_plan(&env, &["--tools", "all"], &[], json!(plan));
+    for (step, a) in plan.iter().zip(&answers) {
+        let text = a["text"].as_str().unwrap_or_default();
+        assert_eq!(a["is_error"], true, "{step}: {a}");
+        let expected = match (step["missing"].as_str(), step["args"].get("instance_id")) {
+            (Some(field), _) => format!("missing field `{field}`"),
+            (None, Some(_)) => "unknown field `instance_id`".to_string(),
+            (None, None) => "unknown field `not_listed`".to_string(),
+        };
+        assert!(
+            text.starts_with(&format!(
+                "error: invalid {} arguments: ",
+                step["tool"].as_str().unwrap()
+            )) && text.contains(&expected),
+            "{step}: {text}"
+        );
+        assert_eq!(a["structured"]["reason"], "invalid_input", "{a}");
+    }
+    assert!(!env.home_file("status.json").exists() || instances(&env).is_empty());
+}
+
 #[test]
 fn a_claim_refused_names_the_holder_and_check_agrees_then_done_finishes() {
     let env = TestEnv::new();

@@ -3,6 +3,7 @@
 Usage: client.py PLAN_JSON. The server is `$CONDUCTOR_BIN mcp $MCP_ARGS...` in the current
 directory, with this process's environment. PLAN_JSON is a list of steps:
   {"list": true}                      -> prints {"tools": [names]}
+  {"list": true, "schemas": true}     -> prints {"tools": [names], "schemas": {name: inputSchema}}
   {"tool": NAME, "args": {...}}       -> prints {"tool", "is_error", "text", "structured", "ms"}
   {"sync": LABEL}                     -> prints {"sync": LABEL}, then waits for a line on stdin
   {"repeat": N, "tool": NAME, "args_each": [{...}, ...]} -> prints {"tool", "ms": [each call]}
@@ -106,7 +107,10 @@ async def main():
                     emit({"cancelled": step["cancel"], "ms": (time.perf_counter() - t0) * 1000})
                 elif step.get("list"):
                     tools = await session.list_tools()
-                    emit({"tools": [t.name for t in tools.tools]})
+                    out = {"tools": [t.name for t in tools.tools]}
+                    if step.get("schemas"):
+                        out["schemas"] = {t.name: t.input_schema for t in tools.tools}
+                    emit(out)
                 elif "sync" in step:
                     emit({"sync": step["sync"]})
                     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)

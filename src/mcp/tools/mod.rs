@@ -1,8 +1,10 @@
 //! The MCP tools: each is a thin, synchronous call into the library (run on the runtime's
 //! blocking pool), answering with a JSON object, or with a one-line error an agent can act on.
-//! The catalog (names, descriptions, input schemas) is `catalog`; the protocol's tools are in
-//! `protocol`, the runtime's, the workflows' and the queue's in `more`.
+//! The catalog (names, descriptions, input schemas derived from the argument types of `args`)
+//! is `catalog`; the protocol's tools are in `protocol`, the runtime's, the workflows' and the
+//! queue's in `more`.
 
+mod args;
 mod catalog;
 mod more;
 mod protocol;
@@ -11,20 +13,20 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::identity::Identity;
 use crate::face::{Ctx, Report};
 use crate::output::Output;
+use args::*;
 pub use catalog::{DEFAULT, MAX_WAIT_SECONDS, catalog};
 use conductor::agents::{self, Agents, Inbox, ops as aops};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::protocol::local::{PathNormalizer, ProcessTable};
 use conductor::protocol::ops::ClaimOutcome;
-use conductor::protocol::request::{ClaimRequest, DoneRequest, ReleaseRequest, Request};
+use conductor::protocol::request::{DoneRequest, Request};
 use conductor::protocol::sessions::{self, Acting, DoneOutcome, StartOutcome, Step, Stepped};
 use conductor::protocol::types::Outcome;
 use conductor::protocol::{Priority, State};
@@ -122,131 +124,6 @@ fn args<T: DeserializeOwned>(tool: &str, v: Value) -> Result<T> {
     })
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Empty {}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StartArgs {
-    task: String,
-    #[serde(default)]
-    priority: Option<Priority>,
-    project: Option<String>,
-    #[serde(rename = "override")]
-    override_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClaimArgs {
-    files: Vec<String>,
-    force: Option<String>,
-    wait_seconds: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReleaseArgs {
-    #[serde(default)]
-    files: Vec<String>,
-    #[serde(default)]
-    all: bool,
-    reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DoneArgs {
-    outcome: Option<String>,
-    files_modified: Option<Vec<String>>,
-    notes: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FilesArgs {
-    files: Vec<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EventsArgs {
-    after: Option<u64>,
-    #[serde(default)]
-    types: Vec<String>,
-    limit: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InboxArgs {
-    agent: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InboxActArgs {
-    id: String,
-    action: String,
-    #[serde(default)]
-    completion_ref: serde_json::Map<String, Value>,
-    agent: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PostArgs {
-    channel: String,
-    text: String,
-    reply_to: Option<String>,
-    priority: Option<agents::Priority>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DmArgs {
-    agent: String,
-    text: String,
-    priority: Option<agents::Priority>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TransitionArgs {
-    target: String,
-    summary: String,
-    session: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SnapshotArgs {
-    #[serde(default)]
-    findings: Vec<String>,
-    #[serde(default)]
-    files: Vec<String>,
-    #[serde(default)]
-    pending: Vec<String>,
-    #[serde(default)]
-    set: serde_json::Map<String, Value>,
-    session: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SubmitArgs {
-    manifest: Value,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct QueueStatusArgs {
-    workspace: Option<String>,
-    #[serde(default)]
-    all: bool,
-}
-
 impl Tools {
     /// A fresh view of the home for one call (a store is cheap to open; calls run in parallel).
     pub fn store(&self) -> Result<Store> {
@@ -263,27 +140,15 @@ impl Tools {
 
     /// Run one tool; `cancel` ends a waiting claim early.
     pub fn call(&self, name: &str, v: Value, cancel: &Cancel) -> Answer {
-        let r = self.ctx().and_then(|ctx| match name {
-            "status" => self.status(&ctx, args(name, v)?),
-            "start" => self.start(&ctx, args(name, v)?),
-            "claim" => self.claim(&ctx, args(name, v)?, cancel),
-            "release" => self.release(&ctx, args(name, v)?),
-            "done" => self.done(&ctx, args(name, v)?),
-            "check" => self.check(&ctx, args(name, v)?),
-            "events" => self.events(&ctx, args(name, v)?),
-            "inbox" => self.inbox(&ctx, args(name, v)?),
-            "inbox_act" => self.inbox_act(&ctx, args(name, v)?),
-            "post" => self.post(&ctx, args(name, v)?),
-            "dm" => self.dm(&ctx, args(name, v)?),
-            "workflow_transition" => self.transition(&ctx, args(name, v)?),
-            "workflow_update_snapshot" => self.snapshot(&ctx, args(name, v)?),
-            "queue_submit" => self.queue_submit(&ctx, args(name, v)?),
-            "queue_status" => self.queue_status(&ctx, args(name, v)?),
-            _ => Err(Error::invalid(
-                Reason::InvalidInput,
-                format!("unknown tool `{name}`"),
-            )),
-        });
+        let r = self
+            .ctx()
+            .and_then(|ctx| match catalog().iter().find(|t| t.name == name) {
+                Some(t) => t.call(self, &ctx, v, cancel),
+                None => Err(Error::invalid(
+                    Reason::InvalidInput,
+                    format!("unknown tool `{name}`"),
+                )),
+            });
         r.unwrap_or_else(|e| Answer::failed(&e))
     }
 

@@ -61,8 +61,8 @@ impl Tools {
             .clone()
             .or_else(|| self.agent.clone())
             .map(|s| s.to_ascii_lowercase());
-        let status = match a.action.as_str() {
-            "seen" => {
+        let status = match serde_json::from_value(json!(a.action)) {
+            Ok(Act::Seen) => {
                 if !a.completion_ref.is_empty() {
                     return Err(Error::invalid(
                         Reason::InvalidInput,
@@ -72,14 +72,14 @@ impl Tools {
                 let item = self.update_item(ctx, &a.id, agents::Status::Seen, None, None)?;
                 return Ok(Answer::ok(json!({"status": "ok", "item": item})));
             }
-            "complete" => agents::Status::Completed,
-            "skip" => agents::Status::Skipped,
-            s => {
+            Ok(Act::Complete) => agents::Status::Completed,
+            Ok(Act::Skip) => agents::Status::Skipped,
+            Err(_) => {
                 return Err(Error::invalid(
                     Reason::InvalidInput,
                     format!(
                         "`{}` is not one of seen, complete, skip",
-                        conductor::text::printable(s)
+                        conductor::text::printable(&a.action)
                     ),
                 ));
             }

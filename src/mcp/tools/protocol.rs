@@ -3,7 +3,7 @@
 use super::*;
 
 impl Tools {
-    pub(super) fn status(&self, ctx: &Ctx, _: Empty) -> Result<Answer> {
+    pub(super) fn status(&self, ctx: &Ctx, _: StatusArgs) -> Result<Answer> {
         let state = conductor::protocol::read(&ctx.store, ctx.now)?;
         let you = self.identity.current(&state)?;
         let mut report = crate::face::status::report(state, ctx.now, ctx.cwd().ok());
@@ -52,18 +52,18 @@ impl Tools {
     }
 
     pub(super) fn claim(&self, ctx: &Ctx, a: ClaimArgs, cancel: &Cancel) -> Result<Answer> {
-        conductor::protocol::request::validate(&Request::Claim(ClaimRequest {
-            instance_id: None,
-            files: a.files.clone(),
-            force: a.force.clone(),
-        }))?;
-        if a.force.is_some() && a.wait_seconds.is_some() {
+        let ClaimArgs {
+            request: req,
+            wait_seconds,
+        } = a;
+        conductor::protocol::request::validate(&Request::Claim(req.clone()))?;
+        if req.force.is_some() && wait_seconds.is_some() {
             return Err(Error::invalid(
                 Reason::InvalidInput,
                 "`force` and `wait_seconds` exclude each other",
             ));
         }
-        if a.wait_seconds.is_some_and(|w| w > MAX_WAIT_SECONDS) {
+        if wait_seconds.is_some_and(|w| w > MAX_WAIT_SECONDS) {
             return Err(Error::invalid(
                 Reason::InvalidInput,
                 format!("wait_seconds is at most {MAX_WAIT_SECONDS}"),
@@ -71,7 +71,7 @@ impl Tools {
         }
         let live = self.liveness(ctx)?;
         let now = ctx.now;
-        let wait = a.wait_seconds.filter(|w| *w > 0);
+        let wait = wait_seconds.filter(|w| *w > 0);
         // Watch the journal before claiming, so a release right after is not missed.
         let watcher = match wait {
             Some(_) => Some(
@@ -79,11 +79,6 @@ impl Tools {
                     .watcher(|n| n == conductor::store::journal::ACTIVE)?,
             ),
             None => None,
-        };
-        let req = ClaimRequest {
-            instance_id: None,
-            files: a.files,
-            force: a.force,
         };
         let since = match wait {
             Some(_) => ctx.store.last_event_seq()?,
@@ -161,20 +156,17 @@ impl Tools {
         })
     }
 
-    pub(super) fn release(&self, ctx: &Ctx, a: ReleaseArgs) -> Result<Answer> {
-        if a.all == !a.files.is_empty() {
+    pub(super) fn release(&self, ctx: &Ctx, mut req: ReleaseRequest) -> Result<Answer> {
+        let files = req.files.take().unwrap_or_default();
+        let all = req.all.unwrap_or(false);
+        if all != files.is_empty() {
             return Err(Error::invalid(
                 Reason::InvalidInput,
                 "give either `files` or `all: true`",
             ));
         }
-        let req = ReleaseRequest {
-            instance_id: None,
-            files: Some(a.files.clone()),
-            all: Some(a.all),
-            reason: a.reason.clone(),
-            force: None,
-        };
+        req.files = Some(files);
+        req.all = Some(all);
         let current = |st: &State| self.identity.current(st);
         let released = sessions::release_as(
             &ctx.store,
@@ -194,16 +186,17 @@ impl Tools {
     }
 
     pub(super) fn done(&self, ctx: &Ctx, a: DoneArgs) -> Result<Answer> {
-        let outcome = match a.outcome.as_deref().unwrap_or("success") {
-            "success" => Outcome::Success,
-            "abandoned" => Outcome::Abandoned,
-            "conflict" => Outcome::Conflict,
-            s => {
+        let chosen = a.outcome.as_deref().unwrap_or("success");
+        let outcome = match serde_json::from_value(json!(chosen)) {
+            Ok(Finish::Success) => Outcome::Success,
+            Ok(Finish::Abandoned) => Outcome::Abandoned,
+            Ok(Finish::Conflict) => Outcome::Conflict,
+            Err(_) => {
                 return Err(Error::invalid(
                     Reason::InvalidOutcome,
                     format!(
                         "`{}` is not one of success, abandoned, conflict",
-                        conductor::text::printable(s)
+                        conductor::text::printable(chosen)
                     ),
                 ));
             }
