@@ -328,7 +328,7 @@ fn notice_path(global: &GlobalArgs, agent: Agent, session_id: &str) -> Result<Pa
 /// Gemini CLI: keep a BeforeTool notice for the model until AfterTool (the person still sees it
 /// at once). Other agents read BeforeTool-time context directly.
 fn defer_notice(global: &GlobalArgs, agent: Agent, input: &HookInput, v: Verdict) -> Verdict {
-    if agent != Agent::Gemini || input.event_name != "BeforeTool" || input.session_id.is_empty() {
+    if !agent.context_waits_for_after_tool(&input.event_name) || input.session_id.is_empty() {
         return v;
     }
     let Some(context) = v.context.clone() else {
@@ -472,6 +472,10 @@ fn session_start(global: &GlobalArgs, agent: Agent, input: &HookInput) -> Result
     // The safety net behind this very hook: edits nobody claimed are recorded (`status` says
     // when nothing watches, so a failure to launch it is not the agent's business).
     let _ = conductor::protocol::edit_watch::ensure_running(&store);
+    // A headless Qwen Code run fires no SessionEnd: a watcher ends the session with its process.
+    if agent == Agent::Qwen {
+        hooks::qwen::end_with_agent(input);
+    }
     if agent == Agent::Claude {
         export_instance_id(&id)?;
     }

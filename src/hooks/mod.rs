@@ -1,6 +1,6 @@
 //! Agent hooks (`conductor hook AGENT`): one decision core for every coding agent, and one module
 //! per agent that turns its hook payload into a [`HookInput`] and a [`Verdict`] back into the
-//! output that agent reads ([`claude`], [`cursor`], [`codex`], [`gemini`]).
+//! output that agent reads ([`claude`], [`cursor`], [`codex`], [`gemini`], [`qwen`], ...).
 //!
 //! The rule is written once, here: which instance belongs to a session, and for each file a tool
 //! call is about to write, whether it is allowed, denied, left to a person (ask), or claimed
@@ -15,6 +15,7 @@ pub mod landing;
 pub mod opencode;
 pub mod overlap;
 pub mod pi;
+pub mod qwen;
 pub mod service;
 pub mod shell;
 pub mod version;
@@ -56,6 +57,8 @@ pub enum Agent {
     Opencode,
     /// Pi, the coding agent (an extension in .pi/extensions/)
     Pi,
+    /// Qwen Code (settings.json hooks in .qwen/)
+    Qwen,
 }
 
 impl Agent {
@@ -68,6 +71,7 @@ impl Agent {
             Agent::Gemini => "gemini",
             Agent::Opencode => "opencode",
             Agent::Pi => "pi",
+            Agent::Qwen => "qwen",
         }
     }
 
@@ -80,7 +84,18 @@ impl Agent {
             Agent::Gemini => "Gemini CLI",
             Agent::Opencode => "OpenCode",
             Agent::Pi => "Pi",
+            Agent::Qwen => "Qwen Code",
         }
+    }
+
+    /// True for the pre-tool event of an agent that gives the model nothing said there: what it
+    /// must hear waits for the same session's after-tool event (Gemini CLI's BeforeTool output
+    /// reaches only the person; Qwen Code drops PreToolUse's additionalContext).
+    pub fn context_waits_for_after_tool(self, event: &str) -> bool {
+        matches!(
+            (self, event),
+            (Agent::Gemini, "BeforeTool") | (Agent::Qwen, "PreToolUse")
+        )
     }
 
     /// Parse this agent's hook payload.
@@ -92,6 +107,7 @@ impl Agent {
             Agent::Gemini => gemini::parse(text),
             Agent::Opencode => opencode::parse(text),
             Agent::Pi => pi::parse(text),
+            Agent::Qwen => qwen::parse(text),
         }
     }
 
@@ -105,6 +121,7 @@ impl Agent {
             Agent::Gemini => gemini::render(event, v),
             Agent::Opencode => opencode::render(event, v),
             Agent::Pi => pi::render(event, v),
+            Agent::Qwen => qwen::render(event, v),
         }
     }
 }

@@ -18,6 +18,7 @@ pub fn packages(agent: Agent) -> &'static [&'static str] {
             "@earendil-works/pi-coding-agent",
             "@mariozechner/pi-coding-agent",
         ],
+        Agent::Qwen => &["@qwen-code/qwen-code"],
         Agent::Cursor => &[],
     }
 }
@@ -62,7 +63,14 @@ pub fn running(agent: Agent) -> Option<String> {
     crate::host::ancestors()
         .into_iter()
         .take(8)
-        .flat_map(program_paths)
+        .find_map(|pid| of_process(agent, pid))
+}
+
+/// The version of `agent` that process `pid` runs, when its executable or script lies in one of
+/// the agent's packages.
+pub fn of_process(agent: Agent, pid: u32) -> Option<String> {
+    program_paths(pid)
+        .into_iter()
         .find_map(|p| of_path(agent, &p))
 }
 

@@ -3,7 +3,7 @@
 //! never the user's state), a throwaway session holds a canary file of the project; then the
 //! agent's own hook path is driven with the payload the agent sends when its model edits that
 //! file:
-//! - Claude Code, Codex, Gemini CLI, Cursor: exactly the command the settings file names for the
+//! - Claude Code, Codex, Gemini CLI, Qwen Code, Cursor: exactly the command the settings file names for the
 //!   pre-tool event, run by `sh -c` as the agents do, with the agent's payload shape (the
 //!   fixtures in `fixtures/hooks/`);
 //! - Pi: the installed extension itself, loaded by the `node` Pi runs with, its `tool_call`
@@ -97,6 +97,15 @@ fn payload(
             v["cwd"] = json!(p);
             v["tool_input"]["file_path"] = json!(c);
             ("BeforeTool", v)
+        }
+        Agent::Qwen => {
+            let mut v = fixture(include_str!(
+                "../../fixtures/hooks/qwen/pre-tool-use-edit.json"
+            ));
+            v["session_id"] = json!(session);
+            v["cwd"] = json!(p);
+            v["tool_input"]["file_path"] = json!(c);
+            ("PreToolUse", v)
         }
         Agent::Cursor => {
             let mut v = fixture(include_str!(
@@ -296,6 +305,15 @@ fn command_agent(agent: Agent, project: &Path, user: bool) -> Check {
             );
         }
     }
+    if agent == Agent::Qwen && !user {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        if let Some(why) = super::qwen::untrusted(project, home.as_deref()) {
+            return Check::no(
+                agent,
+                format!("untrusted project: {why}, so Qwen Code skips the project's hooks"),
+            );
+        }
+    }
     let w = match world(project) {
         Ok(w) => w,
         Err(e) => return Check::no(agent, e),
@@ -453,6 +471,7 @@ fn target(agent: Agent) -> Target {
         Agent::Claude => super::claude::TARGET,
         Agent::Cursor => super::cursor::TARGET,
         Agent::Codex => super::codex::TARGET,
+        Agent::Qwen => super::qwen::TARGET,
         _ => super::gemini::TARGET,
     }
 }

@@ -240,6 +240,39 @@ fn agent(name: &str, e: &Run) -> Agent {
                 ],
             }
         }
+        "qwen" => Agent {
+            name: "qwen",
+            cli: "qwen",
+            version: set_version("qwen"),
+            // Qwen Code edits only a file read in the session (its hook runs before that check).
+            before: vec![call("read_file", json!({"file_path": held}))],
+            held_edit: call(
+                "edit",
+                json!({"file_path": held, "old_string": "held", "new_string": "changed"}),
+            ),
+            free_write: call(
+                "write_file",
+                json!({"file_path": free, "content": "free\n"}),
+            ),
+            shell_write: call(
+                "run_shell_command",
+                json!({"command": "echo x > held.txt", "description": "write"}),
+            ),
+            // Headless: the prompt on the command line, every tool allowed (--yolo).
+            args: vec![
+                "--auth-type".into(),
+                "openai".into(),
+                "--openai-base-url".into(),
+                format!("{base}/v1"),
+                "--openai-api-key".into(),
+                "sk-scripted".into(),
+                "--model".into(),
+                "scripted-model".into(),
+                "--yolo".into(),
+                prompt,
+            ],
+            env: vec![("QWEN_CODE_SUPPRESS_YOLO_WARNING".into(), "1".into())],
+        },
         "opencode" => {
             // OpenCode installs @opencode-ai/plugin into each config directory at its first
             // start (~80 s of npm retries offline): seed them from install.sh's copy.
@@ -656,6 +689,11 @@ fn e2e(name: &str) {
     );
 
     // (d) the session released its claims at its end: gone from status, in history, journaled.
+    // A headless Qwen Code run fires no SessionEnd; the watcher its SessionStart left behind
+    // ends the session once the process is gone (it looks twice a second).
+    if name == "qwen" {
+        crate::common::wait_until(5.0, || env.instance(&id).is_none());
+    }
     let state = env.state();
     assert!(
         env.instance(&id).is_none(),
@@ -709,6 +747,11 @@ fn codex_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
 #[test]
 fn gemini_cli_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
     e2e("gemini");
+}
+
+#[test]
+fn qwen_code_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
+    e2e("qwen");
 }
 
 #[test]
