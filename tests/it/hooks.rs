@@ -14,6 +14,8 @@ const SESSION_B: &str = "9b2e4d6f-1a3c-4e5b-8d7f-0c2a4e6b8d02";
 const CODEX_SESSION: &str = "019a7c2e-5b1d-7f30-9e44-2c6d8a1b3f05";
 const CURSOR_SESSION: &str = "c0f3e8a1-6b2d-4e7f-9a15-3d8c2b7e4f60";
 const GEMINI_SESSION: &str = "7e2b9d14-3c8a-4f61-b5e0-9a4d2c6f8b13";
+/// The session of the Qwen Code payloads built below (its fixtures name another).
+const QWEN_SESSION: &str = "5d1c8e2a-6b4f-4a90-8e3d-2f7c9b1a0e64";
 
 fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
@@ -864,11 +866,12 @@ fn gemini_is_refused_a_held_file_and_stdout_is_always_json() {
 
 // ---------------------------------------------------------------- integrate, every agent
 
-const AGENTS: [(&str, &str, &str); 4] = [
+const AGENTS: [(&str, &str, &str); 5] = [
     ("claude", ".claude", "settings.json"),
     ("cursor", ".cursor", "hooks.json"),
     ("codex", ".codex", "hooks.json"),
     ("gemini", ".gemini", "settings.json"),
+    ("qwen", ".qwen", "settings.json"),
 ];
 
 /// Someone's existing settings, oddly formatted, with a hook of their own in the agent's shape.
@@ -967,6 +970,7 @@ fn integrate_into_a_fresh_directory_and_back_leaves_nothing() {
             "claude" => "shell/claude/hooks/hooks.json",
             "cursor" => "shell/cursor/hooks.json",
             "codex" => "shell/codex/hooks.json",
+            "qwen" => "shell/qwen/settings.json",
             _ => "shell/gemini/settings.json",
         };
         let ours: Value =
@@ -1153,6 +1157,8 @@ fn shell_payload(env: &TestEnv, agent: &str, session: &str, command: &str) -> Va
             "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": command}}),
         "gemini" => serde_json::json!({"session_id": session, "cwd": cwd,
             "hook_event_name": "BeforeTool", "tool_name": "run_shell_command", "tool_input": {"command": command}}),
+        "qwen" => serde_json::json!({"session_id": session, "cwd": cwd,
+            "hook_event_name": "PreToolUse", "tool_name": "run_shell_command", "tool_input": {"command": command}}),
         "cursor" => serde_json::json!({"conversation_id": session, "workspace_roots": [cwd],
             "hook_event_name": "beforeShellExecution", "command": command, "cwd": cwd}),
         _ => unreachable!(),
@@ -1168,7 +1174,7 @@ fn refusal(agent: &str, r: &Run) -> Option<String> {
     let v = r.json();
     let s = |v: &Value| v.as_str().map(str::to_string);
     match agent {
-        "claude" | "codex" => (v["hookSpecificOutput"]["permissionDecision"] == "deny")
+        "claude" | "codex" | "qwen" => (v["hookSpecificOutput"]["permissionDecision"] == "deny")
             .then(|| s(&v["hookSpecificOutput"]["permissionDecisionReason"]).unwrap()),
         "gemini" => (v["decision"] == "deny").then(|| s(&v["reason"]).unwrap()),
         "cursor" => (v["permission"] == "deny").then(|| s(&v["agent_message"]).unwrap()),
@@ -1209,6 +1215,7 @@ fn issue_22_shell_writes_of_a_held_file_are_refused_for_every_agent() {
         ("claude", SESSION_B),
         ("codex", CODEX_SESSION),
         ("gemini", GEMINI_SESSION),
+        ("qwen", QWEN_SESSION),
         ("cursor", CURSOR_SESSION),
     ] {
         for cmd in writes {
@@ -1254,7 +1261,7 @@ fn issue_22_shell_writes_of_a_held_file_are_refused_for_every_agent() {
 #[test]
 fn issue_22_installed_matchers_send_every_shell_tool_to_the_hook() {
     let env = TestEnv::new();
-    for agent in ["claude", "codex", "gemini", "cursor"] {
+    for agent in ["claude", "codex", "gemini", "qwen", "cursor"] {
         env.run(&["integrate", agent, "--project", "."]).code(0);
     }
     let read = |rel: &str| -> Value {
@@ -1280,6 +1287,16 @@ fn issue_22_installed_matchers_send_every_shell_tool_to_the_hook() {
         .as_str()
         .unwrap();
     assert!(m.split('|').any(|t| t == "run_shell_command"), "{m}");
+    let qwen = read(".qwen/settings.json");
+    let m = qwen["hooks"]["PreToolUse"][0]["matcher"].as_str().unwrap();
+    assert!(
+        m.split('|').any(|t| t == "run_shell_command") && m.split('|').any(|t| t == "edit"),
+        "{m}"
+    );
+    assert!(
+        qwen["hooks"]["SessionEnd"].is_array() && qwen["hooks"]["PostToolUse"].is_array(),
+        "{qwen}"
+    );
     let cursor = read(".cursor/hooks.json");
     assert!(
         cursor["hooks"]["beforeShellExecution"].is_array(),

@@ -672,7 +672,7 @@ fn doctor_says_pi_will_not_load_a_project_extension_in_an_untrusted_project() {
 /// moved binary is named.
 #[test]
 fn integrate_ends_with_a_live_check_of_the_installed_hook_command() {
-    for agent in ["claude", "gemini", "cursor"] {
+    for agent in ["claude", "gemini", "qwen", "cursor"] {
         let env = TestEnv::new();
         let r = env.run(&["integrate", agent]);
         r.code(0);
@@ -797,4 +797,43 @@ fn sessions_show_their_agent_version_and_whether_its_hooks_were_proven() {
             .stdout
             .contains("claude 3.0.0 · UNENFORCED: ")
     );
+}
+
+/// Qwen Code runs a project's hooks only in a trusted folder once folder trust is turned on
+/// (`security.folderTrust.enabled` in ~/.qwen/settings.json): `integrate qwen` and `doctor` then
+/// say the project is untrusted, and enforced once ~/.qwen/trustedFolders.json trusts it.
+#[test]
+fn qwen_code_with_folder_trust_on_an_untrusted_project_is_not_enforced() {
+    let env = TestEnv::new();
+    let qwen = env.root.path().join(".qwen");
+    std::fs::create_dir_all(&qwen).unwrap();
+    std::fs::write(
+        qwen.join("settings.json"),
+        r#"{"security": {"folderTrust": {"enabled": true}}}"#,
+    )
+    .unwrap();
+    let r = env.run(&["integrate", "qwen"]);
+    r.code(0);
+    assert!(
+        r.stdout.contains(&format!(
+            "live check: NOT enforced: untrusted project: folder trust is on (~/.qwen/settings.json) and {} is not a trusted folder",
+            env.project.display()
+        )),
+        "{r:?}"
+    );
+    let d = env.run(&["doctor"]);
+    assert!(
+        d.stdout.contains("Qwen Code skips this project's hooks"),
+        "{d:?}"
+    );
+    std::fs::write(
+        qwen.join("trustedFolders.json"),
+        json!({ env.project.display().to_string(): "TRUST_FOLDER" }).to_string(),
+    )
+    .unwrap();
+    let r = env.run(&["integrate", "qwen"]);
+    assert!(r.stdout.contains("live check: enforced"), "{r:?}");
+    let d = env.run(&["doctor"]);
+    assert!(!d.stdout.contains("Qwen Code skips"), "{d:?}");
+    assert!(d.stdout.contains("live check: enforced"), "{d:?}");
 }
