@@ -9,6 +9,7 @@
 
 pub mod claude;
 pub mod codex;
+pub mod copilot;
 pub mod cursor;
 pub mod gemini;
 pub mod landing;
@@ -59,6 +60,8 @@ pub enum Agent {
     Pi,
     /// Qwen Code (settings.json hooks in .qwen/)
     Qwen,
+    /// GitHub Copilot CLI (hooks in .github/hooks/conductor.json)
+    Copilot,
 }
 
 impl Agent {
@@ -72,6 +75,7 @@ impl Agent {
             Agent::Opencode => "opencode",
             Agent::Pi => "pi",
             Agent::Qwen => "qwen",
+            Agent::Copilot => "copilot",
         }
     }
 
@@ -85,6 +89,7 @@ impl Agent {
             Agent::Opencode => "OpenCode",
             Agent::Pi => "Pi",
             Agent::Qwen => "Qwen Code",
+            Agent::Copilot => "Copilot CLI",
         }
     }
 
@@ -108,6 +113,7 @@ impl Agent {
             Agent::Opencode => opencode::parse(text),
             Agent::Pi => pi::parse(text),
             Agent::Qwen => qwen::parse(text),
+            Agent::Copilot => copilot::parse(text),
         }
     }
 
@@ -122,6 +128,7 @@ impl Agent {
             Agent::Opencode => opencode::render(event, v),
             Agent::Pi => pi::render(event, v),
             Agent::Qwen => qwen::render(event, v),
+            Agent::Copilot => copilot::render(event, v),
         }
     }
 }

@@ -19,6 +19,7 @@ pub fn packages(agent: Agent) -> &'static [&'static str] {
             "@mariozechner/pi-coding-agent",
         ],
         Agent::Qwen => &["@qwen-code/qwen-code"],
+        Agent::Copilot => &["@github/copilot"],
         Agent::Cursor => &[],
     }
 }
@@ -57,6 +58,14 @@ pub fn running(agent: Agent) -> Option<String> {
     if let Some(v) = std::env::var("CONDUCTOR_AGENT_VERSION")
         .ok()
         .filter(|v| !v.is_empty() && v.len() <= 64 && !v.contains(char::is_control))
+    {
+        return Some(v);
+    }
+    // Copilot CLI runs its hooks with its version in the environment.
+    if agent == Agent::Copilot
+        && let Some(v) = std::env::var("COPILOT_CLI_BINARY_VERSION")
+            .ok()
+            .filter(|v| !v.is_empty() && v.len() <= 64 && !v.contains(char::is_control))
     {
         return Some(v);
     }

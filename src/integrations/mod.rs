@@ -1,5 +1,5 @@
 //! The agent integrations (`conductor integrate AGENT`): conductor's hooks, plugin files and MCP
-//! server registration in seven coding agents' own settings, and the checks `doctor` runs on them.
+//! server registration in eight coding agents' own settings, and the checks `doctor` runs on them.
 //!
 //! One module per agent holds everything conductor knows about that agent's files: where its
 //! settings live, what goes into them, and what makes them work (Codex's trust store, in
@@ -14,6 +14,7 @@
 
 pub mod claude;
 pub mod codex;
+pub mod copilot;
 pub mod cursor;
 pub mod gemini;
 pub mod live_check;
@@ -118,6 +119,7 @@ pub fn install(agent: Agent, scope: &Scope) -> Result<Changes> {
         Agent::Opencode => opencode::install(scope),
         Agent::Pi => pi::install(scope),
         Agent::Qwen => qwen::install(scope),
+        Agent::Copilot => copilot::install(scope),
     }
 }
 
@@ -131,6 +133,7 @@ pub fn uninstall(agent: Agent, scope: &Scope) -> Result<Changes> {
         Agent::Opencode => opencode::uninstall(scope),
         Agent::Pi => pi::uninstall(scope),
         Agent::Qwen => qwen::uninstall(scope),
+        Agent::Copilot => copilot::uninstall(scope),
     }
 }
 
@@ -144,6 +147,7 @@ pub fn check(agent: Agent, root: &Path, user: bool) -> Check {
         Agent::Opencode => opencode::check(root, user),
         Agent::Pi => pi::check(root, user),
         Agent::Qwen => qwen::check(root, user),
+        Agent::Copilot => copilot::check(root, user),
     }
 }
 
@@ -188,6 +192,7 @@ pub fn checks() -> (Vec<Finding>, Vec<Agent>) {
             Agent::Codex,
             Agent::Gemini,
             Agent::Qwen,
+            Agent::Copilot,
             Agent::Pi,
         ] {
             let (c, pi_loads) = match agent {
@@ -223,6 +228,7 @@ pub fn cli(agent: Agent) -> &'static str {
         Agent::Opencode => "opencode",
         Agent::Pi => "pi",
         Agent::Qwen => "qwen",
+        Agent::Copilot => "copilot",
     }
 }
 

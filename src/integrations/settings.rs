@@ -552,6 +552,7 @@ mod tests {
             &super::super::codex::TARGET,
             &super::super::gemini::TARGET,
             &super::super::qwen::TARGET,
+            &super::super::copilot::TARGET,
         ] {
             let a = t.agent;
             let hooks = our_hooks(&t, "/x/conductor hook test");

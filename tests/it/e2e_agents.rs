@@ -273,6 +273,40 @@ fn agent(name: &str, e: &Run) -> Agent {
             ],
             env: vec![("QWEN_CODE_SUPPRESS_YOLO_WARNING".into(), "1".into())],
         },
+        "copilot" => {
+            // Copilot CLI runs a repository's hooks only in a folder trusted for good.
+            let dir = home.join(".copilot");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("config.json"),
+                json!({"trustedFolders": [e.env.project.display().to_string()]}).to_string(),
+            )
+            .unwrap();
+            Agent {
+                name: "copilot",
+                cli: "copilot",
+                version: set_version("copilot"),
+                before: vec![],
+                held_edit: call(
+                    "edit",
+                    json!({"path": held, "old_str": "held", "new_str": "changed"}),
+                ),
+                free_write: call("create", json!({"path": free, "file_text": "free\n"})),
+                shell_write: call(
+                    "bash",
+                    json!({"command": "echo x > held.txt", "description": "write"}),
+                ),
+                args: vec!["-p".into(), prompt, "--allow-all-tools".into()],
+                // A BYOK provider: no GitHub login, no network but the model server.
+                env: vec![
+                    ("COPILOT_OFFLINE".into(), "true".into()),
+                    ("COPILOT_PROVIDER_BASE_URL".into(), format!("{base}/v1")),
+                    ("COPILOT_PROVIDER_API_KEY".into(), "sk-scripted".into()),
+                    ("COPILOT_MODEL".into(), "scripted-model".into()),
+                    ("COPILOT_AUTO_UPDATE".into(), "false".into()),
+                ],
+            }
+        }
         "opencode" => {
             // OpenCode installs @opencode-ai/plugin into each config directory at its first
             // start (~80 s of npm retries offline): seed them from install.sh's copy.
@@ -752,6 +786,11 @@ fn gemini_cli_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
 #[test]
 fn qwen_code_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
     e2e("qwen");
+}
+
+#[test]
+fn copilot_cli_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
+    e2e("copilot");
 }
 
 #[test]
