@@ -16,6 +16,8 @@ const CURSOR_SESSION: &str = "c0f3e8a1-6b2d-4e7f-9a15-3d8c2b7e4f60";
 const GEMINI_SESSION: &str = "7e2b9d14-3c8a-4f61-b5e0-9a4d2c6f8b13";
 /// The session of the Qwen Code payloads built below (its fixtures name another).
 const QWEN_SESSION: &str = "5d1c8e2a-6b4f-4a90-8e3d-2f7c9b1a0e64";
+/// The session of the Copilot CLI payloads built below.
+const COPILOT_SESSION: &str = "9a3e7c10-2d4b-4f8e-b6a1-5c0d8e2f4a97";
 
 fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
@@ -1159,6 +1161,8 @@ fn shell_payload(env: &TestEnv, agent: &str, session: &str, command: &str) -> Va
             "hook_event_name": "BeforeTool", "tool_name": "run_shell_command", "tool_input": {"command": command}}),
         "qwen" => serde_json::json!({"session_id": session, "cwd": cwd,
             "hook_event_name": "PreToolUse", "tool_name": "run_shell_command", "tool_input": {"command": command}}),
+        "copilot" => serde_json::json!({"hook_event_name": "PreToolUse", "session_id": session,
+            "cwd": cwd, "tool_name": "Bash", "tool_input": {"command": command, "description": "x"}}),
         "cursor" => serde_json::json!({"conversation_id": session, "workspace_roots": [cwd],
             "hook_event_name": "beforeShellExecution", "command": command, "cwd": cwd}),
         _ => unreachable!(),
@@ -1174,7 +1178,8 @@ fn refusal(agent: &str, r: &Run) -> Option<String> {
     let v = r.json();
     let s = |v: &Value| v.as_str().map(str::to_string);
     match agent {
-        "claude" | "codex" | "qwen" => (v["hookSpecificOutput"]["permissionDecision"] == "deny")
+        "claude" | "codex" | "qwen" | "copilot" => (v["hookSpecificOutput"]["permissionDecision"]
+            == "deny")
             .then(|| s(&v["hookSpecificOutput"]["permissionDecisionReason"]).unwrap()),
         "gemini" => (v["decision"] == "deny").then(|| s(&v["reason"]).unwrap()),
         "cursor" => (v["permission"] == "deny").then(|| s(&v["agent_message"]).unwrap()),
@@ -1216,6 +1221,7 @@ fn issue_22_shell_writes_of_a_held_file_are_refused_for_every_agent() {
         ("codex", CODEX_SESSION),
         ("gemini", GEMINI_SESSION),
         ("qwen", QWEN_SESSION),
+        ("copilot", COPILOT_SESSION),
         ("cursor", CURSOR_SESSION),
     ] {
         for cmd in writes {
@@ -1261,7 +1267,7 @@ fn issue_22_shell_writes_of_a_held_file_are_refused_for_every_agent() {
 #[test]
 fn issue_22_installed_matchers_send_every_shell_tool_to_the_hook() {
     let env = TestEnv::new();
-    for agent in ["claude", "codex", "gemini", "qwen", "cursor"] {
+    for agent in ["claude", "codex", "gemini", "qwen", "copilot", "cursor"] {
         env.run(&["integrate", agent, "--project", "."]).code(0);
     }
     let read = |rel: &str| -> Value {
@@ -1296,6 +1302,14 @@ fn issue_22_installed_matchers_send_every_shell_tool_to_the_hook() {
     assert!(
         qwen["hooks"]["SessionEnd"].is_array() && qwen["hooks"]["PostToolUse"].is_array(),
         "{qwen}"
+    );
+    let copilot = read(".github/hooks/conductor.json");
+    let m = copilot["hooks"]["PreToolUse"][0]["matcher"]
+        .as_str()
+        .unwrap();
+    assert!(
+        m.split('|').any(|t| t == "Bash") && m.split('|').any(|t| t == "Edit"),
+        "{m}"
     );
     let cursor = read(".cursor/hooks.json");
     assert!(

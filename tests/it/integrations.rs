@@ -837,3 +837,68 @@ fn qwen_code_with_folder_trust_on_an_untrusted_project_is_not_enforced() {
     assert!(!d.stdout.contains("Qwen Code skips"), "{d:?}");
     assert!(d.stdout.contains("live check: enforced"), "{d:?}");
 }
+
+/// GitHub Copilot CLI loads `.github/hooks/*.json` only in a folder trusted for good
+/// (`trustedFolders` in ~/.copilot/config.json): `integrate copilot` writes conductor's own hooks
+/// file and its live check says the project is untrusted until it is; `doctor` says the same. A
+/// hooks file of someone else's is never overwritten, and uninstall leaves nothing behind.
+#[test]
+fn copilot_cli_hooks_file_trust_and_uninstall() {
+    let env = TestEnv::new();
+    let before = std::fs::read_dir(&env.project).unwrap().count();
+    let r = env.run(&["integrate", "copilot"]);
+    r.code(0);
+    let file = env.project.join(".github/hooks/conductor.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let bin = std::fs::canonicalize(crate::common::bin()).unwrap();
+    assert_eq!(
+        v["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+        json!(format!("{} hook copilot", bin.display()))
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "live check: NOT enforced: untrusted project: {} is not a trusted folder",
+            env.project.display()
+        )),
+        "{r:?}"
+    );
+    let d = env.run(&["doctor"]);
+    assert!(
+        d.stdout
+            .contains("Copilot CLI skips this repository's hooks"),
+        "{d:?}"
+    );
+    let copilot = env.root.path().join(".copilot");
+    std::fs::create_dir_all(&copilot).unwrap();
+    std::fs::write(
+        copilot.join("config.json"),
+        format!(
+            "// This file is managed automatically.\n{}\n",
+            json!({"trustedFolders": [env.project.display().to_string()]})
+        ),
+    )
+    .unwrap();
+    let r = env.run(&["integrate", "copilot"]);
+    r.code(0);
+    assert!(r.stdout.starts_with("Nothing to change"), "{r:?}");
+    assert!(r.stdout.contains("live check: enforced"), "{r:?}");
+    let d = env.run(&["doctor"]);
+    assert!(!d.stdout.contains("Copilot CLI skips"), "{d:?}");
+    env.run(&["integrate", "copilot", "--uninstall"]).code(0);
+    assert!(!env.project.join(".github").exists());
+    assert_eq!(std::fs::read_dir(&env.project).unwrap().count(), before);
+    // Someone else's conductor.json is left alone.
+    std::fs::create_dir_all(env.project.join(".github/hooks")).unwrap();
+    std::fs::write(&file, r#"{"version": 1, "hooks": {}}"#).unwrap();
+    let r = env.run(&["integrate", "copilot"]);
+    r.code(2);
+    assert!(
+        r.stderr
+            .contains("exists and was not installed by conductor"),
+        "{r:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        r#"{"version": 1, "hooks": {}}"#
+    );
+}
