@@ -1257,3 +1257,77 @@ fn codex_with_untrusted_hooks_edits_are_recorded_as_unclaimed() {
     assert!(d.stdout.contains("Codex skips"), "{d:?}");
     unclaimed_edit_of_an_agent_without_hooks(&run, &a, &cli);
 }
+
+/// The real Copilot CLI in a folder it does not trust, broken on purpose: `copilot -p` never asks,
+/// so it runs no repository hook, and its write is unchecked. `integrate copilot` and `doctor` say
+/// so before, and the write is an `edit.unclaimed` event.
+#[test]
+fn copilot_cli_in_an_untrusted_folder_is_reported_and_its_edits_are_recorded_as_unclaimed() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("copilot", &run);
+    let cli = pinned(a.cli, a.version);
+    std::fs::remove_file(run.home().join(".copilot/config.json")).unwrap();
+    let r = env.run(&["integrate", "copilot"]);
+    r.code(0);
+    assert!(
+        r.stdout
+            .contains("live check: NOT enforced: untrusted project"),
+        "{r:?}"
+    );
+    let d = env.run(&["doctor"]);
+    assert!(
+        d.stdout
+            .contains("Copilot CLI skips this repository's hooks"),
+        "{d:?}"
+    );
+    unclaimed_edit_of_an_agent_without_hooks(&run, &a, &cli);
+}
+
+/// The real Qwen Code with folder trust turned on and the project not trusted, broken on
+/// purpose: Qwen Code runs none of the project's hooks there (and turns `--yolo` off, so a headless
+/// run writes nothing either). `integrate qwen` and `doctor` say so before; the real run shows it:
+/// no session was registered, and the write was stopped by Qwen Code, not by conductor.
+#[test]
+fn qwen_code_in_an_untrusted_folder_is_reported_and_runs_no_hook() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("qwen", &run);
+    let cli = pinned(a.cli, a.version);
+    let dir = run.home().join(".qwen");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("settings.json"),
+        json!({"security": {"folderTrust": {"enabled": true}}}).to_string(),
+    )
+    .unwrap();
+    let r = env.run(&["integrate", "qwen"]);
+    r.code(0);
+    assert!(
+        r.stdout
+            .contains("live check: NOT enforced: untrusted project"),
+        "{r:?}"
+    );
+    let d = env.run(&["doctor"]);
+    assert!(
+        d.stdout.contains("Qwen Code skips this project's hooks"),
+        "{d:?}"
+    );
+    let steps = vec![a.free_write.clone(), json!({"text": "finished"})];
+    let body = run_to_end(&run, &a, &cli, steps);
+    assert!(
+        !body.contains("claimed for this session"),
+        "no hook answered: {body}"
+    );
+    assert!(!env.project.join("free.txt").exists());
+    // No SessionStart hook registered a session (no hook wrote the home at all).
+    assert!(
+        !env.home.join("status.json").exists() || env.state()["instances"] == json!([]),
+        "{}",
+        env.state()
+    );
+}
