@@ -866,6 +866,80 @@ fn gemini_is_refused_a_held_file_and_stdout_is_always_json() {
     );
 }
 
+// ---------------------------------------------------------------- Qwen Code and Copilot CLI
+
+/// Each agent's captured payloads (fixtures/hooks/qwen, fixtures/hooks/copilot) replayed: the
+/// session registers with its agent, the edit of a file another session holds is refused with
+/// the holder in the reason (Claude Code's answer shape), a free file is claimed and the model is
+/// told (Copilot CLI at PreToolUse; Qwen Code, which drops PreToolUse's context, at PostToolUse),
+/// and the session's end releases its claims.
+#[test]
+fn qwen_code_and_copilot_cli_payloads_are_refused_claim_and_release() {
+    for (agent, write, after) in [
+        (
+            "qwen",
+            "pre-tool-use-write-file",
+            Some("post-tool-use-write-file"),
+        ),
+        ("copilot", "pre-tool-use-write", None),
+    ] {
+        let env = TestEnv::new();
+        let other = env.start("other-task", "P2");
+        env.run(&["claim", "--instance", &other, "held.txt"])
+            .code(0);
+        let session: Value = serde_json::from_str(&fixture(&env, agent, "session-start")).unwrap();
+        let sid = session["session_id"].as_str().unwrap().to_string();
+
+        let s = out(&hook_as(&env, agent, "session-start"));
+        assert!(
+            s["hookSpecificOutput"]["additionalContext"]
+                .as_str()
+                .unwrap()
+                .contains(&other),
+            "{agent}: {s}"
+        );
+        assert_eq!(instance_of(&env, &sid).unwrap()["agent"], agent);
+        let id = id_of(&env, &sid);
+
+        let r = out(&hook_as(&env, agent, "pre-tool-use-edit"));
+        assert_eq!(
+            r["hookSpecificOutput"]["permissionDecision"], "deny",
+            "{agent}: {r}"
+        );
+        assert!(
+            r["hookSpecificOutput"]["permissionDecisionReason"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("is claimed by {other}")),
+            "{agent}: {r}"
+        );
+
+        let w = out(&hook_as(&env, agent, write));
+        assert_eq!(holder(&env, "free.txt"), serde_json::json!(id), "{agent}");
+        let told = |v: &Value| {
+            v["hookSpecificOutput"]["additionalContext"]
+                .as_str()
+                .is_some_and(|c| c.contains(&format!("now claimed for this session ({id})")))
+        };
+        match after {
+            Some(post) => {
+                assert!(!told(&w), "{agent}: PreToolUse's context is dropped: {w}");
+                let p = out(&hook_as(&env, agent, post));
+                assert!(told(&p), "{agent}: told at PostToolUse: {p}");
+            }
+            None => assert!(told(&w), "{agent}: {w}"),
+        }
+
+        out(&hook_as(&env, agent, "session-end"));
+        assert!(instance_of(&env, &sid).is_none(), "{agent}");
+        assert_eq!(
+            holder(&env, "held.txt"),
+            serde_json::json!(other),
+            "{agent}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------- integrate, every agent
 
 const AGENTS: [(&str, &str, &str); 5] = [
