@@ -63,10 +63,8 @@ pub fn check(root: &Path, user: bool) -> Check {
                 Finding::bad(
                     path.display().to_string(),
                     format!("Qwen Code skips this project's hooks: {why}"),
-                    format!(
-                        "trust the folder in Qwen Code (`/permissions` or ~/.qwen/trustedFolders.json), \
-                         or run `conductor integrate qwen --user`"
-                    ),
+                    "trust the folder when Qwen Code asks (or in ~/.qwen/trustedFolders.json), \
+                     or run `conductor integrate qwen --user`",
                 )
             })
             .into_iter()
