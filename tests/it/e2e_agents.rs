@@ -1331,3 +1331,31 @@ fn qwen_code_in_an_untrusted_folder_is_reported_and_runs_no_hook() {
         env.state()
     );
 }
+
+/// The real Copilot CLI loads the user's `~/.copilot/hooks/` in any folder, trusted or not:
+/// `integrate copilot --user` is enforced in a folder Copilot CLI does not trust, and its live
+/// check says so.
+#[test]
+fn copilot_cli_integrated_for_the_user_is_enforced_in_an_untrusted_folder() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("copilot", &run);
+    let cli = pinned(a.cli, a.version);
+    std::fs::remove_file(run.home().join(".copilot/config.json")).unwrap();
+    let held = env.project.join("held.txt");
+    std::fs::write(&held, "held\n").unwrap();
+    let other = env.start("other-task", "P2");
+    env.run(&["claim", "--instance", &other, "held.txt"])
+        .code(0);
+    let r = env.run(&["integrate", "copilot", "--user"]);
+    r.code(0);
+    assert!(r.stdout.contains("live check: enforced"), "{r:?}");
+    assert!(run.home().join(".copilot/hooks/conductor.json").is_file());
+    let steps = vec![a.held_edit.clone(), json!({"text": "finished"})];
+    let body = run_to_end(&run, &a, &cli, steps);
+    let refusal = format!("{} is claimed by {other}", env.abs("held.txt"));
+    assert!(body.contains(&refusal), "{body}");
+    assert_eq!(std::fs::read_to_string(&held).unwrap(), "held\n");
+}
