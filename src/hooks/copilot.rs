@@ -8,10 +8,11 @@
 //! `tool_name` as Claude Code names the tool (`Edit`, `Write`, `Bash`) with `tool_input` as
 //! Copilot's own tool takes it (`path`, `file_text`; `command`); the answer is Claude Code's JSON
 //! (`hookSpecificOutput.permissionDecision` with `permissionDecisionReason`, which the model reads
-//! as "Denied by preToolUse hook: REASON"; `additionalContext`). In prompt mode (`-p`) SessionEnd
-//! fires once the run's turn completes.
+//! as "Denied by preToolUse hook: REASON"; `additionalContext`), except at SessionStart, whose
+//! context reaches the model only as a top-level `additionalContext`. In prompt mode (`-p`)
+//! SessionEnd fires once the run's turn completes.
 
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 use super::{Answer, Event, HookInput, Verdict, parse_object, str_field};
 
@@ -58,9 +59,18 @@ pub fn parse(text: &str) -> Result<HookInput, String> {
 }
 
 /// Copilot CLI's output for a verdict: Claude Code's shape ("ask" asks the person
-/// interactively; prompt mode denies it).
+/// interactively; prompt mode denies it). At SessionStart Copilot CLI 1.0.102 gives the model
+/// only a top-level `additionalContext` (its own hooks' shape), so the context goes there too.
 pub fn render(event: &str, v: &Verdict) -> Answer {
-    super::claude::render_shape(event, v, true)
+    let a = super::claude::render_shape(event, v, true);
+    match &v.context {
+        Some(c) if event == "SessionStart" => {
+            let mut out: Map<String, Value> = serde_json::from_str(&a.stdout).unwrap_or_default();
+            out.insert("additionalContext".into(), json!(c));
+            Answer::json(out)
+        }
+        _ => a,
+    }
 }
 
 #[cfg(test)]
@@ -82,5 +92,11 @@ mod tests {
         let a = render("PreToolUse", &Verdict::deny("held".into()));
         let v: Value = serde_json::from_str(&a.stdout).unwrap();
         assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+        let context = Verdict {
+            context: Some("who holds what".into()),
+            ..Verdict::default()
+        };
+        let v: Value = serde_json::from_str(&render("SessionStart", &context).stdout).unwrap();
+        assert_eq!(v["additionalContext"], "who holds what");
     }
 }

@@ -646,6 +646,18 @@ fn e2e(name: &str) {
             "status names the agent, its version and {expected}: {text}"
         ))
     );
+    // The model was told at the session's start who else holds which files (where the agent
+    // passes SessionStart's context on).
+    if matches!(name, "claude" | "copilot" | "qwen") {
+        let first = run.request(0).unwrap_or_default();
+        assert!(
+            first.contains(&other) && first.contains(&id),
+            "{}",
+            log(&format!(
+                "the session's start context reached the model: {first}"
+            ))
+        );
+    }
     // Its heartbeat goes ten minutes back; the next tool call must bring it forward again.
     let back = Timestamp::now().minus_minutes(10);
     env.run_env(
