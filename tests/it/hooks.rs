@@ -602,12 +602,15 @@ fn plugin_and_marketplace_files_are_well_formed() {
         .unwrap();
     assert!(front.lines().any(|l| l == "argument-hint: <start|status|claim|release|done|align|conflicts|cleanup|reset> [args]"));
     assert!(md.contains("conductor --json $ARGUMENTS"));
-    for agent in ["claude", "cursor", "codex", "gemini"] {
+    for agent in ["claude", "cursor", "codex", "gemini", "qwen", "copilot"] {
         let dir = repo_file(&format!("fixtures/hooks/{agent}"));
         let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
         assert!(
-            readme.contains("read on 2026-11-23") || readme.contains("read on\n2026-11-23"),
-            "{agent}: the documentation version is noted"
+            readme.contains("read on 2026-11-23")
+                || readme.contains("read on\n2026-11-23")
+                || readme.contains("captured on\n2026-11-28")
+                || readme.contains("captured on 2026-11-28"),
+            "{agent}: the documentation or capture date is noted"
         );
         for f in std::fs::read_dir(&dir).unwrap() {
             let p = f.unwrap().path();
