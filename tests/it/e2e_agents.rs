@@ -1371,3 +1371,38 @@ fn copilot_cli_integrated_for_the_user_is_enforced_in_an_untrusted_folder() {
     assert!(body.contains(&refusal), "{body}");
     assert_eq!(std::fs::read_to_string(&held).unwrap(), "held\n");
 }
+
+/// When the conductor its hooks name cannot run (the binary moved), the real Copilot CLI denies
+/// every tool call the hooks match ("hook errored"): it fails closed on its own, unlike the other
+/// agents. `doctor` names the moved binary.
+#[test]
+fn copilot_cli_denies_every_edit_when_its_hook_cannot_run() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("copilot", &run);
+    let cli = pinned(a.cli, a.version);
+    env.run(&["integrate", "copilot"]).code(0);
+    let file = env.project.join(".github/hooks/conductor.json");
+    let bin = std::fs::canonicalize(crate::common::bin()).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace(&bin.display().to_string(), "/nonexistent/conductor"),
+    )
+    .unwrap();
+    let d = env.run(&["doctor"]);
+    assert!(
+        d.stdout
+            .contains("live check: NOT enforced: binary moved: the Copilot CLI hook runs /nonexistent/conductor"),
+        "{d:?}"
+    );
+    let steps = vec![a.free_write.clone(), json!({"text": "finished"})];
+    let body = run_to_end(&run, &a, &cli, steps);
+    assert!(
+        body.contains("Denied by preToolUse hook") && body.contains("hook errored"),
+        "{body}"
+    );
+    assert!(!env.project.join("free.txt").exists());
+}
