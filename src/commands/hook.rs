@@ -28,7 +28,7 @@ it reads one hook payload from stdin and answers in that agent's hook output for
   session start        registers an instance for the session (agent recorded in `agent`), or reuses it on resume, \
 and tells the model who else holds which files in this project\n\
   before an edit       Claude Code Edit/Write/MultiEdit/NotebookEdit, Cursor preToolUse, Codex apply_patch (every \
-file of the patch), Gemini write_file/replace: refused when another live instance holds a file; otherwise `enforce` \
+file of the patch), Gemini write_file/replace, Qwen Code edit/write_file, Copilot CLI Edit/Write: refused when another live instance holds a file; otherwise `enforce` \
 in config.json decides (auto-claim, block-foreign, require-claim, block-overlap, off; require-verified is auto-claim, but a \
 session whose agent failed its live check here may not claim). Files outside the session's \
 directory are never claimed. A holder that looks gone, or require-claim, is left to a person (ask; agents without ask \
@@ -37,7 +37,7 @@ named to the model with that worktree, its branch and its sessions; block-overla
   after an edit        Cursor afterFileEdit: claims the file after the fact (Cursor cannot refuse there)\n\
   prompt, stop, tool   heartbeat (at most every 5 minutes), so an idle session keeps its claims until \
 default_max_age_minutes (60) pass without any hook event\n\
-  shell command        Claude Code/Codex Bash, Gemini run_shell_command, Cursor beforeShellExecution: the files \
+  shell command        Claude Code/Codex/Copilot CLI Bash, Gemini/Qwen Code run_shell_command, Cursor beforeShellExecution: the files \
 the command writes (parsed as bash: redirections, sed -i, tee, cp, mv, rm, git checkout -- PATH, patch, git apply) \
 are decided as for an edit\n\
   session end          releases the session's claims, recorded as done (abandoned); an instance adopted from \

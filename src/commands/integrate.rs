@@ -19,14 +19,17 @@ claude   .claude/settings.json (+ .claude/commands/conductor.md)\n  \
 cursor   .cursor/hooks.json\n  \
 codex    .codex/hooks.json (+ trust in $CODEX_HOME/config.toml)\n  \
 gemini   .gemini/settings.json\n  \
+qwen     .qwen/settings.json\n  \
+copilot  .github/hooks/conductor.json (--user: ~/.copilot/hooks/; Copilot CLI runs them only in \
+a trusted folder)\n  \
 opencode .opencode/plugins/conductor.js (--user: ~/.config/opencode/plugins/)\n  \
 pi       ~/.pi/agent/extensions/conductor.ts, acting in the projects of \
 ~/.pi/agent/conductor-projects.json (--user: in every project; Pi 1.x loads a project's \
 .pi/extensions/ only once the project is trusted)\n\
 under the project directory, or under ~ with --user. The MCP server (`conductor mcp`) is \
 registered beside them: claude .mcp.json (--user: ~/.claude.json), cursor .cursor/mcp.json, codex \
-.codex/config.toml, gemini .gemini/settings.json, opencode opencode.json (--user: \
-~/.config/opencode/opencode.json).\n\nExamples:\n  \
+.codex/config.toml, gemini .gemini/settings.json, qwen .qwen/settings.json, opencode opencode.json (--user: \
+~/.config/opencode/opencode.json); none for copilot.\n\nExamples:\n  \
 conductor integrate claude                 # this project: ./.claude/\n  \
 conductor integrate codex --user           # every project: ~/.codex/hooks.json\n  \
 conductor integrate cursor --uninstall     # remove exactly what was added\n\n\

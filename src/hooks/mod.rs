@@ -1,6 +1,6 @@
 //! Agent hooks (`conductor hook AGENT`): one decision core for every coding agent, and one module
 //! per agent that turns its hook payload into a [`HookInput`] and a [`Verdict`] back into the
-//! output that agent reads ([`claude`], [`cursor`], [`codex`], [`gemini`]).
+//! output that agent reads ([`claude`], [`cursor`], [`codex`], [`gemini`], [`qwen`], ...).
 //!
 //! The rule is written once, here: which instance belongs to a session, and for each file a tool
 //! call is about to write, whether it is allowed, denied, left to a person (ask), or claimed
@@ -9,12 +9,14 @@
 
 pub mod claude;
 pub mod codex;
+pub mod copilot;
 pub mod cursor;
 pub mod gemini;
 pub mod landing;
 pub mod opencode;
 pub mod overlap;
 pub mod pi;
+pub mod qwen;
 pub mod respond;
 pub mod service;
 pub mod shell;
@@ -57,6 +59,10 @@ pub enum Agent {
     Opencode,
     /// Pi, the coding agent (an extension in .pi/extensions/)
     Pi,
+    /// Qwen Code (settings.json hooks in .qwen/)
+    Qwen,
+    /// GitHub Copilot CLI (hooks in .github/hooks/conductor.json)
+    Copilot,
 }
 
 impl Agent {
@@ -69,6 +75,8 @@ impl Agent {
             Agent::Gemini => "gemini",
             Agent::Opencode => "opencode",
             Agent::Pi => "pi",
+            Agent::Qwen => "qwen",
+            Agent::Copilot => "copilot",
         }
     }
 
@@ -81,7 +89,19 @@ impl Agent {
             Agent::Gemini => "Gemini CLI",
             Agent::Opencode => "OpenCode",
             Agent::Pi => "Pi",
+            Agent::Qwen => "Qwen Code",
+            Agent::Copilot => "Copilot CLI",
         }
+    }
+
+    /// True for the pre-tool event of an agent that gives the model nothing said there: what it
+    /// must hear waits for the same session's after-tool event (Gemini CLI's BeforeTool output
+    /// reaches only the person; Qwen Code drops PreToolUse's additionalContext).
+    pub fn context_waits_for_after_tool(self, event: &str) -> bool {
+        matches!(
+            (self, event),
+            (Agent::Gemini, "BeforeTool") | (Agent::Qwen, "PreToolUse")
+        )
     }
 
     /// Parse this agent's hook payload.
@@ -93,6 +113,8 @@ impl Agent {
             Agent::Gemini => gemini::parse(text),
             Agent::Opencode => opencode::parse(text),
             Agent::Pi => pi::parse(text),
+            Agent::Qwen => qwen::parse(text),
+            Agent::Copilot => copilot::parse(text),
         }
     }
 
@@ -106,6 +128,8 @@ impl Agent {
             Agent::Gemini => gemini::render(event, v),
             Agent::Opencode => opencode::render(event, v),
             Agent::Pi => pi::render(event, v),
+            Agent::Qwen => qwen::render(event, v),
+            Agent::Copilot => copilot::render(event, v),
         }
     }
 }

@@ -378,6 +378,10 @@ impl Hook<'_> {
         // The safety net behind this very hook: edits nobody claimed are recorded (`status`
         // says when nothing watches, so a failure to launch it is not the agent's business).
         let _ = crate::protocol::edit_watch::ensure_running(&store);
+        // A headless Qwen Code run fires no SessionEnd: a watcher ends the session with its process.
+        if self.agent == Agent::Qwen {
+            super::qwen::end_with_agent(self.input);
+        }
         if self.agent == Agent::Claude {
             self.export_instance_id(&id)?;
         }
@@ -500,11 +504,12 @@ impl Hook<'_> {
             .join(format!("{}-{hex}", self.agent.name())))
     }
 
-    /// Gemini CLI: keep a BeforeTool notice for the model until AfterTool (the person still sees
+    /// Gemini CLI and Qwen Code: keep a before-tool notice for the model until AfterTool (the person still sees
     /// it at once). Other agents read BeforeTool-time context directly.
     fn defer_notice(&self, v: Verdict) -> Verdict {
-        if self.agent != Agent::Gemini
-            || self.input.event_name != "BeforeTool"
+        if !self
+            .agent
+            .context_waits_for_after_tool(&self.input.event_name)
             || self.input.session_id.is_empty()
         {
             return v;

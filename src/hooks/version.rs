@@ -18,6 +18,8 @@ pub fn packages(agent: Agent) -> &'static [&'static str] {
             "@earendil-works/pi-coding-agent",
             "@mariozechner/pi-coding-agent",
         ],
+        Agent::Qwen => &["@qwen-code/qwen-code"],
+        Agent::Copilot => &["@github/copilot"],
         Agent::Cursor => &[],
     }
 }
@@ -59,10 +61,25 @@ pub fn running(agent: Agent) -> Option<String> {
     {
         return Some(v);
     }
+    // Copilot CLI runs its hooks with its version in the environment.
+    if agent == Agent::Copilot
+        && let Some(v) = std::env::var("COPILOT_CLI_BINARY_VERSION")
+            .ok()
+            .filter(|v| !v.is_empty() && v.len() <= 64 && !v.contains(char::is_control))
+    {
+        return Some(v);
+    }
     crate::host::ancestors()
         .into_iter()
         .take(8)
-        .flat_map(program_paths)
+        .find_map(|pid| of_process(agent, pid))
+}
+
+/// The version of `agent` that process `pid` runs, when its executable or script lies in one of
+/// the agent's packages.
+pub fn of_process(agent: Agent, pid: u32) -> Option<String> {
+    program_paths(pid)
+        .into_iter()
         .find_map(|p| of_path(agent, &p))
 }
 

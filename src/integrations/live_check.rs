@@ -3,7 +3,7 @@
 //! never the user's state), a throwaway session holds a canary file of the project; then the
 //! agent's own hook path is driven with the payload the agent sends when its model edits that
 //! file:
-//! - Claude Code, Codex, Gemini CLI, Cursor: exactly the command the settings file names for the
+//! - Claude Code, Codex, Gemini CLI, Qwen Code, Copilot CLI, Cursor: exactly the command the settings file names for the
 //!   pre-tool event, run by `sh -c` as the agents do, with the agent's payload shape (the
 //!   fixtures in `fixtures/hooks/`);
 //! - Pi: the installed extension itself, loaded by the `node` Pi runs with, its `tool_call`
@@ -97,6 +97,24 @@ fn payload(
             v["cwd"] = json!(p);
             v["tool_input"]["file_path"] = json!(c);
             ("BeforeTool", v)
+        }
+        Agent::Qwen => {
+            let mut v = fixture(include_str!(
+                "../../fixtures/hooks/qwen/pre-tool-use-edit.json"
+            ));
+            v["session_id"] = json!(session);
+            v["cwd"] = json!(p);
+            v["tool_input"]["file_path"] = json!(c);
+            ("PreToolUse", v)
+        }
+        Agent::Copilot => {
+            let mut v = fixture(include_str!(
+                "../../fixtures/hooks/copilot/pre-tool-use-edit.json"
+            ));
+            v["session_id"] = json!(session);
+            v["cwd"] = json!(p);
+            v["tool_input"]["path"] = json!(c);
+            ("PreToolUse", v)
         }
         Agent::Cursor => {
             let mut v = fixture(include_str!(
@@ -220,6 +238,9 @@ fn missing_binary(agent: Agent, program: &str) -> Option<Check> {
 /// The settings file of a hook-command agent for `root` (or ~ with `user`).
 fn settings_file(agent: Agent, root: &Path, user: bool) -> PathBuf {
     let t = target(agent);
+    if agent == Agent::Copilot {
+        return super::copilot::hooks_file(root, user);
+    }
     if agent == Agent::Codex && user {
         if let Ok(h) = super::codex::trust::codex_home() {
             return h.join(t.file);
@@ -293,6 +314,23 @@ fn command_agent(agent: Agent, project: &Path, user: bool) -> Check {
             return Check::no(
                 agent,
                 format!("untrusted project: {problem}, so Codex skips the hooks (run `{fix}`)"),
+            );
+        }
+    }
+    if !user {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let untrusted = match agent {
+            Agent::Qwen => super::qwen::untrusted(project, home.as_deref()),
+            Agent::Copilot => super::copilot::untrusted(project, home.as_deref()),
+            _ => None,
+        };
+        if let Some(why) = untrusted {
+            return Check::no(
+                agent,
+                format!(
+                    "untrusted project: {why}, so {} skips the project's hooks",
+                    agent.product()
+                ),
             );
         }
     }
@@ -453,6 +491,8 @@ fn target(agent: Agent) -> Target {
         Agent::Claude => super::claude::TARGET,
         Agent::Cursor => super::cursor::TARGET,
         Agent::Codex => super::codex::TARGET,
+        Agent::Qwen => super::qwen::TARGET,
+        Agent::Copilot => super::copilot::TARGET,
         _ => super::gemini::TARGET,
     }
 }

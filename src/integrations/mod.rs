@@ -1,5 +1,5 @@
 //! The agent integrations (`conductor integrate AGENT`): conductor's hooks, plugin files and MCP
-//! server registration in six coding agents' own settings, and the checks `doctor` runs on them.
+//! server registration in eight coding agents' own settings, and the checks `doctor` runs on them.
 //!
 //! One module per agent holds everything conductor knows about that agent's files: where its
 //! settings live, what goes into them, and what makes them work (Codex's trust store, in
@@ -9,11 +9,12 @@
 //! - `check(root, user)` -> [`Check`] (`doctor`'s findings for one directory);
 //! - `dir(&Scope)`: where its files go.
 //!
-//! Beside them, the shared machinery: the hooks document four agents share ([`settings`]), the
+//! Beside them, the shared machinery: the hooks document five agents share ([`settings`]), the
 //! plugin files OpenCode and Pi load ([`plugin`]) and the MCP registration ([`mcp`]).
 
 pub mod claude;
 pub mod codex;
+pub mod copilot;
 pub mod cursor;
 pub mod gemini;
 pub mod live_check;
@@ -21,6 +22,7 @@ pub mod mcp;
 pub mod opencode;
 pub mod pi;
 pub mod plugin;
+pub mod qwen;
 pub mod settings;
 pub mod verdicts;
 
@@ -116,6 +118,8 @@ pub fn install(agent: Agent, scope: &Scope) -> Result<Changes> {
         Agent::Gemini => gemini::install(scope),
         Agent::Opencode => opencode::install(scope),
         Agent::Pi => pi::install(scope),
+        Agent::Qwen => qwen::install(scope),
+        Agent::Copilot => copilot::install(scope),
     }
 }
 
@@ -128,6 +132,8 @@ pub fn uninstall(agent: Agent, scope: &Scope) -> Result<Changes> {
         Agent::Gemini => gemini::uninstall(scope),
         Agent::Opencode => opencode::uninstall(scope),
         Agent::Pi => pi::uninstall(scope),
+        Agent::Qwen => qwen::uninstall(scope),
+        Agent::Copilot => copilot::uninstall(scope),
     }
 }
 
@@ -140,6 +146,8 @@ pub fn check(agent: Agent, root: &Path, user: bool) -> Check {
         Agent::Gemini => gemini::check(root, user),
         Agent::Opencode => opencode::check(root, user),
         Agent::Pi => pi::check(root, user),
+        Agent::Qwen => qwen::check(root, user),
+        Agent::Copilot => copilot::check(root, user),
     }
 }
 
@@ -183,6 +191,8 @@ pub fn checks() -> (Vec<Finding>, Vec<Agent>) {
             Agent::Cursor,
             Agent::Codex,
             Agent::Gemini,
+            Agent::Qwen,
+            Agent::Copilot,
             Agent::Pi,
         ] {
             let (c, pi_loads) = match agent {
@@ -217,6 +227,8 @@ pub fn cli(agent: Agent) -> &'static str {
         Agent::Gemini => "gemini",
         Agent::Opencode => "opencode",
         Agent::Pi => "pi",
+        Agent::Qwen => "qwen",
+        Agent::Copilot => "copilot",
     }
 }
 

@@ -1,5 +1,6 @@
 //! The hooks document that Claude Code (`.claude/settings.json`), Cursor (`.cursor/hooks.json`),
-//! Codex CLI (`.codex/hooks.json`) and Gemini CLI (`.gemini/settings.json`) share: `hooks.EVENT`
+//! Codex CLI (`.codex/hooks.json`), Gemini CLI (`.gemini/settings.json`) and Qwen Code
+//! (`.qwen/settings.json`) share: `hooks.EVENT`
 //! lists of entries naming a command. conductor's entries are merged next to whatever is there; a
 //! settings file that does not parse is never touched. Hook commands name the absolute path of
 //! this binary, so they do not depend on the PATH the agent runs hooks with (re-running
@@ -8,7 +9,7 @@
 //! bytes are kept in the manifest beside it (mode 0600: settings files can hold API keys) when
 //! re-serializing would not give them back.
 //!
-//! What differs between the four agents is data ([`Target`], in each agent's module).
+//! What differs between the five agents is data ([`Target`], in each agent's module).
 
 use std::path::Path;
 
@@ -550,6 +551,8 @@ mod tests {
             &super::super::cursor::TARGET,
             &super::super::codex::TARGET,
             &super::super::gemini::TARGET,
+            &super::super::qwen::TARGET,
+            &super::super::copilot::TARGET,
         ] {
             let a = t.agent;
             let hooks = our_hooks(&t, "/x/conductor hook test");

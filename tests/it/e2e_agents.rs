@@ -240,6 +240,73 @@ fn agent(name: &str, e: &Run) -> Agent {
                 ],
             }
         }
+        "qwen" => Agent {
+            name: "qwen",
+            cli: "qwen",
+            version: set_version("qwen"),
+            // Qwen Code edits only a file read in the session (its hook runs before that check).
+            before: vec![call("read_file", json!({"file_path": held}))],
+            held_edit: call(
+                "edit",
+                json!({"file_path": held, "old_string": "held", "new_string": "changed"}),
+            ),
+            free_write: call(
+                "write_file",
+                json!({"file_path": free, "content": "free\n"}),
+            ),
+            shell_write: call(
+                "run_shell_command",
+                json!({"command": "echo x > held.txt", "description": "write"}),
+            ),
+            // Headless: the prompt on the command line, every tool allowed (--yolo).
+            args: vec![
+                "--auth-type".into(),
+                "openai".into(),
+                "--openai-base-url".into(),
+                format!("{base}/v1"),
+                "--openai-api-key".into(),
+                "sk-scripted".into(),
+                "--model".into(),
+                "scripted-model".into(),
+                "--yolo".into(),
+                prompt,
+            ],
+            env: vec![("QWEN_CODE_SUPPRESS_YOLO_WARNING".into(), "1".into())],
+        },
+        "copilot" => {
+            // Copilot CLI runs a repository's hooks only in a folder trusted for good.
+            let dir = home.join(".copilot");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("config.json"),
+                json!({"trustedFolders": [e.env.project.display().to_string()]}).to_string(),
+            )
+            .unwrap();
+            Agent {
+                name: "copilot",
+                cli: "copilot",
+                version: set_version("copilot"),
+                before: vec![],
+                held_edit: call(
+                    "edit",
+                    json!({"path": held, "old_str": "held", "new_str": "changed"}),
+                ),
+                free_write: call("create", json!({"path": free, "file_text": "free\n"})),
+                shell_write: call(
+                    "bash",
+                    json!({"command": "echo x > held.txt", "description": "write"}),
+                ),
+                args: vec!["-p".into(), prompt, "--allow-all-tools".into()],
+                // A BYOK provider: no GitHub login, no network but the model server.
+                env: vec![
+                    ("COPILOT_OFFLINE".into(), "true".into()),
+                    ("COPILOT_PROVIDER_BASE_URL".into(), format!("{base}/v1")),
+                    ("COPILOT_PROVIDER_API_KEY".into(), "sk-scripted".into()),
+                    ("COPILOT_MODEL".into(), "scripted-model".into()),
+                    ("COPILOT_AUTO_UPDATE".into(), "false".into()),
+                ],
+            }
+        }
         "opencode" => {
             // OpenCode installs @opencode-ai/plugin into each config directory at its first
             // start (~80 s of npm retries offline): seed them from install.sh's copy.
@@ -579,6 +646,18 @@ fn e2e(name: &str) {
             "status names the agent, its version and {expected}: {text}"
         ))
     );
+    // The model was told at the session's start who else holds which files (where the agent
+    // passes SessionStart's context on).
+    if matches!(name, "claude" | "copilot" | "qwen") {
+        let first = run.request(0).unwrap_or_default();
+        assert!(
+            first.contains(&other) && first.contains(&id),
+            "{}",
+            log(&format!(
+                "the session's start context reached the model: {first}"
+            ))
+        );
+    }
     // Its heartbeat goes ten minutes back; the next tool call must bring it forward again.
     let back = Timestamp::now().minus_minutes(10);
     env.run_env(
@@ -656,6 +735,11 @@ fn e2e(name: &str) {
     );
 
     // (d) the session released its claims at its end: gone from status, in history, journaled.
+    // A headless Qwen Code run fires no SessionEnd; the watcher its SessionStart left behind
+    // ends the session once the process is gone (it looks twice a second).
+    if name == "qwen" {
+        crate::common::wait_until(5.0, || env.instance(&id).is_none());
+    }
     let state = env.state();
     assert!(
         env.instance(&id).is_none(),
@@ -709,6 +793,16 @@ fn codex_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
 #[test]
 fn gemini_cli_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
     e2e("gemini");
+}
+
+#[test]
+fn qwen_code_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
+    e2e("qwen");
+}
+
+#[test]
+fn copilot_cli_is_refused_held_files_claims_free_ones_and_releases_at_its_end() {
+    e2e("copilot");
 }
 
 #[test]
@@ -1174,4 +1268,141 @@ fn codex_with_untrusted_hooks_edits_are_recorded_as_unclaimed() {
     let d = env.run_env(&["doctor"], &codex_home);
     assert!(d.stdout.contains("Codex skips"), "{d:?}");
     unclaimed_edit_of_an_agent_without_hooks(&run, &a, &cli);
+}
+
+/// The real Copilot CLI in a folder it does not trust, broken on purpose: `copilot -p` never asks,
+/// so it runs no repository hook, and its write is unchecked. `integrate copilot` and `doctor` say
+/// so before, and the write is an `edit.unclaimed` event.
+#[test]
+fn copilot_cli_in_an_untrusted_folder_is_reported_and_its_edits_are_recorded_as_unclaimed() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("copilot", &run);
+    let cli = pinned(a.cli, a.version);
+    std::fs::remove_file(run.home().join(".copilot/config.json")).unwrap();
+    let r = env.run(&["integrate", "copilot"]);
+    r.code(0);
+    assert!(
+        r.stdout
+            .contains("live check: NOT enforced: untrusted project"),
+        "{r:?}"
+    );
+    let d = env.run(&["doctor"]);
+    assert!(
+        d.stdout
+            .contains("Copilot CLI skips this repository's hooks"),
+        "{d:?}"
+    );
+    unclaimed_edit_of_an_agent_without_hooks(&run, &a, &cli);
+}
+
+/// The real Qwen Code with folder trust turned on and the project not trusted, broken on
+/// purpose: Qwen Code runs none of the project's hooks there (and turns `--yolo` off, so a headless
+/// run writes nothing either). `integrate qwen` and `doctor` say so before; the real run shows it:
+/// no session was registered, and the write was stopped by Qwen Code, not by conductor.
+#[test]
+fn qwen_code_in_an_untrusted_folder_is_reported_and_runs_no_hook() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("qwen", &run);
+    let cli = pinned(a.cli, a.version);
+    let dir = run.home().join(".qwen");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("settings.json"),
+        json!({"security": {"folderTrust": {"enabled": true}}}).to_string(),
+    )
+    .unwrap();
+    let r = env.run(&["integrate", "qwen"]);
+    r.code(0);
+    assert!(
+        r.stdout
+            .contains("live check: NOT enforced: untrusted project"),
+        "{r:?}"
+    );
+    let d = env.run(&["doctor"]);
+    assert!(
+        d.stdout.contains("Qwen Code skips this project's hooks"),
+        "{d:?}"
+    );
+    let steps = vec![a.free_write.clone(), json!({"text": "finished"})];
+    let body = run_to_end(&run, &a, &cli, steps);
+    assert!(
+        !body.contains("claimed for this session"),
+        "no hook answered: {body}"
+    );
+    assert!(!env.project.join("free.txt").exists());
+    // No SessionStart hook registered a session (no hook wrote the home at all).
+    assert!(
+        !env.home.join("status.json").exists() || env.state()["instances"] == json!([]),
+        "{}",
+        env.state()
+    );
+}
+
+/// The real Copilot CLI loads the user's `~/.copilot/hooks/` in any folder, trusted or not:
+/// `integrate copilot --user` is enforced in a folder Copilot CLI does not trust, and its live
+/// check says so.
+#[test]
+fn copilot_cli_integrated_for_the_user_is_enforced_in_an_untrusted_folder() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("copilot", &run);
+    let cli = pinned(a.cli, a.version);
+    std::fs::remove_file(run.home().join(".copilot/config.json")).unwrap();
+    let held = env.project.join("held.txt");
+    std::fs::write(&held, "held\n").unwrap();
+    let other = env.start("other-task", "P2");
+    env.run(&["claim", "--instance", &other, "held.txt"])
+        .code(0);
+    let r = env.run(&["integrate", "copilot", "--user"]);
+    r.code(0);
+    assert!(r.stdout.contains("live check: enforced"), "{r:?}");
+    assert!(run.home().join(".copilot/hooks/conductor.json").is_file());
+    let steps = vec![a.held_edit.clone(), json!({"text": "finished"})];
+    let body = run_to_end(&run, &a, &cli, steps);
+    let refusal = format!("{} is claimed by {other}", env.abs("held.txt"));
+    assert!(body.contains(&refusal), "{body}");
+    assert_eq!(std::fs::read_to_string(&held).unwrap(), "held\n");
+}
+
+/// When the conductor its hooks name cannot run (the binary moved), the real Copilot CLI denies
+/// every tool call the hooks match ("hook errored"): it fails closed on its own, unlike the other
+/// agents. `doctor` names the moved binary.
+#[test]
+fn copilot_cli_denies_every_edit_when_its_hook_cannot_run() {
+    let run = Run {
+        env: TestEnv::new(),
+    };
+    let env = &run.env;
+    let a = agent("copilot", &run);
+    let cli = pinned(a.cli, a.version);
+    env.run(&["integrate", "copilot"]).code(0);
+    let file = env.project.join(".github/hooks/conductor.json");
+    let bin = std::fs::canonicalize(crate::common::bin()).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace(&bin.display().to_string(), "/nonexistent/conductor"),
+    )
+    .unwrap();
+    let d = env.run(&["doctor"]);
+    assert!(
+        d.stdout
+            .contains("live check: NOT enforced: binary moved: the Copilot CLI hook runs /nonexistent/conductor"),
+        "{d:?}"
+    );
+    let steps = vec![a.free_write.clone(), json!({"text": "finished"})];
+    let body = run_to_end(&run, &a, &cli, steps);
+    assert!(
+        body.contains("Denied by preToolUse hook") && body.contains("hook errored"),
+        "{body}"
+    );
+    assert!(!env.project.join("free.txt").exists());
 }

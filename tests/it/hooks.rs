@@ -14,6 +14,10 @@ const SESSION_B: &str = "9b2e4d6f-1a3c-4e5b-8d7f-0c2a4e6b8d02";
 const CODEX_SESSION: &str = "019a7c2e-5b1d-7f30-9e44-2c6d8a1b3f05";
 const CURSOR_SESSION: &str = "c0f3e8a1-6b2d-4e7f-9a15-3d8c2b7e4f60";
 const GEMINI_SESSION: &str = "7e2b9d14-3c8a-4f61-b5e0-9a4d2c6f8b13";
+/// The session of the Qwen Code payloads built below (its fixtures name another).
+const QWEN_SESSION: &str = "5d1c8e2a-6b4f-4a90-8e3d-2f7c9b1a0e64";
+/// The session of the Copilot CLI payloads built below.
+const COPILOT_SESSION: &str = "9a3e7c10-2d4b-4f8e-b6a1-5c0d8e2f4a97";
 
 fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
@@ -598,12 +602,15 @@ fn plugin_and_marketplace_files_are_well_formed() {
         .unwrap();
     assert!(front.lines().any(|l| l == "argument-hint: <start|status|claim|release|done|align|conflicts|cleanup|reset> [args]"));
     assert!(md.contains("conductor --json $ARGUMENTS"));
-    for agent in ["claude", "cursor", "codex", "gemini"] {
+    for agent in ["claude", "cursor", "codex", "gemini", "qwen", "copilot"] {
         let dir = repo_file(&format!("fixtures/hooks/{agent}"));
         let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
         assert!(
-            readme.contains("read on 2026-11-23") || readme.contains("read on\n2026-11-23"),
-            "{agent}: the documentation version is noted"
+            readme.contains("read on 2026-11-23")
+                || readme.contains("read on\n2026-11-23")
+                || readme.contains("captured on\n2026-11-28")
+                || readme.contains("captured on 2026-11-28"),
+            "{agent}: the documentation or capture date is noted"
         );
         for f in std::fs::read_dir(&dir).unwrap() {
             let p = f.unwrap().path();
@@ -862,13 +869,88 @@ fn gemini_is_refused_a_held_file_and_stdout_is_always_json() {
     );
 }
 
+// ---------------------------------------------------------------- Qwen Code and Copilot CLI
+
+/// Each agent's captured payloads (fixtures/hooks/qwen, fixtures/hooks/copilot) replayed: the
+/// session registers with its agent, the edit of a file another session holds is refused with
+/// the holder in the reason (Claude Code's answer shape), a free file is claimed and the model is
+/// told (Copilot CLI at PreToolUse; Qwen Code, which drops PreToolUse's context, at PostToolUse),
+/// and the session's end releases its claims.
+#[test]
+fn qwen_code_and_copilot_cli_payloads_are_refused_claim_and_release() {
+    for (agent, write, after) in [
+        (
+            "qwen",
+            "pre-tool-use-write-file",
+            Some("post-tool-use-write-file"),
+        ),
+        ("copilot", "pre-tool-use-write", None),
+    ] {
+        let env = TestEnv::new();
+        let other = env.start("other-task", "P2");
+        env.run(&["claim", "--instance", &other, "held.txt"])
+            .code(0);
+        let session: Value = serde_json::from_str(&fixture(&env, agent, "session-start")).unwrap();
+        let sid = session["session_id"].as_str().unwrap().to_string();
+
+        let s = out(&hook_as(&env, agent, "session-start"));
+        assert!(
+            s["hookSpecificOutput"]["additionalContext"]
+                .as_str()
+                .unwrap()
+                .contains(&other),
+            "{agent}: {s}"
+        );
+        assert_eq!(instance_of(&env, &sid).unwrap()["agent"], agent);
+        let id = id_of(&env, &sid);
+
+        let r = out(&hook_as(&env, agent, "pre-tool-use-edit"));
+        assert_eq!(
+            r["hookSpecificOutput"]["permissionDecision"], "deny",
+            "{agent}: {r}"
+        );
+        assert!(
+            r["hookSpecificOutput"]["permissionDecisionReason"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("is claimed by {other}")),
+            "{agent}: {r}"
+        );
+
+        let w = out(&hook_as(&env, agent, write));
+        assert_eq!(holder(&env, "free.txt"), serde_json::json!(id), "{agent}");
+        let told = |v: &Value| {
+            v["hookSpecificOutput"]["additionalContext"]
+                .as_str()
+                .is_some_and(|c| c.contains(&format!("now claimed for this session ({id})")))
+        };
+        match after {
+            Some(post) => {
+                assert!(!told(&w), "{agent}: PreToolUse's context is dropped: {w}");
+                let p = out(&hook_as(&env, agent, post));
+                assert!(told(&p), "{agent}: told at PostToolUse: {p}");
+            }
+            None => assert!(told(&w), "{agent}: {w}"),
+        }
+
+        out(&hook_as(&env, agent, "session-end"));
+        assert!(instance_of(&env, &sid).is_none(), "{agent}");
+        assert_eq!(
+            holder(&env, "held.txt"),
+            serde_json::json!(other),
+            "{agent}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------- integrate, every agent
 
-const AGENTS: [(&str, &str, &str); 4] = [
+const AGENTS: [(&str, &str, &str); 5] = [
     ("claude", ".claude", "settings.json"),
     ("cursor", ".cursor", "hooks.json"),
     ("codex", ".codex", "hooks.json"),
     ("gemini", ".gemini", "settings.json"),
+    ("qwen", ".qwen", "settings.json"),
 ];
 
 /// Someone's existing settings, oddly formatted, with a hook of their own in the agent's shape.
@@ -967,6 +1049,7 @@ fn integrate_into_a_fresh_directory_and_back_leaves_nothing() {
             "claude" => "shell/claude/hooks/hooks.json",
             "cursor" => "shell/cursor/hooks.json",
             "codex" => "shell/codex/hooks.json",
+            "qwen" => "shell/qwen/settings.json",
             _ => "shell/gemini/settings.json",
         };
         let ours: Value =
@@ -1153,6 +1236,10 @@ fn shell_payload(env: &TestEnv, agent: &str, session: &str, command: &str) -> Va
             "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": command}}),
         "gemini" => serde_json::json!({"session_id": session, "cwd": cwd,
             "hook_event_name": "BeforeTool", "tool_name": "run_shell_command", "tool_input": {"command": command}}),
+        "qwen" => serde_json::json!({"session_id": session, "cwd": cwd,
+            "hook_event_name": "PreToolUse", "tool_name": "run_shell_command", "tool_input": {"command": command}}),
+        "copilot" => serde_json::json!({"hook_event_name": "PreToolUse", "session_id": session,
+            "cwd": cwd, "tool_name": "Bash", "tool_input": {"command": command, "description": "x"}}),
         "cursor" => serde_json::json!({"conversation_id": session, "workspace_roots": [cwd],
             "hook_event_name": "beforeShellExecution", "command": command, "cwd": cwd}),
         _ => unreachable!(),
@@ -1168,7 +1255,8 @@ fn refusal(agent: &str, r: &Run) -> Option<String> {
     let v = r.json();
     let s = |v: &Value| v.as_str().map(str::to_string);
     match agent {
-        "claude" | "codex" => (v["hookSpecificOutput"]["permissionDecision"] == "deny")
+        "claude" | "codex" | "qwen" | "copilot" => (v["hookSpecificOutput"]["permissionDecision"]
+            == "deny")
             .then(|| s(&v["hookSpecificOutput"]["permissionDecisionReason"]).unwrap()),
         "gemini" => (v["decision"] == "deny").then(|| s(&v["reason"]).unwrap()),
         "cursor" => (v["permission"] == "deny").then(|| s(&v["agent_message"]).unwrap()),
@@ -1209,6 +1297,8 @@ fn issue_22_shell_writes_of_a_held_file_are_refused_for_every_agent() {
         ("claude", SESSION_B),
         ("codex", CODEX_SESSION),
         ("gemini", GEMINI_SESSION),
+        ("qwen", QWEN_SESSION),
+        ("copilot", COPILOT_SESSION),
         ("cursor", CURSOR_SESSION),
     ] {
         for cmd in writes {
@@ -1254,7 +1344,7 @@ fn issue_22_shell_writes_of_a_held_file_are_refused_for_every_agent() {
 #[test]
 fn issue_22_installed_matchers_send_every_shell_tool_to_the_hook() {
     let env = TestEnv::new();
-    for agent in ["claude", "codex", "gemini", "cursor"] {
+    for agent in ["claude", "codex", "gemini", "qwen", "copilot", "cursor"] {
         env.run(&["integrate", agent, "--project", "."]).code(0);
     }
     let read = |rel: &str| -> Value {
@@ -1280,6 +1370,24 @@ fn issue_22_installed_matchers_send_every_shell_tool_to_the_hook() {
         .as_str()
         .unwrap();
     assert!(m.split('|').any(|t| t == "run_shell_command"), "{m}");
+    let qwen = read(".qwen/settings.json");
+    let m = qwen["hooks"]["PreToolUse"][0]["matcher"].as_str().unwrap();
+    assert!(
+        m.split('|').any(|t| t == "run_shell_command") && m.split('|').any(|t| t == "edit"),
+        "{m}"
+    );
+    assert!(
+        qwen["hooks"]["SessionEnd"].is_array() && qwen["hooks"]["PostToolUse"].is_array(),
+        "{qwen}"
+    );
+    let copilot = read(".github/hooks/conductor.json");
+    let m = copilot["hooks"]["PreToolUse"][0]["matcher"]
+        .as_str()
+        .unwrap();
+    assert!(
+        m.split('|').any(|t| t == "Bash") && m.split('|').any(|t| t == "Edit"),
+        "{m}"
+    );
     let cursor = read(".cursor/hooks.json");
     assert!(
         cursor["hooks"]["beforeShellExecution"].is_array(),

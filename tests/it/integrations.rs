@@ -672,7 +672,7 @@ fn doctor_says_pi_will_not_load_a_project_extension_in_an_untrusted_project() {
 /// moved binary is named.
 #[test]
 fn integrate_ends_with_a_live_check_of_the_installed_hook_command() {
-    for agent in ["claude", "gemini", "cursor"] {
+    for agent in ["claude", "gemini", "qwen", "cursor"] {
         let env = TestEnv::new();
         let r = env.run(&["integrate", agent]);
         r.code(0);
@@ -796,5 +796,109 @@ fn sessions_show_their_agent_version_and_whether_its_hooks_were_proven() {
         env.run(&["status"])
             .stdout
             .contains("claude 3.0.0 · UNENFORCED: ")
+    );
+}
+
+/// Qwen Code runs a project's hooks only in a trusted folder once folder trust is turned on
+/// (`security.folderTrust.enabled` in ~/.qwen/settings.json): `integrate qwen` and `doctor` then
+/// say the project is untrusted, and enforced once ~/.qwen/trustedFolders.json trusts it.
+#[test]
+fn qwen_code_with_folder_trust_on_an_untrusted_project_is_not_enforced() {
+    let env = TestEnv::new();
+    let qwen = env.root.path().join(".qwen");
+    std::fs::create_dir_all(&qwen).unwrap();
+    std::fs::write(
+        qwen.join("settings.json"),
+        r#"{"security": {"folderTrust": {"enabled": true}}}"#,
+    )
+    .unwrap();
+    let r = env.run(&["integrate", "qwen"]);
+    r.code(0);
+    assert!(
+        r.stdout.contains(&format!(
+            "live check: NOT enforced: untrusted project: folder trust is on (~/.qwen/settings.json) and {} is not a trusted folder",
+            env.project.display()
+        )),
+        "{r:?}"
+    );
+    let d = env.run(&["doctor"]);
+    assert!(
+        d.stdout.contains("Qwen Code skips this project's hooks"),
+        "{d:?}"
+    );
+    std::fs::write(
+        qwen.join("trustedFolders.json"),
+        json!({ env.project.display().to_string(): "TRUST_FOLDER" }).to_string(),
+    )
+    .unwrap();
+    let r = env.run(&["integrate", "qwen"]);
+    assert!(r.stdout.contains("live check: enforced"), "{r:?}");
+    let d = env.run(&["doctor"]);
+    assert!(!d.stdout.contains("Qwen Code skips"), "{d:?}");
+    assert!(d.stdout.contains("live check: enforced"), "{d:?}");
+}
+
+/// GitHub Copilot CLI loads `.github/hooks/*.json` only in a folder trusted for good
+/// (`trustedFolders` in ~/.copilot/config.json): `integrate copilot` writes conductor's own hooks
+/// file and its live check says the project is untrusted until it is; `doctor` says the same. A
+/// hooks file of someone else's is never overwritten, and uninstall leaves nothing behind.
+#[test]
+fn copilot_cli_hooks_file_trust_and_uninstall() {
+    let env = TestEnv::new();
+    let before = std::fs::read_dir(&env.project).unwrap().count();
+    let r = env.run(&["integrate", "copilot"]);
+    r.code(0);
+    let file = env.project.join(".github/hooks/conductor.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let bin = std::fs::canonicalize(crate::common::bin()).unwrap();
+    assert_eq!(
+        v["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+        json!(format!("{} hook copilot", bin.display()))
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "live check: NOT enforced: untrusted project: {} is not a trusted folder",
+            env.project.display()
+        )),
+        "{r:?}"
+    );
+    let d = env.run(&["doctor"]);
+    assert!(
+        d.stdout
+            .contains("Copilot CLI skips this repository's hooks"),
+        "{d:?}"
+    );
+    let copilot = env.root.path().join(".copilot");
+    std::fs::create_dir_all(&copilot).unwrap();
+    std::fs::write(
+        copilot.join("config.json"),
+        format!(
+            "// This file is managed automatically.\n{}\n",
+            json!({"trustedFolders": [env.project.display().to_string()]})
+        ),
+    )
+    .unwrap();
+    let r = env.run(&["integrate", "copilot"]);
+    r.code(0);
+    assert!(r.stdout.starts_with("Nothing to change"), "{r:?}");
+    assert!(r.stdout.contains("live check: enforced"), "{r:?}");
+    let d = env.run(&["doctor"]);
+    assert!(!d.stdout.contains("Copilot CLI skips"), "{d:?}");
+    env.run(&["integrate", "copilot", "--uninstall"]).code(0);
+    assert!(!env.project.join(".github").exists());
+    assert_eq!(std::fs::read_dir(&env.project).unwrap().count(), before);
+    // Someone else's conductor.json is left alone.
+    std::fs::create_dir_all(env.project.join(".github/hooks")).unwrap();
+    std::fs::write(&file, r#"{"version": 1, "hooks": {}}"#).unwrap();
+    let r = env.run(&["integrate", "copilot"]);
+    r.code(2);
+    assert!(
+        r.stderr
+            .contains("exists and was not installed by conductor"),
+        "{r:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        r#"{"version": 1, "hooks": {}}"#
     );
 }
