@@ -5,7 +5,7 @@
 //! imports another (each may use the protocol; `app` is the one place that lists them all). It
 //! also keeps the walls the compiler cannot: no domain names a face, the MCP server, the HTTP
 //! server and `top` stand on the faces' shared floor (`face/`) and never on another face, and no
-//! files import each other in a circle, except the CLI's own dispatch (`cli.rs` and `commands/`).
+//! files import each other in a circle, except the CLI's own dispatch (`cli/` and `commands/`).
 
 use std::path::{Path, PathBuf};
 
@@ -85,7 +85,7 @@ fn the_protocol_test_above_sees_the_imports_it_checks() {
     assert!(imports("queue").iter().any(|(_, _, m)| m == "store"));
 }
 
-/// The faces: the CLI (`cli.rs`, `commands/`), the MCP server, the HTTP server and `top`, over
+/// The faces: the CLI (`cli/`, `commands/`), the MCP server, the HTTP server and `top`, over
 /// their shared floor (`face/`, `output.rs`), all in the binary crate.
 const FACES: &[&str] = &["cli", "commands", "mcp", "serve", "top"];
 
@@ -337,4 +337,26 @@ fn no_files_import_each_other_in_a_circle_but_the_cli_dispatch() {
         "{:?}",
         graph.get(&c)
     );
+}
+
+#[test]
+fn no_face_file_is_over_400_lines() {
+    // A face renders and calls one domain; a file past 400 lines is logic that belongs below.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    for face in FACES.iter().chain(&["face"]) {
+        let dir = root.join(face);
+        if dir.is_dir() {
+            rust_files(&dir, &mut files);
+        }
+    }
+    assert!(files.len() > 50, "the scan sees the faces' files: {}", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let n = std::fs::read_to_string(f).unwrap().lines().count();
+            (n > 400).then(|| format!("{} ({n} lines)", f.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "face files over 400 lines:\n{}", long.join("\n"));
 }
