@@ -350,7 +350,11 @@ fn no_face_file_is_over_400_lines() {
             rust_files(&dir, &mut files);
         }
     }
-    assert!(files.len() > 50, "the scan sees the faces' files: {}", files.len());
+    assert!(
+        files.len() > 50,
+        "the scan sees the faces' files: {}",
+        files.len()
+    );
     let long: Vec<String> = files
         .iter()
         .filter_map(|f| {
@@ -358,5 +362,9 @@ fn no_face_file_is_over_400_lines() {
             (n > 400).then(|| format!("{} ({n} lines)", f.display()))
         })
         .collect();
-    assert!(long.is_empty(), "face files over 400 lines:\n{}", long.join("\n"));
+    assert!(
+        long.is_empty(),
+        "face files over 400 lines:\n{}",
+        long.join("\n")
+    );
 }
