@@ -110,6 +110,9 @@ pub struct Tools {
     pub agent: Option<String>,
 }
 
+/// The tools, built once for the server's life (each call looks its tool up here).
+static CATALOG: std::sync::LazyLock<Vec<catalog::ToolDef>> = std::sync::LazyLock::new(catalog);
+
 static OUT: Output = Output {
     json: true,
     quiet: true,
@@ -142,7 +145,7 @@ impl Tools {
     pub fn call(&self, name: &str, v: Value, cancel: &Cancel) -> Answer {
         let r = self
             .ctx()
-            .and_then(|ctx| match catalog().iter().find(|t| t.name == name) {
+            .and_then(|ctx| match CATALOG.iter().find(|t| t.name == name) {
                 Some(t) => t.call(self, &ctx, v, cancel),
                 None => Err(Error::invalid(
                     Reason::InvalidInput,
