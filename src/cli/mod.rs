@@ -46,6 +46,9 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+/// `--lock-timeout` when neither it nor CONDUCTOR_LOCK_TIMEOUT is given.
+const DEFAULT_LOCK_TIMEOUT: f64 = 5.0;
+
 /// Options every command accepts.
 #[derive(Debug, Default, Args)]
 pub struct GlobalArgs {
@@ -59,7 +62,7 @@ pub struct GlobalArgs {
     pub home: Option<PathBuf>,
     /// Seconds to wait for the state lock before failing with `lock_timeout` [env:
     /// CONDUCTOR_LOCK_TIMEOUT].
-    #[arg(long, global = true, default_value_t = 5.0, value_name = "SECS",
+    #[arg(long, global = true, default_value_t = DEFAULT_LOCK_TIMEOUT, value_name = "SECS",
           value_parser = parse_timeout)]
     pub lock_timeout: f64,
     /// Hide status messages on stderr (errors and warnings are still printed).
@@ -83,6 +86,9 @@ pub struct GlobalArgs {
 /// (read here, not by clap: see `GlobalArgs::home`).
 fn parse_with_env() -> Result<Cli, clap::Error> {
     let argv = args();
+    if let Some(cli) = hook_as_installed(&argv) {
+        return Ok(cli);
+    }
     // Building the whole command tree (every command, option and help text) costs a hook or a
     // claim about as much as its own work (issue 35). The commands that run on every tool call,
     // prompt and claim are parsed against a tree of their own: the global options and that
@@ -131,6 +137,35 @@ fn parse_with_env() -> Result<Cli, clap::Error> {
     parse_as::<Cli>(&argv, |c| &mut c.global).map(|(mut cli, global)| {
         cli.global = global;
         cli
+    })
+}
+
+/// `conductor hook AGENT [--from-plugin]`, exactly as `integrate` installs it (every agent's
+/// every tool call runs it): read without building even the hook's own clap tree, which costs
+/// the hook a tenth of its time (issue 35). Any other shape, a global option or an agent name
+/// clap would refuse included, is left to clap.
+fn hook_as_installed(argv: &[std::ffi::OsString]) -> Option<Cli> {
+    let rest: Vec<&str> = argv
+        .get(1..)?
+        .iter()
+        .map(|a| a.to_str())
+        .collect::<Option<_>>()?;
+    let (agent, from_plugin) = match rest[..] {
+        ["hook", agent] => (agent, false),
+        ["hook", agent, "--from-plugin"] | ["hook", "--from-plugin", agent] => (agent, true),
+        _ => return None,
+    };
+    let agent = <conductor::hooks::Agent as clap::ValueEnum>::from_str(agent, false).ok()?;
+    let lock_timeout = match std::env::var("CONDUCTOR_LOCK_TIMEOUT") {
+        Ok(v) if !v.is_empty() => parse_timeout(&v).ok()?,
+        _ => DEFAULT_LOCK_TIMEOUT,
+    };
+    Some(Cli {
+        global: GlobalArgs {
+            lock_timeout,
+            ..GlobalArgs::default()
+        },
+        command: Some(Command::Hook(hook::HookArgs { agent, from_plugin })),
     })
 }
 

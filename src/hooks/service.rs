@@ -137,8 +137,8 @@ pub fn edit(
             .collect::<Vec<_>>()
     };
     // Lock-free first: most edits are of files the session already holds, or are refused.
-    let mut state = crate::protocol::read_unvalidated(store, now)?;
-    state.repos.merge(&req.repos);
+    let mut state = crate::protocol::glance(store, now)?;
+    state.merge_repos(&req.repos);
     let (verdict, to_claim) = super::combine(&decide_all(&state));
     if let Some(v) = verdict {
         return Ok(if after { after_the_fact(v) } else { v });

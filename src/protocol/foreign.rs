@@ -175,11 +175,26 @@ fn looks_canonical(st: &State) -> bool {
 /// directory key, `/@REPO:` only for a repository's root glob ([`super::claims`]).
 fn is_lexically_normal(p: &str) -> bool {
     let body = p.strip_suffix('/').filter(|b| !b.is_empty()).unwrap_or(p);
-    p.starts_with('/')
-        && !p.contains('\0')
-        && body[1..]
-            .split('/')
-            .all(|c| !c.is_empty() && c != "." && c != "..")
+    let Some(rest) = body.as_bytes().strip_prefix(b"/") else {
+        return false;
+    };
+    // One pass over the bytes (every lock-free hook checks every key): each component is
+    // non-empty, not `.` or `..`, and holds no NUL.
+    let (mut len, mut dots) = (0usize, 0usize);
+    for &c in rest.iter().chain(std::iter::once(&b'/')) {
+        match c {
+            b'/' => {
+                if len == 0 || dots == len && len <= 2 {
+                    return false;
+                }
+                (len, dots) = (0, 0);
+            }
+            0 => return false,
+            b'.' => (len, dots) = (len + 1, dots + 1),
+            _ => len += 1,
+        }
+    }
+    true
 }
 
 /// Rewrite `st` into canonical, consistent form; one note per change.
@@ -457,6 +472,29 @@ mod tests {
 
     fn now() -> Timestamp {
         Timestamp::parse("2026-01-17T10:00:00Z").unwrap()
+    }
+
+    #[test]
+    fn lexically_normal_keys_are_absolute_without_dot_components_or_empty_ones() {
+        for ok in [
+            "/a",
+            "/a/b.rs",
+            "/src/",
+            "/a/.hidden",
+            "/a/...",
+            "/a/..b",
+            "/a/b./c",
+            "/@app:src/**",
+            "/a b/c",
+        ] {
+            assert!(is_lexically_normal(ok), "{ok}");
+        }
+        for bad in [
+            "", "/", "//", "a/b", "./a", "/a//b", "/a/./b", "/a/../b", "/a/.", "/a/..", "/.",
+            "/..", "/a/b//", "/a\0b", "/a/\0/", "/./", "/../",
+        ] {
+            assert!(!is_lexically_normal(bad), "{bad:?}");
+        }
     }
 
     fn with_two() -> (State, String, String) {

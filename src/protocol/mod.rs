@@ -34,7 +34,7 @@ pub mod unclaimed;
 pub mod worktrees;
 
 pub use service::{
-    CONFLICTS, HISTORY, Ledger, read, read_ledger, read_unvalidated, reset, sprint, transact,
-    transact_tx,
+    CONFLICTS, Glance, HISTORY, Ledger, glance, read, read_ledger, read_unvalidated, reset, sprint,
+    transact, transact_tx,
 };
 pub use types::*;

@@ -56,10 +56,48 @@ pub fn read(store: &Store, now: Timestamp) -> Result<State> {
 
 /// The protocol state for a quick read-only decision (agent hooks, prompt). No lock.
 pub fn read_unvalidated(store: &Store, now: Timestamp) -> Result<State> {
+    read_quick(store, now, codec::decode_quick)
+}
+
+/// The protocol state as a decision over `global_claims` needs it (an agent's edit hook), without
+/// each instance's own claim lists: see [`Glance`]. No lock.
+pub fn glance(store: &Store, now: Timestamp) -> Result<Glance> {
+    read_quick(store, now, |path, bytes| {
+        super::types::de::glancing(|| codec::decode_quick(path, bytes))
+    })
+    .map(Glance)
+}
+
+/// A state read for one lock-free decision: who holds which path, and each instance's
+/// registration, but with every instance's `files_claimed` and `claim_tokens` left empty (their
+/// JSON parsed, not kept). Half the decode of `status.json` at 1,000 claims (issue 35). It can
+/// only be read: every change goes through [`transact`], which reads the whole state again under
+/// the lock.
+pub struct Glance(State);
+
+impl std::ops::Deref for Glance {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.0
+    }
+}
+
+impl Glance {
+    /// Add the worktrees the decision is about ([`State::repos`], never written).
+    pub fn merge_repos(&mut self, repos: &super::worktrees::Worktrees) {
+        self.0.repos.merge(repos);
+    }
+}
+
+fn read_quick(
+    store: &Store,
+    now: Timestamp,
+    decode: impl FnOnce(&std::path::Path, &[u8]) -> Result<State>,
+) -> Result<State> {
     let path = store.home().status();
     let mut st = match store.read_file(<State as Document>::FILE)? {
         None => return Ok(State::empty(now)),
-        Some(bytes) => codec::decode_quick(&path, &bytes)?,
+        Some(bytes) => decode(&path, &bytes)?,
     };
     // Keys another program wrote through a symlink are decided on where they lead. The map
     // only says how a spelling resolves, so a snapshot of it is never wrong to apply. (Read as
@@ -245,4 +283,48 @@ pub fn stage_effects(tx: &mut Tx, now: Timestamp, effects: Vec<Effect>) -> Resul
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::super::{codec, types::de};
+
+    #[test]
+    fn a_glance_keeps_who_holds_what_drops_each_instance_list_and_leaves_later_decodes_whole() {
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/valid/status-1000-claims.json"
+        ));
+        let mut whole = codec::decode_quick(path, &std::fs::read(path).unwrap()).unwrap();
+        for i in &mut whole.instances {
+            i.claim_tokens = (1..)
+                .zip(&i.files_claimed)
+                .map(|(t, f)| (f.clone(), t))
+                .collect();
+        }
+        let bytes = codec::encode(&whole);
+        let whole = codec::decode_quick(path, &bytes).unwrap();
+        let glanced = de::glancing(|| codec::decode_quick(path, &bytes)).unwrap();
+        assert!(whole.instances.iter().any(|i| !i.files_claimed.is_empty()));
+        assert!(whole.instances.iter().any(|i| !i.claim_tokens.is_empty()));
+        assert!(glanced.instances.iter().all(|i| i.files_claimed.is_empty()));
+        assert!(glanced.instances.iter().all(|i| i.claim_tokens.is_empty()));
+        assert_eq!(glanced.global_claims, whole.global_claims);
+        let ids = |s: &super::State| s.instances.iter().map(|i| i.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&glanced), ids(&whole));
+        // The flag is reset, also after a decode that fails.
+        assert!(de::glancing(|| codec::decode_quick(path, b"{")).is_err());
+        let again = codec::decode_quick(path, &bytes).unwrap();
+        assert_eq!(again.instances, whole.instances);
+        // A glance still refuses what is not JSON inside the skipped lists.
+        let broken = String::from_utf8(bytes.clone()).unwrap().replacen(
+            "\"files_claimed\": [",
+            "\"files_claimed\": [,",
+            1,
+        );
+        assert_ne!(broken.as_bytes(), &bytes[..]);
+        assert!(de::glancing(|| codec::decode_quick(path, broken.as_bytes())).is_err());
+    }
 }

@@ -480,9 +480,54 @@ pub mod de {
         d.deserialize_map(Claims)
     }
 
+    thread_local! {
+        /// Set while [`glancing`] decodes: each instance's own claim lists are skipped.
+        static GLANCE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Run `decode` with each instance's `files_claimed` and `claim_tokens` parsed but not kept
+    /// (left empty): a decision over `global_claims` never reads them, and at 1,000 claims they
+    /// are two thirds of the strings in `status.json` (issue 35). Their JSON must still be well
+    /// formed; their contents are not checked. Only [`crate::protocol::Glance`] calls this.
+    pub(crate) fn glancing<T>(decode: impl FnOnce() -> T) -> T {
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                GLANCE.with(|g| g.set(false));
+            }
+        }
+        GLANCE.with(|g| g.set(true));
+        let _reset = Reset;
+        decode()
+    }
+
+    fn glanced<'de, D: Deserializer<'de>>(d: &mut Option<D>) -> Result<bool, D::Error> {
+        if GLANCE.with(|g| g.get()) {
+            d.take()
+                .expect("decoded once")
+                .deserialize_ignored_any(de::IgnoredAny)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// `files_claimed`: a list of paths (skipped while [`glancing`]).
+    pub fn claimed<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        let mut d = Some(d);
+        if glanced(&mut d)? {
+            return Ok(Vec::new());
+        }
+        Vec::<String>::deserialize(d.take().expect("not taken"))
+    }
+
     /// `claim_tokens`: path → token, built in one pass from the entries (written sorted) rather
-    /// than one insert per key, as [`claims`].
+    /// than one insert per key, as [`claims`] (skipped while [`glancing`]).
     pub fn tokens<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u64>, D::Error> {
+        let mut d = Some(d);
+        if glanced(&mut d)? {
+            return Ok(BTreeMap::new());
+        }
+        let d = d.take().expect("not taken");
         struct Tokens;
         impl<'de> Visitor<'de> for Tokens {
             type Value = BTreeMap<String, u64>;
@@ -577,7 +622,7 @@ pub mod de {
         project: String, required;
         task: String, required;
         priority: super::Priority, required;
-        files_claimed: Vec<String>, default;
+        files_claimed: Vec<String>, default with self::claimed;
         started_at: Timestamp, required;
         last_heartbeat: Timestamp, required;
         working_directory: String, required with self::abs_path;
