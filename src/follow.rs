@@ -33,6 +33,7 @@ pub struct Wakes {
 impl Wakes {
     /// A channel woken by SIGINT/SIGTERM and a closed stdout. Blocks those signals first: call
     /// before any thread is started.
+    #[allow(clippy::new_without_default)] // it blocks the stop signals: never implicit
     pub fn new() -> Wakes {
         watch::block_stop_signals();
         let (tx, rx) = channel();

@@ -422,7 +422,7 @@ pub fn glance<'a>(inbox: &'a Inbox, agent: &str) -> Glance<'a> {
         .values()
         .filter(|it| it.agent == agent && matches!(it.status, Status::Pending | Status::Seen))
         .collect();
-    open.sort_by(|x, y| y.created_ms.cmp(&x.created_ms));
+    open.sort_by_key(|it| std::cmp::Reverse(it.created_ms));
     Glance {
         claimed: open.iter().filter(|it| it.claim.is_some()).count(),
         mentions: inbox.mentions.values().filter(|m| m.agent == agent).count(),

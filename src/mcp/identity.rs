@@ -8,8 +8,8 @@ use std::sync::Mutex;
 
 use conductor::error::Result;
 use conductor::hooks;
-use conductor::protocol::ops::{self, Effect};
 use conductor::protocol::State;
+use conductor::protocol::ops::{self, Effect};
 use conductor::time::Timestamp;
 
 /// How the server finds its instance.
