@@ -357,7 +357,7 @@ pub fn messages(
 
 /// Every registered agent as the dashboard shows it: its last heartbeat through Canopy's API,
 /// its run loop, its inbox items and mentions (with their live claims).
-pub fn board(store: &Store, now: Timestamp) -> Result<Vec<Value>> {
+pub fn for_dashboard(store: &Store, now: Timestamp) -> Result<Vec<Value>> {
     let agents_doc: Agents = store.read_doc(now)?;
     let inbox: Inbox = super::inbox_files::snapshot(store, now, &Scope::All)?;
     let now_ms = super::now_ms();

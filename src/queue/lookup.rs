@@ -108,7 +108,11 @@ pub fn states_of(
 }
 
 /// The live jobs as the dashboard shows them, each with the last `log_bytes` bytes of its log.
-pub fn board(store: &Store, now: Timestamp, log_bytes: u64) -> Result<Vec<serde_json::Value>> {
+pub fn for_dashboard(
+    store: &Store,
+    now: Timestamp,
+    log_bytes: u64,
+) -> Result<Vec<serde_json::Value>> {
     let queue: QueueDoc = store.read_doc(now)?;
     let layout = super::Layout {
         home: store.home().dir().to_path_buf(),

@@ -100,9 +100,9 @@ pub fn state(store: &Store) -> Result<Value> {
     let now = Timestamp::now();
     let seq = store.last_event_seq()?;
     let st = conductor::protocol::read(store, now)?;
-    let agent_rows = agents::views::board(store, now)?;
-    let sessions = conductor::workflows::timeline::board(store, now, 50)?;
-    let jobs = conductor::queue::lookup::board(store, now, LOG_TAIL)?;
+    let agent_rows = agents::views::for_dashboard(store, now)?;
+    let sessions = conductor::workflows::timeline::for_dashboard(store, now, 50)?;
+    let jobs = conductor::queue::lookup::for_dashboard(store, now, LOG_TAIL)?;
     // Conflicts as `status` reports them: only those whose holder still holds the file.
     let conflicts = conductor::protocol::ops::live_conflicts(&st);
     // Sessions in worktrees of one repository: each names its worktree and branch, and they

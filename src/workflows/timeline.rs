@@ -122,7 +122,7 @@ pub fn follow_over(s: &Session, state: Option<&str>) -> Option<u8> {
 
 /// The `limit` newest sessions, live or finished, as the dashboard shows them: their states,
 /// runs, totals and budget.
-pub fn board(
+pub fn for_dashboard(
     store: &crate::store::Store,
     now: crate::time::Timestamp,
     limit: usize,
