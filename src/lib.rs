@@ -12,6 +12,7 @@ pub mod agents;
 pub mod app;
 pub mod config;
 pub mod error;
+pub mod follow;
 pub mod health;
 pub mod hooks;
 pub mod integrations;

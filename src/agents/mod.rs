@@ -36,8 +36,10 @@ pub mod keys;
 pub mod machine;
 pub mod ops;
 pub mod run_loop;
+pub mod selftest;
 pub mod service;
 pub mod text;
+pub mod views;
 
 use std::collections::{BTreeMap, VecDeque};
 

@@ -663,6 +663,35 @@ pub fn mark_seen(
     Ok(item.clone())
 }
 
+/// A JSON object's entries as KEY=VALUE strings for [`parse_refs`] (a value that is not a
+/// string as its JSON text).
+pub fn refs_of(map: &serde_json::Map<String, Value>) -> Vec<String> {
+    map.iter()
+        .map(|(k, v)| {
+            format!(
+                "{k}={}",
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            )
+        })
+        .collect()
+}
+
+/// The completion reference of an item finished with `status`, from KEY=VALUE strings
+/// ([`parse_refs`]): none for a skip that gives none.
+pub fn completion_ref(
+    status: Status,
+    refs: &[String],
+) -> Result<Option<serde_json::Map<String, Value>>> {
+    let refs = parse_refs(refs)?;
+    Ok(if status == Status::Skipped && refs.is_empty() {
+        None
+    } else {
+        Some(refs)
+    })
+}
+
 /// Parse `k=v` references into a completion_ref object.
 pub fn parse_refs(refs: &[String]) -> Result<serde_json::Map<String, Value>> {
     let mut m = serde_json::Map::new();

@@ -78,6 +78,23 @@ pub fn update_items(
     })
 }
 
+/// Apply one update ([`update_items`], not restricted to `by`'s own items); returns the item.
+pub fn update_item(
+    store: &Store,
+    now: Timestamp,
+    id: &str,
+    status: Status,
+    completion_ref: Option<Map<String, Value>>,
+    by: Option<&str>,
+) -> Result<Item> {
+    let u = ItemUpdate {
+        id: id.to_string(),
+        status,
+        completion_ref,
+    };
+    Ok(update_items(store, now, &[u], by, false)?.remove(0))
+}
+
 /// A work claim on an inbox item or mention ([`claim_item`]).
 #[derive(Clone, Debug)]
 pub struct ClaimItem {

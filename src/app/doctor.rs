@@ -46,6 +46,22 @@ impl Examination {
             .chain(&self.documents)
             .all(|f| f.ok)
     }
+
+    /// The verdict: `ok`, `repaired`, `problems` (a bad integration or document makes it so
+    /// even after a repair), or `unavailable` (the shared store could not be reached).
+    pub fn status(&self) -> &'static str {
+        if self.unavailable {
+            "unavailable"
+        } else if !self.integrations_ok() {
+            "problems"
+        } else if self.healthy() {
+            "ok"
+        } else if self.repaired {
+            "repaired"
+        } else {
+            "problems"
+        }
+    }
 }
 
 /// Examine a file home (`repair`: fix what can be fixed, keeping every original).

@@ -173,3 +173,35 @@ pub fn newest(store: &Store, limit: u64, filter: &Filter) -> Result<Vec<Event>> 
         window = window.saturating_mul(2);
     }
 }
+
+/// A view of the home a reader follows (the MCP server's resources): the sessions' status, an
+/// agent's inbox, a workflow session's snapshot.
+#[derive(Clone, Debug, PartialEq)]
+pub enum View {
+    Status,
+    /// The agent's name.
+    Inbox(String),
+    /// The session's id (or a prefix of it).
+    Snapshot(String),
+}
+
+impl View {
+    /// True when event `e` may change what the view shows.
+    pub fn touched_by(&self, e: &Event) -> bool {
+        let t = e.event_type.as_str();
+        match self {
+            View::Status => ["instance.", "claim.", "drift.", "gate."]
+                .iter()
+                .any(|p| t.starts_with(p)),
+            View::Inbox(_) => ["inbox.", "mention.", "dm.", "channel.", "agent."]
+                .iter()
+                .any(|p| t.starts_with(p)),
+            View::Snapshot(id) => {
+                t.starts_with("workflow.")
+                    && e.payload["session"]
+                        .as_str()
+                        .is_none_or(|s| s == id || s.starts_with(id.as_str()))
+            }
+        }
+    }
+}

@@ -6,6 +6,7 @@ pub mod admission;
 pub mod bundle;
 pub mod doctor;
 pub mod events;
+pub mod picture;
 
 use std::path::Path;
 

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use super::{Ctx, print};
-use conductor::agents::{self, Agents, Inbox, health, ops};
+use conductor::agents::{self, ops, views};
 use conductor::error::Result;
 
 pub use super::Out;
@@ -145,119 +145,39 @@ fn register(ctx: &Ctx, a: RegisterArgs) -> Result<u8> {
     print(
         ctx.out,
         &Out::ok(
-            json!({"status": "ok", "new": fresh, "agent": public(&agent), "channel_added": added}),
+            json!({"status": "ok", "new": fresh, "agent": views::public(&agent), "channel_added": added}),
             text,
         ),
     )
 }
 
-/// An agent as shown to people and scripts (without its action log).
-pub fn public(a: &agents::Agent) -> Value {
-    json!({"name": a.name, "handle": a.handle, "user_id": a.user_id, "watch": a.watch,
-           "registered_at": a.registered_at, "cursor": a.cursor, "queue": a.queue})
-}
-
-/// True when the run status says running and its process still exists.
-pub fn alive(run: Option<&agents::RunStatus>) -> bool {
-    run.is_some_and(|r| r.status == "running" && !conductor::host::pid_is_dead(r.pid))
-}
-
 fn list(ctx: &Ctx) -> Result<u8> {
-    let agents: Agents = ctx.store.read_doc(ctx.now)?;
-    let inbox: Inbox = conductor::agents::inbox_files::snapshot(
-        &ctx.store,
-        ctx.now,
-        &conductor::agents::inbox_files::Scope::All,
-    )?;
-    let mut rows = Vec::new();
+    let listed = views::list(&ctx.store, ctx.now)?;
     let mut text = String::new();
-    for a in agents.agents.values() {
-        let run = agents::read_run_status(&ctx.store, &a.name)?;
-        let s = health::snapshot(a, run.as_ref(), &inbox, alive(run.as_ref()));
-        let (mode, _) = health::mode(&s);
-        let mut row = public(a);
-        row["pending_inbox"] = json!(s.pending_inbox);
-        row["unacked_mentions"] = json!(s.unacked_mentions);
-        row["mode"] = json!(mode);
-        row["running"] = json!(s.running);
+    for l in &listed {
+        let s = &l.snapshot;
         text.push_str(&format!(
             "{:<16} {:<18} pending {:<3} unacked {:<3} {:<11} {}\n",
-            a.name,
-            a.handle,
+            l.agent.name,
+            l.agent.handle,
             s.pending_inbox,
             s.unacked_mentions,
-            mode,
+            l.mode,
             if s.running { "running" } else { "not running" }
         ));
-        rows.push(row);
     }
-    if rows.is_empty() {
+    if listed.is_empty() {
         text = "No agents registered (conductor agent register NAME --watch CHANNEL)".into();
     }
+    let rows: Vec<Value> = listed.iter().map(views::Listed::to_json).collect();
     print(
         ctx.out,
         &Out::ok(json!({"status": "ok", "agents": rows}), text),
     )
 }
 
-fn latency(h: &agents::Histogram) -> Value {
-    json!({"count": h.count, "p50": h.percentile(50.0), "p95": h.percentile(95.0),
-           "last": h.recent_ms.back(),
-           "mean": h.sum_ms.checked_div(h.count)})
-}
-
-/// The runtime facts of an agent (`agent status --json`).
-pub fn facts(ctx: &Ctx, name: &str) -> Result<Value> {
-    let agents: Agents = ctx.store.read_doc(ctx.now)?;
-    let a = ops::agent(&agents, name)?;
-    let inbox: Inbox = conductor::agents::inbox_files::snapshot(
-        &ctx.store,
-        ctx.now,
-        &conductor::agents::inbox_files::Scope::one(&a.name),
-    )?;
-    let run = agents::read_run_status(&ctx.store, &a.name)?;
-    let s = health::snapshot(a, run.as_ref(), &inbox, alive(run.as_ref()));
-    let (mode, mode_reasons) = health::mode(&s);
-    let (health, issues) = health::health(&s);
-    let m = &a.metrics;
-    let run = run
-        .as_ref()
-        .map(|r| health::redact(&serde_json::to_value(r).unwrap_or_default()));
-    Ok(json!({
-        "status": "ok",
-        "agent": a.name,
-        "handle": a.handle,
-        "wake_source": s.wake_source,
-        "canopy_poll_interval_seconds": s.poll_interval_seconds,
-        "blind_window_seconds": s.blind_window_seconds,
-        "pending_inbox": s.pending_inbox,
-        "unacked_mentions": s.unacked_mentions,
-        "last_event_cursor_seen": a.cursor,
-        "journal_seq": ctx.store.last_event_seq()?,
-        "feed": s.feed,
-        "mode": mode,
-        "mode_reasons": mode_reasons,
-        "health": health,
-        "health_issues": issues,
-        "running": s.running,
-        "queue": a.queue,
-        "metrics": {
-            "event_to_seen_ms": latency(&m.event_to_seen),
-            "event_to_claim_ms": latency(&m.event_to_claim),
-            "claim_to_complete_ms": latency(&m.claim_to_complete),
-            "pending_inbox": s.pending_inbox,
-            "unacked_mentions": s.unacked_mentions,
-            "timeout_recoveries": m.timeout_recoveries,
-            "completed": m.completed,
-            "errors": m.errors,
-            "last_success_at": m.last_success_at,
-        },
-        "run": run,
-    }))
-}
-
 fn status(ctx: &Ctx, a: NameArg) -> Result<u8> {
-    let v = facts(ctx, &a.name)?;
+    let v = views::facts(&ctx.store, ctx.now, &a.name)?;
     let ms = |k: &str, p: &str| match &v["metrics"][k][p] {
         Value::Null => "-".to_string(),
         x => format!("{x} ms"),
@@ -338,52 +258,17 @@ fn status(ctx: &Ctx, a: NameArg) -> Result<u8> {
     print(ctx.out, &Out::ok(v, text))
 }
 
-pub use conductor::agents::service::canopy_item;
-
 fn events(ctx: &Ctx, a: EventsArgs) -> Result<u8> {
-    let agents: Agents = ctx.store.read_doc(ctx.now)?;
-    let agent = ops::agent(&agents, &a.name)?.clone();
-    let start = a.after.unwrap_or(agent.cursor);
-    let mut tail = ctx.store.tail(Some(start))?;
-    let mut items = Vec::new();
-    let mut has_more = false;
-    let mut last = start;
-    tail.read(|e| {
-        if !ops::concerns(&agent, &e) {
-            return true;
-        }
-        if items.len() as u64 >= a.limit {
-            has_more = true;
-            return false;
-        }
-        last = e.seq;
-        items.push(canopy_item(&e, &agents));
-        true
-    })?;
-    let next = if has_more { last } else { tail.after.max(last) };
-    if a.advance && next > agent.cursor {
-        agents::service::advance_cursor(&ctx.store, ctx.now, &a.name, next)?;
-    }
+    let page = views::feed(&ctx.store, ctx.now, &a.name, a.after, a.limit, a.advance)?;
     ctx.out
-        .json_line(&json!({"items": items, "next_after_seq": next, "has_more": has_more}))?;
+        .json_line(&serde_json::to_value(page).expect("serializes"))?;
     Ok(0)
 }
 
 fn log(ctx: &Ctx, a: LogArgs) -> Result<u8> {
-    let agents: Agents = ctx.store.read_doc(ctx.now)?;
-    let agent = ops::agent(&agents, &a.name)?;
-    let file = agents::agent_file(&agent.name, agents::ACTIONS_FILE)?;
-    let bytes = ctx.store.read_at(&file)?.unwrap_or_default();
-    // Whole lines that parse (a torn last line of a crashed append is not an action yet).
-    let lines: Vec<&str> = std::str::from_utf8(&bytes)
-        .unwrap_or_default()
-        .split_terminator('\n')
-        .filter(|l| serde_json::from_str::<agents::Action>(l).is_ok())
-        .collect();
-    let skip = a.limit.map_or(0, |l| lines.len().saturating_sub(l));
     let mut s = String::new();
-    for line in lines.iter().skip(skip) {
-        s.push_str(line);
+    for line in views::actions(&ctx.store, ctx.now, &a.name, a.limit)? {
+        s.push_str(&line);
         s.push('\n');
     }
     use std::io::Write;

@@ -1,15 +1,11 @@
 //! `conductor conflicts`: recent conflicts.log entries and the conflicts still open.
 
-use std::collections::VecDeque;
-
 use serde_json::json;
 
 use super::{Ctx, Report, print};
 use conductor::error::Result;
-use conductor::protocol::Ledger;
-use conductor::protocol::conflicts_log::LogEntry;
-use conductor::protocol::ops::{self, LiveConflict};
-use conductor::store::ledger::Line;
+use conductor::protocol::conflicts_log::{self, LogEntry};
+use conductor::protocol::ops::LiveConflict;
 
 /// Show conflicts.
 #[derive(Debug, clap::Args)]
@@ -57,41 +53,12 @@ impl Report for ConflictsReport {
 
 /// Run `conflicts`.
 pub fn run(ctx: &Ctx, args: ConflictsArgs) -> Result<u8> {
-    let mut recent = VecDeque::with_capacity(args.limit.min(10_000));
-    conductor::protocol::read_ledger(&ctx.store, Ledger::Conflicts, |n, line| {
-        match line {
-            Line::Complete(text) => match LogEntry::parse(&text) {
-                Some(e) => {
-                    if recent.len() == args.limit {
-                        recent.pop_front();
-                    }
-                    if args.limit > 0 {
-                        recent.push_back(e);
-                    }
-                }
-                None => ctx.out.warn(&format!(
-                    "conflicts.log line {n} is not `<time> | <KIND> | <text>`; skipped"
-                )),
-            },
-            Line::Torn(_) => ctx.out.warn(&format!(
-                "conflicts.log line {n} is incomplete (an interrupted write); skipped"
-            )),
-        }
-        Ok(true)
-    })?;
-    let mut state = conductor::protocol::read(&ctx.store, ctx.now)?;
-    // A killed `claim --wait` no longer conflicts (see `status`).
-    ops::drop_dead_waiters(
-        &mut state,
-        &conductor::protocol::local::waiter_is_dead,
-        ctx.now,
-        &mut Vec::new(),
-    );
+    let recent = conflicts_log::recent(&ctx.store, args.limit, &mut |why| ctx.out.warn(&why))?;
     print(
         ctx.out,
         &ConflictsReport {
-            recent: recent.into(),
-            unresolved: ops::live_conflicts(&state),
+            recent,
+            unresolved: conflicts_log::unresolved(&ctx.store, ctx.now)?,
         },
     )
 }

@@ -36,23 +36,7 @@ struct DoctorReport(Examination);
 
 impl Report for DoctorReport {
     fn to_json(&self) -> serde_json::Value {
-        let status = if self.0.healthy() {
-            "ok"
-        } else if self.0.repaired {
-            "repaired"
-        } else {
-            "problems"
-        };
-        let status = if self.0.integrations_ok() {
-            status
-        } else {
-            "problems"
-        };
-        let status = if self.0.unavailable {
-            "unavailable"
-        } else {
-            status
-        };
+        let status = self.0.status();
         let sandbox: Vec<serde_json::Value> = self
             .0
             .sandbox

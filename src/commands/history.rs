@@ -1,15 +1,11 @@
 //! `conductor history`: finished tasks, streamed from history.jsonl.
 
-use std::collections::VecDeque;
 use std::io::Write;
 
 use super::Ctx;
 use conductor::error::{Error, Result};
-use conductor::protocol::Ledger;
+use conductor::protocol::history::{self, Since, parse_since};
 use conductor::protocol::types::{HistoryEntry, Outcome};
-use conductor::schema::{self, Schema};
-use conductor::store::ledger::Line;
-use conductor::time::Timestamp;
 
 /// Show history.
 #[derive(Debug, clap::Args)]
@@ -32,44 +28,6 @@ pub struct HistoryArgs {
     pub limit: Option<usize>,
 }
 
-/// A `--since` value, resolved against the clock when the command runs.
-#[derive(Clone, Debug)]
-pub enum Since {
-    At(Timestamp),
-    Ago(u64),
-}
-
-/// The longest `--since` age: 10,000 years.
-const MAX_AGE_MINUTES: u64 = 10_000 * 366 * 1440;
-
-fn parse_since(s: &str) -> std::result::Result<Since, String> {
-    if let Some(t) = Timestamp::parse(s) {
-        return Ok(Since::At(t));
-    }
-    if let Some(t) = Timestamp::parse(&format!("{s}T00:00:00Z")) {
-        return Ok(Since::At(t));
-    }
-    let (num, unit) = s.split_at(s.len().saturating_sub(1));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a time, a date or an age like 30m, 12h, 7d"))?;
-    let per = match unit {
-        "m" => 1,
-        "h" => 60,
-        "d" => 1440,
-        _ => {
-            return Err(format!(
-                "`{s}` is not a time, a date or an age like 30m, 12h, 7d"
-            ));
-        }
-    };
-    let minutes = n
-        .checked_mul(per)
-        .filter(|m| *m <= MAX_AGE_MINUTES)
-        .ok_or_else(|| format!("`{s}` is too long ago (at most 10000 years)"))?;
-    Ok(Since::Ago(minutes))
-}
-
 /// The text form's row for an entry (the `--json` form streams; the text form is a table,
 /// aligned once every row is known).
 fn human(e: &HistoryEntry) -> Vec<String> {
@@ -88,10 +46,12 @@ fn human(e: &HistoryEntry) -> Vec<String> {
 
 /// Run `history`.
 pub fn run(ctx: &Ctx, args: HistoryArgs) -> Result<u8> {
-    let since = args.since.map(|s| match s {
-        Since::At(t) => t,
-        Since::Ago(m) => ctx.now.minus_minutes(m),
-    });
+    let filter = history::Filter {
+        project: args.project,
+        outcome: args.outcome,
+        since: args.since,
+        limit: args.limit,
+    };
     let stdout = std::io::stdout();
     let mut w = std::io::BufWriter::new(stdout.lock());
     let io = |e: std::io::Error| Error::io("write to", std::path::Path::new("stdout"), e);
@@ -110,67 +70,24 @@ pub fn run(ctx: &Ctx, args: HistoryArgs) -> Result<u8> {
         "MINUTES",
         "TASK",
     ]);
-    let mut emit = |w: &mut std::io::BufWriter<_>, e: &HistoryEntry| -> Result<()> {
-        if json {
-            if !first {
-                w.write_all(b",").map_err(io)?;
-            }
-            serde_json::to_writer(&mut *w, e).map_err(|e| io(e.into()))?;
-        } else {
-            table.row(human(e));
-        }
-        first = false;
-        Ok(())
-    };
-    let mut tail: VecDeque<HistoryEntry> = VecDeque::new();
-    let mut count = 0usize;
-    conductor::protocol::read_ledger(&ctx.store, Ledger::History, |n, line| {
-        let text = match line {
-            Line::Complete(t) => t,
-            Line::Torn(_) => {
-                ctx.out.warn(&format!(
-                    "history.jsonl line {n} is incomplete (an interrupted write); skipped"
-                ));
-                return Ok(true);
-            }
-        };
-        let entry = serde_json::from_str::<serde_json::Value>(&text)
-            .map_err(|e| e.to_string())
-            .and_then(|v| schema::validate(Schema::HistoryEntry, &v).map(|_| v))
-            .and_then(|v| serde_json::from_value::<HistoryEntry>(v).map_err(|e| e.to_string()));
-        let entry = match entry {
-            Ok(e) => e,
-            Err(why) => {
-                ctx.out.warn(&format!(
-                    "history.jsonl line {n} is not a valid entry ({why}); skipped"
-                ));
-                return Ok(true);
-            }
-        };
-        let keep = args.project.as_ref().is_none_or(|p| &entry.project == p)
-            && args.outcome.is_none_or(|o| entry.outcome == o)
-            && since.is_none_or(|s| entry.completed_at >= s);
-        if !keep {
-            return Ok(true);
-        }
-        count += 1;
-        match args.limit {
-            Some(limit) => {
-                if tail.len() == limit {
-                    tail.pop_front();
+    let count = history::read(
+        &ctx.store,
+        ctx.now,
+        &filter,
+        &mut |why| ctx.out.warn(&why),
+        &mut |e| {
+            if json {
+                if !first {
+                    w.write_all(b",").map_err(io)?;
                 }
-                if limit > 0 {
-                    tail.push_back(entry);
-                }
+                serde_json::to_writer(&mut w, e).map_err(|e| io(e.into()))?;
+            } else {
+                table.row(human(e));
             }
-            None => emit(&mut w, &entry)?,
-        }
-        Ok(true)
-    })?;
-    for e in &tail {
-        emit(&mut w, e)?;
-    }
-    drop(emit);
+            first = false;
+            Ok(())
+        },
+    )?;
     if json {
         w.write_all(b"]}\n").map_err(io)?;
     } else if !first {

@@ -6,8 +6,7 @@ use serde_json::{Value, json};
 
 use super::agent::Out;
 use super::{Ctx, print};
-use conductor::agents::inbox_files::Scope;
-use conductor::agents::{self, Agents, Inbox, Status, ops};
+use conductor::agents::{self, Status, ops, views};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
 
@@ -246,25 +245,14 @@ pub fn run(ctx: &Ctx, a: InboxArgs) -> Result<u8> {
 }
 
 fn finish(ctx: &Ctx, f: FinishArgs, status: Status) -> Result<u8> {
-    let refs = ops::parse_refs(&f.refs)?;
-    let refs = if status == Status::Skipped && refs.is_empty() {
-        None
-    } else {
-        Some(refs)
-    };
+    let refs = ops::completion_ref(status, &f.refs)?;
     if let Some(a) = &f.agent {
-        let agents: Agents = ctx.store.read_doc(ctx.now)?;
-        ops::agent(&agents, a)?;
+        views::agent_name(&ctx.store, ctx.now, a)?;
     }
     let by = f.agent.as_ref().map(|a| a.to_ascii_lowercase());
-    let u = agents::service::ItemUpdate {
-        id: f.id.clone(),
-        status,
-        completion_ref: refs,
-    };
-    let item = agents::service::update_items(&ctx.store, ctx.now, &[u], by.as_deref(), false)
-        .map_err(|e| agents::service::explain_missing(&ctx.store, ctx.now, e, &f.id))?
-        .remove(0);
+    let item =
+        agents::service::update_item(&ctx.store, ctx.now, &f.id, status, refs, by.as_deref())
+            .map_err(|e| agents::service::explain_missing(&ctx.store, ctx.now, e, &f.id))?;
     let text = format!(
         "{} {}",
         if status == Status::Completed {
@@ -282,66 +270,10 @@ fn finish(ctx: &Ctx, f: FinishArgs, status: Status) -> Result<u8> {
 
 fn list(ctx: &Ctx, agent: Option<String>, status: Option<Status>) -> Result<u8> {
     let agent = match agent {
-        Some(a) => {
-            let agents: Agents = ctx.store.read_doc(ctx.now)?;
-            Some(ops::agent(&agents, &a)?.name.clone())
-        }
+        Some(a) => Some(views::agent_name(&ctx.store, ctx.now, &a)?),
         None => None,
     };
-    let mut items: Vec<Value> = Vec::new();
-    // What the next transaction will expire is shown as expired already (same rule, same clock).
-    let scope = agent.as_deref().map_or(Scope::All, Scope::one);
-    let mut inbox: Inbox = agents::inbox_files::snapshot(&ctx.store, ctx.now, &scope)?;
-    let mut fx = ops::Fx::default();
-    let mut agents_copy: Agents = ctx.store.read_doc(ctx.now)?;
-    ops::expire(
-        &mut agents_copy,
-        &mut inbox,
-        ctx.now,
-        agents::now_ms(),
-        &mut fx,
-    );
-    if status == Some(Status::Expired) {
-        for (_, line) in &fx.lines {
-            if let Ok(v) = serde_json::from_str::<Value>(line)
-                && agent
-                    .as_ref()
-                    .is_none_or(|a| v["item"]["agent"] == a.as_str())
-            {
-                items.push(v["item"].clone());
-            }
-        }
-    }
-    if status.is_none_or(Status::actionable) {
-        let mut v: Vec<&agents::Item> = inbox
-            .items
-            .values()
-            .filter(|i| agent.as_ref().is_none_or(|a| i.agent == *a))
-            .filter(|i| status.is_none_or(|s| i.status == s))
-            .collect();
-        v.sort_by(|a, b| ops::pick_order(a, b));
-        items = v
-            .into_iter()
-            .map(|i| serde_json::to_value(i).expect("serializes"))
-            .collect();
-    } else {
-        let want = status.expect("checked").as_str();
-        let mut done = Vec::new();
-        ctx.store.read_ledger_file(agents::INBOX_DONE, |_, line| {
-            if let conductor::store::ledger::Line::Complete(t) = line
-                && let Ok(v) = serde_json::from_str::<Value>(&t)
-                && v["item"]["status"] == want
-                && agent
-                    .as_ref()
-                    .is_none_or(|a| v["item"]["agent"] == a.as_str())
-            {
-                done.push(v["item"].clone());
-            }
-            Ok::<_, conductor::Error>(true)
-        })?;
-        done.append(&mut items);
-        items = done;
-    }
+    let items = views::items(&ctx.store, ctx.now, agent.as_deref(), status)?;
     let text = if items.is_empty() {
         "Inbox empty".to_string()
     } else {
@@ -365,18 +297,11 @@ pub fn run_mentions(ctx: &Ctx, a: MentionsArgs) -> Result<u8> {
             )
         }
         None => {
-            let agents: Agents = ctx.store.read_doc(ctx.now)?;
             let agent = match &a.agent {
-                Some(n) => Some(ops::agent(&agents, n)?.name.clone()),
+                Some(n) => Some(views::agent_name(&ctx.store, ctx.now, n)?),
                 None => None,
             };
-            let scope = agent.as_deref().map_or(Scope::All, Scope::one);
-            let inbox: Inbox = agents::inbox_files::snapshot(&ctx.store, ctx.now, &scope)?;
-            let v: Vec<&agents::Mention> = inbox
-                .mentions
-                .values()
-                .filter(|m| agent.as_ref().is_none_or(|n| m.agent == *n))
-                .collect();
+            let v = views::mentions(&ctx.store, ctx.now, agent.as_deref())?;
             let text = if v.is_empty() {
                 "No unacknowledged mentions".to_string()
             } else {

@@ -167,18 +167,5 @@ fn record_verdict(
 ) -> Result<()> {
     let timeout = std::time::Duration::from_secs_f64(global.lock_timeout);
     let store = conductor::hooks::respond::open_store(global.home.as_deref(), timeout)?;
-    let now = conductor::time::Timestamp::now();
-    integrations::verdicts::record(
-        &store,
-        now,
-        integrations::verdicts::Verdict {
-            agent: agent.name().to_string(),
-            agent_version: conductor::hooks::version::installed(agent, integrations::cli(agent)),
-            root: scope.root.to_string_lossy().into_owned(),
-            user: scope.user,
-            enforced: c.enforced,
-            detail: c.detail.clone(),
-            checked_at: now,
-        },
-    )
+    integrations::verdicts::record_check(&store, conductor::time::Timestamp::now(), agent, scope, c)
 }

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::Ctx;
-use conductor::agents::{Agents, Inbox, health};
 use conductor::error::Reason;
 use conductor::error::{Error, IoContext, Result};
 
@@ -28,14 +27,7 @@ pub struct MetricsArgs {
 
 /// Run `metrics`.
 pub fn run(ctx: &Ctx, a: MetricsArgs) -> Result<u8> {
-    let agents: Agents = ctx.store.read_doc(ctx.now)?;
-    let inbox: Inbox = conductor::agents::inbox_files::snapshot(
-        &ctx.store,
-        ctx.now,
-        &conductor::agents::inbox_files::Scope::All,
-    )?;
-    let list: Vec<&conductor::agents::Agent> = agents.agents.values().collect();
-    let text = health::prometheus(&list, &inbox);
+    let text = conductor::agents::views::prometheus(&ctx.store, ctx.now)?;
     match a.textfile {
         None => {
             use std::io::Write;

@@ -7,8 +7,7 @@ use std::path::PathBuf;
 use super::Ctx;
 use conductor::error::Reason;
 use conductor::error::{Error, IoContext, Result};
-use conductor::protocol::{CONFLICTS, HISTORY};
-use conductor::store::LedgerFile;
+use conductor::protocol::mirror::{self, MIRRORED};
 use conductor::store::watch::{self, Wake};
 
 /// Keep local copies of the history and conflict logs up to date.
@@ -26,8 +25,6 @@ pub struct MirrorArgs {
     #[arg(long)]
     pub once: bool,
 }
-
-const MIRRORED: [LedgerFile; 2] = [HISTORY, CONFLICTS];
 
 /// Run `mirror`.
 pub fn run(ctx: &Ctx, args: MirrorArgs) -> Result<u8> {
@@ -55,25 +52,7 @@ pub fn run(ctx: &Ctx, args: MirrorArgs) -> Result<u8> {
     };
     let mut copied = [usize::MAX; 2];
     loop {
-        for (i, ledger) in MIRRORED.iter().enumerate() {
-            let mut text = String::new();
-            let mut n = 0;
-            ctx.store.read_ledger_file(*ledger, |_, line| {
-                if let conductor::store::ledger::Line::Complete(t) = line {
-                    text.push_str(&t);
-                    text.push('\n');
-                    n += 1;
-                }
-                Ok::<_, conductor::Error>(true)
-            })?;
-            if n != copied[i] {
-                conductor::store::atomic::write_atomic(
-                    &args.dir.join(ledger.name),
-                    text.as_bytes(),
-                )?;
-                copied[i] = n;
-            }
-        }
+        mirror::copy(&ctx.store, &args.dir, &mut copied)?;
         let Some(w) = &watcher else {
             return Ok(0);
         };

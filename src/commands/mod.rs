@@ -18,7 +18,7 @@ pub mod doctor;
 pub mod done;
 pub mod events;
 pub mod export;
-pub mod follow;
+pub use conductor::follow;
 pub mod heartbeat;
 pub mod history;
 pub mod hook;

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::agent::Out;
 use super::{Ctx, print};
-use conductor::agents::{self, Channels, Priority, ops};
+use conductor::agents::{self, Priority, ops};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
 
@@ -176,42 +176,7 @@ pub fn run_edit(ctx: &Ctx, a: EditArgs) -> Result<u8> {
 
 /// Run `messages`.
 pub fn run_messages(ctx: &Ctx, a: MessagesArgs) -> Result<u8> {
-    let channels: Channels = ctx.store.read_doc(ctx.now)?;
-    let id = if a.channel.starts_with("dm:") {
-        a.channel.clone()
-    } else {
-        conductor::agents::text::channel_name(&a.channel)?
-    };
-    let Some(ch) = channels.channels.get(&id) else {
-        return Err(Error::invalid(
-            Reason::UnknownChannel,
-            format!(
-                "no channel `{}` (nothing was posted there)",
-                conductor::text::printable(&id)
-            ),
-        ));
-    };
-    let mut msgs: Vec<agents::Message> = ch.recent.clone();
-    if (a.limit as usize) > msgs.len() && ch.message_count as usize > msgs.len() {
-        // Older than the recent window: read every version from the ledger, last one wins.
-        let mut all: Vec<agents::Message> = Vec::new();
-        ctx.store.read_ledger_file(agents::MESSAGES, |_, line| {
-            if let conductor::store::ledger::Line::Complete(t) = line
-                && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t)
-                && v["message"]["channel_id"] == id.as_str()
-                && let Ok(m) = serde_json::from_value::<agents::Message>(v["message"].clone())
-            {
-                match all.iter_mut().find(|x| x.message_id == m.message_id) {
-                    Some(x) => *x = m,
-                    None => all.push(m),
-                }
-            }
-            Ok::<_, conductor::Error>(true)
-        })?;
-        msgs = all;
-    }
-    let skip = msgs.len().saturating_sub(a.limit as usize);
-    let msgs: Vec<agents::Message> = msgs.into_iter().skip(skip).collect();
+    let (id, msgs) = agents::views::messages(&ctx.store, ctx.now, &a.channel, a.limit as usize)?;
     let mut text = String::new();
     for m in &msgs {
         text.push_str(&format!(

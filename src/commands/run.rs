@@ -2,17 +2,13 @@
 //! register an instance, run a command as it, keep it alive with heartbeats while the command
 //! runs, and record it as done when the command exits.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::mpsc::{RecvTimeoutError, channel};
-
 use super::claim;
 use super::start::{self, StartArgs};
 use super::{Ctx, Report, print};
-use conductor::error::Reason;
-use conductor::error::{Error, Result};
-use conductor::protocol::request::{ClaimRequest, DoneRequest, HeartbeatRequest};
-use conductor::protocol::sessions::{self, Caller, StartOutcome};
+use conductor::error::Result;
+use conductor::protocol::request::{ClaimRequest, DoneRequest};
+use conductor::protocol::sessions::{self, StartOutcome};
+use conductor::protocol::supervise::{self, Ran};
 use conductor::protocol::{Outcome, Priority, Source};
 use conductor::store::Store;
 use conductor::store::watch;
@@ -106,122 +102,22 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<u8> {
         }
     }
 
-    let mut command = std::process::Command::new(&args.command[0]);
-    command
-        .args(&args.command[1..])
-        .env("CONDUCTOR_INSTANCE_ID", &id);
-    // The child must not inherit our blocked SIGINT/SIGTERM.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        command.pre_exec(|| {
-            watch::unblock_stop_signals();
-            Ok(())
-        });
-    }
-    let mut child = match command.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            finish(
-                &ctx.store,
-                &id,
-                Outcome::Abandoned,
-                format!("could not start {}: {e}", args.command[0]),
-                ctx,
-            );
-            return Err(Error::invalid(
-                Reason::SpawnFailed,
-                format!(
-                    "could not start `{}`: {e}",
-                    conductor::text::printable(&args.command[0])
-                ),
-            ));
+    let out = ctx.out;
+    let ran = supervise::run_as(
+        &ctx.store,
+        &id,
+        &args.command,
+        args.heartbeat.0,
+        |w| eprintln!("warning: {w}"),
+        out.quiet || out.json,
+    )?;
+    let (code, notes) = match ran {
+        Ran::Exited { code, notes } => (code, notes),
+        Ran::NotStarted { notes, error } => {
+            finish(&ctx.store, &id, Outcome::Abandoned, notes, ctx);
+            return Err(error);
         }
     };
-    let child_pid = child.id() as i32;
-
-    // Forward SIGINT/SIGTERM sent to us by another process; a terminal's Ctrl-C already
-    // reached the child through the process group.
-    let got_signal = Arc::new(AtomicI32::new(0));
-    {
-        let got_signal = Arc::clone(&got_signal);
-        std::thread::spawn(move || {
-            loop {
-                let r = watch::wait_stop_signal();
-                let _ =
-                    got_signal.compare_exchange(0, r.signal, Ordering::SeqCst, Ordering::SeqCst);
-                if r.from_process {
-                    unsafe {
-                        libc::kill(child_pid, r.signal);
-                    }
-                }
-            }
-        });
-    }
-
-    // Heartbeat from a background thread; each is one short transaction.
-    let (stop_tx, stop_rx) = channel::<()>();
-    let beats = args.heartbeat.0.map(|every| {
-        let dir = ctx.store.home().dir().to_path_buf();
-        let id = id.clone();
-        let quiet = ctx.out.quiet || ctx.out.json;
-        let lock_timeout = ctx.store.lock_timeout();
-        std::thread::spawn(move || {
-            let store = match Store::open(dir, lock_timeout) {
-                Ok(s) => s,
-                Err(e) => return eprintln!("warning: heartbeats stopped: {e}"),
-            };
-            loop {
-                match stop_rx.recv_timeout(every) {
-                    Err(RecvTimeoutError::Timeout) => {}
-                    _ => return,
-                }
-                let req = HeartbeatRequest {
-                    instance_id: Some(id.clone()),
-                    owner_pid: None,
-                };
-                match sessions::heartbeat(&store, Timestamp::now(), &Caller::default(), &req) {
-                    Ok(_) => {}
-                    Err(Error::UnknownInstance(_)) => {
-                        return eprintln!(
-                            "warning: {id} is no longer registered; heartbeats stopped"
-                        );
-                    }
-                    Err(e) if !quiet => eprintln!("warning: heartbeat failed: {e}"),
-                    Err(_) => {}
-                }
-            }
-        })
-    });
-
-    let status = child
-        .wait()
-        .map_err(|e| Error::io("wait for", std::path::Path::new(&args.command[0]), e))?;
-    drop(stop_tx);
-    if let Some(h) = beats {
-        let _ = h.join();
-    }
-    use std::os::unix::process::ExitStatusExt;
-    let (code, mut notes) = match (status.code(), status.signal()) {
-        (Some(c), _) => (
-            c,
-            format!(
-                "`{}` exited with status {c}",
-                conductor::text::printable(&args.command[0])
-            ),
-        ),
-        (None, Some(s)) => (
-            128 + s,
-            format!(
-                "`{}` was killed by signal {s}",
-                conductor::text::printable(&args.command[0])
-            ),
-        ),
-        (None, None) => (1, "the command ended in an unknown way".to_string()),
-    };
-    let sig = got_signal.load(Ordering::SeqCst);
-    if sig != 0 {
-        notes.push_str(&format!(" (conductor run received signal {sig})"));
-    }
     let outcome = if code == 0 {
         Outcome::Success
     } else {

@@ -1,6 +1,6 @@
 //! `conductor start "TASK" --project NAME --priority P1|P2|P3`: register an instance.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::json;
 
@@ -56,15 +56,7 @@ impl StartArgs {
     /// The request these arguments make.
     pub fn into_request(self) -> Result<StartRequest> {
         let dir = working_directory(self.dir.as_deref())?;
-        let project = match self.project {
-            Some(p) => p,
-            // The repository's name, from any directory inside it (`src/` is not a project).
-            None => conductor::host::repository_root(Path::new(&dir))
-                .unwrap_or_else(|| Path::new(&dir).to_path_buf())
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "root".into()),
-        };
+        let project = self.project.unwrap_or_else(|| sessions::project_of(&dir));
         Ok(StartRequest {
             task: self.task,
             project,

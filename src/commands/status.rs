@@ -18,21 +18,14 @@ pub struct StatusArgs {
 pub fn execute(ctx: &Ctx) -> Result<Box<dyn Report>> {
     let st = sessions::status(&ctx.store, ctx.now)?;
     let mut report = from(st, ctx.now, ctx.cwd().ok());
-    report.enforcement =
-        conductor::app::admission::enforcement_of(&ctx.store, ctx.now, &report.state);
-    report.landing = ctx
-        .store
-        .read_doc::<conductor::protocol::landing::LandingDoc>(ctx.now)?
-        .landing;
-    report.overlaps = conductor::protocol::overlaps::of_sessions(&report.state);
-    let unclaimed = conductor::protocol::unclaimed::read(&ctx.store, ctx.now)?;
-    report.unclaimed = conductor::protocol::unclaimed::current(&unclaimed, &report.state)
-        .into_iter()
-        .cloned()
-        .collect();
+    report.picture(conductor::app::picture::read(
+        &ctx.store,
+        ctx.now,
+        &report.state,
+    )?);
     // Whether anything watches is said only beside live sessions: not asked otherwise.
     if !report.state.instances.is_empty() {
-        report.edit_watch = Some(crate::face::status::EditWatch::of(&ctx.store));
+        report.edit_watch = Some(conductor::protocol::edit_watch::status(&ctx.store));
     }
     Ok(Box::new(report))
 }

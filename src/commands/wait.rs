@@ -8,6 +8,7 @@ use serde_json::json;
 use super::{Ctx, Report, print};
 use conductor::error::Result;
 use conductor::protocol::local::PathNormalizer;
+use conductor::protocol::waits;
 use conductor::protocol::worktrees::Worktrees;
 use conductor::store::watch::{self, Wake};
 use conductor::time::Timestamp;
@@ -80,63 +81,13 @@ impl Report for Waited {
 
 /// Read the state (lock-free) and see what is still pending.
 fn check(ctx: &Ctx, files: &[String], ids: &[String], repos: &Worktrees) -> Result<Waited> {
-    let mut state = conductor::protocol::read(&ctx.store, Timestamp::now())?;
-    state.repos.merge(repos);
-    // A file, directory or glob is free once no claim overlaps it: a file inside a claimed
-    // directory, a directory holding a claimed file, two overlapping globs (as `claim` decides).
-    let claims = &state.global_claims;
-    let globs: Vec<String> = conductor::protocol::claims::glob_keys(claims)
-        .into_iter()
-        .map(str::to_string)
-        .collect();
+    let p = waits::pending(&ctx.store, Timestamp::now(), files, ids, repos)?;
     Ok(Waited {
-        held: files
-            .iter()
-            .filter(|f| !conductor::protocol::ops::overlapping_claims(&state, &globs, f).is_empty())
-            .cloned()
-            .collect(),
-        alive: ids
-            .iter()
-            .filter(|i| state.instance(i).is_some())
-            .cloned()
-            .collect(),
+        held: p.held,
+        alive: p.alive,
         files: files.to_vec(),
         ids: ids.to_vec(),
     })
-}
-
-/// Refuse ids that no instance ever had: not live, and not in history.jsonl (an instance that
-/// finished, or was cleaned up, is in it, and waiting for it is done at once). A typo would
-/// otherwise "finish" at once and let a script go on as if the instance were done.
-fn never_registered(ctx: &Ctx, ids: &[String]) -> Result<()> {
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let state = conductor::protocol::read(&ctx.store, Timestamp::now())?;
-    let mut unknown: Vec<&String> = ids.iter().filter(|i| state.instance(i).is_none()).collect();
-    if unknown.is_empty() {
-        return Ok(());
-    }
-    conductor::protocol::read_ledger(
-        &ctx.store,
-        conductor::protocol::Ledger::History,
-        |_, line| {
-            if let conductor::store::ledger::Line::Complete(text) = line {
-                unknown.retain(|i| !text.contains(&format!("\"{i}\"")));
-            }
-            Ok(!unknown.is_empty())
-        },
-    )?;
-    match unknown.first() {
-        None => Ok(()),
-        Some(id) => Err(conductor::error::Error::invalid(
-            conductor::error::Reason::InvalidInput,
-            format!("no instance `{id}` is running or has finished: there is nothing to wait for"),
-        )
-        .with_hint(
-            "`conductor status` lists the live instances, `conductor history` the finished ones",
-        )),
-    }
 }
 
 /// Run `wait`.
@@ -150,7 +101,7 @@ pub fn run(ctx: &Ctx, args: WaitArgs) -> Result<u8> {
         .collect::<Result<Vec<_>>>()?;
     let repos = norm.worktrees().clone();
     let ids = args.done;
-    never_registered(ctx, &ids)?;
+    waits::known(&ctx.store, Timestamp::now(), &ids)?;
     let deadline = args.timeout.and_then(|l| l.0).map(|d| Instant::now() + d);
     let watcher = ctx.store.watcher(|name| name == "status.json")?;
     watcher.stop_on_signals_and_closed_stdout();

@@ -8,11 +8,10 @@ pub mod status;
 pub mod status_lines;
 pub mod table;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::output::Output;
-use conductor::error::{Error, Result};
+use conductor::error::Result;
 use conductor::store::Store;
 use conductor::time::Timestamp;
 
@@ -134,13 +133,7 @@ pub fn instance_base(working_directory: &str) -> PathBuf {
     conductor::host::repository_root(dir).unwrap_or_else(|| dir.to_path_buf())
 }
 
-/// Write to stdout and flush; a closed stdout surfaces as the store's broken-pipe error (which
-/// `main` turns into exit 0).
-pub fn write_out(out: &mut impl Write, bytes: &[u8]) -> Result<()> {
-    out.write_all(bytes)
-        .and_then(|()| out.flush())
-        .map_err(|e| Error::io("write to", Path::new("stdout"), e))
-}
+pub use conductor::follow::write_out;
 
 /// One page of events, as JSON (`app::events::page`).
 pub fn events_page(

@@ -35,15 +35,8 @@ pub fn submit(ctx: &Ctx, m: &Manifest, docs_dir: Option<&std::path::Path>) -> Re
     })
 }
 
-/// Every job of the queue: the live ones, then (when `finished`) the archived ones. Live jobs
-/// come first so a lookup finds the current run of an id.
+/// Every job of the queue: the live ones, then (when `finished`) the archived ones
+/// (`queue::lookup::all`).
 pub fn all_jobs(ctx: &Ctx, finished: bool) -> Result<Vec<conductor::queue::Job>> {
-    let doc: conductor::queue::QueueDoc = ctx.store.read_doc(ctx.now)?;
-    let mut jobs = doc.jobs;
-    if finished {
-        let mut old = conductor::queue::archived(&ctx.store)?;
-        old.reverse();
-        jobs.extend(old);
-    }
-    Ok(jobs)
+    conductor::queue::lookup::all(&ctx.store, ctx.now, finished)
 }

@@ -37,62 +37,41 @@ pub struct StatusReport {
 }
 
 /// Whether `conductor watch-edits` watches, as status shows it.
-#[derive(Clone, Debug)]
-pub struct EditWatch {
-    /// The running watcher's note, if one runs.
-    pub running: Option<conductor::protocol::edit_watch::Watching>,
-    /// False when its automatic start is turned off.
-    pub enabled: bool,
+pub use conductor::protocol::edit_watch::WatchStatus as EditWatch;
+
+/// The watcher's state as `status --json` gives it.
+pub fn edit_watch_json(w: &EditWatch) -> serde_json::Value {
+    match &w.running {
+        Some(r) => json!({"watching": true, "enabled": w.enabled, "pid": r.pid,
+                          "since": r.since, "directories": r.directories, "problem": r.problem}),
+        None => json!({"watching": false, "enabled": w.enabled}),
+    }
 }
 
-impl EditWatch {
-    /// What the home's watcher does now.
-    pub fn of(store: &conductor::store::Store) -> EditWatch {
-        use conductor::protocol::edit_watch;
-        let enabled = conductor::config::read(store)
-            .map(|c| edit_watch::enabled(&c))
-            .unwrap_or(true);
-        EditWatch {
-            running: edit_watch::watching(store.home().dir()).ok().flatten(),
-            enabled,
-        }
-    }
-
-    pub fn to_json(&self) -> serde_json::Value {
-        match &self.running {
-            Some(w) => json!({"watching": true, "enabled": self.enabled, "pid": w.pid,
-                              "since": w.since, "directories": w.directories, "problem": w.problem}),
-            None => json!({"watching": false, "enabled": self.enabled}),
-        }
-    }
-
-    /// One line: who watches what, or that nothing does and why.
-    pub fn line(&self) -> String {
-        match &self.running {
-            Some(w) => {
-                let mut s = format!(
-                    "Edits nobody claimed: watched by pid {} in {}",
-                    w.pid.map_or("?".into(), |p| p.to_string()),
-                    if w.directories.is_empty() {
-                        "no directory yet".to_string()
-                    } else {
-                        w.directories.join(", ")
-                    }
-                );
-                if let Some(p) = &w.problem {
-                    s.push_str(&format!(" (but {p})"));
+/// One line: who watches what, or that nothing does and why.
+pub fn edit_watch_line(w: &EditWatch) -> String {
+    match &w.running {
+        Some(w) => {
+            let mut s = format!(
+                "Edits nobody claimed: watched by pid {} in {}",
+                w.pid.map_or("?".into(), |p| p.to_string()),
+                if w.directories.is_empty() {
+                    "no directory yet".to_string()
+                } else {
+                    w.directories.join(", ")
                 }
-                s
+            );
+            if let Some(p) = &w.problem {
+                s.push_str(&format!(" (but {p})"));
             }
-            None if self.enabled => {
-                "Edits nobody claimed: NOT watched (no `conductor watch-edits` \
-                 runs; a session's start launches it, or run it yourself)"
-                    .into()
-            }
-            None => "Edits nobody claimed: not watched (turned off: watch_edits in config.json \
-                     or CONDUCTOR_WATCH_EDITS)"
-                .into(),
+            s
         }
+        None if w.enabled => "Edits nobody claimed: NOT watched (no `conductor watch-edits` \
+                 runs; a session's start launches it, or run it yourself)"
+            .into(),
+        None => "Edits nobody claimed: not watched (turned off: watch_edits in config.json \
+                     or CONDUCTOR_WATCH_EDITS)"
+            .into(),
     }
 }
 
@@ -121,7 +100,7 @@ impl Report for StatusReport {
             && !self.state.instances.is_empty()
             && (w.enabled || w.running.is_some())
         {
-            v["edit_watch"] = w.to_json();
+            v["edit_watch"] = edit_watch_json(w);
         }
         if !self.enforcement.is_empty() {
             v["enforcement"] = self
@@ -274,7 +253,7 @@ impl Report for StatusReport {
             && !self.state.instances.is_empty()
             && (w.running.is_some() || w.enabled)
         {
-            out.push(fit(&w.line(), 400));
+            out.push(fit(&edit_watch_line(w), 400));
         }
         if !self.warnings.is_empty() {
             out.push(
@@ -288,6 +267,16 @@ impl Report for StatusReport {
             }
         }
         out.join("\n")
+    }
+}
+
+impl StatusReport {
+    /// Add what is around the sessions: enforcement, landing, overlaps, unclaimed edits.
+    pub fn picture(&mut self, p: conductor::app::picture::Picture) {
+        self.enforcement = p.enforcement;
+        self.landing = p.landing;
+        self.overlaps = p.overlaps;
+        self.unclaimed = p.unclaimed;
     }
 }
 

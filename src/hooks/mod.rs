@@ -7,6 +7,7 @@
 //! first. No I/O and no clock here: [`service`] (called by `commands/hook.rs`) reads the state
 //! lock-free, asks [`decide`], and only takes the lock to claim, register, heartbeat or release.
 
+pub mod check;
 pub mod claude;
 pub mod codex;
 pub mod copilot;

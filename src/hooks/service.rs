@@ -463,3 +463,35 @@ fn new_instance(session: &Session, dir: &Path) -> Result<NewInstance> {
         session_id: Some(session.id.to_string()),
     })
 }
+
+/// The instance an MCP server registers for itself when the agent's hooks registered none: in
+/// the current directory, owned by the agent's process `owner_pid`, for the agent's session
+/// `session_id` (the hooks then find this instance as the session's own, so its claims are the
+/// session's).
+pub fn own_instance(owner_pid: u32, session_id: Option<String>) -> Result<NewInstance> {
+    let dir = crate::host::current_dir()?;
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    let working_directory = dir
+        .to_str()
+        .ok_or_else(|| {
+            Error::invalid(
+                Reason::InvalidDirectory,
+                "the working directory is not UTF-8",
+            )
+        })?
+        .to_string();
+    Ok(NewInstance {
+        source: local::detect_source(|k| std::env::var(k).ok()),
+        project: dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "root".into()),
+        task: DEFAULT_TASK.to_string(),
+        priority: Priority::P1,
+        working_directory,
+        override_reason: None,
+        pid: Some(owner_pid),
+        host: crate::host::hostname(),
+        session_id,
+    })
+}

@@ -105,6 +105,31 @@ impl LiveChecks {
     }
 }
 
+/// Keep what the live check `c` of `agent`'s integration in `scope` found, for the agent's
+/// installed version: status, top and the dashboard then say whether each session of it is
+/// enforced.
+pub fn record_check(
+    store: &Store,
+    now: Timestamp,
+    agent: crate::hooks::Agent,
+    scope: &super::Scope,
+    c: &super::live_check::Check,
+) -> Result<()> {
+    record(
+        store,
+        now,
+        Verdict {
+            agent: agent.name().to_string(),
+            agent_version: crate::hooks::version::installed(agent, super::cli(agent)),
+            root: scope.root.to_string_lossy().into_owned(),
+            user: scope.user,
+            enforced: c.enforced,
+            detail: c.detail.clone(),
+            checked_at: now,
+        },
+    )
+}
+
 /// Keep `v`, replacing the verdict for the same agent, version and project.
 pub fn record(store: &Store, now: Timestamp, v: Verdict) -> Result<()> {
     store.transaction(now, &[Lock::Status], |tx| {

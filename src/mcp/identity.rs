@@ -6,12 +6,10 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use conductor::error::Reason;
-use conductor::error::{Error, Result};
+use conductor::error::Result;
 use conductor::hooks;
-use conductor::protocol::local;
-use conductor::protocol::ops::{self, Effect, NewInstance};
-use conductor::protocol::{Priority, State};
+use conductor::protocol::State;
+use conductor::protocol::ops::{self, Effect};
 use conductor::time::Timestamp;
 
 /// How the server finds its instance.
@@ -70,33 +68,7 @@ impl Identity {
         if let Some(id) = self.current(st)? {
             return Ok(id);
         }
-        let dir = conductor::host::current_dir()?;
-        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-        let working_directory = dir
-            .to_str()
-            .ok_or_else(|| {
-                Error::invalid(
-                    Reason::InvalidDirectory,
-                    "the working directory is not UTF-8",
-                )
-            })?
-            .to_string();
-        let new = NewInstance {
-            source: local::detect_source(|k| std::env::var(k).ok()),
-            project: dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "root".into()),
-            task: hooks::DEFAULT_TASK.to_string(),
-            priority: Priority::P1,
-            working_directory,
-            override_reason: None,
-            pid: Some(self.owner_pid),
-            host: conductor::host::hostname(),
-            // A session whose hooks did not register it: the hooks then find this instance as
-            // the session's own, so its claims are the session's.
-            session_id: self.session.clone(),
-        };
+        let new = hooks::service::own_instance(self.owner_pid, self.session.clone())?;
         let id = ops::start(st, new, None, conductor::host::random_hex6, now, fx);
         if let Some(i) = st.instance_mut(&id) {
             i.agent = Some(self.agent().to_string());

@@ -12,6 +12,7 @@ use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 
 use super::tools::{Cancel, Tools};
+use conductor::app::events::View;
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
 use conductor::store::event::Event;
@@ -25,14 +26,7 @@ const SNAPSHOT: &str = "/snapshot";
 const JSON: &str = "application/json";
 
 /// What a URI names.
-#[derive(Clone, Debug, PartialEq)]
-enum Res {
-    Status,
-    Inbox(String),
-    Snapshot(String),
-}
-
-fn parse(uri: &str) -> Result<Res> {
+fn parse(uri: &str) -> Result<View> {
     let bad = || {
         Error::invalid(
             Reason::InvalidInput,
@@ -43,13 +37,13 @@ fn parse(uri: &str) -> Result<Res> {
         )
     };
     if uri == STATUS {
-        return Ok(Res::Status);
+        return Ok(View::Status);
     }
     if let Some(a) = uri.strip_prefix(INBOX) {
         return match a {
             "" => Err(bad()),
             a if a.contains('/') => Err(bad()),
-            a => Ok(Res::Inbox(a.to_string())),
+            a => Ok(View::Inbox(a.to_string())),
         };
     }
     if let Some(rest) = uri.strip_prefix(WORKFLOW)
@@ -57,7 +51,7 @@ fn parse(uri: &str) -> Result<Res> {
         && !s.is_empty()
         && !s.contains('/')
     {
-        return Ok(Res::Snapshot(s.to_string()));
+        return Ok(View::Snapshot(s.to_string()));
     }
     Err(bad())
 }
@@ -123,9 +117,9 @@ pub fn read(tools: &Tools, uri: &str) -> Result<String> {
         Ok(a.json)
     };
     let v = match parse(uri)? {
-        Res::Status => answer("status", json!({}))?,
-        Res::Inbox(agent) => answer("inbox", json!({"agent": agent}))?,
-        Res::Snapshot(id) => {
+        View::Status => answer("status", json!({}))?,
+        View::Inbox(agent) => answer("inbox", json!({"agent": agent}))?,
+        View::Snapshot(id) => {
             let store = tools.store()?;
             let s = conductor::workflows::find_session(&store, Timestamp::now(), &id)?;
             json!({"session": s.id, "task": s.task, "status": s.status,
@@ -133,25 +127,6 @@ pub fn read(tools: &Tools, uri: &str) -> Result<String> {
         }
     };
     Ok(v.to_string())
-}
-
-/// True when `e` may change what `r` shows.
-fn touches(r: &Res, e: &Event) -> bool {
-    let t = e.event_type.as_str();
-    match r {
-        Res::Status => ["instance.", "claim.", "drift.", "gate."]
-            .iter()
-            .any(|p| t.starts_with(p)),
-        Res::Inbox(_) => ["inbox.", "mention.", "dm.", "channel.", "agent."]
-            .iter()
-            .any(|p| t.starts_with(p)),
-        Res::Snapshot(id) => {
-            t.starts_with("workflow.")
-                && e.payload["session"]
-                    .as_str()
-                    .is_none_or(|s| s == id || s.starts_with(id.as_str()))
-        }
-    }
 }
 
 /// The subscriptions of one client, and the thread that watches the journal for them.
@@ -163,7 +138,7 @@ pub struct Subscriptions {
 #[derive(Default)]
 struct Inner {
     /// URI → what the subscriber last could have read.
-    subs: BTreeMap<String, (Res, String)>,
+    subs: BTreeMap<String, (View, String)>,
     peer: Option<Peer<RoleServer>>,
     watching: bool,
 }
@@ -233,11 +208,11 @@ impl Subscriptions {
 
     /// Re-read the subscriptions `events` touch; notify those whose content changed.
     fn check(&self, tools: &Tools, events: &[Event], all: bool, rt: &tokio::runtime::Handle) {
-        let due: Vec<(String, Res)> = {
+        let due: Vec<(String, View)> = {
             let g = self.inner.lock().expect("not poisoned");
             g.subs
                 .iter()
-                .filter(|(_, (r, _))| all || events.iter().any(|e| touches(r, e)))
+                .filter(|(_, (r, _))| all || events.iter().any(|e| r.touched_by(e)))
                 .map(|(u, (r, _))| (u.clone(), r.clone()))
                 .collect()
         };
@@ -276,14 +251,14 @@ mod tests {
 
     #[test]
     fn uris_parse_and_bad_ones_are_refused() {
-        assert_eq!(parse("conductor://status").unwrap(), Res::Status);
+        assert_eq!(parse("conductor://status").unwrap(), View::Status);
         assert_eq!(
             parse("conductor://inbox/bob").unwrap(),
-            Res::Inbox("bob".into())
+            View::Inbox("bob".into())
         );
         assert_eq!(
             parse("conductor://workflow/wf-1/snapshot").unwrap(),
-            Res::Snapshot("wf-1".into())
+            View::Snapshot("wf-1".into())
         );
         for bad in [
             "conductor://inbox/",

@@ -45,3 +45,52 @@ impl LogEntry {
         })
     }
 }
+
+/// The last `limit` entries of `conflicts.log`, oldest first; a line that cannot be read is
+/// skipped, told to `skipped`.
+pub fn recent(
+    store: &crate::store::Store,
+    limit: usize,
+    skipped: &mut dyn FnMut(String),
+) -> crate::error::Result<Vec<LogEntry>> {
+    use crate::store::ledger::Line;
+    let mut recent = std::collections::VecDeque::with_capacity(limit.min(10_000));
+    super::read_ledger(store, super::Ledger::Conflicts, |n, line| {
+        match line {
+            Line::Complete(text) => match LogEntry::parse(&text) {
+                Some(e) => {
+                    if recent.len() == limit {
+                        recent.pop_front();
+                    }
+                    if limit > 0 {
+                        recent.push_back(e);
+                    }
+                }
+                None => skipped(format!(
+                    "conflicts.log line {n} is not `<time> | <KIND> | <text>`; skipped"
+                )),
+            },
+            Line::Torn(_) => skipped(format!(
+                "conflicts.log line {n} is incomplete (an interrupted write); skipped"
+            )),
+        }
+        Ok(true)
+    })?;
+    Ok(recent.into())
+}
+
+/// The conflicts still open: requests waiting on a live holder (a killed `claim --wait` no
+/// longer conflicts, as `status` shows them).
+pub fn unresolved(
+    store: &crate::store::Store,
+    now: Timestamp,
+) -> crate::error::Result<Vec<super::ops::LiveConflict>> {
+    let mut state = super::read(store, now)?;
+    super::ops::drop_dead_waiters(
+        &mut state,
+        &super::local::waiter_is_dead,
+        now,
+        &mut Vec::new(),
+    );
+    Ok(super::ops::live_conflicts(&state))
+}

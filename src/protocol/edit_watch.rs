@@ -126,6 +126,25 @@ pub fn watching(home: &Path) -> Result<Option<Watching>> {
     Ok(crate::store::lock::sole_holder(&home.join(LOCK_FILE))?.map(|n| Watching::parse(&n)))
 }
 
+/// Whether `conductor watch-edits` watches a home, as status shows it.
+#[derive(Clone, Debug)]
+pub struct WatchStatus {
+    /// The running watcher's note, if one runs.
+    pub running: Option<Watching>,
+    /// False when its automatic start is turned off.
+    pub enabled: bool,
+}
+
+/// What the home's watcher does now (read errors: not watching; an unreadable config: on).
+pub fn status(store: &crate::store::Store) -> WatchStatus {
+    WatchStatus {
+        running: watching(store.home().dir()).ok().flatten(),
+        enabled: crate::config::read(store)
+            .map(|c| enabled(&c))
+            .unwrap_or(true),
+    }
+}
+
 /// Launch `conductor watch-edits` for this home, in the background, unless one runs already or
 /// the watcher is turned off ([`enabled`]). True when it was launched.
 pub fn ensure_running(store: &Store) -> Result<bool> {

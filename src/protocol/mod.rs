@@ -19,9 +19,11 @@ pub mod edit_watch;
 pub mod events;
 pub mod foreign;
 pub mod gate;
+pub mod history;
 pub mod journal_check;
 pub mod landing;
 pub mod local;
+pub mod mirror;
 pub mod ops;
 pub mod overlaps;
 pub mod repositories;
@@ -29,8 +31,10 @@ pub mod request;
 pub mod service;
 pub mod session_tree;
 pub mod sessions;
+pub mod supervise;
 pub mod types;
 pub mod unclaimed;
+pub mod waits;
 pub mod worktrees;
 
 pub use service::{

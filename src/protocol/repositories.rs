@@ -79,6 +79,33 @@ pub fn group(state: &State) -> Vec<RepositoryClaims> {
     out
 }
 
+/// Where each session works in a repository with several worktrees (instance id → its
+/// repository and worktree): such sessions are listed together, each naming its worktree.
+pub fn places(
+    groups: &[RepositoryClaims],
+) -> std::collections::HashMap<&str, (&str, &WorktreeClaims)> {
+    let mut place = std::collections::HashMap::new();
+    for r in groups.iter().filter(|r| r.worktree_count > 1) {
+        for w in &r.worktrees {
+            for id in &w.instances {
+                place.insert(id.as_str(), (r.repository.as_str(), w));
+            }
+        }
+    }
+    place
+}
+
+/// The key a listing of sessions is sorted by (stably): those of [`places`] first, by
+/// repository and worktree; the others after, in their order.
+pub fn listing_key<'a>(
+    places: &std::collections::HashMap<&str, (&'a str, &'a WorktreeClaims)>,
+    id: &str,
+) -> (u8, Option<(&'a str, &'a str)>) {
+    places
+        .get(id)
+        .map_or((1, None), |(r, w)| (0, Some((*r, w.worktree.as_str()))))
+}
+
 /// The entry of the worktree whose root is `root`, made on first use.
 fn slot<'a>(
     out: &'a mut Vec<RepositoryClaims>,

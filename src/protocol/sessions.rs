@@ -1091,6 +1091,16 @@ pub fn working_directory(dir: Option<&Path>) -> Result<String> {
     })
 }
 
+/// The project a session in `dir` works on when none is named: its repository's name, from
+/// any directory inside it (`src/` is not a project), else the directory's.
+pub fn project_of(dir: &str) -> String {
+    crate::host::repository_root(Path::new(dir))
+        .unwrap_or_else(|| Path::new(dir).to_path_buf())
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into())
+}
+
 /// Gather what the priority gate looks at: sprint.json, the north-stars file, and the project's
 /// priority source.
 pub fn gate_inputs(store: &Store, working_directory: Option<&str>) -> Result<GateInputs> {

@@ -43,13 +43,16 @@ pub mod exec;
 pub mod guard;
 pub mod index;
 mod launch;
+pub mod lookup;
 pub mod manifest;
 pub mod ops;
 pub mod options;
 pub mod plain;
+pub mod plan;
 pub mod prompt;
 pub mod ran_with;
 mod redact;
+pub mod results;
 pub mod sandbox;
 pub mod service;
 pub mod ship;
@@ -387,6 +390,17 @@ impl Layout {
             .join("queue-prompts")
             .join(ws)
             .join(format!("{job}.md"))
+    }
+
+    /// The last `bytes` bytes of a job's log (lossy UTF-8), `None` when it cannot be read.
+    pub fn log_tail(&self, ws: &str, job: &str, bytes: u64) -> Option<String> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = std::fs::File::open(self.log(ws, job)).ok()?;
+        let len = f.metadata().ok()?.len();
+        f.seek(SeekFrom::Start(len.saturating_sub(bytes))).ok()?;
+        let mut b = Vec::new();
+        f.take(bytes).read_to_end(&mut b).ok()?;
+        Some(String::from_utf8_lossy(&b).into_owned())
     }
 
     /// Read `rel` (say `output/a/RESULT.md`) in workspace `ws` as the job left it, never

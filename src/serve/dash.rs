@@ -5,14 +5,14 @@
 //! Access: `/?token=T` (the token `serve` printed) answers with a cookie and a redirect to `/`;
 //! every dashboard path then needs that cookie (HttpOnly, SameSite=Strict).
 
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tiny_http::{Method, Request};
 
 use super::{Reply, Req, Shared};
-use conductor::agents::{self, Agents, Inbox};
+use conductor::agents;
 use conductor::error::Result;
 use conductor::store::Store;
 use conductor::time::Timestamp;
@@ -95,111 +95,25 @@ pub fn handle(shared: &Shared, req: &Req, cookie: Option<&str>) -> Reply {
     }
 }
 
-fn tail_of(path: &std::path::Path) -> Option<String> {
-    let mut f = std::fs::File::open(path).ok()?;
-    let len = f.metadata().ok()?.len();
-    f.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL))).ok()?;
-    let mut b = Vec::new();
-    f.take(LOG_TAIL).read_to_end(&mut b).ok()?;
-    Some(String::from_utf8_lossy(&b).into_owned())
-}
-
 /// Everything the page shows, at one journal seq.
 pub fn state(store: &Store) -> Result<Value> {
     let now = Timestamp::now();
     let seq = store.last_event_seq()?;
     let st = conductor::protocol::read(store, now)?;
-    let agents_doc: Agents = store.read_doc(now)?;
-    let inbox: Inbox = conductor::agents::inbox_files::snapshot(
-        store,
-        now,
-        &conductor::agents::inbox_files::Scope::All,
-    )?;
-    let now_ms = agents::now_ms();
-    let mut agent_rows = Vec::new();
-    for a in agents_doc.agents.values() {
-        let hb = agents::agent_file(&a.name, super::api::HEARTBEAT_FILE)
-            .ok()
-            .and_then(|f| store.read_at(&f).ok().flatten())
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            .map(|v| v["at"].clone());
-        let run = agents::read_run_status(store, &a.name).ok().flatten();
-        let items: Vec<Value> = inbox
-            .items
-            .values()
-            .filter(|i| i.agent == a.name)
-            .map(|i| {
-                json!({"id": i.id, "status": i.status, "trigger_type": i.trigger_type,
-                       "channel_id": i.channel_id, "author": i.author, "preview": i.preview,
-                       "priority": i.priority,
-                       "claim": i.claim.as_ref().filter(|c| c.expires_ms > now_ms)
-                           .map(|c| json!({"agent": c.agent, "worker": c.worker, "expires_at": c.expires_at}))})
-            })
-            .collect();
-        let mentions: Vec<Value> = inbox
-            .mentions
-            .values()
-            .filter(|m| m.agent == a.name)
-            .map(|m| json!({"id": m.id, "channel_id": m.channel_id, "author": m.author,
-                            "claim": m.claim.as_ref().filter(|c| c.expires_ms > now_ms).map(|c| &c.agent)}))
-            .collect();
-        agent_rows.push(json!({
-            "name": a.name, "handle": a.handle, "watch": a.watch, "cursor": a.cursor,
-            "heartbeat_at": hb, "completed": a.metrics.completed,
-            "run": run.map(|r| json!({"state": r.state, "status": r.status, "cycles": r.cycles,
-                                       "pid": r.pid, "updated_at": r.updated_at})),
-            "inbox": items, "mentions": mentions,
-        }));
-    }
-    let sessions: Vec<Value> = conductor::workflows::all_sessions(store, now)?
-        .into_iter()
-        .rev()
-        .take(50)
-        .map(|s| {
-            json!({"id": s.id, "template": s.template.name, "task": s.task, "status": s.status,
-                   "current_state": s.current_state, "halt": s.halt,
-                   "states": s.template.states.keys().collect::<Vec<_>>(),
-                   "runs": s.runs.iter().map(|r| json!({"state": r.state, "attempt": r.attempt,
-                        "started_at": r.started_at, "completed_at": r.completed_at,
-                        "tokens": r.tokens, "cost_usd": r.cost_usd, "outcome": r.outcome,
-                        "summary": r.summary})).collect::<Vec<_>>(),
-                   "totals": s.totals, "budget": s.template.budget,
-                   "transition_counts": s.transition_counts, "updated_at": s.updated_at})
-        })
-        .collect();
-    let queue: conductor::queue::QueueDoc = store.read_doc(now)?;
-    let layout = conductor::queue::Layout {
-        home: store.home().dir().to_path_buf(),
-    };
-    let jobs: Vec<Value> = queue
-        .jobs
-        .iter()
-        .map(|j| {
-            json!({"id": j.id, "workspace": j.workspace, "state": j.state.state,
-                   "since": j.state.since, "attempts": j.state.attempts,
-                   "exit_code": j.state.exit_code, "depends_on": j.depends_on,
-                   "agent": j.agent, "submitted_at": j.submitted_at,
-                   "log_tail": tail_of(&layout.log(&j.workspace, &j.id))})
-        })
-        .collect();
+    let agent_rows = agents::views::for_dashboard(store, now)?;
+    let sessions = conductor::workflows::timeline::for_dashboard(store, now, 50)?;
+    let jobs = conductor::queue::lookup::for_dashboard(store, now, LOG_TAIL)?;
     // Conflicts as `status` reports them: only those whose holder still holds the file.
     let conflicts = conductor::protocol::ops::live_conflicts(&st);
-    let enforcement = conductor::app::admission::enforcement_of(store, now, &st);
     // Sessions in worktrees of one repository: each names its worktree and branch, and they
     // are listed together.
     let mut st = st;
     let repositories = conductor::protocol::repositories::find(&mut st);
-    let mut place = std::collections::HashMap::new();
-    for r in repositories.iter().filter(|r| r.worktree_count > 1) {
-        for w in &r.worktrees {
-            for id in &w.instances {
-                place.insert(id.as_str(), (&r.repository, w));
-            }
-        }
-    }
+    let place = conductor::protocol::repositories::places(&repositories);
+    let picture = conductor::app::picture::read(store, now, &st)?;
     // Files changed in several worktrees, as `status` shows them; per instance, the lines of the
     // worktree it works in.
-    let overlaps = conductor::protocol::overlaps::of_sessions(&st);
+    let overlaps = &picture.overlaps;
     let overlaps_of = |id: &str| -> Vec<String> {
         overlaps
             .iter()
@@ -212,14 +126,10 @@ pub fn state(store: &Store) -> Result<Value> {
             .collect()
     };
     // Edits nobody claimed, under each session live where they happened.
-    let unclaimed_doc = conductor::protocol::unclaimed::read(store, now)?;
-    let unclaimed = conductor::protocol::unclaimed::current(&unclaimed_doc, &st);
+    let unclaimed = &picture.unclaimed;
+    let enforcement = &picture.enforcement;
     let mut listed: Vec<&conductor::protocol::Instance> = st.instances.iter().collect();
-    listed.sort_by_key(|i| {
-        place
-            .get(i.id.as_str())
-            .map_or((1, None), |(r, w)| (0, Some((*r, &w.worktree))))
-    });
+    listed.sort_by_key(|i| conductor::protocol::repositories::listing_key(&place, &i.id));
     let instances: Vec<Value> = listed
         .into_iter()
         .map(|i| {
@@ -261,15 +171,14 @@ pub fn state(store: &Store) -> Result<Value> {
                    "overlaps": overlaps_of(&i.id)})
         })
         .collect();
-    let landing: conductor::protocol::landing::LandingDoc = store.read_doc(now)?;
     Ok(json!({
         "seq": seq, "now": now, "home": store.location(),
         "instances": instances, "repositories": repositories, "agents": agent_rows, "workflows": sessions, "jobs": jobs,
-        "landing": crate::face::status::landing_json(&landing.landing),
+        "landing": crate::face::status::landing_json(&picture.landing),
         "overlaps": overlaps,
         "edit_watch": if st.instances.is_empty() { Value::Null } else {
-            let w = crate::face::status::EditWatch::of(store);
-            json!({"watching": w.running.is_some(), "line": w.line()})
+            let w = conductor::protocol::edit_watch::status(store);
+            json!({"watching": w.running.is_some(), "line": crate::face::status::edit_watch_line(&w)})
         },
     }))
 }

@@ -213,6 +213,21 @@ pub struct SnapshotUpdate {
     pub set: Vec<(String, String)>,
 }
 
+impl SnapshotUpdate {
+    /// Values to set from a JSON object (a value that is not a string as its JSON text).
+    pub fn values_of(map: &serde_json::Map<String, serde_json::Value>) -> Vec<(String, String)> {
+        map.iter()
+            .map(|(k, v)| {
+                let v = v
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string());
+                (k.clone(), v)
+            })
+            .collect()
+    }
+}
+
 /// Add to the snapshot of `session` as the worker of `state`; returns the whole snapshot.
 pub fn update_snapshot(
     store: &Store,

@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::commands::{Ctx, print};
 use conductor::error::Reason;
 use conductor::error::{Error, Result};
-use conductor::queue::{JobPriority, QueueDoc, manifest};
+use conductor::queue::{JobPriority, manifest};
 
 /// The long help of `queue add`.
 pub const ABOUT: &str = "Submit one job: its prompt is the words after the options (quoted, or after `--` when\n\
@@ -77,41 +77,10 @@ pub fn run(ctx: &Ctx, a: AddArgs) -> Result<u8> {
         return Err(bad("the prompt is empty".into()));
     }
     // --after WORKSPACE/JOB names the workspace too; every dependency is in the job's own.
-    let mut workspace = a.workspace.clone();
-    let mut after = Vec::new();
-    for d in &a.after {
-        let (ws, id) = match d.split_once('/') {
-            Some((w, j)) => (Some(w.to_string()), j.to_string()),
-            None => (None, d.clone()),
-        };
-        if let Some(w) = ws {
-            match &workspace {
-                Some(cur) if *cur != w => {
-                    return Err(bad(format!(
-                        "--after {d} is in workspace {w}, the job goes to {cur}: a job depends only on jobs of its own workspace"
-                    )));
-                }
-                _ => workspace = Some(w),
-            }
-        }
-        after.push(id);
-    }
-    let workspace = workspace.unwrap_or_else(|| "default".into());
-    let doc: QueueDoc = ctx.store.read_doc(ctx.now)?;
+    let (workspace, after) = conductor::queue::lookup::workspace_and_deps(a.workspace, &a.after)?;
     let id = match a.id {
         Some(id) => id,
-        None => {
-            let taken: std::collections::BTreeSet<&str> = doc
-                .jobs
-                .iter()
-                .filter(|j| j.workspace == workspace)
-                .map(|j| j.id.as_str())
-                .collect();
-            let n = (1..)
-                .find(|n| !taken.contains(format!("job-{n}").as_str()))
-                .expect("a free number");
-            format!("job-{n}")
-        }
+        None => conductor::queue::lookup::free_id(&ctx.store, ctx.now, &workspace)?,
     };
     let mut job = json!({"id": id, "prompt": prompt, "depends_on": after, "outcomes": a.outcome,
                          "priority": a.priority});

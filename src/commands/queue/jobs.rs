@@ -3,7 +3,7 @@
 use clap::Args;
 use serde_json::json;
 
-use super::{Out, all_jobs};
+use super::Out;
 use crate::commands::{Ctx, print};
 use conductor::error::Result;
 use conductor::queue::Job;
@@ -64,13 +64,8 @@ fn with_worktree(j: &Job, detail: String) -> String {
 
 /// Run `queue jobs`.
 pub fn run(ctx: &Ctx, args: JobsArgs) -> Result<u8> {
-    let mut jobs = all_jobs(ctx, args.all || args.workspace.is_some())?;
-    if let Some(ws) = &args.workspace {
-        jobs.retain(|j| &j.workspace == ws);
-    }
-    // Archived runs of an id that is live again are older: keep the first (live) one.
-    let mut seen = std::collections::BTreeSet::new();
-    jobs.retain(|j| seen.insert(j.key()));
+    let jobs =
+        conductor::queue::lookup::listed(&ctx.store, ctx.now, args.workspace.as_deref(), args.all)?;
     let paused = ctx
         .store
         .read_doc::<conductor::queue::QueueDoc>(ctx.now)?

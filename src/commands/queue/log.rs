@@ -9,7 +9,7 @@ use super::all_jobs;
 use crate::commands::Ctx;
 use crate::commands::follow::{self, FileTail, Wakes, Woke};
 use conductor::error::Result;
-use conductor::queue::{Job, Layout, QueueDoc, State, ship};
+use conductor::queue::{Job, Layout, State, ship};
 
 /// The long help of `queue log`.
 pub const ABOUT: &str = "Print a job's log (its agent's stdout and stderr, in queue-logs/<ws>/<job>.log, \
@@ -40,20 +40,11 @@ pub struct LogArgs {
     pub follow: bool,
 }
 
-/// Has the job ended (nothing more will be written until someone retries it)?
-fn ended(state: State) -> bool {
-    !matches!(state, State::Queued | State::Ready | State::Running)
-}
+use conductor::queue::lookup::ended;
 
 /// The job's current record: live first, then archived.
 fn current(ctx: &Ctx, key: &str) -> Result<Option<Job>> {
-    let doc: QueueDoc = ctx.store.read_doc(conductor::time::Timestamp::now())?;
-    if let Some(j) = doc.jobs.into_iter().find(|j| j.key() == key) {
-        return Ok(Some(j));
-    }
-    let mut old = conductor::queue::archived(&ctx.store)?;
-    old.reverse();
-    Ok(old.into_iter().find(|j| j.key() == key))
+    conductor::queue::lookup::current(&ctx.store, conductor::time::Timestamp::now(), key)
 }
 
 /// What every attempt header starts with (see `conductor::queue::plain::attempt_header`).

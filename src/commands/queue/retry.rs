@@ -9,7 +9,7 @@ use super::run::{DispatchArgs, counts, dispatch_with_progress};
 use crate::commands::Out;
 use crate::commands::{Ctx, print};
 use conductor::error::Result;
-use conductor::queue::{QueueDoc, dispatch, ops};
+use conductor::queue::dispatch;
 
 /// The long help of `queue retry`.
 pub const ABOUT: &str = "Put a failed, timed-out, blocked or cancelled job back in line, with every job that was\n\
@@ -50,10 +50,7 @@ pub struct RetryArgs {
 pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
     // Runs as it ran, unless told otherwise; bad options are refused before anything changes.
     let mut dispatch_args = args.dispatch;
-    let doc: QueueDoc = ctx.store.read_doc(ctx.now)?;
-    let before = ops::find(&doc, &args.job)
-        .ok()
-        .and_then(|i| doc.jobs[i].ran_with.clone());
+    let before = conductor::queue::lookup::last_ran_with(&ctx.store, ctx.now, &args.job)?;
     if let Some(how) = &before {
         if dispatch_args.runner.is_none() {
             dispatch_args.runner = Some(how.runner.clone());
@@ -128,13 +125,7 @@ pub fn run(ctx: &Ctx, args: RetryArgs) -> Result<u8> {
     };
     let (summary, took) = dispatch_with_progress(ctx, &opts)?;
     // How the retried jobs ended (live, or archived with their finished workspace).
-    let mut states: BTreeMap<String, String> = BTreeMap::new();
-    for j in super::all_jobs(ctx, true)? {
-        let key = j.key();
-        if only.contains(&key) && !states.contains_key(&key) {
-            states.insert(key, j.state.state.as_str().to_string());
-        }
-    }
+    let states = conductor::queue::lookup::states_of(&ctx.store, ctx.now, &only)?;
     let mut tally: BTreeMap<String, usize> = BTreeMap::new();
     for s in states.values() {
         *tally.entry(s.clone()).or_default() += 1;

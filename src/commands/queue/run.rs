@@ -10,8 +10,7 @@ use serde_json::json;
 
 use crate::commands::Out;
 use crate::commands::{Ctx, print};
-use conductor::error::Reason;
-use conductor::error::{Error, Result};
+use conductor::error::Result;
 use conductor::queue::State;
 use conductor::queue::dispatch::{self, Options, Update};
 use conductor::queue::exec::{DEFAULT_AGENT_CMD, Runner};
@@ -100,23 +99,7 @@ pub struct DispatchArgs {
     pub keep_home: bool,
 }
 
-/// Parse `--runner`.
-pub fn parse_runner(s: &str, ro: Vec<PathBuf>, pass_env: Vec<String>) -> Result<Runner> {
-    match s {
-        "local" => Ok(Runner::Local),
-        "sandbox" => Ok(Runner::Sandbox {
-            read_only: ro,
-            pass_env,
-        }),
-        t if t.contains("{cmd}") => Ok(Runner::Template(t.to_string())),
-        other => Err(Error::invalid(
-            Reason::InvalidRunner,
-            format!(
-                "--runner `{other}` is not `local`, `sandbox`, or a template containing {{cmd}} (like 'ssh host -- {{cmd}}')"
-            ),
-        )),
-    }
-}
+pub use conductor::queue::options::parse_runner;
 
 /// The progress display: one line per change, or a table redrawn in place on a terminal.
 struct Progress {
@@ -242,30 +225,9 @@ impl DispatchArgs {
             tick: std::io::stderr().is_terminal() && !ctx.out.quiet,
             only,
             keep_home: self.keep_home,
-            lease: lease_ttl(ctx)?,
+            lease: conductor::queue::options::lease_ttl(&ctx.store)?,
         })
     }
-}
-
-/// The dispatcher's lease time to live on a shared store: `CONDUCTOR_QUEUE_LEASE` (whole
-/// seconds), else config.json's `queue_lease_seconds`, else 30 s.
-fn lease_ttl(ctx: &Ctx) -> Result<Duration> {
-    if let Ok(v) = std::env::var("CONDUCTOR_QUEUE_LEASE")
-        && !v.is_empty()
-    {
-        return match v.parse::<u64>() {
-            Ok(s @ 1..=3600) => Ok(Duration::from_secs(s)),
-            _ => Err(Error::invalid(
-                Reason::InvalidInput,
-                format!(
-                    "CONDUCTOR_QUEUE_LEASE=`{v}` is not a whole number of seconds from 1 to 3600"
-                ),
-            )),
-        };
-    }
-    Ok(conductor::config::read(&ctx.store)?
-        .queue_lease_seconds
-        .map_or(dispatch::DEFAULT_LEASE, Duration::from_secs))
 }
 
 /// Run the dispatcher with the progress display on stderr; returns what it did and how long

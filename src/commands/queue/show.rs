@@ -5,9 +5,8 @@ use serde_json::json;
 
 use super::{Out, all_jobs};
 use crate::commands::{Ctx, print};
-use conductor::error::Reason;
-use conductor::error::{Error, Result};
-use conductor::queue::{Job, Layout};
+use conductor::error::Result;
+use conductor::queue::Layout;
 
 /// The long help of `queue show`.
 pub const ABOUT: &str =
@@ -21,29 +20,7 @@ pub struct ShowArgs {
     pub job: String,
 }
 
-/// Find a job by `JOB` or `WS/JOB` among live then archived jobs.
-pub fn find(jobs: &[Job], name: &str) -> Result<Job> {
-    if let Some(j) = jobs.iter().find(|j| j.key() == name) {
-        return Ok(j.clone());
-    }
-    let mut hits: Vec<&Job> = jobs.iter().filter(|j| j.id == name).collect();
-    let mut keys: Vec<String> = hits.iter().map(|j| j.key()).collect();
-    keys.dedup();
-    match keys.len() {
-        0 => Err(Error::invalid(
-            Reason::UnknownJob,
-            format!("no job `{name}` (see `conductor queue jobs --all`)"),
-        )),
-        1 => Ok(hits.remove(0).clone()),
-        _ => Err(Error::invalid(
-            Reason::AmbiguousJob,
-            format!(
-                "job id `{name}` is in several workspaces: {}; name it as WORKSPACE/JOB",
-                keys.join(", ")
-            ),
-        )),
-    }
-}
+pub use conductor::queue::lookup::find;
 
 /// Run `queue show`.
 pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use super::Ctx;
 use crate::commands::follow::{self, FileTail, Wakes, Woke};
-use conductor::error::{Error, Reason, Result};
+use conductor::error::Result;
 use conductor::time::Timestamp;
-use conductor::workflows::{self, Run, RunOutcome, SESSION_FILES_DIR, Session, Status};
+use conductor::workflows::{self, Run, SESSION_FILES_DIR, Session};
 
 /// The long help of `workflow log`.
 pub const ABOUT: &str = "Print what a session's workers wrote (stdout and stderr), one section per \
@@ -53,40 +53,12 @@ pub fn header(index: usize, r: &Run) -> String {
     )
 }
 
-/// Is following over, and with which exit code?
-fn over(s: &Session, state: Option<&str>) -> Option<u8> {
-    // The session stopped (done, or halted for a person) and no worker still writes.
-    let writing = s.runs.iter().any(|r| r.outcome == RunOutcome::Running);
-    if s.status != Status::Running && !writing {
-        return Some(s.status.exit_code());
-    }
-    let state = state?;
-    let mut runs = s.runs.iter().filter(|r| r.state == state);
-    let last = runs.next_back()?;
-    let moved_on = s.current_state.as_deref() != Some(state);
-    (last.outcome != RunOutcome::Running && moved_on).then_some(0)
-}
-
 /// Run `workflow log`.
 pub fn run(ctx: &Ctx, args: LogArgs) -> Result<u8> {
     let first = workflows::find_session(&ctx.store, ctx.now, &args.session)?;
     let id = first.id.clone();
-    if let Some(st) = &args.state
-        && first.template.state(st).is_none()
-    {
-        return Err(Error::invalid(
-            Reason::InvalidInput,
-            format!(
-                "session {id} has no state `{st}` (its states: {})",
-                first
-                    .template
-                    .states
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        ));
+    if let Some(st) = &args.state {
+        workflows::timeline::known_state(&first, st)?;
     }
     let wanted = |r: &Run| args.state.as_ref().is_none_or(|s| &r.state == s);
     let stdout = std::io::stdout();
@@ -127,7 +99,7 @@ pub fn run(ctx: &Ctx, args: LogArgs) -> Result<u8> {
     loop {
         let s = workflows::find_session(&ctx.store, Timestamp::now(), &id)?;
         print_new(&s, &mut tails)?;
-        if let Some(code) = over(&s, args.state.as_deref()) {
+        if let Some(code) = workflows::timeline::follow_over(&s, args.state.as_deref()) {
             return Ok(code);
         }
         if !watching_dir && dir.is_dir() {

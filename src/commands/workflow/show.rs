@@ -2,14 +2,12 @@
 //! Verification [ ]`), time and tokens per state, totals, the files modified since the current
 //! state began, the snapshot and the latest checkpoints.
 
-use std::path::Path;
-
 use serde_json::json;
 
 use super::{Ctx, emit, title};
 use conductor::error::Result;
 pub use conductor::workflows::timeline::{breadcrumbs, timeline};
-use conductor::workflows::{self, Status, baseline};
+use conductor::workflows::{self, Status};
 
 /// Show a session.
 #[derive(Debug, clap::Args)]
@@ -34,33 +32,8 @@ fn duration(secs: u64) -> String {
 /// Run `workflow show`.
 pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
     let s = workflows::find_session(&ctx.store, ctx.now, &args.session)?;
-    let now = ctx.now;
-    let mut per_state = Vec::new();
-    for name in s.template.states.keys() {
-        let runs: Vec<_> = s.runs.iter().filter(|r| &r.state == name).collect();
-        let secs: u64 = runs
-            .iter()
-            .map(|r| {
-                r.elapsed_secs
-                    .unwrap_or_else(|| r.started_at.seconds_until(now))
-            })
-            .sum();
-        let tokens: u64 = runs.iter().map(|r| r.tokens).sum();
-        // Plus 0.0: an empty f64 sum is -0.0, which prints as `$-0.0000`.
-        let cost: f64 = runs.iter().map(|r| r.cost_usd).sum::<f64>() + 0.0;
-        per_state.push((name.clone(), runs.len(), secs, tokens, cost));
-    }
-    let current_run = s
-        .runs
-        .iter()
-        .rev()
-        .find(|r| Some(&r.state) == s.current_state.as_ref());
-    let modified = match current_run {
-        Some(r) if !s.status.is_finished() => {
-            baseline::modified_since(&r.baseline, Path::new(&s.project_dir), 200)
-        }
-        _ => Vec::new(),
-    };
+    let per_state = workflows::timeline::per_state(&s, ctx.now);
+    let modified = workflows::timeline::modified_in_current_state(&s);
     let mut text = format!(
         "{} · {} · {}\nTask: {}\n{}\n",
         s.id,
@@ -84,16 +57,17 @@ pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
         ));
     }
     text.push_str("\nState            Runs  Time      Tokens     Cost\n");
-    for (name, runs, secs, tokens, cost) in &per_state {
+    for p in &per_state {
         text.push_str(&format!(
-            "{:<16} {:>4}  {:<8} {:>8}  ${cost:.4}\n",
-            title(name),
-            runs,
-            duration(*secs),
-            tokens
+            "{:<16} {:>4}  {:<8} {:>8}  ${:.4}\n",
+            title(&p.state),
+            p.runs,
+            duration(p.elapsed_secs),
+            p.tokens,
+            p.cost_usd
         ));
     }
-    let total_secs: u64 = per_state.iter().map(|p| p.2).sum();
+    let total_secs: u64 = per_state.iter().map(|p| p.elapsed_secs).sum();
     text.push_str(&format!(
         "{:<16} {:>4}  {:<8} {:>8}  ${:.4}\n",
         "Total",
@@ -144,16 +118,10 @@ pub fn run(ctx: &Ctx, args: ShowArgs) -> Result<u8> {
         .into_iter()
         .map(|(n, m)| json!({"state": n, "mark": m}))
         .collect();
-    let states: Vec<_> = per_state
-        .iter()
-        .map(|(n, runs, secs, tokens, cost)| {
-            json!({"state": n, "runs": runs, "elapsed_secs": secs, "tokens": tokens, "cost_usd": cost})
-        })
-        .collect();
     emit(
         ctx,
         json!({"status": "ok", "session": s, "timeline": timeline, "breadcrumbs": breadcrumbs(&s),
-               "per_state": states, "modified_since_state_began": modified}),
+               "per_state": per_state, "modified_since_state_began": modified}),
         text,
         0,
     )

@@ -15,44 +15,12 @@ impl Tools {
 
     pub(super) fn inbox(&self, ctx: &Ctx, a: InboxArgs) -> Result<Answer> {
         let name = self.agent_name(a.agent)?;
-        let mut agents: Agents = ctx.store.read_doc(ctx.now)?;
-        let name = aops::agent(&agents, &name)?.name.clone();
-        let mut inbox: Inbox = agents::inbox_files::snapshot(
-            &ctx.store,
-            ctx.now,
-            &agents::inbox_files::Scope::one(&name),
-        )?;
+        let name = agents::views::agent_name(&ctx.store, ctx.now, &name)?;
         // What the next write will expire is not shown (the same rule and clock as `inbox`).
-        aops::expire(
-            &mut agents,
-            &mut inbox,
-            ctx.now,
-            agents::now_ms(),
-            &mut aops::Fx::default(),
-        );
-        let mut items: Vec<&agents::Item> =
-            inbox.items.values().filter(|i| i.agent == name).collect();
-        items.sort_by(|a, b| aops::pick_order(a, b));
+        let items = agents::views::items(&ctx.store, ctx.now, Some(&name), None)?;
         Ok(Answer::ok(
             json!({"status": "ok", "agent": name, "items": items}),
         ))
-    }
-
-    pub(super) fn update_item(
-        &self,
-        ctx: &Ctx,
-        id: &str,
-        status: agents::Status,
-        completion_ref: Option<serde_json::Map<String, Value>>,
-        by: Option<&str>,
-    ) -> Result<agents::Item> {
-        let u = agents::service::ItemUpdate {
-            id: id.to_string(),
-            status,
-            completion_ref,
-        };
-        let mut items = agents::service::update_items(&ctx.store, ctx.now, &[u], by, false)?;
-        Ok(items.remove(0))
     }
 
     pub(super) fn inbox_act(&self, ctx: &Ctx, a: InboxActArgs) -> Result<Answer> {
@@ -69,7 +37,14 @@ impl Tools {
                         "completion_ref is for complete",
                     ));
                 }
-                let item = self.update_item(ctx, &a.id, agents::Status::Seen, None, None)?;
+                let item = agents::service::update_item(
+                    &ctx.store,
+                    ctx.now,
+                    &a.id,
+                    agents::Status::Seen,
+                    None,
+                    None,
+                )?;
                 return Ok(Answer::ok(json!({"status": "ok", "item": item})));
             }
             Ok(Act::Complete) => agents::Status::Completed,
@@ -84,25 +59,10 @@ impl Tools {
                 ));
             }
         };
-        let refs: Vec<String> = a
-            .completion_ref
-            .iter()
-            .map(|(k, v)| {
-                format!(
-                    "{k}={}",
-                    v.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string())
-                )
-            })
-            .collect();
-        let refs = aops::parse_refs(&refs)?;
-        let refs = if status == agents::Status::Skipped && refs.is_empty() {
-            None
-        } else {
-            Some(refs)
-        };
-        let item = self.update_item(ctx, &a.id, status, refs, by.as_deref())?;
+        let refs = aops::refs_of(&a.completion_ref);
+        let refs = aops::completion_ref(status, &refs)?;
+        let item =
+            agents::service::update_item(&ctx.store, ctx.now, &a.id, status, refs, by.as_deref())?;
         Ok(Answer::ok(json!({"status": "ok", "item": item})))
     }
 
@@ -185,24 +145,12 @@ impl Tools {
         let state = std::env::var("CONDUCTOR_WORKFLOW_STATE")
             .ok()
             .filter(|s| !s.is_empty());
-        let set: Vec<(String, String)> = a
-            .set
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    v.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string()),
-                )
-            })
-            .collect();
         use conductor::workflows::service::{self, SnapshotUpdate};
         let add = SnapshotUpdate {
             findings: a.findings,
             files: a.files,
             pending: a.pending,
-            set,
+            set: SnapshotUpdate::values_of(&a.set),
         };
         let snap = service::update_snapshot(&ctx.store, ctx.now, &id, state.as_deref(), &add)?;
         Ok(Answer::ok(
@@ -218,12 +166,8 @@ impl Tools {
     }
 
     pub(super) fn queue_status(&self, ctx: &Ctx, a: QueueStatusArgs) -> Result<Answer> {
-        let mut jobs = crate::face::queue::all_jobs(ctx, a.all || a.workspace.is_some())?;
-        if let Some(ws) = &a.workspace {
-            jobs.retain(|j| &j.workspace == ws);
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        jobs.retain(|j| seen.insert(j.key()));
+        let jobs =
+            conductor::queue::lookup::listed(&ctx.store, ctx.now, a.workspace.as_deref(), a.all)?;
         Ok(Answer::ok(json!({"status": "ok", "jobs": jobs})))
     }
 }

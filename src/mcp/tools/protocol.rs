@@ -232,96 +232,19 @@ impl Tools {
                 "give at least one file",
             ));
         }
-        let mut st = conductor::protocol::read(&ctx.store, ctx.now)?;
+        let st = conductor::protocol::read(&ctx.store, ctx.now)?;
         let live = self.liveness(ctx)?;
-        let enforce = conductor::config::read(&ctx.store)?
-            .enforce
-            .unwrap_or_default();
         let me_id = self.identity.current(&st)?;
-        let files = match &me_id {
-            Some(id) => conductor::protocol::sessions::resolve_with_paths(
-                &ctx.store,
-                &ctx.caller(),
-                &mut st,
-                &Some(id.clone()),
-                &[&a.files],
-            )?
-            .1
-            .remove(0),
-            None => {
-                let cwd = ctx.cwd()?;
-                let mut norm = PathNormalizer::new(cwd).with_repo_keys(ctx.store.shared_by_hosts());
-                let files = a
-                    .files
-                    .iter()
-                    .map(|p| norm.normalize(p))
-                    .collect::<Result<Vec<_>>>()?;
-                st.repos.merge(norm.worktrees());
-                files
-            }
-        };
-        let globs: Vec<String> = conductor::protocol::claims::glob_keys(&st.global_claims)
-            .into_iter()
-            .map(str::to_string)
-            .collect();
-        let me = me_id.as_deref().and_then(|id| st.instance(id));
-        let home = match me {
-            Some(m) => m.working_directory.clone(),
-            None => ctx.cwd()?.to_string_lossy().into_owned(),
-        };
-        // Files another live worktree of their repository changed, as the edit hook tells.
-        let elsewhere =
-            conductor::hooks::overlap::find(&ctx.store, &st.repos, &files, &st).unwrap_or_default();
-        let mut out = Vec::new();
-        for f in &files {
-            let in_project = conductor::hooks::inside(f, &home);
-            let d = conductor::hooks::decide(&st, me, f, in_project, enforce, ctx.now, &live);
-            // Another session's claim over it (in any worktree of its repository), else its own.
-            let holder = conductor::protocol::ops::overlapping_claims(&st, &globs, f)
-                .iter()
-                .filter_map(|(_, h, _)| st.instance(h))
-                .find(|h| Some(h.id.as_str()) != me_id.as_deref())
-                .or_else(|| st.global_claims.get(f).and_then(|h| st.instance(h)));
-            let (mut may_edit, mut note) = match d {
-                conductor::hooks::Decision::Allow => (true, None),
-                conductor::hooks::Decision::Claim => (
-                    true,
-                    Some(
-                        "free: it is claimed for you on your first edit (or call claim)"
-                            .to_string(),
-                    ),
-                ),
-                conductor::hooks::Decision::Deny(m) | conductor::hooks::Decision::Ask(m) => {
-                    (false, Some(m))
-                }
-            };
-            let mine: Vec<_> = elsewhere.iter().filter(|e| &e.file == f).cloned().collect();
-            if may_edit && !mine.is_empty() {
-                let told = if enforce == conductor::config::Enforce::BlockOverlap {
-                    may_edit = false;
-                    conductor::hooks::overlap::refusal(&mine)
-                } else {
-                    conductor::hooks::overlap::notice(&mine)
-                };
-                note = Some(match note {
-                    Some(n) => format!("{n}; {told}"),
-                    None => told,
-                });
-            }
-            out.push(json!({
-                "file": f,
-                "may_edit": may_edit,
-                "held_by": holder.map(|h| h.id.clone()),
-                "holder_task": holder.map(|h| h.task.clone()),
-                "holder_last_seen_minutes": holder.map(|h| h.last_heartbeat.minutes_until(ctx.now)),
-                "yours": holder.is_some_and(|h| Some(h.id.as_str()) == me_id.as_deref()),
-                "note": note,
-                // As `conductor overlaps` names worktrees.
-                "changed_in_worktrees": mine.iter().map(|e| json!({"path": e.worktree,
-                    "branch": e.branch, "sessions": e.sessions, "changed_here": e.changed_here}))
-                    .collect::<Vec<_>>(),
-            }));
-        }
+        let out = conductor::hooks::check::as_given(
+            &ctx.store,
+            ctx.now,
+            &ctx.caller(),
+            st,
+            me_id.as_deref(),
+            &a.files,
+            &|| ctx.cwd(),
+            &live,
+        )?;
         Ok(Answer::ok(
             json!({"status": "ok", "you": me_id, "files": out}),
         ))

@@ -3,10 +3,7 @@
 use super::*;
 
 pub(super) fn channel_id(raw: &str) -> std::result::Result<String, Reply> {
-    if raw.starts_with("dm:") {
-        return Ok(raw.to_string());
-    }
-    conductor::agents::text::channel_name(raw)
+    conductor::agents::views::channel_id(raw)
         .map_err(|e| Reply::error(404, "unknown_channel", e.to_string()))
 }
 
@@ -148,35 +145,17 @@ pub(super) fn claim_target(
             "`source_type` and `source_id` go together",
         ));
     };
-    let snapshot: Inbox = lib(agents::inbox_files::snapshot(
-        store,
-        now,
-        &agents::inbox_files::Scope::All,
-    ))?;
-    let mine = |agent: &str| agent == me;
-    snapshot
-        .mentions
-        .values()
-        .find(|m| mine(&m.agent) && m.source_type == st && m.source_id == sid)
-        .map(|m| m.id.clone())
-        .or_else(|| {
-            snapshot
-                .items
-                .values()
-                .find(|i| mine(&i.agent) && i.source_type == st && i.source_id == sid)
-                .map(|i| i.id.clone())
-        })
-        .ok_or_else(|| {
-            Reply::error(
-                404,
-                "unknown_item",
-                format!(
-                    "no mention or inbox item of yours for {} `{}`",
-                    conductor::text::printable(&st),
-                    conductor::text::printable(&sid)
-                ),
-            )
-        })
+    lib(agents::views::by_source(store, now, me, &st, &sid))?.ok_or_else(|| {
+        Reply::error(
+            404,
+            "unknown_item",
+            format!(
+                "no mention or inbox item of yours for {} `{}`",
+                conductor::text::printable(&st),
+                conductor::text::printable(&sid)
+            ),
+        )
+    })
 }
 
 pub(super) fn mention_claim(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answer {
@@ -185,16 +164,7 @@ pub(super) fn mention_claim(store: &Store, now: Timestamp, req: &Req, me: &str) 
     let now_ms = agents::now_ms();
     match req.method {
         Method::Get => {
-            let inbox: Inbox = lib(agents::inbox_files::snapshot(
-                store,
-                now,
-                &agents::inbox_files::Scope::All,
-            ))?;
-            let claim = match (inbox.mentions.get(&id), inbox.items.get(&id)) {
-                (Some(m), _) => m.claim.clone(),
-                (None, Some(i)) => i.claim.clone(),
-                (None, None) => return Err(Reply::from_error(&ops::unknown_item(&id))),
-            };
+            let claim = lib(agents::views::claim_on(store, now, &id))?;
             let live = claim.as_ref().is_some_and(|c| c.expires_ms > now_ms);
             Ok(Reply::json(
                 200,

@@ -9,8 +9,7 @@ pub(super) fn heartbeat(store: &Store, now: Timestamp, me: &str) -> Answer {
         now,
         &agents::inbox_files::Scope::one(me),
     ))?;
-    let pending = inbox.items.values().filter(|i| i.agent == me).count();
-    let unacked = inbox.mentions.values().filter(|m| m.agent == me).count();
+    let (pending, unacked) = agents::health::backlog(&inbox, me);
     let seq = lib(store.last_event_seq())?;
     Ok(Reply::json(
         200,
@@ -31,12 +30,7 @@ pub(super) fn inbox(store: &Store, now: Timestamp, req: &Req, me: &str) -> Answe
         now,
         &agents::inbox_files::Scope::one(me),
     ))?;
-    let mut v: Vec<&agents::Item> = inbox
-        .items
-        .values()
-        .filter(|i| i.agent == me && status.is_none_or(|s| i.status == s))
-        .collect();
-    v.sort_by(|a, b| ops::pick_order(a, b));
+    let v = agents::views::open_items(&inbox, me, status);
     let total = v.len();
     let items: Vec<Value> = v
         .into_iter()

@@ -26,8 +26,6 @@ const LIMIT_MAX: u64 = 500;
 /// The hint a heartbeat gives for the next look, in seconds (sooner with work waiting).
 const POLL_HINT: u64 = 30;
 const POLL_HINT_BUSY: u64 = 5;
-/// The run files' heartbeat (not a journal event: a heartbeat never wakes the run loops).
-pub use conductor::agents::service::HEARTBEAT_FILE;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Route {

@@ -51,27 +51,16 @@ impl Overview {
             .agents
             .values()
             .map(|a| {
-                let mut open: Vec<&agents::Item> = inbox
-                    .items
-                    .values()
-                    .filter(|it| {
-                        it.agent == a.name
-                            && matches!(it.status, agents::Status::Pending | agents::Status::Seen)
-                    })
-                    .collect();
-                open.sort_by(|x, y| y.created_ms.cmp(&x.created_ms));
+                let g = agents::views::glance(inbox, &a.name);
                 AgentRow {
                     name: a.name.clone(),
                     handle: a.handle.clone(),
                     watch: a.watch.clone(),
-                    open: open.len(),
-                    claimed: open.iter().filter(|it| it.claim.is_some()).count(),
-                    mentions: inbox
-                        .mentions
-                        .values()
-                        .filter(|m| m.agent == a.name)
-                        .count(),
-                    latest: open
+                    open: g.open.len(),
+                    claimed: g.claimed,
+                    mentions: g.mentions,
+                    latest: g
+                        .open
                         .iter()
                         .take(5)
                         .map(|it| format!("{}: {}", it.author, one_line(&it.preview)))

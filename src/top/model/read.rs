@@ -30,63 +30,46 @@ pub fn read(store: &Store) -> Result<Overview> {
         &sessions.sessions,
         &queue.jobs,
     );
-    let enforcement = conductor::app::admission::enforcement_of(store, now, &state);
+    // Sessions in worktrees of one repository are listed together, each with its worktree.
+    let groups = conductor::protocol::repositories::find(&mut state);
+    let picture = conductor::app::picture::read(store, now, &state)?;
     for (row, i) in o.instances.iter_mut().zip(&state.instances) {
-        row.enforcement = enforcement
+        row.enforcement = picture
+            .enforcement
             .get(&i.id)
             .map(|e| one_line(&crate::face::status::enforcement_line(i, e)));
     }
-    // Sessions in worktrees of one repository are listed together, each with its worktree.
-    let groups = conductor::protocol::repositories::find(&mut state);
-    let mut order = std::collections::HashMap::new();
-    for r in groups.iter().filter(|r| r.worktree_count > 1) {
-        for w in &r.worktrees {
-            for id in &w.instances {
-                order.insert(id.clone(), (r.repository.clone(), w.worktree.clone()));
-                if let Some(row) = o.instances.iter_mut().find(|row| row.id == *id) {
-                    row.worktree = Some(one_line(&format!(
-                        "worktree {} · branch {} · repository {}",
-                        w.worktree,
-                        w.branch.as_deref().unwrap_or("unknown"),
-                        r.repository
-                    )));
-                }
-            }
+    let places = conductor::protocol::repositories::places(&groups);
+    for row in o.instances.iter_mut() {
+        if let Some((repository, w)) = places.get(row.id.as_str()) {
+            row.worktree = Some(one_line(&format!(
+                "worktree {} · branch {} · repository {repository}",
+                w.worktree,
+                w.branch.as_deref().unwrap_or("unknown"),
+            )));
         }
     }
-    if !order.is_empty() {
-        // Stable: rows outside such a repository keep their order, after the grouped ones.
-        o.instances.sort_by_key(|row| {
-            order
-                .get(&row.id)
-                .cloned()
-                .map_or((1, None), |k| (0, Some(k)))
-        });
-    }
-    // What is landing, and where (one lock-free read; a shared store keeps none).
-    let landing: conductor::protocol::landing::LandingDoc = store.read_doc(now)?;
-    o.landing = landing_lines(&landing.landing);
+    // Stable: rows outside such a repository keep their order, after the grouped ones.
+    o.instances
+        .sort_by_key(|row| conductor::protocol::repositories::listing_key(&places, &row.id));
+    // What is landing, and where.
+    o.landing = landing_lines(&picture.landing);
     // Edits nobody claimed, and whether anything watches for them.
     if !state.instances.is_empty() {
-        let doc = conductor::protocol::unclaimed::read(store, now)?;
-        let edits: Vec<_> = conductor::protocol::unclaimed::current(&doc, &state)
-            .into_iter()
-            .cloned()
-            .collect();
-        o.unclaimed = crate::face::status::unclaimed_lines(&edits, now, None)
+        o.unclaimed = crate::face::status::unclaimed_lines(&picture.unclaimed, now, None)
             .iter()
             .map(|l| one_line(l))
             .collect();
-        let watch = crate::face::status::EditWatch::of(store);
+        let watch = conductor::protocol::edit_watch::status(store);
         if !o.unclaimed.is_empty() || watch.running.is_some() || watch.enabled {
-            o.unclaimed.push(one_line(&watch.line()));
+            o.unclaimed
+                .push(one_line(&crate::face::status::edit_watch_line(&watch)));
         }
     }
-    // Files changed in several worktrees (runs git only for repositories with several live
-    // worktrees that sessions work in).
-    for r in conductor::protocol::overlaps::of_sessions(&state) {
+    // Files changed in several worktrees, per session.
+    for r in &picture.overlaps {
         for t in &r.worktrees {
-            let lines = crate::face::status::overlaps_of_worktree(&r, &t.path);
+            let lines = crate::face::status::overlaps_of_worktree(r, &t.path);
             for row in o
                 .instances
                 .iter_mut()

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::Duration;
 
-use conductor::error::{Error, Result};
-use conductor::store::Store;
-use conductor::store::watch::{self, HomeWatcher, Wake};
+use crate::error::{Error, Result};
+use crate::store::Store;
+use crate::store::watch::{self, HomeWatcher, Wake};
 
 /// What woke a [`Wakes`] loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +33,7 @@ pub struct Wakes {
 impl Wakes {
     /// A channel woken by SIGINT/SIGTERM and a closed stdout. Blocks those signals first: call
     /// before any thread is started.
+    #[allow(clippy::new_without_default)] // it blocks the stop signals: never implicit
     pub fn new() -> Wakes {
         watch::block_stop_signals();
         let (tx, rx) = channel();
@@ -45,7 +46,7 @@ impl Wakes {
 
     /// Also wake when the journal grows (a transaction of any domain committed).
     pub fn journal(&self, store: &Store) -> Result<()> {
-        let w = store.watcher(conductor::store::journal::is_journal_file)?;
+        let w = store.watcher(crate::store::journal::is_journal_file)?;
         self.forward(w);
         Ok(())
     }
@@ -162,7 +163,13 @@ impl FileTail {
     }
 }
 
-pub use crate::face::write_out;
+/// Write to stdout and flush; a closed stdout surfaces as the store's broken-pipe error (which
+/// `main` turns into exit 0).
+pub fn write_out(out: &mut impl Write, bytes: &[u8]) -> Result<()> {
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::io("write to", Path::new("stdout"), e))
+}
 
 /// A safety net for lost notifications: look again this often even when nothing woke us.
 pub const SAFETY_RESCAN: Duration = Duration::from_secs(60);

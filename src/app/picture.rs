@@ -1,0 +1,45 @@
+//! The live picture of a home's sessions beside the protocol's state, as `status`, the
+//! dashboard and `top` show it: each agent session's enforcement, what is landing, the files
+//! changed in several worktrees and the edits nobody claimed. Read without a lock.
+
+use std::collections::BTreeMap;
+
+use crate::error::Result;
+use crate::integrations::verdicts::Enforcement;
+use crate::protocol::State;
+use crate::protocol::landing::{Landing, LandingDoc};
+use crate::protocol::overlaps::{self, Report};
+use crate::protocol::unclaimed::{self, UnclaimedEdit};
+use crate::store::Store;
+use crate::time::Timestamp;
+
+/// What the faces show around the sessions of a state.
+pub struct Picture {
+    /// Each hook-registered session's enforcement (instance id → it), from the live checks.
+    pub enforcement: BTreeMap<String, Enforcement>,
+    /// Finished branches whose files are landing (`landing.json`).
+    pub landing: Vec<Landing>,
+    /// Files changed in several live worktrees of a repository sessions work in (runs git only
+    /// for repositories with several such worktrees).
+    pub overlaps: Vec<Report>,
+    /// Edits nobody claimed that concern a session of the state, newest first.
+    pub unclaimed: Vec<UnclaimedEdit>,
+}
+
+/// The picture around `state` (its worktrees noted: `protocol::repositories::find`).
+pub fn read(store: &Store, now: Timestamp, state: &State) -> Result<Picture> {
+    let enforcement = super::admission::enforcement_of(store, now, state);
+    let landing = store.read_doc::<LandingDoc>(now)?.landing;
+    let overlaps = overlaps::of_sessions(state);
+    let doc = unclaimed::read(store, now)?;
+    let unclaimed = unclaimed::current(&doc, state)
+        .into_iter()
+        .cloned()
+        .collect();
+    Ok(Picture {
+        enforcement,
+        landing,
+        overlaps,
+        unclaimed,
+    })
+}
