@@ -22,7 +22,7 @@ pub fn repair(path: &Path) -> Result<()> {
     {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io("open", path, e).into()),
+        Err(e) => return Err(Error::io("open", path, e)),
     };
     repair_torn_tail(&mut f).ctx("repair the torn last line of", path)
 }
