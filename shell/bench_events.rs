@@ -64,7 +64,14 @@ fn watcher(
 ) -> (std::process::Child, mpsc::Receiver<(u64, Instant)>) {
     let mut child = env
         .cmd()
-        .args(["--json", "watch", "--types", types, "--after", &after.to_string()])
+        .args([
+            "--json",
+            "watch",
+            "--types",
+            types,
+            "--after",
+            &after.to_string(),
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
