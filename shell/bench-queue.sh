@@ -130,7 +130,7 @@ for i in range(200):
     os.close(os.open(os.path.join(work, f"create.probe.{i}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     creates.append(time.perf_counter() - t)
 creates.sort()
-print(f"this disk: fdatasync median {syncs[25]*1000:.2f} ms (a conductor transaction makes 4-5 syncs; "
+print(f"this disk: fdatasync median {syncs[25]*1000:.2f} ms (a conductor transaction makes one, the commit log's; "
       f"the dispatcher groups the changes of jobs that end within 5 ms); "
       f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 print(f"creating a file here: median {creates[100]*1e6:.0f} us (a job creates three, tsp one per job; "
