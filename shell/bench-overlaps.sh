@@ -5,7 +5,7 @@
 # linked worktrees), a Claude Code session in the main worktree.
 # Usage: shell/bench-overlaps.sh [RUNS]   (builds the release binary unless BIN names one; uses a
 # throwaway home and repository). Prints medians and the ratios against the goals, in one run,
-# cases interleaved round-robin:
+# cases interleaved round-robin, the order turned by one case each round:
 #   baseline      PreToolUse Edit of the session's own file in a plain directory with the same
 #                 files (what the hook costs without worktrees: today's hook)
 #   no overlap    the same edit in the main worktree, a file no other worktree changed (the 7 other
@@ -101,8 +101,11 @@ cases = [
     ("conductor overlaps", overlaps),
 ]
 times = {name: [] for name, _ in cases}
-for _ in range(runs):
-    for name, f in cases:
+# The order turns by one case each round, so every case follows `conductor overlaps` (twenty-odd
+# git processes, which leave the next process slower) equally often: in a fixed order the case
+# after it paid for it alone.
+for k in range(runs):
+    for name, f in cases[k % len(cases):] + cases[:k % len(cases)]:
         times[name].append(f())
 med = {}
 for name, _ in cases:
