@@ -18,6 +18,7 @@ for i in $(seq 0 9); do
   CONDUCTOR_HOME=$work/seed "$new" claim "${files[@]}" >/dev/null
 done
 cp -a "$work/seed" "$work/old"; cp -a "$work/seed" "$work/new"
+echo "load average (1, 5, 15 min) at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 python3 - "$old" "$new" "$work" "$runs" <<'PY'
 import os, subprocess, sys, time
 old, new, work, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -49,5 +50,6 @@ print(f"{'case':<30}{'old p50':>9}{'new p50':>9}{'old p95':>9}{'new p95':>9}{'ne
 for c in cases:
     o, n = t[(c, "old")], t[(c, "new")]
     print(f"{c:<30}{q(o,.5):9.2f}{q(n,.5):9.2f}{q(o,.95):9.2f}{q(n,.95):9.2f}{q(n,.5)/q(o,.5):12.2f}x")
+print(f"load average (1, 5, 15 min) at the end: {' '.join(open('/proc/loadavg').read().split()[:3])} on {os.cpu_count()} CPUs")
 print(f"binary size: old {os.path.getsize(old)/1e6:.1f} MB, new {os.path.getsize(new)/1e6:.1f} MB")
 PY

@@ -2,14 +2,21 @@
 # Benchmark of the core (not a test): what one conductor call costs, against the protocol's own
 # reference recipe (conductor-protocol.md, "Concurrency Safety": flock -w 5, jq, mv), which is
 # what the original plugin asks the model to run.
-# Usage: shell/bench-core.sh [RUNS]   (default 200; builds the release binary; throwaway homes)
+# Usage: [BIN=path] shell/bench-core.sh [RUNS]   (default 200; throwaway homes)
+#   BIN: the conductor binary (default: build the release binary; honours CARGO_TARGET_DIR).
 # Cases run interleaved, round-robin, so machine noise hits all of them alike; prints median and
 # p95 in ms, and ratios against the jq recipe measured in the same run.
 set -euo pipefail
+BIN=${BIN:+$(realpath "$BIN")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
 runs=${1:-200}
-cargo build --release --quiet --bin conductor
-bin=$PWD/target/release/conductor
+bin=${BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release --quiet --bin conductor
+  bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/conductor"
+fi
+bin=$(realpath "$bin")
+echo "binary: $bin ($("$bin" --version))"
 command -v jq >/dev/null || { echo "jq is needed for the baseline (apt install jq)"; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -29,6 +36,7 @@ CONDUCTOR_HOME=$work/empty "$bin" --json start "solo" --project bench --priority
 empty_id=$(CONDUCTOR_HOME=$work/empty "$bin" --json status | jq -r '.instances[0].id')
 # The jq recipe works on its own copy of the same 1,000-claim state.
 mkdir -p "$work/jq" && cp "$work/big/status.json" "$work/jq/status.json"
+echo "load average (1, 5, 15 min) at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 
 python3 - "$bin" "$work" "$big_id" "$empty_id" "$runs" <<'PY'
 import os, subprocess, sys, time
@@ -74,6 +82,7 @@ print(f"{runs} rounds, interleaved; milliseconds per call (claim+release = two c
 print(f"{'case':42} {'median':>8} {'p95':>8}")
 for k, v in times.items():
     print(f"{k:42} {med[k]:8.2f} {q(v, 0.95):8.2f}")
+print(f"load average (1, 5, 15 min) at the end: {' '.join(open('/proc/loadavg').read().split()[:3])} on {os.cpu_count()} CPUs")
 print(f"ratio, jq recipe / conductor, claim+release at 1,000 claims: {med['jq recipe: claim+release, 1,000 claims'] / med['claim+release, 1,000 claims']:.2f}x")
 print(f"ratio, jq recipe / conductor, read at 1,000 claims:          {med['jq recipe: read, 1,000 claims'] / med['status, 1,000 claims']:.2f}x")
 PY

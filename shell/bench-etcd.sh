@@ -2,15 +2,22 @@
 # Benchmark of the shared store (not a test), issue 12: one `claim` (and its `release`) against a
 # three-member etcd cluster on loopback ports, beside the same claim in a file home, in one run;
 # plus how soon `watch` on one "host" prints a claim made on another.
-# Usage: shell/bench-etcd.sh [RUNS]   (default 100; needs etcd: apt-get install etcd-server)
+# Usage: [BIN=path] shell/bench-etcd.sh [RUNS]   (default 100; needs etcd: apt-get install etcd-server)
+#   BIN: the conductor binary (default: build the release binary; honours CARGO_TARGET_DIR).
 # Cases run interleaved, round-robin, so machine noise hits both alike; prints median and p95 in
 # ms per call and their ratio.
 set -euo pipefail
+BIN=${BIN:+$(realpath "$BIN")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
 runs=${1:-100}
 command -v etcd >/dev/null || { echo "etcd is needed (apt-get install etcd-server)"; exit 1; }
-cargo build --release --quiet --bin conductor
-bin=$PWD/target/release/conductor
+bin=${BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release --quiet --bin conductor
+  bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/conductor"
+fi
+bin=$(realpath "$bin")
+echo "binary: $bin ($("$bin" --version)); $(etcd --version | head -1)"
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -36,6 +43,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 CONDUCTOR_STORE=$store CONDUCTOR_HOME=$work/e "$bin" doctor | head -1
+echo "load average (1, 5, 15 min) at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 
 python3 - "$bin" "$work" "$runs" "$store" <<'PY'
 import json, os, subprocess, sys, time
@@ -80,4 +88,5 @@ for r in range(min(runs, 50)):
     lat.append((time.perf_counter() - t) * 1000)
 w.kill()
 print(f"claim on host a → printed by watch on host b: p50 {q(lat, .5):.2f} ms, p95 {q(lat, .95):.2f} ms ({len(lat)} claims, including the claim itself)")
+print(f"load average (1, 5, 15 min) at the end: {' '.join(open('/proc/loadavg').read().split()[:3])} on {os.cpu_count()} CPUs")
 PY

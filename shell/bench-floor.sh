@@ -17,6 +17,7 @@
 # copies of the same home, and the table gets both columns.
 # Usage: [BEFORE=path] [BIN=path] shell/bench-floor.sh [RUNS]   (default 100; needs python3)
 set -euo pipefail
+BIN=${BIN:+$(realpath "$BIN")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
 runs=${1:-100}
 bin=${BIN:-}

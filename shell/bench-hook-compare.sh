@@ -13,6 +13,7 @@ ida=$($old --json status | jq -r --arg s $sa '.instances[]|select(.session_id==$
 files=(); for i in $(seq 1 1000); do files+=("src/f$i.rs"); done
 $old claim --instance $ida "${files[@]}" >/dev/null
 cp -a $work/seed $work/old; cp -a $work/seed $work/new
+echo "load average (1, 5, 15 min) at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 python3 - "$old" "$new" "$work" "$proj" "$sb" "$runs" <<'PY'
 import json, subprocess, sys, time, os, statistics
 old, new, work, proj, sb, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6])
@@ -28,4 +29,5 @@ for i in range(runs):
         assert b'"deny"' in r.stdout, (name, r.stdout)
 o, n = statistics.median(t["old"]), statistics.median(t["new"])
 print(f"hook claude PreToolUse deny at 1,000 claims, {runs} interleaved runs: old p50 {o:.2f} ms, new p50 {n:.2f} ms, new/old {n/o:.2f}x")
+print(f"load average (1, 5, 15 min) at the end: {' '.join(open('/proc/loadavg').read().split()[:3])} on {os.cpu_count()} CPUs")
 PY

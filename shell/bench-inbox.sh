@@ -8,9 +8,10 @@
 #   RUNS: runs of each command per size (default 21).
 #   BIN: the conductor binary (default: build the release binary; honours CARGO_TARGET_DIR).
 set -euo pipefail
+bin=${2:-${BIN:-}}   # the argument, else the variable BIN
+bin=${bin:+$(realpath "$bin")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
 runs=${1:-21}
-bin=${2:-}
 tdir=${CARGO_TARGET_DIR:-$PWD/target}
 if [ -z "$bin" ]; then
     cargo build --release --quiet --bin conductor

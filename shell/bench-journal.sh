@@ -7,14 +7,22 @@
 # Then a real submit of JOBS jobs (default 100,000) in one transaction: the biggest journal file
 # it leaves (before the split of big transactions: one 24 MB segment; now each file stays under
 # events_segment_bytes, 4 MiB), the submit's time, and `events --after LAST` after it.
-# Usage: shell/bench-journal.sh [RUNS] [JOBS]   (default 100, 100000)
+# Usage: [BIN=path] shell/bench-journal.sh [RUNS] [JOBS]   (default 100, 100000)
+#   BIN: the conductor binary (default: build the release binary; honours CARGO_TARGET_DIR).
 set -euo pipefail
+BIN=${BIN:+$(realpath "$BIN")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
-cargo build --release --quiet --locked --bin conductor
-bin="${CARGO_TARGET_DIR:-target}/release/conductor"
+bin=${BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release --quiet --locked --bin conductor
+  bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/conductor"
+fi
+bin=$(realpath "$bin")
+echo "binary: $bin ($("$bin" --version))"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-exec python3 - "$bin" "$tmp" "${1:-100}" "${2:-100000}" <<'PY'
+echo "load average (1, 5, 15 min) at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+python3 - "$bin" "$tmp" "${1:-100}" "${2:-100000}" <<'PY'
 import json, os, secrets, statistics, subprocess, sys, time
 bin, tmp, runs, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 
@@ -77,3 +85,4 @@ print(f"one submit of {jobs} jobs: {submit:.2f} s; {len(files)} journal files, b
       f"{files[-1][0] / 1e6:.1f} MB ({files[-1][1]}), total {sum(s for s, _ in files) / 1e6:.1f} MB; "
       f"events --after LAST: {statistics.median(ts) * 1000:.2f} ms (median of {len(ts)})")
 PY
+echo "load average (1, 5, 15 min) at the end: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"

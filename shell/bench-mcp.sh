@@ -8,20 +8,26 @@
 #   3. `conductor --version` start-up (median of 51, interleaved) of BIN and, when given, of
 #      BASE_BIN.
 # Usage: shell/bench-mcp.sh [N] [BIN] [BASE_BIN]
-#   N: claims (default 1000). BIN: the binary (default: build the release binary; honours
-#   CARGO_TARGET_DIR). BASE_BIN: a binary without `mcp` to compare size and --version with.
+#   N: claims (default 1000). BIN: the binary (or the variable BIN; default: build the release
+#   binary; honours CARGO_TARGET_DIR). BASE_BIN: a binary without `mcp` to compare size and
+#   --version with.
 # Needs python3 with the `mcp` package (`python3 -m pip install mcp==2.3.0`).
 set -euo pipefail
+bin=${2:-${BIN:-}}
+bin=${bin:+$(realpath "$bin")}   # before the cd: relative paths are the caller's
+base=${3:+$(realpath "$3")}
 cd "$(dirname "$0")/.."
 n=${1:-1000}
-bin=${2:-}
-base=${3:-}
 tdir=${CARGO_TARGET_DIR:-$PWD/target}
 if [ -z "$bin" ]; then
   cargo build --release --locked -q
   bin=$tdir/release/conductor
 fi
+bin=$(realpath "$bin")
+echo "binary: $bin ($("$bin" --version))"
+mkdir -p "$tdir"
 work=$(mktemp -d "$tdir/bench-mcp.XXXXXX")
+echo "load average (1, 5, 15 min) at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 trap 'rm -rf "$work"' EXIT
 python3 - "$n" "$bin" "$base" "$work" "$PWD/tests/mcp" <<'PY'
 import asyncio, json, os, statistics, subprocess, sys, time
@@ -54,7 +60,7 @@ for _ in range(21):
     starts.append((time.perf_counter() - t0) * 1000)
     assert b"serverInfo" in line, line
     p.stdin.close(); p.wait()
-print(f"mcp start-up to the initialize answer: median {statistics.median(starts):.1f} ms")
+print(f"mcp start-up to the initialize answer: median {statistics.median(starts):.1f} ms (of {len(starts)})")
 
 # 2. claims through the CLI (one process each) and through MCP (one server), interleaved
 cenv, cproj = fresh("cli")
@@ -91,4 +97,5 @@ line = f"--version (51 interleaved runs): {statistics.median(ts[bin_]):.2f} ms, 
 if base:
     line += f" | base: {statistics.median(ts[base]):.2f} ms, size {os.path.getsize(base)} bytes"
 print(line)
+print(f"load average (1, 5, 15 min) at the end: {' '.join(open('/proc/loadavg').read().split()[:3])} on {os.cpu_count()} CPUs")
 PY

@@ -5,7 +5,7 @@
 # linked worktrees), a Claude Code session in the main worktree.
 # Usage: shell/bench-overlaps.sh [RUNS]   (builds the release binary unless BIN names one; uses a
 # throwaway home and repository). Prints medians and the ratios against the goals, in one run,
-# cases interleaved round-robin:
+# cases interleaved round-robin, the order turned by one case each round:
 #   baseline      PreToolUse Edit of the session's own file in a plain directory with the same
 #                 files (what the hook costs without worktrees: today's hook)
 #   no overlap    the same edit in the main worktree, a file no other worktree changed (the 7 other
@@ -17,12 +17,14 @@
 # Goals: overlap / baseline <= 2.0x; `conductor overlaps` under 200 ms. BENCH_VERBOSE=1 prints every
 # sample.
 set -euo pipefail
+BIN=${BIN:+$(realpath "$BIN")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
 runs=${1:-50}
 if [ -z "${BIN:-}" ]; then
   cargo build --release --quiet
   BIN=$PWD/target/release/conductor
 fi
+echo "binary: $BIN ($("$BIN" --version))"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export CONDUCTOR_HOME=$work/home NO_COLOR=1 GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
@@ -54,6 +56,7 @@ done
 for i in $(seq 1751 2000); do echo "// main dirty" >>"$repo/src/f$i.rs"; done
 echo "repository: $(git -C "$repo" worktree list | wc -l) worktrees, $(git -C "$repo" ls-files | wc -l) files; git $(git --version | cut -d' ' -f3)"
 
+echo "load average (1, 5, 15 min) at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 python3 - "$BIN" "$repo" "$plain" "$work" "$runs" <<'PY'
 import json, os, subprocess, sys, time
 bin, repo, plain, work, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
@@ -98,8 +101,11 @@ cases = [
     ("conductor overlaps", overlaps),
 ]
 times = {name: [] for name, _ in cases}
-for _ in range(runs):
-    for name, f in cases:
+# The order turns by one case each round, so every case follows `conductor overlaps` (twenty-odd
+# git processes, which leave the next process slower) equally often: in a fixed order the case
+# after it paid for it alone.
+for k in range(runs):
+    for name, f in cases[k % len(cases):] + cases[:k % len(cases)]:
         times[name].append(f())
 med = {}
 for name, _ in cases:
@@ -115,3 +121,4 @@ ok_ov = med["conductor overlaps"] < 200
 print(f"goal overlap hook <= 2.0x baseline: {'met' if ok_hook else 'MISSED'}; "
       f"goal conductor overlaps < 200 ms: {'met' if ok_ov else 'MISSED'}")
 PY
+echo "load average (1, 5, 15 min) at the end: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"

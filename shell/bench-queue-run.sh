@@ -26,6 +26,7 @@
 #     pueue:        cargo install pueue --version 4.0.4 --locked --root DIR; PATH=DIR/bin:$PATH
 # Homes go under the target directory (not /tmp) and are removed at the end.
 set -euo pipefail
+BIN=${BIN:+$(realpath "$BIN")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 shift || true
@@ -51,6 +52,7 @@ mkdir -p "$tdir"
 work=$(mktemp -d "$tdir/bench-queue-run.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
+echo "load average (1, 5, 15 min) at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 TOOLS=${TOOLS:-conductor pueue tsp} python3 - "$bin" "$work" "$rounds" "$compare" "${COMPARE_ROUNDS:-1}" $sizes <<'PY'
 import json, os, statistics, subprocess, sys, time
 bin, work, rounds, compare = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] != "0"
@@ -194,17 +196,24 @@ def med(rs, k):
     return statistics.median(r[k] for r in rs)
 
 rows = []
-def case(name, n, f, k=None):
-    rs = [f(n, r) for r in range(k or rounds)]
+def row(name, n, rs):
     s = med(rs, "s")
     rows.append((name, n, n / s, med(rs, "wchar") / n, med(rs, "write_bytes") / n,
                  med(rs, "home") / n, med(rs, "rss") / 2**20))
     print(f"  {name} {n}: {n / s:.0f} jobs/s", file=sys.stderr, flush=True)
 
+def case(name, n, f, k=None):
+    row(name, n, [f(n, r) for r in range(k or rounds)])
+
 tools = os.environ["TOOLS"].split()
 if "conductor" in tools:
+    # Rounds interleaved: each round runs every size once.
+    rs = {n: [] for n in sizes}
+    for r in range(rounds):
+        for n in sizes:
+            rs[n].append(conductor(n, r))
     for n in sizes:
-        case("conductor", n, conductor)
+        row("conductor", n, rs[n])
 if compare:
     n = max(sizes)
     if "pueue" in tools:
@@ -212,7 +221,7 @@ if compare:
     if "tsp" in tools:
         case("task-spooler", n, tsp, compare_rounds)
 
-print(f"`queue run --agent-cmd true --parallel {PAR}`, N independent no-op jobs; medians of {rounds} round(s)"
+print(f"`queue run --agent-cmd true --parallel {PAR}`, N independent no-op jobs; medians of {rounds} round(s), interleaved"
       + (f" ({compare_rounds} for pueue and task-spooler)" if compare else ""))
 print()
 print("| tool | jobs | jobs/s | bytes written per job (wchar) | write_bytes per job | home growth per job | peak RSS (MB) |")
@@ -226,3 +235,4 @@ if len(c) > 1:
     print(f"conductor: {c[hi]:.0f} jobs/s at {hi} jobs against {c[lo]:.0f} at {lo}: "
           f"{c[lo] / c[hi]:.2f}x slower (goal: at most 1.5x)")
 PY
+echo "load average (1, 5, 15 min) at the end: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"

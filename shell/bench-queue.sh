@@ -8,20 +8,29 @@
 # are on the PATH (`cargo install pueue --version 4.0.4 --locked --root DIR`, then
 # PATH=DIR/bin:$PATH; without it the issue's pueue 4.0.4 figures are quoted);
 # then the sandbox runner's overhead per job (bubblewrap, if it works here).
-# Usage: shell/bench-queue.sh [ROUNDS]   (default 3; builds the release binary; throwaway homes)
+# Usage: [BIN=path] shell/bench-queue.sh [ROUNDS]   (default 3; throwaway homes)
+#   BIN: the conductor binary (default: build the release binary; honours CARGO_TARGET_DIR).
+# Rounds are interleaved: each round runs every case of every tool once.
 # The homes (and task-spooler's output files, through TMPDIR) go under target/, not /tmp: on
 # ext4 every file created in a block group full of inodes freed in the last 30 s costs up to
 # ten times more, and /tmp is where test suites create and delete thousands of files.
 # Prints the median wall time of each case over the rounds.
 set -euo pipefail
+BIN=${BIN:+$(realpath "$BIN")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
-cargo build --release --quiet --bin conductor
-bin=$PWD/target/release/conductor
+bin=${BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release --quiet --bin conductor
+  bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/conductor"
+fi
+bin=$(realpath "$bin")
+echo "binary: $bin ($("$bin" --version))"
 mkdir -p target
 work=$(mktemp -d "$PWD/target/bench-queue.XXXXXX")
 trap 'rm -rf "$work"; [ -n "${TS_SOCKET:-}" ] && tsp -K >/dev/null 2>&1 || true' EXIT
 
+echo "load average (1, 5, 15 min) at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 python3 - "$bin" "$work" "$rounds" <<'PY'
 import json, os, shutil, statistics, subprocess, sys, time
 bin, work, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -121,12 +130,12 @@ for i in range(200):
     os.close(os.open(os.path.join(work, f"create.probe.{i}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     creates.append(time.perf_counter() - t)
 creates.sort()
-print(f"this disk: fdatasync median {syncs[25]*1000:.2f} ms (a conductor transaction makes 4-5 syncs; "
+print(f"this disk: fdatasync median {syncs[25]*1000:.2f} ms (a conductor transaction makes one, the commit log's; "
       f"the dispatcher groups the changes of jobs that end within 5 ms); "
       f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 print(f"creating a file here: median {creates[100]*1e6:.0f} us (a job creates three, tsp one per job; "
       f"0.02 ms on a quiet block group, up to 0.2 ms right after many deletions nearby)")
-print(f"median of {rounds} round(s), wall seconds including submit")
+print(f"median of {rounds} round(s), interleaved, wall seconds including submit")
 for (name, who), v in res.items():
     print(f"  {name:<28} {who:<16} {statistics.median(v):7.3f} s")
 if not have_tsp:

@@ -14,9 +14,10 @@
 #   BIN: the conductor binary to measure (default: build the release binary; honours
 #   CARGO_TARGET_DIR). Homes are made under target/ (or $CARGO_TARGET_DIR) and removed at the end.
 set -euo pipefail
+bin=${2:-${BIN:-}}   # the argument, else the variable BIN
+bin=${bin:+$(realpath "$bin")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
-bin=${2:-}
 tdir=${CARGO_TARGET_DIR:-$PWD/target}
 if [ -z "$bin" ]; then
     cargo build --release --quiet --bin conductor

@@ -26,6 +26,7 @@
 # relocations -> 0 (the dynamic loader no longer relocates/dirties .data.rel.ro).
 # Usage: [BEFORE=path] [BIN=path] shell/bench-startup.sh [RUNS]   (default 200; needs python3)
 set -euo pipefail
+BIN=${BIN:+$(realpath "$BIN")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
 bin=${BIN:-}
 if [ -z "$bin" ]; then
@@ -67,7 +68,9 @@ for i in $(seq 1 1000); do files+=("$proj/src/f$i.rs"); done
 cp -a "$tmp/seed" "$tmp/this"
 [ -z "$before" ] || cp -a "$tmp/seed" "$tmp/before"
 
-exec python3 - "$bin" "$hello" "${1:-200}" "$ida" "$proj" "$sb" "$tmp" "$before" "$hello_nopie" <<'PY'
+echo "binary: $bin ($("$bin" --version))${before:+; BEFORE: $before}"
+echo "load average (1, 5, 15 min) at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+python3 - "$bin" "$hello" "${1:-200}" "$ida" "$proj" "$sb" "$tmp" "$before" "$hello_nopie" <<'PY'
 import json, os, statistics, subprocess, sys, time
 conductor, hello, runs, ida, proj, sb, tmp, before, hello_nopie = sys.argv[1:10]
 runs = int(runs)
@@ -115,3 +118,4 @@ for name, *_ in rows:
         line += f" {b:>10.3f} {b / h:>8.2f} {t / b:>12.3f}"
     print(line)
 PY
+echo "load average (1, 5, 15 min) at the end: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"

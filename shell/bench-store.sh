@@ -3,14 +3,21 @@
 # claims, `status --json` at 1,000, the protocol's reference recipe (flock + jq + mv) on the same
 # 1,000-claim state, and a claim in a home that also holds big ledgers of the other domains
 # (when this build has them), which must cost the same as in a home without them.
-# Usage: shell/bench-store.sh [RUNS]   (default 100; builds the release binary; throwaway homes)
+# Usage: [BIN=path] shell/bench-store.sh [RUNS]   (default 100; throwaway homes)
+#   BIN: the conductor binary (default: build the release binary; honours CARGO_TARGET_DIR).
 # Cases run interleaved, round-robin, so machine noise hits all of them alike; prints median and
 # p95 in ms per call, and ratios measured in the same run.
 set -euo pipefail
+BIN=${BIN:+$(realpath "$BIN")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
 runs=${1:-100}
-cargo build --release --quiet --bin conductor
-bin=$PWD/target/release/conductor
+bin=${BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release --quiet --bin conductor
+  bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/conductor"
+fi
+bin=$(realpath "$bin")
+echo "binary: $bin ($("$bin" --version))"
 command -v jq >/dev/null || { echo "jq is needed for the baseline (apt install jq)"; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -38,6 +45,7 @@ fi
 echo "state sizes: 1,000 claims $(wc -c <"$work/k1/status.json") B, 10,000 claims $(wc -c <"$work/k10/status.json") B"
 echo "home with other domains: $(du -sk "$work/domains" | cut -f1) KiB"
 mkdir -p "$work/jq" && cp "$work/k1/status.json" "$work/jq/status.json"
+echo "load average (1, 5, 15 min) at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 
 python3 - "$bin" "$work" "$runs" <<'PY'
 import json, os, resource, subprocess, sys, time
@@ -91,6 +99,7 @@ print("cpu = user+system time of the process (less sensitive to a busy machine t
 print(f"{'case':40} {'p50':>8} {'p95':>8} {'cpu p50':>8}")
 for k, v in times.items():
     print(f"{k:40} {med[k]:8.2f} {q(v, 0.95):8.2f} {q(cpu[k], 0.5):8.2f}")
+print(f"load average (1, 5, 15 min) at the end: {' '.join(open('/proc/loadavg').read().split()[:3])} on {os.cpu_count()} CPUs")
 print(f"jq recipe / conductor, claim at 1,000 claims:    {med['jq recipe: claim, 1,000 claims'] / med['claim, 1,000 claims']:.1f}x")
 print(f"claim at 10,000 / at 1,000 claims:               {med['claim, 10,000 claims'] / med['claim, 1,000 claims']:.2f}x")
 print(f"claim with other domains / empty home:           {med['claim, empty protocol + other domains'] / med['claim, empty home']:.2f}x")

@@ -55,11 +55,23 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Spawn `watch --json` and a thread that timestamps each line as (seq, when).
-fn watcher(env: &Env, types: &str) -> (std::process::Child, mpsc::Receiver<(u64, Instant)>) {
+/// Spawn `watch --json --after AFTER` and a thread that timestamps each line as (seq, when).
+/// `--after` makes the watcher print every event past AFTER however late it starts watching.
+fn watcher(
+    env: &Env,
+    types: &str,
+    after: u64,
+) -> (std::process::Child, mpsc::Receiver<(u64, Instant)>) {
     let mut child = env
         .cmd()
-        .args(["--json", "watch", "--types", types])
+        .args([
+            "--json",
+            "watch",
+            "--types",
+            types,
+            "--after",
+            &after.to_string(),
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -119,7 +131,7 @@ fn main() {
     );
 
     // 1. claim -> watch.
-    let (mut w, rx) = watcher(&env, "claim.granted");
+    let (mut w, rx) = watcher(&env, "claim.granted", last_seq(&env));
     // Make sure the watcher is up: claim once and wait for its line.
     env.run(&["claim", "--instance", &id, "warmup.rs"]);
     rx.recv_timeout(Duration::from_secs(10))
@@ -257,7 +269,7 @@ fn main() {
     );
 
     // 4. A quiet watcher's CPU over 10 s.
-    let (mut w, _rx) = watcher(&env, "claim.granted");
+    let (mut w, _rx) = watcher(&env, "claim.granted", last_seq(&env));
     std::thread::sleep(Duration::from_millis(500));
     let ticks = |pid: u32| -> u64 {
         let stat =
