@@ -47,7 +47,7 @@ pub struct Cli {
 }
 
 /// `--lock-timeout` when neither it nor CONDUCTOR_LOCK_TIMEOUT is given.
-const DEFAULT_LOCK_TIMEOUT: f64 = 5.0;
+pub(crate) const DEFAULT_LOCK_TIMEOUT: f64 = 5.0;
 
 /// Options every command accepts.
 #[derive(Debug, Default, Args)]
@@ -86,7 +86,7 @@ pub struct GlobalArgs {
 /// (read here, not by clap: see `GlobalArgs::home`).
 fn parse_with_env() -> Result<Cli, clap::Error> {
     let argv = args();
-    if let Some(cli) = hook_as_installed(&argv) {
+    if let Some(cli) = raw::hook_as_installed(&argv) {
         return Ok(cli);
     }
     // Building the whole command tree (every command, option and help text) costs a hook or a
@@ -140,35 +140,6 @@ fn parse_with_env() -> Result<Cli, clap::Error> {
     })
 }
 
-/// `conductor hook AGENT [--from-plugin]`, exactly as `integrate` installs it (every agent's
-/// every tool call runs it): read without building even the hook's own clap tree, which costs
-/// the hook a tenth of its time (issue 35). Any other shape, a global option or an agent name
-/// clap would refuse included, is left to clap.
-fn hook_as_installed(argv: &[std::ffi::OsString]) -> Option<Cli> {
-    let rest: Vec<&str> = argv
-        .get(1..)?
-        .iter()
-        .map(|a| a.to_str())
-        .collect::<Option<_>>()?;
-    let (agent, from_plugin) = match rest[..] {
-        ["hook", agent] => (agent, false),
-        ["hook", agent, "--from-plugin"] | ["hook", "--from-plugin", agent] => (agent, true),
-        _ => return None,
-    };
-    let agent = <conductor::hooks::Agent as clap::ValueEnum>::from_str(agent, false).ok()?;
-    let lock_timeout = match std::env::var("CONDUCTOR_LOCK_TIMEOUT") {
-        Ok(v) if !v.is_empty() => parse_timeout(&v).ok()?,
-        _ => DEFAULT_LOCK_TIMEOUT,
-    };
-    Some(Cli {
-        global: GlobalArgs {
-            lock_timeout,
-            ..GlobalArgs::default()
-        },
-        command: Some(Command::Hook(hook::HookArgs { agent, from_plugin })),
-    })
-}
-
 /// Parse `argv` as `P`, then `CONDUCTOR_LOCK_TIMEOUT` when `--lock-timeout` was not given;
 /// returns `P` and its global options.
 fn parse_as<P: Parser>(
@@ -215,7 +186,7 @@ fn without_env_in_usage(e: clap::Error) -> clap::Error {
     }
 }
 
-fn parse_timeout(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(v),
         _ => Err(format!(

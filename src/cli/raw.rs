@@ -145,3 +145,35 @@ pub fn forgot_reason(why: &str, files: &[String]) -> conductor::error::Error {
         all.join(" ")
     ))
 }
+
+/// `conductor hook AGENT [--from-plugin]`, exactly as `integrate` installs it (every agent's
+/// every tool call runs it): read without building even the hook's own clap tree, which costs
+/// the hook a tenth of its time (issue 35). Any other shape, a global option or an agent name
+/// clap would refuse included, is left to clap.
+pub fn hook_as_installed(argv: &[std::ffi::OsString]) -> Option<super::Cli> {
+    let rest: Vec<&str> = argv
+        .get(1..)?
+        .iter()
+        .map(|a| a.to_str())
+        .collect::<Option<_>>()?;
+    let (agent, from_plugin) = match rest[..] {
+        ["hook", agent] => (agent, false),
+        ["hook", agent, "--from-plugin"] | ["hook", "--from-plugin", agent] => (agent, true),
+        _ => return None,
+    };
+    let agent = <conductor::hooks::Agent as clap::ValueEnum>::from_str(agent, false).ok()?;
+    let lock_timeout = match std::env::var("CONDUCTOR_LOCK_TIMEOUT") {
+        Ok(v) if !v.is_empty() => super::parse_timeout(&v).ok()?,
+        _ => super::DEFAULT_LOCK_TIMEOUT,
+    };
+    Some(super::Cli {
+        global: super::GlobalArgs {
+            lock_timeout,
+            ..super::GlobalArgs::default()
+        },
+        command: Some(super::Command::Hook(crate::commands::hook::HookArgs {
+            agent,
+            from_plugin,
+        })),
+    })
+}
