@@ -24,7 +24,7 @@ pub fn execute(ctx: &Ctx) -> Result<Box<dyn Report>> {
         .store
         .read_doc::<conductor::protocol::landing::LandingDoc>(ctx.now)?
         .landing;
-    report.overlaps = conductor::protocol::overlaps::of_sessions(&report.state);
+    report.overlaps = conductor::protocol::overlaps::of_sessions(&ctx.store, &report.state);
     let unclaimed = conductor::protocol::unclaimed::read(&ctx.store, ctx.now)?;
     report.unclaimed = conductor::protocol::unclaimed::current(&unclaimed, &report.state)
         .into_iter()

@@ -203,7 +203,7 @@ fn index_key(path: &Path) -> Option<(u64, String)> {
 
 /// What `value` (a commit id, or `ref: NAME`) resolves to: a loose ref in the worktree's git
 /// directory or the common one, else `packed-refs`.
-fn follow(gitdir: &Path, common: &Path, value: &str, depth: u8) -> Option<String> {
+pub(crate) fn follow(gitdir: &Path, common: &Path, value: &str, depth: u8) -> Option<String> {
     let Some(name) = value.strip_prefix("ref:").map(str::trim) else {
         return (!value.is_empty()).then(|| value.to_string());
     };

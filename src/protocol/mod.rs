@@ -31,6 +31,7 @@ pub mod session_tree;
 pub mod sessions;
 pub mod types;
 pub mod unclaimed;
+pub mod worktree_index;
 pub mod worktrees;
 
 pub use service::{

@@ -199,7 +199,7 @@ pub fn state(store: &Store) -> Result<Value> {
     }
     // Files changed in several worktrees, as `status` shows them; per instance, the lines of the
     // worktree it works in.
-    let overlaps = conductor::protocol::overlaps::of_sessions(&st);
+    let overlaps = conductor::protocol::overlaps::of_sessions(store, &st);
     let overlaps_of = |id: &str| -> Vec<String> {
         overlaps
             .iter()

@@ -84,7 +84,7 @@ pub fn read(store: &Store) -> Result<Overview> {
     }
     // Files changed in several worktrees (runs git only for repositories with several live
     // worktrees that sessions work in).
-    for r in conductor::protocol::overlaps::of_sessions(&state) {
+    for r in conductor::protocol::overlaps::of_sessions(store, &state) {
         for t in &r.worktrees {
             let lines = crate::face::status::overlaps_of_worktree(&r, &t.path);
             for row in o

@@ -1,0 +1,275 @@
+//! What `conductor overlaps` keeps between runs for each worktree it measures, so that a run
+//! asks git only what changed (docs/internals.md, "Worktree change cache"):
+//!
+//! - the merge base of the worktree's `HEAD` with the integration branch, keyed by the two
+//!   commit ids it was computed from (commits never change, so neither does their merge base);
+//! - a private copy of the worktree's index, which git refreshes and `git diff`, `git ls-files`
+//!   and `git stash create` read through `GIT_INDEX_FILE`.
+//!
+//! Why the copy: git tells a changed file from an unchanged one by the stat data the index
+//! holds. conductor never writes a worktree's own index (git runs with `GIT_OPTIONAL_LOCKS=0`),
+//! so where that index is stale (files touched since it was written, or written in the same
+//! second as it, "racily clean") every `git diff` reads and hashes those files again. The copy
+//! holds the same entries (same object ids, flags and extensions) with fresh stat data, which is
+//! only ever set by git itself (`git update-index --refresh`), after it has checked the file's
+//! content; so git's answers through it are the answers through the worktree's own index. It is
+//! named by the checksum git writes at the end of the index: when the worktree's index changes
+//! (`git add`, `commit`, `checkout`, a refresh by another program), the next run copies it
+//! again. The copy keeps the index's mtime, so git's racy-clean checks judge it as they judge
+//! the original, until git refreshes it.
+//!
+//! Files live in `HOME/worktree-index/`: `<stem>.json` (the worktree's root and its last merge
+//! base) and `<stem>-<checksum>.index`, `<stem>` being the first 16 bytes of the SHA-256 of the
+//! root, hex. Anything that cannot be read or written is done without: git then reads the
+//! worktree's own index and finds the merge base again. Deleting the directory is always safe.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::overlaps::{git, text};
+use crate::store::Store;
+
+/// The cache's directory in the home.
+pub const DIR: &str = "worktree-index";
+const VERSION: u32 = 1;
+/// A copy last refreshed longer ago than this is refreshed before use: stat data goes stale as
+/// files are touched without being changed (a build, a checkout of the same content), and git
+/// reads every such file again until a refresh.
+const REFRESH_AFTER: Duration = Duration::from_secs(10);
+
+/// The per-worktree files in the home of one store.
+#[derive(Clone, Debug)]
+pub struct Cache {
+    dir: PathBuf,
+}
+
+/// One worktree's `<stem>.json`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Memo {
+    version: u32,
+    root: String,
+    /// The commit `HEAD` resolved to.
+    head: String,
+    /// The integration branch's commit.
+    base: String,
+    /// Their merge base.
+    merge_base: String,
+}
+
+impl Cache {
+    pub fn of(store: &Store) -> Cache {
+        Cache {
+            dir: store.home().dir().join(DIR),
+        }
+    }
+
+    /// `<first 16 bytes of the SHA-256 of root>`, hex.
+    fn stem(root: &Path) -> String {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(root.as_os_str().as_encoded_bytes());
+        digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn memo_path(&self, root: &Path) -> PathBuf {
+        self.dir.join(format!("{}.json", Self::stem(root)))
+    }
+
+    /// The merge base of commits `base` and `head`, as found last time for the worktree at
+    /// `root`.
+    pub fn merge_base(&self, root: &Path, head: &str, base: &str) -> Option<String> {
+        let bytes = std::fs::read(self.memo_path(root)).ok()?;
+        let m: Memo = serde_json::from_slice(&bytes).ok()?;
+        (m.version == VERSION
+            && Path::new(&m.root) == root
+            && m.head == head
+            && m.base == base
+            && !m.merge_base.is_empty())
+        .then_some(m.merge_base)
+    }
+
+    /// Remember the merge base `mb` of `head` and `base` for the worktree at `root` (best
+    /// effort).
+    pub fn keep_merge_base(&self, root: &Path, head: &str, base: &str, mb: &str) {
+        let m = Memo {
+            version: VERSION,
+            root: root.to_string_lossy().into_owned(),
+            head: head.into(),
+            base: base.into(),
+            merge_base: mb.into(),
+        };
+        if let Ok(bytes) = serde_json::to_vec(&m)
+            && crate::store::atomic::create_private_dirs(&self.dir).is_ok()
+        {
+            let _ = crate::store::atomic::write_atomic(&self.memo_path(root), &bytes);
+        }
+    }
+
+    /// The private copy of the index of the worktree at `root` (its git directory `gitdir`),
+    /// copied when the worktree's index changed and refreshed by git when new or stale; `None`
+    /// where git must read the worktree's own index: none yet, one git writes without a
+    /// checksum (`index.skipHash`), a split index, or a home that cannot be written.
+    pub fn private_index(&self, root: &Path, gitdir: &Path) -> Option<PathBuf> {
+        let mut f = std::fs::File::open(gitdir.join("index")).ok()?;
+        let meta = f.metadata().ok()?;
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        f.read_to_end(&mut bytes).ok()?;
+        // The header, and the checksum git writes last (20 bytes for SHA-1, 32 for SHA-256:
+        // the last 20 name it either way).
+        if bytes.len() < 12 + 32 || !bytes.starts_with(b"DIRC") {
+            return None;
+        }
+        let sum = &bytes[bytes.len() - 20..];
+        if sum.iter().all(|b| *b == 0) || split_index(gitdir) {
+            return None;
+        }
+        let stem = Self::stem(root);
+        let hex: String = sum.iter().map(|b| format!("{b:02x}")).collect();
+        let copy = self.dir.join(format!("{stem}-{hex}.index"));
+        let refresh = match std::fs::metadata(&copy) {
+            Ok(m) => m
+                .modified()
+                .ok()
+                .and_then(|t| SystemTime::now().duration_since(t).ok())
+                .is_none_or(|age| age > REFRESH_AFTER),
+            Err(_) => {
+                self.copy(&copy, &bytes, meta.modified().ok())?;
+                self.forget_other_copies(&stem, &copy);
+                // The root is written down, for the pruning of worktrees that are gone.
+                if !self.memo_path(root).exists() {
+                    self.keep_merge_base(root, "", "", "");
+                }
+                true
+            }
+        };
+        if refresh {
+            // Written even when no stat data changed (`--force-write-index`): the copy's mtime
+            // becomes now, so entries racily clean as of the old one are checked and, if
+            // changed, smudged by git as it writes, and no longer read again at every run
+            // (what `git status` does for an index with racy entries). git writes it through
+            // `<copy>.lock`; another run refreshing it at the same moment makes this one fail,
+            // which leaves a good copy all the same.
+            let _ = git_indexed(
+                root,
+                &["update-index", "-q", "--refresh", "--force-write-index"],
+                Some(&copy),
+            );
+        }
+        Some(copy)
+    }
+
+    /// Write `bytes` to `copy` (a temp file renamed into place), with the original's mtime.
+    fn copy(&self, copy: &Path, bytes: &[u8], mtime: Option<SystemTime>) -> Option<()> {
+        use std::io::Write;
+        crate::store::atomic::create_private_dirs(&self.dir).ok()?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(crate::store::atomic::TEMP_PREFIX)
+            .suffix(".tmp")
+            .tempfile_in(&self.dir)
+            .ok()?;
+        tmp.as_file_mut().write_all(bytes).ok()?;
+        if let Some(t) = mtime {
+            tmp.as_file().set_modified(t).ok()?;
+        }
+        tmp.as_file().sync_all().ok()?;
+        tmp.persist(copy).ok()?;
+        Some(())
+    }
+
+    /// Remove the copies of the worktree's earlier indexes.
+    fn forget_other_copies(&self, stem: &str, keep: &Path) {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for e in dir.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(&format!("{stem}-")) && name.ends_with(".index") && e.path() != keep
+            {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
+    /// Remove the files of worktrees whose root is gone, here and in the edit hooks' change
+    /// cache (`HOME/worktree-changes`, [`super::changes`]): a few small reads per worktree
+    /// ever measured.
+    pub fn prune(&self) {
+        let Some(home) = self.dir.parent() else {
+            return;
+        };
+        for dir in [self.dir.clone(), home.join(super::changes::DIR)] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some(stem) = name.strip_suffix(".json") else {
+                    continue;
+                };
+                #[derive(Deserialize)]
+                struct Root {
+                    root: String,
+                }
+                let Some(r) = std::fs::read(e.path())
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<Root>(&b).ok())
+                else {
+                    continue;
+                };
+                if Path::new(r.root.trim_end_matches('/')).is_dir() {
+                    continue;
+                }
+                let _ = std::fs::remove_file(e.path());
+                if dir == self.dir {
+                    self.forget_other_copies(stem, Path::new(""));
+                }
+            }
+        }
+    }
+}
+
+/// Whether the index of `gitdir` is split (`core.splitIndex`): its shared part lives beside it,
+/// where a copy elsewhere would have git write new shared parts.
+fn split_index(gitdir: &Path) -> bool {
+    std::fs::read_dir(gitdir).is_ok_and(|d| {
+        d.flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("sharedindex."))
+    })
+}
+
+/// Run git in `dir` reading the index `index` instead of the worktree's own (`None`: its own);
+/// its stdout, or `None` when it exits non-zero.
+pub(crate) fn git_indexed(
+    dir: &Path,
+    args: &[&str],
+    index: Option<&Path>,
+) -> crate::error::Result<Option<Vec<u8>>> {
+    match index {
+        None => git(dir, args),
+        Some(i) => super::overlaps::git_env(dir, args, &[("GIT_INDEX_FILE", i.as_os_str())]),
+    }
+}
+
+/// The merge base of `head` and `base` in the worktree at `root`, from the cache when it was
+/// found before for the same two commits; `None` when they have none.
+pub(crate) fn merge_base(
+    cache: Option<&Cache>,
+    root: &Path,
+    base: &str,
+    ids: Option<(&str, &str)>,
+) -> crate::error::Result<Option<String>> {
+    let Some((head, base_commit)) = ids else {
+        return Ok(git(root, &["merge-base", base, "HEAD"])?.map(text));
+    };
+    if let Some(mb) = cache.and_then(|c| c.merge_base(root, head, base_commit)) {
+        return Ok(Some(mb));
+    }
+    let mb = git(root, &["merge-base", base_commit, head])?.map(text);
+    if let (Some(c), Some(mb)) = (cache, &mb) {
+        c.keep_merge_base(root, head, base_commit, mb);
+    }
+    Ok(mb)
+}
