@@ -19,6 +19,7 @@ pub mod edit_watch;
 pub mod events;
 pub mod foreign;
 pub mod gate;
+pub mod git;
 pub mod journal_check;
 pub mod landing;
 pub mod local;

@@ -18,6 +18,7 @@ use std::process::Command;
 use serde::Serialize;
 
 use super::State;
+pub(crate) use super::git::{git, names, text};
 use super::worktree_index::{self, Cache, git_indexed};
 use crate::error::{Error, Reason, Result};
 use crate::store::Store;
@@ -57,46 +58,6 @@ pub struct Report {
     pub base: String,
     pub worktrees: Vec<Tree>,
     pub overlaps: Vec<Overlap>,
-}
-
-/// Run git in `dir`; its stdout, or `None` when it exits non-zero.
-pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<Option<Vec<u8>>> {
-    git_env(dir, args, &[])
-}
-
-/// Run git in `dir` with the variables `env` set; its stdout, or `None` when it exits non-zero.
-pub(crate) fn git_env(
-    dir: &Path,
-    args: &[&str],
-    env: &[(&str, &std::ffi::OsStr)],
-) -> Result<Option<Vec<u8>>> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .envs(env.iter().copied())
-        .output()
-        .map_err(|e| {
-            Error::invalid(
-                Reason::GitFailed,
-                format!("could not run git: {e}; overlaps needs git 2.38 or newer on PATH"),
-            )
-        })?;
-    Ok(out.status.success().then_some(out.stdout))
-}
-
-pub(crate) fn text(b: Vec<u8>) -> String {
-    String::from_utf8_lossy(&b)
-        .trim_end_matches('\n')
-        .to_string()
-}
-
-/// NUL-separated names.
-pub(crate) fn names(b: &[u8]) -> impl Iterator<Item = String> + '_ {
-    b.split(|c| *c == 0)
-        .filter(|s| !s.is_empty())
-        .map(|s| String::from_utf8_lossy(s).into_owned())
 }
 
 /// A worktree as `git worktree list --porcelain` lists it.
@@ -232,8 +193,7 @@ fn resolve_base(dir: &Path, common: &Path, given: Option<&str>) -> Result<Base> 
     }
     let from_files = !common.join("reftable").exists();
     let read = |full: &str| {
-        super::changes::follow(common, common, &format!("ref: {full}"), 0)
-            .filter(|id| is_object_id(id))
+        super::git::follow(common, common, &format!("ref: {full}"), 0).filter(|id| is_object_id(id))
     };
     // No symbolic origin/HEAD (git's `symbolic-ref` would find none): main, else master.
     let origin_head = std::fs::read_to_string(common.join("refs/remotes/origin/HEAD"))

@@ -29,11 +29,14 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::overlaps::{git, text};
+use super::git::{git, git_env, text};
 use crate::store::Store;
 
 /// The cache's directory in the home.
 pub const DIR: &str = "worktree-index";
+/// The edit hooks' cache of each worktree's changed files ([`super::changes`]), pruned with
+/// this one.
+pub const CHANGES_DIR: &str = "worktree-changes";
 const VERSION: u32 = 1;
 /// A copy last refreshed longer ago than this is refreshed before use: stat data goes stale as
 /// files are touched without being changed (a build, a checkout of the same content), and git
@@ -200,7 +203,7 @@ impl Cache {
         let Some(home) = self.dir.parent() else {
             return;
         };
-        for dir in [self.dir.clone(), home.join(super::changes::DIR)] {
+        for dir in [self.dir.clone(), home.join(CHANGES_DIR)] {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
@@ -249,7 +252,7 @@ pub(crate) fn git_indexed(
 ) -> crate::error::Result<Option<Vec<u8>>> {
     match index {
         None => git(dir, args),
-        Some(i) => super::overlaps::git_env(dir, args, &[("GIT_INDEX_FILE", i.as_os_str())]),
+        Some(i) => git_env(dir, args, &[("GIT_INDEX_FILE", i.as_os_str())]),
     }
 }
 
