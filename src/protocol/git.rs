@@ -34,6 +34,38 @@ pub(crate) fn git_env(
     Ok(out.status.success().then_some(out.stdout))
 }
 
+/// Run git in `dir` with the variables `env` set and `input` on its standard input; its
+/// stdout, or `None` when it exits non-zero (or could not be started).
+pub(crate) fn git_input(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+    input: &[u8],
+) -> Option<Vec<u8>> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdin = child.stdin.take()?;
+    // Written from a thread of its own, so that a full stdout pipe cannot stall both ends.
+    let out = std::thread::scope(|s| {
+        s.spawn(move || {
+            let _ = stdin.write_all(input);
+        });
+        child.wait_with_output().ok()
+    })?;
+    out.status.success().then_some(out.stdout)
+}
+
 pub(crate) fn text(b: Vec<u8>) -> String {
     String::from_utf8_lossy(&b)
         .trim_end_matches('\n')

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::State;
 pub(crate) use super::git::{git, names, text};
-use super::worktree_index::{self, Cache, git_indexed};
+use super::worktree_index::{self, Cache, git_indexed, is_object_id};
 use crate::error::{Error, Reason, Result};
 use crate::store::Store;
 
@@ -146,11 +146,6 @@ pub(crate) fn integration_branch(dir: &Path, base: Option<&str>) -> Result<Strin
 struct Base {
     name: String,
     commit: Option<String>,
-}
-
-/// Whether `id` looks like an object id (SHA-1 or SHA-256, hex).
-fn is_object_id(id: &str) -> bool {
-    matches!(id.len(), 40 | 64) && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// The integration branch, as [`integration_branch`] finds it, with its commit read from the
@@ -342,13 +337,17 @@ pub fn find(
             .filter_map(|&i| Some((i, changed[i].1.as_deref()?)))
             .map(|(i, path)| {
                 let index = indexes.get(&i).cloned().flatten();
+                let cache = cache.as_ref();
                 s.spawn(move || -> Result<(usize, String)> {
-                    // Through the private index when there is one (git refreshes that one,
-                    // never the worktree's own); through the worktree's own if that fails.
-                    let mut snap = git_indexed(path, &["stash", "create"], index.as_deref())?;
-                    if snap.is_none() && index.is_some() {
-                        snap = git(path, &["stash", "create"])?;
+                    // From the private index when there is one (the worktree's own is never
+                    // written); else, or if that fails, as `git stash create` records it.
+                    if let Some(snap) = cache
+                        .zip(index.as_deref())
+                        .and_then(|(c, index)| c.snapshot(path, index))
+                    {
+                        return Ok((i, snap));
                     }
+                    let snap = git(path, &["stash", "create"])?;
                     let snap = match snap.map(text) {
                         Some(s) if !s.is_empty() => s,
                         _ => git(path, &["rev-parse", "HEAD"])?
