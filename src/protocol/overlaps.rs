@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::State;
 pub(crate) use super::git::{git, names, text};
-use super::worktree_index::{self, Cache, git_indexed, is_object_id};
+use super::worktree_index::{self, Cache, Private, git_indexed, is_object_id};
 use crate::error::{Error, Reason, Result};
 use crate::store::Store;
 
@@ -253,9 +253,9 @@ pub fn find(
     // Per worktree: its changed files, and its directory when they could be measured.
     let mut changed: Vec<(BTreeSet<String>, Option<PathBuf>)> = Vec::new();
     // The index git reads in each measured worktree (a private copy, or its own).
-    let mut indexes: BTreeMap<usize, Option<PathBuf>> = BTreeMap::new();
+    let mut indexes: BTreeMap<usize, Option<Private>> = BTreeMap::new();
     // Each worktree is measured in a thread of its own: git spends most of it stat-ing files.
-    type Measured = Option<(BTreeSet<String>, Option<PathBuf>)>;
+    type Measured = Option<(BTreeSet<String>, Option<Private>)>;
     let measured: Vec<Result<Measured>> = std::thread::scope(|s| {
         let base = &base;
         let cache = cache.as_ref();
@@ -336,13 +336,13 @@ pub fn find(
             .iter()
             .filter_map(|&i| Some((i, changed[i].1.as_deref()?)))
             .map(|(i, path)| {
-                let index = indexes.get(&i).cloned().flatten();
+                let index = indexes.get(&i).and_then(|p| p.as_ref()).map(Private::path);
                 let cache = cache.as_ref();
                 s.spawn(move || -> Result<(usize, String)> {
                     // From the private index when there is one (the worktree's own is never
                     // written); else, or if that fails, as `git stash create` records it.
                     if let Some(snap) = cache
-                        .zip(index.as_deref())
+                        .zip(index)
                         .and_then(|(c, index)| c.snapshot(path, index))
                     {
                         return Ok((i, snap));
@@ -404,7 +404,7 @@ fn measure(
     path: &Path,
     base: &Base,
     head: Option<&str>,
-) -> Result<Option<(BTreeSet<String>, Option<PathBuf>)>> {
+) -> Result<Option<(BTreeSet<String>, Option<Private>)>> {
     let gitdir = match super::local::git_dirs(path) {
         Some((gitdir, _, None)) => Some(gitdir),
         _ => None,
@@ -423,13 +423,13 @@ fn measure(
     let Some(mb) = mb? else {
         return Ok(None);
     };
-    if let Some(i) = &index {
-        let (files, listed) = changed_since_indexed(path, &mb, Some(i))?;
+    if let Some(p) = index {
+        let (files, listed) = changed_since_indexed(path, &mb, Some(p.path()))?;
         if listed {
-            return Ok(Some((files, index)));
+            return Ok(Some((files, Some(p))));
         }
         // git could not read the copy: forget it, and ask through the worktree's own index.
-        let _ = std::fs::remove_file(i);
+        p.discard();
     }
     Ok(Some((changed_since(path, &mb)?, None)))
 }

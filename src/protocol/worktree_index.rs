@@ -43,6 +43,31 @@ const VERSION: u32 = 1;
 /// reads every such file again until a refresh.
 const REFRESH_AFTER: Duration = Duration::from_secs(10);
 
+/// Prefix of the links a run reads a copy through (removed when it is done).
+const USE_PREFIX: &str = ".use-";
+/// A link left by a run that died is removed after this long.
+const USE_STALE: Duration = Duration::from_secs(600);
+
+/// A private index, as one run reads it: a hard link of its own to the shared copy, removed
+/// when dropped.
+#[derive(Debug)]
+pub struct Private {
+    link: tempfile::NamedTempFile<()>,
+    copy: PathBuf,
+}
+
+impl Private {
+    /// The path to hand git (`GIT_INDEX_FILE`).
+    pub fn path(&self) -> &Path {
+        self.link.path()
+    }
+
+    /// Forget the shared copy (git could not read it); this run's link goes when dropped.
+    pub fn discard(self) {
+        let _ = std::fs::remove_file(&self.copy);
+    }
+}
+
 /// The per-worktree files in the home of one store.
 #[derive(Clone, Debug)]
 pub struct Cache {
@@ -111,56 +136,113 @@ impl Cache {
     }
 
     /// The private copy of the index of the worktree at `root` (its git directory `gitdir`),
-    /// copied when the worktree's index changed and refreshed by git when new or stale; `None`
-    /// where git must read the worktree's own index: none yet, one git writes without a
-    /// checksum (`index.skipHash`), a split index, or a home that cannot be written.
-    pub fn private_index(&self, root: &Path, gitdir: &Path) -> Option<PathBuf> {
+    /// copied when the worktree's index changed and refreshed by git when new or stale, as a
+    /// link of this run's own ([`Private`]); `None` where git must read the worktree's own
+    /// index: none yet, one git writes without a checksum (`index.skipHash`), a split index,
+    /// or a home that cannot be written.
+    ///
+    /// Another run may replace the copy (a refresh) or remove it (the worktree's index
+    /// changed) at any moment: the copy is only ever replaced whole (made or refreshed under a
+    /// temporary name, then renamed), and this run reads it through a hard link of its own, so
+    /// git never finds it missing (which it would take for an empty index).
+    pub fn private_index(&self, root: &Path, gitdir: &Path) -> Option<Private> {
+        use std::io::{Seek, SeekFrom};
         let mut f = std::fs::File::open(gitdir.join("index")).ok()?;
         let meta = f.metadata().ok()?;
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        f.read_to_end(&mut bytes).ok()?;
-        // The header, and the checksum git writes last (20 bytes for SHA-1, 32 for SHA-256:
-        // the last 20 name it either way).
-        if bytes.len() < 12 + 32 || !bytes.starts_with(b"DIRC") {
+        // The checksum git writes last (20 bytes for SHA-1, 32 for SHA-256: the last 20 name
+        // it either way).
+        if meta.len() < 12 + 32 {
             return None;
         }
-        let sum = &bytes[bytes.len() - 20..];
+        let mut sum = [0u8; 20];
+        f.seek(SeekFrom::End(-20)).ok()?;
+        f.read_exact(&mut sum).ok()?;
         if sum.iter().all(|b| *b == 0) || split_index(gitdir) {
             return None;
         }
         let stem = Self::stem(root);
         let hex: String = sum.iter().map(|b| format!("{b:02x}")).collect();
         let copy = self.dir.join(format!("{stem}-{hex}.index"));
-        let refresh = match std::fs::metadata(&copy) {
-            Ok(m) => m
-                .modified()
-                .ok()
-                .and_then(|t| SystemTime::now().duration_since(t).ok())
-                .is_none_or(|age| age > REFRESH_AFTER),
-            Err(_) => {
-                self.copy(&copy, &bytes, meta.modified().ok())?;
+        let age = std::fs::metadata(&copy)
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .map(|t| SystemTime::now().duration_since(t).unwrap_or_default());
+        match age {
+            Some(age) if age <= REFRESH_AFTER => {}
+            // Refreshed from the copy itself (its stat data already fresh), or made from the
+            // worktree's index (read through the same open file: one version of it).
+            Some(_) => {
+                // Refreshed from the copy itself; if that fails, the copy serves as it is.
+                let bytes = std::fs::read(&copy).ok()?;
+                let mtime = std::fs::metadata(&copy).ok()?.modified().ok();
+                if let Some(tmp) = self.temp_copy(&bytes, mtime) {
+                    let _ = self.refresh(root, tmp, &copy);
+                }
+            }
+            None => {
+                let mut bytes = Vec::with_capacity(meta.len() as usize);
+                f.seek(SeekFrom::Start(0)).ok()?;
+                f.read_to_end(&mut bytes).ok()?;
+                if !bytes.starts_with(b"DIRC") || bytes[bytes.len() - 20..] != sum {
+                    return None;
+                }
+                crate::store::atomic::create_private_dirs(&self.dir).ok()?;
+                let tmp = self.temp_copy(&bytes, meta.modified().ok())?;
+                self.refresh(root, tmp, &copy)?;
                 self.forget_other_copies(&stem, &copy);
                 // The root is written down, for the pruning of worktrees that are gone.
                 if !self.memo_path(root).exists() {
                     self.keep_merge_base(root, "", "", "");
                 }
-                true
             }
-        };
-        if refresh {
-            // Written even when no stat data changed (`--force-write-index`): the copy's mtime
-            // becomes now, so entries racily clean as of the old one are checked and, if
-            // changed, smudged by git as it writes, and no longer read again at every run
-            // (what `git status` does for an index with racy entries). git writes it through
-            // `<copy>.lock`; another run refreshing it at the same moment makes this one fail,
-            // which leaves a good copy all the same.
-            let _ = git_indexed(
-                root,
-                &["update-index", "-q", "--refresh", "--force-write-index"],
-                Some(&copy),
-            );
         }
-        Some(copy)
+        let link = tempfile::Builder::new()
+            .prefix(USE_PREFIX)
+            .suffix(".index")
+            .make_in(&self.dir, |p| std::fs::hard_link(&copy, p))
+            .ok()?;
+        Some(Private { link, copy })
+    }
+
+    /// Have git refresh the index in the temp file `tmp` (git writes it anew, through its
+    /// `.lock`), then rename it over `copy`: readers of `copy` see the old file or the new one,
+    /// never a part of either.
+    ///
+    /// Written even when no stat data changed (`--force-write-index`): the copy's mtime
+    /// becomes now, so entries racily clean as of the old one are checked and, if changed,
+    /// smudged by git as it writes, and no longer read again at every run (what `git status`
+    /// does for an index with racy entries).
+    fn refresh(&self, root: &Path, tmp: tempfile::NamedTempFile, copy: &Path) -> Option<()> {
+        let tmp = tmp.into_temp_path();
+        git_indexed(
+            root,
+            &["update-index", "-q", "--refresh", "--force-write-index"],
+            Some(&tmp),
+        )
+        .ok()?;
+        tmp.persist(copy).ok()?;
+        Some(())
+    }
+
+    /// `bytes` in a temp file of the cache directory, with the mtime `mtime` (so that git's
+    /// racy-clean checks judge it as they judge the index it was copied from).
+    fn temp_copy(
+        &self,
+        bytes: &[u8],
+        mtime: Option<SystemTime>,
+    ) -> Option<tempfile::NamedTempFile> {
+        use std::io::Write;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(crate::store::atomic::TEMP_PREFIX)
+            .suffix(".index")
+            .tempfile_in(&self.dir)
+            .ok()?;
+        tmp.as_file_mut().write_all(bytes).ok()?;
+        if let Some(t) = mtime {
+            tmp.as_file().set_modified(t).ok()?;
+        }
+        tmp.as_file().sync_all().ok()?;
+        Some(tmp)
     }
 
     /// A commit with the tree `git stash create` records for the worktree at `root`, made
@@ -229,24 +311,6 @@ impl Cache {
         is_object_id(&commit).then_some(commit)
     }
 
-    /// Write `bytes` to `copy` (a temp file renamed into place), with the original's mtime.
-    fn copy(&self, copy: &Path, bytes: &[u8], mtime: Option<SystemTime>) -> Option<()> {
-        use std::io::Write;
-        crate::store::atomic::create_private_dirs(&self.dir).ok()?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(crate::store::atomic::TEMP_PREFIX)
-            .suffix(".tmp")
-            .tempfile_in(&self.dir)
-            .ok()?;
-        tmp.as_file_mut().write_all(bytes).ok()?;
-        if let Some(t) = mtime {
-            tmp.as_file().set_modified(t).ok()?;
-        }
-        tmp.as_file().sync_all().ok()?;
-        tmp.persist(copy).ok()?;
-        Some(())
-    }
-
     /// Remove the copies of the worktree's earlier indexes.
     fn forget_other_copies(&self, stem: &str, keep: &Path) {
         let Ok(dir) = std::fs::read_dir(&self.dir) else {
@@ -275,6 +339,19 @@ impl Cache {
             };
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
+                // A link left by a run that died (a link's ctime is when it was made).
+                if name.starts_with(USE_PREFIX) {
+                    use std::os::unix::fs::MetadataExt;
+                    let made = e.metadata().map(|m| m.ctime()).unwrap_or(i64::MAX);
+                    let now = SystemTime::now()
+                        .duration_since(SystemTime::UNIX_EPOCH)
+                        .map(|d| d.as_secs() as i64)
+                        .unwrap_or(0);
+                    if now.saturating_sub(made) > USE_STALE.as_secs() as i64 {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                    continue;
+                }
                 let Some(stem) = name.strip_suffix(".json") else {
                     continue;
                 };

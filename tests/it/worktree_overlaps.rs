@@ -478,3 +478,52 @@ fn overlaps_reuses_its_cache_yet_reports_every_new_change() {
         "{last:?}"
     );
 }
+
+/// Runs at once (`overlaps`, `status`, `top` and the dashboard all measure) while a worktree's
+/// index keeps changing: each run replaces or removes the cache's copies under the others, and
+/// every run still gives the right answer (git never reads a copy that is gone, which it would
+/// take for an empty index: every file deleted).
+#[test]
+fn concurrent_runs_replacing_the_cache_under_each_other_all_answer_right() {
+    let (env, main, b) = setup();
+    env.start_in(&b, "app", "B", "P1");
+    std::fs::write(main.join("src/x.rs"), "fn x() -> u8 { 1 }\n").unwrap();
+    std::fs::write(b.join("src/x.rs"), "fn x() -> u16 { 2 }\n").unwrap();
+    for round in 0..6 {
+        // A new index in app-b at every round: every run makes a new copy, removes the old.
+        std::fs::write(b.join(format!("lib/r{round}.rs")), "r\n").unwrap();
+        git(&b, &["add", "lib"]);
+        let runs: Vec<_> = (0..4)
+            .map(|_| {
+                let mut c = env.cmd();
+                c.current_dir(&main)
+                    .args(["--json", "overlaps"])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped());
+                c.spawn().unwrap()
+            })
+            .collect();
+        for r in runs {
+            let out = r.wait_with_output().unwrap();
+            assert!(out.status.success(), "{out:?}");
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let changed: Vec<&Value> = v["worktrees"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| &t["changed"])
+                .collect();
+            // main: src/x.rs; app-b: src/x.rs and lib/r0.rs .. lib/r{round}.rs.
+            assert_eq!(changed, [&json!(1), &json!(round + 2)], "{v}");
+            assert_eq!(v["overlaps"][0]["file"], "src/x.rs", "{v}");
+            assert_eq!(
+                v["overlaps"][0]["conflicts"].as_array().unwrap().len(),
+                1,
+                "{v}"
+            );
+        }
+    }
+    // Nothing left behind but one copy per worktree and its record.
+    let left = index_cache(&env);
+    assert_eq!(left.len(), 4, "{left:?}");
+}
