@@ -30,7 +30,7 @@ pub struct Picture {
 pub fn read(store: &Store, now: Timestamp, state: &State) -> Result<Picture> {
     let enforcement = super::admission::enforcement_of(store, now, state);
     let landing = store.read_doc::<LandingDoc>(now)?.landing;
-    let overlaps = overlaps::of_sessions(state);
+    let overlaps = overlaps::of_sessions(store, state);
     let doc = unclaimed::read(store, now)?;
     let unclaimed = unclaimed::current(&doc, state)
         .into_iter()

@@ -16,7 +16,8 @@ use conductor::protocol::overlaps::{self, Report as Found};
 the integration branch and its working tree: its branch's commits, its staged and unstaged changes and \
 its untracked files. For each pair of worktrees that changed the same file, `git merge-tree --write-tree` \
 (git 2.38 or newer) predicts whether merging them conflicts textually, on a snapshot of each worktree's \
-tracked changes (`git stash create`: nothing in the worktree changes). Runs git; exit 0 whatever it finds.\n\n\
+tracked changes (the tree `git stash create` records, made from a private copy of its index: nothing in the \
+worktree or its index changes). Runs git; exit 0 whatever it finds.\n\n\
 Examples:\n  conductor overlaps\n  conductor overlaps --base origin/develop --json"
 )]
 pub struct OverlapsArgs {
@@ -107,6 +108,6 @@ pub fn run(ctx: &Ctx, args: OverlapsArgs) -> Result<u8> {
     let base = args
         .base
         .or(conductor::config::read(&ctx.store)?.integration_branch);
-    let found = overlaps::find(&dir, base.as_deref(), &state)?;
+    let found = overlaps::find(Some(&ctx.store), &dir, base.as_deref(), &state)?;
     print(ctx.out, &Shown(found))
 }

@@ -26,13 +26,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::git::follow;
 use super::overlaps::{changed_since, git, integration_branch, text};
 use super::worktrees::Worktree;
 use crate::error::Result;
 use crate::store::Store;
 
 /// The cache's directory in the home.
-pub const DIR: &str = "worktree-changes";
+pub const DIR: &str = super::worktree_index::CHANGES_DIR;
 const VERSION: u32 = 1;
 /// A file written up to this long before a computation started may be missing from it: file
 /// systems stamp files with a coarse clock (a few milliseconds behind).
@@ -199,27 +200,6 @@ fn index_key(path: &Path) -> Option<(u64, String)> {
         ));
     }
     Some((m.len(), hex))
-}
-
-/// What `value` (a commit id, or `ref: NAME`) resolves to: a loose ref in the worktree's git
-/// directory or the common one, else `packed-refs`.
-fn follow(gitdir: &Path, common: &Path, value: &str, depth: u8) -> Option<String> {
-    let Some(name) = value.strip_prefix("ref:").map(str::trim) else {
-        return (!value.is_empty()).then(|| value.to_string());
-    };
-    if depth > 4 {
-        return None;
-    }
-    for dir in [gitdir, common] {
-        if let Ok(v) = std::fs::read_to_string(dir.join(name)) {
-            return follow(gitdir, common, v.trim(), depth + 1);
-        }
-    }
-    let packed = std::fs::read_to_string(common.join("packed-refs")).ok()?;
-    packed.lines().find_map(|l| {
-        let (id, r) = l.split_once(' ')?;
-        (r == name).then(|| id.to_string())
-    })
 }
 
 /// Measure the worktree at `root` with git. A worktree

@@ -19,6 +19,7 @@ pub mod edit_watch;
 pub mod events;
 pub mod foreign;
 pub mod gate;
+pub mod git;
 pub mod history;
 pub mod journal_check;
 pub mod landing;
@@ -35,6 +36,7 @@ pub mod supervise;
 pub mod types;
 pub mod unclaimed;
 pub mod waits;
+pub mod worktree_index;
 pub mod worktrees;
 
 pub use service::{

@@ -18,7 +18,10 @@ use std::process::Command;
 use serde::Serialize;
 
 use super::State;
+pub(crate) use super::git::{git, names, text};
+use super::worktree_index::{self, Cache, Private, git_indexed, is_object_id};
 use crate::error::{Error, Reason, Result};
+use crate::store::Store;
 
 /// One live worktree, as the report names it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -55,36 +58,6 @@ pub struct Report {
     pub base: String,
     pub worktrees: Vec<Tree>,
     pub overlaps: Vec<Overlap>,
-}
-
-/// Run git in `dir`; its stdout, or `None` when it exits non-zero.
-pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<Option<Vec<u8>>> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .output()
-        .map_err(|e| {
-            Error::invalid(
-                Reason::GitFailed,
-                format!("could not run git: {e}; overlaps needs git 2.38 or newer on PATH"),
-            )
-        })?;
-    Ok(out.status.success().then_some(out.stdout))
-}
-
-pub(crate) fn text(b: Vec<u8>) -> String {
-    String::from_utf8_lossy(&b)
-        .trim_end_matches('\n')
-        .to_string()
-}
-
-/// NUL-separated names.
-pub(crate) fn names(b: &[u8]) -> impl Iterator<Item = String> + '_ {
-    b.split(|c| *c == 0)
-        .filter(|s| !s.is_empty())
-        .map(|s| String::from_utf8_lossy(s).into_owned())
 }
 
 /// A worktree as `git worktree list --porcelain` lists it.
@@ -167,23 +140,101 @@ pub(crate) fn integration_branch(dir: &Path, base: Option<&str>) -> Result<Strin
     ))
 }
 
+/// The integration branch of a run of [`find`]: its name as shown, and the commit it names
+/// when that is the same in every worktree and was found without a doubt (`None`: each
+/// worktree's git resolves the name itself, as `git merge-base NAME HEAD`).
+struct Base {
+    name: String,
+    commit: Option<String>,
+}
+
+/// The integration branch, as [`integration_branch`] finds it, with its commit read from the
+/// ref files of the common git directory `common` where they say it without git.
+fn resolve_base(dir: &Path, common: &Path, given: Option<&str>) -> Result<Base> {
+    if let Some(b) = given {
+        let commit = git(
+            dir,
+            &["rev-parse", "-q", "--verify", &format!("{b}^{{commit}}")],
+        )?
+        .map(text)
+        .ok_or_else(|| {
+            Error::invalid(
+                Reason::InvalidInput,
+                format!(
+                    "`{b}` names no commit in this repository; give --base a branch that exists"
+                ),
+            )
+        })?;
+        // A name every worktree resolves alike: not HEAD, `@`, an upstream, nor a ref of one
+        // worktree's own (refs/worktree/, refs/bisect/, a pseudo-ref like ORIG_HEAD).
+        let own = b.contains('@')
+            || b.to_ascii_uppercase().contains("HEAD")
+            || [
+                "refs/worktree/",
+                "refs/bisect/",
+                "refs/rewritten/",
+                "worktrees/",
+                "main-worktree/",
+            ]
+            .iter()
+            .any(|p| b.starts_with(p))
+            || b.bytes()
+                .take_while(|c| !b"~^:".contains(c))
+                .all(|c| c.is_ascii_uppercase() || c == b'_');
+        return Ok(Base {
+            name: b.to_string(),
+            commit: (!own && is_object_id(&commit)).then_some(commit),
+        });
+    }
+    let from_files = !common.join("reftable").exists();
+    let read = |full: &str| {
+        super::git::follow(common, common, &format!("ref: {full}"), 0).filter(|id| is_object_id(id))
+    };
+    // No symbolic origin/HEAD (git's `symbolic-ref` would find none): main, else master.
+    let origin_head = std::fs::read_to_string(common.join("refs/remotes/origin/HEAD"))
+        .ok()
+        .filter(|v| v.starts_with("ref:"));
+    if from_files && origin_head.is_none() {
+        for b in ["main", "master"] {
+            if let Some(id) = read(&format!("refs/heads/{b}")) {
+                return Ok(Base {
+                    name: b.to_string(),
+                    commit: Some(id),
+                });
+            }
+        }
+    }
+    let name = integration_branch(dir, None)?;
+    let commit = match (from_files, origin_head) {
+        (true, Some(v)) if name.starts_with("origin/") => read(v.trim_start_matches("ref:").trim()),
+        _ => None,
+    };
+    Ok(Base { name, commit })
+}
+
 /// Find the overlaps of the repository that holds `dir`; `state` names the sessions in each
-/// worktree.
-pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
-    // The repository, its integration branch and its worktrees are asked of git at once: each
-    // answer is a git process of its own, and none needs another's.
-    let (common, base, listed) = std::thread::scope(|s| {
-        let base = s.spawn(|| integration_branch(dir, base));
+/// worktree. `store`'s home keeps what a later run can reuse (merge bases, private copies of
+/// the worktrees' indexes: [`super::worktree_index`]); without one, everything is asked of git.
+pub fn find(
+    store: Option<&Store>,
+    dir: &Path,
+    base: Option<&str>,
+    state: &State,
+) -> Result<Report> {
+    let cache = store.map(Cache::of);
+    // The repository and its worktrees are asked of git at once: each answer is a git process
+    // of its own, and neither needs the other.
+    let (common, listed) = std::thread::scope(|s| {
+        // Meanwhile, the files of worktrees that are gone are removed.
+        if let Some(c) = &cache {
+            s.spawn(|| c.prune());
+        }
         let listed = s.spawn(|| list(dir));
         let common = git(
             dir,
             &["rev-parse", "--path-format=absolute", "--git-common-dir"],
         );
-        (
-            common,
-            base.join().expect("git does not panic"),
-            listed.join().expect("git does not panic"),
-        )
+        (common, listed.join().expect("git does not panic"))
     });
     let common = common?
         .map(text)
@@ -196,24 +247,27 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
                 ),
             )
         })?;
-    let base = base?;
+    let base = resolve_base(dir, Path::new(&common), base)?;
     let listed = listed?;
     let mut trees = Vec::new();
     // Per worktree: its changed files, and its directory when they could be measured.
     let mut changed: Vec<(BTreeSet<String>, Option<PathBuf>)> = Vec::new();
+    // The index git reads in each measured worktree (a private copy, or its own).
+    let mut indexes: BTreeMap<usize, Option<Private>> = BTreeMap::new();
     // Each worktree is measured in a thread of its own: git spends most of it stat-ing files.
-    let measured: Vec<Result<Option<BTreeSet<String>>>> = std::thread::scope(|s| {
-        let base = base.as_str();
+    type Measured = Option<(BTreeSet<String>, Option<Private>)>;
+    let measured: Vec<Result<Measured>> = std::thread::scope(|s| {
+        let base = &base;
+        let cache = cache.as_ref();
         let running: Vec<_> = listed
             .iter()
             .map(|t| {
                 let path = std::fs::canonicalize(&t.path).unwrap_or(t.path.clone());
-                s.spawn(move || -> Result<Option<BTreeSet<String>>> {
-                    match git(&path, &["merge-base", base, "HEAD"])?.map(text) {
-                        Some(mb) => changed_since(&path, &mb).map(Some),
-                        None => Ok(None),
-                    }
-                })
+                let head = t
+                    .head
+                    .as_deref()
+                    .filter(|h| is_object_id(h) && h.bytes().any(|b| b != b'0'));
+                s.spawn(move || measure(cache, &path, base, head))
             })
             .collect();
         running
@@ -221,6 +275,7 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
             .map(|h| h.join().expect("a measuring thread does not panic"))
             .collect()
     });
+    let base = base.name;
     for (t, files) in listed.into_iter().zip(measured) {
         let path = std::fs::canonicalize(&t.path).unwrap_or(t.path.clone());
         let shown = path.to_string_lossy().into_owned();
@@ -243,7 +298,7 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
             changed: 0,
             skipped: None,
         };
-        let Some(files) = files? else {
+        let Some((files, index)) = files? else {
             tree.skipped = Some(format!(
                 "no commit in common with {base} (or no commit yet): its changes cannot be measured"
             ));
@@ -252,6 +307,7 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
             continue;
         };
         tree.changed = files.len();
+        indexes.insert(trees.len(), index);
         trees.push(tree);
         changed.push((files, Some(path)));
     }
@@ -280,8 +336,19 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
             .iter()
             .filter_map(|&i| Some((i, changed[i].1.as_deref()?)))
             .map(|(i, path)| {
+                let index = indexes.get(&i).and_then(|p| p.as_ref()).map(Private::path);
+                let cache = cache.as_ref();
                 s.spawn(move || -> Result<(usize, String)> {
-                    let snap = match git(path, &["stash", "create"])?.map(text) {
+                    // From the private index when there is one (the worktree's own is never
+                    // written); else, or if that fails, as `git stash create` records it.
+                    if let Some(snap) = cache
+                        .zip(index)
+                        .and_then(|(c, index)| c.snapshot(path, index))
+                    {
+                        return Ok((i, snap));
+                    }
+                    let snap = git(path, &["stash", "create"])?;
+                    let snap = match snap.map(text) {
                         Some(s) if !s.is_empty() => s,
                         _ => git(path, &["rev-parse", "HEAD"])?
                             .map(text)
@@ -329,31 +396,92 @@ pub fn find(dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
     })
 }
 
+/// Measure the worktree at `path` against the integration branch `base`, whose `HEAD` is
+/// `head` (when known): its changed files and the index git read (a private copy, else `None`:
+/// its own); `None` when it has no commit in common with the base.
+fn measure(
+    cache: Option<&Cache>,
+    path: &Path,
+    base: &Base,
+    head: Option<&str>,
+) -> Result<Option<(BTreeSet<String>, Option<Private>)>> {
+    let gitdir = match super::local::git_dirs(path) {
+        Some((gitdir, _, None)) => Some(gitdir),
+        _ => None,
+    };
+    let ids = head.zip(base.commit.as_deref());
+    // The merge base and the private index at once: either may run git.
+    let (mb, index) = std::thread::scope(|s| {
+        let index = s.spawn(|| {
+            cache
+                .zip(gitdir.as_deref())
+                .and_then(|(c, g)| c.private_index(path, g))
+        });
+        let mb = worktree_index::merge_base(cache, path, &base.name, ids);
+        (mb, index.join().expect("copying an index does not panic"))
+    });
+    let Some(mb) = mb? else {
+        return Ok(None);
+    };
+    if let Some(p) = index {
+        let (files, listed) = changed_since_indexed(path, &mb, Some(p.path()))?;
+        if listed {
+            return Ok(Some((files, Some(p))));
+        }
+        // git could not read the copy: forget it, and ask through the worktree's own index.
+        p.discard();
+    }
+    Ok(Some((changed_since(path, &mb)?, None)))
+}
+
 /// What the worktree at `path` changed against commit `mb`: its commits since, its staged and
 /// unstaged changes, its untracked files (not ignored).
 pub(crate) fn changed_since(path: &Path, mb: &str) -> Result<BTreeSet<String>> {
+    Ok(changed_since_indexed(path, mb, None)?.0)
+}
+
+/// [`changed_since`], git reading the index `index` (`None`: the worktree's own); and whether
+/// git listed the tracked files' changes (false: it failed to).
+fn changed_since_indexed(
+    path: &Path,
+    mb: &str,
+    index: Option<&Path>,
+) -> Result<(BTreeSet<String>, bool)> {
     let mut files: BTreeSet<String> = BTreeSet::new();
     // Both at once: each walks the worktree.
     let (diff, untracked) = std::thread::scope(|s| {
-        let untracked =
-            s.spawn(|| git(path, &["ls-files", "-z", "--others", "--exclude-standard"]));
-        let diff = git(path, &["diff", "--name-only", "-z", "--no-renames", mb]);
+        let untracked = s.spawn(|| {
+            git_indexed(
+                path,
+                &["ls-files", "-z", "--others", "--exclude-standard"],
+                index,
+            )
+        });
+        let diff = git_indexed(
+            path,
+            &["diff", "--name-only", "-z", "--no-renames", mb],
+            index,
+        );
         (diff, untracked.join().expect("git does not panic"))
     });
-    if let Some(d) = diff? {
-        files.extend(names(&d));
-    }
+    let listed = match diff? {
+        Some(d) => {
+            files.extend(names(&d));
+            true
+        }
+        None => false,
+    };
     if let Some(u) = untracked? {
         files.extend(names(&u));
     }
-    Ok(files)
+    Ok((files, listed))
 }
 
 /// The overlaps of every repository a live instance works in that has two or more live
 /// worktrees, those with at least one overlap (what `status`, `top`, the dashboard and the MCP
 /// `check` tool show). Runs git, as [`find`] does, only for such repositories; a repository git
 /// cannot measure is left out.
-pub fn of_sessions(state: &State) -> Vec<Report> {
+pub fn of_sessions(store: &Store, state: &State) -> Vec<Report> {
     let mut finder = super::local::WorktreeFinder::default();
     for i in &state.instances {
         if i.working_directory.starts_with('/') {
@@ -370,7 +498,7 @@ pub fn of_sessions(state: &State) -> Vec<Report> {
     repos
         .values()
         .filter(|roots| roots.len() > 1)
-        .filter_map(|roots| find(Path::new(roots[0]), None, state).ok())
+        .filter_map(|roots| find(Some(store), Path::new(roots[0]), None, state).ok())
         .filter(|r| !r.overlaps.is_empty())
         .collect()
 }

@@ -344,3 +344,186 @@ fn on_a_shared_etcd_store_the_hook_still_names_the_other_worktree() {
         "{v}"
     );
 }
+
+/// The files of `conductor overlaps`' per-worktree cache in the home (`worktree-index`).
+fn index_cache(env: &TestEnv) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(env.home_file("worktree-index"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The files `conductor overlaps` lists as changed in two or more worktrees, with the pairs it
+/// predicts to conflict.
+fn overlapping(env: &TestEnv, dir: &Path) -> Value {
+    let v = env.exec_in(dir, &["--json", "overlaps"]).code(0).json();
+    Value::Array(
+        v["overlaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| json!([o["file"], o["conflicts"].as_array().unwrap().len()]))
+            .collect(),
+    )
+}
+
+/// A worktree's own index: its bytes, inode and mtime.
+fn own_index(worktree: &Path) -> (Vec<u8>, u64, std::time::SystemTime) {
+    use std::os::unix::fs::MetadataExt;
+    let dir = git(worktree, &["rev-parse", "--absolute-git-dir"]);
+    let path = Path::new(dir.trim()).join("index");
+    let m = std::fs::metadata(&path).unwrap();
+    (
+        std::fs::read(&path).unwrap(),
+        m.ino(),
+        m.modified().unwrap(),
+    )
+}
+
+/// `conductor overlaps` keeps each worktree's merge base and a private copy of its index
+/// between runs (docs/internals.md, "Worktree change cache"), yet every run still sees every
+/// change: an uncommitted edit in another worktree that touched no index, a staged one, a
+/// commit, a file rewritten with the same size in the same second as its index was written
+/// (git's racy-clean case, which the copy must not hide). It never writes a worktree's own
+/// index, and forgets a worktree that was removed.
+#[test]
+fn overlaps_reuses_its_cache_yet_reports_every_new_change() {
+    let (env, main, b) = setup();
+    let c = worktree(&main, "app-c", "feature/c");
+    env.start_in(&c, "app", "C", "P1");
+    std::fs::write(b.join("src/x.rs"), "fn x() -> u16 { 2 }\n").unwrap();
+    assert_eq!(overlapping(&env, &main), json!([]));
+    let first = index_cache(&env);
+    // Per worktree: its root and merge base, and a copy of its index.
+    assert_eq!(
+        first.iter().filter(|n| n.ends_with(".json")).count(),
+        3,
+        "{first:?}"
+    );
+    assert_eq!(
+        first.iter().filter(|n| n.ends_with(".index")).count(),
+        3,
+        "{first:?}"
+    );
+    let owns = [own_index(&main), own_index(&b), own_index(&c)];
+    // Nothing changed: the same files serve the second run.
+    assert_eq!(overlapping(&env, &main), json!([]));
+    assert_eq!(index_cache(&env), first);
+    // An uncommitted edit in app-c (no index changed, the cache kept): the overlap is found,
+    // and git predicts the conflict.
+    std::fs::write(c.join("src/x.rs"), "fn x() -> u32 { 3 }\n").unwrap();
+    assert_eq!(overlapping(&env, &main), json!([["src/x.rs", 1]]));
+    assert_eq!(index_cache(&env), first);
+    // Predicting it (`git stash create`) wrote no worktree's own index.
+    assert_eq!([own_index(&main), own_index(&b), own_index(&c)], owns);
+    // A staged change in main, and a commit in app-b.
+    std::fs::write(main.join("lib/z.rs"), "main\n").unwrap();
+    git(&main, &["add", "lib/z.rs"]);
+    std::fs::write(b.join("lib/z.rs"), "b\n").unwrap();
+    git(&b, &["commit", "-q", "-am", "b"]);
+    assert_eq!(
+        overlapping(&env, &main),
+        json!([["lib/z.rs", 1], ["src/x.rs", 1]])
+    );
+    // src/y.rs in app-c rewritten with the same size in the same second as app-c's index was
+    // written (its stat data then matches the index's but for the nanoseconds): still seen.
+    let mtime_s = |p: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).unwrap().mtime()
+    };
+    let cindex = Path::new(git(&c, &["rev-parse", "--absolute-git-dir"]).trim()).join("index");
+    for _ in 0..20 {
+        std::fs::write(c.join("src/y.rs"), "fn x() {}\n").unwrap();
+        git(&c, &["add", "src/y.rs"]);
+        std::fs::write(c.join("src/y.rs"), "fn y() {}\n").unwrap();
+        if mtime_s(&c.join("src/y.rs")) == mtime_s(&cindex) {
+            break;
+        }
+    }
+    // A run in a later second: a copy of the index written now, or refreshed now, must not
+    // take the racily clean entry for clean.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(b.join("src/y.rs"), "fn why() {}\n").unwrap();
+    assert_eq!(
+        overlapping(&env, &main),
+        json!([["lib/z.rs", 1], ["src/x.rs", 1], ["src/y.rs", 1]])
+    );
+    assert_eq!(
+        overlapping(&env, &main),
+        json!([["lib/z.rs", 1], ["src/x.rs", 1], ["src/y.rs", 1]])
+    );
+    // Reverted in app-c: gone again.
+    git(&c, &["checkout", "HEAD", "--", "src/x.rs", "src/y.rs"]);
+    assert_eq!(overlapping(&env, &main), json!([["lib/z.rs", 1]]));
+    // app-c removed: its files are removed from the cache at the next run.
+    git(
+        &main,
+        &["worktree", "remove", "--force", c.to_str().unwrap()],
+    );
+    assert_eq!(overlapping(&env, &main), json!([["lib/z.rs", 1]]));
+    let last = index_cache(&env);
+    assert_eq!(
+        last.iter().filter(|n| n.ends_with(".json")).count(),
+        2,
+        "{last:?}"
+    );
+    assert_eq!(
+        last.iter().filter(|n| n.ends_with(".index")).count(),
+        2,
+        "{last:?}"
+    );
+}
+
+/// Runs at once (`overlaps`, `status`, `top` and the dashboard all measure) while a worktree's
+/// index keeps changing: each run replaces or removes the cache's copies under the others, and
+/// every run still gives the right answer (git never reads a copy that is gone, which it would
+/// take for an empty index: every file deleted).
+#[test]
+fn concurrent_runs_replacing_the_cache_under_each_other_all_answer_right() {
+    let (env, main, b) = setup();
+    env.start_in(&b, "app", "B", "P1");
+    std::fs::write(main.join("src/x.rs"), "fn x() -> u8 { 1 }\n").unwrap();
+    std::fs::write(b.join("src/x.rs"), "fn x() -> u16 { 2 }\n").unwrap();
+    for round in 0..6 {
+        // A new index in app-b at every round: every run makes a new copy, removes the old.
+        std::fs::write(b.join(format!("lib/r{round}.rs")), "r\n").unwrap();
+        git(&b, &["add", "lib"]);
+        let runs: Vec<_> = (0..4)
+            .map(|_| {
+                let mut c = env.cmd();
+                c.current_dir(&main)
+                    .args(["--json", "overlaps"])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped());
+                c.spawn().unwrap()
+            })
+            .collect();
+        for r in runs {
+            let out = r.wait_with_output().unwrap();
+            assert!(out.status.success(), "{out:?}");
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let changed: Vec<&Value> = v["worktrees"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| &t["changed"])
+                .collect();
+            // main: src/x.rs; app-b: src/x.rs and lib/r0.rs .. lib/r{round}.rs.
+            assert_eq!(changed, [&json!(1), &json!(round + 2)], "{v}");
+            assert_eq!(v["overlaps"][0]["file"], "src/x.rs", "{v}");
+            assert_eq!(
+                v["overlaps"][0]["conflicts"].as_array().unwrap().len(),
+                1,
+                "{v}"
+            );
+        }
+    }
+    // Nothing left behind but one copy per worktree and its record.
+    let left = index_cache(&env);
+    assert_eq!(left.len(), 4, "{left:?}");
+}
