@@ -31,7 +31,11 @@ fn stdout_err(e: std::io::Error) -> Error {
 impl Output {
     /// Print a result object as one JSON line.
     pub fn json_line(&self, value: &impl Serialize) -> Result<()> {
-        let mut s = serde_json::to_string(value).expect("reports serialize");
+        self.json_text(serde_json::to_string(value).expect("reports serialize"))
+    }
+
+    /// Print one JSON object already serialized, then a newline.
+    pub fn json_text(&self, mut s: String) -> Result<()> {
         s.push('\n');
         std::io::stdout()
             .lock()

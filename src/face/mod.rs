@@ -62,6 +62,12 @@ impl Ctx<'_> {
 pub trait Report {
     /// The output object for `--json`.
     fn to_json(&self) -> serde_json::Value;
+    /// The `--json` line's text: [`Report::to_json`] serialized. A report as big as the state
+    /// (`status`) writes itself straight into the text instead, the same bytes without building
+    /// a JSON value of the whole state first.
+    fn json_text(&self) -> String {
+        serde_json::to_string(&self.to_json()).expect("reports serialize")
+    }
     /// The text for people.
     fn to_text(&self) -> String;
     /// 0, or 3 for a conflict, 4 for a blocked gate.
@@ -103,7 +109,7 @@ impl Report for Out {
 /// Print a report in the chosen mode.
 pub fn print(out: &Output, report: &dyn Report) -> Result<u8> {
     if out.json {
-        out.json_line(&report.to_json())?;
+        out.json_text(report.json_text())?;
     } else {
         out.text(&report.to_text())?;
     }
