@@ -5,6 +5,7 @@
 
 pub mod queue;
 pub mod status;
+pub mod status_json;
 pub mod status_lines;
 pub mod table;
 
