@@ -86,7 +86,7 @@ pub struct GlobalArgs {
 /// (read here, not by clap: see `GlobalArgs::home`).
 fn parse_with_env() -> Result<Cli, clap::Error> {
     let argv = args();
-    if let Some(cli) = raw::hook_as_installed(&argv) {
+    if let Some(cli) = raw::hot_line(&argv) {
         return Ok(cli);
     }
     // Building the whole command tree (every command, option and help text) costs a hook or a

@@ -146,11 +146,12 @@ pub fn forgot_reason(why: &str, files: &[String]) -> conductor::error::Error {
     ))
 }
 
-/// `conductor hook AGENT [--from-plugin]`, exactly as `integrate` installs it (every agent's
-/// every tool call runs it): read without building even the hook's own clap tree, which costs
-/// the hook a tenth of its time (issue 35). Any other shape, a global option or an agent name
-/// clap would refuse included, is left to clap.
-pub fn hook_as_installed(argv: &[std::ffi::OsString]) -> Option<super::Cli> {
+/// The hottest command lines, read without building even their own clap tree (which costs a
+/// hook a tenth of its time; issue 35): `conductor hook AGENT [--from-plugin]`, exactly as
+/// `integrate` installs it (every agent's every tool call runs it), and `conductor [--json]
+/// status [--json]` (what people, prompts and status lines run most). Any other shape, a global
+/// option or an agent name clap would refuse included, is left to clap (`None`).
+pub fn hot_line(argv: &[std::ffi::OsString]) -> Option<super::Cli> {
     let rest: Vec<&str> = argv
         .get(1..)?
         .iter()
@@ -159,13 +160,22 @@ pub fn hook_as_installed(argv: &[std::ffi::OsString]) -> Option<super::Cli> {
     let (agent, from_plugin) = match rest[..] {
         ["hook", agent] => (agent, false),
         ["hook", agent, "--from-plugin"] | ["hook", "--from-plugin", agent] => (agent, true),
+        ["status"] | ["--json", "status"] | ["status", "--json"] => {
+            return Some(super::Cli {
+                global: super::GlobalArgs {
+                    json: rest.contains(&"--json"),
+                    lock_timeout: lock_timeout_from_env()?,
+                    ..super::GlobalArgs::default()
+                },
+                command: Some(super::Command::Status(
+                    crate::commands::status::StatusArgs { watch: false },
+                )),
+            });
+        }
         _ => return None,
     };
     let agent = <conductor::hooks::Agent as clap::ValueEnum>::from_str(agent, false).ok()?;
-    let lock_timeout = match std::env::var("CONDUCTOR_LOCK_TIMEOUT") {
-        Ok(v) if !v.is_empty() => super::parse_timeout(&v).ok()?,
-        _ => super::DEFAULT_LOCK_TIMEOUT,
-    };
+    let lock_timeout = lock_timeout_from_env()?;
     Some(super::Cli {
         global: super::GlobalArgs {
             lock_timeout,
@@ -176,4 +186,13 @@ pub fn hook_as_installed(argv: &[std::ffi::OsString]) -> Option<super::Cli> {
             from_plugin,
         })),
     })
+}
+
+/// `--lock-timeout`'s value when it is not given: CONDUCTOR_LOCK_TIMEOUT, else the default;
+/// `None` when the variable does not parse (clap then says so).
+fn lock_timeout_from_env() -> Option<f64> {
+    match std::env::var("CONDUCTOR_LOCK_TIMEOUT") {
+        Ok(v) if !v.is_empty() => super::parse_timeout(&v).ok(),
+        _ => Some(super::DEFAULT_LOCK_TIMEOUT),
+    }
 }

@@ -1372,18 +1372,32 @@ pub struct Status {
 
 /// The status of `state` at `now`. A killed `claim --wait` neither waits nor conflicts any
 /// more (the next transaction records that; a view need not wait for it).
-pub fn status_of(mut state: State, now: Timestamp) -> Status {
+pub fn status_of(state: State, now: Timestamp) -> Status {
+    status_with(state, now, true)
+}
+
+/// [`status_of`]; `foreign` false when conductor wrote the state last, which is then
+/// consistent by construction (every transaction reconciles what another program left).
+fn status_with(mut state: State, now: Timestamp, foreign: bool) -> Status {
     ops::drop_dead_waiters(&mut state, &waiter_is_dead, now, &mut Vec::new());
     local::note_waits(&mut state);
     Status {
         conflicts: ops::live_conflicts(&state),
         summary: ops::summary(&state, now),
-        warnings: super::foreign::inspect(&state),
+        warnings: if foreign {
+            super::foreign::inspect(&state)
+        } else {
+            Vec::new()
+        },
         state,
     }
 }
 
-/// The status of the home, read without locking.
+/// The status of the home, read without locking. Another program's inconsistencies are looked
+/// for only when conductor did not write `status.json` last (at 1,000 claims the look costs
+/// `status` a twelfth of its time; issue 35).
 pub fn status(store: &Store, now: Timestamp) -> Result<Status> {
-    Ok(status_of(super::read(store, now)?, now))
+    let state = super::read(store, now)?;
+    let foreign = !store.last_written_by_conductor(<State as crate::store::Document>::FILE);
+    Ok(status_with(state, now, foreign))
 }

@@ -167,6 +167,26 @@ impl Store {
         self.backend.other_writers()
     }
 
+    /// True when `file` is still the document conductor committed last (its file is the same
+    /// inode as the committed copy's link, [`txn::last_committed_name`]), or when only conductor
+    /// writes the store; false when another program replaced it, or when that cannot be told.
+    /// Two `stat` calls; read without the lock, so only a hint for views (`status` skips looking
+    /// for another program's inconsistencies when conductor wrote the file last).
+    pub fn last_written_by_conductor(&self, file: &str) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        if !self.other_writers() {
+            return true;
+        }
+        let dir = self.home().dir();
+        match (
+            std::fs::metadata(dir.join(file)),
+            std::fs::metadata(dir.join(txn::last_committed_name(file))),
+        ) {
+            (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+            _ => false,
+        }
+    }
+
     /// A cheap token that changes when the journal grows (see [`Backend::journal_mark`]).
     pub fn journal_mark(&self) -> Option<(u64, u64)> {
         self.backend.journal_mark()
