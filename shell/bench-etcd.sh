@@ -11,12 +11,7 @@ BIN=${BIN:+$(realpath "$BIN")}   # before the cd: a relative path is the caller'
 cd "$(dirname "$0")/.."
 runs=${1:-100}
 command -v etcd >/dev/null || { echo "etcd is needed (apt-get install etcd-server)"; exit 1; }
-bin=${BIN:-}
-if [ -z "$bin" ]; then
-  cargo build --release --quiet --bin conductor
-  bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/conductor"
-fi
-bin=$(realpath "$bin")
+. shell/bench-bin.sh   # $bin: BIN, else the release build
 echo "binary: $bin ($("$bin" --version)); $(etcd --version | head -1)"
 work=$(mktemp -d)
 pids=()

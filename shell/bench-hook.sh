@@ -11,12 +11,7 @@ set -euo pipefail
 BIN=${BIN:+$(realpath "$BIN")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
 runs=${1:-200}
-bin=${BIN:-}
-if [ -z "$bin" ]; then
-  cargo build --release --quiet --bin conductor
-  bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/conductor"
-fi
-bin=$(realpath "$bin")
+. shell/bench-bin.sh   # $bin: BIN, else the release build
 echo "binary: $bin ($("$bin" --version))"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

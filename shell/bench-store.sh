@@ -11,12 +11,7 @@ set -euo pipefail
 BIN=${BIN:+$(realpath "$BIN")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
 runs=${1:-100}
-bin=${BIN:-}
-if [ -z "$bin" ]; then
-  cargo build --release --quiet --bin conductor
-  bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/conductor"
-fi
-bin=$(realpath "$bin")
+. shell/bench-bin.sh   # $bin: BIN, else the release build
 echo "binary: $bin ($("$bin" --version))"
 command -v jq >/dev/null || { echo "jq is needed for the baseline (apt install jq)"; exit 1; }
 work=$(mktemp -d)
