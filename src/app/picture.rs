@@ -24,22 +24,44 @@ pub struct Picture {
     pub overlaps: Vec<Report>,
     /// Edits nobody claimed that concern a session of the state, newest first.
     pub unclaimed: Vec<UnclaimedEdit>,
+    /// The side files that could not be read (`landing.json`, `unclaimed.json`), one sentence
+    /// each: what they would add is left out, and the rest of the picture is still shown (one bad
+    /// file must not hide every session; `doctor` explains, `doctor --repair` mends).
+    pub unreadable: Vec<String>,
 }
 
 /// The picture around `state` (its worktrees noted: `protocol::repositories::find`).
 pub fn read(store: &Store, now: Timestamp, state: &State) -> Result<Picture> {
     let enforcement = super::admission::enforcement_of(store, now, state);
-    let landing = store.read_doc::<LandingDoc>(now)?.landing;
+    let mut unreadable = Vec::new();
+    let mut left_out = |e: crate::error::Error, what: &str| {
+        unreadable.push(format!(
+            "{e}; {what} not shown (`conductor doctor` says more)"
+        ));
+    };
+    let landing = match store.read_doc::<LandingDoc>(now) {
+        Ok(doc) => doc.landing,
+        Err(e) => {
+            left_out(e.into(), "what is landing is");
+            Vec::new()
+        }
+    };
     let overlaps = overlaps::of_sessions(store, state);
-    let doc = unclaimed::read(store, now)?;
-    let unclaimed = unclaimed::current(&doc, state)
-        .into_iter()
-        .cloned()
-        .collect();
+    let unclaimed = match unclaimed::read(store, now) {
+        Ok(doc) => unclaimed::current(&doc, state)
+            .into_iter()
+            .cloned()
+            .collect(),
+        Err(e) => {
+            left_out(e, "edits nobody claimed are");
+            Vec::new()
+        }
+    };
     Ok(Picture {
         enforcement,
         landing,
         overlaps,
         unclaimed,
+        unreadable,
     })
 }

@@ -21,6 +21,8 @@ pub struct StatusReport {
     pub cwd: Option<std::path::PathBuf>,
     /// What another program left inconsistent ([`conductor::protocol::foreign::inspect`]).
     pub warnings: Vec<String>,
+    /// Side files that could not be read, one sentence each (`app::picture::Picture::unreadable`).
+    pub unreadable: Vec<String>,
     /// Each hook-registered session's enforcement (instance id → it), from the live checks.
     pub enforcement: std::collections::BTreeMap<String, Enforcement>,
     /// Claims grouped by git repository and worktree ([`repositories::group`]).
@@ -231,6 +233,9 @@ impl Report for StatusReport {
                 out.push(format!("  {}", fit(w, 400)));
             }
         }
+        for u in &self.unreadable {
+            out.push(format!("Warning: {}", fit(u, 400)));
+        }
         out.join("\n")
     }
 }
@@ -242,6 +247,7 @@ impl StatusReport {
         self.landing = p.landing;
         self.overlaps = p.overlaps;
         self.unclaimed = p.unclaimed;
+        self.unreadable = p.unreadable;
     }
 }
 
@@ -259,6 +265,7 @@ pub fn from(st: sessions::Status, now: Timestamp, cwd: Option<std::path::PathBuf
         conflicts: st.conflicts,
         summary: st.summary,
         warnings: st.warnings,
+        unreadable: Vec::new(),
         now,
         cwd,
         enforcement: Default::default(),

@@ -22,8 +22,8 @@ pub struct StatusJson<'a> {
     summary: &'a Summary,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     repositories: &'a [repositories::RepositoryClaims],
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    state_warnings: &'a [String],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    state_warnings: Vec<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     landing: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -45,7 +45,13 @@ impl StatusReport {
             drift_warnings: &self.state.drift_warnings,
             summary: &self.summary,
             repositories: &self.repositories,
-            state_warnings: &self.warnings,
+            // What the next transaction repairs, then the side files that could not be read.
+            state_warnings: self
+                .warnings
+                .iter()
+                .chain(&self.unreadable)
+                .map(String::as_str)
+                .collect(),
             landing: None,
             overlaps: &self.overlaps,
             unclaimed_edits: &self.unclaimed,

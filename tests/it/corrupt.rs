@@ -535,3 +535,48 @@ fn a_bad_document_of_another_domain_is_reported_never_rewritten_and_stops_no_cla
     // The queue itself refuses with corrupt_state (exit 1) and changes nothing.
     env.run(&["queue", "jobs"]).code(1);
 }
+
+/// A bad side file (`landing.json`, `unclaimed.json`) does not hide the sessions: `status` still
+/// shows them, says which file it could not read and what is left out, and changes nothing.
+#[test]
+fn a_corrupt_side_file_leaves_status_showing_every_session_and_says_what_it_left_out() {
+    let env = TestEnv::new();
+    let id = env.start("Refactor", "P1");
+    env.run(&["claim", "--instance", &id, "src/a.rs"]).code(0);
+    env.write_home("unclaimed.json", "{\"edits\": [garbage");
+    env.write_home("landing.json", "{bad");
+    let before = env.snapshot();
+
+    let text = env.run(&["status"]);
+    text.code(0);
+    assert!(text.stdout.contains(&id), "{}", text.stdout);
+    assert!(text.stdout.contains("src/a.rs"), "{}", text.stdout);
+    for (file, what) in [
+        ("unclaimed.json", "edits nobody claimed are not shown"),
+        ("landing.json", "what is landing is not shown"),
+    ] {
+        assert!(
+            text.stdout
+                .lines()
+                .any(|l| l.starts_with("Warning: ") && l.contains(file) && l.contains(what)),
+            "{file}: {}",
+            text.stdout
+        );
+    }
+
+    let json = env.run(&["--json", "status"]);
+    json.code(0);
+    let v = json.json();
+    assert_schema(conductor::schema::Schema::Output, &v);
+    assert_eq!(v["instances"].as_array().unwrap().len(), 1);
+    let warnings: Vec<&str> = v["state_warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings.iter().any(|w| w.contains("unclaimed.json")));
+    assert!(warnings.iter().any(|w| w.contains("landing.json")));
+    assert_eq!(env.snapshot(), before, "status changed the home");
+}
