@@ -75,7 +75,30 @@ pub fn run(ctx: &Ctx, args: ClaimArgs) -> Result<u8> {
         ));
     }
     let waited =
-        sessions::wait_for_claim(&ctx.store, &id, &files, &live, &watcher, deadline, since)?;
+        match sessions::wait_for_claim(&ctx.store, &id, &files, &live, &watcher, deadline, since) {
+            Ok(w) => w,
+            Err(e) => {
+                // Files handed over while it waited stay granted: a failure must not hide them.
+                let held = sessions::held_of(&ctx.store, &id, &files);
+                if !held.is_empty() {
+                    let shown: Vec<String> = held
+                        .iter()
+                        .map(|f| super::display_path(f, cwd.as_deref()))
+                        .collect();
+                    ctx.out.warn(&format!(
+                        "{id} still holds {} (granted while it waited) although this claim failed; \
+                         release what you no longer need: conductor release --instance {id} {}",
+                        shown.join(", "),
+                        shown
+                            .iter()
+                            .map(|f| conductor::template::shell_quote(f))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    ));
+                }
+                return Err(e);
+            }
+        };
     let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
     let (outcome, gave_up) = match waited {
         Waited::Claimed(outcome) => (outcome, None),

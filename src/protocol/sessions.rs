@@ -1230,6 +1230,22 @@ pub fn claim_or_enqueue(
 /// (`--force`, a force-release, its own release) while this process was not looking: that
 /// grant is final. It is reported as lost, naming who took it, and never claimed again: one
 /// request is granted at most once.
+/// Which of `files` the instance `id` holds now, read without the lock: what a `claim --wait`
+/// that failed (say, the lock was busy when it gave up) was granted meanwhile, and still holds.
+/// Empty when the state cannot be read.
+pub fn held_of(store: &Store, id: &str, files: &[String]) -> Vec<String> {
+    let Ok(state) = super::read(store, Timestamp::now()) else {
+        return Vec::new();
+    };
+    state.instance(id).map_or_else(Vec::new, |me| {
+        files
+            .iter()
+            .filter(|f| me.files_claimed.contains(f))
+            .cloned()
+            .collect()
+    })
+}
+
 pub fn wait_for_claim(
     store: &Store,
     id: &str,

@@ -715,3 +715,75 @@ fn a_workflow_workers_prompt_gives_the_command_that_records_its_outcome() {
     let show = env.run(&["--json", "workflow", "show", &id]).json();
     assert_eq!(show["session"]["status"], "done", "{show}");
 }
+
+/// A `claim --wait` that fails as it gives up (here the state lock stays busy past its
+/// `--lock-timeout`) exits with the error, and still says which files were handed over to it
+/// while it waited: they stay granted, and nobody would know otherwise.
+#[test]
+fn a_waiting_claim_that_fails_names_the_files_it_was_granted_meanwhile() {
+    let env = TestEnv::new();
+    let a = env.start("holder", "P1");
+    let b = env.start("waiter", "P1");
+    env.run(&["claim", "--instance", &a, "src/x.rs", "src/y.rs"])
+        .code(0);
+    let child = env
+        .cmd()
+        .args([
+            "--lock-timeout",
+            "1",
+            "claim",
+            "--instance",
+            &b,
+            "--wait=10s",
+            "src/x.rs",
+            "src/y.rs",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Queued for both, then x is handed over by A's release.
+    assert!(
+        wait_until(20.0, || env.instance(&b).is_some_and(|i| i["waiting_for"]
+            .as_array()
+            .is_some_and(|w| w.len() == 2))),
+        "the waiter is queued for both files"
+    );
+    env.run(&["release", "--instance", &a, "src/x.rs"]).code(0);
+    let granted = env.abs("src/x.rs");
+    assert!(
+        env.instance(&b).is_some_and(|i| i["files_claimed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f.as_str() == Some(granted.as_str()))),
+        "x is handed over to the waiter"
+    );
+    // The lock is busy when the wait gives up on y.
+    let lock = hold_state_lock(&env);
+    let out = child.wait_with_output().unwrap();
+    drop(lock);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("lock"), "{stderr}");
+    let warning = stderr
+        .lines()
+        .find(|l| l.starts_with("warning: ") && l.contains("still holds"))
+        .unwrap_or_else(|| panic!("no warning names the granted file: {stderr}"));
+    assert!(
+        warning.contains("src/x.rs") && !warning.contains("src/y.rs"),
+        "{warning}"
+    );
+    assert!(
+        warning.contains(&format!("conductor release --instance {b} ")),
+        "{warning}"
+    );
+    // And it is indeed still held.
+    assert!(
+        env.instance(&b).unwrap()["files_claimed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f.as_str() == Some(granted.as_str()))
+    );
+}
