@@ -151,14 +151,12 @@ fn parse_as<P: Parser>(
     let mut parsed = P::from_arg_matches(&m).map_err(|e| e.format(&mut cmd))?;
     let mut g = std::mem::take(global(&mut parsed));
     if m.value_source("lock_timeout") == Some(clap::parser::ValueSource::DefaultValue)
-        && let Some(v) = std::env::var("CONDUCTOR_LOCK_TIMEOUT")
-            .ok()
-            .filter(|v| !v.is_empty())
+        && let Some(v) = lock_timeout_env()
     {
-        g.lock_timeout = parse_timeout(&v).map_err(|why| {
+        g.lock_timeout = v.map_err(|why| {
             cmd.error(
                 clap::error::ErrorKind::InvalidValue,
-                format!("invalid value '{v}' for CONDUCTOR_LOCK_TIMEOUT: {why}"),
+                format!("invalid value {why}"),
             )
         })?;
     }
@@ -186,7 +184,16 @@ fn without_env_in_usage(e: clap::Error) -> clap::Error {
     }
 }
 
-pub(crate) fn parse_timeout(s: &str) -> Result<f64, String> {
+/// CONDUCTOR_LOCK_TIMEOUT when it is set and not empty: its seconds, or what is wrong with it
+/// ("'VALUE' for CONDUCTOR_LOCK_TIMEOUT: WHY").
+pub(crate) fn lock_timeout_env() -> Option<Result<f64, String>> {
+    let v = std::env::var("CONDUCTOR_LOCK_TIMEOUT")
+        .ok()
+        .filter(|v| !v.is_empty())?;
+    Some(parse_timeout(&v).map_err(|why| format!("'{v}' for CONDUCTOR_LOCK_TIMEOUT: {why}")))
+}
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(v),
         _ => Err(format!(

@@ -157,42 +157,33 @@ pub fn hot_line(argv: &[std::ffi::OsString]) -> Option<super::Cli> {
         .iter()
         .map(|a| a.to_str())
         .collect::<Option<_>>()?;
-    let (agent, from_plugin) = match rest[..] {
-        ["hook", agent] => (agent, false),
-        ["hook", agent, "--from-plugin"] | ["hook", "--from-plugin", agent] => (agent, true),
+    let hook = |agent: &str, from_plugin: bool| {
+        let agent = <conductor::hooks::Agent as clap::ValueEnum>::from_str(agent, false).ok()?;
+        Some(super::Command::Hook(crate::commands::hook::HookArgs {
+            agent,
+            from_plugin,
+        }))
+    };
+    let command = match rest[..] {
+        ["hook", agent] => hook(agent, false)?,
+        ["hook", agent, "--from-plugin"] | ["hook", "--from-plugin", agent] => hook(agent, true)?,
         ["status"] | ["--json", "status"] | ["status", "--json"] => {
-            return Some(super::Cli {
-                global: super::GlobalArgs {
-                    json: rest.contains(&"--json"),
-                    lock_timeout: lock_timeout_from_env()?,
-                    ..super::GlobalArgs::default()
-                },
-                command: Some(super::Command::Status(
-                    crate::commands::status::StatusArgs { watch: false },
-                )),
-            });
+            super::Command::Status(crate::commands::status::StatusArgs { watch: false })
         }
         _ => return None,
     };
-    let agent = <conductor::hooks::Agent as clap::ValueEnum>::from_str(agent, false).ok()?;
-    let lock_timeout = lock_timeout_from_env()?;
+    let lock_timeout = match super::lock_timeout_env() {
+        None => super::DEFAULT_LOCK_TIMEOUT,
+        Some(Ok(v)) => v,
+        // clap says what is wrong with it.
+        Some(Err(_)) => return None,
+    };
     Some(super::Cli {
         global: super::GlobalArgs {
+            json: rest.contains(&"--json"),
             lock_timeout,
             ..super::GlobalArgs::default()
         },
-        command: Some(super::Command::Hook(crate::commands::hook::HookArgs {
-            agent,
-            from_plugin,
-        })),
+        command: Some(command),
     })
-}
-
-/// `--lock-timeout`'s value when it is not given: CONDUCTOR_LOCK_TIMEOUT, else the default;
-/// `None` when the variable does not parse (clap then says so).
-fn lock_timeout_from_env() -> Option<f64> {
-    match std::env::var("CONDUCTOR_LOCK_TIMEOUT") {
-        Ok(v) if !v.is_empty() => super::parse_timeout(&v).ok(),
-        _ => Some(super::DEFAULT_LOCK_TIMEOUT),
-    }
 }

@@ -501,33 +501,26 @@ pub mod de {
         decode()
     }
 
-    fn glanced<'de, D: Deserializer<'de>>(d: &mut Option<D>) -> Result<bool, D::Error> {
-        if GLANCE.with(|g| g.get()) {
-            d.take()
-                .expect("decoded once")
-                .deserialize_ignored_any(de::IgnoredAny)?;
-            return Ok(true);
-        }
-        Ok(false)
+    fn glancing_now() -> bool {
+        GLANCE.with(std::cell::Cell::get)
     }
 
     /// `files_claimed`: a list of paths (skipped while [`glancing`]).
     pub fn claimed<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-        let mut d = Some(d);
-        if glanced(&mut d)? {
+        if glancing_now() {
+            d.deserialize_ignored_any(de::IgnoredAny)?;
             return Ok(Vec::new());
         }
-        Vec::<String>::deserialize(d.take().expect("not taken"))
+        Vec::<String>::deserialize(d)
     }
 
     /// `claim_tokens`: path → token, built in one pass from the entries (written sorted) rather
     /// than one insert per key, as [`claims`] (skipped while [`glancing`]).
     pub fn tokens<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u64>, D::Error> {
-        let mut d = Some(d);
-        if glanced(&mut d)? {
+        if glancing_now() {
+            d.deserialize_ignored_any(de::IgnoredAny)?;
             return Ok(BTreeMap::new());
         }
-        let d = d.take().expect("not taken");
         struct Tokens;
         impl<'de> Visitor<'de> for Tokens {
             type Value = BTreeMap<String, u64>;
