@@ -53,12 +53,19 @@ impl crate::store::Document for State {
     }
 }
 
-/// `status.json` cut for a shared store's paged layout: the head is the state without its
-/// claims (no `global_claims`, and each instance without `files_claimed` and `claim_tokens`);
-/// each claim is an entry `key -> [holder]` or `[holder, token]`.
+/// `status.json` cut for a shared store's paged layout: each claim of a file or a directory is an
+/// entry `key -> [holder]` or `[holder, token]`; the head is the rest of the state, with the glob
+/// claims (a short list every claim decision reads whole) and without the other claims (in
+/// `global_claims` and in each instance's `files_claimed` and `claim_tokens`).
 fn split_state(st: &State) -> crate::store::split::Split {
+    use super::claims::is_glob;
     let mut entries = std::collections::BTreeMap::new();
+    let mut globs = std::collections::BTreeMap::new();
     for (key, holder) in &st.global_claims {
+        if is_glob(key) {
+            globs.insert(key.clone(), holder.clone());
+            continue;
+        }
         let token = st
             .instance(holder)
             .and_then(|i| i.claim_tokens.get(key).copied());
@@ -76,12 +83,12 @@ fn split_state(st: &State) -> crate::store::split::Split {
             .iter()
             .map(|inst| {
                 let mut i = inst.clone();
-                i.files_claimed = Vec::new();
-                i.claim_tokens = Default::default();
+                i.files_claimed.retain(|k| is_glob(k));
+                i.claim_tokens.retain(|k, _| is_glob(k));
                 i
             })
             .collect(),
-        global_claims: Default::default(),
+        global_claims: globs,
         last_token: st.last_token,
         drift_warnings: st.drift_warnings.clone(),
         extra: st.extra.clone(),
@@ -93,16 +100,28 @@ fn split_state(st: &State) -> crate::store::split::Split {
     }
 }
 
-/// The state from a paged layout's head and claims: each instance lists the claims it holds in
-/// the order they were granted (by fencing token; claims without one first, by key).
+/// The state from a paged layout's head and claims.
 fn join_state(
     path: &Path,
     head: &[u8],
     entries: std::collections::BTreeMap<String, Value>,
 ) -> crate::store::Result<State> {
     let mut st = decode(path, head)?;
-    let mut held: std::collections::HashMap<String, Vec<(Option<u64>, String)>> =
-        std::collections::HashMap::new();
+    absorb(&mut st, path, entries)?;
+    Ok(st)
+}
+
+/// Add claims read from a paged layout's pages to `st`: each instance then lists the claims it
+/// holds in the order they were granted (by fencing token; claims without one first, by key).
+pub fn absorb(
+    st: &mut State,
+    path: &Path,
+    entries: std::collections::BTreeMap<String, Value>,
+) -> crate::store::Result<()> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let mut touched = std::collections::HashSet::new();
     for (key, v) in entries {
         let (holder, token) = match v.as_array().map(Vec::as_slice) {
             Some([Value::String(h)]) => (h.clone(), None),
@@ -114,24 +133,22 @@ fn join_state(
                 ));
             }
         };
-        held.entry(holder.clone()).or_default().push((token, key.clone()));
-        st.global_claims.insert(key, holder);
-    }
-    for inst in &mut st.instances {
-        let Some(mut list) = held.remove(&inst.id) else {
-            continue;
-        };
-        list.sort();
-        for (token, key) in list {
+        if let Some(inst) = st.instance_mut(&holder) {
             if let Some(t) = token {
                 inst.claim_tokens.insert(key.clone(), t);
             }
-            if !inst.files_claimed.contains(&key) {
-                inst.files_claimed.push(key);
-            }
+            inst.files_claimed.push(key.clone());
+            touched.insert(holder.clone());
         }
+        st.global_claims.insert(key, holder);
     }
-    Ok(st)
+    for inst in st.instances.iter_mut().filter(|i| touched.contains(&i.id)) {
+        let tokens = &inst.claim_tokens;
+        inst.files_claimed
+            .sort_by_cached_key(|k| (tokens.get(k).copied(), k.clone()));
+        inst.files_claimed.dedup();
+    }
+    Ok(())
 }
 
 /// The state for a quick read-only decision (agent hooks, prompt): the same full decode as

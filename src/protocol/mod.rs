@@ -27,6 +27,7 @@ pub mod local;
 pub mod mirror;
 pub mod ops;
 pub mod overlaps;
+pub mod paged;
 pub mod repositories;
 pub mod request;
 pub mod service;
@@ -41,7 +42,6 @@ pub mod worktrees;
 
 pub use service::{
     CONFLICTS, Glance, HISTORY, Ledger, glance, migrate_store, read, read_ledger, read_unvalidated, reset,
-    sprint,
-    transact, transact_tx,
+    sprint, transact, transact_claims, transact_tx,
 };
 pub use types::*;

@@ -141,12 +141,38 @@ pub fn transact<T>(
 pub fn transact_tx<T>(
     store: &Store,
     now: Timestamp,
+    op: impl FnMut(&mut State, &mut Vec<Effect>, &mut Tx) -> Result<T>,
+) -> Result<T> {
+    transact_reading(store, now, true, op)
+}
+
+/// [`transact_tx`] for an operation that reads only the claims it names: where a shared store
+/// keeps the state in pages, the operation gets the state without its file and directory claims
+/// (globs and every registration are there) and loads those its decision reads with
+/// [`super::paged::load_claims`] before deciding anything. Everywhere else the state is whole.
+pub fn transact_claims<T>(
+    store: &Store,
+    now: Timestamp,
+    op: impl FnMut(&mut State, &mut Vec<Effect>, &mut Tx) -> Result<T>,
+) -> Result<T> {
+    transact_reading(store, now, false, op)
+}
+
+fn transact_reading<T>(
+    store: &Store,
+    now: Timestamp,
+    whole: bool,
     mut op: impl FnMut(&mut State, &mut Vec<Effect>, &mut Tx) -> Result<T>,
 ) -> Result<T> {
     store.transaction(now, &[Lock::Status], |tx| {
         use super::aliases::{self, KeyAliases};
         use super::foreign::{self, Seen};
-        let (mut state, last_writer) = tx.read_tracked::<State>()?;
+        // Only conductor writes a shared store: nothing to compare with another program's.
+        let (mut state, last_writer) = if whole || store.other_writers() {
+            tx.read_tracked::<State>()?
+        } else {
+            (tx.read_head::<State>()?, LastWriter::Conductor)
+        };
         // Keys another program wrote through a symlink: resolved for the operation, written
         // back as they were (see `protocol::aliases`). Only conductor writes a shared store's
         // keys: no other program's spellings there.

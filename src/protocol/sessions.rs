@@ -341,11 +341,12 @@ pub fn claim_as(
     let config = crate::config::read(store)?;
     let live = ProcessTable::new().with_max_age(config.default_max_age_minutes);
     let block = blocks_landing(&config, req.force.as_deref());
-    let (id, mut outcome, found) = super::transact_tx(store, now, |st, fx, tx| {
+    let (id, mut outcome, found) = super::transact_claims(store, now, |st, fx, tx| {
         let (id, mut paths) =
             resolve_with_paths(store, caller, st, &req.instance_id, &[&req.files])?;
         let warnings = admitted(st, &id, admit)?;
         let files = paths.remove(0);
+        super::paged::load_claims(tx, st, &files)?;
         // A waiter whose process is gone takes its pending conflict with it.
         ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
         let (files, found) = landing_in_tx(store, tx, st, &files, block)?;
@@ -650,15 +651,19 @@ pub fn release_as(
     } else {
         Vec::new()
     };
-    let released = super::transact(store, now, |st, fx| {
+    let all = req.all == Some(true);
+    let released = super::transact_claims(store, now, |st, fx, tx| {
         let Some(explicit) = acting.explicit(st, &req.instance_id, now, fx)? else {
             return Ok(Vec::new());
         };
         let (id, mut paths) = resolve_with_paths(store, caller, st, &explicit, &[&listed])?;
-        let which = if req.all == Some(true) {
+        let which = if all {
+            super::paged::load_all_claims(tx, st)?;
             Which::All
         } else {
-            Which::Files(paths.remove(0))
+            let files = paths.remove(0);
+            super::paged::load_claims(tx, st, &files)?;
+            Which::Files(files)
         };
         ops::drop_dead_waiters(st, &waiter_is_dead, now, fx);
         ops::release(st, &id, &which, force, req.reason.as_deref(), now, fx)

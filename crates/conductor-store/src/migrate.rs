@@ -45,7 +45,7 @@ impl Store {
             let doc = D::decode(Path::new(&kv.key), &kv.value)?;
             let cut = doc.split();
             let entries = cut.entries.len();
-            let puts: Vec<(String, Vec<u8>)> = split::plan(&BTreeMap::new(), &cut.entries)
+            let puts: Vec<(String, Vec<u8>)> = split::plan(&BTreeMap::new(), &cut.entries, true)
                 .into_iter()
                 .filter_map(|c| match c {
                     split::PageChange::Put(name, bytes) => {

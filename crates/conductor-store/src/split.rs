@@ -71,8 +71,16 @@ fn encode_page(page: &Page) -> Vec<u8> {
 /// `entries`. Entries stay in the page whose name is the greatest at or before their key (the
 /// ones before every page start a new page); a page over [`PAGE_MAX`] is cut into pages of
 /// [`PAGE`]; an emptied page is deleted, and two adjacent pages that fit in [`PAGE`] together
-/// are merged. A page whose entries did not change is not written.
-pub fn plan(pages: &BTreeMap<String, Page>, entries: &BTreeMap<String, Value>) -> Vec<PageChange> {
+/// are merged (when `merge`: only when `pages` are all the pages, since a page not read may lie
+/// between two that were). A page whose entries did not change is not written.
+///
+/// With only some pages read, every entry added must have had its page read (the greatest page
+/// named at or before it in the store): it is then put in that page or a new one after it.
+pub fn plan(
+    pages: &BTreeMap<String, Page>,
+    entries: &BTreeMap<String, Value>,
+    merge: bool,
+) -> Vec<PageChange> {
     // Each entry to the page it falls in; `None`: before every page.
     let mut buckets: BTreeMap<Option<&str>, Page> = BTreeMap::new();
     for name in pages.keys() {
@@ -111,7 +119,7 @@ pub fn plan(pages: &BTreeMap<String, Page>, entries: &BTreeMap<String, Value>) -
     let mut merged: Vec<(String, Page)> = Vec::new();
     for (name, page) in wanted {
         match merged.last_mut() {
-            Some((_, prev)) if prev.len() + page.len() <= PAGE => prev.extend(page),
+            Some((_, prev)) if merge && prev.len() + page.len() <= PAGE => prev.extend(page),
             _ => merged.push((name, page)),
         }
     }
@@ -166,7 +174,7 @@ mod tests {
         let keys: Vec<String> = (0..5000).map(|i| format!("/r/src/f{i:05}.rs")).collect();
         let mut pages = BTreeMap::new();
         let want = entries(keys.clone());
-        let c = plan(&pages, &want);
+        let c = plan(&pages, &want, true);
         apply(&mut pages, c);
         assert_eq!(all(&pages), want);
         assert!(pages.values().all(|p| p.len() <= PAGE_MAX && !p.is_empty()));
@@ -181,33 +189,33 @@ mod tests {
         // One more entry: one page written, nothing deleted.
         let mut more = want.clone();
         more.insert("/r/src/f02500x.rs".into(), json!(["abc-123456", 9]));
-        let changes = plan(&pages, &more);
+        let changes = plan(&pages, &more, true);
         assert_eq!(changes.len(), 1, "{changes:?}");
         apply(&mut pages, changes);
         assert_eq!(all(&pages), more);
         // The same entries again: nothing to write.
-        assert!(plan(&pages, &more).is_empty());
+        assert!(plan(&pages, &more, true).is_empty());
     }
 
     #[test]
     fn entries_before_every_page_growing_pages_and_emptied_pages() {
         let mut pages = BTreeMap::new();
         let mut want = entries((100..400).map(|i| format!("/m/{i}")));
-        let c = plan(&pages, &want);
+        let c = plan(&pages, &want, true);
         apply(&mut pages, c);
         // Keys sorting before the first page.
         want.extend(entries((0..50).map(|i| format!("/a/{i:03}"))));
-        let c = plan(&pages, &want);
+        let c = plan(&pages, &want, true);
         apply(&mut pages, c);
         assert_eq!(all(&pages), want);
         // A page grown past PAGE_MAX is cut.
         want.extend(entries((0..700).map(|i| format!("/m/1{i:04}"))));
-        let c = plan(&pages, &want);
+        let c = plan(&pages, &want, true);
         apply(&mut pages, c);
         assert_eq!(all(&pages), want);
         assert!(pages.values().all(|p| p.len() <= PAGE_MAX));
         // Everything released: every page deleted.
-        let changes = plan(&pages, &BTreeMap::new());
+        let changes = plan(&pages, &BTreeMap::new(), true);
         assert!(changes.iter().all(|c| matches!(c, PageChange::Delete(_))));
         apply(&mut pages, changes);
         assert!(pages.is_empty());
@@ -217,12 +225,12 @@ mod tests {
     fn small_neighbours_are_merged() {
         let mut pages = BTreeMap::new();
         let mut want = entries((0..2000).map(|i| format!("/k/{i:05}")));
-        let c = plan(&pages, &want);
+        let c = plan(&pages, &want, true);
         apply(&mut pages, c);
         let before = pages.len();
         // Keep one key in ten: the pages shrink and merge.
         want.retain(|k, _| k.ends_with('0'));
-        let c = plan(&pages, &want);
+        let c = plan(&pages, &want, true);
         apply(&mut pages, c);
         assert_eq!(all(&pages), want);
         assert!(pages.len() < before, "{} pages, {before} before", pages.len());

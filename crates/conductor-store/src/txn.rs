@@ -238,6 +238,11 @@ pub(crate) struct PagedSeen {
     doc_rev: i64,
     /// The `doc/` key holds the tombstone already.
     tombstoned: bool,
+    /// Only some pages were read ([`Tx::read_head`]): pages are never merged then (a page not
+    /// read may lie between two that were).
+    partial: bool,
+    /// The revision the head was read at: pages loaded later are read there.
+    revision: i64,
     pub(crate) head: Option<Vec<u8>>,
     pages: std::collections::BTreeMap<String, crate::split::Page>,
 }
@@ -256,7 +261,11 @@ pub(crate) fn read_paged<D: Document>(
     now: Timestamp,
 ) -> Result<Paged<D>> {
     let super::etcd::PagedRead {
-        doc, head, pages, ..
+        doc,
+        head,
+        pages,
+        revision,
+        ..
     } = read;
     let tombstoned = doc
         .as_ref()
@@ -304,6 +313,8 @@ pub(crate) fn read_paged<D: Document>(
             head_rev: head.as_ref().map_or(0, |kv| kv.mod_revision),
             doc_rev,
             tombstoned,
+            partial: false,
+            revision,
             head: head.map(|kv| kv.value),
             pages: by_name,
         },
@@ -433,6 +444,72 @@ impl<'s> Tx<'s> {
         Ok(doc)
     }
 
+    /// Read a document like [`Tx::read`], except that a paged document of a shared store
+    /// ([`crate::split`]) comes with none of its entries: the caller loads those it needs with
+    /// [`Tx::load_entries`] before deciding anything on them. (Everywhere else this is
+    /// [`Tx::read`]: the document is whole.) Only the entries loaded can be changed; a commit
+    /// still compares the head, so what was decided on stays true.
+    pub fn read_head<D: Document>(&mut self) -> Result<D> {
+        if !D::PAGED {
+            return self.read();
+        }
+        let Some(r) = self.store.backend.etcd() else {
+            return self.read();
+        };
+        self.check_held(D::LOCK, D::FILE)?;
+        let read = r.read_paged_with(D::FILE, false)?;
+        if self.meta.is_none() {
+            self.meta = Some(read.meta.clone());
+        }
+        match read_paged::<D>(r, read, self.now)? {
+            Paged::Paged(doc, mut seen) => {
+                seen.partial = true;
+                self.paged.retain(|p| p.file != D::FILE);
+                self.paged.push(seen);
+                Ok(doc)
+            }
+            // Not paged yet: read whole, as before.
+            Paged::Whole(_) => self.read(),
+        }
+    }
+
+    /// The entries of a paged document read by [`Tx::read_head`] that lie in the pages holding
+    /// `keys` or anything below `under` (prefixes), at the revision the head was read; the
+    /// entries of pages loaded before are not returned again. Empty when the document was read
+    /// whole.
+    pub fn load_entries<D: Document>(
+        &mut self,
+        keys: &[String],
+        under: &[String],
+    ) -> Result<std::collections::BTreeMap<String, serde_json::Value>> {
+        let mut out = std::collections::BTreeMap::new();
+        let Some(r) = self.store.backend.etcd() else {
+            return Ok(out);
+        };
+        let Some(seen) = self
+            .paged
+            .iter_mut()
+            .find(|p| p.file == D::FILE && p.partial)
+        else {
+            return Ok(out);
+        };
+        if seen.head.is_none() {
+            return Ok(out);
+        }
+        let prefix = r.split_page_prefix(D::FILE);
+        for kv in r.pages_around(D::FILE, keys, under, seen.revision)? {
+            let name = kv.key.strip_prefix(&prefix).unwrap_or(&kv.key).to_string();
+            if seen.pages.contains_key(&name) {
+                continue;
+            }
+            let page = crate::split::decode_page(&kv.value)
+                .map_err(|e| super::corrupt(Path::new(&kv.key), e))?;
+            out.extend(page.iter().map(|(k, v)| (k.clone(), v.clone())));
+            seen.pages.insert(name, page);
+        }
+        Ok(out)
+    }
+
     /// Read a document like [`Tx::read`], except that when its file holds exactly the bytes
     /// of `cached` (what this process wrote last, see [`Tx::staged`]) that document is returned
     /// without decoding it again. Any change by anyone else changes the bytes, so the result is
@@ -544,7 +621,7 @@ impl<'s> Tx<'s> {
             .find(|p| p.file == D::FILE)
             .expect("read above");
         let split = doc.split();
-        let changes = crate::split::plan(&seen.pages, &split.entries);
+        let changes = crate::split::plan(&seen.pages, &split.entries, !seen.partial);
         self.paged_writes.retain(|w| w.file != D::FILE);
         let unchanged = unless_unchanged
             && changes.is_empty()
