@@ -393,6 +393,14 @@ impl<'s> Tx<'s> {
         if D::PAGED
             && let Some(r) = self.store.backend.etcd()
         {
+            // The document this transaction will write is the partial one: a whole copy would
+            // be planned against the pages of the partial read.
+            if self.paged.iter().any(|p| p.file == D::FILE && p.partial) {
+                return Err(Error::Internal(format!(
+                    "{} was read in part (read_head); read it whole in another transaction",
+                    D::FILE
+                )));
+            }
             let read = r.read_paged(D::FILE)?;
             if self.meta.is_none() {
                 self.meta = Some(read.meta.clone());
