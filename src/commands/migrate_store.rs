@@ -31,8 +31,9 @@ impl Report for Migrated {
     fn to_text(&self) -> String {
         match &self.0 {
             Migration::Migrated { entries, pages } => format!(
-                "Migrated status.json at {} to the paged layout: {entries} claims in {pages} pages.",
-                self.1
+                "Migrated status.json at {} to the paged layout: {entries} claims in {pages} page{}.",
+                self.1,
+                if *pages == 1 { "" } else { "s" }
             ),
             Migration::AlreadyPaged => "Already in the paged layout: nothing to do.".into(),
             Migration::Fresh | Migration::NotShared => format!(
