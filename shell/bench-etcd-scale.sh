@@ -87,8 +87,9 @@ probe = {}   # n -> instance id of the timed claims
 for n in sizes:
     holder = start(n, f"fill{n}")
     t = time.perf_counter()
-    held, msg = 0, ""
+    held, msg, calls = 0, "", 0
     for first in range(0, n, batch):
+        calls += 1
         files = [f"src/d{i // 100}/f{i}.rs" for i in range(first, min(n, first + batch))]
         p = run(n, ["--json", "claim", "--instance", holder, *files], check=False)
         if p.returncode != 0:
@@ -115,7 +116,7 @@ for n in sizes:
     except Exception as e:
         size, key, keys = 0, f"not read: {e}", "?"
     state = "ok" if ok else "FAILED"
-    print(f"fill {n:>6} claims: {state}, {listed} listed by status, {secs:.1f} s in {-(-n // batch)} calls; "
+    print(f"fill {n:>6} claims: {state}, {listed} listed by status, {secs:.1f} s in {calls} claim calls; "
           f"{keys} keys under the prefix, largest value {size / 1024:.0f} KiB ({key})", flush=True)
     if msg:
         print(f"  {msg[:400]}", flush=True)
