@@ -59,7 +59,7 @@ pub fn document<D: crate::store::Document>(
     domain: &str,
     schema: Option<crate::schema::Schema>,
 ) -> Option<Finding> {
-    let bytes = match store.read_doc_bytes(D::FILE) {
+    let bytes = match store.read_doc_text::<D>(now) {
         Ok(None) => return None,
         Ok(Some(b)) => Ok(b),
         Err(e) => Err(e.to_string()),

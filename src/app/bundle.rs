@@ -24,6 +24,19 @@ pub fn export(store: &Store) -> Result<Bundle> {
         )?;
         *text = String::from_utf8(doc.encode()).expect("JSON is UTF-8");
     }
+    // `status.json` whole, also where a shared store keeps it in pages (issue 36 §2).
+    let file = <crate::protocol::State as Document>::FILE;
+    match store.read_doc_text::<crate::protocol::State>(crate::time::Timestamp::now())? {
+        Some(bytes) => {
+            b.documents.insert(
+                file.to_string(),
+                String::from_utf8(bytes).expect("JSON is UTF-8"),
+            );
+        }
+        None => {
+            b.documents.shift_remove(file);
+        }
+    }
     Ok(b)
 }
 
@@ -36,9 +49,10 @@ pub fn agent_run_files(store: &Store) -> Result<Vec<String>> {
 /// after checking every document and line of it.
 pub fn import(store: &Store, b: &Bundle) -> Result<()> {
     check_bundle(store.home().dir(), b)?;
-    store
-        .import(b, &document_names(), LEDGERS)
-        .map_err(Into::into)
+    store.import(b, &document_names(), LEDGERS)?;
+    // A shared store gets `status.json` whole, as an older conductor wrote it: paged now.
+    store.migrate_paged::<crate::protocol::State>(crate::time::Timestamp::now())?;
+    Ok(())
 }
 
 /// Refuse a bundle with a document or ledger conductor does not know, a document that does not

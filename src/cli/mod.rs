@@ -291,6 +291,8 @@ pub enum Command {
     Export(crate::commands::export::ExportArgs),
     /// Load an export bundle into an empty home or store (nothing is ever replaced).
     Import(crate::commands::import::ImportArgs),
+    /// Move a shared store's status.json into the paged layout (flat cost at 10,000 claims; safe to run twice).
+    MigrateStore(crate::commands::migrate_store::MigrateStoreArgs),
     /// Keep grep-able copies of history.jsonl and conflicts.log in a directory, live.
     Mirror(crate::commands::mirror::MirrorArgs),
     /// Back up status.json beside itself, then start from an empty state.

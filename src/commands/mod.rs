@@ -37,6 +37,7 @@ pub mod prompt;
 pub mod queue;
 pub mod read_only;
 pub mod release;
+pub mod migrate_store;
 pub mod reset;
 pub mod run;
 pub mod shell_init;
@@ -134,6 +135,7 @@ pub fn dispatch(cli: Cli, out: &Output) -> Result<u8> {
         Some(Command::Align(a)) => Request::Align(a.into_request()?),
         Some(Command::Conflicts(a)) => return conflicts::run(&ctx, a),
         Some(Command::Reset(a)) => return reset::run(&ctx, a),
+        Some(Command::MigrateStore(a)) => return migrate_store::run(&ctx, a),
         Some(Command::History(a)) => return history::run(&ctx, a),
         Some(Command::Op(a)) => return op::run(&ctx, a),
         Some(Command::Doctor(a)) => return doctor::run(&ctx, a, missing_home.as_deref()),

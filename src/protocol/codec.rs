@@ -38,6 +38,100 @@ impl crate::store::Document for State {
     fn encode(&self) -> Vec<u8> {
         encode(self)
     }
+    // On a shared store `global_claims` is kept in pages (issue 36 §2), each claim with its
+    // holder's fencing token; the head is the rest (see `split_state`, `join_state`).
+    const PAGED: bool = true;
+    fn split(&self) -> crate::store::split::Split {
+        split_state(self)
+    }
+    fn join(
+        path: &Path,
+        head: &[u8],
+        entries: std::collections::BTreeMap<String, Value>,
+    ) -> crate::store::Result<State> {
+        join_state(path, head, entries)
+    }
+}
+
+/// `status.json` cut for a shared store's paged layout: the head is the state without its
+/// claims (no `global_claims`, and each instance without `files_claimed` and `claim_tokens`);
+/// each claim is an entry `key -> [holder]` or `[holder, token]`.
+fn split_state(st: &State) -> crate::store::split::Split {
+    let mut entries = std::collections::BTreeMap::new();
+    for (key, holder) in &st.global_claims {
+        let token = st
+            .instance(holder)
+            .and_then(|i| i.claim_tokens.get(key).copied());
+        let v = match token {
+            Some(t) => serde_json::json!([holder, t]),
+            None => serde_json::json!([holder]),
+        };
+        entries.insert(key.clone(), v);
+    }
+    let head = State {
+        version: st.version.clone(),
+        updated_at: st.updated_at,
+        instances: st
+            .instances
+            .iter()
+            .map(|inst| {
+                let mut i = inst.clone();
+                i.files_claimed = Vec::new();
+                i.claim_tokens = Default::default();
+                i
+            })
+            .collect(),
+        global_claims: Default::default(),
+        last_token: st.last_token,
+        drift_warnings: st.drift_warnings.clone(),
+        extra: st.extra.clone(),
+        repos: Default::default(),
+    };
+    crate::store::split::Split {
+        head: encode(&head),
+        entries,
+    }
+}
+
+/// The state from a paged layout's head and claims: each instance lists the claims it holds in
+/// the order they were granted (by fencing token; claims without one first, by key).
+fn join_state(
+    path: &Path,
+    head: &[u8],
+    entries: std::collections::BTreeMap<String, Value>,
+) -> crate::store::Result<State> {
+    let mut st = decode(path, head)?;
+    let mut held: std::collections::HashMap<String, Vec<(Option<u64>, String)>> =
+        std::collections::HashMap::new();
+    for (key, v) in entries {
+        let (holder, token) = match v.as_array().map(Vec::as_slice) {
+            Some([Value::String(h)]) => (h.clone(), None),
+            Some([Value::String(h), t]) if t.as_u64().is_some() => (h.clone(), t.as_u64()),
+            _ => {
+                return Err(corrupt(
+                    path,
+                    format!("the claim {key} is {v}, not [holder] or [holder, token]"),
+                ));
+            }
+        };
+        held.entry(holder.clone()).or_default().push((token, key.clone()));
+        st.global_claims.insert(key, holder);
+    }
+    for inst in &mut st.instances {
+        let Some(mut list) = held.remove(&inst.id) else {
+            continue;
+        };
+        list.sort();
+        for (token, key) in list {
+            if let Some(t) = token {
+                inst.claim_tokens.insert(key.clone(), t);
+            }
+            if !inst.files_claimed.contains(&key) {
+                inst.files_claimed.push(key);
+            }
+        }
+    }
+    Ok(st)
 }
 
 /// The state for a quick read-only decision (agent hooks, prompt): the same full decode as

@@ -95,9 +95,15 @@ fn read_quick(
     decode: impl FnOnce(&std::path::Path, &[u8]) -> Result<State>,
 ) -> Result<State> {
     let path = store.home().status();
-    let mut st = match store.read_file(<State as Document>::FILE)? {
-        None => return Ok(State::empty(now)),
-        Some(bytes) => decode(&path, &bytes)?,
+    let mut st = if store.state_in_files() {
+        match store.read_file(<State as Document>::FILE)? {
+            None => return Ok(State::empty(now)),
+            Some(bytes) => decode(&path, &bytes)?,
+        }
+    } else {
+        // A shared store's state may be paged (issue 36 §2): read as the type says; only
+        // conductor writes there, so no key needs interpreting.
+        store.read_doc::<State>(now)?
     };
     // Keys another program wrote through a symlink are decided on where they lead. The map
     // only says how a spelling resolves, so a snapshot of it is never wrong to apply. (Read as
@@ -223,6 +229,12 @@ fn prune_foreign_copies(store: &Store) {
     for (_, old) in &copies[..excess] {
         let _ = std::fs::remove_file(old);
     }
+}
+
+/// `conductor migrate-store`: move a shared store's `status.json`, written whole by an older
+/// conductor, into the paged layout (issue 36 §2; see `store::migrate`). Safe to run twice.
+pub fn migrate_store(store: &Store, now: Timestamp) -> Result<crate::store::migrate::Migration> {
+    Ok(store.migrate_paged::<State>(now)?)
 }
 
 /// Keep `status.json` as `status.json.<stamp>.bak` (if it exists, parseable or not) and write

@@ -1478,7 +1478,8 @@ fn a_broken_numbering_record_stops_writes_and_overwrites_nothing() {
     assert_eq!(h.run(&["--json", "status"]).code, 0);
 }
 
-/// `export` reads one snapshot: what is written after it pinned the revision is not in it.
+/// `export` reads one snapshot: what is written after it pinned the revision is not in it (the
+/// state's head, which every claim rewrites).
 #[test]
 fn a_pinned_snapshot_does_not_see_later_writes() {
     let cluster = Cluster::start();
@@ -1487,21 +1488,21 @@ fn a_pinned_snapshot_does_not_see_later_writes() {
     hosts[0].start("s");
     let reader = cluster.client();
     let before = reader
-        .get(&reader.doc_key("status.json"))
+        .get(&reader.split_head_key("status.json"))
         .unwrap()
         .unwrap()
         .value;
     reader.pin_snapshot().unwrap();
     assert_eq!(hosts[0].run(&["claim", "src/later.rs"]).code, 0);
     let seen = reader
-        .get(&reader.doc_key("status.json"))
+        .get(&reader.split_head_key("status.json"))
         .unwrap()
         .unwrap()
         .value;
     assert_eq!(seen, before, "the snapshot is the state before the claim");
     let fresh = cluster.client();
     let now = fresh
-        .get(&fresh.doc_key("status.json"))
+        .get(&fresh.split_head_key("status.json"))
         .unwrap()
         .unwrap()
         .value;

@@ -71,6 +71,19 @@ pub struct Kv {
     pub mod_revision: i64,
 }
 
+/// A document that may be paged, as [`Etcd::read_paged`] found it.
+#[derive(Debug, Default)]
+pub struct PagedRead {
+    /// `doc/<file>`: the whole document (not paged yet), or a tombstone.
+    pub doc: Option<Kv>,
+    /// The head: present when the document is paged.
+    pub head: Option<Kv>,
+    /// The numbering record (`meta/seq`).
+    pub meta: Option<Kv>,
+    /// Every page, in key order.
+    pub pages: Vec<Kv>,
+}
+
 /// How to reach the cluster safely: config.json's `store_*` keys, each overridden by its
 /// `CONDUCTOR_ETCD_*` variable (read by [`crate::Store::open`]).
 #[derive(Clone, Debug, Default)]
@@ -359,6 +372,83 @@ impl Etcd {
     /// The key of a document.
     pub fn doc_key(&self, file: &str) -> String {
         format!("{}/doc/{file}", self.prefix)
+    }
+
+    /// Where a document kept in the paged layout lives (see [`crate::split`]).
+    pub fn split_root(&self, file: &str) -> String {
+        format!("{}/split/{file}/", self.prefix)
+    }
+
+    /// The head of a paged document.
+    pub fn split_head_key(&self, file: &str) -> String {
+        format!("{}head", self.split_root(file))
+    }
+
+    /// The prefix of a paged document's pages.
+    pub fn split_page_prefix(&self, file: &str) -> String {
+        format!("{}page/", self.split_root(file))
+    }
+
+    /// Everything the store holds of a document that may be paged, read at one revision: its
+    /// `doc/` key, its head, the numbering record and every page (in requests of 32 pages, the
+    /// later ones at the first one's revision).
+    pub fn read_paged(&self, file: &str) -> Result<PagedRead> {
+        const PAGES: i64 = 32;
+        let prefix = self.split_page_prefix(file);
+        let end = prefix_end(&prefix);
+        let get = |k: String| json!({ "request_range": self.range_body(json!({ "key": b64(k.as_bytes()) })) });
+        let pages = |from: &str, rev: Option<i64>| {
+            let mut body = self.range_body(json!({
+                "key": b64(from.as_bytes()),
+                "range_end": b64(end.as_bytes()),
+                "limit": PAGES,
+                "sort_order": "ASCEND",
+                "sort_target": "KEY",
+            }));
+            if let Some(rev) = rev {
+                body["revision"] = json!(rev.to_string());
+            }
+            body
+        };
+        let v = self.call(
+            "/v3/kv/txn",
+            &json!({ "success": [
+                get(self.doc_key(file)),
+                get(self.split_head_key(file)),
+                get(self.meta_key()),
+                { "request_range": pages(&prefix, None) },
+            ] }),
+        )?;
+        let rev = v
+            .pointer("/header/revision")
+            .and_then(num)
+            .ok_or_else(|| self.unavailable("etcd's answer has no revision".into()))?;
+        let response = |i: usize| {
+            v.get("responses")
+                .and_then(|r| r.get(i))
+                .and_then(|r| r.get("response_range"))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        let one = |i: usize| kvs(&response(i)).into_iter().next();
+        let mut read = PagedRead {
+            doc: one(0),
+            head: one(1),
+            meta: one(2),
+            pages: kvs(&response(3)),
+        };
+        let mut more = response(3).get("more").and_then(Value::as_bool) == Some(true);
+        while more {
+            let from = format!("{}\0", read.pages.last().map_or(&prefix, |kv| &kv.key));
+            let v = self.call("/v3/kv/range", &pages(&from, Some(rev)))?;
+            more = v.get("more").and_then(Value::as_bool) == Some(true);
+            let got = kvs(&v);
+            if got.is_empty() {
+                break;
+            }
+            read.pages.extend(got);
+        }
+        Ok(read)
     }
 
     /// The prefix of a ledger's lines.

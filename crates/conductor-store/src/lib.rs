@@ -34,7 +34,9 @@ pub mod lease;
 pub mod ledger;
 pub mod ledger_rotate;
 pub mod lock;
+pub mod migrate;
 pub mod redo;
+pub mod split;
 pub mod stream;
 pub mod text;
 pub mod time;
@@ -239,6 +241,14 @@ impl Store {
 
     /// Read a document's file as it is (the caller holds its lock or accepts a snapshot).
     fn read_doc_file<D: Document>(&self, now: Timestamp) -> Result<D> {
+        if D::PAGED
+            && let Some(r) = self.backend.etcd()
+        {
+            return match txn::read_paged::<D>(r, r.read_paged(D::FILE)?, now)? {
+                txn::Paged::Paged(doc, _) => Ok(doc),
+                txn::Paged::Whole(kv) => D::decode(Path::new(&kv.key), &kv.value),
+            };
+        }
         let path = self.home.dir().join(D::FILE);
         match self.read_doc_bytes(D::FILE)? {
             None => Ok(D::empty(now)),
@@ -250,6 +260,21 @@ impl Store {
     pub fn read_doc<D: Document>(&self, now: Timestamp) -> Result<D> {
         self.settle()?;
         self.read_doc_file(now)
+    }
+
+    /// A document's bytes as a file home would hold them, without locking (`None`: it does not
+    /// exist). A paged document of the shared store ([`split`]) is joined and encoded.
+    pub fn read_doc_text<D: Document>(&self, now: Timestamp) -> Result<Option<Vec<u8>>> {
+        if D::PAGED
+            && let Some(r) = self.backend.etcd()
+        {
+            return Ok(match txn::read_paged::<D>(r, r.read_paged(D::FILE)?, now)? {
+                txn::Paged::Paged(_, seen) if seen.head.is_none() => None,
+                txn::Paged::Paged(doc, _) => Some(doc.encode()),
+                txn::Paged::Whole(kv) => Some(kv.value),
+            });
+        }
+        self.read_file(D::FILE)
     }
 
     /// A file named at run time, as it is (`None`: no file), without locking (files are only

@@ -109,6 +109,25 @@ pub trait Document: Sized {
     fn decode(path: &Path, bytes: &[u8]) -> Result<Self>;
     /// The bytes written.
     fn encode(&self) -> Vec<u8>;
+    /// Kept on the shared store in the paged layout ([`crate::split`]): a head and the entries
+    /// of one big map, each transaction writing only the pages whose entries changed.
+    const PAGED: bool = false;
+    /// The head and the entries, for the paged layout.
+    fn split(&self) -> crate::split::Split {
+        unreachable!("{} is not paged", Self::FILE)
+    }
+    /// The document from its head and entries (the paged layout); an error is `corrupt_state`
+    /// naming `path`.
+    fn join(
+        path: &Path,
+        _head: &[u8],
+        _entries: std::collections::BTreeMap<String, serde_json::Value>,
+    ) -> Result<Self> {
+        Err(Error::Internal(format!(
+            "{} is not paged",
+            path.display()
+        )))
+    }
 }
 
 /// An append-only ledger file in the home and the lock that guards it.
@@ -183,6 +202,9 @@ pub enum LastWriter<D> {
     Other(Option<D>),
 }
 
+/// The operations one etcd transaction may hold (etcd's `--max-txn-ops` default).
+const MAX_TXN_OPS: usize = 128;
+
 /// One transaction in progress: its locks are held.
 pub struct Tx<'s> {
     store: &'s Store,
@@ -202,6 +224,97 @@ pub struct Tx<'s> {
     meta: Option<Option<super::etcd::Kv>>,
     /// With a shared store: lease records compared at commit, `(key, revision)` (0: absent).
     fences: Vec<(String, i64)>,
+    /// With a shared store: the paged documents read, as the store held them.
+    paged: Vec<PagedSeen>,
+    /// With a shared store: what committing each paged document written changes.
+    paged_writes: Vec<PagedWrite>,
+}
+
+/// A paged document as a transaction read it (see [`crate::split`]).
+pub(crate) struct PagedSeen {
+    file: &'static str,
+    /// The revisions compared at commit: the head's and the `doc/` key's (0: absent).
+    head_rev: i64,
+    doc_rev: i64,
+    /// The `doc/` key holds the tombstone already.
+    tombstoned: bool,
+    pub(crate) head: Option<Vec<u8>>,
+    pages: std::collections::BTreeMap<String, crate::split::Page>,
+}
+
+/// A paged document as the shared store holds it (see [`read_paged`]).
+pub(crate) enum Paged<D> {
+    Paged(D, PagedSeen),
+    /// Not paged yet: the whole document in its `doc/` key, as an older conductor wrote it.
+    Whole(super::etcd::Kv),
+}
+
+/// Interpret what [`super::etcd::Etcd::read_paged`] read of `D`.
+pub(crate) fn read_paged<D: Document>(
+    r: &super::etcd::Etcd,
+    read: super::etcd::PagedRead,
+    now: Timestamp,
+) -> Result<Paged<D>> {
+    let super::etcd::PagedRead {
+        doc, head, pages, ..
+    } = read;
+    let tombstoned = doc
+        .as_ref()
+        .is_some_and(|kv| crate::split::is_tombstone(&kv.value));
+    let doc_rev = doc.as_ref().map_or(0, |kv| kv.mod_revision);
+    match (&head, doc) {
+        (None, Some(kv)) if !tombstoned => return Ok(Paged::Whole(kv)),
+        (None, Some(kv)) => {
+            return Err(super::corrupt(
+                Path::new(&kv.key),
+                format!(
+                    "says the document moved to the paged layout, but its head `{}` is missing: restore it from a backup (`conductor import`)",
+                    r.split_head_key(D::FILE)
+                ),
+            ));
+        }
+        (Some(_), Some(kv)) if !tombstoned => {
+            return Err(super::corrupt(
+                Path::new(&kv.key),
+                "was rewritten by an older conductor after this prefix moved to the paged layout (`conductor migrate-store`): that change is not in the pages, so nothing was read or changed; stop and upgrade the older conductor, then delete this key (`etcdctl del KEY`: the pages are the state)",
+            ));
+        }
+        _ => {}
+    }
+    let page_prefix = r.split_page_prefix(D::FILE);
+    let mut entries = std::collections::BTreeMap::new();
+    let mut by_name = std::collections::BTreeMap::new();
+    for kv in pages {
+        let name = kv.key.strip_prefix(&page_prefix).unwrap_or(&kv.key).to_string();
+        let page = crate::split::decode_page(&kv.value)
+            .map_err(|e| super::corrupt(Path::new(&kv.key), e))?;
+        entries.extend(page.iter().map(|(k, v)| (k.clone(), v.clone())));
+        by_name.insert(name, page);
+    }
+    let doc = match &head {
+        // Pages without a head are what an interrupted `migrate-store` left: not the state
+        // (the next write replaces them).
+        None => D::empty(now),
+        Some(h) => D::join(Path::new(&h.key), &h.value, entries)?,
+    };
+    Ok(Paged::Paged(
+        doc,
+        PagedSeen {
+            file: D::FILE,
+            head_rev: head.as_ref().map_or(0, |kv| kv.mod_revision),
+            doc_rev,
+            tombstoned,
+            head: head.map(|kv| kv.value),
+            pages: by_name,
+        },
+    ))
+}
+
+/// What committing a paged document puts and deletes.
+struct PagedWrite {
+    file: &'static str,
+    head: Vec<u8>,
+    changes: Vec<crate::split::PageChange>,
 }
 
 struct Write {
@@ -225,6 +338,8 @@ impl<'s> Tx<'s> {
             revs: Vec::new(),
             meta: None,
             fences: Vec::new(),
+            paged: Vec::new(),
+            paged_writes: Vec::new(),
         }
     }
 
@@ -264,6 +379,31 @@ impl<'s> Tx<'s> {
     pub fn read<D: Document>(&mut self) -> Result<D> {
         self.check_held(D::LOCK, D::FILE)?;
         let path = self.store.home().dir().join(D::FILE);
+        if D::PAGED
+            && let Some(r) = self.store.backend.etcd()
+        {
+            let read = r.read_paged(D::FILE)?;
+            if self.meta.is_none() {
+                self.meta = Some(read.meta.clone());
+            }
+            match read_paged::<D>(r, read, self.now)? {
+                Paged::Paged(doc, seen) => {
+                    self.paged.retain(|p| p.file != D::FILE);
+                    self.paged.push(seen);
+                    return Ok(doc);
+                }
+                // Not paged yet (written by an older conductor): the one key, as before.
+                Paged::Whole(kv) => {
+                    if !self.revs.iter().any(|(f, _)| f == D::FILE) {
+                        self.revs.push((D::FILE.to_string(), kv.mod_revision));
+                    }
+                    let doc = D::decode(&path, &kv.value)?;
+                    self.seen.retain(|(f, _)| *f != D::FILE);
+                    self.seen.push((D::FILE, Some(kv.value)));
+                    return Ok(doc);
+                }
+            }
+        }
         let bytes = match self.store.backend.etcd() {
             Some(r) => {
                 let kv = if self.meta.is_none() {
@@ -365,6 +505,12 @@ impl<'s> Tx<'s> {
 
     fn stage<D: Document>(&mut self, doc: &D, unless_unchanged: bool) -> Result<bool> {
         self.check_held(D::LOCK, D::FILE)?;
+        if D::PAGED
+            && self.store.backend.etcd().is_some()
+            && !self.revs.iter().any(|(f, _)| f == D::FILE)
+        {
+            return self.stage_paged(doc, unless_unchanged);
+        }
         let bytes = doc.encode();
         self.writes.retain(|w| w.file != D::FILE);
         let unchanged = unless_unchanged
@@ -378,6 +524,36 @@ impl<'s> Tx<'s> {
                 lock: D::LOCK,
                 bytes,
                 track: D::TRACK_FOREIGN_WRITES,
+            });
+        }
+        Ok(!unchanged)
+    }
+
+    /// Stage a paged document: its head and the pages whose entries changed since it was read
+    /// (a document written without being read is read first: its pages are needed).
+    fn stage_paged<D: Document>(&mut self, doc: &D, unless_unchanged: bool) -> Result<bool> {
+        if !self.paged.iter().any(|p| p.file == D::FILE) {
+            let _ = self.read::<D>()?;
+            if self.revs.iter().any(|(f, _)| f == D::FILE) {
+                return self.stage(doc, unless_unchanged);
+            }
+        }
+        let seen = self
+            .paged
+            .iter()
+            .find(|p| p.file == D::FILE)
+            .expect("read above");
+        let split = doc.split();
+        let changes = crate::split::plan(&seen.pages, &split.entries);
+        self.paged_writes.retain(|w| w.file != D::FILE);
+        let unchanged = unless_unchanged
+            && changes.is_empty()
+            && seen.head.as_deref() == Some(split.head.as_slice());
+        if !unchanged {
+            self.paged_writes.push(PagedWrite {
+                file: D::FILE,
+                head: split.head,
+                changes,
             });
         }
         Ok(!unchanged)
@@ -611,14 +787,23 @@ impl Store {
             revs,
             meta,
             fences,
+            paged,
+            paged_writes,
             ..
         } = tx;
-        if writes.is_empty() && appends.is_empty() && events.is_empty() {
+        if writes.is_empty() && appends.is_empty() && events.is_empty() && paged_writes.is_empty()
+        {
             return Ok(Outcome::Committed);
         }
         let mut compares: Vec<(String, i64)> =
             revs.iter().map(|(f, rev)| (r.doc_key(f), *rev)).collect();
         compares.extend(fences.iter().cloned());
+        // A paged document is compared by its head, which every commit of it rewrites (and its
+        // `doc/` key, which an older conductor would write).
+        for p in &paged {
+            compares.push((r.split_head_key(p.file), p.head_rev));
+            compares.push((r.doc_key(p.file), p.doc_rev));
+        }
         // What tells, after an unanswered commit, whether it landed: the first document
         // written (and the revision it was compared at), or the key of this transaction's
         // events, whose bytes (random event ids) no other transaction writes.
@@ -635,6 +820,40 @@ impl Store {
             .into_iter()
             .map(|w| (r.doc_key(&w.file), w.bytes))
             .collect();
+        for w in paged_writes {
+            let seen = paged.iter().find(|p| p.file == w.file);
+            // What tells whether an unanswered commit landed: a random mark it writes (two
+            // commits may leave the same head, say within one second).
+            if probe.is_none() {
+                let mark = format!("{:016x}", rand::random::<u64>()).into_bytes();
+                let key = format!("{}commit", r.split_root(w.file));
+                puts.push((key.clone(), mark.clone()));
+                probe = Some(Probe {
+                    key,
+                    bytes: mark,
+                    compared: None,
+                });
+            }
+            if !seen.is_some_and(|p| p.tombstoned) {
+                puts.push((
+                    r.doc_key(w.file),
+                    crate::split::tombstone(&r.split_root(w.file)),
+                ));
+            }
+            puts.push((r.split_head_key(w.file), w.head));
+            let prefix = r.split_page_prefix(w.file);
+            for c in w.changes {
+                match c {
+                    crate::split::PageChange::Put(name, bytes) => {
+                        puts.push((format!("{prefix}{name}"), bytes))
+                    }
+                    crate::split::PageChange::Delete(name) => {
+                        let key = format!("{prefix}{name}");
+                        deletes.push((key.clone(), format!("{key}\0")));
+                    }
+                }
+            }
+        }
         if !appends.is_empty() || !events.is_empty() {
             let meta = match meta {
                 Some(m) => m,
@@ -680,6 +899,16 @@ impl Store {
                     .to_string()
                     .into_bytes(),
             ));
+        }
+        // etcd's --max-txn-ops (128 by default): refused before anything is sent.
+        if puts.len() + deletes.len() > MAX_TXN_OPS {
+            return Err(Error::Refused {
+                reason: crate::error::Refusal::StoreRefused,
+                message: format!(
+                    "this change would write {} keys of the shared store in one transaction, more than the {MAX_TXN_OPS} etcd allows (--max-txn-ops); nothing was changed: claim or release fewer files at once",
+                    puts.len() + deletes.len()
+                ),
+            });
         }
         match r.txn(&compares, &puts, &deletes) {
             Ok(true) => {
