@@ -114,7 +114,9 @@ fn join_state(
                 ));
             }
         };
-        held.entry(holder.clone()).or_default().push((token, key.clone()));
+        held.entry(holder.clone())
+            .or_default()
+            .push((token, key.clone()));
         st.global_claims.insert(key, holder);
     }
     for inst in &mut st.instances {
