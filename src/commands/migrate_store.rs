@@ -8,14 +8,16 @@ use conductor::store::migrate::Migration;
 
 /// Move a shared store's status.json into the paged layout (safe to run twice).
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "A shared store (etcd) keeps status.json as a small head plus its \
+#[command(
+    after_long_help = "A shared store (etcd) keeps status.json as a small head plus its \
 claims in pages of a few hundred, so a claim writes one page whatever the number of live claims, \
 and 20,000 claims fit etcd's default request limit. A prefix written by an older conductor holds \
 the whole document in one key (<prefix>/doc/status.json); this command moves it in place, in one \
 etcd transaction that only happens if no claim changed the document meanwhile (it starts again \
 when one did), and leaves a note in the old key that makes an older conductor stop instead of \
 acting on a stale copy. Until it runs, the old layout keeps working. Running it again, or on a \
-new prefix, changes nothing.\n\n  conductor --store https://10.0.0.5:2379/team migrate-store")]
+new prefix, changes nothing.\n\n  conductor --store https://10.0.0.5:2379/team migrate-store"
+)]
 pub struct MigrateStoreArgs {}
 
 struct Migrated(Migration, String);
@@ -51,7 +53,9 @@ pub fn run(ctx: &Ctx, _args: MigrateStoreArgs) -> Result<u8> {
             Reason::InvalidInput,
             "migrate-store moves a shared store's state: this command runs on a file home",
         )
-        .with_hint("name the store with --store URL or CONDUCTOR_STORE (a file home needs no migration)"));
+        .with_hint(
+            "name the store with --store URL or CONDUCTOR_STORE (a file home needs no migration)",
+        ));
     }
     let done = conductor::protocol::migrate_store(&ctx.store, ctx.now)?;
     print(ctx.out, &Migrated(done, ctx.store.location()))

@@ -41,7 +41,7 @@ pub mod worktree_index;
 pub mod worktrees;
 
 pub use service::{
-    CONFLICTS, Glance, HISTORY, Ledger, glance, migrate_store, read, read_ledger, read_unvalidated, reset,
-    sprint, transact, transact_claims, transact_tx,
+    CONFLICTS, Glance, HISTORY, Ledger, glance, migrate_store, read, read_ledger, read_unvalidated,
+    reset, sprint, transact, transact_claims, transact_tx,
 };
 pub use types::*;

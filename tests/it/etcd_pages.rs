@@ -39,14 +39,14 @@ fn a_claim_reading_only_its_pages_sees_every_overlap_across_pages() {
 
     // Each of these overlaps a claim of A's, held in some page B's claim must read.
     for (claim, held) in [
-        ("src/m/f0000.rs", "f0000.rs"),          // the first key of the first page
-        ("src/m/f0811.rs", "f0811.rs"),          // in the middle
-        ("src/m/f1599.rs", "f1599.rs"),          // the last page
-        ("src/", "src/m/"),                      // a directory over every page
-        ("src/m/f12*.rs", "src/m/f12"),          // a glob over some
-        ("lib/deep/x.rs", "lib/"),               // a directory claim above
-        ("docs/guide.md", "docs/*.md"),          // a glob claim
-        ("zz/last.rs", "zz/last.rs"),            // after every file of src/
+        ("src/m/f0000.rs", "f0000.rs"), // the first key of the first page
+        ("src/m/f0811.rs", "f0811.rs"), // in the middle
+        ("src/m/f1599.rs", "f1599.rs"), // the last page
+        ("src/", "src/m/"),             // a directory over every page
+        ("src/m/f12*.rs", "src/m/f12"), // a glob over some
+        ("lib/deep/x.rs", "lib/"),      // a directory claim above
+        ("docs/guide.md", "docs/*.md"), // a glob claim
+        ("zz/last.rs", "zz/last.rs"),   // after every file of src/
     ] {
         let r = b.run(&["claim", claim]);
         assert!(
@@ -80,7 +80,10 @@ fn a_claim_reading_only_its_pages_sees_every_overlap_across_pages() {
             )
         })
         .collect();
-    assert!(held.contains(&("holds many".into(), 1600 - 1 + 3)), "{held:?}");
+    assert!(
+        held.contains(&("holds many".into(), 1600 - 1 + 3)),
+        "{held:?}"
+    );
     assert!(held.contains(&("wants some".into(), 5)), "{held:?}");
     // In the order they were granted.
     let many = st["instances"]
@@ -95,5 +98,9 @@ fn a_claim_reading_only_its_pages_sees_every_overlap_across_pages() {
         .iter()
         .map(|f| f.as_str().unwrap())
         .collect();
-    assert!(list[0].ends_with("src/m/f0000.rs") && list[list.len() - 1].ends_with("zz/last.rs"), "{:?}", &list[..3]);
+    assert!(
+        list[0].ends_with("src/m/f0000.rs") && list[list.len() - 1].ends_with("zz/last.rs"),
+        "{:?}",
+        &list[..3]
+    );
 }

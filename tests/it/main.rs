@@ -13,6 +13,7 @@ mod disk_full;
 mod e2e_agents;
 mod e2e_queue_workflow;
 mod etcd;
+mod etcd_layout;
 mod etcd_pages;
 mod etcd_security;
 mod events;

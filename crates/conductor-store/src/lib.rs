@@ -268,11 +268,13 @@ impl Store {
         if D::PAGED
             && let Some(r) = self.backend.etcd()
         {
-            return Ok(match txn::read_paged::<D>(r, r.read_paged(D::FILE)?, now)? {
-                txn::Paged::Paged(_, seen) if seen.head.is_none() => None,
-                txn::Paged::Paged(doc, _) => Some(doc.encode()),
-                txn::Paged::Whole(kv) => Some(kv.value),
-            });
+            return Ok(
+                match txn::read_paged::<D>(r, r.read_paged(D::FILE)?, now)? {
+                    txn::Paged::Paged(_, seen) if seen.head.is_none() => None,
+                    txn::Paged::Paged(doc, _) => Some(doc.encode()),
+                    txn::Paged::Whole(kv) => Some(kv.value),
+                },
+            );
         }
         self.read_file(D::FILE)
     }

@@ -88,7 +88,10 @@ fn moved(
     // next step then fails on the mark's revision.
     let token = format!("{:016x}", rand::random::<u64>());
     if !r.txn(
-        &[(doc_key.clone(), whole.mod_revision), (r.split_head_key(file), 0)],
+        &[
+            (doc_key.clone(), whole.mod_revision),
+            (r.split_head_key(file), 0),
+        ],
         &[(mark.clone(), token.clone().into_bytes())],
         &[(prefix.clone(), etcd::prefix_end(&prefix))],
     )? {

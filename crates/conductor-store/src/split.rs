@@ -88,7 +88,10 @@ pub fn plan(
     }
     for (k, v) in entries {
         let page = pages
-            .range::<str, _>((std::ops::Bound::Unbounded, std::ops::Bound::Included(k.as_str())))
+            .range::<str, _>((
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Included(k.as_str()),
+            ))
             .next_back()
             .map(|(n, _)| n.as_str());
         buckets
@@ -102,7 +105,11 @@ pub fn plan(
         let mut rest = page;
         let mut name = name.map(str::to_string);
         while rest.len() > PAGE_MAX {
-            let cut = rest.keys().nth(PAGE).expect("more than PAGE entries").clone();
+            let cut = rest
+                .keys()
+                .nth(PAGE)
+                .expect("more than PAGE entries")
+                .clone();
             let tail = rest.split_off(&cut);
             let first = name
                 .take()
@@ -148,7 +155,9 @@ mod tests {
     use serde_json::json;
 
     fn entries(keys: impl IntoIterator<Item = String>) -> BTreeMap<String, Value> {
-        keys.into_iter().map(|k| (k, json!(["abc-123456", 1]))).collect()
+        keys.into_iter()
+            .map(|k| (k, json!(["abc-123456", 1])))
+            .collect()
     }
 
     /// Apply changes to pages, as the store does.
@@ -233,7 +242,11 @@ mod tests {
         let c = plan(&pages, &want, true);
         apply(&mut pages, c);
         assert_eq!(all(&pages), want);
-        assert!(pages.len() < before, "{} pages, {before} before", pages.len());
+        assert!(
+            pages.len() < before,
+            "{} pages, {before} before",
+            pages.len()
+        );
     }
 
     #[test]

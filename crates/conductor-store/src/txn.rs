@@ -123,10 +123,7 @@ pub trait Document: Sized {
         _head: &[u8],
         _entries: std::collections::BTreeMap<String, serde_json::Value>,
     ) -> Result<Self> {
-        Err(Error::Internal(format!(
-            "{} is not paged",
-            path.display()
-        )))
+        Err(Error::Internal(format!("{} is not paged", path.display())))
     }
 }
 
@@ -294,7 +291,11 @@ pub(crate) fn read_paged<D: Document>(
     let mut entries = std::collections::BTreeMap::new();
     let mut by_name = std::collections::BTreeMap::new();
     for kv in pages {
-        let name = kv.key.strip_prefix(&page_prefix).unwrap_or(&kv.key).to_string();
+        let name = kv
+            .key
+            .strip_prefix(&page_prefix)
+            .unwrap_or(&kv.key)
+            .to_string();
         let page = crate::split::decode_page(&kv.value)
             .map_err(|e| super::corrupt(Path::new(&kv.key), e))?;
         entries.extend(page.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -876,8 +877,7 @@ impl Store {
             paged_writes,
             ..
         } = tx;
-        if writes.is_empty() && appends.is_empty() && events.is_empty() && paged_writes.is_empty()
-        {
+        if writes.is_empty() && appends.is_empty() && events.is_empty() && paged_writes.is_empty() {
             return Ok(Outcome::Committed);
         }
         let mut compares: Vec<(String, i64)> =
