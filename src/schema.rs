@@ -261,7 +261,15 @@ fn first_error(err: Option<jsonschema::ValidationError<'_>>) -> Result<(), Strin
         Some(err) => {
             let at = err.instance_path().to_string();
             let at = if at.is_empty() { "/".to_string() } else { at };
-            let msg = crate::text::printable_max(&err.to_string(), 160);
+            // The message quotes the value first, then the rule it breaks: a long value (a
+            // claim of 1,001 files) is cut, never the rule.
+            let text = err.to_string();
+            let value = err.instance().to_string();
+            let text = match text.strip_prefix(&value) {
+                Some(rule) => format!("{}{rule}", crate::text::printable_max(&value, 60)),
+                None => text,
+            };
+            let msg = crate::text::printable_max(&text, 200);
             Err(format!("at {at}: {msg}"))
         }
     }

@@ -787,3 +787,25 @@ fn a_waiting_claim_that_fails_names_the_files_it_was_granted_meanwhile() {
             .any(|f| f.as_str() == Some(granted.as_str()))
     );
 }
+
+/// A value too long to quote whole (a claim of 1,001 files) is cut in the error, never the rule
+/// it breaks; nothing is claimed.
+#[test]
+fn a_claim_of_too_many_files_says_the_limit() {
+    let env = TestEnv::new();
+    let a = env.start("many", "P2");
+    let files: Vec<String> = (0..1001).map(|i| format!("src/f{i}.rs")).collect();
+    let mut args = vec!["claim", "--instance", a.as_str()];
+    args.extend(files.iter().map(String::as_str));
+    let before = std::fs::read(env.home_file("status.json")).unwrap();
+    let r = env.run(&args);
+    assert_eq!(r.code, 2, "{r:#?}");
+    let line = r.stderr.lines().next().unwrap_or_default();
+    assert!(
+        line.starts_with("error: invalid claim input at /files: ")
+            && line.ends_with("has more than 1000 items"),
+        "{line}"
+    );
+    assert!(line.chars().count() < 200, "{line}");
+    assert_eq!(std::fs::read(env.home_file("status.json")).unwrap(), before);
+}
