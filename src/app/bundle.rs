@@ -49,9 +49,35 @@ pub fn agent_run_files(store: &Store) -> Result<Vec<String>> {
 /// after checking every document and line of it.
 pub fn import(store: &Store, b: &Bundle) -> Result<()> {
     check_bundle(store.home().dir(), b)?;
-    store.import(b, &document_names(), LEDGERS)?;
-    // A shared store gets `status.json` whole, as an older conductor wrote it: paged now.
-    store.migrate_paged::<crate::protocol::State>(crate::time::Timestamp::now())?;
+    use crate::store::Document;
+    type State = crate::protocol::State;
+    let file = <State as Document>::FILE;
+    // A shared store keeps `status.json` in pages: written apart, in as many requests as it
+    // takes (whole, 20,000 claims are more than etcd takes in one).
+    let paged = match b.documents.get(file) {
+        Some(text) if !store.state_in_files() => Some(<State as Document>::decode(
+            &store.home().dir().join(file),
+            text.as_bytes(),
+        )?),
+        _ => None,
+    };
+    match paged {
+        Some(state) => {
+            let mut rest = Bundle {
+                conductor_export: b.conductor_export,
+                source: b.source.clone(),
+                documents: b.documents.clone(),
+                ledgers: b.ledgers.clone(),
+                events: b.events.clone(),
+            };
+            rest.documents.shift_remove(file);
+            // The rest first (it refuses a prefix that holds anything), then the state (it
+            // refuses one that holds a state).
+            store.import(&rest, &document_names(), LEDGERS)?;
+            store.import_paged(&state, crate::time::Timestamp::now())?;
+        }
+        None => store.import(b, &document_names(), LEDGERS)?,
+    }
     Ok(())
 }
 

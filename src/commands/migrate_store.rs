@@ -12,9 +12,9 @@ use conductor::store::migrate::Migration;
     after_long_help = "A shared store (etcd) keeps status.json as a small head plus its \
 claims in pages of a few hundred, so a claim writes one page whatever the number of live claims, \
 and 20,000 claims fit etcd's default request limit. A prefix written by an older conductor holds \
-the whole document in one key (<prefix>/doc/status.json); this command moves it in place, in one \
-etcd transaction that only happens if no claim changed the document meanwhile (it starts again \
-when one did), and leaves a note in the old key that makes an older conductor stop instead of \
+the whole document in one key (<prefix>/doc/status.json); this command moves it in place: it writes the \
+pages, then switches to them in one etcd transaction that only happens if no claim changed the \
+document meanwhile (it starts again when one did), and leaves a note in the old key that makes an older conductor stop instead of \
 acting on a stale copy. Until it runs, the old layout keeps working. Running it again, or on a \
 new prefix, changes nothing.\n\n  conductor --store https://10.0.0.5:2379/team migrate-store"
 )]

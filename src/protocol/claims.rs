@@ -189,9 +189,8 @@ pub fn overlapping<'a>(
         Kind::Glob => split_glob(key).0,
         _ => key,
     };
-    // Directory keys above it.
-    for (i, _) in base.match_indices('/') {
-        let dir = &base[..=i];
+    // Directory keys above it (a repository's root too: `/@<repository>:`).
+    for dir in dirs_above(base) {
         if let Some((k, h)) = claims.get_key_value(dir) {
             push(k, h, overlap(k, key), &mut out);
         }
@@ -215,6 +214,15 @@ pub fn overlapping<'a>(
         }
     }
     out
+}
+
+/// The directory keys that would hold `base`: every prefix ending in `/`, and on a shared store
+/// (`/@...` keys) every prefix ending in `:`, which names a repository's root (`claim .`).
+pub fn dirs_above(base: &str) -> impl Iterator<Item = &str> {
+    let repo = base.starts_with("/@");
+    base.char_indices()
+        .filter(move |(_, c)| *c == '/' || (repo && *c == ':'))
+        .map(move |(i, _)| &base[..=i])
 }
 
 /// The glob keys of `claims`.
@@ -499,5 +507,15 @@ mod tests {
         assert_eq!(who("/w/*.rs"), ["e"]);
         assert_eq!(who("/w/**/x.rs"), ["a", "b", "d"]);
         assert!(who("/w/t/k/z.ts").is_empty());
+    }
+
+    #[test]
+    fn a_repositorys_root_claim_covers_every_file_in_it() {
+        let mut m = BTreeMap::new();
+        m.insert("/@github.com/a/b:".to_string(), "a".to_string());
+        let hit = |key: &str| !overlapping(&m, &[], key).is_empty();
+        assert!(hit("/@github.com/a/b:src/x.rs"));
+        assert!(hit("/@github.com/a/b:src/"));
+        assert!(!hit("/@github.com/a/bc:src/x.rs"));
     }
 }

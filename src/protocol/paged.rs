@@ -44,9 +44,7 @@ fn wanted(st: &State, keys: &[String]) -> (BTreeSet<String>, BTreeSet<String>) {
                 Kind::Glob => claims::split_glob(&spelling).0.to_string(),
                 _ => spelling.clone(),
             };
-            for (i, _) in base.match_indices('/') {
-                exact.insert(base[..=i].to_string());
-            }
+            exact.extend(claims::dirs_above(&base).map(str::to_string));
             if claims::kind(&spelling) != Kind::File {
                 under.insert(base);
             }
@@ -73,5 +71,8 @@ mod tests {
         assert_eq!(under.into_iter().collect::<Vec<_>>(), ["/r/lib/"]);
         let (_, under) = wanted(&st, &["/r/src/*.rs".into()]);
         assert_eq!(under.into_iter().collect::<Vec<_>>(), ["/r/src/"]);
+        // A shared store's repository key: its root (`claim .`) is above every file in it.
+        let (exact, _) = wanted(&st, &["/@github.com/a/b:src/x.rs".into()]);
+        assert!(exact.contains("/@github.com/a/b:"), "{exact:?}");
     }
 }

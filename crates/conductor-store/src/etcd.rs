@@ -427,10 +427,16 @@ impl Etcd {
             ops.push(json!({ "request_range": pages(&prefix, None) }));
         }
         let v = self.call("/v3/kv/txn", &json!({ "success": ops }))?;
-        let rev = v
-            .pointer("/header/revision")
-            .and_then(num)
-            .ok_or_else(|| self.unavailable("etcd's answer has no revision".into()))?;
+        // The later pages at the revision the first read was at: a pinned snapshot's (export),
+        // else the answer's.
+        let pinned = *self.snapshot.lock().unwrap_or_else(|e| e.into_inner());
+        let rev = match pinned {
+            Some(rev) => rev,
+            None => v
+                .pointer("/header/revision")
+                .and_then(num)
+                .ok_or_else(|| self.unavailable("etcd's answer has no revision".into()))?,
+        };
         let response = |i: usize| {
             v.get("responses")
                 .and_then(|r| r.get(i))

@@ -51,10 +51,10 @@ impl Store {
                     split::PageChange::Put(name, bytes) => {
                         Some((format!("{}{name}", r.split_page_prefix(D::FILE)), bytes))
                     }
-                    split::PageChange::Delete(_) => None,
+                    _ => None,
                 })
                 .collect();
-            if moved(r, D::FILE, &kv, cut.head, &puts)? {
+            if moved(r, D::FILE, kv.mod_revision, cut.head, &puts)? {
                 return Ok(Migration::Migrated {
                     entries,
                     pages: puts.len(),
@@ -69,15 +69,59 @@ impl Store {
             ),
         })
     }
+
+    /// Write `doc` into a shared store that holds none, in the paged layout (`import`): the
+    /// pages in batches, then the head, so a state bigger than one etcd request goes in. A file
+    /// home is not paged: nothing to do there (`false`), the caller writes the file.
+    pub fn import_paged<D: Document>(&self, doc: &D, now: Timestamp) -> Result<bool> {
+        let Some(r) = self.backend.etcd() else {
+            return Ok(false);
+        };
+        let cut = doc.split();
+        let puts: Vec<(String, Vec<u8>)> = split::plan(&BTreeMap::new(), &cut.entries, true)
+            .into_iter()
+            .filter_map(|c| match c {
+                split::PageChange::Put(name, bytes) => {
+                    Some((format!("{}{name}", r.split_page_prefix(D::FILE)), bytes))
+                }
+                _ => None,
+            })
+            .collect();
+        for _ in 0..ATTEMPTS {
+            match read_paged::<D>(r, r.read_paged(D::FILE)?, now)? {
+                Paged::Paged(_, seen) if seen.head.is_none() => {}
+                _ => {
+                    return Err(Error::Refused {
+                        reason: crate::error::Refusal::TargetNotEmpty,
+                        message: format!(
+                            "{} already holds {}: nothing was imported",
+                            r.url(),
+                            D::FILE
+                        ),
+                    });
+                }
+            }
+            if moved(r, D::FILE, 0, cut.head.clone(), &puts)? {
+                return Ok(true);
+            }
+        }
+        Err(Error::Refused {
+            reason: crate::error::Refusal::StoreRefused,
+            message: format!(
+                "{} was written by another command under every one of {ATTEMPTS} attempts to import it",
+                D::FILE
+            ),
+        })
+    }
 }
 
 /// One attempt: claim the migration, put the pages, then switch (head and tombstone) if the
-/// whole document is still `whole` and nobody else started a migration since. False: something
-/// changed, try again.
+/// whole document is still at `whole_rev` (0: there is none) and nobody else started a migration
+/// since. False: something changed, try again.
 fn moved(
     r: &etcd::Etcd,
     file: &str,
-    whole: &etcd::Kv,
+    whole_rev: i64,
     head: Vec<u8>,
     pages: &[(String, Vec<u8>)],
 ) -> Result<bool> {
@@ -88,10 +132,7 @@ fn moved(
     // next step then fails on the mark's revision.
     let token = format!("{:016x}", rand::random::<u64>());
     if !r.txn(
-        &[
-            (doc_key.clone(), whole.mod_revision),
-            (r.split_head_key(file), 0),
-        ],
+        &[(doc_key.clone(), whole_rev), (r.split_head_key(file), 0)],
         &[(mark.clone(), token.clone().into_bytes())],
         &[(prefix.clone(), etcd::prefix_end(&prefix))],
     )? {
@@ -101,7 +142,7 @@ fn moved(
         return Ok(false);
     };
     let compares = [
-        (doc_key.clone(), whole.mod_revision),
+        (doc_key.clone(), whole_rev),
         (mark.clone(), ours.mod_revision),
     ];
     for batch in pages.chunks(PAGES_PER_TXN) {

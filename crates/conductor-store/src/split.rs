@@ -56,7 +56,15 @@ pub type Page = BTreeMap<String, Value>;
 pub enum PageChange {
     Put(String, Vec<u8>),
     Delete(String),
+    /// Every page from the first to the last named, both included (consecutive pages of a
+    /// whole read: one etcd operation however many).
+    DeleteRange(String, String),
 }
+
+/// Pages merged in one plan at most: a whole read after many releases (each partial write
+/// leaves small pages) tidies a few at a time, so its transaction stays under etcd's 128
+/// operations.
+pub const MERGES: usize = 32;
 
 /// Decode a page's bytes.
 pub fn decode_page(bytes: &[u8]) -> Result<Page, String> {
@@ -124,9 +132,13 @@ pub fn plan(
     }
     // Merge small neighbours (the earlier keeps its name).
     let mut merged: Vec<(String, Page)> = Vec::new();
+    let mut merges = 0;
     for (name, page) in wanted {
         match merged.last_mut() {
-            Some((_, prev)) if merge && prev.len() + page.len() <= PAGE => prev.extend(page),
+            Some((_, prev)) if merge && merges < MERGES && prev.len() + page.len() <= PAGE => {
+                prev.extend(page);
+                merges += 1;
+            }
             _ => merged.push((name, page)),
         }
     }
@@ -141,12 +153,32 @@ pub fn plan(
         }
         changes.push(PageChange::Put(name.clone(), encode_page(page)));
     }
+    // Pages gone; with every page known (`merge`), each run of consecutive ones in one range.
+    let mut run: Option<(&String, &String)> = None;
     for name in pages.keys() {
         if !kept.contains(name.as_str()) {
-            changes.push(PageChange::Delete(name.clone()));
+            match &mut run {
+                Some((_, last)) if merge => *last = name,
+                Some(_) => {
+                    end_run(&mut changes, run.take());
+                    run = Some((name, name));
+                }
+                None => run = Some((name, name)),
+            }
+        } else {
+            end_run(&mut changes, run.take());
         }
     }
+    end_run(&mut changes, run);
     changes
+}
+
+fn end_run(changes: &mut Vec<PageChange>, run: Option<(&String, &String)>) {
+    match run {
+        Some((first, last)) if first == last => changes.push(PageChange::Delete(first.clone())),
+        Some((first, last)) => changes.push(PageChange::DeleteRange(first.clone(), last.clone())),
+        None => {}
+    }
 }
 
 #[cfg(test)]
@@ -169,6 +201,9 @@ mod tests {
                 }
                 PageChange::Delete(n) => {
                     pages.remove(&n);
+                }
+                PageChange::DeleteRange(a, b) => {
+                    pages.retain(|n, _| *n < a || *n > b);
                 }
             }
         }
@@ -223,9 +258,10 @@ mod tests {
         apply(&mut pages, c);
         assert_eq!(all(&pages), want);
         assert!(pages.values().all(|p| p.len() <= PAGE_MAX));
-        // Everything released: every page deleted.
+        // Everything released: every page deleted, in one range.
         let changes = plan(&pages, &BTreeMap::new(), true);
-        assert!(changes.iter().all(|c| matches!(c, PageChange::Delete(_))));
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert!(matches!(changes[0], PageChange::DeleteRange(..)));
         apply(&mut pages, changes);
         assert!(pages.is_empty());
     }
@@ -237,7 +273,7 @@ mod tests {
         let c = plan(&pages, &want, true);
         apply(&mut pages, c);
         let before = pages.len();
-        // Keep one key in ten: the pages shrink and merge.
+        // Keep one key in ten: the pages shrink and merge, a bounded number at a time.
         want.retain(|k, _| k.ends_with('0'));
         let c = plan(&pages, &want, true);
         apply(&mut pages, c);
@@ -247,6 +283,19 @@ mod tests {
             "{} pages, {before} before",
             pages.len()
         );
+        // Many small pages (as partial writes leave them): one plan merges at most MERGES.
+        let mut small = BTreeMap::new();
+        let want = entries((0..400).map(|i| format!("/s/{i:04}")));
+        for (k, v) in &want {
+            small.insert(k.clone(), Page::from([(k.clone(), v.clone())]));
+        }
+        let c = plan(&small, &want, true);
+        assert!(c.len() <= 2 * MERGES + 1, "{} changes", c.len());
+        apply(&mut small, c);
+        assert_eq!(all(&small), want);
+        // Only some pages read: nothing merged, each emptied page deleted by name.
+        let c = plan(&small, &BTreeMap::new(), false);
+        assert!(c.iter().all(|c| matches!(c, PageChange::Delete(_))));
     }
 
     #[test]

@@ -471,6 +471,9 @@ impl<'s> Tx<'s> {
             self.meta = Some(read.meta.clone());
         }
         match read_paged::<D>(r, read, self.now)? {
+            // No state yet, but maybe pages an interrupted migration left: a whole read, whose
+            // plan deletes them.
+            Paged::Paged(_, seen) if seen.head.is_none() => self.read(),
             Paged::Paged(doc, mut seen) => {
                 seen.partial = true;
                 self.paged.retain(|p| p.file != D::FILE);
@@ -935,6 +938,9 @@ impl Store {
                     crate::split::PageChange::Delete(name) => {
                         let key = format!("{prefix}{name}");
                         deletes.push((key.clone(), format!("{key}\0")));
+                    }
+                    crate::split::PageChange::DeleteRange(first, last) => {
+                        deletes.push((format!("{prefix}{first}"), format!("{prefix}{last}\0")));
                     }
                 }
             }

@@ -140,6 +140,8 @@ impl HomeWatcher {
                     let name = match rest.split_once('/') {
                         Some(("journal", _)) => crate::journal::ACTIVE,
                         Some(("doc", file)) => file,
+                        // A paged document's head and pages (see `split`).
+                        Some(("split", paged)) => paged.split('/').next().unwrap_or(paged),
                         Some(("ledger", l)) => l.split('/').next().unwrap_or(l),
                         _ => rest,
                     };
