@@ -16,37 +16,11 @@ set -euo pipefail
 BIN=${BIN:+$(realpath "$BIN")}   # before the cd: a relative path is the caller's
 cd "$(dirname "$0")/.."
 runs=${1:-20}
-command -v etcd >/dev/null || { echo "etcd is needed (apt-get install etcd-server)"; exit 1; }
 . shell/bench-bin.sh   # $bin: BIN, else the release build
-echo "binary: $bin ($("$bin" --version)); $(etcd --version | head -1)"
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-declare -a cport pport
-for i in 0 1 2; do cport[$i]=$(port); pport[$i]=$(port); done
-initial="m0=http://127.0.0.1:${pport[0]},m1=http://127.0.0.1:${pport[1]},m2=http://127.0.0.1:${pport[2]}"
-# Default flags on purpose: no --max-request-bytes, no --max-txn-ops.
-for i in 0 1 2; do
-  etcd --name "m$i" --data-dir "$work/m$i" \
-    --listen-client-urls "http://127.0.0.1:${cport[$i]}" --advertise-client-urls "http://127.0.0.1:${cport[$i]}" \
-    --listen-peer-urls "http://127.0.0.1:${pport[$i]}" --initial-advertise-peer-urls "http://127.0.0.1:${pport[$i]}" \
-    --initial-cluster "$initial" --initial-cluster-state new --initial-cluster-token bench-scale \
-    >"$work/m$i.log" 2>&1 &
-  pids+=($!); disown
-done
-hosts="127.0.0.1:${cport[0]},127.0.0.1:${cport[1]},127.0.0.1:${cport[2]}"
+. shell/bench-etcd-cluster.sh   # $work, $etcd_hosts: three members with default flags, killed on exit
+hosts=$etcd_hosts
 mkdir -p "$work/proj/src"
 cd "$work/proj"
-for _ in $(seq 100); do
-  CONDUCTOR_STORE="etcd://$hosts/probe" CONDUCTOR_HOME=$work/h "$bin" doctor >/dev/null 2>&1 && break
-  sleep 0.1
-done
-CONDUCTOR_STORE="etcd://$hosts/probe" CONDUCTOR_HOME=$work/h "$bin" doctor | head -1
-echo "etcd started with default flags (request limit 1.5 MiB)"
-echo "load average (1, 5, 15 min) at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 
 python3 - "$bin" "$work" "$runs" "$hosts" <<'PY'
 import base64, json, os, subprocess, sys, time, urllib.request
@@ -150,20 +124,21 @@ def q(v, p):
 print()
 print(f"{runs} runs, medians and p95 in ms per call (interleaved round-robin over the sizes); "
       f"status --json: median of {status_runs}")
-print(f"{'live claims':>12}{'fill':>8}{'held':>7}{'claim p50':>11}{'claim p95':>11}{'release p50':>13}{'release p95':>13}{'status p50':>12}")
-for n in sizes:
-    if n in timed:
-        print(f"{n:>12}{'ok' if fill[n][0] else 'FAILED':>8}{fill[n][1]:>7}{q(times[(n, 'claim')], .5):11.2f}{q(times[(n, 'claim')], .95):11.2f}"
-              f"{q(times[(n, 'release')], .5):13.2f}{q(times[(n, 'release')], .95):13.2f}{q(status_ms[n], .5):12.2f}")
-    else:
-        print(f"{n:>12}{'FAILED':>8}{fill[n][1]:>7}   (not timed)")
-
 def ratio(n, op="claim"):
     if n in timed and 100 in timed:
         a, b = times[(n, op)], times[(100, op)]
         r = f"p50 {q(a, .5) / q(b, .5):.2f}x, p95 {q(a, .95) / q(b, .95):.2f}x"
         return r if fill[n][0] else f"{r} -- at {fill[n][1]:,} claims only: the fill of {n:,} failed"
     return "n/a (that size could not be filled)"
+print()
+print("| live claims | fill (claims held) | claim p50 (ms) | claim p95 (ms) | release p50 (ms) | release p95 (ms) | status --json p50 (ms) |")
+print("|---:|:---|---:|---:|---:|---:|---:|")
+for n in sizes:
+    if n in timed:
+        print(f"| {n:,} | {'ok' if fill[n][0] else 'FAILED'} ({fill[n][1]:,}) | {q(times[(n, 'claim')], .5):.1f} | {q(times[(n, 'claim')], .95):.1f} | "
+              f"{q(times[(n, 'release')], .5):.1f} | {q(times[(n, 'release')], .95):.1f} | {q(status_ms[n], .5):.0f} |")
+    else:
+        print(f"| {n:,} | FAILED ({fill[n][1]:,}) | – | – | – | – | – |")
 print()
 print(f"claim@10k / claim@100: {ratio(10000)}   (goal: p50 <= 1.5x)")
 print(f"claim@20k / claim@100: {ratio(20000)}")
@@ -175,16 +150,5 @@ print(f"status --json at 10,000 claims: median {s10}   (goal: < 1000 ms)")
 print(f"20,000 live claims held with etcd's default request limit: {'yes' if fill[20000][0] else 'NO'}"
       + ("" if fill[20000][0] else f" ({fill[20000][3][:200]})"))
 
-print()
-print("| live claims | fill (claims held) | claim p50 (ms) | claim p95 (ms) | release p50 (ms) | release p95 (ms) | status --json p50 (ms) |")
-print("|---:|:---|---:|---:|---:|---:|---:|")
-for n in sizes:
-    if n in timed:
-        print(f"| {n:,} | {'ok' if fill[n][0] else 'FAILED'} ({fill[n][1]:,}) | {q(times[(n, 'claim')], .5):.1f} | {q(times[(n, 'claim')], .95):.1f} | "
-              f"{q(times[(n, 'release')], .5):.1f} | {q(times[(n, 'release')], .95):.1f} | {q(status_ms[n], .5):.0f} |")
-    else:
-        print(f"| {n:,} | FAILED ({fill[n][1]:,}) | – | – | – | – | – |")
-print()
-print(f"claim@10k ÷ claim@100: {ratio(10000)} (goal ≤ 1.5x); claim@20k ÷ claim@100: {ratio(20000)}")
 print(f"load average (1, 5, 15 min) at the end: {' '.join(open('/proc/loadavg').read().split()[:3])} on {os.cpu_count()} CPUs")
 PY

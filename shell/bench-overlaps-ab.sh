@@ -11,24 +11,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export NO_COLOR=1 GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 export GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@example.com GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=b@example.com
-mk() {
-  local w=$1 repo=$1/app
-  mkdir -p "$repo/src"
-  for i in $(seq 1 2500); do echo "fn f$i() {}" >"$repo/src/f$i.rs"; done
-  echo 'fn own() {}' >"$repo/src/own.rs"; echo 'fn hot() {}' >"$repo/src/hot.rs"; echo 'fn warm() {}' >"$repo/src/warm.rs"
-  git -C "$repo" init -q -b main; git -C "$repo" add .; git -C "$repo" commit -qm init
-  for n in $(seq 1 7); do
-    git -C "$repo" worktree add -q -b "b$n" "$w/wt$n"
-    lo=$(((n - 1) * 250 + 1))
-    for i in $(seq "$lo" $((lo + 124))); do echo "// wt$n" >>"$w/wt$n/src/f$i.rs"; done
-    if [ "$n" -le 2 ]; then echo "// wt$n" >>"$w/wt$n/src/hot.rs"; fi
-    if [ "$n" -eq 1 ]; then echo "// wt$n" >>"$w/wt$n/src/warm.rs"; fi
-    git -C "$w/wt$n" commit -qam "wt$n"
-    for i in $(seq $((lo + 125)) $((lo + 249))); do echo "// wt$n dirty" >>"$w/wt$n/src/f$i.rs"; done
-  done
-  for i in $(seq 1751 2000); do echo "// main dirty" >>"$repo/src/f$i.rs"; done
-  mkdir -p "$w/home"
-}
+. "$(dirname "$0")/bench-overlaps-repo.sh"
+mk() { overlaps_repo "$1"; mkdir -p "$1/home"; }
 mk "$work/a"; mk "$work/b"
 python3 - "$old" "$new" "$work" "$runs" <<'PY'
 import json, os, subprocess, sys, time

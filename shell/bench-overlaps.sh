@@ -32,28 +32,11 @@ export GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@example.com GIT_COMMITTER_NAME=b GIT
 
 repo=$work/app
 plain=$work/plain
-mkdir -p "$repo/src" "$plain/src"
-# 2,500 files on main.
-for i in $(seq 1 2500); do echo "fn f$i() {}" >"$repo/src/f$i.rs"; done
-echo 'fn own() {}' >"$repo/src/own.rs"
-echo 'fn hot() {}' >"$repo/src/hot.rs"
-echo 'fn warm() {}' >"$repo/src/warm.rs"
-cp -r "$repo/src/." "$plain/src/"
-git -C "$repo" init -q -b main
-git -C "$repo" add .
-git -C "$repo" commit -qm init
-# 7 linked worktrees, 250 changed files each (125 committed, 125 uncommitted); the main worktree
-# changes 250 files uncommitted. src/hot.rs is changed in wt1 and wt2.
-for w in $(seq 1 7); do
-  git -C "$repo" worktree add -q -b "b$w" "$work/wt$w"
-  lo=$(((w - 1) * 250 + 1))
-  for i in $(seq "$lo" $((lo + 124))); do echo "// wt$w" >>"$work/wt$w/src/f$i.rs"; done
-  if [ "$w" -le 2 ]; then echo "// wt$w" >>"$work/wt$w/src/hot.rs"; fi
-  if [ "$w" -eq 1 ]; then echo "// wt$w" >>"$work/wt$w/src/warm.rs"; fi
-  git -C "$work/wt$w" commit -qam "wt$w"
-  for i in $(seq $((lo + 125)) $((lo + 249))); do echo "// wt$w dirty" >>"$work/wt$w/src/f$i.rs"; done
-done
-for i in $(seq 1751 2000); do echo "// main dirty" >>"$repo/src/f$i.rs"; done
+. shell/bench-overlaps-repo.sh
+overlaps_repo "$work"
+# The same 2,500 files outside any repository.
+mkdir -p "$plain"
+git -C "$repo" archive HEAD src | tar -x -C "$plain"
 echo "repository: $(git -C "$repo" worktree list | wc -l) worktrees, $(git -C "$repo" ls-files | wc -l) files; git $(git --version | cut -d' ' -f3)"
 
 echo "load average (1, 5, 15 min) at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"

@@ -70,22 +70,27 @@ impl StatusReport {
             v.edit_watch = Some(edit_watch_json(w));
         }
         if !self.enforcement.is_empty() {
-            v.enforcement = Some(
-                self.enforcement
-                    .iter()
-                    .map(|(id, e)| {
-                        let detail = match e {
-                            Enforcement::Unenforced(why) => json!(why),
-                            _ => serde_json::Value::Null,
-                        };
-                        (id.clone(), json!({"state": e.as_str(), "detail": detail}))
-                    })
-                    .collect::<serde_json::Map<_, _>>()
-                    .into(),
-            );
+            v.enforcement = Some(enforcement_json(&self.enforcement));
         }
         v
     }
+}
+
+/// Each session's enforcement: `{"state": ..., "detail": why it is unenforced, else null}`.
+fn enforcement_json(
+    enforcement: &std::collections::BTreeMap<String, Enforcement>,
+) -> serde_json::Value {
+    enforcement
+        .iter()
+        .map(|(id, e)| {
+            let detail = match e {
+                Enforcement::Unenforced(why) => json!(why),
+                _ => serde_json::Value::Null,
+            };
+            (id.clone(), json!({"state": e.as_str(), "detail": detail}))
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 #[cfg(test)]
@@ -123,18 +128,7 @@ mod tests {
                 v["edit_watch"] = edit_watch_json(w);
             }
             if !self.enforcement.is_empty() {
-                v["enforcement"] = self
-                    .enforcement
-                    .iter()
-                    .map(|(id, e)| {
-                        let detail = match e {
-                            Enforcement::Unenforced(why) => json!(why),
-                            _ => serde_json::Value::Null,
-                        };
-                        (id.clone(), json!({"state": e.as_str(), "detail": detail}))
-                    })
-                    .collect::<serde_json::Map<_, _>>()
-                    .into();
+                v["enforcement"] = enforcement_json(&self.enforcement);
             }
             v
         }

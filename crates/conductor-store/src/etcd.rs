@@ -50,6 +50,9 @@ use crate::error::{Access, Error, Refusal, Result};
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "/conductor";
 
+/// Pages of a paged document read per request (at most 512 entries each: a few MB).
+const PAGES_A_REQUEST: i64 = 32;
+
 /// How long a watch stream may stay silent before it is opened again on another member.
 const WATCH_SILENCE: Duration = Duration::from_secs(60);
 
@@ -401,30 +404,16 @@ impl Etcd {
     /// [`Etcd::read_paged`] without the pages (`with_pages` false): the head only, and the
     /// revision to read pages at later ([`Etcd::pages_around`]).
     pub fn read_paged_with(&self, file: &str, with_pages: bool) -> Result<PagedRead> {
-        const PAGES: i64 = 32;
         let prefix = self.split_page_prefix(file);
         let end = prefix_end(&prefix);
         let get = |k: String| json!({ "request_range": self.range_body(json!({ "key": b64(k.as_bytes()) })) });
-        let pages = |from: &str, rev: Option<i64>| {
-            let mut body = self.range_body(json!({
-                "key": b64(from.as_bytes()),
-                "range_end": b64(end.as_bytes()),
-                "limit": PAGES,
-                "sort_order": "ASCEND",
-                "sort_target": "KEY",
-            }));
-            if let Some(rev) = rev {
-                body["revision"] = json!(rev.to_string());
-            }
-            body
-        };
         let mut ops = vec![
             get(self.doc_key(file)),
             get(self.split_head_key(file)),
             get(self.meta_key()),
         ];
         if with_pages {
-            ops.push(json!({ "request_range": pages(&prefix, None) }));
+            ops.push(json!({ "request_range": self.pages_body(&prefix, &end, None) }));
         }
         let v = self.call("/v3/kv/txn", &json!({ "success": ops }))?;
         // The later pages at the revision the first read was at: a pinned snapshot's (export),
@@ -452,18 +441,46 @@ impl Etcd {
             pages: kvs(&response(3)),
             revision: rev,
         };
-        let mut more = response(3).get("more").and_then(Value::as_bool) == Some(true);
-        while more {
-            let from = format!("{}\0", read.pages.last().map_or(&prefix, |kv| &kv.key));
-            let v = self.call("/v3/kv/range", &pages(&from, Some(rev)))?;
-            more = v.get("more").and_then(Value::as_bool) == Some(true);
-            let got = kvs(&v);
-            if got.is_empty() {
-                break;
-            }
-            read.pages.extend(got);
+        if response(3).get("more").and_then(Value::as_bool) == Some(true)
+            && let Some(last) = read.pages.last().map(|kv| format!("{}\0", kv.key))
+        {
+            self.pages_from(&last, &end, rev, &mut read.pages)?;
         }
         Ok(read)
+    }
+
+    /// A request for the next [`PAGES_A_REQUEST`] keys in `[from, end)`, at `rev` (else at the
+    /// pinned snapshot, if any).
+    fn pages_body(&self, from: &str, end: &str, rev: Option<i64>) -> Value {
+        let mut body = self.range_body(json!({
+            "key": b64(from.as_bytes()),
+            "range_end": b64(end.as_bytes()),
+            "limit": PAGES_A_REQUEST,
+            "sort_order": "ASCEND",
+            "sort_target": "KEY",
+        }));
+        if let Some(rev) = rev {
+            body["revision"] = json!(rev.to_string());
+        }
+        body
+    }
+
+    /// Every key in `[from, end)` at `rev`, appended to `out`, [`PAGES_A_REQUEST`] a request.
+    fn pages_from(&self, from: &str, end: &str, rev: i64, out: &mut Vec<Kv>) -> Result<()> {
+        let mut from = from.to_string();
+        loop {
+            let v = self.call("/v3/kv/range", &self.pages_body(&from, end, Some(rev)))?;
+            let got = kvs(&v);
+            let more = v.get("more").and_then(Value::as_bool) == Some(true);
+            let Some(last) = got.last().map(|kv| format!("{}\0", kv.key)) else {
+                return Ok(());
+            };
+            out.extend(got);
+            if !more {
+                return Ok(());
+            }
+            from = last;
+        }
     }
 
     /// The pages of a paged document that hold `keys` (the last page named at or before each)
@@ -500,33 +517,10 @@ impl Etcd {
             })));
         }
         let mut out = Vec::new();
-        // A claim of hundreds of files: every page, in requests of 32, costs less.
+        // A claim of hundreds of files: every page costs less.
         if ops.len() > 256 {
-            let end = prefix_end(&prefix);
-            let mut from = prefix.clone();
-            loop {
-                let v = self.call(
-                    "/v3/kv/range",
-                    &json!({
-                        "key": b64(from.as_bytes()),
-                        "range_end": b64(end.as_bytes()),
-                        "limit": 32,
-                        "sort_order": "ASCEND",
-                        "sort_target": "KEY",
-                        "revision": revision.to_string(),
-                    }),
-                )?;
-                let got = kvs(&v);
-                let more = v.get("more").and_then(Value::as_bool) == Some(true);
-                let Some(last) = got.last().map(|kv| format!("{}\0", kv.key)) else {
-                    return Ok(out);
-                };
-                out.extend(got);
-                if !more {
-                    return Ok(out);
-                }
-                from = last;
-            }
+            self.pages_from(&prefix, &prefix_end(&prefix), revision, &mut out)?;
+            return Ok(out);
         }
         for batch in ops.chunks(64) {
             let v = self.call("/v3/kv/txn", &json!({ "success": batch }))?;

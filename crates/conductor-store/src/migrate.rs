@@ -45,15 +45,7 @@ impl Store {
             let doc = D::decode(Path::new(&kv.key), &kv.value)?;
             let cut = doc.split();
             let entries = cut.entries.len();
-            let puts: Vec<(String, Vec<u8>)> = split::plan(&BTreeMap::new(), &cut.entries, true)
-                .into_iter()
-                .filter_map(|c| match c {
-                    split::PageChange::Put(name, bytes) => {
-                        Some((format!("{}{name}", r.split_page_prefix(D::FILE)), bytes))
-                    }
-                    _ => None,
-                })
-                .collect();
+            let puts = first_pages(r, D::FILE, &cut.entries);
             if moved(r, D::FILE, kv.mod_revision, cut.head, &puts)? {
                 return Ok(Migration::Migrated {
                     entries,
@@ -78,15 +70,7 @@ impl Store {
             return Ok(false);
         };
         let cut = doc.split();
-        let puts: Vec<(String, Vec<u8>)> = split::plan(&BTreeMap::new(), &cut.entries, true)
-            .into_iter()
-            .filter_map(|c| match c {
-                split::PageChange::Put(name, bytes) => {
-                    Some((format!("{}{name}", r.split_page_prefix(D::FILE)), bytes))
-                }
-                _ => None,
-            })
-            .collect();
+        let puts = first_pages(r, D::FILE, &cut.entries);
         for _ in 0..ATTEMPTS {
             match read_paged::<D>(r, r.read_paged(D::FILE)?, now)? {
                 Paged::Paged(_, seen) if seen.head.is_none() => {}
@@ -113,6 +97,22 @@ impl Store {
             ),
         })
     }
+}
+
+/// The pages of `entries` written into a prefix that holds none: `(key, bytes)`.
+fn first_pages(
+    r: &etcd::Etcd,
+    file: &str,
+    entries: &BTreeMap<String, serde_json::Value>,
+) -> Vec<(String, Vec<u8>)> {
+    let prefix = r.split_page_prefix(file);
+    split::plan(&BTreeMap::new(), entries, true)
+        .into_iter()
+        .filter_map(|c| match c {
+            split::PageChange::Put(name, bytes) => Some((format!("{prefix}{name}"), bytes)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// One attempt: claim the migration, put the pages, then switch (head and tombstone) if the

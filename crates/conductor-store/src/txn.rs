@@ -287,17 +287,9 @@ pub(crate) fn read_paged<D: Document>(
         }
         _ => {}
     }
-    let page_prefix = r.split_page_prefix(D::FILE);
     let mut entries = std::collections::BTreeMap::new();
     let mut by_name = std::collections::BTreeMap::new();
-    for kv in pages {
-        let name = kv
-            .key
-            .strip_prefix(&page_prefix)
-            .unwrap_or(&kv.key)
-            .to_string();
-        let page = crate::split::decode_page(&kv.value)
-            .map_err(|e| super::corrupt(Path::new(&kv.key), e))?;
+    for (name, page) in decode_pages(r, D::FILE, pages)? {
         entries.extend(page.iter().map(|(k, v)| (k.clone(), v.clone())));
         by_name.insert(name, page);
     }
@@ -320,6 +312,24 @@ pub(crate) fn read_paged<D: Document>(
             pages: by_name,
         },
     ))
+}
+
+/// Pages as the store holds them, each by its name (its key without the pages' prefix).
+fn decode_pages(
+    r: &super::etcd::Etcd,
+    file: &str,
+    pages: Vec<super::etcd::Kv>,
+) -> Result<Vec<(String, crate::split::Page)>> {
+    let prefix = r.split_page_prefix(file);
+    pages
+        .into_iter()
+        .map(|kv| {
+            let page = crate::split::decode_page(&kv.value)
+                .map_err(|e| super::corrupt(Path::new(&kv.key), e))?;
+            let name = kv.key.strip_prefix(&prefix).unwrap_or(&kv.key).to_string();
+            Ok((name, page))
+        })
+        .collect()
 }
 
 /// What committing a paged document puts and deletes.
@@ -391,40 +401,35 @@ impl<'s> Tx<'s> {
     pub fn read<D: Document>(&mut self) -> Result<D> {
         self.check_held(D::LOCK, D::FILE)?;
         let path = self.store.home().dir().join(D::FILE);
-        if D::PAGED
-            && let Some(r) = self.store.backend.etcd()
-        {
-            // The document this transaction will write is the partial one: a whole copy would
-            // be planned against the pages of the partial read.
-            if self.paged.iter().any(|p| p.file == D::FILE && p.partial) {
-                return Err(Error::Internal(format!(
-                    "{} was read in part (read_head); read it whole in another transaction",
-                    D::FILE
-                )));
-            }
-            let read = r.read_paged(D::FILE)?;
-            if self.meta.is_none() {
-                self.meta = Some(read.meta.clone());
-            }
-            match read_paged::<D>(r, read, self.now)? {
-                Paged::Paged(doc, seen) => {
-                    self.paged.retain(|p| p.file != D::FILE);
-                    self.paged.push(seen);
-                    return Ok(doc);
-                }
-                // Not paged yet (written by an older conductor): the one key, as before.
-                Paged::Whole(kv) => {
-                    if !self.revs.iter().any(|(f, _)| f == D::FILE) {
-                        self.revs.push((D::FILE.to_string(), kv.mod_revision));
-                    }
-                    let doc = D::decode(&path, &kv.value)?;
-                    self.seen.retain(|(f, _)| *f != D::FILE);
-                    self.seen.push((D::FILE, Some(kv.value)));
-                    return Ok(doc);
-                }
-            }
-        }
         let bytes = match self.store.backend.etcd() {
+            Some(r) if D::PAGED => {
+                // The document this transaction will write is the partial one: a whole copy
+                // would be planned against the pages of the partial read.
+                if self.paged.iter().any(|p| p.file == D::FILE && p.partial) {
+                    return Err(Error::Internal(format!(
+                        "{} was read in part (read_head); read it whole in another transaction",
+                        D::FILE
+                    )));
+                }
+                let read = r.read_paged(D::FILE)?;
+                if self.meta.is_none() {
+                    self.meta = Some(read.meta.clone());
+                }
+                match read_paged::<D>(r, read, self.now)? {
+                    Paged::Paged(doc, seen) => {
+                        self.paged.retain(|p| p.file != D::FILE);
+                        self.paged.push(seen);
+                        return Ok(doc);
+                    }
+                    // Not paged yet (written by an older conductor): the one key, as before.
+                    Paged::Whole(kv) => {
+                        if !self.revs.iter().any(|(f, _)| f == D::FILE) {
+                            self.revs.push((D::FILE.to_string(), kv.mod_revision));
+                        }
+                        Some(kv.value)
+                    }
+                }
+            }
             Some(r) => {
                 let kv = if self.meta.is_none() {
                     let mut both = r.get_many(&[r.doc_key(D::FILE), r.meta_key()])?;
@@ -508,14 +513,18 @@ impl<'s> Tx<'s> {
         if seen.head.is_none() {
             return Ok(out);
         }
+        // Lookups often land on one page (a key and the directories above it): each page
+        // is decoded once.
         let prefix = r.split_page_prefix(D::FILE);
-        for kv in r.pages_around(D::FILE, keys, under, seen.revision)? {
-            let name = kv.key.strip_prefix(&prefix).unwrap_or(&kv.key).to_string();
-            if seen.pages.contains_key(&name) {
-                continue;
-            }
-            let page = crate::split::decode_page(&kv.value)
-                .map_err(|e| super::corrupt(Path::new(&kv.key), e))?;
+        let mut found = r.pages_around(D::FILE, keys, under, seen.revision)?;
+        found.sort_by(|a, b| a.key.cmp(&b.key));
+        found.dedup_by(|a, b| a.key == b.key);
+        found.retain(|kv| {
+            !seen
+                .pages
+                .contains_key(kv.key.strip_prefix(&prefix).unwrap_or(&kv.key))
+        });
+        for (name, page) in decode_pages(r, D::FILE, found)? {
             out.extend(page.iter().map(|(k, v)| (k.clone(), v.clone())));
             seen.pages.insert(name, page);
         }
