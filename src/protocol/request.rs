@@ -25,9 +25,38 @@ pub enum Request {
 
 /// Check a request against its schema branch (the same check `op` applies to its input).
 pub fn validate(request: &Request) -> Result<()> {
+    if surely_valid(request) {
+        return Ok(());
+    }
     let value = serde_json::to_value(request).expect("requests serialize");
     let op = value["operation"].as_str().unwrap_or_default().to_string();
     crate::schema::validate_op(&op, &value).map_err(|e| readable(&op, &e.to_string()))
+}
+
+/// True when `request` certainly passes its schema branch, checked without the schema: the
+/// claim and release of every command line (compiling the schema's patterns for them was a
+/// measurable part of a claim). Each check is at least as strict as the schema's rule (a length
+/// in bytes for one in characters); anything else, or anything not certain, goes to the schema,
+/// which words the error. A unit test holds both to agreement.
+fn surely_valid(request: &Request) -> bool {
+    const MAX_FILES: usize = 1000;
+    let id_ok = |id: &Option<String>| id.as_deref().is_none_or(super::types::is_valid_instance_id);
+    // `input_path`: 1 to 4,096 characters; `input_text`: 1 to 65,536.
+    let path_ok = |p: &String| !p.is_empty() && p.len() <= 4096;
+    let text_ok = |t: &Option<String>| t.as_ref().is_none_or(|t| !t.is_empty() && t.len() <= 65536);
+    let files_ok = |f: &[String]| (1..=MAX_FILES).contains(&f.len()) && f.iter().all(path_ok);
+    match request {
+        Request::Claim(c) => id_ok(&c.instance_id) && files_ok(&c.files) && text_ok(&c.force),
+        Request::Release(r) => {
+            let target = match (&r.files, r.all) {
+                (Some(f), None) => files_ok(f),
+                (None, Some(true)) => true,
+                _ => false,
+            };
+            id_ok(&r.instance_id) && target && text_ok(&r.reason)
+        }
+        _ => false,
+    }
 }
 
 /// A schema violation as a person reads it: the JSON pointer stays (scripts and tests look for
@@ -222,3 +251,95 @@ pub struct StartRequest {
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatusRequest {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn by_schema(r: &Request) -> bool {
+        let value = serde_json::to_value(r).unwrap();
+        let op = value["operation"].as_str().unwrap().to_string();
+        crate::schema::validate_op(&op, &value).is_ok()
+    }
+
+    #[test]
+    fn the_quick_check_passes_only_what_the_schema_passes_and_passes_every_command_line_claim() {
+        let ids = [
+            None,
+            Some("web-3f9a1c"),
+            Some("WEB-3f9a1c"),
+            Some("web-3f9a1g"),
+            Some("web-3f9a1c0"),
+            Some("we-3f9a1c"),
+            Some(""),
+        ];
+        let long_ascii = "a".repeat(4096);
+        let too_long = "a".repeat(4097);
+        let wide = "é".repeat(2048); // 4,096 bytes
+        let wide_over = "é".repeat(3000); // 3,000 characters, 6,000 bytes: the schema allows it
+        let lists: Vec<Vec<String>> = vec![
+            vec![],
+            vec![String::new()],
+            vec!["src/a.rs".into()],
+            vec!["/abs/b.rs".into(), "src/".into(), "src/**/*.rs".into()],
+            (0..1000).map(|i| format!("f{i}")).collect(),
+            (0..1001).map(|i| format!("f{i}")).collect(),
+            vec![long_ascii.clone()],
+            vec![too_long.clone()],
+            vec![wide.clone()],
+            vec![wide_over.clone()],
+        ];
+        let texts = [
+            None,
+            Some(String::new()),
+            Some("why".to_string()),
+            Some("x".repeat(65536)),
+            Some("x".repeat(65537)),
+        ];
+        let mut quick = 0;
+        let mut cases = 0;
+        let mut check = |r: Request| {
+            cases += 1;
+            if surely_valid(&r) {
+                quick += 1;
+                assert!(
+                    by_schema(&r),
+                    "passed quickly, refused by the schema: {r:?}"
+                );
+            }
+            // Whatever the quick check says, `validate` agrees with the schema.
+            assert_eq!(validate(&r).is_ok(), by_schema(&r), "{r:?}");
+        };
+        for id in ids {
+            for files in &lists {
+                for force in &texts {
+                    check(Request::Claim(ClaimRequest {
+                        instance_id: id.map(str::to_string),
+                        files: files.clone(),
+                        force: force.clone(),
+                    }));
+                }
+                for all in [None, Some(true), Some(false)] {
+                    for with_files in [false, true] {
+                        check(Request::Release(ReleaseRequest {
+                            instance_id: id.map(str::to_string),
+                            files: with_files.then(|| files.clone()),
+                            all,
+                            reason: texts[2].clone(),
+                            force: Some(true),
+                        }));
+                    }
+                }
+            }
+        }
+        assert!(cases > 500, "{cases}");
+        // The command lines of every day take the quick path.
+        let everyday = Request::Claim(ClaimRequest {
+            instance_id: Some("web-3f9a1c".into()),
+            files: vec!["/p/src/a.rs".into()],
+            force: None,
+        });
+        assert!(surely_valid(&everyday));
+        assert!(quick > 100, "{quick}");
+    }
+}
