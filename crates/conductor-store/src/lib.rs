@@ -21,6 +21,7 @@
 pub mod atomic;
 pub mod backend;
 pub mod bundle;
+pub mod delta;
 pub mod error;
 pub mod etcd;
 pub mod event;
