@@ -54,6 +54,14 @@ pub const FILE: &str = "commit.redo";
 pub const LOG: &str = "commit.log";
 /// Past this size the log is checkpointed after a commit.
 pub const CHECKPOINT_BYTES: u64 = 8 * 1024 * 1024;
+/// What the log holds of each big document (see [`Tips`]), beside the log.
+pub const TIPS: &str = "commit.tips";
+/// Documents from this size on are logged as a delta against their previous version when the
+/// log holds that version; smaller ones are always logged whole.
+pub const DELTA_MIN: usize = 16 * 1024;
+/// After this many deltas in a row a document is logged whole again, so a recovery after a power
+/// cut rebuilds any version from at most this many.
+pub const MAX_CHAIN: u32 = 256;
 
 /// The first bytes of a log's header line; the boot id follows.
 const HEADER: &str = "conductor-commit-log 1 ";
@@ -74,8 +82,61 @@ pub struct Replace {
     pub target: String,
     /// For a tracked document: a second name of `tmp`, renamed over `.<target>.last`.
     pub shadow: Option<String>,
-    /// The new bytes (what a recovery after a power cut writes again).
+    /// The new bytes (what a recovery after a power cut writes again). Empty in a record read
+    /// back from the log when the log holds them as a [`Delta`].
     pub data: Vec<u8>,
+    /// [`checksum_of`] the new bytes, for a document of [`DELTA_MIN`] bytes or more (0 when not
+    /// computed).
+    pub sum: u64,
+    /// In the log, the new bytes as changes to the document's previous version in the same log
+    /// instead of whole (a few hundred bytes where the document is megabytes).
+    pub delta: Option<Delta>,
+}
+
+impl Replace {
+    /// The replacement of `target` by `data` (in the temp file `tmp`): with its checksum when it
+    /// is big, and as a delta against `base` (the version the transaction read) when that is
+    /// big too and the changes are small. [`commit`] logs it whole unless the log holds `base`.
+    pub fn new(
+        tmp: String,
+        target: String,
+        shadow: Option<String>,
+        data: Vec<u8>,
+        base: Option<&[u8]>,
+    ) -> Replace {
+        let (sum, delta) = if data.len() >= DELTA_MIN {
+            let sum = checksum_of(&data);
+            let delta = base.filter(|b| b.len() >= DELTA_MIN).and_then(|b| {
+                let hunks = crate::delta::diff(b, &data)?;
+                Some(Delta {
+                    base: checksum_of(b),
+                    sum,
+                    hunks,
+                })
+            });
+            (sum, delta)
+        } else {
+            (0, None)
+        };
+        Replace {
+            tmp,
+            target,
+            shadow,
+            data,
+            sum,
+            delta,
+        }
+    }
+}
+
+/// A document's new version as changes to its previous version in the log.
+#[derive(Debug, PartialEq)]
+pub struct Delta {
+    /// [`checksum_of`] the version the changes apply to.
+    pub base: u64,
+    /// [`checksum_of`] the new version.
+    pub sum: u64,
+    pub hunks: Vec<crate::delta::Hunk>,
 }
 
 /// Bytes that go at `at` in `file`.
@@ -107,6 +168,82 @@ struct Index {
     w: Vec<(String, String, Option<String>, u64)>,
     /// `(file, at, data length)`.
     a: Vec<(String, u64, u64)>,
+    /// The writes logged as deltas: `(write, base checksum, new checksum, [(start, end, length
+    /// of the bytes put there)])`; their data is the hunks' bytes in order. A record with any is
+    /// framed `recd` (a version that does not know deltas stops reading the log there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    d: Vec<(usize, u64, u64, Vec<(u64, u64, u64)>)>,
+}
+
+/// A checksum of a whole document, four lanes at a time (a megabyte in a tenth of a
+/// millisecond): tells whether a version is the one the log holds.
+pub fn checksum_of(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h: [u64; 4] = [K, K ^ 1, K ^ 2, K ^ 3];
+    let mut blocks = bytes.chunks_exact(32);
+    let lane = |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8"));
+    for b in &mut blocks {
+        for (i, h) in h.iter_mut().enumerate() {
+            *h = (*h ^ lane(b, i)).wrapping_mul(K).rotate_left(29);
+        }
+    }
+    let mut tail = [0u8; 32];
+    tail[..blocks.remainder().len()].copy_from_slice(blocks.remainder());
+    for (i, h) in h.iter_mut().enumerate() {
+        *h = (*h ^ lane(&tail, i)).wrapping_mul(K).rotate_left(29);
+    }
+    h.iter().fold(bytes.len() as u64, |acc, x| {
+        (acc ^ x).wrapping_mul(K).rotate_left(31)
+    })
+}
+
+/// What the log holds of each big document: the checksum of its last version in the log and
+/// how many deltas were logged since its last whole copy. Kept in [`TIPS`] (not synced: a
+/// writer that cannot trust it logs documents whole), and true only for the log length it
+/// names: a log appended to by a writer killed before updating it, cut back, or emptied by a
+/// checkpoint (which removes it first) does not match.
+#[derive(Debug, Default, PartialEq)]
+struct Tips {
+    log_len: u64,
+    docs: Vec<(String, u64, u32)>,
+}
+
+impl Tips {
+    fn read(dir: &Path) -> Option<Tips> {
+        let text = std::fs::read_to_string(dir.join(TIPS)).ok()?;
+        let body = text.strip_suffix("end\n")?;
+        let mut lines = body.lines();
+        let log_len = lines.next()?.strip_prefix("tips ")?.parse().ok()?;
+        let mut docs = Vec::new();
+        for l in lines {
+            let mut p = l.splitn(3, ' ');
+            let sum = u64::from_str_radix(p.next()?, 16).ok()?;
+            let chain = p.next()?.parse().ok()?;
+            docs.push((p.next()?.to_string(), sum, chain));
+        }
+        Some(Tips { log_len, docs })
+    }
+
+    fn get(&self, target: &str) -> Option<(u64, u32)> {
+        self.docs.iter().find(|d| d.0 == target).map(|d| (d.1, d.2))
+    }
+
+    /// Best effort: a tips file that is not written is not trusted.
+    fn write(&self, dir: &Path) {
+        let mut text = format!("tips {}\n", self.log_len);
+        for (target, sum, chain) in &self.docs {
+            text.push_str(&format!("{sum:016x} {chain} {target}\n"));
+        }
+        text.push_str("end\n");
+        let path = dir.join(TIPS);
+        let written = atomic::open_private(&path).and_then(|f| {
+            f.write_all_at(text.as_bytes(), 0)?;
+            f.set_len(text.len() as u64)
+        });
+        if written.is_err() {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 /// A checksum over a record's pieces, eight bytes at a time: enough to tell a whole record from
@@ -132,37 +269,57 @@ fn checksum(parts: &[&[u8]]) -> u64 {
 
 /// A record's frame: `rec <index length> <data length> <checksum>\n`, the index (JSON), the data.
 fn frame(record: &Record) -> (Vec<u8>, Vec<&[u8]>) {
+    let logged = |w: &Replace| -> u64 {
+        match &w.delta {
+            Some(d) => d.hunks.iter().map(|h| h.with.len() as u64).sum(),
+            None => w.data.len() as u64,
+        }
+    };
     let index = Index {
         w: record
             .writes
             .iter()
-            .map(|w| {
-                (
-                    w.tmp.clone(),
-                    w.target.clone(),
-                    w.shadow.clone(),
-                    w.data.len() as u64,
-                )
-            })
+            .map(|w| (w.tmp.clone(), w.target.clone(), w.shadow.clone(), logged(w)))
             .collect(),
         a: record
             .appends
             .iter()
             .map(|a| (a.file.clone(), a.at, a.data.len() as u64))
             .collect(),
+        d: record
+            .writes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| {
+                let d = w.delta.as_ref()?;
+                let hunks = d.hunks.iter();
+                Some((
+                    i,
+                    d.base,
+                    d.sum,
+                    hunks
+                        .map(|h| (h.start, h.end, h.with.len() as u64))
+                        .collect(),
+                ))
+            })
+            .collect(),
     };
-    let index = serde_json::to_vec(&index).expect("an index serializes");
-    let data: Vec<&[u8]> = record
-        .writes
-        .iter()
-        .map(|w| w.data.as_slice())
-        .chain(record.appends.iter().map(|a| a.data.as_bytes()))
-        .collect();
-    let mut parts = vec![index.as_slice()];
+    let index_bytes = serde_json::to_vec(&index).expect("an index serializes");
+    let mut data: Vec<&[u8]> = Vec::new();
+    for w in &record.writes {
+        match &w.delta {
+            Some(d) => data.extend(d.hunks.iter().map(|h| h.with.as_slice())),
+            None => data.push(w.data.as_slice()),
+        }
+    }
+    data.extend(record.appends.iter().map(|a| a.data.as_bytes()));
+    let mut parts = vec![index_bytes.as_slice()];
     parts.extend(data.iter().copied());
     let sum = checksum(&parts);
     let len: usize = data.iter().map(|d| d.len()).sum();
-    let mut head = format!("rec {} {len} {sum:016x}\n", index.len()).into_bytes();
+    let kind = if index.d.is_empty() { "rec" } else { "recd" };
+    let index = index_bytes;
+    let mut head = format!("{kind} {} {len} {sum:016x}\n", index.len()).into_bytes();
     head.extend_from_slice(&index);
     (head, data)
 }
@@ -176,7 +333,7 @@ fn read_record(log: &File, at: u64, len: u64, verify: bool) -> Option<(Record, u
     let nl = head.iter().position(|b| *b == b'\n')?;
     let line = std::str::from_utf8(&head[..nl]).ok()?;
     let mut parts = line.split(' ');
-    let (Some("rec"), Some(ilen), Some(dlen), Some(sum), None) = (
+    let (Some(kind @ ("rec" | "recd")), Some(ilen), Some(dlen), Some(sum), None) = (
         parts.next(),
         parts.next(),
         parts.next(),
@@ -195,26 +352,40 @@ fn read_record(log: &File, at: u64, len: u64, verify: bool) -> Option<(Record, u
     let mut index = vec![0u8; ilen as usize];
     log.read_exact_at(&mut index, start).ok()?;
     let idx: Index = serde_json::from_slice(&index).ok()?;
-    let total: u64 = idx
-        .w
-        .iter()
-        .map(|w| w.3)
-        .chain(idx.a.iter().map(|a| a.2))
-        .sum();
-    if total != dlen {
+    if (kind == "recd") == idx.d.is_empty() {
+        return None;
+    }
+    // Each write's data is one piece, or one per hunk for a delta (as `frame` cut them).
+    let mut deltas: Vec<Option<&(usize, u64, u64, Vec<(u64, u64, u64)>)>> = vec![None; idx.w.len()];
+    for d in &idx.d {
+        let slot = deltas.get_mut(d.0)?;
+        if slot.is_some() || d.3.iter().map(|h| h.2).sum::<u64>() != idx.w[d.0].3 {
+            return None;
+        }
+        *slot = Some(d);
+    }
+    let mut pieces: Vec<u64> = Vec::new();
+    for (w, d) in idx.w.iter().zip(&deltas) {
+        match d {
+            Some(d) => pieces.extend(d.3.iter().map(|h| h.2)),
+            None => pieces.push(w.3),
+        }
+    }
+    pieces.extend(idx.a.iter().map(|a| a.2));
+    if pieces.iter().sum::<u64>() != dlen {
         return None;
     }
     let mut data = Vec::new();
     if verify {
         data = vec![0u8; dlen as usize];
         log.read_exact_at(&mut data, start + ilen).ok()?;
-        let mut pieces = vec![index.as_slice()];
+        let mut parts = vec![index.as_slice()];
         let mut off = 0usize;
-        for n in idx.w.iter().map(|w| w.3).chain(idx.a.iter().map(|a| a.2)) {
-            pieces.push(&data[off..off + n as usize]);
-            off += n as usize;
+        for n in &pieces {
+            parts.push(&data[off..off + *n as usize]);
+            off += *n as usize;
         }
-        if checksum(&pieces) != sum {
+        if checksum(&parts) != sum {
             return None;
         }
     }
@@ -228,12 +399,33 @@ fn read_record(log: &File, at: u64, len: u64, verify: bool) -> Option<(Record, u
         piece
     };
     let mut record = Record::default();
-    for (tmp, target, shadow, n) in idx.w {
+    for ((tmp, target, shadow, n), d) in idx.w.iter().cloned().zip(&deltas) {
+        let (data, sum, delta) = match d {
+            Some((_, base, sum, hunks)) => {
+                let hunks = hunks
+                    .iter()
+                    .map(|&(start, end, n)| crate::delta::Hunk {
+                        start,
+                        end,
+                        with: take(n),
+                    })
+                    .collect();
+                let delta = Delta {
+                    base: *base,
+                    sum: *sum,
+                    hunks,
+                };
+                (Vec::new(), *sum, Some(delta))
+            }
+            None => (take(n), 0, None),
+        };
         record.writes.push(Replace {
             tmp,
             target,
             shadow,
-            data: take(n),
+            data,
+            sum,
+            delta,
         });
     }
     for (file, at, n) in idx.a {
@@ -313,11 +505,26 @@ pub struct Committed {
 
 /// Append `record` to the log and make it durable: the commit point (the journal lock is held).
 /// On failure nothing is committed: the log and the in-flight mark are as they were.
-pub fn commit(dir: &Path, record: &Record) -> Result<Committed> {
+pub fn commit(dir: &Path, record: &mut Record) -> Result<Committed> {
     let log = open(dir, LOG)?;
     let mark = open(dir, FILE)?;
     let path = dir.join(LOG);
     let start = log.metadata().ctx("inspect", &path)?.len();
+    // A delta only where the log holds the version it applies to (and the chain is short):
+    // anything else is logged whole.
+    let tips = if record.writes.iter().any(|w| w.sum != 0) {
+        Tips::read(dir).filter(|t| t.log_len == start)
+    } else {
+        None
+    };
+    for w in &mut record.writes {
+        let known = tips.as_ref().and_then(|t| t.get(&w.target));
+        if let Some(d) = &w.delta
+            && !known.is_some_and(|(sum, chain)| sum == d.base && chain < MAX_CHAIN)
+        {
+            w.delta = None;
+        }
+    }
     // An empty log starts with its header; the record follows it.
     let header = if start == 0 { header() } else { String::new() };
     // The mark first: from here on a killed writer leaves a record to finish or to cut off.
@@ -345,6 +552,21 @@ pub fn commit(dir: &Path, record: &Record) -> Result<Committed> {
         let _ = log.set_len(start);
         let _ = mark.set_len(0);
         return Err(Error::io("write the commit record", &path, e));
+    }
+    if tips.is_some() || record.writes.iter().any(|w| w.sum != 0) {
+        let mut next = tips.unwrap_or_default();
+        next.log_len = start + head.len() as u64 + data.iter().map(|d| d.len() as u64).sum::<u64>();
+        for w in &record.writes {
+            let chain = match (&w.delta, next.get(&w.target)) {
+                (Some(_), Some((_, chain))) => chain + 1,
+                _ => 0,
+            };
+            next.docs.retain(|d| d.0 != w.target);
+            if w.sum != 0 {
+                next.docs.push((w.target.clone(), w.sum, chain));
+            }
+        }
+        next.write(dir);
     }
     Ok(Committed { log, mark, start })
 }
@@ -565,27 +787,55 @@ pub fn recover(dir: &Path) -> Result<()> {
     // Temp files of a recovery killed midway.
     let prefix = format!("{}journal-", atomic::TEMP_PREFIX);
     atomic::remove_stale_temps(dir, |n| n.starts_with(&prefix));
-    let mut last: Vec<&Replace> = Vec::new();
+    // Each document's last version, rebuilt from its last whole copy and the deltas after it.
+    let mut last: Vec<(&Replace, Vec<u8>, u64)> = Vec::new();
+    let mut lost: Vec<&str> = Vec::new();
     for r in &records {
         for a in &r.appends {
             append_at(dir, a)?;
         }
         for w in &r.writes {
-            last.retain(|l| l.target != w.target);
-            last.push(w);
+            let previous = last.iter().position(|l| l.0.target == w.target);
+            let rebuilt = match &w.delta {
+                None => Some((w.data.clone(), checksum_of(&w.data))),
+                Some(d) => previous
+                    .map(|i| &last[i])
+                    .filter(|l| l.2 == d.base)
+                    .and_then(|l| crate::delta::apply(&l.1, &d.hunks))
+                    .filter(|b| checksum_of(b) == d.sum)
+                    .map(|b| (b, d.sum)),
+            };
+            if let Some(i) = previous {
+                last.remove(i);
+            }
+            match rebuilt {
+                Some((bytes, sum)) => {
+                    lost.retain(|t| *t != w.target);
+                    last.push((w, bytes, sum));
+                }
+                // Never written so (a delta follows the version it applies to in one log), but
+                // a log that says otherwise keeps the version on disk, and says so.
+                None => lost.push(&w.target),
+            }
         }
     }
-    for w in last {
+    for target in lost {
+        eprintln!(
+            "warning: the commit log could not rebuild {}; the version on disk is kept",
+            dir.join(target).display()
+        );
+    }
+    for (w, data, _) in last {
         let target = dir.join(&w.target);
         let shadow = w.shadow.as_ref().map(|_| dir.join(shadow_name(&w.target)));
         let on_disk = super::read_bytes(shadow.as_deref().unwrap_or(&target))?;
-        if on_disk.as_deref() == Some(w.data.as_slice()) {
+        if on_disk.as_deref() == Some(data.as_slice()) {
             continue;
         }
         if let Some(parent) = target.parent() {
             atomic::create_private_dirs(parent)?;
         }
-        let tmp = atomic::prepare_named(dir, &prefix, &w.data, false)?;
+        let tmp = atomic::prepare_named(dir, &prefix, &data, false)?;
         if let Some(shadow) = &shadow {
             let link = atomic::link_temp(dir, &prefix, &tmp)?;
             std::fs::rename(dir.join(&link), shadow)
@@ -607,6 +857,13 @@ pub fn recover(dir: &Path) -> Result<()> {
 /// Make everything the log's records changed durable, then empty the log, durably (the journal
 /// lock is held and no record is in flight).
 pub fn checkpoint(dir: &Path) -> Result<()> {
+    // First: once the log is emptied, no delta may refer to a version it held.
+    match std::fs::remove_file(dir.join(TIPS)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(Error::io("remove", &dir.join(TIPS), e));
+        }
+        _ => {}
+    }
     let (log, records) = records(dir, false)?;
     let Some(log) = log else {
         return Ok(());
@@ -736,6 +993,8 @@ mod tests {
                 target: "a.json".into(),
                 shadow: None,
                 data: b"new\n".to_vec(),
+                sum: 0,
+                delta: None,
             }],
             appends: vec![
                 Append {
@@ -826,8 +1085,8 @@ mod tests {
     #[test]
     fn replay_finishes_a_commit_interrupted_at_any_step() {
         let done = tempfile::tempdir().unwrap();
-        let rec = setup(done.path());
-        commit(done.path(), &rec).unwrap().finish(done.path());
+        let mut rec = setup(done.path());
+        commit(done.path(), &mut rec).unwrap().finish(done.path());
         apply(done.path(), &rec).ok().unwrap();
         assert_eq!(files(done.path()), expected());
         // Crash points: after k bytes of the first append, after the first append, after both,
@@ -856,8 +1115,8 @@ mod tests {
         ];
         for (name, crash) in crashes {
             let tmp = tempfile::tempdir().unwrap();
-            let rec = setup(tmp.path());
-            let c = commit(tmp.path(), &rec).unwrap();
+            let mut rec = setup(tmp.path());
+            let c = commit(tmp.path(), &mut rec).unwrap();
             crash(tmp.path(), &rec);
             drop(c);
             assert!(pending(tmp.path()), "{name}");
@@ -865,7 +1124,7 @@ mod tests {
             assert!(!pending(tmp.path()), "{name}: the record is cleared");
             assert_eq!(files(tmp.path()), expected(), "{name}");
             // Replaying the same record again changes nothing.
-            let c = commit(tmp.path(), &rec).unwrap();
+            let c = commit(tmp.path(), &mut rec).unwrap();
             drop(c);
             replay(tmp.path()).unwrap();
             assert_eq!(files(tmp.path()), expected(), "{name}, replayed twice");
@@ -876,8 +1135,8 @@ mod tests {
     fn a_torn_record_in_flight_is_cut_off() {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path();
-        let rec = setup(d);
-        commit(d, &rec).unwrap().finish(d);
+        let mut rec = setup(d);
+        commit(d, &mut rec).unwrap().finish(d);
         let len = std::fs::metadata(d.join(LOG)).unwrap().len();
         // A second commit killed halfway through its record.
         std::fs::write(d.join(FILE), format!("{len}\n")).unwrap();
@@ -897,14 +1156,16 @@ mod tests {
     fn a_log_from_another_boot_is_applied_again() {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path();
-        let rec = setup(d);
-        commit(d, &rec).unwrap().finish(d);
-        let second = Record {
+        let mut rec = setup(d);
+        commit(d, &mut rec).unwrap().finish(d);
+        let mut second = Record {
             writes: vec![Replace {
                 tmp: ".tmp-status-y.tmp".into(),
                 target: "a.json".into(),
                 shadow: None,
                 data: b"newer\n".to_vec(),
+                sum: 0,
+                delta: None,
             }],
             appends: vec![Append {
                 file: "events.jsonl".into(),
@@ -912,7 +1173,7 @@ mod tests {
                 data: "{\"seq\":2}\n".into(),
             }],
         };
-        commit(d, &second).unwrap().finish(d);
+        commit(d, &mut second).unwrap().finish(d);
         // Nothing but the log reached the disk, and it says another boot wrote it.
         let log = std::fs::read(d.join(LOG)).unwrap();
         let nl = log.iter().position(|b| *b == b'\n').unwrap();
@@ -965,5 +1226,139 @@ mod tests {
         replay(d).unwrap();
         assert_eq!(std::fs::read_to_string(d.join("a.json")).unwrap(), "new\n");
         assert!(d.join(".tmp-b.tmp").exists());
+    }
+
+    /// A big document (lines of paths) and a version of it with `n` lines changed here and there.
+    fn big(n: usize) -> Vec<u8> {
+        let mut text = String::new();
+        for i in 0..2000 {
+            if i % 400 == 7 && i / 400 < n {
+                text.push_str(&format!("    \"/p/src/changed-{n}-{i}.rs\": {n},\n"));
+            } else {
+                text.push_str(&format!("    \"/p/src/file-{i}.rs\": \"web-3f9a1c\",\n"));
+            }
+        }
+        text.into_bytes()
+    }
+
+    /// Commit `new` over `a.json` (whose current bytes are `base`) and apply it, as a transaction does.
+    fn replace(d: &Path, n: usize, base: &[u8], new: &[u8]) -> u64 {
+        let tmp = format!(".tmp-status-{n}.tmp");
+        std::fs::write(d.join(&tmp), new).unwrap();
+        let mut rec = Record {
+            writes: vec![Replace::new(
+                tmp,
+                "a.json".into(),
+                None,
+                new.to_vec(),
+                Some(base),
+            )],
+            appends: vec![],
+        };
+        let before = std::fs::metadata(d.join(LOG)).map_or(0, |m| m.len());
+        let c = commit(d, &mut rec).unwrap();
+        assert!(apply(d, &rec).is_ok());
+        c.finish(d);
+        std::fs::metadata(d.join(LOG)).unwrap().len() - before
+    }
+
+    fn from_another_boot(d: &Path) {
+        let log = std::fs::read(d.join(LOG)).unwrap();
+        let nl = log.iter().position(|b| *b == b'\n').unwrap();
+        let mut other = format!("{HEADER}00000000-0000-0000-0000-000000000000").into_bytes();
+        other.extend_from_slice(&log[nl..]);
+        std::fs::write(d.join(LOG), other).unwrap();
+    }
+
+    #[test]
+    fn a_power_cut_rebuilds_a_big_document_from_its_whole_copy_and_the_deltas_after_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let versions: Vec<Vec<u8>> = (0..6).map(big).collect();
+        std::fs::write(d.join("a.json"), &versions[0]).unwrap();
+        let mut logged = Vec::new();
+        for n in 1..versions.len() {
+            logged.push(replace(d, n, &versions[n - 1], &versions[n]));
+        }
+        let size = versions[5].len() as u64;
+        // The first is logged whole (the log held no version of it), the others as changes.
+        assert!(logged[0] > size, "{logged:?}");
+        assert!(
+            logged[1..].iter().all(|l| *l < size / 20),
+            "{logged:?} of {size}"
+        );
+        let log = std::fs::read_to_string(d.join(LOG)).unwrap();
+        assert_eq!(log.matches("recd ").count(), 4);
+        // The machine went down: the renames and the data never reached the disk.
+        from_another_boot(d);
+        std::fs::write(d.join("a.json"), &versions[0]).unwrap();
+        if boot_id().is_none() {
+            return;
+        }
+        assert!(replay(d).unwrap());
+        assert_eq!(std::fs::read(d.join("a.json")).unwrap(), versions[5]);
+        assert_eq!(std::fs::metadata(d.join(LOG)).unwrap().len(), 0);
+        assert!(!d.join(TIPS).exists());
+    }
+
+    #[test]
+    fn a_delta_is_logged_only_against_the_version_the_log_holds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let (v0, v1, v2, v3) = (big(0), big(1), big(2), big(3));
+        std::fs::write(d.join("a.json"), &v0).unwrap();
+        let size = v1.len() as u64;
+        assert!(replace(d, 1, &v0, &v1) > size);
+        // Another program replaced the document since: the log does not hold what was read.
+        let theirs = big(4);
+        std::fs::write(d.join("a.json"), &theirs).unwrap();
+        assert!(replace(d, 2, &theirs, &v2) > size);
+        assert!(replace(d, 3, &v2, &v3) < size / 20);
+        // A tips file that does not describe the log (a writer killed before updating it).
+        let tips = std::fs::read_to_string(d.join(TIPS)).unwrap();
+        let stale = tips.replacen("tips ", "tips 1", 1);
+        std::fs::write(d.join(TIPS), stale).unwrap();
+        assert!(replace(d, 4, &v3, &v0) > size);
+        // A torn one.
+        std::fs::write(d.join(TIPS), &tips[..tips.len() - 2]).unwrap();
+        assert!(replace(d, 5, &v0, &v1) > size);
+        // After a checkpoint the log holds nothing to apply changes to.
+        assert!(replace(d, 6, &v1, &v2) < size / 20);
+        checkpoint(d).unwrap();
+        assert!(!d.join(TIPS).exists());
+        assert!(replace(d, 7, &v2, &v3) > size);
+        // And what a power cut recovers is the last version.
+        assert!(replace(d, 8, &v3, &v1) < size / 20);
+        from_another_boot(d);
+        std::fs::write(d.join("a.json"), &v0).unwrap();
+        if boot_id().is_none() {
+            return;
+        }
+        assert!(replay(d).unwrap());
+        assert_eq!(std::fs::read(d.join("a.json")).unwrap(), v1);
+    }
+
+    #[test]
+    fn a_long_chain_of_deltas_is_cut_by_a_whole_copy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let (a, b) = (big(1), big(2));
+        std::fs::write(d.join("a.json"), &a).unwrap();
+        let size = a.len() as u64;
+        let mut whole = 0;
+        for n in 0..(MAX_CHAIN as usize * 2 + 3) {
+            let (from, to) = if n % 2 == 0 { (&a, &b) } else { (&b, &a) };
+            if replace(d, n, from, to) > size {
+                whole += 1;
+            }
+            // Keep the log small enough not to checkpoint.
+            if std::fs::metadata(d.join(LOG)).unwrap().len() > CHECKPOINT_BYTES / 2 {
+                panic!(
+                    "the log grew to {}",
+                    std::fs::metadata(d.join(LOG)).unwrap().len()
+                );
+            }
+        }
+        assert_eq!(whole, 3);
     }
 }

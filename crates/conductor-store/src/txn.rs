@@ -1077,6 +1077,7 @@ impl Store {
             appends,
             ledgers,
             events,
+            seen,
             ..
         } = tx;
         if writes.is_empty() && appends.is_empty() && events.is_empty() {
@@ -1102,8 +1103,13 @@ impl Store {
                 new_dirs.create(&dir.join(parent))?;
             }
         }
-        // Not synced: the commit log carries the same bytes (see `redo`).
+        // Not synced: the commit log carries the same bytes (see `redo`), a big document's as
+        // changes to the version this transaction read when the log holds that version.
         for w in writes {
+            let base = seen
+                .iter()
+                .find(|(f, _)| *f == w.file)
+                .and_then(|(_, b)| b.as_deref());
             let prefix = w.lock.temp_prefix();
             let tmp = super::atomic::prepare_named(dir, &prefix, &w.bytes, false)?;
             temps.names.push(tmp.clone());
@@ -1114,12 +1120,9 @@ impl Store {
             } else {
                 None
             };
-            record.writes.push(redo::Replace {
-                tmp,
-                target: w.file,
-                shadow,
-                data: w.bytes,
-            });
+            record
+                .writes
+                .push(redo::Replace::new(tmp, w.file, shadow, w.bytes, base));
         }
         super::failpoint::hit("commit.staged");
         let retention = if events.is_empty() {
@@ -1174,6 +1177,8 @@ impl Store {
                         target: name,
                         shadow: None,
                         data: bytes,
+                        sum: 0,
+                        delta: None,
                     });
                 }
             }
@@ -1191,7 +1196,7 @@ impl Store {
         // The commit point: the record is in the log, synced. Not committed on failure (a torn
         // record is no record): nothing else was touched, and the guards remove the temp files
         // and new directories.
-        let committed = redo::commit(dir, &record)?;
+        let committed = redo::commit(dir, &mut record)?;
         super::failpoint::hit("commit.logged");
         match redo::apply(dir, &record) {
             Ok(()) => {
