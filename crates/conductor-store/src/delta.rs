@@ -46,7 +46,12 @@ pub fn diff(old: &[u8], new: &[u8]) -> Option<Vec<Hunk>> {
         return Some(Vec::new());
     }
     let suffix = common_suffix(&old[prefix..], &new[prefix..]);
-    let mut hunks = Hunks { old, list: Vec::new(), cost: 0, limit: new.len() / 4 };
+    let mut hunks = Hunks {
+        old,
+        list: Vec::new(),
+        cost: 0,
+        limit: new.len() / 4,
+    };
     let mut old_lines = Lines::new(old);
     let mut new_lines = Lines::new(new);
     // Hashing, candidate comparisons and scans are counted; past this the diff gives up.
@@ -68,16 +73,21 @@ pub fn diff(old: &[u8], new: &[u8]) -> Option<Vec<Hunk>> {
         j += back;
         old_lines.reset(i);
         new_lines.reset(j);
-        let (to_i, to_j) = if let Some((a, b)) = near_sync(&mut old_lines, &mut new_lines, &mut work) {
-            (old_lines.pos(a), new_lines.pos(b))
-        } else if let Some((a, b)) =
-            far_sync(&mut old_lines, &mut new_lines, hunks.limit.saturating_sub(hunks.cost), work_cap, &mut work)
-        {
-            (old_lines.pos(a), new_lines.pos(b))
-        } else {
-            let tail = suffix.min(old.len() - i).min(new.len() - j);
-            (old.len() - tail, new.len() - tail)
-        };
+        let (to_i, to_j) =
+            if let Some((a, b)) = near_sync(&mut old_lines, &mut new_lines, &mut work) {
+                (old_lines.pos(a), new_lines.pos(b))
+            } else if let Some((a, b)) = far_sync(
+                &mut old_lines,
+                &mut new_lines,
+                hunks.limit.saturating_sub(hunks.cost),
+                work_cap,
+                &mut work,
+            ) {
+                (old_lines.pos(a), new_lines.pos(b))
+            } else {
+                let tail = suffix.min(old.len() - i).min(new.len() - j);
+                (old.len() - tail, new.len() - tail)
+            };
         hunks.push(i, to_i, &new[j..to_j])?;
         i = to_i;
         j = to_j;
@@ -143,7 +153,11 @@ impl Hunks<'_> {
                 self.cost += gap.len() + with.len();
             }
             _ => {
-                self.list.push(Hunk { start: start as u64, end: end as u64, with: with.to_vec() });
+                self.list.push(Hunk {
+                    start: start as u64,
+                    end: end as u64,
+                    with: with.to_vec(),
+                });
                 self.cost += HUNK_OVERHEAD + with.len();
             }
         }
@@ -162,7 +176,11 @@ struct Lines<'a> {
 
 impl<'a> Lines<'a> {
     fn new(text: &'a [u8]) -> Self {
-        Lines { text, bounds: vec![0], hashes: Vec::new() }
+        Lines {
+            text,
+            bounds: vec![0],
+            hashes: Vec::new(),
+        }
     }
 
     fn reset(&mut self, at: usize) {
@@ -276,7 +294,8 @@ fn far_sync(
             if inserting {
                 for a in 0..old_anchors {
                     *work += 1;
-                    if old.hashes[a] == new.hashes[t] && synced(old, a, new, t, (FAR_SYNC_LINES, FAR_SYNC_BYTES), work)
+                    if old.hashes[a] == new.hashes[t]
+                        && synced(old, a, new, t, (FAR_SYNC_LINES, FAR_SYNC_BYTES), work)
                     {
                         return Some((a, t));
                     }
@@ -288,7 +307,8 @@ fn far_sync(
             if removing {
                 for b in 0..new_anchors {
                     *work += 1;
-                    if old.hashes[t] == new.hashes[b] && synced(old, t, new, b, (FAR_SYNC_LINES, FAR_SYNC_BYTES), work)
+                    if old.hashes[t] == new.hashes[b]
+                        && synced(old, t, new, b, (FAR_SYNC_LINES, FAR_SYNC_BYTES), work)
                     {
                         return Some((t, b));
                     }
@@ -304,7 +324,10 @@ fn far_sync(
 
 /// Where the line holding `text[at]` starts: just after the last `\n` before `at`.
 fn line_start(text: &[u8], at: usize) -> usize {
-    text[..at].iter().rposition(|&b| b == b'\n').map_or(0, |newline| newline + 1)
+    text[..at]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |newline| newline + 1)
 }
 
 /// How many bytes `a` and `b` begin with in common.
@@ -392,7 +415,9 @@ mod tests {
         /// Fewer than `max` bytes drawn from `alphabet`.
         fn bytes(&mut self, max: usize, alphabet: &[u8]) -> Vec<u8> {
             let n = self.below(max);
-            (0..n).map(|_| alphabet[self.below(alphabet.len())]).collect()
+            (0..n)
+                .map(|_| alphabet[self.below(alphabet.len())])
+                .collect()
         }
     }
 
@@ -412,7 +437,10 @@ mod tests {
         for i in 0..instances {
             lines.push("    {".into());
             lines.push(format!("      \"id\": \"itm-a{i:05}\","));
-            lines.push(format!("      \"task\": \"Port service-{:02} to the new storage layer\",", i % 100));
+            lines.push(format!(
+                "      \"task\": \"Port service-{:02} to the new storage layer\",",
+                i % 100
+            ));
             lines.push("      \"files_claimed\": [".into());
             for f in 0..files_each {
                 let comma = if f + 1 < files_each { "," } else { "" };
@@ -421,7 +449,11 @@ mod tests {
             lines.push("      ],".into());
             lines.push("      \"waiting\": [".into());
             lines.push("      ]".into());
-            lines.push(if i + 1 < instances { "    },".into() } else { "    }".into() });
+            lines.push(if i + 1 < instances {
+                "    },".into()
+            } else {
+                "    }".into()
+            });
         }
         lines.push("  ],".into());
         lines.push("  \"global_claims\": {".into());
@@ -463,28 +495,54 @@ mod tests {
                 let copy = lines[rng.below(lines.len())].clone();
                 lines.insert(at, copy);
             }
-            _ => lines.insert(at, format!("        \"{}\",", path(rng.below(100), 900 + rng.below(99)))),
+            _ => lines.insert(
+                at,
+                format!("        \"{}\",", path(rng.below(100), 900 + rng.below(99))),
+            ),
         }
     }
 
     /// Checks the invariant and the diff's own promises: sorted, non-overlapping, non-empty
     /// hunks within the budget. Whether there was a diff.
     fn check(old: &[u8], new: &[u8]) -> bool {
-        let Some(hunks) = diff(old, new) else { return false };
-        assert_eq!(apply(old, &hunks).as_deref(), Some(new), "old {:?}\nnew {:?}\nhunks {hunks:?}", text(old), text(new));
+        let Some(hunks) = diff(old, new) else {
+            return false;
+        };
+        assert_eq!(
+            apply(old, &hunks).as_deref(),
+            Some(new),
+            "old {:?}\nnew {:?}\nhunks {hunks:?}",
+            text(old),
+            text(new)
+        );
         let mut previous_end = 0;
         for h in &hunks {
-            assert!(h.start >= previous_end && h.end >= h.start && h.end <= old.len() as u64, "{hunks:?}");
-            assert!(h.end > h.start || !h.with.is_empty(), "an empty hunk: {hunks:?}");
+            assert!(
+                h.start >= previous_end && h.end >= h.start && h.end <= old.len() as u64,
+                "{hunks:?}"
+            );
+            assert!(
+                h.end > h.start || !h.with.is_empty(),
+                "an empty hunk: {hunks:?}"
+            );
             previous_end = h.end;
         }
-        assert!(cost(&hunks) <= new.len() / 4, "over budget: {} > {}", cost(&hunks), new.len() / 4);
+        assert!(
+            cost(&hunks) <= new.len() / 4,
+            "over budget: {} > {}",
+            cost(&hunks),
+            new.len() / 4
+        );
         true
     }
 
     fn text(bytes: &[u8]) -> String {
         let s = String::from_utf8_lossy(bytes);
-        if s.len() > 400 { format!("{}...", &s[..s.floor_char_boundary(400)]) } else { s.into_owned() }
+        if s.len() > 400 {
+            format!("{}...", &s[..s.floor_char_boundary(400)])
+        } else {
+            s.into_owned()
+        }
     }
 
     fn cost(hunks: &[Hunk]) -> usize {
@@ -503,7 +561,11 @@ mod tests {
             }
             let new = join(&lines);
             let small = new.len() > 40_000 && edits <= 4;
-            assert!(check(&old, &new) || !small, "case {case}: {edits} edits to {} bytes gave no diff", old.len());
+            assert!(
+                check(&old, &new) || !small,
+                "case {case}: {edits} edits to {} bytes gave no diff",
+                old.len()
+            );
         }
     }
 
@@ -521,7 +583,9 @@ mod tests {
                         let at = rng.below(new.len() + 1);
                         match rng.below(3) {
                             0 if at < new.len() => new[at] = b"x\n {}"[rng.below(5)],
-                            1 if at < new.len() => drop(new.drain(at..(at + rng.below(30)).min(new.len()))),
+                            1 if at < new.len() => {
+                                drop(new.drain(at..(at + rng.below(30)).min(new.len())))
+                            }
                             _ => new.splice(at..at, rng.bytes(20, b"ab\n ")).for_each(drop),
                         }
                     }
@@ -535,7 +599,10 @@ mod tests {
                 }
                 // binary noise without newlines, then with a few bytes changed
                 4 => {
-                    let old: Vec<u8> = (0..rng.below(5000)).map(|_| (rng.next() as u8) | 1).filter(|&b| b != b'\n').collect();
+                    let old: Vec<u8> = (0..rng.below(5000))
+                        .map(|_| (rng.next() as u8) | 1)
+                        .filter(|&b| b != b'\n')
+                        .collect();
                     let mut new = old.clone();
                     for _ in 0..rng.below(4) {
                         if !new.is_empty() {
@@ -546,11 +613,17 @@ mod tests {
                     (old, new)
                 }
                 // completely different documents
-                5 => (join(&status_lines(1 + rng.below(20), 5)), rng.bytes(4000, b"{}[],\n \"abc")),
+                5 => (
+                    join(&status_lines(1 + rng.below(20), 5)),
+                    rng.bytes(4000, b"{}[],\n \"abc"),
+                ),
                 // all-identical lines, some added or removed
                 6 => {
                     let line = ["      ],\n", "\n", "x"][rng.below(3)];
-                    (line.repeat(rng.below(300)).into_bytes(), line.repeat(rng.below(300)).into_bytes())
+                    (
+                        line.repeat(rng.below(300)).into_bytes(),
+                        line.repeat(rng.below(300)).into_bytes(),
+                    )
                 }
                 // few distinct short lines: resynchronisation points everywhere
                 7 => {
@@ -559,7 +632,8 @@ mod tests {
                     for _ in 0..1 + rng.below(10) {
                         let at = rng.below(new.len() + 1);
                         let insert = rng.bytes(8, b"ab\n");
-                        new.splice(at..(at + rng.below(8)).min(new.len()), insert).for_each(drop);
+                        new.splice(at..(at + rng.below(8)).min(new.len()), insert)
+                            .for_each(drop);
                     }
                     (old, new)
                 }
@@ -594,33 +668,59 @@ mod tests {
         let new = join(&lines);
         let hunks = diff(&old, &new).expect("a diff");
         assert_eq!(apply(&old, &hunks), Some(new));
-        assert!(cost(&hunks) < 2048, "{} bytes in {} hunks", cost(&hunks), hunks.len());
+        assert!(
+            cost(&hunks) < 2048,
+            "{} bytes in {} hunks",
+            cost(&hunks),
+            hunks.len()
+        );
     }
 
     #[test]
     fn a_claim_in_the_real_status_fixture_is_a_small_diff() {
-        let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/valid/status-1000-claims.json");
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/valid/status-1000-claims.json"
+        );
         let old = std::fs::read_to_string(fixture).unwrap();
         let mut lines: Vec<String> = old.lines().map(str::to_string).collect();
-        let line_of = |lines: &[String], needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap();
+        let line_of =
+            |lines: &[String], needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap();
         let updated = line_of(&lines, "\"updated_at\"");
         lines[updated] = "  \"updated_at\": \"2026-01-17T14:00:01Z\",".into();
         let claimed = line_of(&lines, "service-03/src/module_017.rs");
-        lines.insert(claimed + 1, "        \"/Users/mariogiancini/Developer/monorepo/service-03/src/module_017b.rs\",".into());
-        let owned = line_of(&lines, "\"/Users/mariogiancini/Developer/monorepo/service-03/src/module_017.rs\":");
+        lines.insert(
+            claimed + 1,
+            "        \"/Users/mariogiancini/Developer/monorepo/service-03/src/module_017b.rs\","
+                .into(),
+        );
+        let owned = line_of(
+            &lines,
+            "\"/Users/mariogiancini/Developer/monorepo/service-03/src/module_017.rs\":",
+        );
         lines.insert(owned + 1, "    \"/Users/mariogiancini/Developer/monorepo/service-03/src/module_017b.rs\": \"itm-a03333\",".into());
         let mut new = lines.join("\n");
         new.push('\n');
         let hunks = diff(old.as_bytes(), new.as_bytes()).expect("a diff");
-        assert_eq!(apply(old.as_bytes(), &hunks).as_deref(), Some(new.as_bytes()));
-        assert!(cost(&hunks) < 512, "{} bytes in {} hunks: {hunks:?}", cost(&hunks), hunks.len());
+        assert_eq!(
+            apply(old.as_bytes(), &hunks).as_deref(),
+            Some(new.as_bytes())
+        );
+        assert!(
+            cost(&hunks) < 512,
+            "{} bytes in {} hunks: {hunks:?}",
+            cost(&hunks),
+            hunks.len()
+        );
     }
 
     #[test]
     fn a_long_insertion_and_a_long_removal_resynchronise() {
         let mut lines = status_lines(100, 20);
         let old = join(&lines);
-        let block: Vec<String> = (0..150).map(|k| format!("        \"{}\",", path(5, 500 + k))).collect();
+        let block: Vec<String> = (0..150)
+            .map(|k| format!("        \"{}\",", path(5, 500 + k)))
+            .collect();
         lines.splice(500..500, block);
         lines.drain(3000..3200);
         lines[3500] = "changed".into();
@@ -634,8 +734,15 @@ mod tests {
     #[test]
     fn apply_refuses_hunks_out_of_range_overlapping_or_unsorted() {
         let old = b"0123456789";
-        let h = |start, end, with: &str| Hunk { start, end, with: with.as_bytes().to_vec() };
-        assert_eq!(apply(old, &[h(2, 4, "ab"), h(4, 4, "c"), h(10, 10, "!")]), Some(b"01abc456789!".to_vec()));
+        let h = |start, end, with: &str| Hunk {
+            start,
+            end,
+            with: with.as_bytes().to_vec(),
+        };
+        assert_eq!(
+            apply(old, &[h(2, 4, "ab"), h(4, 4, "c"), h(10, 10, "!")]),
+            Some(b"01abc456789!".to_vec())
+        );
         assert_eq!(apply(old, &[]), Some(old.to_vec()));
         assert_eq!(apply(old, &[h(0, 10, "")]), Some(Vec::new()));
         for bad in [
@@ -662,7 +769,10 @@ mod tests {
         lines[2] = "  \"updated_at\": \"2026-01-17T14:05:09Z\",".into();
         lines.insert(3000, format!("        \"{}\",", path(7, 999)));
         lines[6000] = lines[6000].replace("itm", "web");
-        lines.insert(12_000, format!("    \"{}\": \"itm-a00042\",", path(42, 998)));
+        lines.insert(
+            12_000,
+            format!("    \"{}\": \"itm-a00042\",", path(42, 998)),
+        );
         lines.remove(20_000);
         let last = lines.len() - 2;
         lines[last] = "  \"claims\": 18".into();
@@ -673,7 +783,9 @@ mod tests {
         let mut hunks = Vec::new();
         for _ in 0..runs {
             let one = std::time::Instant::now();
-            hunks = std::hint::black_box(diff(std::hint::black_box(&old), std::hint::black_box(&new))).expect("a diff");
+            hunks =
+                std::hint::black_box(diff(std::hint::black_box(&old), std::hint::black_box(&new)))
+                    .expect("a diff");
             best = best.min(one.elapsed());
         }
         let mean = started.elapsed() / runs;
