@@ -415,6 +415,11 @@ mod tests {
         /// Fewer than `max` bytes drawn from `alphabet`.
         fn bytes(&mut self, max: usize, alphabet: &[u8]) -> Vec<u8> {
             let n = self.below(max);
+            self.exactly(n, alphabet)
+        }
+
+        /// `n` bytes drawn from `alphabet`.
+        fn exactly(&mut self, n: usize, alphabet: &[u8]) -> Vec<u8> {
             (0..n)
                 .map(|_| alphabet[self.below(alphabet.len())])
                 .collect()
@@ -759,45 +764,94 @@ mod tests {
         }
     }
 
+    /// How long `diff(old, new)` takes at best and on average over `runs` runs, and its hunks.
+    fn time_diff(
+        old: &[u8],
+        new: &[u8],
+        runs: u32,
+    ) -> (std::time::Duration, std::time::Duration, Option<Vec<Hunk>>) {
+        let mut best = std::time::Duration::MAX;
+        let started = std::time::Instant::now();
+        let mut hunks = None;
+        for _ in 0..runs {
+            let one = std::time::Instant::now();
+            hunks =
+                std::hint::black_box(diff(std::hint::black_box(old), std::hint::black_box(new)));
+            best = best.min(one.elapsed());
+        }
+        (best, started.elapsed() / runs, hunks)
+    }
+
     /// Not a test of speed (no bound is asserted): prints how long diffing a 1.3 MB document
-    /// with 6 edits takes. `cargo test --release -p conductor-store --lib delta -- --ignored --nocapture`
+    /// with 6 edits takes, and how long the worst inputs take to give up.
+    /// `cargo test --locked --release -p conductor-store --lib delta -- --ignored --nocapture`
     #[test]
     #[ignore]
     fn print_the_time_to_diff_a_large_document() {
-        let mut lines = status_lines(800, 18);
+        let mut lines = status_lines(435, 18);
         let old = join(&lines);
         lines[2] = "  \"updated_at\": \"2026-01-17T14:05:09Z\",".into();
         lines.insert(3000, format!("        \"{}\",", path(7, 999)));
-        lines[6000] = lines[6000].replace("itm", "web");
+        lines[6000].insert(10, 'y');
         lines.insert(
             12_000,
             format!("    \"{}\": \"itm-a00042\",", path(42, 998)),
         );
-        lines.remove(20_000);
+        lines.remove(14_000);
         let last = lines.len() - 2;
         lines[last] = "  \"claims\": 18".into();
         let new = join(&lines);
-        let runs = 200;
-        let mut best = std::time::Duration::MAX;
-        let started = std::time::Instant::now();
-        let mut hunks = Vec::new();
-        for _ in 0..runs {
-            let one = std::time::Instant::now();
-            hunks =
-                std::hint::black_box(diff(std::hint::black_box(&old), std::hint::black_box(&new)))
-                    .expect("a diff");
-            best = best.min(one.elapsed());
-        }
-        let mean = started.elapsed() / runs;
+        let (best, mean, hunks) = time_diff(&old, &new, 200);
+        let hunks = hunks.expect("a diff");
         assert_eq!(apply(&old, &hunks), Some(new.clone()));
         println!(
-            "diff of {} bytes ({} lines) with 6 edits: {} hunks, {} bytes; best {:?}, mean {:?} over {runs} runs",
+            "diff of {} bytes ({} lines) with 6 edits: {} hunks, {} bytes; best {best:?}, mean {mean:?} over 200 runs",
             old.len(),
             lines.len(),
             hunks.len(),
             cost(&hunks),
-            best,
-            mean
         );
+
+        let mut rng = Xorshift(0x5EED_0003);
+        let mut every_tenth = status_lines(435, 18);
+        for k in (0..every_tenth.len()).step_by(10) {
+            every_tenth[k].push('x');
+        }
+        let short_lines = rng.exactly(1 << 20, b"ab\n");
+        let mut short_lines_edited = short_lines.clone();
+        for _ in 0..20_000 {
+            let at = rng.below(short_lines_edited.len());
+            short_lines_edited[at] = b"ab\n"[rng.below(3)];
+        }
+        let worst: [(&str, &[u8], &[u8]); 4] = [
+            (
+                "completely different",
+                &old,
+                &rng.exactly(1 << 20, b"{}[],\n \"abc"),
+            ),
+            ("every tenth line changed", &old, &join(&every_tenth)),
+            (
+                "a 1 MB document of random short lines, 20,000 bytes changed",
+                &short_lines,
+                &short_lines_edited,
+            ),
+            (
+                "lines in reverse order",
+                &old,
+                &join(&lines.iter().rev().cloned().collect::<Vec<_>>()),
+            ),
+        ];
+        for (what, old, new) in worst {
+            let (best, mean, hunks) = time_diff(old, new, 10);
+            let outcome = match hunks {
+                Some(h) => format!("{} hunks, {} bytes", h.len(), cost(&h)),
+                None => "none".to_string(),
+            };
+            println!(
+                "{what} ({} -> {} bytes): {outcome}; best {best:?}, mean {mean:?} over 10 runs",
+                old.len(),
+                new.len()
+            );
+        }
     }
 }
