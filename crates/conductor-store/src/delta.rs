@@ -7,7 +7,7 @@
 //! suffix by bytes, then walks both versions with two cursors: equal bytes are skipped by block
 //! comparison; at a difference it backs up to the start of the line and looks for the nearest
 //! point where both versions agree again for several lines (a lone common line such as `      ],`
-//! is not enough), first within [`NEAR_LINES`] lines of each cursor, then further ahead for a
+//! is not enough), first within 64 lines of each cursor, then further ahead for a
 //! long insertion or removal; without one it replaces everything up to the common suffix. It
 //! gives up ([`None`]) as soon as the hunks would no longer be much smaller than the new
 //! version, and its work is linear in the size of the documents.
@@ -23,7 +23,7 @@ pub struct Hunk {
 }
 
 /// What a hunk is reckoned to cost in the log beyond its `with` bytes.
-pub const HUNK_OVERHEAD: usize = 24;
+const HUNK_OVERHEAD: usize = 24;
 
 /// How many lines past a difference, in each version, the nearest resynchronisation is looked for.
 const NEAR_LINES: usize = 64;
