@@ -31,6 +31,8 @@ const NEAR_LINES: usize = 64;
 const NEAR_SYNC_LINES: usize = 3;
 /// ... holding at least this many bytes (or four times as many lines).
 const NEAR_SYNC_BYTES: usize = 32;
+/// So many equal lines resynchronise for sure near a difference (see [`near_sync`]).
+const NEAR_SYNC_SURE: usize = 4 * NEAR_SYNC_LINES;
 /// How many lines after a difference, in each version, may anchor a long insertion or removal.
 const FAR_ANCHORS: usize = 8;
 /// What resynchronises far from a difference: this many equal lines ...
@@ -217,44 +219,70 @@ impl<'a> Lines<'a> {
     }
 }
 
-/// Whether the old version from its line `a` and the new one from its line `b` agree for at
-/// least `min_lines` lines holding `min_bytes` (or for four times as many lines), or to the end
-/// of both.
-fn synced(
-    old: &mut Lines,
-    a: usize,
-    new: &mut Lines,
-    b: usize,
-    (min_lines, min_bytes): (usize, usize),
-    work: &mut usize,
-) -> bool {
-    let (mut t, mut bytes) = (0, 0);
-    loop {
-        if t >= min_lines && (bytes >= min_bytes || t >= 4 * min_lines) {
-            return true;
-        }
+/// How far the old version from its line `a` and the new one from its line `b` agree.
+struct Run {
+    /// Equal lines, counted up to the cap asked for.
+    lines: usize,
+    /// Their bytes.
+    bytes: usize,
+    /// Whether both versions end together after them (so all the rest agrees).
+    to_end: bool,
+}
+
+impl Run {
+    /// Whether the run resynchronises: `min_lines` lines holding `min_bytes` (or four times as
+    /// many lines), or the rest of both versions.
+    fn syncs(&self, (min_lines, min_bytes): (usize, usize)) -> bool {
+        self.to_end
+            || (self.lines >= min_lines && (self.bytes >= min_bytes || self.lines >= 4 * min_lines))
+    }
+}
+
+/// The equal lines from line `a` of the old version and line `b` of the new one, at most `cap`.
+fn run(old: &mut Lines, a: usize, new: &mut Lines, b: usize, cap: usize, work: &mut usize) -> Run {
+    let mut run = Run {
+        lines: 0,
+        bytes: 0,
+        to_end: false,
+    };
+    while run.lines < cap {
+        let t = run.lines;
         let has_old = old.extend(a + t + 1, work) > a + t;
         let has_new = new.extend(b + t + 1, work) > b + t;
         match (has_old, has_new) {
-            (false, false) => return true,
+            (false, false) => {
+                run.to_end = true;
+                break;
+            }
             (true, true) => {
                 *work += 1;
                 let line = old.line(a + t);
                 if old.hashes[a + t] != new.hashes[b + t] || line != new.line(b + t) {
-                    return false;
+                    break;
                 }
-                bytes += line.len();
-                t += 1;
+                run.bytes += line.len();
+                run.lines += 1;
             }
-            _ => return false,
+            _ => break,
         }
     }
+    run
 }
 
 /// The nearest lines `(a, b)` (fewest lines skipped in both, then fewest new lines) within
-/// [`NEAR_LINES`] of both cursors where the versions agree again.
+/// [`NEAR_LINES`] of both cursors where the versions agree again. A long agreement
+/// ([`NEAR_SYNC_SURE`] lines) is taken at once; a short one only if no long one is found a little
+/// further: in a list of similar objects, the closing lines of one object and the opening of the
+/// next (`      ],` `    },` `    {`) agree with those of any other, and taking them when an object
+/// was inserted would pair every later object with its neighbour.
 fn near_sync(old: &mut Lines, new: &mut Lines, work: &mut usize) -> Option<(usize, usize)> {
+    let mut short: Option<(usize, usize, usize)> = None;
     for distance in 1..=2 * NEAR_LINES {
+        if let Some((a, b, found_at)) = short
+            && distance > 2 * found_at + 4
+        {
+            return Some((a, b));
+        }
         let old_count = old.extend(distance.min(NEAR_LINES), work);
         let new_count = new.extend(distance.min(NEAR_LINES), work);
         for b in distance.saturating_sub(NEAR_LINES)..=distance.min(NEAR_LINES) {
@@ -263,15 +291,19 @@ fn near_sync(old: &mut Lines, new: &mut Lines, work: &mut usize) -> Option<(usiz
                 continue;
             }
             *work += 1;
-            if synced(old, a, new, b, (NEAR_SYNC_LINES, NEAR_SYNC_BYTES), work) {
+            let agreed = run(old, a, new, b, NEAR_SYNC_SURE, work);
+            if agreed.to_end || agreed.lines >= NEAR_SYNC_SURE {
                 return Some((a, b));
+            }
+            if short.is_none() && agreed.syncs((NEAR_SYNC_LINES, NEAR_SYNC_BYTES)) {
+                short = Some((a, b, distance));
             }
         }
         if distance > old_count + new_count {
             break;
         }
     }
-    None
+    short.map(|(a, b, _)| (a, b))
 }
 
 /// For a long insertion or removal: the first line `b` of the new version (or `a` of the old)
@@ -295,7 +327,8 @@ fn far_sync(
                 for a in 0..old_anchors {
                     *work += 1;
                     if old.hashes[a] == new.hashes[t]
-                        && synced(old, a, new, t, (FAR_SYNC_LINES, FAR_SYNC_BYTES), work)
+                        && run(old, a, new, t, 4 * FAR_SYNC_LINES, work)
+                            .syncs((FAR_SYNC_LINES, FAR_SYNC_BYTES))
                     {
                         return Some((a, t));
                     }
@@ -308,7 +341,8 @@ fn far_sync(
                 for b in 0..new_anchors {
                     *work += 1;
                     if old.hashes[t] == new.hashes[b]
-                        && synced(old, t, new, b, (FAR_SYNC_LINES, FAR_SYNC_BYTES), work)
+                        && run(old, t, new, b, 4 * FAR_SYNC_LINES, work)
+                            .syncs((FAR_SYNC_LINES, FAR_SYNC_BYTES))
                     {
                         return Some((t, b));
                     }
@@ -734,6 +768,53 @@ mod tests {
         assert_eq!(apply(&old, &hunks), Some(new));
         assert_eq!(hunks.len(), 3, "{hunks:?}");
         assert!(cost(&hunks) < 150 * 80, "{} bytes", cost(&hunks));
+    }
+
+    #[test]
+    fn an_instance_added_or_finished_in_the_middle_costs_about_its_own_lines() {
+        let mut rng = Xorshift(0x5EED_0004);
+        for _ in 0..50 {
+            let old_lines = status_lines(40, 1 + rng.below(20));
+            let old = join(&old_lines);
+            // The lines of the instance starting at `start`, through its closing "    },".
+            let start = 4 + 8 * rng.below(38);
+            let start = start
+                + old_lines[start..]
+                    .iter()
+                    .position(|l| l == "    {")
+                    .unwrap();
+            let end = start
+                + old_lines[start..]
+                    .iter()
+                    .position(|l| l == "    },")
+                    .unwrap()
+                + 1;
+            let block: Vec<String> = old_lines[start..end]
+                .iter()
+                .map(|l| l.replace("itm-a", "web-b"))
+                .collect();
+            let block_bytes: usize = block.iter().map(|l| l.len() + 1).sum();
+
+            let mut added = old_lines.clone();
+            let at = start + (end - start) * (1 + rng.below(3));
+            let at = at + added[at..].iter().position(|l| l == "    {").unwrap();
+            added.splice(at..at, block);
+            let new = join(&added);
+            let hunks = diff(&old, &new).expect("a diff");
+            assert_eq!(apply(&old, &hunks).as_deref(), Some(&new[..]));
+            assert!(
+                cost(&hunks) <= block_bytes + 2 * HUNK_OVERHEAD,
+                "{} > {block_bytes}: {hunks:?}",
+                cost(&hunks)
+            );
+
+            let mut finished = old_lines.clone();
+            finished.drain(start..end);
+            let new = join(&finished);
+            let hunks = diff(&old, &new).expect("a diff");
+            assert_eq!(apply(&old, &hunks).as_deref(), Some(&new[..]));
+            assert!(cost(&hunks) <= 2 * HUNK_OVERHEAD, "{hunks:?}");
+        }
     }
 
     #[test]
