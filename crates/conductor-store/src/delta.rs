@@ -136,7 +136,7 @@ struct Hunks<'a> {
 
 impl Hunks<'_> {
     /// Adds the hunk replacing `old[start..end]` by `with`, without the bytes both sides begin
-    /// or end with, merged into the previous hunk when the gap between them costs less than a
+    /// or end with, merged into the previous hunk when the gap between them costs no more than a
     /// hunk. None once the hunks cost more than the limit.
     fn push(&mut self, start: usize, end: usize, with: &[u8]) -> Option<()> {
         let removed = &self.old[start..end];
