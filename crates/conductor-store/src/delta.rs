@@ -7,7 +7,7 @@
 //! suffix by bytes, then walks both versions with two cursors: equal bytes are skipped by block
 //! comparison; at a difference it backs up to the start of the line and looks for the nearest
 //! point where both versions agree again for several lines (a lone common line such as `      ],`
-//! is not enough), first within [`NEAR_LINES`] lines of each cursor, then further ahead for a
+//! is not enough), first within 64 lines of each cursor, then further ahead for a
 //! long insertion or removal; without one it replaces everything up to the common suffix. It
 //! gives up ([`None`]) as soon as the hunks would no longer be much smaller than the new
 //! version, and its work is linear in the size of the documents.
@@ -23,7 +23,7 @@ pub struct Hunk {
 }
 
 /// What a hunk is reckoned to cost in the log beyond its `with` bytes.
-pub const HUNK_OVERHEAD: usize = 24;
+const HUNK_OVERHEAD: usize = 24;
 
 /// How many lines past a difference, in each version, the nearest resynchronisation is looked for.
 const NEAR_LINES: usize = 64;
@@ -31,6 +31,8 @@ const NEAR_LINES: usize = 64;
 const NEAR_SYNC_LINES: usize = 3;
 /// ... holding at least this many bytes (or four times as many lines).
 const NEAR_SYNC_BYTES: usize = 32;
+/// So many equal lines resynchronise for sure near a difference (see [`near_sync`]).
+const NEAR_SYNC_SURE: usize = 4 * NEAR_SYNC_LINES;
 /// How many lines after a difference, in each version, may anchor a long insertion or removal.
 const FAR_ANCHORS: usize = 8;
 /// What resynchronises far from a difference: this many equal lines ...
@@ -134,7 +136,7 @@ struct Hunks<'a> {
 
 impl Hunks<'_> {
     /// Adds the hunk replacing `old[start..end]` by `with`, without the bytes both sides begin
-    /// or end with, merged into the previous hunk when the gap between them costs less than a
+    /// or end with, merged into the previous hunk when the gap between them costs no more than a
     /// hunk. None once the hunks cost more than the limit.
     fn push(&mut self, start: usize, end: usize, with: &[u8]) -> Option<()> {
         let removed = &self.old[start..end];
@@ -217,44 +219,70 @@ impl<'a> Lines<'a> {
     }
 }
 
-/// Whether the old version from its line `a` and the new one from its line `b` agree for at
-/// least `min_lines` lines holding `min_bytes` (or for four times as many lines), or to the end
-/// of both.
-fn synced(
-    old: &mut Lines,
-    a: usize,
-    new: &mut Lines,
-    b: usize,
-    (min_lines, min_bytes): (usize, usize),
-    work: &mut usize,
-) -> bool {
-    let (mut t, mut bytes) = (0, 0);
-    loop {
-        if t >= min_lines && (bytes >= min_bytes || t >= 4 * min_lines) {
-            return true;
-        }
+/// How far the old version from its line `a` and the new one from its line `b` agree.
+struct Run {
+    /// Equal lines, counted up to the cap asked for.
+    lines: usize,
+    /// Their bytes.
+    bytes: usize,
+    /// Whether both versions end together after them (so all the rest agrees).
+    to_end: bool,
+}
+
+impl Run {
+    /// Whether the run resynchronises: `min_lines` lines holding `min_bytes` (or four times as
+    /// many lines), or the rest of both versions.
+    fn syncs(&self, (min_lines, min_bytes): (usize, usize)) -> bool {
+        self.to_end
+            || (self.lines >= min_lines && (self.bytes >= min_bytes || self.lines >= 4 * min_lines))
+    }
+}
+
+/// The equal lines from line `a` of the old version and line `b` of the new one, at most `cap`.
+fn run(old: &mut Lines, a: usize, new: &mut Lines, b: usize, cap: usize, work: &mut usize) -> Run {
+    let mut run = Run {
+        lines: 0,
+        bytes: 0,
+        to_end: false,
+    };
+    while run.lines < cap {
+        let t = run.lines;
         let has_old = old.extend(a + t + 1, work) > a + t;
         let has_new = new.extend(b + t + 1, work) > b + t;
         match (has_old, has_new) {
-            (false, false) => return true,
+            (false, false) => {
+                run.to_end = true;
+                break;
+            }
             (true, true) => {
                 *work += 1;
                 let line = old.line(a + t);
                 if old.hashes[a + t] != new.hashes[b + t] || line != new.line(b + t) {
-                    return false;
+                    break;
                 }
-                bytes += line.len();
-                t += 1;
+                run.bytes += line.len();
+                run.lines += 1;
             }
-            _ => return false,
+            _ => break,
         }
     }
+    run
 }
 
 /// The nearest lines `(a, b)` (fewest lines skipped in both, then fewest new lines) within
-/// [`NEAR_LINES`] of both cursors where the versions agree again.
+/// [`NEAR_LINES`] of both cursors where the versions agree again. A long agreement
+/// ([`NEAR_SYNC_SURE`] lines) is taken at once; a short one only if no long one is found a little
+/// further: in a list of similar objects, the closing lines of one object and the opening of the
+/// next (`      ],` `    },` `    {`) agree with those of any other, and taking them when an object
+/// was inserted would pair every later object with its neighbour.
 fn near_sync(old: &mut Lines, new: &mut Lines, work: &mut usize) -> Option<(usize, usize)> {
+    let mut short: Option<(usize, usize, usize)> = None;
     for distance in 1..=2 * NEAR_LINES {
+        if let Some((a, b, found_at)) = short
+            && distance > 2 * found_at + 4
+        {
+            return Some((a, b));
+        }
         let old_count = old.extend(distance.min(NEAR_LINES), work);
         let new_count = new.extend(distance.min(NEAR_LINES), work);
         for b in distance.saturating_sub(NEAR_LINES)..=distance.min(NEAR_LINES) {
@@ -263,15 +291,19 @@ fn near_sync(old: &mut Lines, new: &mut Lines, work: &mut usize) -> Option<(usiz
                 continue;
             }
             *work += 1;
-            if synced(old, a, new, b, (NEAR_SYNC_LINES, NEAR_SYNC_BYTES), work) {
+            let agreed = run(old, a, new, b, NEAR_SYNC_SURE, work);
+            if agreed.to_end || agreed.lines >= NEAR_SYNC_SURE {
                 return Some((a, b));
+            }
+            if short.is_none() && agreed.syncs((NEAR_SYNC_LINES, NEAR_SYNC_BYTES)) {
+                short = Some((a, b, distance));
             }
         }
         if distance > old_count + new_count {
             break;
         }
     }
-    None
+    short.map(|(a, b, _)| (a, b))
 }
 
 /// For a long insertion or removal: the first line `b` of the new version (or `a` of the old)
@@ -295,7 +327,8 @@ fn far_sync(
                 for a in 0..old_anchors {
                     *work += 1;
                     if old.hashes[a] == new.hashes[t]
-                        && synced(old, a, new, t, (FAR_SYNC_LINES, FAR_SYNC_BYTES), work)
+                        && run(old, a, new, t, 4 * FAR_SYNC_LINES, work)
+                            .syncs((FAR_SYNC_LINES, FAR_SYNC_BYTES))
                     {
                         return Some((a, t));
                     }
@@ -308,7 +341,8 @@ fn far_sync(
                 for b in 0..new_anchors {
                     *work += 1;
                     if old.hashes[t] == new.hashes[b]
-                        && synced(old, t, new, b, (FAR_SYNC_LINES, FAR_SYNC_BYTES), work)
+                        && run(old, t, new, b, 4 * FAR_SYNC_LINES, work)
+                            .syncs((FAR_SYNC_LINES, FAR_SYNC_BYTES))
                     {
                         return Some((t, b));
                     }
@@ -415,6 +449,11 @@ mod tests {
         /// Fewer than `max` bytes drawn from `alphabet`.
         fn bytes(&mut self, max: usize, alphabet: &[u8]) -> Vec<u8> {
             let n = self.below(max);
+            self.exactly(n, alphabet)
+        }
+
+        /// `n` bytes drawn from `alphabet`.
+        fn exactly(&mut self, n: usize, alphabet: &[u8]) -> Vec<u8> {
             (0..n)
                 .map(|_| alphabet[self.below(alphabet.len())])
                 .collect()
@@ -732,6 +771,53 @@ mod tests {
     }
 
     #[test]
+    fn an_instance_added_or_finished_in_the_middle_costs_about_its_own_lines() {
+        let mut rng = Xorshift(0x5EED_0004);
+        for _ in 0..50 {
+            let old_lines = status_lines(40, 1 + rng.below(20));
+            let old = join(&old_lines);
+            // The lines of the instance starting at `start`, through its closing "    },".
+            let start = 4 + 8 * rng.below(38);
+            let start = start
+                + old_lines[start..]
+                    .iter()
+                    .position(|l| l == "    {")
+                    .unwrap();
+            let end = start
+                + old_lines[start..]
+                    .iter()
+                    .position(|l| l == "    },")
+                    .unwrap()
+                + 1;
+            let block: Vec<String> = old_lines[start..end]
+                .iter()
+                .map(|l| l.replace("itm-a", "web-b"))
+                .collect();
+            let block_bytes: usize = block.iter().map(|l| l.len() + 1).sum();
+
+            let mut added = old_lines.clone();
+            let at = start + (end - start) * (1 + rng.below(3));
+            let at = at + added[at..].iter().position(|l| l == "    {").unwrap();
+            added.splice(at..at, block);
+            let new = join(&added);
+            let hunks = diff(&old, &new).expect("a diff");
+            assert_eq!(apply(&old, &hunks).as_deref(), Some(&new[..]));
+            assert!(
+                cost(&hunks) <= block_bytes + 2 * HUNK_OVERHEAD,
+                "{} > {block_bytes}: {hunks:?}",
+                cost(&hunks)
+            );
+
+            let mut finished = old_lines.clone();
+            finished.drain(start..end);
+            let new = join(&finished);
+            let hunks = diff(&old, &new).expect("a diff");
+            assert_eq!(apply(&old, &hunks).as_deref(), Some(&new[..]));
+            assert!(cost(&hunks) <= 2 * HUNK_OVERHEAD, "{hunks:?}");
+        }
+    }
+
+    #[test]
     fn apply_refuses_hunks_out_of_range_overlapping_or_unsorted() {
         let old = b"0123456789";
         let h = |start, end, with: &str| Hunk {
@@ -759,45 +845,94 @@ mod tests {
         }
     }
 
+    /// How long `diff(old, new)` takes at best and on average over `runs` runs, and its hunks.
+    fn time_diff(
+        old: &[u8],
+        new: &[u8],
+        runs: u32,
+    ) -> (std::time::Duration, std::time::Duration, Option<Vec<Hunk>>) {
+        let mut best = std::time::Duration::MAX;
+        let started = std::time::Instant::now();
+        let mut hunks = None;
+        for _ in 0..runs {
+            let one = std::time::Instant::now();
+            hunks =
+                std::hint::black_box(diff(std::hint::black_box(old), std::hint::black_box(new)));
+            best = best.min(one.elapsed());
+        }
+        (best, started.elapsed() / runs, hunks)
+    }
+
     /// Not a test of speed (no bound is asserted): prints how long diffing a 1.3 MB document
-    /// with 6 edits takes. `cargo test --release -p conductor-store --lib delta -- --ignored --nocapture`
+    /// with 6 edits takes, and how long the worst inputs take to give up.
+    /// `cargo test --locked --release -p conductor-store --lib delta -- --ignored --nocapture`
     #[test]
     #[ignore]
     fn print_the_time_to_diff_a_large_document() {
-        let mut lines = status_lines(800, 18);
+        let mut lines = status_lines(435, 18);
         let old = join(&lines);
         lines[2] = "  \"updated_at\": \"2026-01-17T14:05:09Z\",".into();
         lines.insert(3000, format!("        \"{}\",", path(7, 999)));
-        lines[6000] = lines[6000].replace("itm", "web");
+        lines[6000].insert(10, 'y');
         lines.insert(
             12_000,
             format!("    \"{}\": \"itm-a00042\",", path(42, 998)),
         );
-        lines.remove(20_000);
+        lines.remove(14_000);
         let last = lines.len() - 2;
         lines[last] = "  \"claims\": 18".into();
         let new = join(&lines);
-        let runs = 200;
-        let mut best = std::time::Duration::MAX;
-        let started = std::time::Instant::now();
-        let mut hunks = Vec::new();
-        for _ in 0..runs {
-            let one = std::time::Instant::now();
-            hunks =
-                std::hint::black_box(diff(std::hint::black_box(&old), std::hint::black_box(&new)))
-                    .expect("a diff");
-            best = best.min(one.elapsed());
-        }
-        let mean = started.elapsed() / runs;
+        let (best, mean, hunks) = time_diff(&old, &new, 200);
+        let hunks = hunks.expect("a diff");
         assert_eq!(apply(&old, &hunks), Some(new.clone()));
         println!(
-            "diff of {} bytes ({} lines) with 6 edits: {} hunks, {} bytes; best {:?}, mean {:?} over {runs} runs",
+            "diff of {} bytes ({} lines) with 6 edits: {} hunks, {} bytes; best {best:?}, mean {mean:?} over 200 runs",
             old.len(),
             lines.len(),
             hunks.len(),
             cost(&hunks),
-            best,
-            mean
         );
+
+        let mut rng = Xorshift(0x5EED_0003);
+        let mut every_tenth = status_lines(435, 18);
+        for k in (0..every_tenth.len()).step_by(10) {
+            every_tenth[k].push('x');
+        }
+        let short_lines = rng.exactly(1 << 20, b"ab\n");
+        let mut short_lines_edited = short_lines.clone();
+        for _ in 0..20_000 {
+            let at = rng.below(short_lines_edited.len());
+            short_lines_edited[at] = b"ab\n"[rng.below(3)];
+        }
+        let worst: [(&str, &[u8], &[u8]); 4] = [
+            (
+                "completely different",
+                &old,
+                &rng.exactly(1 << 20, b"{}[],\n \"abc"),
+            ),
+            ("every tenth line changed", &old, &join(&every_tenth)),
+            (
+                "a 1 MB document of random short lines, 20,000 bytes changed",
+                &short_lines,
+                &short_lines_edited,
+            ),
+            (
+                "lines in reverse order",
+                &old,
+                &join(&lines.iter().rev().cloned().collect::<Vec<_>>()),
+            ),
+        ];
+        for (what, old, new) in worst {
+            let (best, mean, hunks) = time_diff(old, new, 10);
+            let outcome = match hunks {
+                Some(h) => format!("{} hunks, {} bytes", h.len(), cost(&h)),
+                None => "none".to_string(),
+            };
+            println!(
+                "{what} ({} -> {} bytes): {outcome}; best {best:?}, mean {mean:?} over 10 runs",
+                old.len(),
+                new.len()
+            );
+        }
     }
 }
