@@ -47,6 +47,10 @@ pub const MOST_DELAY: Duration = Duration::from_secs(2);
 /// How often the sessions' liveness is looked at again without any change (a session whose
 /// process died without ending it).
 pub const REFRESH: Duration = Duration::from_secs(30);
+/// The least time between two looks at the sessions prompted by `status.json` changing: a
+/// burst of claims (every commit replaces the file) is looked at once, not once per claim; the
+/// first change after a quiet spell is looked at at once.
+pub const SESSIONS_GAP: Duration = Duration::from_millis(250);
 /// Directory names never watched, wherever they are.
 pub const SKIPPED: &[&str] = &[".git", "target", "node_modules"];
 /// The most directories watched at once.
@@ -235,12 +239,20 @@ pub fn run(store: &Store, opts: &Options, say: &mut dyn FnMut(Said)) -> Result<E
     };
     let mut refresh_due = true;
     let mut next_refresh = Instant::now();
+    // `status.json` changed since the last look at the sessions, and when that look was.
+    let mut sessions_changed = false;
+    let mut last_look = Instant::now();
     let mut pending: BTreeSet<PathBuf> = BTreeSet::new();
     let mut first_pending: Option<Instant> = None;
     let mut last_change = Instant::now();
     loop {
+        if sessions_changed && Instant::now() >= last_look + SESSIONS_GAP {
+            refresh_due = true;
+        }
         if refresh_due || Instant::now() >= next_refresh {
             refresh_due = false;
+            sessions_changed = false;
+            last_look = Instant::now();
             next_refresh = Instant::now() + REFRESH;
             if !home.is_dir() {
                 return Ok(Ended::HomeGone);
@@ -262,12 +274,14 @@ pub fn run(store: &Store, opts: &Options, say: &mut dyn FnMut(Said)) -> Result<E
             }
         }
         let now = Instant::now();
-        let wait = match first_pending {
-            Some(first) => (last_change + QUIET)
-                .min(first + MOST_DELAY)
-                .saturating_duration_since(now),
-            None => next_refresh.saturating_duration_since(now),
+        let mut wake = match first_pending {
+            Some(first) => (last_change + QUIET).min(first + MOST_DELAY),
+            None => next_refresh,
         };
+        if sessions_changed {
+            wake = wake.min(last_look + SESSIONS_GAP);
+        }
+        let wait = wake.saturating_duration_since(now);
         let mut events = Vec::new();
         match rx.recv_timeout(wait) {
             Ok(ev) => {
@@ -304,7 +318,7 @@ pub fn run(store: &Store, opts: &Options, say: &mut dyn FnMut(Said)) -> Result<E
             for path in ev.paths {
                 if path.starts_with(&home) {
                     if path.file_name().is_some_and(|n| n == "status.json") {
-                        refresh_due = true;
+                        sessions_changed = true;
                     }
                     continue;
                 }
@@ -335,7 +349,8 @@ pub fn run(store: &Store, opts: &Options, say: &mut dyn FnMut(Said)) -> Result<E
             // The first look: the state as the change is seen.
             let now = Timestamp::now();
             let live = liveness(store);
-            let st = super::read_unvalidated(store, now).ok();
+            // Who holds what and the holders' registrations: no instance's own lists.
+            let st = super::glance(store, now).ok();
             for p in changed {
                 let claimed = st
                     .as_ref()
@@ -415,7 +430,7 @@ fn liveness(store: &Store) -> ProcessTable {
 fn live_roots(store: &Store) -> BTreeSet<PathBuf> {
     let now = Timestamp::now();
     let live = liveness(store);
-    let Ok(st) = super::read_unvalidated(store, now) else {
+    let Ok(st) = super::glance(store, now) else {
         return BTreeSet::new();
     };
     let me = crate::host::hostname();
