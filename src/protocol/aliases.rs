@@ -152,7 +152,7 @@ mod tests {
             &mut fx,
         );
         st.global_claims.insert("/link/s.ts".into(), id.clone());
-        st.instance_mut(&id).unwrap().files_claimed = vec!["/link/s.ts".into()];
+        st.instance_mut(&id).unwrap().files_claimed = vec!["/link/s.ts".to_string()].into();
         st
     }
 

@@ -244,7 +244,9 @@ pub fn encode(state: &State) -> Vec<u8> {
     // About 130 bytes per claim and 400 per instance: one allocation in the common case.
     let guess = 256 + state.global_claims.len() * 160 + state.instances.len() * 512;
     let mut bytes = Vec::with_capacity(guess);
-    serde_json::to_writer_pretty(&mut bytes, state).expect("state serializes");
+    // Unchanged claim lists are written as the text they were read from (`lazy_list`).
+    super::lazy_list::writing_state(|| serde_json::to_writer_pretty(&mut bytes, state))
+        .expect("state serializes");
     bytes.push(b'\n');
     bytes
 }

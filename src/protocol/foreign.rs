@@ -361,7 +361,7 @@ fn repair_with(
                 inst.id
             ));
         }
-        inst.files_claimed = listed;
+        inst.files_claimed = listed.into();
     }
     st.global_claims = truth.into_iter().map(|(f, (h, _))| (f, h)).collect();
     notes
@@ -574,7 +574,8 @@ mod tests {
     fn a_file_listed_twice_is_noticed() {
         let (mut st, a, _) = with_two();
         st.global_claims.insert("/w/y".into(), a.clone());
-        st.instance_mut(&a).unwrap().files_claimed = vec!["/w/x".into(), "/w/x".into()];
+        st.instance_mut(&a).unwrap().files_claimed =
+            vec!["/w/x".to_string(), "/w/x".to_string()].into();
         assert!(!inspect(&st).is_empty());
         run(&mut st, Seen::Changed(None));
         assert_eq!(st.instance(&a).unwrap().files_claimed, ["/w/x", "/w/y"]);

@@ -23,6 +23,7 @@ pub mod git;
 pub mod history;
 pub mod journal_check;
 pub mod landing;
+pub mod lazy_list;
 pub mod local;
 pub mod mirror;
 pub mod ops;

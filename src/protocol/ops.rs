@@ -193,7 +193,7 @@ pub fn start(
         project: new.project,
         task: new.task,
         priority: new.priority,
-        files_claimed: Vec::new(),
+        files_claimed: Default::default(),
         started_at: now,
         last_heartbeat: now,
         working_directory: new.working_directory,
@@ -630,7 +630,7 @@ pub fn release(
     let me = require(st, id)?;
     me.last_heartbeat = now;
     let files: Vec<String> = match which {
-        Which::All => me.files_claimed.clone(),
+        Which::All => me.files_claimed.to_vec(),
         Which::Files(f) => {
             let mut seen = BTreeSet::new();
             f.iter()
@@ -1018,7 +1018,7 @@ fn retire(
         completed_at: now,
         outcome,
         duration_minutes: Some(inst.started_at.minutes_until(now)),
-        files_modified: Some(files_modified.unwrap_or_else(|| inst.files_claimed.clone())),
+        files_modified: Some(files_modified.unwrap_or_else(|| inst.files_claimed.to_vec())),
         notes,
     }));
     st.updated_at = now;

@@ -340,7 +340,8 @@ mod tests {
             i.claim_tokens = (1..)
                 .zip(&i.files_claimed)
                 .map(|(t, f)| (f.clone(), t))
-                .collect();
+                .collect::<std::collections::BTreeMap<_, _>>()
+                .into();
         }
         let bytes = codec::encode(&whole);
         let whole = codec::decode_quick(path, &bytes).unwrap();

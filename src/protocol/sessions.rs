@@ -621,7 +621,7 @@ pub fn leave_wait(
         ops::dequeue(st, id, files, now, fx)?;
         let me = st.instance_mut(id).expect("checked above");
         me.pending_conflicts.retain(|p| !files.contains(&p.file));
-        Ok(me.files_claimed.clone())
+        Ok(me.files_claimed.to_vec())
     })
 }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::lazy_list::Lazy;
 use crate::time::Timestamp;
 
 /// The only `status.json` version this build reads and writes.
@@ -172,7 +173,8 @@ pub struct Instance {
     pub task: String,
     pub priority: Priority,
     /// Optional in the protocol's schema (absent reads as empty); conductor always writes it.
-    pub files_claimed: Vec<String>,
+    /// Decoded when first read ([`super::lazy_list`]).
+    pub files_claimed: Lazy<Vec<String>>,
     pub started_at: Timestamp,
     pub last_heartbeat: Timestamp,
     pub working_directory: String,
@@ -201,8 +203,8 @@ pub struct Instance {
     pub terminal_session: Option<u32>,
     /// The fencing token of each claim this instance holds: the number its grant took. A
     /// script that writes outside an agent checks it with `conductor check --token N PATH`.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub claim_tokens: BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Lazy::is_empty")]
+    pub claim_tokens: Lazy<BTreeMap<String, u64>>,
     /// Files this instance asked for and was refused, until it gets them or ends.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending_conflicts: Vec<PendingConflict>,
@@ -333,6 +335,7 @@ pub mod de {
     use serde::de::{self, Deserializer, MapAccess, Visitor};
 
     use super::{DriftWarning, Instance, STATE_VERSION, State, is_valid_instance_id};
+    use crate::protocol::lazy_list::{self, Lazy};
     use crate::text::printable;
     use crate::time::Timestamp;
 
@@ -505,37 +508,23 @@ pub mod de {
         GLANCE.with(std::cell::Cell::get)
     }
 
-    /// `files_claimed`: a list of paths (skipped while [`glancing`]).
-    pub fn claimed<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    /// `files_claimed`: a list of paths, checked and kept as its text (skipped while
+    /// [`glancing`]).
+    pub fn claimed<'de, D: Deserializer<'de>>(d: D) -> Result<Lazy<Vec<String>>, D::Error> {
         if glancing_now() {
-            d.deserialize_ignored_any(de::IgnoredAny)?;
-            return Ok(Vec::new());
+            return lazy_list::skip(d);
         }
-        Vec::<String>::deserialize(d)
+        lazy_list::read(d, "files_claimed")
     }
 
-    /// `claim_tokens`: path → token, built in one pass from the entries (written sorted) rather
-    /// than one insert per key, as [`claims`] (skipped while [`glancing`]).
-    pub fn tokens<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u64>, D::Error> {
+    /// `claim_tokens`: path → token, checked and kept as its text (skipped while [`glancing`]).
+    pub fn tokens<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Lazy<BTreeMap<String, u64>>, D::Error> {
         if glancing_now() {
-            d.deserialize_ignored_any(de::IgnoredAny)?;
-            return Ok(BTreeMap::new());
+            return lazy_list::skip(d);
         }
-        struct Tokens;
-        impl<'de> Visitor<'de> for Tokens {
-            type Value = BTreeMap<String, u64>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an object mapping paths to fencing tokens")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
-                let mut out = Vec::with_capacity(m.size_hint().unwrap_or(0));
-                while let Some(entry) = m.next_entry::<String, u64>()? {
-                    out.push(entry);
-                }
-                Ok(BTreeMap::from_iter(out))
-            }
-        }
-        d.deserialize_map(Tokens)
+        lazy_list::read(d, "claim_tokens")
     }
 
     /// `Deserialize` for a document struct that keeps the fields it does not know in `extra`,
@@ -615,7 +604,7 @@ pub mod de {
         project: String, required;
         task: String, required;
         priority: super::Priority, required;
-        files_claimed: Vec<String>, default with self::claimed;
+        files_claimed: Lazy<Vec<String>>, default with self::claimed;
         started_at: Timestamp, required;
         last_heartbeat: Timestamp, required;
         working_directory: String, required with self::abs_path;
@@ -626,7 +615,7 @@ pub mod de {
         agent: Option<String>, default with self::some_text;
         agent_version: Option<String>, default with self::some_text;
         terminal_session: Option<u32>, default with self::some_pid;
-        claim_tokens: BTreeMap<String, u64>, default with self::tokens;
+        claim_tokens: Lazy<BTreeMap<String, u64>>, default with self::tokens;
         pending_conflicts: Vec<super::PendingConflict>, default;
         waiting_for: Vec<super::Waiting>, default;
     });

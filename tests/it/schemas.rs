@@ -365,7 +365,12 @@ fn instance(max: bool) -> Instance {
         project: "p".into(),
         task: "t".into(),
         priority: Priority::P2,
-        files_claimed: if max { vec!["/p/a".into()] } else { vec![] },
+        files_claimed: if max {
+            vec!["/p/a".to_string()]
+        } else {
+            vec![]
+        }
+        .into(),
         started_at: ts("2026-01-17T09:00:00Z"),
         last_heartbeat: ts("2026-01-17T09:10:00Z"),
         working_directory: "/p".into(),
@@ -380,7 +385,8 @@ fn instance(max: bool) -> Instance {
             BTreeMap::from([("/p/a".to_string(), 7)])
         } else {
             BTreeMap::new()
-        },
+        }
+        .into(),
         pending_conflicts: if max {
             vec![PendingConflict {
                 file: "/p/b".into(),

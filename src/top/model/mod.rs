@@ -37,7 +37,7 @@ impl Overview {
                 priority: i.priority.to_string(),
                 project: one_line(&i.project),
                 task: one_line(&i.task),
-                claims: i.files_claimed.clone(),
+                claims: i.files_claimed.to_vec(),
                 waiting_for: i.waiting_for.iter().map(|w| w.file.clone()).collect(),
                 started_at: i.started_at,
                 last_heartbeat: i.last_heartbeat,
