@@ -227,11 +227,16 @@ pub fn prepare_named(dir: &Path, prefix: &str, bytes: &[u8], sync: bool) -> Resu
         .into_owned())
 }
 
-/// A second name for the temp file `tmp` (a hard link, `<prefix>XXXXXX.tmp`), so that the
+/// A second name for the temp file `tmp` (a hard link, `<prefix><its name>-link<N>.tmp`), so that the
 /// version about to be committed can also be kept under another name.
 pub fn link_temp(dir: &Path, prefix: &str, tmp: &str) -> Result<String> {
-    for _ in 0..16 {
-        let name = format!("{prefix}{:08x}.tmp", rand::random::<u32>());
+    // Named after `tmp` (unique: created exclusively), so no random source is set up for it.
+    let stem = tmp
+        .strip_prefix(prefix)
+        .and_then(|t| t.strip_suffix(".tmp"))
+        .unwrap_or(tmp);
+    for n in 0..16 {
+        let name = format!("{prefix}{stem}-link{n}.tmp");
         match std::fs::hard_link(dir.join(tmp), dir.join(&name)) {
             Ok(()) => return Ok(name),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,

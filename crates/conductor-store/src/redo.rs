@@ -211,6 +211,10 @@ struct Tips {
 impl Tips {
     fn read(dir: &Path) -> Option<Tips> {
         let text = std::fs::read_to_string(dir.join(TIPS)).ok()?;
+        Tips::parse(&text)
+    }
+
+    fn parse(text: &str) -> Option<Tips> {
         let body = text.strip_suffix("end\n")?;
         let mut lines = body.lines();
         let log_len = lines.next()?.strip_prefix("tips ")?.parse().ok()?;
@@ -539,11 +543,22 @@ pub fn commit(dir: &Path, record: &mut Record) -> Result<Committed> {
     let (mut head, data) = frame(record);
     head.splice(0..0, header.into_bytes());
     let written = (|| {
-        log.write_all_at(&head, start)?;
-        let mut at = start + head.len() as u64;
-        for d in &data {
-            log.write_all_at(d, at)?;
-            at += d.len() as u64;
+        // A small record (a delta and its events) in one write; a big one without copying.
+        let total: usize = data.iter().map(|d| d.len()).sum();
+        if total <= 64 * 1024 {
+            let mut one = head.clone();
+            one.reserve(total);
+            for d in &data {
+                one.extend_from_slice(d);
+            }
+            log.write_all_at(&one, start)?;
+        } else {
+            log.write_all_at(&head, start)?;
+            let mut at = start + head.len() as u64;
+            for d in &data {
+                log.write_all_at(d, at)?;
+                at += d.len() as u64;
+            }
         }
         log.sync_data()
     })();
