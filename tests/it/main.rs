@@ -37,6 +37,7 @@ mod live;
 mod mcp;
 mod options;
 mod ownership;
+mod power_cut;
 mod props;
 mod protocol;
 mod queue;
