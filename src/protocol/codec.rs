@@ -35,6 +35,11 @@ impl crate::store::Document for State {
     fn decode(path: &Path, bytes: &[u8]) -> crate::store::Result<State> {
         decode(path, bytes)
     }
+    // A transaction changes the claim lists of the instances it is about: every other
+    // instance's are kept as their text (see `lazy_list`).
+    fn decode_for_update(path: &Path, bytes: &[u8]) -> crate::store::Result<State> {
+        super::lazy_list::lazily(|| decode(path, bytes))
+    }
     fn encode(&self) -> Vec<u8> {
         encode(self)
     }

@@ -21,8 +21,15 @@ use serde_json::value::RawValue;
 
 /// What a claim list is decoded into, and checked as, from its text.
 pub trait ListValue: Sized + Default {
+    /// The value, decoded where it is met.
+    fn eager<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error>;
     /// The value of a text [`Self::check`] accepted.
-    fn decode(text: &str) -> serde_json::Result<Self>;
+    fn decode(text: &str) -> serde_json::Result<Self> {
+        let mut d = serde_json::Deserializer::from_str(text);
+        let v = Self::eager(&mut d)?;
+        d.end()?;
+        Ok(v)
+    }
     /// What decoding checks (the schema's rule), without building the value.
     fn check(text: &str) -> serde_json::Result<()>;
     fn is_empty(&self) -> bool;
@@ -155,6 +162,23 @@ thread_local! {
     /// Set while `status.json` is encoded: unchanged lists are written as the text they were
     /// read from.
     static WRITING_STATE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set while `status.json` is read for a transaction ([`lazily`]).
+    static LAZY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `decode` (of `status.json`, for a transaction, which changes the lists of the instances
+/// it is about) keeping every claim list as its text. Elsewhere lists are decoded where they
+/// are met: a reader that shows every instance (`status`) would decode each list twice.
+pub(crate) fn lazily<R>(decode: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LAZY.with(|w| w.set(false));
+        }
+    }
+    LAZY.with(|w| w.set(true));
+    let _reset = Reset;
+    decode()
 }
 
 /// Run `encode` (of `status.json`, pretty) writing every unchanged claim list as its text.
@@ -179,11 +203,15 @@ impl<T: ListValue + Serialize> Serialize for Lazy<T> {
     }
 }
 
-/// Read a claim list as its text, checked ([`ListValue::check`]); `what` names it in an error.
+/// Read a claim list: decoded, or (while [`lazily`]) as its text, checked
+/// ([`ListValue::check`]); `what` names it in an error.
 pub fn read<'de, T: ListValue, D: Deserializer<'de>>(
     d: D,
     what: &str,
 ) -> Result<Lazy<T>, D::Error> {
+    if !LAZY.with(std::cell::Cell::get) {
+        return T::eager(d).map(Lazy::from);
+    }
     let text = Box::<RawValue>::deserialize(d)?;
     T::check(text.get()).map_err(|e| de::Error::custom(format!("{what}: {e}")))?;
     Ok(Lazy::from_text(text))
@@ -209,8 +237,8 @@ impl<'de> Deserialize<'de> for AnyStr {
 }
 
 impl ListValue for Vec<String> {
-    fn decode(text: &str) -> serde_json::Result<Self> {
-        serde_json::from_str(text)
+    fn eager<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<String>::deserialize(d)
     }
     fn check(text: &str) -> serde_json::Result<()> {
         struct Strings;
@@ -234,7 +262,7 @@ impl ListValue for Vec<String> {
 }
 
 impl ListValue for BTreeMap<String, u64> {
-    fn decode(text: &str) -> serde_json::Result<Self> {
+    fn eager<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         // Built in one pass from the entries (written sorted); a repeated key keeps its last
         // value, as in a generic JSON value.
         struct Tokens;
@@ -251,10 +279,7 @@ impl ListValue for BTreeMap<String, u64> {
                 Ok(BTreeMap::from_iter(out))
             }
         }
-        let mut d = serde_json::Deserializer::from_str(text);
-        let v = d.deserialize_map(Tokens)?;
-        d.end()?;
-        Ok(v)
+        d.deserialize_map(Tokens)
     }
     fn check(text: &str) -> serde_json::Result<()> {
         struct Tokens;
@@ -290,7 +315,13 @@ mod tests {
 
     fn state() -> State {
         let text = std::fs::read("fixtures/valid/status-1000-claims.json").unwrap();
-        codec::decode(Path::new("status.json"), &text).unwrap()
+        decode(&text)
+    }
+
+    /// Read as a transaction reads it.
+    fn decode(bytes: &[u8]) -> State {
+        <State as crate::store::Document>::decode_for_update(Path::new("status.json"), bytes)
+            .unwrap()
     }
 
     /// Every list decoded, as if read eagerly.
@@ -310,7 +341,7 @@ mod tests {
         // Written by conductor: the same bytes back, from the text.
         let again = codec::encode(&st);
         assert_eq!(again, codec::encode(&eager(&st)));
-        let reread = codec::decode(Path::new("status.json"), &again).unwrap();
+        let reread = decode(&again);
         assert_eq!(codec::encode(&reread), again);
         // One instance's lists changed, the others' kept as text: what encoding every value
         // writes.
@@ -343,8 +374,13 @@ mod tests {
         let st = state();
         let id = &st.instances[0].id;
         let bad_list = text.replacen("\"files_claimed\": [", "\"files_claimed\": [1,", 1);
-        let e = codec::decode(Path::new("status.json"), bad_list.as_bytes()).unwrap_err();
+        let e = <State as crate::store::Document>::decode_for_update(
+            Path::new("status.json"),
+            bad_list.as_bytes(),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("files_claimed"), "{e}");
+        assert!(codec::decode(Path::new("status.json"), bad_list.as_bytes()).is_err());
         let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let inst = v["instances"]
             .as_array_mut()
@@ -354,8 +390,13 @@ mod tests {
             .unwrap();
         inst["claim_tokens"] = serde_json::json!({"/p/a": -1});
         let bad_token = serde_json::to_vec_pretty(&v).unwrap();
-        let e = codec::decode(Path::new("status.json"), &bad_token).unwrap_err();
+        let e = <State as crate::store::Document>::decode_for_update(
+            Path::new("status.json"),
+            &bad_token,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("claim_tokens"), "{e}");
+        assert!(codec::decode(Path::new("status.json"), &bad_token).is_err());
         inst_tokens_ok(&mut v, id);
     }
 
@@ -368,7 +409,7 @@ mod tests {
             .unwrap();
         inst["claim_tokens"] = serde_json::json!({"/p/a": 3});
         let ok = serde_json::to_vec_pretty(&v).unwrap();
-        let st = codec::decode(Path::new("status.json"), &ok).unwrap();
+        let st = decode(&ok);
         assert_eq!(st.instance(id).unwrap().claim_tokens.get("/p/a"), Some(&3));
     }
 }

@@ -107,6 +107,13 @@ pub trait Document: Sized {
     fn empty(now: Timestamp) -> Self;
     /// Parse and check the bytes; an error is `corrupt_state` naming `path`.
     fn decode(path: &Path, bytes: &[u8]) -> Result<Self>;
+    /// Decode for a transaction, which usually changes a small part of what it reads: a
+    /// document may keep what is likely left unchanged as its text (by default, [`decode`]).
+    ///
+    /// [`decode`]: Document::decode
+    fn decode_for_update(path: &Path, bytes: &[u8]) -> Result<Self> {
+        Self::decode(path, bytes)
+    }
     /// The bytes written.
     fn encode(&self) -> Vec<u8>;
     /// Kept on the shared store in the paged layout ([`crate::split`]): a head and the entries
@@ -451,7 +458,7 @@ impl<'s> Tx<'s> {
         };
         let doc = match &bytes {
             None => D::empty(self.now),
-            Some(b) => D::decode(&path, b)?,
+            Some(b) => D::decode_for_update(&path, b)?,
         };
         self.seen.retain(|(f, _)| *f != D::FILE);
         self.seen.push((D::FILE, bytes));
@@ -546,7 +553,7 @@ impl<'s> Tx<'s> {
         let doc = match (&bytes, cached) {
             (None, _) => D::empty(self.now),
             (Some(b), Some((c, doc))) if *b == c => doc,
-            (Some(b), _) => D::decode(&path, b)?,
+            (Some(b), _) => D::decode_for_update(&path, b)?,
         };
         self.seen.retain(|(f, _)| *f != D::FILE);
         self.seen.push((D::FILE, bytes));
