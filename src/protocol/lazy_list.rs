@@ -170,28 +170,29 @@ thread_local! {
 /// it is about) keeping every claim list as its text. Elsewhere lists are decoded where they
 /// are met: a reader that shows every instance (`status`) would decode each list twice.
 pub(crate) fn lazily<R>(decode: impl FnOnce() -> R) -> R {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            LAZY.with(|w| w.set(false));
-        }
-    }
-    LAZY.with(|w| w.set(true));
-    let _reset = Reset;
-    decode()
+    with_flag(&LAZY, decode)
 }
 
 /// Run `encode` (of `status.json`, pretty) writing every unchanged claim list as its text.
 pub(crate) fn writing_state<R>(encode: impl FnOnce() -> R) -> R {
-    struct Reset;
+    with_flag(&WRITING_STATE, encode)
+}
+
+/// Run `f` with `flag` set (a decoding or encoding mode of this thread), cleared after it, even
+/// if it panics.
+pub(crate) fn with_flag<R>(
+    flag: &'static std::thread::LocalKey<std::cell::Cell<bool>>,
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Reset(&'static std::thread::LocalKey<std::cell::Cell<bool>>);
     impl Drop for Reset {
         fn drop(&mut self) {
-            WRITING_STATE.with(|w| w.set(false));
+            self.0.with(|w| w.set(false));
         }
     }
-    WRITING_STATE.with(|w| w.set(true));
-    let _reset = Reset;
-    encode()
+    flag.with(|w| w.set(true));
+    let _reset = Reset(flag);
+    f()
 }
 
 impl<T: ListValue + Serialize> Serialize for Lazy<T> {

@@ -493,15 +493,7 @@ pub mod de {
     /// are two thirds of the strings in `status.json` (issue 35). Their JSON must still be well
     /// formed; their contents are not checked. Only [`crate::protocol::Glance`] calls this.
     pub(crate) fn glancing<T>(decode: impl FnOnce() -> T) -> T {
-        struct Reset;
-        impl Drop for Reset {
-            fn drop(&mut self) {
-                GLANCE.with(|g| g.set(false));
-            }
-        }
-        GLANCE.with(|g| g.set(true));
-        let _reset = Reset;
-        decode()
+        lazy_list::with_flag(&GLANCE, decode)
     }
 
     fn glancing_now() -> bool {
