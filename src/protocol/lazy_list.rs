@@ -178,20 +178,21 @@ pub(crate) fn writing_state<R>(encode: impl FnOnce() -> R) -> R {
     with_flag(&WRITING_STATE, encode)
 }
 
-/// Run `f` with `flag` set (a decoding or encoding mode of this thread), cleared after it, even
-/// if it panics.
+/// Run `f` with `flag` set (a decoding or encoding mode of this thread), then put it back as it
+/// was, even if `f` panics.
 pub(crate) fn with_flag<R>(
     flag: &'static std::thread::LocalKey<std::cell::Cell<bool>>,
     f: impl FnOnce() -> R,
 ) -> R {
-    struct Reset(&'static std::thread::LocalKey<std::cell::Cell<bool>>);
+    struct Reset(&'static std::thread::LocalKey<std::cell::Cell<bool>>, bool);
     impl Drop for Reset {
         fn drop(&mut self) {
-            self.0.with(|w| w.set(false));
+            let was = self.1;
+            self.0.with(|w| w.set(was));
         }
     }
-    flag.with(|w| w.set(true));
-    let _reset = Reset(flag);
+    let was = flag.with(|w| w.replace(true));
+    let _reset = Reset(flag, was);
     f()
 }
 

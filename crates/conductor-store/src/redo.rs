@@ -108,11 +108,10 @@ impl Replace {
             let sum = checksum_of(&data);
             let delta = base.filter(|b| b.len() >= DELTA_MIN).and_then(|b| {
                 let hunks = crate::delta::diff(b, &data)?;
-                Some(Delta {
-                    base: checksum_of(b),
-                    sum,
-                    hunks,
-                })
+                // Only a delta that rebuilds exactly these bytes is logged (a recovery finds out
+                // too late otherwise).
+                (crate::delta::apply(b, &hunks).as_deref() == Some(data.as_slice()))
+                    .then(|| Delta::new(checksum_of(b), sum, hunks))
             });
             (sum, delta)
         } else {
@@ -137,6 +136,20 @@ pub struct Delta {
     /// [`checksum_of`] the new version.
     pub sum: u64,
     pub hunks: Vec<crate::delta::Hunk>,
+    /// The hunks' bytes one after another: the write's one piece of data in the log.
+    pub joined: Vec<u8>,
+}
+
+impl Delta {
+    fn new(base: u64, sum: u64, hunks: Vec<crate::delta::Hunk>) -> Delta {
+        let joined = hunks.iter().flat_map(|h| h.with.iter().copied()).collect();
+        Delta {
+            base,
+            sum,
+            hunks,
+            joined,
+        }
+    }
 }
 
 /// Bytes that go at `at` in `file`.
@@ -169,8 +182,11 @@ struct Index {
     /// `(file, at, data length)`.
     a: Vec<(String, u64, u64)>,
     /// The writes logged as deltas: `(write, base checksum, new checksum, [(start, end, length
-    /// of the bytes put there)])`; their data is the hunks' bytes in order. A record with any is
-    /// framed `recd` (a version that does not know deltas stops reading the log there).
+    /// of the bytes put there)])`; the write's data is the hunks' bytes in order. A version that
+    /// does not know deltas reads such a record as one replacing the document by those bytes:
+    /// it renames and syncs the right files after a kill or at a checkpoint, and only a
+    /// recovery after a power cut that it runs first would write them as the document (which
+    /// every command then reports as not valid conductor state).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     d: Vec<(usize, u64, u64, Vec<(u64, u64, u64)>)>,
 }
@@ -205,6 +221,8 @@ pub fn checksum_of(bytes: &[u8]) -> u64 {
 #[derive(Debug, Default, PartialEq)]
 struct Tips {
     log_len: u64,
+    /// The log's [`generation`]: a log emptied and grown back to the same length is another.
+    generation: u64,
     docs: Vec<(String, u64, u32)>,
 }
 
@@ -217,7 +235,11 @@ impl Tips {
     fn parse(text: &str) -> Option<Tips> {
         let body = text.strip_suffix("end\n")?;
         let mut lines = body.lines();
-        let log_len = lines.next()?.strip_prefix("tips ")?.parse().ok()?;
+        let (log_len, generation) = lines.next()?.strip_prefix("tips ")?.split_once(' ')?;
+        let (log_len, generation) = (
+            log_len.parse().ok()?,
+            u64::from_str_radix(generation, 16).ok()?,
+        );
         let mut docs = Vec::new();
         for l in lines {
             let mut p = l.splitn(3, ' ');
@@ -225,7 +247,11 @@ impl Tips {
             let chain = p.next()?.parse().ok()?;
             docs.push((p.next()?.to_string(), sum, chain));
         }
-        Some(Tips { log_len, docs })
+        Some(Tips {
+            log_len,
+            generation,
+            docs,
+        })
     }
 
     fn get(&self, target: &str) -> Option<(u64, u32)> {
@@ -234,7 +260,7 @@ impl Tips {
 
     /// Best effort: a tips file that is not written is not trusted.
     fn write(&self, dir: &Path) {
-        let mut text = format!("tips {}\n", self.log_len);
+        let mut text = format!("tips {} {:016x}\n", self.log_len, self.generation);
         for (target, sum, chain) in &self.docs {
             text.push_str(&format!("{sum:016x} {chain} {target}\n"));
         }
@@ -271,19 +297,35 @@ fn checksum(parts: &[&[u8]]) -> u64 {
     h
 }
 
+/// What tells one log from the next: the checksum in the frame of its first record (the log
+/// is emptied by a checkpoint, whoever runs it, and then starts with another record).
+fn generation(log: &File) -> Option<u64> {
+    let mut head = [0u8; 256];
+    let n = log.read_at(&mut head, 0).ok()?;
+    let mut lines = head[..n].split(|b| *b == b'\n');
+    lines.next()?.starts_with(HEADER.as_bytes()).then_some(())?;
+    let frame = std::str::from_utf8(lines.next()?).ok()?;
+    let mut parts = frame.split(' ');
+    (parts.next()? == "rec").then_some(())?;
+    u64::from_str_radix(parts.nth(2)?, 16).ok()
+}
+
 /// A record's frame: `rec <index length> <data length> <checksum>\n`, the index (JSON), the data.
 fn frame(record: &Record) -> (Vec<u8>, Vec<&[u8]>) {
-    let logged = |w: &Replace| -> u64 {
+    fn logged(w: &Replace) -> &[u8] {
         match &w.delta {
-            Some(d) => d.hunks.iter().map(|h| h.with.len() as u64).sum(),
-            None => w.data.len() as u64,
+            Some(d) => &d.joined,
+            None => &w.data,
         }
-    };
+    }
     let index = Index {
         w: record
             .writes
             .iter()
-            .map(|w| (w.tmp.clone(), w.target.clone(), w.shadow.clone(), logged(w)))
+            .map(|w| {
+                let n = logged(w).len() as u64;
+                (w.tmp.clone(), w.target.clone(), w.shadow.clone(), n)
+            })
             .collect(),
         a: record
             .appends
@@ -309,21 +351,14 @@ fn frame(record: &Record) -> (Vec<u8>, Vec<&[u8]>) {
             .collect(),
     };
     let index_bytes = serde_json::to_vec(&index).expect("an index serializes");
-    let mut data: Vec<&[u8]> = Vec::new();
-    for w in &record.writes {
-        match &w.delta {
-            Some(d) => data.extend(d.hunks.iter().map(|h| h.with.as_slice())),
-            None => data.push(w.data.as_slice()),
-        }
-    }
+    let mut data: Vec<&[u8]> = record.writes.iter().map(logged).collect();
     data.extend(record.appends.iter().map(|a| a.data.as_bytes()));
     let mut parts = vec![index_bytes.as_slice()];
     parts.extend(data.iter().copied());
     let sum = checksum(&parts);
     let len: usize = data.iter().map(|d| d.len()).sum();
-    let kind = if index.d.is_empty() { "rec" } else { "recd" };
     let index = index_bytes;
-    let mut head = format!("{kind} {} {len} {sum:016x}\n", index.len()).into_bytes();
+    let mut head = format!("rec {} {len} {sum:016x}\n", index.len()).into_bytes();
     head.extend_from_slice(&index);
     (head, data)
 }
@@ -337,7 +372,7 @@ fn read_record(log: &File, at: u64, len: u64, verify: bool) -> Option<(Record, u
     let nl = head.iter().position(|b| *b == b'\n')?;
     let line = std::str::from_utf8(&head[..nl]).ok()?;
     let mut parts = line.split(' ');
-    let (Some(kind @ ("rec" | "recd")), Some(ilen), Some(dlen), Some(sum), None) = (
+    let (Some("rec"), Some(ilen), Some(dlen), Some(sum), None) = (
         parts.next(),
         parts.next(),
         parts.next(),
@@ -356,10 +391,7 @@ fn read_record(log: &File, at: u64, len: u64, verify: bool) -> Option<(Record, u
     let mut index = vec![0u8; ilen as usize];
     log.read_exact_at(&mut index, start).ok()?;
     let idx: Index = serde_json::from_slice(&index).ok()?;
-    if (kind == "recd") == idx.d.is_empty() {
-        return None;
-    }
-    // Each write's data is one piece, or one per hunk for a delta (as `frame` cut them).
+    // Each write's data is one piece: for a delta, its hunks' bytes one after another.
     let mut deltas: Vec<Option<&(usize, u64, u64, Vec<(u64, u64, u64)>)>> = vec![None; idx.w.len()];
     for d in &idx.d {
         let slot = deltas.get_mut(d.0)?;
@@ -368,14 +400,12 @@ fn read_record(log: &File, at: u64, len: u64, verify: bool) -> Option<(Record, u
         }
         *slot = Some(d);
     }
-    let mut pieces: Vec<u64> = Vec::new();
-    for (w, d) in idx.w.iter().zip(&deltas) {
-        match d {
-            Some(d) => pieces.extend(d.3.iter().map(|h| h.2)),
-            None => pieces.push(w.3),
-        }
-    }
-    pieces.extend(idx.a.iter().map(|a| a.2));
+    let pieces: Vec<u64> = idx
+        .w
+        .iter()
+        .map(|w| w.3)
+        .chain(idx.a.iter().map(|a| a.2))
+        .collect();
     if pieces.iter().sum::<u64>() != dlen {
         return None;
     }
@@ -406,18 +436,23 @@ fn read_record(log: &File, at: u64, len: u64, verify: bool) -> Option<(Record, u
     for ((tmp, target, shadow, n), d) in idx.w.iter().cloned().zip(&deltas) {
         let (data, sum, delta) = match d {
             Some((_, base, sum, hunks)) => {
-                let hunks = hunks
-                    .iter()
-                    .map(|&(start, end, n)| crate::delta::Hunk {
-                        start,
-                        end,
-                        with: take(n),
-                    })
-                    .collect();
+                let joined = take(n);
+                let mut at = 0usize;
+                let mut parts = Vec::with_capacity(hunks.len());
+                for &(start, end, len) in hunks {
+                    let with = if verify {
+                        joined[at..at + len as usize].to_vec()
+                    } else {
+                        Vec::new()
+                    };
+                    at += len as usize;
+                    parts.push(crate::delta::Hunk { start, end, with });
+                }
                 let delta = Delta {
                     base: *base,
                     sum: *sum,
-                    hunks,
+                    hunks: parts,
+                    joined,
                 };
                 (Vec::new(), *sum, Some(delta))
             }
@@ -517,7 +552,7 @@ pub fn commit(dir: &Path, record: &mut Record) -> Result<Committed> {
     // A delta only where the log holds the version it applies to (and the chain is short):
     // anything else is logged whole.
     let tips = if record.writes.iter().any(|w| w.sum != 0) {
-        Tips::read(dir).filter(|t| t.log_len == start)
+        Tips::read(dir).filter(|t| t.log_len == start && generation(&log) == Some(t.generation))
     } else {
         None
     };
@@ -571,6 +606,11 @@ pub fn commit(dir: &Path, record: &mut Record) -> Result<Committed> {
     if tips.is_some() || record.writes.iter().any(|w| w.sum != 0) {
         let mut next = tips.unwrap_or_default();
         next.log_len = start + head.len() as u64 + data.iter().map(|d| d.len() as u64).sum::<u64>();
+        let Some(g) = generation(&log) else {
+            let _ = std::fs::remove_file(dir.join(TIPS));
+            return Ok(Committed { log, mark, start });
+        };
+        next.generation = g;
         for w in &record.writes {
             let chain = match (&w.delta, next.get(&w.target)) {
                 (Some(_), Some((_, chain))) => chain + 1,
@@ -1303,7 +1343,7 @@ mod tests {
             "{logged:?} of {size}"
         );
         let log = std::fs::read_to_string(d.join(LOG)).unwrap();
-        assert_eq!(log.matches("recd ").count(), 4);
+        assert_eq!(log.matches("\"d\":[[").count(), 4);
         // The machine went down: the renames and the data never reached the disk.
         from_another_boot(d);
         std::fs::write(d.join("a.json"), &versions[0]).unwrap();
@@ -1351,6 +1391,28 @@ mod tests {
         }
         assert!(replay(d).unwrap());
         assert_eq!(std::fs::read(d.join("a.json")).unwrap(), v1);
+    }
+
+    #[test]
+    fn a_log_emptied_and_grown_back_to_the_same_length_is_another_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let (v0, v1, v2, v3) = (big(0), big(1), big(2), big(3));
+        std::fs::write(d.join("a.json"), &v0).unwrap();
+        let size = v1.len() as u64;
+        assert!(replace(d, 1, &v0, &v1) > size);
+        assert!(replace(d, 2, &v1, &v2) < size / 20);
+        // A checkpoint by a version that leaves `commit.tips` in place, then a log of exactly the
+        // old length whose first record is another one.
+        let tips = std::fs::read(d.join(TIPS)).unwrap();
+        let mut log = std::fs::read(d.join(LOG)).unwrap();
+        checkpoint(d).unwrap();
+        std::fs::write(d.join(TIPS), &tips).unwrap();
+        let header = log.iter().position(|b| *b == b'\n').unwrap() + 1;
+        let frame = header + log[header..].iter().position(|b| *b == b'\n').unwrap();
+        log[frame - 1] = if log[frame - 1] == b'0' { b'1' } else { b'0' };
+        std::fs::write(d.join(LOG), &log).unwrap();
+        assert!(replace(d, 3, &v2, &v3) > size);
     }
 
     #[test]
