@@ -1356,14 +1356,22 @@ mod tests {
         assert!(!d.join(TIPS).exists());
     }
 
-    #[test]
-    fn a_delta_is_logged_only_against_the_version_the_log_holds() {
+    /// A home with four versions of a big document, the second committed (logged whole: the
+    /// log held no version of it), and their size.
+    fn logged_whole() -> (tempfile::TempDir, [Vec<u8>; 4], u64) {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path();
-        let (v0, v1, v2, v3) = (big(0), big(1), big(2), big(3));
-        std::fs::write(d.join("a.json"), &v0).unwrap();
-        let size = v1.len() as u64;
-        assert!(replace(d, 1, &v0, &v1) > size);
+        let v = [big(0), big(1), big(2), big(3)];
+        std::fs::write(d.join("a.json"), &v[0]).unwrap();
+        let size = v[1].len() as u64;
+        assert!(replace(d, 1, &v[0], &v[1]) > size);
+        (tmp, v, size)
+    }
+
+    #[test]
+    fn a_delta_is_logged_only_against_the_version_the_log_holds() {
+        let (tmp, [v0, v1, v2, v3], size) = logged_whole();
+        let d = tmp.path();
         // Another program replaced the document since: the log does not hold what was read.
         let theirs = big(4);
         std::fs::write(d.join("a.json"), &theirs).unwrap();
@@ -1395,12 +1403,8 @@ mod tests {
 
     #[test]
     fn a_log_emptied_and_grown_back_to_the_same_length_is_another_log() {
-        let tmp = tempfile::tempdir().unwrap();
+        let (tmp, [_, v1, v2, v3], size) = logged_whole();
         let d = tmp.path();
-        let (v0, v1, v2, v3) = (big(0), big(1), big(2), big(3));
-        std::fs::write(d.join("a.json"), &v0).unwrap();
-        let size = v1.len() as u64;
-        assert!(replace(d, 1, &v0, &v1) > size);
         assert!(replace(d, 2, &v1, &v2) < size / 20);
         // A checkpoint by a version that leaves `commit.tips` in place, then a log of exactly the
         // old length whose first record is another one.
