@@ -97,14 +97,6 @@ where
     }
 }
 
-impl<T: ListValue> Lazy<T> {
-    /// The value, decoded (or the changed one).
-    pub fn into_value(mut self) -> T {
-        self.value();
-        self.value.take().unwrap_or_default()
-    }
-}
-
 impl<T: ListValue> From<T> for Lazy<T> {
     fn from(v: T) -> Lazy<T> {
         Lazy {

@@ -229,10 +229,6 @@ struct Tips {
 impl Tips {
     fn read(dir: &Path) -> Option<Tips> {
         let text = std::fs::read_to_string(dir.join(TIPS)).ok()?;
-        Tips::parse(&text)
-    }
-
-    fn parse(text: &str) -> Option<Tips> {
         let body = text.strip_suffix("end\n")?;
         let mut lines = body.lines();
         let (log_len, generation) = lines.next()?.strip_prefix("tips ")?.split_once(' ')?;
