@@ -68,6 +68,13 @@ impl Report for Shown {
                 t.skipped.as_deref().unwrap_or("")
             ));
         }
+        for t in r.worktrees.iter().filter(|t| t.unpredictable.is_some()) {
+            out.push(format!(
+                "  could not predict the merges of {}: {}",
+                name(&t.path),
+                t.unpredictable.as_deref().unwrap_or("")
+            ));
+        }
         for o in &r.overlaps {
             out.push(format!("{}  changed in:", o.file));
             for w in &o.worktrees {
@@ -75,6 +82,9 @@ impl Report for Shown {
             }
             for [a, b] in &o.conflicts {
                 out.push(format!("  CONFLICT when {a} and {b} are merged"));
+            }
+            for [a, b] in &o.unpredicted {
+                out.push(format!("  UNKNOWN whether merging {a} and {b} conflicts"));
             }
         }
         out.push(summary(r));
@@ -89,8 +99,18 @@ fn summary(r: &Found) -> String {
         .iter()
         .filter(|o| !o.conflicts.is_empty())
         .count();
+    let u = r
+        .overlaps
+        .iter()
+        .filter(|o| o.conflicts.is_empty() && !o.unpredicted.is_empty())
+        .count();
     match n {
         0 => "No file is changed in more than one worktree.".to_string(),
+        _ if u > 0 => format!(
+            "{n} file{} changed in more than one worktree; {c} would conflict when merged; \
+             for {u}, git could not predict it.",
+            if n == 1 { "" } else { "s" }
+        ),
         _ => format!(
             "{n} file{} changed in more than one worktree; {c} would conflict when merged.",
             if n == 1 { "" } else { "s" }

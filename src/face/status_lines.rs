@@ -138,18 +138,21 @@ pub fn overlap_lines(reports: &[conductor::protocol::overlaps::Report]) -> Vec<S
             None => path.to_string(),
         };
         for o in &r.overlaps {
-            let conflict = if o.conflicts.is_empty() {
-                String::new()
-            } else {
+            let pairs = |label: &str, pairs: &[[String; 2]]| {
+                if pairs.is_empty() {
+                    return String::new();
+                }
                 format!(
-                    " · CONFLICT predicted: {}",
-                    o.conflicts
+                    " · {label}: {}",
+                    pairs
                         .iter()
                         .map(|[a, b]| format!("{a} + {b}"))
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
             };
+            let conflict = pairs("CONFLICT predicted", &o.conflicts)
+                + &pairs("conflict unknown", &o.unpredicted);
             out.push(format!(
                 "{} in {}{conflict}",
                 o.file,
@@ -184,13 +187,16 @@ pub fn overlaps_of_worktree(r: &conductor::protocol::overlaps::Report, path: &st
                 .filter(|w| *w != path)
                 .map(|w| branch(w))
                 .collect();
-            let conflict = o.conflicts.iter().any(|[a, b]| a == path || b == path);
+            let with_path =
+                |pairs: &[[String; 2]]| pairs.iter().any(|[a, b]| a == path || b == path);
             format!(
                 "{} also changed in {}{}",
                 o.file,
                 others.join(", "),
-                if conflict {
+                if with_path(&o.conflicts) {
                     " · CONFLICT predicted"
+                } else if with_path(&o.unpredicted) {
+                    " · conflict unknown"
                 } else {
                     ""
                 }

@@ -36,6 +36,9 @@ pub struct Tree {
     /// Why its changes could not be found (no commit in common with the base, no commit at all).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// Why git could not snapshot it to predict its merges (they are listed as unpredicted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unpredictable: Option<String>,
 }
 
 /// One file changed in two or more worktrees.
@@ -47,6 +50,10 @@ pub struct Overlap {
     pub worktrees: Vec<String>,
     /// The pairs of those worktrees whose merge git predicts to conflict in this file.
     pub conflicts: Vec<[String; 2]>,
+    /// The pairs whose merge git could not predict (a worktree it could not snapshot): whether
+    /// they conflict is unknown, never taken for "no conflict".
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unpredicted: Vec<[String; 2]>,
 }
 
 /// What `overlaps` found.
@@ -297,6 +304,7 @@ pub fn find(
             sessions,
             changed: 0,
             skipped: None,
+            unpredictable: None,
         };
         let Some((files, index)) = files? else {
             tree.skipped = Some(format!(
@@ -329,40 +337,32 @@ pub fn find(
         }
     }
     // The commit that stands for each worktree's state, made only for worktrees in a pair (in
-    // parallel threads).
+    // parallel threads), or why git could not make one.
     let wanted: BTreeSet<usize> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
-    let snapshots: BTreeMap<usize, String> = std::thread::scope(|s| {
+    let made: Vec<(usize, std::result::Result<String, String>)> = std::thread::scope(|s| {
         let running: Vec<_> = wanted
             .iter()
             .filter_map(|&i| Some((i, changed[i].1.as_deref()?)))
             .map(|(i, path)| {
                 let index = indexes.get(&i).and_then(|p| p.as_ref()).map(Private::path);
                 let cache = cache.as_ref();
-                s.spawn(move || -> Result<(usize, String)> {
-                    // From the private index when there is one (the worktree's own is never
-                    // written); else, or if that fails, as `git stash create` records it.
-                    if let Some(snap) = cache
-                        .zip(index)
-                        .and_then(|(c, index)| c.snapshot(path, index))
-                    {
-                        return Ok((i, snap));
-                    }
-                    let snap = git(path, &["stash", "create"])?;
-                    let snap = match snap.map(text) {
-                        Some(s) if !s.is_empty() => s,
-                        _ => git(path, &["rev-parse", "HEAD"])?
-                            .map(text)
-                            .unwrap_or_default(),
-                    };
-                    Ok((i, snap))
-                })
+                s.spawn(move || (i, snapshot(cache, path, index)))
             })
             .collect();
         running
             .into_iter()
             .map(|h| h.join().expect("a snapshot thread does not panic"))
-            .collect::<Result<_>>()
-    })?;
+            .collect()
+    });
+    let mut snapshots: BTreeMap<usize, String> = BTreeMap::new();
+    for (i, made) in made {
+        match made {
+            Ok(snap) => {
+                snapshots.insert(i, snap);
+            }
+            Err(why) => trees[i].unpredictable = Some(why),
+        }
+    }
     // Each pair's merge is predicted in a thread of its own (git writes the merged trees into
     // the object store, which is safe to do at once).
     let conflicted: BTreeMap<(usize, usize), BTreeSet<String>> = std::thread::scope(|s| {
@@ -378,14 +378,26 @@ pub fn find(
     })?;
     let overlaps = by_file
         .into_iter()
-        .map(|(file, v)| Overlap {
-            file: file.to_string(),
-            worktrees: v.iter().map(|&i| trees[i].path.clone()).collect(),
-            conflicts: conflicted
-                .iter()
-                .filter(|(_, files)| files.contains(file))
-                .map(|(&(a, b), _)| [trees[a].path.clone(), trees[b].path.clone()])
-                .collect(),
+        .map(|(file, v)| {
+            let pairs_here = || {
+                v.iter()
+                    .enumerate()
+                    .flat_map(|(n, &a)| v[n + 1..].iter().map(move |&b| (a, b)))
+            };
+            let named = |(a, b): (usize, usize)| [trees[a].path.clone(), trees[b].path.clone()];
+            Overlap {
+                file: file.to_string(),
+                worktrees: v.iter().map(|&i| trees[i].path.clone()).collect(),
+                conflicts: conflicted
+                    .iter()
+                    .filter(|(_, files)| files.contains(file))
+                    .map(|(&pair, _)| named(pair))
+                    .collect(),
+                unpredicted: pairs_here()
+                    .filter(|pair| !conflicted.contains_key(pair))
+                    .map(named)
+                    .collect(),
+            }
         })
         .collect();
     Ok(Report {
@@ -501,6 +513,77 @@ pub fn of_sessions(store: &Store, state: &State) -> Vec<Report> {
         .filter_map(|roots| find(Some(store), Path::new(roots[0]), None, state).ok())
         .filter(|r| !r.overlaps.is_empty())
         .collect()
+}
+
+/// How many times `git stash create` is tried: it locks the worktree's index, and fails while
+/// another git process (the user's, an agent's) holds that lock.
+const STASH_TRIES: u32 = 4;
+
+/// The commit that stands for the worktree at `path` in a merge prediction: its tracked files
+/// as they are, on top of its `HEAD`; or why git could not make one.
+///
+/// Made from the private copy of its index `private` when there is one, else from a copy of
+/// its own index (neither is ever written), else by `git stash create`, tried again while
+/// another git process holds the index's lock. A worktree without local changes is its `HEAD`.
+fn snapshot(
+    cache: Option<&Cache>,
+    path: &Path,
+    private: Option<&Path>,
+) -> std::result::Result<String, String> {
+    if let Some(c) = cache {
+        let own = super::local::git_dirs(path).map(|(gitdir, _, _)| gitdir.join("index"));
+        for index in private.into_iter().chain(own.as_deref()) {
+            if let Some(snap) = c.snapshot(path, index) {
+                return Ok(snap);
+            }
+        }
+    }
+    let mut why = String::from("git stash create did not run");
+    for attempt in 0..STASH_TRIES {
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(25 << attempt));
+        }
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(path)
+            .args(["stash", "create"])
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {
+                let snap = text(o.stdout);
+                if !snap.is_empty() {
+                    return Ok(snap);
+                }
+                // Nothing changed: the worktree is its HEAD.
+                return match git(path, &["rev-parse", "HEAD"]) {
+                    Ok(Some(head)) => Ok(text(head)),
+                    _ => Err("git rev-parse HEAD failed".to_string()),
+                };
+            }
+            Ok(o) => {
+                let err = String::from_utf8_lossy(&o.stderr);
+                why = format!(
+                    "git stash create failed: {}",
+                    err.lines()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("no message")
+                        .trim()
+                );
+            }
+            Err(e) => why = format!("could not run git: {e}"),
+        }
+    }
+    // git says only "could not write index" when another process holds its lock.
+    if let Some((gitdir, _, _)) = super::local::git_dirs(path) {
+        let lock = gitdir.join("index.lock");
+        if lock.exists() {
+            why = format!(
+                "{why} ({} exists: another git process holds the worktree's index)",
+                lock.display()
+            );
+        }
+    }
+    Err(format!("{why}; tried {STASH_TRIES} times"))
 }
 
 /// The files `git merge-tree --write-tree` finds conflicting when merging commits `a` and `b`.

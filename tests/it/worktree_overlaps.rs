@@ -527,3 +527,55 @@ fn concurrent_runs_replacing_the_cache_under_each_other_all_answer_right() {
     let left = index_cache(&env);
     assert_eq!(left.len(), 4, "{left:?}");
 }
+
+/// When git cannot snapshot a worktree (here: the home's cache cannot be written, and another
+/// git process holds the worktree's index lock, so `git stash create` is refused), `overlaps`
+/// says the conflict is unknown and why; it never reports such a pair as clean. Once the lock
+/// is gone, the conflict is predicted.
+#[test]
+fn a_worktree_git_cannot_snapshot_makes_its_conflicts_unknown_not_clean() {
+    let (env, main, b) = setup();
+    env.start_in(&b, "app", "B", "P1");
+    std::fs::write(main.join("src/x.rs"), "fn x() -> u8 { 1 }\n").unwrap();
+    std::fs::write(b.join("src/x.rs"), "fn x() -> u16 { 2 }\n").unwrap();
+    // The cache's directory is a file: no private index, no temporary copy of one.
+    std::fs::write(env.home_file("worktree-index"), "not a directory\n").unwrap();
+    // An editor's git holds app-b's index lock.
+    let lock = main.join(".git/worktrees/app-b/index.lock");
+    std::fs::write(&lock, "").unwrap();
+    let run = |args: &[&str]| {
+        let mut c = env.cmd();
+        c.current_dir(&main).args(args);
+        c.output().unwrap()
+    };
+    let out = run(&["--json", "overlaps"]);
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (m, bs) = (main.to_string_lossy(), b.to_string_lossy());
+    assert_eq!(v["overlaps"][0]["file"], "src/x.rs", "{v}");
+    assert_eq!(v["overlaps"][0]["conflicts"], json!([]), "{v}");
+    assert_eq!(v["overlaps"][0]["unpredicted"], json!([[m, bs]]), "{v}");
+    let why = v["worktrees"][1]["unpredictable"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("git stash create failed") && why.contains("index.lock"),
+        "{v}"
+    );
+    assert!(v["worktrees"][0].get("unpredictable").is_none(), "{v}");
+    assert_eq!(
+        v["message"],
+        "1 file changed in more than one worktree; 0 would conflict when merged; \
+         for 1, git could not predict it.",
+        "{v}"
+    );
+    let text = String::from_utf8_lossy(&run(&["overlaps"]).stdout).into_owned();
+    assert!(
+        text.contains(&format!("UNKNOWN whether merging {m} and {bs} conflicts")),
+        "{text}"
+    );
+    // The other program's lock is left as it was.
+    assert_eq!(std::fs::read(&lock).unwrap(), b"");
+    std::fs::remove_file(&lock).unwrap();
+    let v: Value = serde_json::from_slice(&run(&["--json", "overlaps"]).stdout).unwrap();
+    assert_eq!(v["overlaps"][0]["conflicts"], json!([[m, bs]]), "{v}");
+    assert!(v["overlaps"][0].get("unpredicted").is_none(), "{v}");
+}
