@@ -555,7 +555,9 @@ fn a_worktree_git_cannot_snapshot_makes_its_conflicts_unknown_not_clean() {
     assert_eq!(v["overlaps"][0]["file"], "src/x.rs", "{v}");
     assert_eq!(v["overlaps"][0]["conflicts"], json!([]), "{v}");
     assert_eq!(v["overlaps"][0]["unpredicted"], json!([[m, bs]]), "{v}");
-    let why = v["worktrees"][1]["unpredictable"].as_str().unwrap_or_default();
+    let why = v["worktrees"][1]["unpredictable"]
+        .as_str()
+        .unwrap_or_default();
     assert!(
         why.contains("git stash create failed") && why.contains("index.lock"),
         "{v}"
