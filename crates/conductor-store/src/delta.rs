@@ -100,8 +100,9 @@ pub fn diff(old: &[u8], new: &[u8]) -> Option<Vec<Hunk>> {
     Some(hunks.list)
 }
 
-/// `old` with `hunks` applied; None if the hunks are out of range or not sorted/non-overlapping.
-pub fn apply(old: &[u8], hunks: &[Hunk]) -> Option<Vec<u8>> {
+/// The size of `old` with `hunks` applied; None if the hunks are out of range or not
+/// sorted/non-overlapping.
+fn applied_size(old: &[u8], hunks: &[Hunk]) -> Option<usize> {
     let mut size = old.len();
     let mut previous_end = 0usize;
     for hunk in hunks {
@@ -113,7 +114,12 @@ pub fn apply(old: &[u8], hunks: &[Hunk]) -> Option<Vec<u8>> {
         size = (size - (end - start)).checked_add(hunk.with.len())?;
         previous_end = end;
     }
-    let mut out = Vec::with_capacity(size);
+    Some(size)
+}
+
+/// `old` with `hunks` applied; None if the hunks are out of range or not sorted/non-overlapping.
+pub fn apply(old: &[u8], hunks: &[Hunk]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(applied_size(old, hunks)?);
     let mut copied = 0usize;
     for hunk in hunks {
         // Checked above: in range, sorted and non-overlapping.
@@ -124,6 +130,28 @@ pub fn apply(old: &[u8], hunks: &[Hunk]) -> Option<Vec<u8>> {
     }
     out.extend_from_slice(&old[copied..]);
     Some(out)
+}
+
+/// Whether `hunks` applied to `old` give exactly `new` (`apply(old, hunks) == Some(new)`),
+/// compared piece by piece: no copy of the document is made.
+pub fn rebuilds(old: &[u8], hunks: &[Hunk], new: &[u8]) -> bool {
+    if applied_size(old, hunks) != Some(new.len()) {
+        return false;
+    }
+    let (mut copied, mut at) = (0usize, 0usize);
+    let mut matches = |piece: &[u8], at: &mut usize| {
+        let same = new[*at..*at + piece.len()] == *piece;
+        *at += piece.len();
+        same
+    };
+    for hunk in hunks {
+        let (start, end) = (hunk.start as usize, hunk.end as usize);
+        if !matches(&old[copied..start], &mut at) || !matches(&hunk.with, &mut at) {
+            return false;
+        }
+        copied = end;
+    }
+    matches(&old[copied..], &mut at)
 }
 
 /// The hunks found so far and what they cost, against the most they may cost.
@@ -554,6 +582,15 @@ mod tests {
             text(old),
             text(new)
         );
+        // The check that needs no copy agrees, and tells any other bytes apart.
+        assert!(rebuilds(old, &hunks, new), "{hunks:?}");
+        let mut other = new.to_vec();
+        match other.len() {
+            0 => other.push(b'x'),
+            n => other[n / 2] ^= 1,
+        }
+        assert!(!rebuilds(old, &hunks, &other), "{hunks:?}");
+        assert!(!rebuilds(old, &hunks, &new[..new.len().saturating_sub(1)]) || new.is_empty());
         let mut previous_end = 0;
         for h in &hunks {
             assert!(
@@ -842,7 +879,18 @@ mod tests {
             vec![h(3, 3, "x"), h(2, 2, "y")],
         ] {
             assert_eq!(apply(old, &bad), None, "{bad:?}");
+            assert!(!rebuilds(old, &bad, old), "{bad:?}");
         }
+        assert!(rebuilds(
+            old,
+            &[h(2, 4, "ab"), h(4, 4, "c"), h(10, 10, "!")],
+            b"01abc456789!"
+        ));
+        assert!(!rebuilds(
+            old,
+            &[h(2, 4, "ab"), h(4, 4, "c"), h(10, 10, "!")],
+            b"01abc456789?"
+        ));
     }
 
     /// How long `diff(old, new)` takes at best and on average over `runs` runs, and its hunks.

@@ -110,7 +110,7 @@ impl Replace {
                 let hunks = crate::delta::diff(b, &data)?;
                 // Only a delta that rebuilds exactly these bytes is logged (a recovery finds out
                 // too late otherwise).
-                (crate::delta::apply(b, &hunks).as_deref() == Some(data.as_slice()))
+                crate::delta::rebuilds(b, &hunks, &data)
                     .then(|| Delta::new(checksum_of(b), sum, hunks))
             });
             (sum, delta)
