@@ -551,6 +551,8 @@ fn a_worktree_git_cannot_snapshot_makes_its_conflicts_unknown_not_clean() {
     let out = run(&["--json", "overlaps"]);
     assert!(out.status.success(), "{out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The new fields are part of the documented output.
+    assert_schema(conductor::schema::Schema::Output, &v);
     let (m, bs) = (main.to_string_lossy(), b.to_string_lossy());
     assert_eq!(v["overlaps"][0]["file"], "src/x.rs", "{v}");
     assert_eq!(v["overlaps"][0]["conflicts"], json!([]), "{v}");

@@ -139,7 +139,7 @@ pub fn rebuilds(old: &[u8], hunks: &[Hunk], new: &[u8]) -> bool {
         return false;
     }
     let (mut copied, mut at) = (0usize, 0usize);
-    let mut matches = |piece: &[u8], at: &mut usize| {
+    let matches = |piece: &[u8], at: &mut usize| {
         let same = new[*at..*at + piece.len()] == *piece;
         *at += piece.len();
         same
