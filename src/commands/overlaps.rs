@@ -16,8 +16,9 @@ use conductor::protocol::overlaps::{self, Report as Found};
 the integration branch and its working tree: its branch's commits, its staged and unstaged changes and \
 its untracked files. For each pair of worktrees that changed the same file, `git merge-tree --write-tree` \
 (git 2.38 or newer) predicts whether merging them conflicts textually, on a snapshot of each worktree's \
-tracked changes (the tree `git stash create` records, made from a private copy of its index: nothing in the \
-worktree or its index changes). Runs git; exit 0 whatever it finds.\n\n\
+tracked changes and of the untracked files it shares (the tree `git stash create` records, made from a copy of \
+its index: nothing in the worktree or its index changes). Where git cannot make a snapshot, the pairs are \
+listed as UNKNOWN (`unpredicted`), with why. Runs git; exit 0 whatever it finds.\n\n\
 Examples:\n  conductor overlaps\n  conductor overlaps --base origin/develop --json"
 )]
 pub struct OverlapsArgs {
@@ -107,8 +108,8 @@ fn summary(r: &Found) -> String {
     match n {
         0 => "No file is changed in more than one worktree.".to_string(),
         _ if u > 0 => format!(
-            "{n} file{} changed in more than one worktree; {c} would conflict when merged; \
-             for {u}, git could not predict it.",
+            "{n} file{} changed in more than one worktree; {c} would conflict when merged, \
+             and for {u} it is unknown (git could not predict it).",
             if n == 1 { "" } else { "s" }
         ),
         _ => format!(

@@ -6,8 +6,10 @@
 //! integration branch and its working tree: its branch's commits, its staged and unstaged
 //! changes, and its untracked files (not ignored). A textual conflict is predicted by git itself,
 //! `git merge-tree --write-tree` (git 2.38 or newer), on a snapshot of each worktree: its
-//! uncommitted changes to tracked files as `git stash create` records them (an object in the
-//! repository, no ref, nothing in the worktree changed), else its `HEAD`.
+//! uncommitted changes to tracked files as `git stash create` records them, and the untracked
+//! files it shares with another worktree (an object in the repository, no ref, nothing in the
+//! worktree changed). Where git cannot make one, the worktree's pairs are reported as
+//! unpredicted, with why: never as clean.
 //!
 //! Not a hot path: this runs git, a few times per worktree.
 
@@ -339,6 +341,13 @@ pub fn find(
     // The commit that stands for each worktree's state, made only for worktrees in a pair (in
     // parallel threads), or why git could not make one.
     let wanted: BTreeSet<usize> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+    // The files each of them shares with another: a snapshot holds them even when untracked.
+    let mut shared: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+    for (file, v) in &by_file {
+        for &i in v {
+            shared.entry(i).or_default().push(file);
+        }
+    }
     let made: Vec<(usize, std::result::Result<String, String>)> = std::thread::scope(|s| {
         let running: Vec<_> = wanted
             .iter()
@@ -346,7 +355,8 @@ pub fn find(
             .map(|(i, path)| {
                 let index = indexes.get(&i).and_then(|p| p.as_ref()).map(Private::path);
                 let cache = cache.as_ref();
-                s.spawn(move || (i, snapshot(cache, path, index)))
+                let also = shared.get(&i).map(Vec::as_slice).unwrap_or_default();
+                s.spawn(move || (i, snapshot(cache, path, index, also)))
             })
             .collect();
         running
@@ -520,22 +530,51 @@ pub fn of_sessions(store: &Store, state: &State) -> Vec<Report> {
 const STASH_TRIES: u32 = 4;
 
 /// The commit that stands for the worktree at `path` in a merge prediction: its tracked files
-/// as they are, on top of its `HEAD`; or why git could not make one.
+/// and the files of `also` (those it shares with another worktree, untracked ones included) as
+/// they are, on top of its `HEAD`; or why git could not make one.
 ///
 /// Made from the private copy of its index `private` when there is one, else from a copy of
 /// its own index (neither is ever written), else by `git stash create`, tried again while
-/// another git process holds the index's lock. A worktree without local changes is its `HEAD`.
+/// another git process holds the index's lock; `git stash create` leaves untracked files out,
+/// so a worktree with an untracked file among `also` cannot be snapshot that way. A worktree
+/// without local changes is its `HEAD`.
 fn snapshot(
     cache: Option<&Cache>,
     path: &Path,
     private: Option<&Path>,
+    also: &[&str],
 ) -> std::result::Result<String, String> {
     if let Some(c) = cache {
         let own = super::local::git_dirs(path).map(|(gitdir, _, _)| gitdir.join("index"));
         for index in private.into_iter().chain(own.as_deref()) {
-            if let Some(snap) = c.snapshot(path, index) {
+            if let Some(snap) = c.snapshot(path, index, also) {
                 return Ok(snap);
             }
+        }
+    }
+    if !also.is_empty() {
+        let mut args = vec![
+            "--literal-pathspecs",
+            "ls-files",
+            "-z",
+            "--others",
+            "--exclude-standard",
+            "--",
+        ];
+        args.extend_from_slice(also);
+        let untracked = git(path, &args)
+            .map_err(|e| e.to_string())?
+            .map(|o| names(&o).collect::<Vec<_>>());
+        match untracked {
+            Some(u) if u.is_empty() => {}
+            Some(u) => {
+                return Err(format!(
+                    "its untracked {} cannot be merged without a private copy of its index \
+                     (git stash create leaves untracked files out)",
+                    u.join(", ")
+                ));
+            }
+            None => return Err("git ls-files failed".to_string()),
         }
     }
     let mut why = String::from("git stash create did not run");

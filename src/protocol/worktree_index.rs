@@ -163,7 +163,8 @@ impl Cache {
                 match link {
                     Ok(link) => return Some(Private { link, copy }),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::thread::yield_now(),
-                    Err(_) => return None,
+                    // No hard links here (a file system without them): a copy of its own.
+                    Err(_) => break,
                 }
             }
             match self.own_copy(&copy) {
@@ -191,8 +192,11 @@ impl Cache {
                     .write(true)
                     .create_new(true)
                     .open(p)?;
-                f.write_all(&bytes)?;
-                f.set_modified(mtime)
+                f.write_all(&bytes)
+                    .and_then(|_| f.set_modified(mtime))
+                    .inspect_err(|_| {
+                        let _ = std::fs::remove_file(p);
+                    })
             })?;
         Ok(Private {
             link,
@@ -229,12 +233,15 @@ impl Cache {
             // Refreshed from the copy itself (its stat data already fresh), or made from the
             // worktree's index (read through the same open file: one version of it).
             Some(_) => {
-                // Refreshed from the copy itself; if that fails, the copy serves as it is.
-                let mut f = std::fs::File::open(&copy).ok()?;
-                let mtime = f.metadata().ok()?.modified().ok();
+                // Refreshed from the copy itself; if that fails, the copy serves as it is (and
+                // one gone meanwhile is made again by the caller's next round).
                 let mut bytes = Vec::new();
-                f.read_to_end(&mut bytes).ok()?;
-                if let Some(tmp) = self.temp_copy(&bytes, mtime) {
+                let mtime = std::fs::File::open(&copy).ok().and_then(|mut f| {
+                    let mtime = f.metadata().ok()?.modified().ok()?;
+                    f.read_to_end(&mut bytes).ok()?;
+                    Some(mtime)
+                });
+                if let Some(tmp) = mtime.and_then(|t| self.temp_copy(&bytes, Some(t))) {
                     let _ = self.refresh(root, tmp, &copy, true);
                 }
             }
@@ -315,16 +322,17 @@ impl Cache {
     }
 
     /// A commit with the tree `git stash create` records for the worktree at `root`, made
-    /// cheaper: its index (`index`: the private copy, or the worktree's own, read and never
-    /// written) with every tracked file that differs from
-    /// `HEAD` as it is in the worktree, untracked files left out; its parent `HEAD`. The same
-    /// steps as `git stash create` (which lists what differs from `HEAD`, hands the list to
-    /// `git update-index --add --remove` on a temporary index and writes its tree), with one
-    /// pass over the worktree instead of four, and no commit of the index itself: `git
+    /// cheaper, plus the untracked files among `also`: its index (`index`: the private copy, or
+    /// the worktree's own, read and never written) with every tracked file that differs from
+    /// `HEAD`, and every file of `also` (paths relative to the root: the files it shares with
+    /// another worktree, untracked ones included), as it is in the worktree; its parent `HEAD`.
+    /// The same steps as `git stash create` (which lists what differs from `HEAD`, hands the
+    /// list to `git update-index --add --remove` on a temporary index and writes its tree),
+    /// with one pass over the worktree instead of four, and no commit of the index itself: `git
     /// merge-tree` finds the same merge base (`HEAD`'s with the other side) and merges the same
     /// trees. The temporary index is a copy of `index` in the cache directory, removed after.
     /// `None` when a step fails.
-    pub fn snapshot(&self, root: &Path, index: &Path) -> Option<String> {
+    pub fn snapshot(&self, root: &Path, index: &Path, also: &[&str]) -> Option<String> {
         use std::io::Write;
         // The bytes and the mtime of one version of the file (git replaces an index whole).
         let mut f = std::fs::File::open(index).ok()?;
@@ -340,9 +348,14 @@ impl Cache {
         // The copy's mtime, so that git's racy-clean checks judge it as they judge `index`.
         tmp.as_file().set_modified(mtime).ok()?;
         let env = [("GIT_INDEX_FILE", tmp.path().as_os_str())];
-        let differ = git_env(root, &["diff-index", "-z", "--name-only", "HEAD"], &env)
+        let mut differ = git_env(root, &["diff-index", "-z", "--name-only", "HEAD"], &env)
             .ok()
             .flatten()?;
+        // A file listed twice is updated twice, to the same content.
+        for path in also {
+            differ.extend_from_slice(path.as_bytes());
+            differ.push(0);
+        }
         if !differ.is_empty() {
             git_input(
                 root,
@@ -520,8 +533,9 @@ mod tests {
     /// Runs at once: while one keeps replacing the shared copy (as a refresh does, by rename),
     /// every other run still gets its private index, whole. Linux refuses a link to a file a
     /// rename has just replaced: without the retries and the read-whole fallback, some of these
-    /// came back `None` (77 of 2,000 with five tries), and `overlaps` fell back to `git stash
-    /// create`, which fails while another run holds the index's lock.
+    /// came back `None` (dozens to hundreds of 2,000 with one try, a few with eight), and
+    /// `overlaps` fell back to `git stash create`, which fails while another run holds the
+    /// index's lock.
     #[test]
     fn a_copy_replaced_under_a_run_is_linked_all_the_same() {
         let tmp = tempfile::tempdir().unwrap();

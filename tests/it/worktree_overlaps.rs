@@ -567,8 +567,8 @@ fn a_worktree_git_cannot_snapshot_makes_its_conflicts_unknown_not_clean() {
     assert!(v["worktrees"][0].get("unpredictable").is_none(), "{v}");
     assert_eq!(
         v["message"],
-        "1 file changed in more than one worktree; 0 would conflict when merged; \
-         for 1, git could not predict it.",
+        "1 file changed in more than one worktree; 0 would conflict when merged, \
+         and for 1 it is unknown (git could not predict it).",
         "{v}"
     );
     let text = String::from_utf8_lossy(&run(&["overlaps"]).stdout).into_owned();
@@ -582,4 +582,53 @@ fn a_worktree_git_cannot_snapshot_makes_its_conflicts_unknown_not_clean() {
     let v: Value = serde_json::from_slice(&run(&["--json", "overlaps"]).stdout).unwrap();
     assert_eq!(v["overlaps"][0]["conflicts"], json!([[m, bs]]), "{v}");
     assert!(v["overlaps"][0].get("unpredicted").is_none(), "{v}");
+}
+
+/// A file new (untracked) in two worktrees is merged as git would merge it once both are
+/// committed: different contents conflict (add/add), the same content does not. Where no
+/// snapshot can hold untracked files (`git stash create` leaves them out), the pair is unknown.
+#[test]
+fn untracked_files_of_one_name_in_two_worktrees_are_merged_as_git_would() {
+    let (env, main, b) = setup();
+    env.start_in(&b, "app", "B", "P1");
+    std::fs::write(main.join("src/new.rs"), "fn new() -> u8 { 1 }\n").unwrap();
+    std::fs::write(b.join("src/new.rs"), "fn new() -> u16 { 2 }\n").unwrap();
+    let overlaps = || {
+        let out = {
+            let mut c = env.cmd();
+            c.current_dir(&main).args(["--json", "overlaps"]);
+            c.output().unwrap()
+        };
+        assert!(out.status.success(), "{out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_schema(conductor::schema::Schema::Output, &v);
+        v
+    };
+    let (m, bs) = (main.to_string_lossy(), b.to_string_lossy());
+    let v = overlaps();
+    assert_eq!(v["overlaps"][0]["file"], "src/new.rs", "{v}");
+    assert_eq!(v["overlaps"][0]["conflicts"], json!([[m, bs]]), "{v}");
+    assert_eq!(
+        v["message"],
+        "1 file changed in more than one worktree; 1 would conflict when merged.",
+        "{v}"
+    );
+    // The same new file in both: git merges it cleanly.
+    std::fs::write(b.join("src/new.rs"), "fn new() -> u8 { 1 }\n").unwrap();
+    let v = overlaps();
+    assert_eq!(v["overlaps"][0]["conflicts"], json!([]), "{v}");
+    assert!(v["overlaps"][0].get("unpredicted").is_none(), "{v}");
+    // Nothing untracked was added to either worktree's own index.
+    let status = git(&b, &["status", "--porcelain", "--", "src/new.rs"]);
+    assert_eq!(status.trim(), "?? src/new.rs");
+    // Where no copy of an index can be made (the cache's directory is a file), `git stash
+    // create` would leave the file out: unknown, for both worktrees.
+    std::fs::write(b.join("src/new.rs"), "fn new() -> u16 { 2 }\n").unwrap();
+    std::fs::remove_dir_all(env.home_file("worktree-index")).unwrap();
+    std::fs::write(env.home_file("worktree-index"), "not a directory\n").unwrap();
+    let v = overlaps();
+    assert_eq!(v["overlaps"][0]["conflicts"], json!([]), "{v}");
+    assert_eq!(v["overlaps"][0]["unpredicted"], json!([[m, bs]]), "{v}");
+    let why = v["worktrees"][0]["unpredictable"].as_str().unwrap_or_default();
+    assert!(why.contains("untracked src/new.rs"), "{v}");
 }

@@ -527,7 +527,9 @@ fn overlaps_lists_files_changed_in_several_worktrees_and_predicts_conflicts() {
             // In the order git lists the worktrees: the main one, then by name.
             {"file": "src/f.rs", "worktrees": [s(&one), s(&three), s(&two)],
              "conflicts": [[s(&one), s(&two)]]},
-            {"file": "src/new.rs", "worktrees": [s(&three), s(&two)], "conflicts": []},
+            // New in both, untracked, with different contents: git's add/add conflict.
+            {"file": "src/new.rs", "worktrees": [s(&three), s(&two)],
+             "conflicts": [[s(&three), s(&two)]]},
         ]),
         "{v}"
     );

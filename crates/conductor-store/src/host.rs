@@ -17,7 +17,9 @@ pub fn random_hex6() -> String {
         let n = unsafe { libc::getrandom(b[got..].as_mut_ptr().cast(), b.len() - got, 0) };
         if n > 0 {
             got += n as usize;
-        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+        } else if n == 0
+            || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+        {
             // No kernel random source (before Linux 3.17): the generator seeded by the OS.
             b = rand::random();
             break;
