@@ -543,16 +543,8 @@ fn a_worktree_git_cannot_snapshot_makes_its_conflicts_unknown_not_clean() {
     // An editor's git holds app-b's index lock.
     let lock = main.join(".git/worktrees/app-b/index.lock");
     std::fs::write(&lock, "").unwrap();
-    let run = |args: &[&str]| {
-        let mut c = env.cmd();
-        c.current_dir(&main).args(args);
-        c.output().unwrap()
-    };
-    let out = run(&["--json", "overlaps"]);
-    assert!(out.status.success(), "{out:?}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    // The new fields are part of the documented output.
-    assert_schema(conductor::schema::Schema::Output, &v);
+    // (`exec_in` checks the JSON against the documented output: the new fields are in it.)
+    let v = env.exec_in(&main, &["--json", "overlaps"]).code(0).json();
     let (m, bs) = (main.to_string_lossy(), b.to_string_lossy());
     assert_eq!(v["overlaps"][0]["file"], "src/x.rs", "{v}");
     assert_eq!(v["overlaps"][0]["conflicts"], json!([]), "{v}");
@@ -571,7 +563,8 @@ fn a_worktree_git_cannot_snapshot_makes_its_conflicts_unknown_not_clean() {
          and for 1 it is unknown (git could not predict it).",
         "{v}"
     );
-    let text = String::from_utf8_lossy(&run(&["overlaps"]).stdout).into_owned();
+    let r = env.exec_in(&main, &["overlaps"]);
+    let text = &r.code(0).stdout;
     assert!(
         text.contains(&format!("UNKNOWN whether merging {m} and {bs} conflicts")),
         "{text}"
@@ -579,7 +572,7 @@ fn a_worktree_git_cannot_snapshot_makes_its_conflicts_unknown_not_clean() {
     // The other program's lock is left as it was.
     assert_eq!(std::fs::read(&lock).unwrap(), b"");
     std::fs::remove_file(&lock).unwrap();
-    let v: Value = serde_json::from_slice(&run(&["--json", "overlaps"]).stdout).unwrap();
+    let v = env.exec_in(&main, &["--json", "overlaps"]).code(0).json();
     assert_eq!(v["overlaps"][0]["conflicts"], json!([[m, bs]]), "{v}");
     assert!(v["overlaps"][0].get("unpredicted").is_none(), "{v}");
 }
@@ -593,24 +586,13 @@ fn untracked_files_of_one_name_in_two_worktrees_are_merged_as_git_would() {
     env.start_in(&b, "app", "B", "P1");
     std::fs::write(main.join("src/new.rs"), "fn new() -> u8 { 1 }\n").unwrap();
     std::fs::write(b.join("src/new.rs"), "fn new() -> u16 { 2 }\n").unwrap();
-    let overlaps = || {
-        let out = {
-            let mut c = env.cmd();
-            c.current_dir(&main).args(["--json", "overlaps"]);
-            c.output().unwrap()
-        };
-        assert!(out.status.success(), "{out:?}");
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_schema(conductor::schema::Schema::Output, &v);
-        v
-    };
+    let overlaps = || env.exec_in(&main, &["--json", "overlaps"]).code(0).json();
     let (m, bs) = (main.to_string_lossy(), b.to_string_lossy());
     let v = overlaps();
     assert_eq!(v["overlaps"][0]["file"], "src/new.rs", "{v}");
     assert_eq!(v["overlaps"][0]["conflicts"], json!([[m, bs]]), "{v}");
     assert_eq!(
-        v["message"],
-        "1 file changed in more than one worktree; 1 would conflict when merged.",
+        v["message"], "1 file changed in more than one worktree; 1 would conflict when merged.",
         "{v}"
     );
     // The same new file in both: git merges it cleanly.
@@ -629,6 +611,8 @@ fn untracked_files_of_one_name_in_two_worktrees_are_merged_as_git_would() {
     let v = overlaps();
     assert_eq!(v["overlaps"][0]["conflicts"], json!([]), "{v}");
     assert_eq!(v["overlaps"][0]["unpredicted"], json!([[m, bs]]), "{v}");
-    let why = v["worktrees"][0]["unpredictable"].as_str().unwrap_or_default();
+    let why = v["worktrees"][0]["unpredictable"]
+        .as_str()
+        .unwrap_or_default();
     assert!(why.contains("untracked src/new.rs"), "{v}");
 }
