@@ -242,6 +242,17 @@ fn drive(env: &TestEnv, seed: u64, cycles: usize, files: &[String]) -> Driver {
     d
 }
 
+/// An instance's (or a history line's) id and the files listed under `field`.
+fn id_and_files(v: &Value, field: &str) -> (String, BTreeSet<String>) {
+    let files = v[field]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect();
+    (v["id"].as_str().unwrap().to_string(), files)
+}
+
 fn mixed(drivers: usize, cycles: usize) {
     let env = TestEnv::new();
     let files: Vec<String> = (0..10).map(|i| format!("src/shared-{i}.rs")).collect();
@@ -261,15 +272,7 @@ fn mixed(drivers: usize, cycles: usize) {
         .as_array()
         .unwrap()
         .iter()
-        .map(|i| {
-            let files = i["files_claimed"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| f.as_str().unwrap().to_string())
-                .collect();
-            (i["id"].as_str().unwrap().to_string(), files)
-        })
+        .map(|i| id_and_files(i, "files_claimed"))
         .collect();
     let expected_live: BTreeMap<String, BTreeSet<String>> = results
         .iter()
@@ -290,15 +293,7 @@ fn mixed(drivers: usize, cycles: usize) {
         .collect();
     let mut in_history: Vec<(String, BTreeSet<String>)> = lines
         .iter()
-        .map(|l| {
-            let modified = l["files_modified"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_str().unwrap().to_string())
-                .collect();
-            (l["id"].as_str().unwrap().to_string(), modified)
-        })
+        .map(|l| id_and_files(l, "files_modified"))
         .collect();
     let mut acknowledged: Vec<(String, BTreeSet<String>)> =
         results.iter().flat_map(|d| d.dones.clone()).collect();

@@ -60,6 +60,16 @@ fn setup() -> (TestEnv, std::path::PathBuf, std::path::PathBuf) {
     (env, main, b)
 }
 
+/// [`setup`], a session in app-b, and src/x.rs changed in both worktrees, uncommitted, so that
+/// merging them conflicts.
+fn conflicting_edits() -> (TestEnv, std::path::PathBuf, std::path::PathBuf) {
+    let (env, main, b) = setup();
+    env.start_in(&b, "app", "B", "P1");
+    std::fs::write(main.join("src/x.rs"), "fn x() -> u8 { 1 }\n").unwrap();
+    std::fs::write(b.join("src/x.rs"), "fn x() -> u16 { 2 }\n").unwrap();
+    (env, main, b)
+}
+
 #[test]
 fn an_edit_of_a_file_another_worktree_changed_is_allowed_with_a_notice_naming_it() {
     let (env, main, b) = setup();
@@ -485,10 +495,7 @@ fn overlaps_reuses_its_cache_yet_reports_every_new_change() {
 /// take for an empty index: every file deleted).
 #[test]
 fn concurrent_runs_replacing_the_cache_under_each_other_all_answer_right() {
-    let (env, main, b) = setup();
-    env.start_in(&b, "app", "B", "P1");
-    std::fs::write(main.join("src/x.rs"), "fn x() -> u8 { 1 }\n").unwrap();
-    std::fs::write(b.join("src/x.rs"), "fn x() -> u16 { 2 }\n").unwrap();
+    let (env, main, b) = conflicting_edits();
     for round in 0..6 {
         // A new index in app-b at every round: every run makes a new copy, removes the old.
         std::fs::write(b.join(format!("lib/r{round}.rs")), "r\n").unwrap();
@@ -534,10 +541,7 @@ fn concurrent_runs_replacing_the_cache_under_each_other_all_answer_right() {
 /// is gone, the conflict is predicted.
 #[test]
 fn a_worktree_git_cannot_snapshot_makes_its_conflicts_unknown_not_clean() {
-    let (env, main, b) = setup();
-    env.start_in(&b, "app", "B", "P1");
-    std::fs::write(main.join("src/x.rs"), "fn x() -> u8 { 1 }\n").unwrap();
-    std::fs::write(b.join("src/x.rs"), "fn x() -> u16 { 2 }\n").unwrap();
+    let (env, main, b) = conflicting_edits();
     // The cache's directory is a file: no private index, no temporary copy of one.
     std::fs::write(env.home_file("worktree-index"), "not a directory\n").unwrap();
     // An editor's git holds app-b's index lock.
