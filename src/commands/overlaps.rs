@@ -129,6 +129,6 @@ pub fn run(ctx: &Ctx, args: OverlapsArgs) -> Result<u8> {
     let base = args
         .base
         .or(conductor::config::read(&ctx.store)?.integration_branch);
-    let found = overlaps::find(Some(&ctx.store), &dir, base.as_deref(), &state)?;
+    let found = overlaps::find(&ctx.store, &dir, base.as_deref(), &state)?;
     print(ctx.out, &Shown(found))
 }

@@ -224,20 +224,13 @@ fn resolve_base(dir: &Path, common: &Path, given: Option<&str>) -> Result<Base> 
 /// Find the overlaps of the repository that holds `dir`; `state` names the sessions in each
 /// worktree. `store`'s home keeps what a later run can reuse (merge bases, private copies of
 /// the worktrees' indexes: [`super::worktree_index`]); without one, everything is asked of git.
-pub fn find(
-    store: Option<&Store>,
-    dir: &Path,
-    base: Option<&str>,
-    state: &State,
-) -> Result<Report> {
-    let cache = store.map(Cache::of);
+pub fn find(store: &Store, dir: &Path, base: Option<&str>, state: &State) -> Result<Report> {
+    let cache = Cache::of(store);
     // The repository and its worktrees are asked of git at once: each answer is a git process
     // of its own, and neither needs the other.
     let (common, listed) = std::thread::scope(|s| {
         // Meanwhile, the files of worktrees that are gone are removed.
-        if let Some(c) = &cache {
-            s.spawn(|| c.prune());
-        }
+        s.spawn(|| cache.prune());
         let listed = s.spawn(|| list(dir));
         let common = git(
             dir,
@@ -267,7 +260,7 @@ pub fn find(
     type Measured = Option<(BTreeSet<String>, Option<Private>)>;
     let measured: Vec<Result<Measured>> = std::thread::scope(|s| {
         let base = &base;
-        let cache = cache.as_ref();
+        let cache = Some(&cache);
         let running: Vec<_> = listed
             .iter()
             .map(|t| {
@@ -354,7 +347,7 @@ pub fn find(
             .filter_map(|&i| Some((i, changed[i].1.as_deref()?)))
             .map(|(i, path)| {
                 let index = indexes.get(&i).and_then(|p| p.as_ref()).map(Private::path);
-                let cache = cache.as_ref();
+                let cache = &cache;
                 let also = shared.get(&i).map(Vec::as_slice).unwrap_or_default();
                 s.spawn(move || (i, snapshot(cache, path, index, also)))
             })
@@ -520,109 +513,33 @@ pub fn of_sessions(store: &Store, state: &State) -> Vec<Report> {
     repos
         .values()
         .filter(|roots| roots.len() > 1)
-        .filter_map(|roots| find(Some(store), Path::new(roots[0]), None, state).ok())
+        .filter_map(|roots| find(store, Path::new(roots[0]), None, state).ok())
         .filter(|r| !r.overlaps.is_empty())
         .collect()
 }
 
-/// How many times `git stash create` is tried: it locks the worktree's index, and fails while
-/// another git process (the user's, an agent's) holds that lock.
-const STASH_TRIES: u32 = 4;
-
 /// The commit that stands for the worktree at `path` in a merge prediction: its tracked files
 /// and the files of `also` (those it shares with another worktree, untracked ones included) as
-/// they are, on top of its `HEAD`; or why git could not make one.
+/// they are, on top of its `HEAD` ([`Cache::snapshot`]); or why git could not make one.
 ///
 /// Made from the private copy of its index `private` when there is one, else from a copy of
-/// its own index (neither is ever written), else by `git stash create`, tried again while
-/// another git process holds the index's lock; `git stash create` leaves untracked files out,
-/// so a worktree with an untracked file among `also` cannot be snapshot that way. A worktree
-/// without local changes is its `HEAD`.
+/// its own index: neither is ever written, and no lock is taken (`git stash create` takes the
+/// worktree's index lock and rewrites the index, and fails while another git process holds it).
 fn snapshot(
-    cache: Option<&Cache>,
+    cache: &Cache,
     path: &Path,
     private: Option<&Path>,
     also: &[&str],
 ) -> std::result::Result<String, String> {
-    if let Some(c) = cache {
-        let own = super::local::git_dirs(path).map(|(gitdir, _, _)| gitdir.join("index"));
-        for index in private.into_iter().chain(own.as_deref()) {
-            if let Some(snap) = c.snapshot(path, index, also) {
-                return Ok(snap);
-            }
+    let own = super::local::git_dirs(path).map(|(gitdir, _, _)| gitdir.join("index"));
+    let mut why = "it has no index".to_string();
+    for index in private.into_iter().chain(own.as_deref()) {
+        match cache.snapshot(path, index, also) {
+            Ok(snap) => return Ok(snap),
+            Err(e) => why = e,
         }
     }
-    if !also.is_empty() {
-        let mut args = vec![
-            "--literal-pathspecs",
-            "ls-files",
-            "-z",
-            "--others",
-            "--exclude-standard",
-            "--",
-        ];
-        args.extend_from_slice(also);
-        let untracked = git(path, &args)
-            .map_err(|e| e.to_string())?
-            .map(|o| names(&o).collect::<Vec<_>>());
-        match untracked {
-            Some(u) if u.is_empty() => {}
-            Some(u) => {
-                return Err(format!(
-                    "its untracked {} cannot be merged without a private copy of its index \
-                     (git stash create leaves untracked files out)",
-                    u.join(", ")
-                ));
-            }
-            None => return Err("git ls-files failed".to_string()),
-        }
-    }
-    let mut why = String::from("git stash create did not run");
-    for attempt in 0..STASH_TRIES {
-        if attempt > 0 {
-            std::thread::sleep(std::time::Duration::from_millis(25 << attempt));
-        }
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(path)
-            .args(["stash", "create"])
-            .output();
-        match out {
-            Ok(o) if o.status.success() => {
-                let snap = text(o.stdout);
-                if !snap.is_empty() {
-                    return Ok(snap);
-                }
-                // Nothing changed: the worktree is its HEAD.
-                return match git(path, &["rev-parse", "HEAD"]) {
-                    Ok(Some(head)) => Ok(text(head)),
-                    _ => Err("git rev-parse HEAD failed".to_string()),
-                };
-            }
-            Ok(o) => {
-                let err = String::from_utf8_lossy(&o.stderr);
-                why = format!(
-                    "git stash create failed: {}",
-                    err.lines()
-                        .find(|l| !l.trim().is_empty())
-                        .unwrap_or("no message")
-                        .trim()
-                );
-            }
-            Err(e) => why = format!("could not run git: {e}"),
-        }
-    }
-    // git says only "could not write index" when another process holds its lock.
-    if let Some((gitdir, _, _)) = super::local::git_dirs(path) {
-        let lock = gitdir.join("index.lock");
-        if lock.exists() {
-            why = format!(
-                "{why} ({} exists: another git process holds the worktree's index)",
-                lock.display()
-            );
-        }
-    }
-    Err(format!("{why}; tried {STASH_TRIES} times"))
+    Err(why)
 }
 
 /// The files `git merge-tree --write-tree` finds conflicting when merging commits `a` and `b`.

@@ -4,7 +4,7 @@
 //! - the merge base of the worktree's `HEAD` with the integration branch, keyed by the two
 //!   commit ids it was computed from (commits never change, so neither does their merge base);
 //! - a private copy of the worktree's index, which git refreshes and `git diff`, `git ls-files`
-//!   and `git stash create` read through `GIT_INDEX_FILE`.
+//!   and the merge snapshot read through `GIT_INDEX_FILE`.
 //!
 //! Why the copy: git tells a changed file from an unchanged one by the stat data the index
 //! holds. conductor never writes a worktree's own index (git runs with `GIT_OPTIONAL_LOCKS=0`),
@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use super::git::{git, git_env, git_input, text};
 use crate::store::Store;
+use crate::store::atomic::TEMP_PREFIX;
 
 /// The cache's directory in the home.
 pub const DIR: &str = "worktree-index";
@@ -55,14 +56,14 @@ const USE_STALE: Duration = Duration::from_secs(600);
 /// when dropped.
 #[derive(Debug)]
 pub struct Private {
-    link: tempfile::NamedTempFile<()>,
+    link: tempfile::TempPath,
     copy: PathBuf,
 }
 
 impl Private {
     /// The path to hand git (`GIT_INDEX_FILE`).
     pub fn path(&self) -> &Path {
-        self.link.path()
+        &self.link
     }
 
     /// Forget the shared copy (git could not read it); this run's link goes when dropped.
@@ -161,7 +162,10 @@ impl Cache {
                     .suffix(".index")
                     .make_in(&self.dir, |p| std::fs::hard_link(&copy, p));
                 match link {
-                    Ok(link) => return Some(Private { link, copy }),
+                    Ok(link) => {
+                        let link = link.into_temp_path();
+                        return Some(Private { link, copy });
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::thread::yield_now(),
                     // No hard links here (a file system without them): a copy of its own.
                     Err(_) => break,
@@ -179,27 +183,9 @@ impl Cache {
     /// A file of this run's own holding one version of `copy` (its bytes and its mtime), for
     /// when another run keeps replacing it under every link.
     fn own_copy(&self, copy: &Path) -> std::io::Result<Private> {
-        use std::io::Write;
-        let mut f = std::fs::File::open(copy)?;
-        let mtime = f.metadata()?.modified()?;
-        let mut bytes = Vec::new();
-        f.read_to_end(&mut bytes)?;
-        let link = tempfile::Builder::new()
-            .prefix(USE_PREFIX)
-            .suffix(".index")
-            .make_in(&self.dir, |p| {
-                let mut f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(p)?;
-                f.write_all(&bytes)
-                    .and_then(|_| f.set_modified(mtime))
-                    .inspect_err(|_| {
-                        let _ = std::fs::remove_file(p);
-                    })
-            })?;
+        let (bytes, mtime) = read_version(copy)?;
         Ok(Private {
-            link,
+            link: temp_copy(&self.dir, USE_PREFIX, &bytes, Some(mtime))?.into_temp_path(),
             copy: copy.to_path_buf(),
         })
     }
@@ -235,13 +221,9 @@ impl Cache {
             Some(_) => {
                 // Refreshed from the copy itself; if that fails, the copy serves as it is (and
                 // one gone meanwhile is made again by the caller's next round).
-                let mut bytes = Vec::new();
-                let mtime = std::fs::File::open(&copy).ok().and_then(|mut f| {
-                    let mtime = f.metadata().ok()?.modified().ok()?;
-                    f.read_to_end(&mut bytes).ok()?;
-                    Some(mtime)
-                });
-                if let Some(tmp) = mtime.and_then(|t| self.temp_copy(&bytes, Some(t))) {
+                if let Ok((bytes, mtime)) = read_version(&copy)
+                    && let Ok(tmp) = temp_copy(&self.dir, TEMP_PREFIX, &bytes, Some(mtime))
+                {
                     let _ = self.refresh(root, tmp, &copy, true);
                 }
             }
@@ -253,7 +235,7 @@ impl Cache {
                     return None;
                 }
                 crate::store::atomic::create_private_dirs(&self.dir).ok()?;
-                let tmp = self.temp_copy(&bytes, meta.modified().ok())?;
+                let tmp = temp_copy(&self.dir, TEMP_PREFIX, &bytes, meta.modified().ok()).ok()?;
                 self.refresh(root, tmp, &copy, false)?;
                 self.forget_other_copies(&stem, &copy);
                 // The root is written down, for the pruning of worktrees that are gone.
@@ -300,57 +282,29 @@ impl Cache {
         Some(())
     }
 
-    /// `bytes` in a temp file of the cache directory, with the mtime `mtime` (so that git's
-    /// racy-clean checks judge it as they judge the index it was copied from).
-    fn temp_copy(
-        &self,
-        bytes: &[u8],
-        mtime: Option<SystemTime>,
-    ) -> Option<tempfile::NamedTempFile> {
-        use std::io::Write;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(crate::store::atomic::TEMP_PREFIX)
-            .suffix(".index")
-            .tempfile_in(&self.dir)
-            .ok()?;
-        tmp.as_file_mut().write_all(bytes).ok()?;
-        if let Some(t) = mtime {
-            tmp.as_file().set_modified(t).ok()?;
-        }
-        tmp.as_file().sync_all().ok()?;
-        Some(tmp)
-    }
-
-    /// A commit with the tree `git stash create` records for the worktree at `root`, made
-    /// cheaper, plus the untracked files among `also`: its index (`index`: the private copy, or
-    /// the worktree's own, read and never written) with every tracked file that differs from
+    /// A commit with the tree `git stash create` records for the worktree at `root`, plus the
+    /// untracked files among `also`, made without its lock: its index (`index`: the private copy,
+    /// or the worktree's own, read and never written) with every tracked file that differs from
     /// `HEAD`, and every file of `also` (paths relative to the root: the files it shares with
     /// another worktree, untracked ones included), as it is in the worktree; its parent `HEAD`.
     /// The same steps as `git stash create` (which lists what differs from `HEAD`, hands the
     /// list to `git update-index --add --remove` on a temporary index and writes its tree),
     /// with one pass over the worktree instead of four, and no commit of the index itself: `git
     /// merge-tree` finds the same merge base (`HEAD`'s with the other side) and merges the same
-    /// trees. The temporary index is a copy of `index` in the cache directory, removed after.
-    /// `None` when a step fails.
-    pub fn snapshot(&self, root: &Path, index: &Path, also: &[&str]) -> Option<String> {
-        use std::io::Write;
-        // The bytes and the mtime of one version of the file (git replaces an index whole).
-        let mut f = std::fs::File::open(index).ok()?;
-        let mtime = f.metadata().ok()?.modified().ok()?;
-        let mut bytes = Vec::new();
-        f.read_to_end(&mut bytes).ok()?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(crate::store::atomic::TEMP_PREFIX)
-            .suffix(".index")
-            .tempfile_in(&self.dir)
-            .ok()?;
-        tmp.as_file_mut().write_all(&bytes).ok()?;
-        // The copy's mtime, so that git's racy-clean checks judge it as they judge `index`.
-        tmp.as_file().set_modified(mtime).ok()?;
+    /// trees. The temporary index is a copy of `index` in the cache directory (the system's
+    /// temporary directory when that cannot be written), removed after. Else which step failed.
+    pub fn snapshot(&self, root: &Path, index: &Path, also: &[&str]) -> Result<String, String> {
+        let failed = |what: &str| format!("{what} failed on a copy of its index");
+        let (bytes, mtime) =
+            read_version(index).map_err(|e| format!("could not read {}: {e}", index.display()))?;
+        let tmp = temp_copy(&self.dir, TEMP_PREFIX, &bytes, Some(mtime))
+            .or_else(|_| temp_copy(&std::env::temp_dir(), TEMP_PREFIX, &bytes, Some(mtime)))
+            .map_err(|e| format!("could not make a temporary copy of its index: {e}"))?;
         let env = [("GIT_INDEX_FILE", tmp.path().as_os_str())];
         let mut differ = git_env(root, &["diff-index", "-z", "--name-only", "HEAD"], &env)
             .ok()
-            .flatten()?;
+            .flatten()
+            .ok_or_else(|| failed("git diff-index"))?;
         // A file listed twice is updated twice, to the same content.
         for path in also {
             differ.extend_from_slice(path.as_bytes());
@@ -369,9 +323,14 @@ impl Cache {
                 ],
                 &env,
                 &differ,
-            )?;
+            )
+            .ok_or_else(|| failed("git update-index"))?;
         }
-        let tree = text(git_env(root, &["write-tree"], &env).ok().flatten()?);
+        let tree = git_env(root, &["write-tree"], &env)
+            .ok()
+            .flatten()
+            .map(text)
+            .ok_or_else(|| failed("git write-tree"))?;
         // The identity `git stash create` falls back on: none need be configured.
         let ident: [(&str, &std::ffi::OsStr); 4] = [
             ("GIT_AUTHOR_NAME", "conductor".as_ref()),
@@ -393,8 +352,10 @@ impl Cache {
         )
         .ok()
         .flatten()
-        .map(text)?;
-        is_object_id(&commit).then_some(commit)
+        .map(text)
+        .filter(|c| is_object_id(c))
+        .ok_or_else(|| "git commit-tree failed".to_string())?;
+        Ok(commit)
     }
 
     /// Remove the copies of the worktree's earlier indexes.
@@ -509,6 +470,37 @@ pub(crate) fn merge_base(
         c.keep_merge_base(root, head, base_commit, mb);
     }
     Ok(mb)
+}
+
+/// One version of the file at `path` (git and conductor replace these files whole, never in
+/// place): its bytes and its mtime, read through one open file.
+fn read_version(path: &Path) -> std::io::Result<(Vec<u8>, SystemTime)> {
+    let mut f = std::fs::File::open(path)?;
+    let mtime = f.metadata()?.modified()?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok((bytes, mtime))
+}
+
+/// `bytes` in a new temp file `<prefix>*.index` of `dir`, with the mtime `mtime` (so that git's
+/// racy-clean checks judge it as they judge the index it was copied from). Not synced: every
+/// file of the cache can be lost, and git rewrites a copy it refreshes.
+fn temp_copy(
+    dir: &Path,
+    prefix: &str,
+    bytes: &[u8],
+    mtime: Option<SystemTime>,
+) -> std::io::Result<tempfile::NamedTempFile> {
+    use std::io::Write;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(prefix)
+        .suffix(".index")
+        .tempfile_in(dir)?;
+    tmp.as_file_mut().write_all(bytes)?;
+    if let Some(t) = mtime {
+        tmp.as_file().set_modified(t)?;
+    }
+    Ok(tmp)
 }
 
 #[cfg(test)]

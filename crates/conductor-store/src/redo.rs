@@ -600,9 +600,14 @@ pub fn commit(dir: &Path, record: &mut Record) -> Result<Committed> {
         return Err(Error::io("write the commit record", &path, e));
     }
     if tips.is_some() || record.writes.iter().any(|w| w.sum != 0) {
+        // The log's first record: the one the tips were checked against, or (no tips) read.
+        let generation = match &tips {
+            Some(t) => Some(t.generation),
+            None => generation(&log),
+        };
         let mut next = tips.unwrap_or_default();
         next.log_len = start + head.len() as u64 + data.iter().map(|d| d.len() as u64).sum::<u64>();
-        let Some(g) = generation(&log) else {
+        let Some(g) = generation else {
             let _ = std::fs::remove_file(dir.join(TIPS));
             return Ok(Committed { log, mark, start });
         };
